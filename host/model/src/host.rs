@@ -1,0 +1,120 @@
+//! Hosts as the inventory knows them: capacity, attributes, provider, and
+//! the maintenance state machine UP → DRAINING → DRAINED → DOWN → UP.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::task::{SpecError, check_count, check_len};
+use crate::{Labels, Resources};
+
+/// Maintenance state of a host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MaintenanceState {
+    /// In service: offered to placement.
+    #[default]
+    Up,
+    /// No new tasks; running tasks are being moved off.
+    Draining,
+    /// No tasks left; safe to take down.
+    Drained,
+    /// Out of service (being repaired, rebooted, …).
+    Down,
+}
+
+impl MaintenanceState {
+    /// The name used in storage and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaintenanceState::Up => "UP",
+            MaintenanceState::Draining => "DRAINING",
+            MaintenanceState::Drained => "DRAINED",
+            MaintenanceState::Down => "DOWN",
+        }
+    }
+
+    /// Whether `self → to` is allowed: the cycle UP → DRAINING → DRAINED →
+    /// DOWN → UP, plus cancelling a drain (DRAINING or DRAINED → UP).
+    pub fn can_transition(self, to: MaintenanceState) -> bool {
+        use MaintenanceState::*;
+        matches!(
+            (self, to),
+            (Up, Draining) | (Draining, Drained) | (Drained, Down) | (Down, Up) | (Draining, Up) | (Drained, Up)
+        ) || self == to
+    }
+
+    /// Whether placement may put new tasks on the host.
+    pub fn accepts_tasks(self) -> bool {
+        self == MaintenanceState::Up
+    }
+}
+
+impl fmt::Display for MaintenanceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One host in the inventory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostRecord {
+    /// Host name, unique in the cluster; the inventory key.
+    pub hostname: String,
+    /// Provider that manages it: `agent`, `mesos` or `sim`.
+    pub provider: String,
+    /// The provider's id for the host's agent (Mesos agent id, agent uuid).
+    pub agent_id: Option<String>,
+    /// Address the provider reaches the agent at (`ip:port`), if any.
+    pub address: Option<String>,
+    /// Whole capacity the host offers.
+    pub total: Resources,
+    /// Attributes used by constraints (`zone`, `rack`, `gpu_model`, …).
+    pub attributes: Labels,
+    /// Maintenance state.
+    pub state: MaintenanceState,
+    /// When the host first registered, milliseconds since the epoch.
+    pub registered_at_ms: u64,
+    /// Last change, milliseconds since the epoch.
+    pub updated_at_ms: u64,
+}
+
+impl HostRecord {
+    /// Checks names and sizes.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.hostname.is_empty() {
+            return Err(SpecError::Empty("hostname"));
+        }
+        check_len("hostname", &self.hostname)?;
+        check_len("provider", &self.provider)?;
+        check_count("attributes", self.attributes.len())?;
+        for (k, v) in &self.attributes {
+            check_len("attributes", k)?;
+            check_len("attributes", v)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maintenance_cycle() {
+        use MaintenanceState::*;
+        let cases = [
+            (Up, Draining, true),
+            (Draining, Drained, true),
+            (Drained, Down, true),
+            (Down, Up, true),
+            (Up, Down, false),
+            (Down, Draining, false),
+            (Draining, Up, true),
+        ];
+        for (a, b, ok) in cases {
+            assert_eq!(a.can_transition(b), ok, "{a} → {b}");
+        }
+    }
+}

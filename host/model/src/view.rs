@@ -1,0 +1,249 @@
+//! Host and task views, and the translation of a set of them into a plugin
+//! [`PlacementRequest`]: hard constraints are evaluated here, once per
+//! distinct constraint set, so the plugin's hot loop sees only host indices
+//! and integers.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use paceline_plugin_sdk::types::{
+    AttributeColumn, ConstraintSet, HostCount, HostFilter, HostOffer, JobInfo, NO_VALUE, PlacementRequest, Task,
+};
+
+use crate::constraint::{Constraint, Preference};
+use crate::labels::Labels;
+use crate::resources::Resources;
+
+/// A host as placement sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostView {
+    /// Host name, unique in the cluster.
+    pub name: String,
+    /// Whole capacity.
+    pub total: Resources,
+    /// Held by tasks already placed.
+    pub allocated: Resources,
+    /// Attributes such as `zone` and `rack`.
+    pub attributes: Labels,
+    /// `key=value` labels of the tasks the host runs (for affinity).
+    pub task_labels: BTreeSet<String>,
+    /// Tasks per job id that the host runs.
+    pub job_counts: BTreeMap<String, u32>,
+}
+
+impl HostView {
+    /// An empty host of capacity `total`.
+    pub fn new(name: impl Into<String>, total: Resources) -> Self {
+        HostView { name: name.into(), total, ..HostView::default() }
+    }
+
+    /// What is free.
+    pub fn free(&self) -> Resources {
+        self.total.saturating_sub(&self.allocated)
+    }
+
+    /// The host runs a task labelled `key=value`.
+    pub fn runs_label(&self, key: &str, value: &str) -> bool {
+        // Avoids allocating "key=value" for the lookup.
+        self.task_labels
+            .range::<str, _>((std::ops::Bound::Included(key), std::ops::Bound::Unbounded))
+            .take_while(|l| l.starts_with(key))
+            .any(|l| l.len() == key.len() + 1 + value.len() && l[key.len()..].starts_with('=') && l.ends_with(value))
+    }
+}
+
+/// A task waiting for placement.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskView {
+    /// Job id.
+    pub job: String,
+    /// Instance number.
+    pub instance: u32,
+    /// Gang id, shared by tasks placed all or nothing.
+    pub gang: u32,
+    /// Job priority.
+    pub priority: u32,
+    /// What one run needs.
+    pub demand: Resources,
+    /// Hard constraints.
+    pub constraints: Vec<Constraint>,
+    /// Soft constraints.
+    pub preferences: Vec<Preference>,
+    /// The host the task prefers (a stateful task's last host).
+    pub preferred_host: Option<String>,
+}
+
+/// Builds a plugin request from hosts and tasks. Tasks keep their order (gangs
+/// must be contiguous); the request's indices follow `hosts` and `tasks`.
+pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView]) -> PlacementRequest {
+    let host_index: BTreeMap<&str, u32> = hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), i as u32)).collect();
+
+    // Attribute columns: only the keys some task scores or spreads on.
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    for t in tasks {
+        keys.extend(t.preferences.iter().map(|p| p.key.as_str()));
+        keys.extend(t.constraints.iter().filter_map(|c| match c {
+            Constraint::SpreadOver { key } => Some(key.as_str()),
+            _ => None,
+        }));
+    }
+    let mut symbols: Vec<String> = Vec::new();
+    let mut symbol_index: BTreeMap<String, u32> = BTreeMap::new();
+    let mut intern = |s: &str, symbols: &mut Vec<String>| -> u32 {
+        if let Some(&i) = symbol_index.get(s) {
+            return i;
+        }
+        let i = symbols.len() as u32;
+        symbols.push(s.to_string());
+        symbol_index.insert(s.to_string(), i);
+        i
+    };
+    let key_index: BTreeMap<&str, u32> = keys.iter().enumerate().map(|(i, k)| (*k, i as u32)).collect();
+    let attributes: Vec<AttributeColumn> = keys
+        .iter()
+        .map(|k| AttributeColumn {
+            key: (*k).to_string(),
+            values: hosts
+                .iter()
+                .map(|h| h.attributes.get(*k).map_or(NO_VALUE, |v| intern(v, &mut symbols)))
+                .collect(),
+        })
+        .collect();
+
+    // Jobs, in order of first appearance.
+    let mut job_index: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut jobs: Vec<JobInfo> = Vec::new();
+    // Constraint sets, deduplicated.
+    let mut set_index: BTreeMap<(&[Constraint], &[Preference]), u32> = BTreeMap::new();
+    let mut constraints: Vec<ConstraintSet> = Vec::new();
+    let mut out_tasks = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let job = *job_index.entry(t.job.as_str()).or_insert_with(|| {
+            let max_per_host = t
+                .constraints
+                .iter()
+                .filter_map(|c| if let Constraint::MaxPerHost { max } = c { Some(*max) } else { None })
+                .min()
+                .unwrap_or(0);
+            let spread_over = t.constraints.iter().find_map(|c| match c {
+                Constraint::SpreadOver { key } => key_index.get(key.as_str()).copied(),
+                _ => None,
+            });
+            let existing = hosts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| h.job_counts.get(&t.job).map(|&count| HostCount { host: i as u32, count }))
+                .collect();
+            jobs.push(JobInfo { priority: t.priority, max_per_host, spread_over, existing });
+            (jobs.len() - 1) as u32
+        });
+        let set = *set_index.entry((t.constraints.as_slice(), t.preferences.as_slice())).or_insert_with(|| {
+            let hard: Vec<&Constraint> = t.constraints.iter().filter(|c| c.admits(&HostView::default()).is_some()).collect();
+            let eligible = if hard.is_empty() {
+                HostFilter::All
+            } else {
+                let only: Vec<u32> = hosts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| hard.iter().all(|c| c.admits(h) == Some(true)))
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                if only.len() == hosts.len() { HostFilter::All } else { HostFilter::Only(only) }
+            };
+            let preferences = t
+                .preferences
+                .iter()
+                .filter_map(|p| {
+                    let attribute = *key_index.get(p.key.as_str())?;
+                    Some(paceline_plugin_sdk::types::Preference {
+                        attribute,
+                        value: symbol_index_lookup(&symbols, &p.value),
+                        weight: p.weight,
+                    })
+                })
+                .collect();
+            constraints.push(ConstraintSet { eligible, preferences });
+            (constraints.len() - 1) as u32
+        });
+        out_tasks.push(Task {
+            job,
+            instance: t.instance,
+            gang: t.gang,
+            demand: t.demand,
+            constraints: set,
+            preferred_host: t.preferred_host.as_deref().and_then(|h| host_index.get(h).copied()),
+        });
+    }
+    PlacementRequest {
+        round,
+        hosts: hosts.iter().map(|h| HostOffer { free: h.free(), total: h.total }).collect(),
+        attributes,
+        symbols,
+        jobs,
+        constraints,
+        tasks: out_tasks,
+    }
+}
+
+/// A preferred value no host has gets an index past every symbol, so it
+/// matches nothing.
+fn symbol_index_lookup(symbols: &[String], value: &str) -> u32 {
+    symbols.iter().position(|s| s == value).map_or(NO_VALUE - 1, |i| i as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts() -> Vec<HostView> {
+        (0..3)
+            .map(|i| {
+                let mut h = HostView::new(format!("h{i}"), Resources::new(4000, 8192, 0, 0));
+                h.attributes.insert("zone".into(), if i < 2 { "a".into() } else { "b".into() });
+                h
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hard_constraints_become_eligible_lists_and_sets_are_shared() {
+        let zone_b = vec![Constraint::AttributeEquals { key: "zone".into(), value: "b".into() }];
+        let t = |instance, constraints: Vec<Constraint>| TaskView {
+            job: "j".into(),
+            instance,
+            gang: instance,
+            demand: Resources::new(100, 100, 0, 0),
+            constraints,
+            ..TaskView::default()
+        };
+        let req = build_placement_request(7, &hosts(), &[t(0, zone_b.clone()), t(1, zone_b), t(2, vec![])]);
+        assert_eq!(req.round, 7);
+        assert_eq!(req.constraints.len(), 2);
+        assert_eq!(req.constraints[0].eligible, HostFilter::Only(vec![2]));
+        assert_eq!(req.constraints[1].eligible, HostFilter::All);
+        assert_eq!(req.tasks[1].constraints, 0);
+        assert_eq!(req.jobs.len(), 1);
+    }
+
+    #[test]
+    fn spread_and_preferences_get_columns_and_existing_counts() {
+        let mut hs = hosts();
+        hs[1].job_counts.insert("j".into(), 2);
+        let t = TaskView {
+            job: "j".into(),
+            constraints: vec![Constraint::SpreadOver { key: "zone".into() }, Constraint::MaxPerHost { max: 3 }],
+            preferences: vec![Preference { key: "zone".into(), value: "b".into(), weight: 5 }],
+            preferred_host: Some("h2".into()),
+            ..TaskView::default()
+        };
+        let req = build_placement_request(0, &hs, &[t]);
+        assert_eq!(req.attributes.len(), 1);
+        assert_eq!(req.attributes[0].key, "zone");
+        let b = req.symbols.iter().position(|s| s == "b").expect("b interned") as u32;
+        assert_eq!(req.attributes[0].values[2], b);
+        assert_eq!(req.constraints[0].preferences[0].value, b);
+        assert_eq!(req.jobs[0].max_per_host, 3);
+        assert_eq!(req.jobs[0].spread_over, Some(0));
+        assert_eq!(req.jobs[0].existing, vec![HostCount { host: 1, count: 2 }]);
+        assert_eq!(req.tasks[0].preferred_host, Some(2));
+    }
+}

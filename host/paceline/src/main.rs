@@ -1,0 +1,55 @@
+//! # paceline
+//!
+//! The one binary. For now: `demo` (load the default plugins and place a
+//! sample workload), `plugin validate|run` (work with a component locally),
+//! and `bench plugin|resmgr|storage` (print benchmark figures). The server
+//! roles, the agent, `dev` and the gRPC client commands come with the
+//! pipeline issue.
+//!
+//! It owns command-line parsing and wiring only; every decision lives in the
+//! `host/` crates it calls.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Debug, Parser)]
+#[command(name = "paceline", version, about = "Paceline: a unified resource scheduler with WebAssembly policies")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Load the default plugins and place a sample workload on sample hosts.
+    Demo(cmd::demo::DemoArgs),
+    /// Work with plugin components locally.
+    #[command(subcommand)]
+    Plugin(cmd::plugin::PluginCommand),
+    /// Run a benchmark and print its figures.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PACELINE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Plugin(c) => cmd::plugin::run(c),
+        Command::Bench(c) => cmd::bench::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Runtime settings: deadlines, memory caps, fuel, upload size, cache.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How plugins are sandboxed and compiled.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Wall-clock budget of one call. Enforced by epoch interruption; a call
+    /// past it traps with [`crate::FaultKind::Deadline`].
+    pub call_deadline: Duration,
+    /// How often the epoch advances; the deadline's granularity.
+    pub epoch_tick: Duration,
+    /// Compile with epoch checks. Off only for benchmarks that measure their cost.
+    pub deadline_enforcement: bool,
+    /// Largest linear memory one instance may have, in bytes.
+    pub memory_cap_bytes: usize,
+    /// Largest Wasm stack, in bytes.
+    pub max_wasm_stack_bytes: usize,
+    /// Fuel per call for deterministic replay; `None` disables fuel metering.
+    pub fuel_per_call: Option<u64>,
+    /// Largest accepted upload, in bytes.
+    pub max_upload_bytes: usize,
+    /// Instances that may run at once, across all slots and versions.
+    pub max_concurrent_instances: u32,
+    /// Directory for compiled artifacts (keyed by SHA-256 and engine settings); `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Consecutive failed calls after which a slot rolls back on its own.
+    pub auto_rollback_after: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            call_deadline: Duration::from_secs(2),
+            epoch_tick: Duration::from_millis(1),
+            deadline_enforcement: true,
+            memory_cap_bytes: 256 << 20,
+            max_wasm_stack_bytes: 512 << 10,
+            fuel_per_call: None,
+            max_upload_bytes: 16 << 20,
+            max_concurrent_instances: 128,
+            cache_dir: None,
+            auto_rollback_after: 3,
+        }
+    }
+}

@@ -1,0 +1,681 @@
+//! The registry of slots: versions, the active one, hot swap, rollback,
+//! shadow runs, fallback and automatic rollback.
+//!
+//! A slot's active version is an `Arc` behind an atomic pointer. A call
+//! loads that pointer once and runs entirely on the version it loaded, so
+//! activating another version takes effect from the next call while calls in
+//! flight finish on the old one, and no call ever mixes two versions.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use paceline_plugin_sdk::types as sdk;
+use paceline_plugin_sdk::validate::{self, Violation};
+use paceline_plugin_sdk::{PlacementPolicy, PreemptionPolicy};
+
+use crate::error::{CallError, FaultKind, PluginError};
+use crate::metrics::{MetricsSnapshot, VersionMetrics};
+use crate::persist::{VersionRecord, VersionState, VersionStore};
+use crate::runtime::{PluginRuntime, Prepared, PreparedWorld, World, call_error};
+use crate::samples;
+
+/// Who produced an answer.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServedBy {
+    /// A Wasm version, `name@version`.
+    Version(String),
+    /// The built-in native policy of that name.
+    Native(&'static str),
+}
+
+/// An answer, who gave it, and the faults met on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer<T> {
+    /// The decision.
+    pub value: T,
+    /// Who made it.
+    pub served_by: ServedBy,
+    /// Faults of versions tried before, in order.
+    pub faults: Vec<CallError>,
+}
+
+/// A native policy for a lifecycle slot, registered by the job manager.
+pub type NativeLifecycle = Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &sdk::Event) -> Vec<sdk::Action> + Send + Sync>;
+
+/// Options of [`Registry::deploy`].
+#[derive(Clone, Copy, Debug)]
+pub struct DeployOptions {
+    /// Run the component on sample inputs before accepting it.
+    pub self_test: bool,
+}
+
+impl Default for DeployOptions {
+    fn default() -> Self {
+        DeployOptions { self_test: true }
+    }
+}
+
+/// What `deploy` reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Deployed {
+    /// The new version.
+    pub record: VersionRecord,
+    /// Compilation came from the cache.
+    pub from_cache: bool,
+}
+
+/// A version as listed.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct VersionInfo {
+    /// Its record.
+    pub record: VersionRecord,
+    /// Its call metrics.
+    pub metrics: MetricsSnapshot,
+}
+
+/// One slot as listed.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SlotInfo {
+    /// Slot name.
+    pub slot: String,
+    /// Its world.
+    pub world: World,
+    /// The active version's id, if any (else the native policy serves).
+    pub active: Option<String>,
+    /// Version being shadowed, if any.
+    pub shadow: Option<String>,
+    /// Every version, oldest first.
+    pub versions: Vec<VersionInfo>,
+}
+
+/// Decision differences between a shadowed candidate and the active version.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShadowReport {
+    /// The candidate.
+    pub candidate: String,
+    /// Inputs compared.
+    pub compared: u64,
+    /// Inputs where the decisions were identical.
+    pub identical: u64,
+    /// Placement: tasks whose host (or placed/unplaced status) differed, summed.
+    pub tasks_differing: u64,
+    /// Calls where the candidate failed.
+    pub candidate_faults: u64,
+    /// Inputs skipped because the shadow worker was busy.
+    pub skipped: u64,
+    /// Up to ten examples of differences, as text.
+    pub samples: Vec<String>,
+}
+
+struct Version {
+    record: Mutex<VersionRecord>,
+    id: String,
+    prepared: Prepared,
+    metrics: VersionMetrics,
+}
+
+impl Version {
+    fn record(&self) -> VersionRecord {
+        self.record.lock().map(|r| r.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+    fn set_state(&self, state: VersionState) -> VersionRecord {
+        let mut r = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        r.state = state;
+        r.clone()
+    }
+}
+
+type ShadowJob = Box<dyn FnOnce() + Send>;
+
+struct Shadow {
+    version: Arc<Version>,
+    jobs: SyncSender<ShadowJob>,
+    report: Arc<Mutex<ShadowReport>>,
+}
+
+struct Slot {
+    name: String,
+    world: World,
+    versions: RwLock<Vec<Arc<Version>>>,
+    active: ArcSwapOption<Version>,
+    /// Activation history; the last entry is the active version.
+    history: Mutex<Vec<String>>,
+    consecutive_failures: AtomicU32,
+    shadow: ArcSwapOption<Shadow>,
+}
+
+impl Slot {
+    fn find(&self, id: &str) -> Option<Arc<Version>> {
+        self.versions.read().ok()?.iter().find(|v| v.id == id).cloned()
+    }
+}
+
+/// The plugin registry: every slot, its versions and its active version.
+pub struct Registry {
+    runtime: Arc<PluginRuntime>,
+    store: Arc<dyn VersionStore>,
+    slots: RwLock<BTreeMap<String, Arc<Slot>>>,
+    lifecycle_natives: RwLock<BTreeMap<String, NativeLifecycle>>,
+    /// Serialises changes (deploy, activate, rollback) so histories stay consistent.
+    admin: Mutex<()>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("runtime", &self.runtime).finish_non_exhaustive()
+    }
+}
+
+/// The world a slot name requires, or an error for an unknown slot.
+pub fn slot_world(slot: &str) -> Result<World, PluginError> {
+    let valid_tail = |t: &str| !t.is_empty() && t.len() <= 64 && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    match slot.split_once('/') {
+        None if slot == "preemption" => Ok(World::Preemption),
+        Some(("placement", t)) if valid_tail(t) => Ok(World::Placement),
+        Some(("lifecycle", "batch" | "stateless" | "stateful" | "daemon")) => Ok(World::Lifecycle),
+        _ => Err(PluginError::UnknownSlot(slot.to_string())),
+    }
+}
+
+fn check_name(field: &'static str, value: &str) -> Result<(), PluginError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if ok { Ok(()) } else { Err(PluginError::InvalidName { field, value: value.to_string() }) }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Registry {
+    /// Opens a registry over `store`, loading every stored version and each
+    /// slot's active version. A stored version that no longer loads is
+    /// logged and skipped; its slot falls back to the previous one or native.
+    pub fn open(runtime: Arc<PluginRuntime>, store: Arc<dyn VersionStore>) -> Result<Registry, PluginError> {
+        let registry = Registry {
+            runtime,
+            store,
+            slots: RwLock::new(BTreeMap::new()),
+            lifecycle_natives: RwLock::new(BTreeMap::new()),
+            admin: Mutex::new(()),
+        };
+        let versions = registry.store.load_versions().map_err(PluginError::Storage)?;
+        for (record, wasm) in versions {
+            let id = record.id();
+            match registry.load_version(record, &wasm) {
+                Ok(()) => {}
+                Err(e) => tracing::warn!(version = %id, error = %e, "stored plugin version does not load; skipped"),
+            }
+        }
+        let histories = registry.store.load_histories().map_err(PluginError::Storage)?;
+        for (slot_name, history) in histories {
+            let Ok(slot) = registry.slot(&slot_name) else { continue };
+            let kept: Vec<String> = history.into_iter().filter(|id| slot.find(id).is_some()).collect();
+            slot.active.store(kept.last().and_then(|id| slot.find(id)));
+            if let Ok(mut h) = slot.history.lock() {
+                *h = kept;
+            }
+        }
+        Ok(registry)
+    }
+
+    fn load_version(&self, record: VersionRecord, wasm: &[u8]) -> Result<(), PluginError> {
+        let slot = self.slot(&record.slot)?;
+        let (component, _) = self.runtime.compile(wasm)?;
+        let prepared = self.runtime.prepare(&component, slot.world, &slot.name)?;
+        let id = record.id();
+        let version = Arc::new(Version { record: Mutex::new(record), id, prepared, metrics: VersionMetrics::default() });
+        slot.versions.write().map_err(|e| PluginError::Runtime(e.to_string()))?.push(version);
+        Ok(())
+    }
+
+    /// The runtime this registry compiles and calls with.
+    pub fn runtime(&self) -> &Arc<PluginRuntime> {
+        &self.runtime
+    }
+
+    fn slot(&self, name: &str) -> Result<Arc<Slot>, PluginError> {
+        let world = slot_world(name)?;
+        if let Some(s) = self.slots.read().map_err(|e| PluginError::Runtime(e.to_string()))?.get(name) {
+            return Ok(s.clone());
+        }
+        let mut slots = self.slots.write().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        Ok(slots
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    name: name.to_string(),
+                    world,
+                    versions: RwLock::new(Vec::new()),
+                    active: ArcSwapOption::empty(),
+                    history: Mutex::new(Vec::new()),
+                    consecutive_failures: AtomicU32::new(0),
+                    shadow: ArcSwapOption::empty(),
+                })
+            })
+            .clone())
+    }
+
+    /// Registers the native fallback of a lifecycle slot (`lifecycle/<kind>`).
+    pub fn set_native_lifecycle(&self, slot: &str, policy: NativeLifecycle) -> Result<(), PluginError> {
+        if slot_world(slot)? != World::Lifecycle {
+            return Err(PluginError::UnknownSlot(slot.to_string()));
+        }
+        self.lifecycle_natives.write().map_err(|e| PluginError::Runtime(e.to_string()))?.insert(slot.to_string(), policy);
+        Ok(())
+    }
+
+    /// Compiles, checks against the slot's world, self-tests and stores a
+    /// new version. It does not serve until [`Registry::activate`].
+    pub fn deploy(&self, slot_name: &str, name: &str, version: &str, wasm: &[u8], options: DeployOptions) -> Result<Deployed, PluginError> {
+        check_name("name", name)?;
+        check_name("version", version)?;
+        let slot = self.slot(slot_name)?;
+        let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let id = format!("{name}@{version}");
+        if slot.find(&id).is_some() {
+            return Err(PluginError::Duplicate { slot: slot_name.to_string(), version: id });
+        }
+        let (component, info) = self.runtime.compile(wasm)?;
+        let prepared = self.runtime.prepare(&component, slot.world, slot_name)?;
+        let record = VersionRecord {
+            slot: slot_name.to_string(),
+            name: name.to_string(),
+            version: version.to_string(),
+            sha256: PluginRuntime::sha256_hex(wasm),
+            world: slot.world,
+            deployed_at_ms: now_ms(),
+            state: VersionState::Ready,
+        };
+        let candidate = Version { record: Mutex::new(record.clone()), id: id.clone(), prepared, metrics: VersionMetrics::default() };
+        if options.self_test {
+            self.self_test(&candidate)?;
+        }
+        self.store.save_version(&record, wasm).map_err(PluginError::Storage)?;
+        slot.versions.write().map_err(|e| PluginError::Runtime(e.to_string()))?.push(Arc::new(candidate));
+        tracing::info!(slot = slot_name, version = %id, sha256 = %record.sha256, "plugin deployed");
+        Ok(Deployed { record, from_cache: info.from_cache })
+    }
+
+    fn self_test(&self, v: &Version) -> Result<(), PluginError> {
+        let fail = |input_hash: String, (kind, message): (FaultKind, String)| {
+            PluginError::SelfTest(CallError { kind, version: v.id.clone(), message, input_hash })
+        };
+        match &v.prepared.0 {
+            PreparedWorld::Placement(pre) => {
+                for req in samples::placement() {
+                    let hash = crate::runtime::input_hash(&req);
+                    let out = self.runtime.call_placement(pre, &req).map_err(|e| fail(hash.clone(), e))?;
+                    validate::check_placement(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                }
+            }
+            PreparedWorld::Preemption(pre) => {
+                for req in samples::preemption() {
+                    let hash = crate::runtime::input_hash(&req);
+                    let out = self.runtime.call_preemption(pre, &req).map_err(|e| fail(hash.clone(), e))?;
+                    validate::check_victims(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                }
+            }
+            PreparedWorld::Lifecycle(pre) => {
+                for (job, tasks, event) in samples::lifecycle() {
+                    let hash = crate::runtime::input_hash(&(&job, &tasks, &event));
+                    let out = self.runtime.call_lifecycle(pre, &job, &tasks, &event).map_err(|e| fail(hash.clone(), e))?;
+                    validate::check_actions(&job, &tasks, &out)
+                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `id` (`name@version`) the slot's active version, from the next call on.
+    pub fn activate(&self, slot_name: &str, id: &str) -> Result<(), PluginError> {
+        let slot = self.slot(slot_name)?;
+        let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let version = slot
+            .find(id)
+            .ok_or_else(|| PluginError::UnknownVersion { slot: slot_name.to_string(), version: id.to_string() })?;
+        let mut history = slot.history.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let mut next = history.clone();
+        next.retain(|h| h != id);
+        next.push(id.to_string());
+        self.store.save_history(slot_name, &next).map_err(PluginError::Storage)?;
+        self.swap_active(&slot, &history, &version);
+        *history = next;
+        slot.consecutive_failures.store(0, Ordering::Relaxed);
+        tracing::info!(slot = slot_name, version = id, "plugin activated");
+        Ok(())
+    }
+
+    fn swap_active(&self, slot: &Slot, old_history: &[String], new: &Arc<Version>) {
+        if let Some(old) = old_history.last().and_then(|id| slot.find(id)) {
+            if old.id != new.id && old.record().state == VersionState::Active {
+                let _ = self.store.update_version(&old.set_state(VersionState::Retired));
+            }
+        }
+        let _ = self.store.update_version(&new.set_state(VersionState::Active));
+        slot.active.store(Some(new.clone()));
+    }
+
+    /// Goes back to the version active before the current one (or to the
+    /// native policy when there is none). Returns the id now active, if any.
+    pub fn rollback(&self, slot_name: &str) -> Result<Option<String>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        self.rollback_locked(&slot, None)
+    }
+
+    fn rollback_locked(&self, slot: &Slot, mark_failed: Option<&Arc<Version>>) -> Result<Option<String>, PluginError> {
+        let mut history = slot.history.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let Some(current) = history.last().cloned() else {
+            return Err(PluginError::NothingToRollBack(slot.name.clone()));
+        };
+        let mut next = history.clone();
+        next.pop();
+        // Skip versions that failed since they were active.
+        while next.last().and_then(|id| slot.find(id)).is_some_and(|v| v.record().state == VersionState::Failed) {
+            next.pop();
+        }
+        self.store.save_history(&slot.name, &next).map_err(PluginError::Storage)?;
+        if let Some(v) = slot.find(&current) {
+            let state = if mark_failed.is_some() { VersionState::Failed } else { VersionState::Retired };
+            let _ = self.store.update_version(&v.set_state(state));
+        }
+        let target = next.last().and_then(|id| slot.find(id));
+        if let Some(t) = &target {
+            let _ = self.store.update_version(&t.set_state(VersionState::Active));
+        }
+        slot.active.store(target.clone());
+        *history = next;
+        slot.consecutive_failures.store(0, Ordering::Relaxed);
+        Ok(target.map(|t| t.id.clone()))
+    }
+
+    /// Starts comparing `id`'s decisions with the active version's on every
+    /// call, on a background thread; the candidate's answers are never used.
+    pub fn shadow(&self, slot_name: &str, id: &str) -> Result<(), PluginError> {
+        let slot = self.slot(slot_name)?;
+        let version = slot
+            .find(id)
+            .ok_or_else(|| PluginError::UnknownVersion { slot: slot_name.to_string(), version: id.to_string() })?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<ShadowJob>(16);
+        std::thread::Builder::new()
+            .name(format!("shadow-{slot_name}"))
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })
+            .map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let report = Arc::new(Mutex::new(ShadowReport { candidate: id.to_string(), ..ShadowReport::default() }));
+        slot.shadow.store(Some(Arc::new(Shadow { version, jobs: tx, report })));
+        Ok(())
+    }
+
+    /// Stops the slot's shadow run and returns its final report.
+    pub fn stop_shadow(&self, slot_name: &str) -> Result<Option<ShadowReport>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        Ok(slot.shadow.swap(None).and_then(|s| s.report.lock().ok().map(|r| r.clone())))
+    }
+
+    /// The slot's shadow report so far.
+    pub fn shadow_report(&self, slot_name: &str) -> Result<Option<ShadowReport>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        Ok(slot.shadow.load_full().and_then(|s| s.report.lock().ok().map(|r| r.clone())))
+    }
+
+    /// Every slot that has versions, with metrics.
+    pub fn list(&self) -> Vec<SlotInfo> {
+        let Ok(slots) = self.slots.read() else { return Vec::new() };
+        slots
+            .values()
+            .map(|s| SlotInfo {
+                slot: s.name.clone(),
+                world: s.world,
+                active: s.active.load().as_ref().map(|v| v.id.clone()),
+                shadow: s.shadow.load().as_ref().map(|sh| sh.version.id.clone()),
+                versions: s
+                    .versions
+                    .read()
+                    .map(|vs| vs.iter().map(|v| VersionInfo { record: v.record(), metrics: v.metrics.snapshot() }).collect())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// The id of the slot's active version, if any.
+    pub fn active(&self, slot_name: &str) -> Result<Option<String>, PluginError> {
+        Ok(self.slot(slot_name)?.active.load().as_ref().map(|v| v.id.clone()))
+    }
+
+    /// Runs one call on the active version, then on earlier good versions,
+    /// then on the native policy, until one gives a valid answer.
+    fn serve<I, O>(
+        &self,
+        slot: &Arc<Slot>,
+        input: &I,
+        invoke: impl Fn(&Prepared) -> Result<O, (FaultKind, String)>,
+        check: impl Fn(&O) -> Result<(), Violation>,
+        native: Option<(&'static str, Box<dyn Fn() -> O + '_>)>,
+    ) -> Result<Answer<O>, PluginError>
+    where
+        I: serde::Serialize,
+    {
+        let mut faults = Vec::new();
+        let active = slot.active.load_full();
+        let mut tried: Vec<String> = Vec::new();
+        let mut candidate = active.clone();
+        while let Some(v) = candidate {
+            tried.push(v.id.clone());
+            let started = Instant::now();
+            let outcome = invoke(&v.prepared).and_then(|o| match check(&o) {
+                Ok(()) => Ok(o),
+                Err(violation) => Err((FaultKind::InvalidAnswer, violation.to_string())),
+            });
+            match outcome {
+                Ok(o) => {
+                    v.metrics.record(started.elapsed(), None);
+                    if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &v)) {
+                        slot.consecutive_failures.store(0, Ordering::Relaxed);
+                    }
+                    return Ok(Answer { value: o, served_by: ServedBy::Version(v.id.clone()), faults });
+                }
+                Err(fault) => {
+                    v.metrics.record(started.elapsed(), Some(fault.0));
+                    let err = call_error(&v.id, input, fault);
+                    tracing::warn!(slot = %slot.name, version = %v.id, kind = %err.kind, input = %err.input_hash, message = %err.message, "plugin call failed; falling back");
+                    faults.push(err);
+                    if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &v)) {
+                        self.note_failure(slot, &v);
+                    }
+                }
+            }
+            candidate = self.previous_good(slot, &tried);
+        }
+        match native {
+            Some((name, f)) => Ok(Answer { value: f(), served_by: ServedBy::Native(name), faults }),
+            None => Err(PluginError::Call(faults.pop().unwrap_or_else(|| CallError {
+                kind: FaultKind::Instantiate,
+                version: slot.name.clone(),
+                message: "no active version and no native policy for this slot".into(),
+                input_hash: crate::runtime::input_hash(input),
+            }))),
+        }
+    }
+
+    /// The most recently active version not yet tried and not failed.
+    fn previous_good(&self, slot: &Slot, tried: &[String]) -> Option<Arc<Version>> {
+        let history = slot.history.lock().ok()?.clone();
+        history
+            .iter()
+            .rev()
+            .filter(|id| !tried.contains(id))
+            .filter_map(|id| slot.find(id))
+            .find(|v| v.record().state != VersionState::Failed)
+    }
+
+    fn note_failure(&self, slot: &Slot, v: &Arc<Version>) {
+        let n = slot.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n < self.runtime.config().auto_rollback_after {
+            return;
+        }
+        let Ok(_admin) = self.admin.lock() else { return };
+        // Only roll back if the failing version is still the active one.
+        if !slot.active.load().as_ref().is_some_and(|a| Arc::ptr_eq(a, v)) {
+            return;
+        }
+        match self.rollback_locked(slot, Some(v)) {
+            Ok(now) => tracing::error!(slot = %slot.name, failed = %v.id, now_active = ?now, failures = n, "plugin rolled back automatically"),
+            Err(e) => tracing::error!(slot = %slot.name, error = %e, "automatic rollback failed"),
+        }
+    }
+
+    fn send_shadow(slot: &Slot, job: impl FnOnce(&Arc<Version>, &Mutex<ShadowReport>) + Send + 'static) {
+        let Some(shadow) = slot.shadow.load_full() else { return };
+        let (version, report) = (shadow.version.clone(), shadow.report.clone());
+        let boxed: ShadowJob = Box::new(move || job(&version, &report));
+        if let Err(TrySendError::Full(_)) = shadow.jobs.try_send(boxed) {
+            if let Ok(mut r) = shadow.report.lock() {
+                r.skipped += 1;
+            }
+        }
+    }
+
+    /// Places a round through the slot (e.g. `placement/batch`).
+    pub fn place(&self, slot_name: &str, request: &sdk::PlacementRequest) -> Result<Answer<sdk::PlacementResult>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        if slot.world != World::Placement {
+            return Err(PluginError::UnknownSlot(slot_name.to_string()));
+        }
+        let native: (&'static str, Box<dyn Fn() -> sdk::PlacementResult>) = if slot_name == "placement/stateless" {
+            ("spread", Box::new(|| plugin_spread::Spread::place(request)))
+        } else {
+            ("binpack", Box::new(|| plugin_binpack::Binpack::place(request)))
+        };
+        let runtime = &self.runtime;
+        let answer = self.serve(
+            &slot,
+            request,
+            |p| match &p.0 {
+                PreparedWorld::Placement(pre) => runtime.call_placement(pre, request),
+                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
+            },
+            |o| validate::check_placement(request, o),
+            Some(native),
+        )?;
+        if slot.shadow.load().is_some() {
+            let (req, active) = (request.clone(), answer.value.clone());
+            let runtime = self.runtime.clone();
+            Self::send_shadow(&slot, move |v, report| {
+                let PreparedWorld::Placement(pre) = &v.prepared.0 else { return };
+                let started = Instant::now();
+                let out = runtime.call_placement(pre, &req).and_then(|o| {
+                    validate::check_placement(&req, &o).map(|_| o).map_err(|e| (FaultKind::InvalidAnswer, e.to_string()))
+                });
+                v.metrics.record(started.elapsed(), out.as_ref().err().map(|e| e.0));
+                let Ok(mut r) = report.lock() else { return };
+                r.compared += 1;
+                match out {
+                    Ok(o) => {
+                        let differing = placement_diff(&active, &o);
+                        if differing == 0 {
+                            r.identical += 1;
+                        } else {
+                            r.tasks_differing += differing;
+                            if r.samples.len() < 10 {
+                                r.samples.push(format!("round {}: {differing} of {} tasks placed differently", req.round, req.tasks.len()));
+                            }
+                        }
+                    }
+                    Err((kind, msg)) => {
+                        r.candidate_faults += 1;
+                        if r.samples.len() < 10 {
+                            r.samples.push(format!("round {}: candidate failed ({kind}): {msg}", req.round));
+                        }
+                    }
+                }
+            });
+        }
+        Ok(answer)
+    }
+
+    /// Chooses preemption victims through the `preemption` slot.
+    pub fn select_victims(&self, request: &sdk::PreemptionRequest) -> Result<Answer<Vec<sdk::Victim>>, PluginError> {
+        let slot = self.slot("preemption")?;
+        let runtime = &self.runtime;
+        let native: (&'static str, Box<dyn Fn() -> Vec<sdk::Victim>>) =
+            ("priority-preempt", Box::new(|| plugin_priority_preempt::PriorityPreempt::select_victims(request)));
+        let answer = self.serve(
+            &slot,
+            request,
+            |p| match &p.0 {
+                PreparedWorld::Preemption(pre) => runtime.call_preemption(pre, request),
+                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
+            },
+            |o| validate::check_victims(request, o),
+            Some(native),
+        )?;
+        if slot.shadow.load().is_some() {
+            let (req, active) = (request.clone(), answer.value.clone());
+            let runtime = self.runtime.clone();
+            Self::send_shadow(&slot, move |v, report| {
+                let PreparedWorld::Preemption(pre) = &v.prepared.0 else { return };
+                let out = runtime.call_preemption(pre, &req);
+                let Ok(mut r) = report.lock() else { return };
+                r.compared += 1;
+                match out {
+                    Ok(o) if o == active => r.identical += 1,
+                    Ok(o) => {
+                        if r.samples.len() < 10 {
+                            r.samples.push(format!("active chose {} victims, candidate {}", active.len(), o.len()));
+                        }
+                    }
+                    Err(_) => r.candidate_faults += 1,
+                }
+            });
+        }
+        Ok(answer)
+    }
+
+    /// Asks a lifecycle slot (`lifecycle/<kind>`) how to react to an event.
+    pub fn on_event(
+        &self,
+        slot_name: &str,
+        job: &sdk::JobView,
+        tasks: &[sdk::TaskView],
+        event: &sdk::Event,
+    ) -> Result<Answer<Vec<sdk::Action>>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        if slot.world != World::Lifecycle {
+            return Err(PluginError::UnknownSlot(slot_name.to_string()));
+        }
+        let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
+        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> =
+            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, event)) as Box<dyn Fn() -> Vec<sdk::Action>>));
+        let runtime = &self.runtime;
+        self.serve(
+            &slot,
+            &(job, tasks, event),
+            |p| match &p.0 {
+                PreparedWorld::Lifecycle(pre) => runtime.call_lifecycle(pre, job, tasks, event),
+                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
+            },
+            |o| validate::check_actions(job, tasks, o),
+            native,
+        )
+    }
+}
+
+/// Tasks whose outcome differs between two placement answers.
+fn placement_diff(a: &sdk::PlacementResult, b: &sdk::PlacementResult) -> u64 {
+    let host_of = |r: &sdk::PlacementResult| -> BTreeMap<u32, u32> { r.assignments.iter().map(|x| (x.task, x.host)).collect() };
+    let (ha, hb) = (host_of(a), host_of(b));
+    let tasks: std::collections::BTreeSet<u32> = ha.keys().chain(hb.keys()).copied().collect();
+    tasks.into_iter().filter(|t| ha.get(t) != hb.get(t)).count() as u64
+}

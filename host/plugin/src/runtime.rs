@@ -1,0 +1,334 @@
+//! The wasmtime engine: compiling (with an on-disk cache), checking a
+//! component against a world, and calling it inside the sandbox with a
+//! deadline, a memory cap and optional fuel.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use paceline_plugin_sdk::types as sdk;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+use crate::bindings;
+use crate::config::RuntimeConfig;
+use crate::error::{CallError, FaultKind, PluginError};
+use crate::sandbox::CallState;
+
+/// The world a component implements; a slot's name decides which one it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum World {
+    /// `paceline:scheduler/placement`.
+    Placement,
+    /// `paceline:scheduler/preemption`.
+    Preemption,
+    /// `paceline:scheduler/lifecycle`.
+    Lifecycle,
+}
+
+impl World {
+    /// The world's WIT name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            World::Placement => "placement",
+            World::Preemption => "preemption",
+            World::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+/// A component checked against its world, ready to instantiate cheaply.
+/// Obtained from [`PluginRuntime::load`]; the registry holds one per version.
+#[derive(Clone)]
+pub struct Prepared(pub(crate) PreparedWorld);
+
+#[derive(Clone)]
+pub(crate) enum PreparedWorld {
+    Placement(bindings::placement::PlacementPre<CallState>),
+    Preemption(bindings::preemption::PreemptionPre<CallState>),
+    Lifecycle(bindings::lifecycle::LifecyclePre<CallState>),
+}
+
+/// The plugin runtime: one wasmtime engine with its settings.
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    config: RuntimeConfig,
+    deadline_ticks: u64,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for PluginRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRuntime").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Drop for PluginRuntime {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What compiling a component cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompileInfo {
+    /// The compiled artifact came from the cache.
+    pub from_cache: bool,
+}
+
+impl PluginRuntime {
+    /// Builds an engine with `config`'s limits and starts its epoch clock.
+    pub fn new(config: RuntimeConfig) -> Result<PluginRuntime, PluginError> {
+        let mut wcfg = Config::new();
+        wcfg.epoch_interruption(config.deadline_enforcement);
+        wcfg.consume_fuel(config.fuel_per_call.is_some());
+        wcfg.max_wasm_stack(config.max_wasm_stack_bytes);
+        // Floats are not used in decisions, but a policy may use them
+        // internally; canonical NaNs keep its answers identical across CPUs.
+        wcfg.cranelift_nan_canonicalization(true);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(config.max_concurrent_instances)
+            .total_memories(config.max_concurrent_instances)
+            .total_tables(config.max_concurrent_instances * 2)
+            .max_memory_size(config.memory_cap_bytes);
+        wcfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wcfg).map_err(|e| PluginError::Runtime(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Runtime(format!("{e:#}")))?;
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        if config.deadline_enforcement {
+            let engine = engine.clone();
+            let stop = stop_ticker.clone();
+            let tick = config.epoch_tick.max(Duration::from_micros(100));
+            std::thread::Builder::new()
+                .name("plugin-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| PluginError::Runtime(format!("cannot start the epoch thread: {e}")))?;
+        }
+        let tick_nanos = config.epoch_tick.max(Duration::from_micros(100)).as_nanos().max(1);
+        let deadline_ticks = (config.call_deadline.as_nanos().div_ceil(tick_nanos)).max(1) as u64;
+        Ok(PluginRuntime { engine, linker, config, deadline_ticks, stop_ticker })
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Rejects uploads that are too large, not Wasm, or a core module.
+    pub fn check_upload(&self, bytes: &[u8]) -> Result<(), PluginError> {
+        if bytes.len() > self.config.max_upload_bytes {
+            return Err(PluginError::TooLarge { size: bytes.len(), max: self.config.max_upload_bytes });
+        }
+        if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+            return Err(PluginError::NotWasm);
+        }
+        // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+        if bytes[6..8] != [1, 0] {
+            return Err(PluginError::NotComponent);
+        }
+        Ok(())
+    }
+
+    /// Compiles a component, through the on-disk cache when one is configured.
+    pub fn compile(&self, bytes: &[u8]) -> Result<(Component, CompileInfo), PluginError> {
+        self.check_upload(bytes)?;
+        let key = self.cache_key(bytes);
+        if let Some(path) = self.cache_path(&key) {
+            if let Some(c) = self.load_cached(&path) {
+                return Ok((c, CompileInfo { from_cache: true }));
+            }
+        }
+        let component = Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile(format!("{e:#}")))?;
+        if let Some(path) = self.cache_path(&key) {
+            if let Err(e) = self.store_cached(&path, &component) {
+                tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-plugin cache");
+            }
+        }
+        Ok((component, CompileInfo { from_cache: false }))
+    }
+
+    /// SHA-256 of the component, hex.
+    pub fn sha256_hex(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    fn cache_key(&self, bytes: &[u8]) -> String {
+        // The engine's compatibility hash covers the wasmtime version, the
+        // target and every setting that changes generated code (epochs, fuel).
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        format!("{}-{:016x}", Self::sha256_hex(bytes), h.finish())
+    }
+
+    fn cache_path(&self, key: &str) -> Option<PathBuf> {
+        self.config.cache_dir.as_ref().map(|d| d.join(format!("{key}.cwasm")))
+    }
+
+    fn load_cached(&self, path: &Path) -> Option<Component> {
+        let artifact = std::fs::read(path).ok()?;
+        let recorded = std::fs::read_to_string(path.with_extension("sha256")).ok()?;
+        if recorded.trim() != Self::sha256_hex(&artifact) {
+            tracing::warn!(path = %path.display(), "compiled-plugin cache entry does not match its checksum; recompiling");
+            return None;
+        }
+        // SAFETY: `deserialize` trusts its input to be an artifact this
+        // engine produced. The file sits in our own cache directory, was
+        // written by `store_cached` below, and its SHA-256 was just checked
+        // against the sidecar written with it, so a truncated or altered
+        // file is refused above; the key includes the engine's
+        // compatibility hash, so an artifact from other settings is never read.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(&self.engine, &artifact) };
+        component.ok()
+    }
+
+    fn store_cached(&self, path: &Path, component: &Component) -> Result<(), String> {
+        let bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &bytes).map_err(|e| e.to_string())?;
+        std::fs::write(path.with_extension("sha256"), Self::sha256_hex(&bytes)).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    }
+
+    /// Links a compiled component and checks that it exports `world`.
+    pub(crate) fn prepare(&self, component: &Component, world: World, slot: &str) -> Result<Prepared, PluginError> {
+        let wrong = |e: wasmtime::Error| PluginError::WrongWorld {
+            slot: slot.to_string(),
+            world: world.as_str(),
+            detail: format!("{e:#}"),
+        };
+        let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
+        Ok(Prepared(match world {
+            World::Placement => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
+            World::Preemption => PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?),
+            World::Lifecycle => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
+        }))
+    }
+
+    fn new_store(&self) -> Result<Store<CallState>, (FaultKind, String)> {
+        let mut store = Store::new(&self.engine, CallState::new(self.config.memory_cap_bytes));
+        store.limiter(|s| &mut s.limits);
+        if self.config.deadline_enforcement {
+            store.set_epoch_deadline(self.deadline_ticks);
+            store.epoch_deadline_trap();
+        }
+        if let Some(fuel) = self.config.fuel_per_call {
+            store.set_fuel(fuel).map_err(|e| (FaultKind::Instantiate, format!("{e:#}")))?;
+        }
+        Ok(store)
+    }
+
+    /// Compiles `bytes` and checks them against `world`, outside any registry
+    /// (tools, benchmarks).
+    pub fn load(&self, bytes: &[u8], world: World) -> Result<Prepared, PluginError> {
+        let (component, _) = self.compile(bytes)?;
+        self.prepare(&component, world, world.as_str())
+    }
+
+    /// Calls a loaded placement component once, without validation or
+    /// fallback (tools, benchmarks; the registry adds both).
+    pub fn place(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Result<sdk::PlacementResult, CallError> {
+        match &prepared.0 {
+            PreparedWorld::Placement(pre) => self.call_placement(pre, request).map_err(|e| call_error("component", request, e)),
+            _ => Err(call_error("component", request, (FaultKind::Instantiate, "not a placement component".into()))),
+        }
+    }
+
+    /// Calls `place` in a fresh sandboxed instance.
+    pub(crate) fn call_placement(
+        &self,
+        pre: &bindings::placement::PlacementPre<CallState>,
+        request: &sdk::PlacementRequest,
+    ) -> Result<sdk::PlacementResult, (FaultKind, String)> {
+        let mut store = self.new_store()?;
+        let wire = bindings::placement::request(request);
+        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
+        let out = instance.call_place(&mut store, &wire).map_err(|e| classify(e, &store, false))?;
+        Ok(bindings::placement::result(out))
+    }
+
+    /// Calls `select-victims` in a fresh sandboxed instance.
+    pub(crate) fn call_preemption(
+        &self,
+        pre: &bindings::preemption::PreemptionPre<CallState>,
+        request: &sdk::PreemptionRequest,
+    ) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
+        let mut store = self.new_store()?;
+        let wire = bindings::preemption::request(request);
+        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
+        let out = instance.call_select_victims(&mut store, &wire).map_err(|e| classify(e, &store, false))?;
+        Ok(bindings::preemption::victims(out))
+    }
+
+    /// Calls `on-event` in a fresh sandboxed instance.
+    pub(crate) fn call_lifecycle(
+        &self,
+        pre: &bindings::lifecycle::LifecyclePre<CallState>,
+        job: &sdk::JobView,
+        tasks: &[sdk::TaskView],
+        event: &sdk::Event,
+    ) -> Result<Vec<sdk::Action>, (FaultKind, String)> {
+        let mut store = self.new_store()?;
+        let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::event(event));
+        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
+        let out = instance.call_on_event(&mut store, &j, &t, e).map_err(|err| classify(err, &store, false))?;
+        Ok(bindings::lifecycle::actions(out))
+    }
+}
+
+/// Turns a wasmtime error into a fault kind and a message an operator can act on.
+fn classify(err: wasmtime::Error, store: &Store<CallState>, instantiating: bool) -> (FaultKind, String) {
+    let stderr = store.data().stderr_text();
+    let detail = if stderr.is_empty() { format!("{err:#}") } else { format!("{err:#}; guest stderr: {stderr}") };
+    if store.data().limits.hit {
+        return (FaultKind::MemoryCap, format!("memory cap reached: {detail}"));
+    }
+    let kind = match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => FaultKind::Deadline,
+        Some(Trap::OutOfFuel) => FaultKind::OutOfFuel,
+        Some(Trap::StackOverflow) => FaultKind::StackOverflow,
+        Some(Trap::UnreachableCodeReached) if stderr.contains("panicked") => FaultKind::Panic,
+        Some(_) => FaultKind::Trap,
+        None if instantiating => FaultKind::Instantiate,
+        None => FaultKind::Trap,
+    };
+    (kind, detail)
+}
+
+/// Hex prefix of the SHA-256 of an input's JSON form, for logs and replay.
+pub(crate) fn input_hash<T: serde::Serialize>(input: &T) -> String {
+    let bytes = serde_json::to_vec(input).unwrap_or_default();
+    let mut s = PluginRuntime::sha256_hex(&bytes);
+    s.truncate(16);
+    s
+}
+
+/// Builds a [`CallError`].
+pub(crate) fn call_error<T: serde::Serialize>(version: &str, input: &T, (kind, message): (FaultKind, String)) -> CallError {
+    CallError { kind, version: version.to_string(), message, input_hash: input_hash(input) }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match &self.0 {
+            PreparedWorld::Placement(_) => "Prepared(placement)",
+            PreparedWorld::Preemption(_) => "Prepared(preemption)",
+            PreparedWorld::Lifecycle(_) => "Prepared(lifecycle)",
+        })
+    }
+}

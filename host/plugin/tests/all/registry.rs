@@ -1,0 +1,135 @@
+//! Registry behaviour: persistence across restarts, the compile cache,
+//! rollback, shadow runs with decision diffs, metrics, lifecycle slots.
+
+use std::sync::Arc;
+
+use paceline_plugin::{DeployOptions, DirStore, PluginError, Registry, RuntimeConfig, ServedBy, VersionState};
+use paceline_plugin_artifacts as artifacts;
+use paceline_plugin_sdk::types::*;
+
+use crate::support::{registry, runtime, runtime_with, workload};
+
+#[test]
+fn versions_and_active_survive_a_restart_and_compiles_are_cached() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = || RuntimeConfig { cache_dir: Some(dir.path().join("cache")), ..RuntimeConfig::default() };
+    {
+        let reg = Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store"))).expect("opens");
+        let d = reg.deploy("placement/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+        assert!(!d.from_cache);
+        reg.deploy("placement/batch", "spread", "2", artifacts::SPREAD, DeployOptions::default()).expect("deploys");
+        reg.activate("placement/batch", "binpack@1").expect("activates");
+        reg.activate("placement/batch", "spread@2").expect("activates");
+    }
+    // A new process: same store, same cache, a fresh engine.
+    let reg = Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store"))).expect("reopens");
+    assert_eq!(reg.active("placement/batch").expect("slot").as_deref(), Some("spread@2"));
+    let d = reg.deploy("placement/batch", "binpack", "3", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    assert!(d.from_cache, "same bytes and engine settings come from the cache");
+    // Rollback goes to the version active before, recorded before the restart.
+    assert_eq!(reg.rollback("placement/batch").expect("rolls back").as_deref(), Some("binpack@1"));
+    let listed = reg.list();
+    let state = |id: &str| listed[0].versions.iter().find(|v| v.record.id() == id).map(|v| v.record.state);
+    assert_eq!(state("binpack@1"), Some(VersionState::Active));
+    assert_eq!(state("spread@2"), Some(VersionState::Retired));
+    assert!(matches!(reg.activate("placement/batch", "nope@1"), Err(PluginError::UnknownVersion { .. })));
+}
+
+#[test]
+fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime_with(RuntimeConfig { cache_dir: Some(dir.path().to_path_buf()), ..RuntimeConfig::default() });
+    let (_, info) = rt.compile(artifacts::BINPACK).expect("compiles");
+    assert!(!info.from_cache);
+    for entry in std::fs::read_dir(dir.path()).expect("cache dir") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "cwasm") {
+            let mut bytes = std::fs::read(&p).expect("read");
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0xff;
+            std::fs::write(&p, bytes).expect("write");
+        }
+    }
+    let (_, info) = rt.compile(artifacts::BINPACK).expect("compiles again");
+    assert!(!info.from_cache, "a tampered artifact must not be loaded");
+}
+
+#[test]
+fn shadow_reports_decision_differences_without_acting() {
+    let reg = registry(runtime());
+    reg.deploy("placement/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    reg.deploy("placement/batch", "spread", "1", artifacts::SPREAD, DeployOptions::default()).expect("deploys");
+    reg.deploy("placement/batch", "binpack", "2", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    reg.activate("placement/batch", "binpack@1").expect("activates");
+
+    for (candidate, expect_same) in [("spread@1", false), ("binpack@2", true)] {
+        reg.shadow("placement/batch", candidate).expect("shadows");
+        for seed in 0..5 {
+            let a = reg.place("placement/batch", &workload(60, 40, seed)).expect("answers");
+            assert_eq!(a.served_by, ServedBy::Version("binpack@1".into()), "the shadow never serves");
+        }
+        let report = wait_for(|| reg.shadow_report("placement/batch").expect("slot").filter(|r| r.compared + r.skipped >= 5));
+        let report = reg.stop_shadow("placement/batch").expect("slot").unwrap_or(report);
+        assert_eq!(report.candidate, candidate);
+        assert!(report.compared > 0);
+        assert_eq!(report.candidate_faults, 0);
+        if expect_same {
+            assert_eq!(report.identical, report.compared);
+            assert_eq!(report.tasks_differing, 0);
+        } else {
+            assert!(report.tasks_differing > 0, "{report:?}");
+            assert!(!report.samples.is_empty());
+        }
+    }
+    let info = &reg.list()[0];
+    assert!(info.shadow.is_none());
+    let active = info.versions.iter().find(|v| v.record.id() == "binpack@1").expect("listed");
+    assert_eq!(active.metrics.calls, 10);
+    assert!(active.metrics.p99_us > 0);
+}
+
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..500 {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("condition not reached in 5 s")
+}
+
+#[test]
+fn preemption_slot_and_lifecycle_natives() {
+    let reg = registry(runtime());
+    let req = PreemptionRequest {
+        pools: vec![
+            PoolView { path: "/a".into(), allocation: Resources::new(3000, 0, 0, 0), ..PoolView::default() },
+            PoolView { path: "/b".into(), ..PoolView::default() },
+        ],
+        running: (0..3)
+            .map(|i| RunningTask { pool: 0, priority: i, preemptible: true, resources: Resources::new(1000, 0, 0, 0), ..RunningTask::default() })
+            .collect(),
+        needs: vec![Need { pool: 1, priority: 9, resources: Resources::new(1500, 0, 0, 0), from_pools: vec![0] }],
+    };
+    let native = reg.select_victims(&req).expect("native answers");
+    assert_eq!(native.served_by, ServedBy::Native("priority-preempt"));
+    reg.deploy("preemption", "priority-preempt", "1", artifacts::PRIORITY_PREEMPT, DeployOptions::default()).expect("deploys");
+    reg.activate("preemption", "priority-preempt@1").expect("activates");
+    let wasm = reg.select_victims(&req).expect("answers");
+    assert_eq!(wasm.served_by, ServedBy::Version("priority-preempt@1".into()));
+    assert_eq!(wasm.value, native.value);
+    assert_eq!(wasm.value.iter().map(|v| v.task).collect::<Vec<_>>(), vec![0, 1]);
+
+    // A lifecycle slot has no built-in policy until the job manager registers one.
+    let job = JobView { instance_count: 2, ..JobView::default() };
+    assert!(reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).is_err());
+    reg.set_native_lifecycle("lifecycle/batch", Arc::new(|j: &JobView, _: &[TaskView], _: &Event| (0..j.instance_count).map(Action::Launch).collect()))
+        .expect("registers");
+    let a = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
+    assert_eq!(a.value, vec![Action::Launch(0), Action::Launch(1)]);
+    // A placement component cannot serve a lifecycle slot.
+    assert!(matches!(
+        reg.deploy("lifecycle/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()),
+        Err(PluginError::WrongWorld { world: "lifecycle", .. })
+    ));
+}

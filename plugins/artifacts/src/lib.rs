@@ -1,0 +1,14 @@
+//! The default plugins and the adversarial test guests, compiled for
+//! `wasm32-wasip2` by this crate's build script.
+//!
+//! Every host test names its guest through a constant here, and the
+//! `paceline` binary embeds the default plugins from here, so no test or
+//! command builds Wasm by hand. Owns nothing else.
+//!
+//! Defaults: `BINPACK`, `SPREAD`, `GANG_GPU` (placement), `PRIORITY_PREEMPT`
+//! (preemption). Test guests: `GUEST_LOOP` (never returns), `GUEST_OOM`
+//! (allocates without bound), `GUEST_PANIC` (panics), `GUEST_GARBAGE`
+//! (answers with invalid indices), `GUEST_STACK` (recurses without bound),
+//! `GUEST_ENTROPY` (reports the clocks, randomness and environment it sees).
+
+include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));

@@ -1,0 +1,217 @@
+//! Helpers for placement policies: a working copy of free capacity, per-job
+//! host counts, eligibility, preferences and gang bookkeeping.
+//!
+//! They keep the hot loop over hosts flat: free capacity lives in one
+//! `Vec<Resources>`, scores are integers, and nothing allocates per
+//! (task, host) pair.
+
+use std::collections::BTreeMap;
+
+use crate::resources::ScoreScale;
+use crate::types::{
+    Assignment, HostFilter, PlacementRequest, PlacementResult, Resources, Task, Unplaced, UnplacedReason,
+};
+
+/// Mutable state of one placement round: what is still free on each host,
+/// how many tasks of each job each host holds, and the answer being built.
+#[derive(Debug)]
+pub struct Round<'a> {
+    /// The request being answered.
+    pub request: &'a PlacementRequest,
+    /// Free capacity per host, updated as tasks are assigned.
+    pub free: Vec<Resources>,
+    /// Fullness weights per host (see [`ScoreScale`]).
+    pub scales: Vec<ScoreScale>,
+    /// (job, host) → tasks of the job on the host, kept only for jobs that
+    /// have a per-host maximum or spread, so other jobs pay nothing.
+    counts: BTreeMap<(u32, u32), u32>,
+    tracked_jobs: Vec<bool>,
+    result: PlacementResult,
+}
+
+impl<'a> Round<'a> {
+    /// Starts a round over `request`, counting tasks per (job, host) only for
+    /// jobs with a per-host maximum or a spread attribute.
+    pub fn new(request: &'a PlacementRequest) -> Self {
+        Self::with_tracking(request, false)
+    }
+
+    /// Starts a round that counts tasks per (job, host) for every job, for
+    /// policies that score hosts by how many of a job's tasks they hold.
+    pub fn tracking_every_job(request: &'a PlacementRequest) -> Self {
+        Self::with_tracking(request, true)
+    }
+
+    fn with_tracking(request: &'a PlacementRequest, every_job: bool) -> Self {
+        let free = request.hosts.iter().map(|h| h.free).collect();
+        let scales = request.hosts.iter().map(|h| ScoreScale::for_total(&h.total)).collect();
+        let tracked_jobs: Vec<bool> = request
+            .jobs
+            .iter()
+            .map(|j| every_job || j.max_per_host > 0 || j.spread_over.is_some())
+            .collect();
+        let mut counts = BTreeMap::new();
+        for (j, job) in request.jobs.iter().enumerate() {
+            if tracked_jobs[j] {
+                for hc in &job.existing {
+                    *counts.entry((j as u32, hc.host)).or_insert(0) += hc.count;
+                }
+            }
+        }
+        Round {
+            request,
+            free,
+            scales,
+            counts,
+            tracked_jobs,
+            result: PlacementResult {
+                assignments: Vec::with_capacity(request.tasks.len()),
+                unplaced: Vec::new(),
+            },
+        }
+    }
+
+    /// Tasks of `job` per host that holds any, counting this round's
+    /// assignments (tracked jobs only).
+    pub fn job_hosts(&self, job: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.counts.range((job, 0)..=(job, u32::MAX)).map(|(&(_, h), &c)| (h, c)).filter(|&(_, c)| c > 0)
+    }
+
+    /// Tasks of `job` on `host`, counting this round's assignments.
+    pub fn job_count(&self, job: u32, host: u32) -> u32 {
+        self.counts.get(&(job, host)).copied().unwrap_or(0)
+    }
+
+    /// The job has a per-host maximum that `host` has reached.
+    pub fn at_max_per_host(&self, job: u32, host: u32) -> bool {
+        match self.request.jobs.get(job as usize) {
+            Some(j) if j.max_per_host > 0 => self.job_count(job, host) >= j.max_per_host,
+            _ => false,
+        }
+    }
+
+    /// Records `task` (an index into the request) on `host` and takes its demand.
+    pub fn assign(&mut self, task: u32, host: u32) {
+        let t = &self.request.tasks[task as usize];
+        let f = &mut self.free[host as usize];
+        *f = f.saturating_sub(&t.demand);
+        if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
+            *self.counts.entry((t.job, host)).or_insert(0) += 1;
+        }
+        self.result.assignments.push(Assignment { task, host });
+    }
+
+    /// Marks `task` unplaced.
+    pub fn leave(&mut self, task: u32, reason: UnplacedReason, detail: impl Into<String>) {
+        self.result.unplaced.push(Unplaced { task, reason, detail: detail.into() });
+    }
+
+    /// Number of assignments made so far; pass it to [`Round::undo_since`].
+    pub fn checkpoint(&self) -> usize {
+        self.result.assignments.len()
+    }
+
+    /// Undoes every assignment made since `checkpoint` (a gang that failed),
+    /// giving their resources back. Returns the tasks that were undone.
+    pub fn undo_since(&mut self, checkpoint: usize) -> Vec<u32> {
+        let undone: Vec<Assignment> = self.result.assignments.drain(checkpoint..).collect();
+        let mut tasks = Vec::with_capacity(undone.len());
+        for a in undone {
+            let t = &self.request.tasks[a.task as usize];
+            let f = &mut self.free[a.host as usize];
+            *f = f.saturating_add(&t.demand);
+            if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
+                if let Some(c) = self.counts.get_mut(&(t.job, a.host)) {
+                    *c = c.saturating_sub(1);
+                }
+            }
+            tasks.push(a.task);
+        }
+        tasks
+    }
+
+    /// The hosts `task` may use after its hard constraints.
+    pub fn eligible(&self, task: &Task) -> &'a HostFilter {
+        match self.request.constraints.get(task.constraints as usize) {
+            Some(c) => &c.eligible,
+            None => &HostFilter::All,
+        }
+    }
+
+    /// Sum of the weights of `task`'s soft preferences that `host` matches.
+    pub fn preference_score(&self, task: &Task, host: u32) -> i64 {
+        let Some(set) = self.request.constraints.get(task.constraints as usize) else { return 0 };
+        set.preferences
+            .iter()
+            .filter(|p| self.attribute(p.attribute, host) == Some(p.value))
+            .map(|p| i64::from(p.weight))
+            .sum()
+    }
+
+    /// The value (a symbol index) of attribute column `column` on `host`.
+    pub fn attribute(&self, column: u32, host: u32) -> Option<u32> {
+        let v = *self.request.attributes.get(column as usize)?.values.get(host as usize)?;
+        (v != crate::types::NO_VALUE).then_some(v)
+    }
+
+    /// Finishes the round.
+    pub fn finish(self) -> PlacementResult {
+        self.result
+    }
+}
+
+/// Splits the request's tasks into gangs: runs of consecutive tasks with the
+/// same gang id, as `(start, end)` index ranges.
+pub fn gangs(tasks: &[Task]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= tasks.len() {
+            return None;
+        }
+        let gang = tasks[start].gang;
+        let mut end = start + 1;
+        while end < tasks.len() && tasks[end].gang == gang {
+            end += 1;
+        }
+        let range = (start, end);
+        start = end;
+        Some(range)
+    })
+}
+
+/// Places each gang with `choose`, all or nothing: when `choose` finds no host
+/// for a task, the gang's earlier assignments are undone, that task is left
+/// with the returned reason and its gang-mates with `GangIncomplete`.
+///
+/// `choose(round, task_index)` returns the host or the reason it found none.
+pub fn place_gangs<F>(mut round: Round<'_>, mut choose: F) -> PlacementResult
+where
+    F: FnMut(&Round<'_>, u32) -> Result<u32, UnplacedReason>,
+{
+    let request = round.request;
+    for (start, end) in gangs(&request.tasks) {
+        let checkpoint = round.checkpoint();
+        let mut failed = None;
+        for t in start..end {
+            match choose(&round, t as u32) {
+                Ok(host) => round.assign(t as u32, host),
+                Err(reason) => {
+                    failed = Some((t as u32, reason));
+                    break;
+                }
+            }
+        }
+        if let Some((culprit, reason)) = failed {
+            round.undo_since(checkpoint);
+            for t in start..end {
+                let t = t as u32;
+                if t == culprit {
+                    round.leave(t, reason, "");
+                } else {
+                    round.leave(t, UnplacedReason::GangIncomplete, format!("task {culprit} of the gang could not be placed"));
+                }
+            }
+        }
+    }
+    round.finish()
+}
