@@ -27,6 +27,18 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Consecutive failed calls after which a slot rolls back on its own.
     pub auto_rollback_after: u32,
+    /// Calls an instance may serve before it is replaced by a fresh one;
+    /// 0 gives every call a fresh instance.
+    ///
+    /// A fresh instance per call makes every call start from the component's
+    /// initial state: nothing a plugin keeps in memory survives, and std's
+    /// `HashMap` seeds are the same on every call. It costs ~50 us a call
+    /// (instantiation and first-touch page faults; docs/benchmarks.md).
+    /// Reusing an instance keeps the frozen clock and the sandbox, but a
+    /// plugin that keeps static state or iterates a `HashMap` may answer the
+    /// same input differently from one call to the next; the SDK's guide
+    /// tells authors to avoid both. Replays and the simulator use 0.
+    pub reuse_instance_calls: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -42,6 +54,7 @@ impl Default for RuntimeConfig {
             max_concurrent_instances: 128,
             cache_dir: None,
             auto_rollback_after: 3,
+            reuse_instance_calls: 1000,
         }
     }
 }

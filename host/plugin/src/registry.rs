@@ -308,24 +308,24 @@ impl Registry {
             PluginError::SelfTest(CallError { kind, version: v.id.clone(), message, input_hash })
         };
         match &v.prepared.0 {
-            PreparedWorld::Placement(pre) => {
+            PreparedWorld::Placement(_) => {
                 for req in samples::placement() {
                     let hash = crate::runtime::input_hash(&req);
-                    let out = self.runtime.call_placement(pre, &req).map_err(|e| fail(hash.clone(), e))?;
+                    let out = self.runtime.call_placement(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
                     validate::check_placement(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
             }
-            PreparedWorld::Preemption(pre) => {
+            PreparedWorld::Preemption(_) => {
                 for req in samples::preemption() {
                     let hash = crate::runtime::input_hash(&req);
-                    let out = self.runtime.call_preemption(pre, &req).map_err(|e| fail(hash.clone(), e))?;
+                    let out = self.runtime.call_preemption(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
                     validate::check_victims(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
             }
-            PreparedWorld::Lifecycle(pre) => {
+            PreparedWorld::Lifecycle(_) => {
                 for (job, tasks, event) in samples::lifecycle() {
                     let hash = crate::runtime::input_hash(&(&job, &tasks, &event));
-                    let out = self.runtime.call_lifecycle(pre, &job, &tasks, &event).map_err(|e| fail(hash.clone(), e))?;
+                    let out = self.runtime.call_lifecycle(&v.prepared, &job, &tasks, &event).map_err(|e| fail(hash.clone(), e))?;
                     validate::check_actions(&job, &tasks, &out)
                         .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
@@ -562,10 +562,7 @@ impl Registry {
         let answer = self.serve(
             &slot,
             request,
-            |p| match &p.0 {
-                PreparedWorld::Placement(pre) => runtime.call_placement(pre, request),
-                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
-            },
+            |p| runtime.call_placement(p, request),
             |o| validate::check_placement(request, o),
             Some(native),
         )?;
@@ -573,9 +570,8 @@ impl Registry {
             let (req, active) = (request.clone(), answer.value.clone());
             let runtime = self.runtime.clone();
             Self::send_shadow(&slot, move |v, report| {
-                let PreparedWorld::Placement(pre) = &v.prepared.0 else { return };
                 let started = Instant::now();
-                let out = runtime.call_placement(pre, &req).and_then(|o| {
+                let out = runtime.call_placement(&v.prepared, &req).and_then(|o| {
                     validate::check_placement(&req, &o).map(|_| o).map_err(|e| (FaultKind::InvalidAnswer, e.to_string()))
                 });
                 v.metrics.record(started.elapsed(), out.as_ref().err().map(|e| e.0));
@@ -614,10 +610,7 @@ impl Registry {
         let answer = self.serve(
             &slot,
             request,
-            |p| match &p.0 {
-                PreparedWorld::Preemption(pre) => runtime.call_preemption(pre, request),
-                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
-            },
+            |p| runtime.call_preemption(p, request),
             |o| validate::check_victims(request, o),
             Some(native),
         )?;
@@ -625,8 +618,7 @@ impl Registry {
             let (req, active) = (request.clone(), answer.value.clone());
             let runtime = self.runtime.clone();
             Self::send_shadow(&slot, move |v, report| {
-                let PreparedWorld::Preemption(pre) = &v.prepared.0 else { return };
-                let out = runtime.call_preemption(pre, &req);
+                let out = runtime.call_preemption(&v.prepared, &req);
                 let Ok(mut r) = report.lock() else { return };
                 r.compared += 1;
                 match out {
@@ -662,10 +654,7 @@ impl Registry {
         self.serve(
             &slot,
             &(job, tasks, event),
-            |p| match &p.0 {
-                PreparedWorld::Lifecycle(pre) => runtime.call_lifecycle(pre, job, tasks, event),
-                _ => Err((FaultKind::Instantiate, "slot holds a version of another world".into())),
-            },
+            |p| runtime.call_lifecycle(p, job, tasks, event),
             |o| validate::check_actions(job, tasks, o),
             native,
         )

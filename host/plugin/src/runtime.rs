@@ -4,7 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -44,7 +44,24 @@ impl World {
 /// A component checked against its world, ready to instantiate cheaply.
 /// Obtained from [`PluginRuntime::load`]; the registry holds one per version.
 #[derive(Clone)]
-pub struct Prepared(pub(crate) PreparedWorld);
+pub struct Prepared(pub(crate) PreparedWorld, Arc<Mutex<Vec<Warm>>>);
+
+/// An instance kept between calls, with its store.
+pub(crate) struct Warm {
+    store: Store<CallState>,
+    instance: WarmInstance,
+    calls: u32,
+}
+
+enum WarmInstance {
+    Placement(bindings::placement::Placement),
+    Preemption(bindings::preemption::Preemption),
+    Lifecycle(bindings::lifecycle::Lifecycle),
+}
+
+/// Warm instances kept per version: enough for the calls that overlap on
+/// two cores, few enough not to pin pooled slots.
+const WARM_PER_VERSION: usize = 4;
 
 #[derive(Clone)]
 pub(crate) enum PreparedWorld {
@@ -217,7 +234,7 @@ impl PluginRuntime {
             World::Placement => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
             World::Preemption => PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?),
             World::Lifecycle => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
-        }))
+        }, Arc::new(Mutex::new(Vec::new()))))
     }
 
     fn new_store(&self) -> Result<Store<CallState>, (FaultKind, String)> {
@@ -243,50 +260,112 @@ impl PluginRuntime {
     /// Calls a loaded placement component once, without validation or
     /// fallback (tools, benchmarks; the registry adds both).
     pub fn place(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Result<sdk::PlacementResult, CallError> {
-        match &prepared.0 {
-            PreparedWorld::Placement(pre) => self.call_placement(pre, request).map_err(|e| call_error("component", request, e)),
-            _ => Err(call_error("component", request, (FaultKind::Instantiate, "not a placement component".into()))),
+        self.call_placement(prepared, request).map_err(|e| call_error("component", request, e))
+    }
+
+    /// Times the three phases of one placement call (new store, instantiate,
+    /// call and drop), for `paceline bench plugin`.
+    #[doc(hidden)]
+    pub fn place_phases(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Option<[std::time::Duration; 3]> {
+        let PreparedWorld::Placement(pre) = &prepared.0 else { return None };
+        let t0 = std::time::Instant::now();
+        let mut store = self.new_store().ok()?;
+        let t1 = std::time::Instant::now();
+        let instance = pre.instantiate(&mut store).ok()?;
+        let t2 = std::time::Instant::now();
+        let wire = bindings::placement::request(request);
+        let _ = instance.call_place(&mut store, &wire).ok()?;
+        drop(store);
+        Some([t1 - t0, t2 - t1, t2.elapsed()])
+    }
+
+    /// Runs `f` on an instance of `prepared`: a warm one when instances are
+    /// reused, else a fresh one. An instance that faulted is dropped, never
+    /// reused; a reused one gets a fresh deadline, fuel and memory-cap flag.
+    fn with_instance<R>(
+        &self,
+        prepared: &Prepared,
+        f: impl FnOnce(&mut Store<CallState>, &WarmInstance) -> wasmtime::Result<R>,
+    ) -> Result<R, (FaultKind, String)> {
+        let reuse = self.config.reuse_instance_calls > 0;
+        let warm = if reuse { prepared.1.lock().ok().and_then(|mut pool| pool.pop()) } else { None };
+        let mut warm = match warm {
+            Some(mut w) => {
+                self.arm(&mut w.store)?;
+                w
+            }
+            None => {
+                let mut store = self.new_store()?;
+                let instance = match &prepared.0 {
+                    PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
+                    PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
+                    PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(WarmInstance::Lifecycle),
+                }
+                .map_err(|e| classify(e, &store, true))?;
+                Warm { store, instance, calls: 0 }
+            }
+        };
+        match f(&mut warm.store, &warm.instance) {
+            Ok(r) => {
+                warm.calls += 1;
+                if reuse && warm.calls < self.config.reuse_instance_calls {
+                    if let Ok(mut pool) = prepared.1.lock() {
+                        if pool.len() < WARM_PER_VERSION {
+                            pool.push(warm);
+                        }
+                    }
+                }
+                Ok(r)
+            }
+            Err(e) => Err(classify(e, &warm.store, false)),
         }
     }
 
-    /// Calls `place` in a fresh sandboxed instance.
-    pub(crate) fn call_placement(
-        &self,
-        pre: &bindings::placement::PlacementPre<CallState>,
-        request: &sdk::PlacementRequest,
-    ) -> Result<sdk::PlacementResult, (FaultKind, String)> {
-        let mut store = self.new_store()?;
+    /// Resets a reused store's per-call budgets.
+    fn arm(&self, store: &mut Store<CallState>) -> Result<(), (FaultKind, String)> {
+        store.data_mut().limits.hit = false;
+        if self.config.deadline_enforcement {
+            store.set_epoch_deadline(self.deadline_ticks);
+        }
+        if let Some(fuel) = self.config.fuel_per_call {
+            store.set_fuel(fuel).map_err(|e| (FaultKind::Instantiate, format!("{e:#}")))?;
+        }
+        Ok(())
+    }
+
+    /// Calls `place` in a sandboxed instance.
+    pub(crate) fn call_placement(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Result<sdk::PlacementResult, (FaultKind, String)> {
         let wire = bindings::placement::request(request);
-        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
-        let out = instance.call_place(&mut store, &wire).map_err(|e| classify(e, &store, false))?;
+        let out = self.with_instance(prepared, |store, instance| match instance {
+            WarmInstance::Placement(i) => i.call_place(store, &wire),
+            _ => Err(wasmtime::Error::msg("not a placement component")),
+        })?;
         Ok(bindings::placement::result(out))
     }
 
-    /// Calls `select-victims` in a fresh sandboxed instance.
-    pub(crate) fn call_preemption(
-        &self,
-        pre: &bindings::preemption::PreemptionPre<CallState>,
-        request: &sdk::PreemptionRequest,
-    ) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
-        let mut store = self.new_store()?;
+    /// Calls `select-victims` in a sandboxed instance.
+    pub(crate) fn call_preemption(&self, prepared: &Prepared, request: &sdk::PreemptionRequest) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
         let wire = bindings::preemption::request(request);
-        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
-        let out = instance.call_select_victims(&mut store, &wire).map_err(|e| classify(e, &store, false))?;
+        let out = self.with_instance(prepared, |store, instance| match instance {
+            WarmInstance::Preemption(i) => i.call_select_victims(store, &wire),
+            _ => Err(wasmtime::Error::msg("not a preemption component")),
+        })?;
         Ok(bindings::preemption::victims(out))
     }
 
-    /// Calls `on-event` in a fresh sandboxed instance.
+    /// Calls `on-event` in a sandboxed instance.
     pub(crate) fn call_lifecycle(
         &self,
-        pre: &bindings::lifecycle::LifecyclePre<CallState>,
+        prepared: &Prepared,
         job: &sdk::JobView,
         tasks: &[sdk::TaskView],
         event: &sdk::Event,
     ) -> Result<Vec<sdk::Action>, (FaultKind, String)> {
-        let mut store = self.new_store()?;
         let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::event(event));
-        let instance = pre.instantiate(&mut store).map_err(|e| classify(e, &store, true))?;
-        let out = instance.call_on_event(&mut store, &j, &t, e).map_err(|err| classify(err, &store, false))?;
+        let out = self.with_instance(prepared, |store, instance| match instance {
+            WarmInstance::Lifecycle(i) => i.call_on_event(store, &j, &t, e),
+            _ => Err(wasmtime::Error::msg("not a lifecycle component")),
+        })?;
         Ok(bindings::lifecycle::actions(out))
     }
 }

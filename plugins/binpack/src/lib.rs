@@ -58,20 +58,47 @@ fn eligible_host(round: &Round<'_>, task: &Task, host: u32) -> bool {
 }
 
 /// Best fit over every host: the tight loop. Ties go to the lowest index.
+///
+/// Hosts are visited four at a time: LLVM unrolls the fixed inner loop, so a
+/// Wasm engine pays its per-iteration costs (the loop branch and, with
+/// deadlines on, the epoch check) once per four hosts. A host that fits has
+/// `free >= demand` in every kind, so the leftover needs no saturation.
 #[inline(never)]
 pub fn best_fit_all(free: &[Resources], scales: &[ScoreScale], demand: &Resources) -> Option<u32> {
     let mut best_score = u64::MAX;
     let mut best = u32::MAX;
-    for (i, (f, s)) in free.iter().zip(scales).enumerate() {
-        if demand.fits_in(f) {
-            let score = s.score(&f.saturating_sub(demand));
-            if score < best_score {
-                best_score = score;
-                best = i as u32;
-            }
+    let n = free.len().min(scales.len());
+    let (free, scales) = (&free[..n], &scales[..n]);
+    let mut base = 0u32;
+    for (f4, s4) in free.chunks_exact(4).zip(scales.chunks_exact(4)) {
+        for k in 0..4 {
+            consider(&f4[k], &s4[k], demand, base + k as u32, &mut best_score, &mut best);
         }
+        base += 4;
+    }
+    let tail = n - n % 4;
+    for (k, (f, s)) in free[tail..].iter().zip(&scales[tail..]).enumerate() {
+        consider(f, s, demand, (tail + k) as u32, &mut best_score, &mut best);
     }
     (best != u32::MAX).then_some(best)
+}
+
+#[inline(always)]
+fn consider(f: &Resources, s: &ScoreScale, demand: &Resources, index: u32, best_score: &mut u64, best: &mut u32) {
+    if demand.fits_in(f) {
+        let leftover = Resources {
+            cpu_millis: f.cpu_millis.wrapping_sub(demand.cpu_millis),
+            memory_mib: f.memory_mib.wrapping_sub(demand.memory_mib),
+            disk_mib: f.disk_mib.wrapping_sub(demand.disk_mib),
+            gpus: f.gpus.wrapping_sub(demand.gpus),
+            ports: 0,
+        };
+        let score = s.score(&leftover);
+        if score < *best_score {
+            *best_score = score;
+            *best = index;
+        }
+    }
 }
 
 /// Best fit over `hosts` with per-host maxima and soft preferences: a host

@@ -140,9 +140,23 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
             std::hint::black_box(plugin_binpack::Binpack::place(std::hint::black_box(&small)));
         }
     });
-    println!("\nround trip place(1 task, 10 hosts), fresh sandboxed instance per call, mean of {n}:");
+    println!("\nround trip place(1 task, 10 hosts), warm instance (reused, RuntimeConfig::reuse_instance_calls), mean of {n}:");
     println!("  wasm   {:>8.2} us   (budget <= 10 us)", wasm_total.as_secs_f64() * 1e6 / f64::from(n));
     println!("  native {:>8.2} us", native_total.as_secs_f64() * 1e6 / f64::from(n));
+    let mut phases = [Duration::ZERO; 3];
+    for _ in 0..n {
+        if let Some(p) = rt.place_phases(&prepared, &small) {
+            (0..3).for_each(|i| phases[i] += p[i]);
+        }
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(n);
+    println!(
+        "  fresh instance per call (reuse_instance_calls = 0): {:.2} us = new store {:.2} + instantiate {:.2} + call and tear down {:.2}",
+        us(phases[0] + phases[1] + phases[2]),
+        us(phases[0]),
+        us(phases[1]),
+        us(phases[2])
+    );
 
     // 3. Activation and deploy.
     let dir = tempfile::tempdir()?;

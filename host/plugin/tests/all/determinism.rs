@@ -29,6 +29,29 @@ fn same_input_same_bytes_across_instances_and_runtimes() {
 }
 
 #[test]
+fn repeated_calls_agree_with_fresh_and_with_reused_instances() {
+    let req = workload(100, 50, 4);
+    for reuse in [0, 1000] {
+        let reg = registry(runtime_with(RuntimeConfig { reuse_instance_calls: reuse, ..RuntimeConfig::default() }));
+        reg.deploy("placement/x", "p", "1", artifacts::SPREAD, DeployOptions::default()).expect("deploys");
+        reg.activate("placement/x", "p@1").expect("activates");
+        let first = reg.place("placement/x", &req).expect("answers").value;
+        for _ in 0..20 {
+            assert_eq!(reg.place("placement/x", &req).expect("answers").value, first, "reuse {reuse}");
+        }
+    }
+    // With a fresh instance per call even a policy that iterates a HashMap
+    // (seeded from wasi:random) answers identically every time.
+    let strict = registry(runtime_with(RuntimeConfig { reuse_instance_calls: 0, ..RuntimeConfig::default() }));
+    strict.deploy("placement/x", "e", "1", artifacts::GUEST_ENTROPY, DeployOptions { self_test: false }).expect("deploys");
+    strict.activate("placement/x", "e@1").expect("activates");
+    let first = strict.place("placement/x", &req).expect("answers").value;
+    for _ in 0..5 {
+        assert_eq!(strict.place("placement/x", &req).expect("answers").value, first);
+    }
+}
+
+#[test]
 fn the_sandbox_shows_no_real_clock_randomness_or_environment() {
     let req = workload(3, 3, 1);
     let bytes = answer_bytes(runtime(), artifacts::GUEST_ENTROPY, &req);
