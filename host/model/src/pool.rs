@@ -305,7 +305,8 @@ mod tests {
 
     #[test]
     fn entry_defaults_and_yaml() {
-        let yaml = "pools:\n  - path: /ml\n    reservation: { cpu: 4000 }\n    limit: { gpu: 2 }\n    type: { gpu: static }\n";
+        let yaml =
+            "pools:\n  - path: /ml\n    reservation: { cpu: 4000 }\n    limit: { gpu: 2 }\n    type: { gpu: static }\n";
         let file: PoolFile = serde_yaml::from_str(yaml).expect("parses");
         let spec = file.pools[0].spec();
         assert_eq!(spec.reservation, PerKind { cpu: 4000, memory: 0, disk: 0, gpu: 0 });

@@ -40,7 +40,9 @@ pub fn best_fit(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
     let has_preferences =
         round.request.constraints.get(task.constraints as usize).is_some_and(|c| !c.preferences.is_empty());
     let found = match round.eligible(task) {
-        HostFilter::All if !limited && !has_preferences => best_fit_all(&round.free, &round.scales, &demand),
+        HostFilter::All if !limited && !has_preferences && demand.gpus == 0 && demand.ports == 0 => {
+            best_fit_all(&round.free, &round.scales, &demand)
+        }
         HostFilter::All => best_fit_scored(round, task, 0..round.free.len() as u32),
         HostFilter::Only(hosts) if hosts.is_empty() => return Err(UnplacedReason::ConstraintsUnsatisfiable),
         HostFilter::Only(hosts) => best_fit_scored(round, task, hosts.iter().copied()),
@@ -57,40 +59,50 @@ fn eligible_host(round: &Round<'_>, task: &Task, host: u32) -> bool {
     }
 }
 
-/// Best fit over every host: the tight loop. Ties go to the lowest index.
+/// Best fit over every host for a task that needs no GPU and no port: the
+/// tight loop. Ties go to the lowest index.
 ///
-/// Hosts are visited four at a time: LLVM unrolls the fixed inner loop, so a
-/// Wasm engine pays its per-iteration costs (the loop branch and, with
-/// deadlines on, the epoch check) once per four hosts. A host that fits has
-/// `free >= demand` in every kind, so the leftover needs no saturation.
+/// Its shape is chosen for the Wasm engine as much as for LLVM:
+/// - hosts are visited four at a time (LLVM unrolls the fixed inner loop), so
+///   Cranelift's loop branch and, with deadlines on, its epoch check run once
+///   per four hosts;
+/// - only the three kinds the task asks for are compared, which keeps the
+///   loop's live values within the registers Cranelift can hold without
+///   spilling; a host's free GPUs still count in its score, so CPU work
+///   leans away from GPU hosts;
+/// - a host that fits has `free >= demand`, so the leftover needs no saturation.
+///
+/// `demand.gpus` and `demand.ports` must be zero (the caller checks).
 #[inline(never)]
 pub fn best_fit_all(free: &[Resources], scales: &[ScoreScale], demand: &Resources) -> Option<u32> {
     let mut best_score = u64::MAX;
     let mut best = u32::MAX;
     let n = free.len().min(scales.len());
     let (free, scales) = (&free[..n], &scales[..n]);
+    let (cpu, memory, disk) = (demand.cpu_millis, demand.memory_mib, demand.disk_mib);
     let mut base = 0u32;
     for (f4, s4) in free.chunks_exact(4).zip(scales.chunks_exact(4)) {
         for k in 0..4 {
-            consider(&f4[k], &s4[k], demand, base + k as u32, &mut best_score, &mut best);
+            consider(&f4[k], &s4[k], cpu, memory, disk, base + k as u32, &mut best_score, &mut best);
         }
         base += 4;
     }
     let tail = n - n % 4;
     for (k, (f, s)) in free[tail..].iter().zip(&scales[tail..]).enumerate() {
-        consider(f, s, demand, (tail + k) as u32, &mut best_score, &mut best);
+        consider(f, s, cpu, memory, disk, (tail + k) as u32, &mut best_score, &mut best);
     }
     (best != u32::MAX).then_some(best)
 }
 
 #[inline(always)]
-fn consider(f: &Resources, s: &ScoreScale, demand: &Resources, index: u32, best_score: &mut u64, best: &mut u32) {
-    if demand.fits_in(f) {
+#[allow(clippy::too_many_arguments)]
+fn consider(f: &Resources, s: &ScoreScale, cpu: u64, memory: u64, disk: u64, index: u32, best_score: &mut u64, best: &mut u32) {
+    if (f.cpu_millis >= cpu) & (f.memory_mib >= memory) & (f.disk_mib >= disk) {
         let leftover = Resources {
-            cpu_millis: f.cpu_millis.wrapping_sub(demand.cpu_millis),
-            memory_mib: f.memory_mib.wrapping_sub(demand.memory_mib),
-            disk_mib: f.disk_mib.wrapping_sub(demand.disk_mib),
-            gpus: f.gpus.wrapping_sub(demand.gpus),
+            cpu_millis: f.cpu_millis.wrapping_sub(cpu),
+            memory_mib: f.memory_mib.wrapping_sub(memory),
+            disk_mib: f.disk_mib.wrapping_sub(disk),
+            gpus: f.gpus,
             ports: 0,
         };
         let score = s.score(&leftover);

@@ -16,6 +16,8 @@ use paceline_plugin_sdk::types::*;
 pub enum BenchCommand {
     /// Wasm vs native placement, round trip, activation and deploy costs.
     Plugin(PluginBenchArgs),
+    /// Entitlement over 10,000 pools, admission throughput, queue memory.
+    Resmgr,
 }
 
 /// Arguments of `bench plugin`.
@@ -35,6 +37,13 @@ pub struct PluginBenchArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Plugin(a) => plugin(a),
+        BenchCommand::Resmgr => {
+            if cfg!(debug_assertions) {
+                println!("(DEBUG build - figures not meaningful; use --release)");
+            }
+            print!("{}", paceline_resmgr::bench::report());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

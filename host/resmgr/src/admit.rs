@@ -1,0 +1,135 @@
+//! Admission: moving whole gangs from pool queues to READY.
+//!
+//! A gang is admitted when, in every kind,
+//! - non-revocable: pool allocation + gang ≤ pool entitlement, and if it is
+//!   non-preemptible, the pool's non-preemptible allocation + gang ≤ its
+//!   reservation;
+//! - revocable: pool revocable allocation + gang ≤ pool slack entitlement;
+//! - always: everything allocated in the cluster + gang ≤ capacity (the
+//!   entitlement of a pool over its own may still be held by it until
+//!   preemption frees it).
+//!
+//! Head-of-line rules. A queue is walked in priority-then-FIFO order, in three
+//! lanes: preemptible, non-preemptible, revocable. The first gang that does
+//! not fit blocks its lane, so a big gang is not starved by small ones behind
+//! it. A gang over entitlement or short of cluster capacity blocks both
+//! non-revocable lanes (anything behind it would take what it waits for). A
+//! non-preemptible gang waiting on reservation blocks only the
+//! non-preemptible lane: preemptible work behind it goes ahead, since it does
+//! not use the reservation headroom it waits for. Revocable gangs draw on
+//! slack and neither block nor are blocked by the others. The walk stops when
+//! every lane that still has gangs is blocked.
+
+use crate::amounts;
+use crate::manager::ResourceManager;
+use crate::queue::{GangId, GangSlot, Lane};
+use crate::reason::PendingReason;
+
+impl ResourceManager {
+    /// Admits every gang that fits, in every pool with queued gangs. Returns
+    /// the number of gangs admitted.
+    pub fn admit(&mut self, now_ms: u64) -> usize {
+        let mut admitted = 0;
+        let mut i = 0;
+        while i < self.active.len() {
+            let p = self.active[i];
+            admitted += self.admit_pool(p, now_ms);
+            if self.queues[p as usize].len() == 0 {
+                self.queues[p as usize].active = false;
+                self.queues[p as usize].levels.clear();
+                self.active.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        admitted
+    }
+
+    fn check(&self, slot: &GangSlot) -> Result<(), PendingReason> {
+        let n = &self.tree.nodes[slot.pool as usize];
+        if slot.spec.revocable {
+            if let Some((kind, by)) = amounts::over(&n.alloc_rev, &slot.total, &n.slack_ent) {
+                return Err(PendingReason::OverSlackEntitlement { kind, by });
+            }
+        } else {
+            if let Some((kind, by)) = amounts::over(&n.alloc_nr, &slot.total, &n.ent) {
+                return Err(PendingReason::OverEntitlement { kind, by });
+            }
+            if !slot.spec.preemptible
+                && let Some((kind, by)) = amounts::over(&n.alloc_np, &slot.total, &n.res)
+            {
+                return Err(PendingReason::WaitingOnReservation { kind, by });
+            }
+        }
+        let root = &self.tree.nodes[0];
+        let used = amounts::add(&root.alloc_nr, &root.alloc_rev);
+        if let Some((kind, by)) = amounts::over(&used, &slot.total, &self.capacity) {
+            return Err(PendingReason::ClusterFull { kind, by });
+        }
+        Ok(())
+    }
+
+    fn admit_pool(&mut self, p: u32, now_ms: u64) -> usize {
+        // Taken out so the walk can admit (which touches the tree) while holding it.
+        let mut q = std::mem::take(&mut self.queues[p as usize]);
+        q.blocked = [None; 3];
+        let mut blocked = [false; 3];
+        let mut admitted = 0;
+        'levels: for dq in q.levels.values_mut() {
+            let mut i = 0;
+            while i < dq.len() {
+                if (0..3).all(|l| blocked[l] || q.per_lane[l] == 0) {
+                    break 'levels;
+                }
+                let id = GangId(dq[i]);
+                let Some(slot) = self.gangs.get(id) else {
+                    // Admitted or cancelled earlier: drop it once it reaches the front.
+                    if i == 0 {
+                        dq.pop_front();
+                    } else {
+                        i += 1;
+                    }
+                    continue;
+                };
+                let lane = Lane::of(&slot.spec) as usize;
+                if blocked[lane] {
+                    i += 1;
+                    continue;
+                }
+                match self.check(slot) {
+                    Ok(()) => {
+                        self.admit_gang(id, now_ms);
+                        q.per_lane[lane] -= 1;
+                        admitted += 1;
+                        if i == 0 {
+                            dq.pop_front();
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    Err(reason) => {
+                        if let Some(s) = self.gangs.get_mut(id) {
+                            s.reason = reason;
+                        }
+                        blocked[lane] = true;
+                        q.blocked[lane] = Some(id);
+                        let both =
+                            matches!(reason, PendingReason::OverEntitlement { .. } | PendingReason::ClusterFull { .. });
+                        if lane != Lane::Revocable as usize && both {
+                            for l in [Lane::Preemptible as usize, Lane::NonPreemptible as usize] {
+                                if !blocked[l] {
+                                    blocked[l] = true;
+                                    q.blocked[l] = Some(id);
+                                }
+                            }
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        }
+        q.levels.retain(|_, dq| !dq.is_empty());
+        self.queues[p as usize] = q;
+        admitted
+    }
+}

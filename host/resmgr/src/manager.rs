@@ -1,0 +1,798 @@
+//! The resource manager: one synchronous, deterministic object that holds the
+//! pool tree, the queues, the admitted tasks and the ready queue. Time is
+//! passed in (`now_ms`); [`ResourceManager::tick`] is the period.
+//!
+//! A tick: fire timeouts and expired backoffs → recompute entitlement
+//! (incremental unless the tree or capacity changed) and slack → admit gangs
+//! → look for preemption → hand back kill requests. Admission is in
+//! [`crate::admit`], preemption rounds in [`crate::round`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use paceline_model::Resources;
+use paceline_model::pool::{PoolSpec, ResourceKind};
+use paceline_plugin_sdk::types::{JobKind, UnplacedReason, VictimReason};
+
+use crate::amounts::{self, Amounts};
+use crate::entitlement::{self, EntScratch};
+use crate::error::{PoolError, PoolErrorReason, SubmitError, TaskError};
+use crate::preempt::{NativePriorityPreempt, PreemptionPolicy};
+use crate::queue::{GangId, GangSlot, GangSpec, Gangs, Lane, PoolQueue};
+use crate::reason::{PendingInfo, PendingReason};
+use crate::task::{self, TaskEvent, TaskState, Timeouts};
+use crate::tree::{PoolId, PoolTree};
+
+/// Tunables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// K: a pool must stay above its entitlement this many consecutive
+    /// periods before another pool's waiting work may preempt it.
+    pub preempt_after_periods: u32,
+    /// State timeouts and placement backoff.
+    pub timeouts: Timeouts,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { preempt_after_periods: 3, timeouts: Timeouts::default() }
+    }
+}
+
+/// An admitted task's handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(pub u64);
+
+impl TaskId {
+    fn new(index: u32, generation: u32) -> TaskId {
+        TaskId((u64::from(generation) << 32) | u64::from(index))
+    }
+    pub(crate) fn index(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct TaskRec {
+    pub generation: u32,
+    pub live: bool,
+    pub state: TaskState,
+    /// Bumped on every transition, so stale timers are ignored.
+    pub epoch: u32,
+    pub pool: u32,
+    pub job: u64,
+    pub instance: u32,
+    /// Admission number of its gang: tasks of a gang share it.
+    pub gang: u64,
+    pub kind: JobKind,
+    pub priority: u32,
+    pub preemptible: bool,
+    pub revocable: bool,
+    pub kill_on_preempt: bool,
+    pub resources: Resources,
+    pub attempts: u32,
+    pub since_ms: u64,
+    pub started_ms: u64,
+    pub last_unplaced: Option<UnplacedReason>,
+}
+
+/// A task handed to the placement engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadyTask {
+    /// The task.
+    pub id: TaskId,
+    /// Its job.
+    pub job: u64,
+    /// Its instance number.
+    pub instance: u32,
+    /// Admission number of its gang: place tasks sharing it all or none.
+    pub gang: u64,
+    /// Its pool.
+    pub pool: PoolId,
+    /// Job priority.
+    pub priority: u32,
+    /// What it needs.
+    pub resources: Resources,
+}
+
+/// Why the manager asks for a task to be killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillReason {
+    /// Chosen by the preemption policy.
+    Preempted(VictimReason),
+    /// Someone asked ([`ResourceManager::kill`]).
+    Requested,
+}
+
+/// A kill the runtime must carry out, then confirm with `TaskEvent::KillConfirmed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KillRequest {
+    /// The task.
+    pub task: TaskId,
+    /// Its job.
+    pub job: u64,
+    /// Its instance.
+    pub instance: u32,
+    /// Why.
+    pub reason: KillReason,
+}
+
+/// What one tick did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Gangs moved to READY.
+    pub admitted_gangs: usize,
+    /// Timeouts that fired.
+    pub timeouts: usize,
+    /// Kills to carry out (preemption victims and requested kills).
+    pub kills: Vec<KillRequest>,
+}
+
+/// A pool's numbers, for the API and tests. Interior pools show their subtree's sums.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Path.
+    pub path: String,
+    /// Spec.
+    pub spec: PoolSpec,
+    /// Non-revocable entitlement.
+    pub entitlement: Resources,
+    /// Revocable (slack) entitlement.
+    pub slack_entitlement: Resources,
+    /// Held by non-revocable tasks.
+    pub allocation: Resources,
+    /// Held by non-preemptible tasks (part of `allocation`).
+    pub non_preemptible_allocation: Resources,
+    /// Held by revocable tasks.
+    pub revocable_allocation: Resources,
+    /// Non-revocable demand: allocation + queued gangs.
+    pub demand: Resources,
+    /// Demand it can use: capped by its limit and its children's.
+    pub usable_demand: Resources,
+    /// Revocable demand.
+    pub revocable_demand: Resources,
+    /// Queued gangs.
+    pub queued_gangs: u64,
+    /// Live tasks.
+    pub live_tasks: u64,
+    /// Consecutive periods above entitlement.
+    pub over_periods: u32,
+}
+
+/// An admitted task's state, for the API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// State.
+    pub state: TaskState,
+    /// Pool.
+    pub pool: PoolId,
+    /// Job.
+    pub job: u64,
+    /// Instance.
+    pub instance: u32,
+    /// Failed placement attempts.
+    pub attempts: u32,
+    /// Why the last placement round left it unplaced.
+    pub last_unplaced: Option<UnplacedReason>,
+    /// Resources.
+    pub resources: Resources,
+    /// Preemptible.
+    pub preemptible: bool,
+    /// Revocable.
+    pub revocable: bool,
+    /// Priority.
+    pub priority: u32,
+}
+
+/// The resource manager.
+pub struct ResourceManager {
+    pub(crate) tree: PoolTree,
+    pub(crate) capacity: Amounts,
+    capacity_changed: bool,
+    pub(crate) queues: Vec<PoolQueue>,
+    pub(crate) active: Vec<u32>,
+    pub(crate) gangs: Gangs,
+    pub(crate) tasks: Vec<TaskRec>,
+    free_tasks: Vec<u32>,
+    ready: [VecDeque<u64>; 4],
+    backoff: BinaryHeap<Reverse<(u64, u64)>>,
+    timers: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    dirty: Vec<u32>,
+    scratch: EntScratch,
+    pub(crate) preempting: Vec<Amounts>,
+    /// Per pool: priority → running preemptible (or revocable) tasks, so a
+    /// round knows without a scan whether intra-pool preemption could help.
+    pub(crate) running_by_priority: Vec<BTreeMap<u32, u32>>,
+    pub(crate) preempting_total: Amounts,
+    pub(crate) kills: Vec<KillRequest>,
+    pub(crate) policy: Box<dyn PreemptionPolicy>,
+    pub(crate) config: Config,
+    next_gang: u64,
+    pub(crate) now_ms: u64,
+}
+
+impl std::fmt::Debug for ResourceManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceManager")
+            .field("pools", &self.tree.len())
+            .field("capacity", &self.capacity)
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn kind_index(kind: JobKind) -> usize {
+    match kind {
+        JobKind::Batch => 0,
+        JobKind::Stateless => 1,
+        JobKind::Stateful => 2,
+        JobKind::Daemon => 3,
+    }
+}
+
+impl ResourceManager {
+    /// An empty manager (root pool only) with the native preemption policy.
+    pub fn new(config: Config) -> ResourceManager {
+        ResourceManager {
+            tree: PoolTree::new(),
+            capacity: amounts::ZERO,
+            capacity_changed: true,
+            queues: vec![PoolQueue::default()],
+            active: Vec::new(),
+            gangs: Gangs::default(),
+            tasks: Vec::new(),
+            free_tasks: Vec::new(),
+            ready: Default::default(),
+            backoff: BinaryHeap::new(),
+            timers: BinaryHeap::new(),
+            dirty: Vec::new(),
+            scratch: EntScratch::default(),
+            preempting: vec![amounts::ZERO],
+            running_by_priority: vec![BTreeMap::new()],
+            preempting_total: amounts::ZERO,
+            kills: Vec::new(),
+            policy: Box::new(NativePriorityPreempt),
+            config,
+            next_gang: 0,
+            now_ms: 0,
+        }
+    }
+
+    /// Replaces the preemption policy (e.g. an adapter over the plugin slot).
+    pub fn set_policy(&mut self, policy: Box<dyn PreemptionPolicy>) {
+        tracing::info!(policy = policy.name(), "preemption policy set");
+        self.policy = policy;
+    }
+
+    /// Sets the cluster's capacity; entitlement is recomputed in full at the next pass.
+    pub fn set_capacity(&mut self, capacity: Resources) {
+        self.capacity = amounts::of(&capacity);
+        self.capacity_changed = true;
+    }
+
+    /// The cluster's capacity.
+    pub fn capacity(&self) -> Resources {
+        amounts::to_resources(&self.capacity)
+    }
+
+    /// The pool tree (read-only; change it through the manager).
+    pub fn tree(&self) -> &PoolTree {
+        &self.tree
+    }
+
+    fn sync_pools(&mut self) {
+        let n = self.tree.nodes.len();
+        self.queues.resize_with(n, PoolQueue::default);
+        self.preempting.resize(n, amounts::ZERO);
+        self.running_by_priority.resize_with(n, BTreeMap::new);
+    }
+
+    /// Creates a pool (see [`PoolTree::create`]).
+    pub fn create_pool(&mut self, path: &str, spec: PoolSpec) -> Result<PoolId, PoolError> {
+        let id = self.tree.create(path, spec)?;
+        self.sync_pools();
+        // A reused slot may still be listed from the pool deleted there.
+        self.active.retain(|&p| p != id.0);
+        self.queues[id.index()] = PoolQueue::default();
+        self.preempting[id.index()] = amounts::ZERO;
+        self.running_by_priority[id.index()].clear();
+        Ok(id)
+    }
+
+    /// Replaces a pool's spec.
+    pub fn update_pool(&mut self, path: &str, spec: PoolSpec) -> Result<(), PoolError> {
+        self.tree.update(path, spec)
+    }
+
+    /// Deletes an empty leaf pool.
+    pub fn delete_pool(&mut self, path: &str) -> Result<(), PoolError> {
+        self.tree.delete(path)
+    }
+
+    /// Moves a pool under another; returns its new path.
+    pub fn move_pool(&mut self, path: &str, new_parent: &str) -> Result<String, PoolError> {
+        self.tree.move_pool(path, new_parent)
+    }
+
+    /// Creates or updates pools from YAML, all or nothing.
+    pub fn load_pools_yaml(&mut self, yaml: &str) -> Result<usize, PoolError> {
+        let n = self.tree.load_yaml(yaml)?;
+        self.sync_pools();
+        Ok(n)
+    }
+
+    fn mark_dirty(&mut self, leaf: u32) {
+        let n = &mut self.tree.nodes[leaf as usize];
+        if !n.dirty {
+            n.dirty = true;
+            self.dirty.push(leaf);
+        }
+    }
+
+    /// Queues a gang in a leaf pool.
+    pub fn submit(&mut self, pool: &str, spec: GangSpec, now_ms: u64) -> Result<GangId, SubmitError> {
+        let p = self.tree.lookup(pool)?;
+        self.submit_to(p, spec, now_ms)
+    }
+
+    /// Queues a gang in a leaf pool by id.
+    pub fn submit_id(&mut self, pool: PoolId, spec: GangSpec, now_ms: u64) -> Result<GangId, SubmitError> {
+        if self.tree.path(pool).is_none() {
+            return Err(PoolError::new(&format!("#{}", pool.0), "path", PoolErrorReason::NotFound).into());
+        }
+        self.submit_to(pool.0, spec, now_ms)
+    }
+
+    pub(crate) fn submit_to(&mut self, p: u32, spec: GangSpec, now_ms: u64) -> Result<GangId, SubmitError> {
+        let node = &self.tree.nodes[p as usize];
+        if p == 0 || !node.children.is_empty() {
+            return Err(PoolError::new(&node.path, "path", PoolErrorReason::NotLeaf).into());
+        }
+        if spec.tasks == 0 {
+            return Err(SubmitError::Empty { job: spec.job });
+        }
+        let total = amounts::times(&amounts::of(&spec.per_task), u64::from(spec.tasks));
+        let id = self.gangs.insert(GangSlot {
+            generation: 0,
+            queued: true,
+            pool: p,
+            spec,
+            total,
+            enqueued_ms: now_ms,
+            reason: PendingReason::NotEvaluated,
+        });
+        let q = &mut self.queues[p as usize];
+        let priority = match node.spec.queue_policy {
+            paceline_model::pool::QueuePolicy::PriorityFifo => spec.priority,
+            paceline_model::pool::QueuePolicy::Fifo => 0,
+        };
+        q.levels.entry(Reverse(priority)).or_default().push_back(id.0);
+        q.per_lane[Lane::of(&spec) as usize] += 1;
+        if !q.active {
+            q.active = true;
+            self.active.push(p);
+        }
+        let revocable = spec.revocable;
+        self.tree.walk_up(p, |n| {
+            if revocable {
+                n.queued_rev = amounts::add(&n.queued_rev, &total);
+            } else {
+                n.queued_nr = amounts::add(&n.queued_nr, &total);
+            }
+            n.gangs += 1;
+        });
+        self.mark_dirty(p);
+        Ok(id)
+    }
+
+    /// Removes a queued gang. Returns false if it is not queued.
+    pub fn cancel(&mut self, gang: GangId) -> bool {
+        let Some(slot) = self.gangs.get(gang) else { return false };
+        let (p, total, spec) = (slot.pool, slot.total, slot.spec);
+        self.gangs.remove(gang);
+        self.queues[p as usize].per_lane[Lane::of(&spec) as usize] -= 1;
+        self.unqueue_accounting(p, &spec, &total);
+        self.mark_dirty(p);
+        true
+    }
+
+    pub(crate) fn unqueue_accounting(&mut self, p: u32, spec: &GangSpec, total: &Amounts) {
+        let revocable = spec.revocable;
+        self.tree.walk_up(p, |n| {
+            if revocable {
+                n.queued_rev = amounts::sub(&n.queued_rev, total);
+            } else {
+                n.queued_nr = amounts::sub(&n.queued_nr, total);
+            }
+            n.gangs -= 1;
+        });
+    }
+
+    /// Creates the tasks of an admitted gang in READY and charges its pool.
+    pub(crate) fn admit_gang(&mut self, id: GangId, now_ms: u64) {
+        let Some(slot) = self.gangs.get(id) else { return };
+        let (p, spec, total) = (slot.pool, slot.spec, slot.total);
+        self.gangs.remove(id);
+        let gang = self.next_gang;
+        self.next_gang += 1;
+        let ready = &mut self.ready[kind_index(spec.kind)];
+        for t in 0..spec.tasks {
+            let rec = TaskRec {
+                generation: 0,
+                live: true,
+                state: TaskState::Ready,
+                epoch: 0,
+                pool: p,
+                job: spec.job,
+                instance: spec.first_instance.wrapping_add(t),
+                gang,
+                kind: spec.kind,
+                priority: spec.priority,
+                preemptible: spec.preemptible,
+                revocable: spec.revocable,
+                kill_on_preempt: spec.kill_on_preempt,
+                resources: spec.per_task,
+                attempts: 0,
+                since_ms: now_ms,
+                started_ms: 0,
+                last_unplaced: None,
+            };
+            let tid = match self.free_tasks.pop() {
+                Some(i) => {
+                    let generation = self.tasks[i as usize].generation.wrapping_add(1);
+                    self.tasks[i as usize] = TaskRec { generation, ..rec };
+                    TaskId::new(i, generation)
+                }
+                None => {
+                    self.tasks.push(rec);
+                    TaskId::new((self.tasks.len() - 1) as u32, 0)
+                }
+            };
+            ready.push_back(tid.0);
+        }
+        let (revocable, np, n) = (spec.revocable, !spec.preemptible && !spec.revocable, u64::from(spec.tasks));
+        self.tree.walk_up(p, |node| {
+            if revocable {
+                node.queued_rev = amounts::sub(&node.queued_rev, &total);
+                node.alloc_rev = amounts::add(&node.alloc_rev, &total);
+            } else {
+                node.queued_nr = amounts::sub(&node.queued_nr, &total);
+                node.alloc_nr = amounts::add(&node.alloc_nr, &total);
+                if np {
+                    node.alloc_np = amounts::add(&node.alloc_np, &total);
+                }
+            }
+            node.gangs -= 1;
+            node.tasks += n;
+        });
+    }
+
+    fn task_mut(&mut self, id: TaskId) -> Result<&mut TaskRec, TaskError> {
+        self.tasks
+            .get_mut(id.index())
+            .filter(|t| t.live && t.generation == id.generation())
+            .ok_or(TaskError::UnknownTask(id.0))
+    }
+
+    /// An admitted task's state.
+    pub fn task(&self, id: TaskId) -> Option<TaskInfo> {
+        let t = self.tasks.get(id.index()).filter(|t| t.live && t.generation == id.generation())?;
+        Some(TaskInfo {
+            state: t.state,
+            pool: PoolId(t.pool),
+            job: t.job,
+            instance: t.instance,
+            attempts: t.attempts,
+            last_unplaced: t.last_unplaced,
+            resources: t.resources,
+            preemptible: t.preemptible,
+            revocable: t.revocable,
+            priority: t.priority,
+        })
+    }
+
+    /// Hands up to `max` READY tasks of one job kind to placement (they become
+    /// PLACING). A gang is never split: the batch runs past `max` to finish it.
+    pub fn take_ready(&mut self, kind: JobKind, max: usize, now_ms: u64, out: &mut Vec<ReadyTask>) -> usize {
+        let k = kind_index(kind);
+        let start = out.len();
+        let mut last_gang = None;
+        while let Some(&raw) = self.ready[k].front() {
+            let id = TaskId(raw);
+            let valid = self
+                .tasks
+                .get(id.index())
+                .is_some_and(|t| t.live && t.generation == id.generation() && t.state == TaskState::Ready);
+            if !valid {
+                self.ready[k].pop_front();
+                continue;
+            }
+            let t = &self.tasks[id.index()];
+            if out.len() - start >= max && last_gang != Some(t.gang) {
+                break;
+            }
+            self.ready[k].pop_front();
+            last_gang = Some(t.gang);
+            out.push(ReadyTask {
+                id,
+                job: t.job,
+                instance: t.instance,
+                gang: t.gang,
+                pool: PoolId(t.pool),
+                priority: t.priority,
+                resources: t.resources,
+            });
+            // Cannot fail: checked above.
+            let _ = self.apply(id, TaskEvent::StartPlacing, now_ms);
+        }
+        out.len() - start
+    }
+
+    /// READY tasks waiting for placement, per kind (stale entries included until drained).
+    pub fn ready_len(&self, kind: JobKind) -> usize {
+        self.ready[kind_index(kind)].len()
+    }
+
+    /// Placement could not place the task this round: back to READY after a backoff.
+    pub fn placement_failed(&mut self, id: TaskId, reason: UnplacedReason, now_ms: u64) -> Result<(), TaskError> {
+        self.task_mut(id)?.last_unplaced = Some(reason);
+        self.apply(id, TaskEvent::PlacementFailed, now_ms).map(|_| ())
+    }
+
+    /// Asks for a task to be killed; the kill request comes back from the next
+    /// [`ResourceManager::tick`] (or [`ResourceManager::take_kills`]).
+    pub fn kill(&mut self, id: TaskId, now_ms: u64) -> Result<(), TaskError> {
+        self.apply(id, TaskEvent::Kill, now_ms).map(|_| ())
+    }
+
+    /// Reports a task event from placement or the runtime: `Placed`,
+    /// `StartLaunch`, `Running`, `Succeeded`, `Failed`, `Lost`,
+    /// `KillConfirmed`. The manager's own events (`Admit`, `StartPlacing`,
+    /// `PlacementFailed`, `Preempt`, `Kill`, `Timeout`) have their own entry
+    /// points and are refused here.
+    pub fn task_event(&mut self, id: TaskId, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
+        use TaskEvent as E;
+        if matches!(event, E::Admit | E::StartPlacing | E::PlacementFailed | E::Preempt | E::Kill | E::Timeout) {
+            let state = self.task_mut(id)?.state;
+            return Err(TaskError::Transition { task: id.0, state, event });
+        }
+        self.apply(id, event, now_ms)
+    }
+
+    /// Applies one transition of the table and its side effects.
+    pub(crate) fn apply(&mut self, id: TaskId, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
+        let t = self.task_mut(id)?;
+        let from = t.state;
+        let to = task::next(from, event).ok_or(TaskError::Transition { task: id.0, state: from, event })?;
+        t.state = to;
+        t.epoch = t.epoch.wrapping_add(1);
+        t.since_ms = now_ms;
+        let (epoch, pool, res, kind) = (t.epoch, t.pool, t.resources, t.kind);
+        if (t.preemptible || t.revocable) && (from == TaskState::Running) != (to == TaskState::Running) {
+            let priority = t.priority;
+            let counts = &mut self.running_by_priority[pool as usize];
+            if to == TaskState::Running {
+                *counts.entry(priority).or_default() += 1;
+            } else if let Some(c) = counts.get_mut(&priority) {
+                *c -= 1;
+                if *c == 0 {
+                    counts.remove(&priority);
+                }
+            }
+        }
+        if from == TaskState::Preempting {
+            let r = amounts::of(&res);
+            self.preempting[pool as usize] = amounts::sub(&self.preempting[pool as usize], &r);
+            self.preempting_total = amounts::sub(&self.preempting_total, &r);
+        }
+        if let Some(ms) = self.config.timeouts.of(to) {
+            self.timers.push(Reverse((now_ms.saturating_add(ms), id.0, epoch)));
+        }
+        match to {
+            TaskState::Ready if event == TaskEvent::PlacementFailed => {
+                let timeouts = self.config.timeouts;
+                let t = self.task_mut(id)?;
+                t.attempts += 1;
+                let wait = timeouts.backoff(t.attempts);
+                self.backoff.push(Reverse((now_ms.saturating_add(wait), id.0)));
+            }
+            TaskState::Ready => self.ready[kind_index(kind)].push_back(id.0),
+            TaskState::Running => self.task_mut(id)?.started_ms = now_ms,
+            TaskState::Preempting => {
+                let r = amounts::of(&res);
+                self.preempting[pool as usize] = amounts::add(&self.preempting[pool as usize], &r);
+                self.preempting_total = amounts::add(&self.preempting_total, &r);
+            }
+            TaskState::Killing => {
+                let t = &self.tasks[id.index()];
+                self.kills.push(KillRequest {
+                    task: id,
+                    job: t.job,
+                    instance: t.instance,
+                    reason: KillReason::Requested,
+                });
+            }
+            s if s.is_terminal() => {
+                self.finish(id, from == TaskState::Preempting && event == TaskEvent::KillConfirmed, now_ms)
+            }
+            _ => {}
+        }
+        Ok(to)
+    }
+
+    /// Releases an ended task; a preempted one goes back to its queue unless
+    /// its spec says kill-on-preempt.
+    fn finish(&mut self, id: TaskId, preempted: bool, now_ms: u64) {
+        let t = &mut self.tasks[id.index()];
+        t.live = false;
+        let (p, res, revocable, preemptible) = (t.pool, amounts::of(&t.resources), t.revocable, t.preemptible);
+        let requeue = preempted && !t.kill_on_preempt;
+        let spec = GangSpec {
+            job: t.job,
+            first_instance: t.instance,
+            kind: t.kind,
+            priority: t.priority,
+            preemptible: t.preemptible,
+            revocable: t.revocable,
+            kill_on_preempt: t.kill_on_preempt,
+            tasks: 1,
+            per_task: t.resources,
+        };
+        self.free_tasks.push(id.index() as u32);
+        let np = !preemptible && !revocable;
+        self.tree.walk_up(p, |n| {
+            if revocable {
+                n.alloc_rev = amounts::sub(&n.alloc_rev, &res);
+            } else {
+                n.alloc_nr = amounts::sub(&n.alloc_nr, &res);
+                if np {
+                    n.alloc_np = amounts::sub(&n.alloc_np, &res);
+                }
+            }
+            n.tasks -= 1;
+        });
+        self.mark_dirty(p);
+        if requeue {
+            // The pool still exists: it cannot be deleted while it holds tasks.
+            if let Err(e) = self.submit_to(p, spec, now_ms) {
+                tracing::error!(error = %e, "requeue of a preempted task failed");
+            }
+        }
+    }
+
+    /// Kill requests not yet handed out.
+    pub fn take_kills(&mut self) -> Vec<KillRequest> {
+        std::mem::take(&mut self.kills)
+    }
+
+    fn fire_timers(&mut self, now_ms: u64) -> usize {
+        let mut fired = 0;
+        while let Some(&Reverse((at, raw, epoch))) = self.timers.peek() {
+            if at > now_ms {
+                break;
+            }
+            self.timers.pop();
+            let id = TaskId(raw);
+            let current = self
+                .tasks
+                .get(id.index())
+                .is_some_and(|t| t.live && t.generation == id.generation() && t.epoch == epoch);
+            if current && self.apply(id, TaskEvent::Timeout, now_ms).is_ok() {
+                tracing::debug!(task = raw, "task timed out back to READY");
+                fired += 1;
+            }
+        }
+        while let Some(&Reverse((at, raw))) = self.backoff.peek() {
+            if at > now_ms {
+                break;
+            }
+            self.backoff.pop();
+            let id = TaskId(raw);
+            if let Some(t) = self
+                .tasks
+                .get(id.index())
+                .filter(|t| t.live && t.generation == id.generation() && t.state == TaskState::Ready)
+            {
+                self.ready[kind_index(t.kind)].push_back(raw);
+            }
+        }
+        fired
+    }
+
+    /// Brings entitlement up to date: incremental after demand changes, full
+    /// after a tree or capacity change. Slack is recomputed too.
+    pub fn recompute_entitlement(&mut self) {
+        if self.capacity_changed {
+            self.tree.shape_changed = true;
+            self.capacity_changed = false;
+        }
+        entitlement::incremental(&mut self.tree, &self.capacity, &mut self.dirty, &mut self.scratch);
+        entitlement::slack(&mut self.tree, &self.capacity, &mut self.scratch);
+    }
+
+    /// Recomputes every pool's entitlement from scratch (for benchmarks and checks).
+    pub fn recompute_entitlement_full(&mut self) {
+        self.dirty.clear();
+        entitlement::full(&mut self.tree, &self.capacity, &mut self.scratch);
+        self.capacity_changed = false;
+    }
+
+    /// Only the non-revocable entitlement, incrementally (for benchmarks).
+    pub fn recompute_entitlement_incremental(&mut self) {
+        entitlement::incremental(&mut self.tree, &self.capacity, &mut self.dirty, &mut self.scratch);
+    }
+
+    /// Interior pools whose division among children the last non-revocable
+    /// entitlement pass recomputed: the work an incremental pass saved.
+    pub fn last_pass_divisions(&self) -> usize {
+        self.scratch.divided
+    }
+
+    /// One period.
+    pub fn tick(&mut self, now_ms: u64) -> TickReport {
+        self.now_ms = now_ms;
+        let timeouts = self.fire_timers(now_ms);
+        self.recompute_entitlement();
+        let admitted_gangs = self.admit(now_ms);
+        self.preemption_round(now_ms);
+        TickReport { admitted_gangs, timeouts, kills: self.take_kills() }
+    }
+
+    /// A pool's numbers.
+    pub fn pool_status(&self, path: &str) -> Option<PoolStatus> {
+        let id = self.tree.id(path)?;
+        let n = &self.tree.nodes[id.index()];
+        let r = amounts::to_resources;
+        Some(PoolStatus {
+            path: n.path.clone(),
+            spec: n.spec,
+            entitlement: r(&n.ent),
+            slack_entitlement: r(&n.slack_ent),
+            allocation: r(&n.alloc_nr),
+            non_preemptible_allocation: r(&n.alloc_np),
+            revocable_allocation: r(&n.alloc_rev),
+            demand: r(&n.demand_nr()),
+            usable_demand: r(&n.usable),
+            revocable_demand: r(&n.demand_rev()),
+            queued_gangs: n.gangs,
+            live_tasks: n.tasks,
+            over_periods: n.over_periods,
+        })
+    }
+
+    /// Why a queued gang waits; `None` if it is not queued.
+    pub fn why_pending(&self, gang: GangId) -> Option<PendingInfo> {
+        let slot = self.gangs.get(gang)?;
+        let q = &self.queues[slot.pool as usize];
+        let lane = Lane::of(&slot.spec) as usize;
+        let reason = match q.blocked[lane] {
+            Some(head) if head != gang => PendingReason::BehindHead { head },
+            _ => slot.reason,
+        };
+        Some(PendingInfo {
+            gang,
+            pool: self.tree.nodes[slot.pool as usize].path.clone(),
+            reason,
+            queued_at_ms: slot.enqueued_ms,
+        })
+    }
+
+    /// Bytes held by the queues and gang records (capacity, not length).
+    pub fn queue_bytes(&self) -> usize {
+        let deques: usize = self
+            .queues
+            .iter()
+            .map(|q| std::mem::size_of::<PoolQueue>() + q.levels.values().map(|d| d.capacity() * 8 + 64).sum::<usize>())
+            .sum();
+        self.gangs.bytes() + deques + self.active.capacity() * 4
+    }
+
+    /// The first kind a pool is over its entitlement in, if any.
+    pub fn over_entitlement(&self, path: &str) -> Option<(ResourceKind, u64)> {
+        let n = &self.tree.nodes[self.tree.id(path)?.index()];
+        amounts::over(&n.alloc_nr, &amounts::ZERO, &n.ent)
+    }
+}

@@ -1,0 +1,169 @@
+//! The preemption slot as the resource manager sees it: a small trait, the
+//! native default (`plugin-priority-preempt` linked in), and the checks every
+//! answer must pass before a task is killed.
+//!
+//! The manager builds a [`PreemptionRequest`] (pools, candidate tasks, needs),
+//! calls the active policy, and validates the victims: they exist, are
+//! preemptible (or revocable), come from a pool the need allows, cover their
+//! need, and each one is needed (dropping it would leave the need uncovered).
+//! A policy that errs or answers wrongly is logged and replaced, for that
+//! call, by the native policy; if even that answer fails the checks, nobody
+//! is preempted.
+
+use paceline_plugin_sdk::types::{PreemptionRequest, Victim};
+
+use crate::amounts;
+use crate::error::{PolicyError, VictimError};
+
+/// A preemption policy. The Wasm plugin registry's `preemption` slot is
+/// adapted to this trait by the host; [`NativePriorityPreempt`] is the default.
+pub trait PreemptionPolicy: Send + Sync {
+    /// A name for logs.
+    fn name(&self) -> &str;
+
+    /// Chooses victims for the request's needs. An error (a trap, a timeout)
+    /// makes the manager use the native fallback for this call.
+    fn select_victims(&self, request: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError>;
+}
+
+/// The default policy, `priority-preempt`, run natively.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NativePriorityPreempt;
+
+impl PreemptionPolicy for NativePriorityPreempt {
+    fn name(&self) -> &str {
+        "priority-preempt (native)"
+    }
+
+    fn select_victims(&self, request: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError> {
+        use paceline_plugin_sdk::PreemptionPolicy as _;
+        Ok(plugin_priority_preempt::PriorityPreempt::select_victims(request))
+    }
+}
+
+/// Checks a policy's answer against the request.
+pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), VictimError> {
+    paceline_plugin_sdk::validate::check_victims(request, victims).map_err(|e| VictimError::Contract(e.to_string()))?;
+    for (n, need) in request.needs.iter().enumerate() {
+        let n = n as u32;
+        let want = amounts::of(&need.resources);
+        let mut freed = amounts::ZERO;
+        for v in victims.iter().filter(|v| v.need == n) {
+            freed = amounts::add(&freed, &amounts::of(&request.running[v.task as usize].resources));
+        }
+        if victims.iter().all(|v| v.need != n) {
+            continue;
+        }
+        if !amounts::fits(&want, &freed) {
+            return Err(VictimError::NotEnough { need: n });
+        }
+        for v in victims.iter().filter(|v| v.need == n) {
+            let without = amounts::sub(&freed, &amounts::of(&request.running[v.task as usize].resources));
+            if amounts::fits(&want, &without) {
+                return Err(VictimError::NotNeeded { task: v.task, need: n });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Asks `policy`, falls back to the native policy on an error or a wrong
+/// answer, and returns victims that passed [`validate`] (possibly none).
+pub fn choose(policy: &dyn PreemptionPolicy, request: &PreemptionRequest) -> Vec<Victim> {
+    match policy.select_victims(request) {
+        Ok(v) => match validate(request, &v) {
+            Ok(()) => return v,
+            Err(e) => {
+                tracing::warn!(policy = policy.name(), error = %e, "preemption policy answer rejected; using native fallback");
+            }
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "preemption policy failed; using native fallback");
+        }
+    }
+    let native = NativePriorityPreempt;
+    match native.select_victims(request) {
+        Ok(v) => match validate(request, &v) {
+            Ok(()) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "native preemption answer rejected; preempting nothing");
+                Vec::new()
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "native preemption failed; preempting nothing");
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paceline_model::Resources;
+    use paceline_plugin_sdk::types::{Need, PoolView, RunningTask, VictimReason};
+
+    fn request() -> PreemptionRequest {
+        let task = |preemptible, cpu| RunningTask {
+            pool: 0,
+            priority: 1,
+            preemptible,
+            revocable: false,
+            started_at_ms: 0,
+            resources: Resources::new(cpu, 0, 0, 0),
+        };
+        PreemptionRequest {
+            pools: vec![
+                PoolView { path: "/a".into(), ..PoolView::default() },
+                PoolView { path: "/b".into(), ..PoolView::default() },
+            ],
+            running: vec![task(true, 10), task(true, 10), task(false, 10)],
+            needs: vec![Need { pool: 1, priority: 1, resources: Resources::new(10, 0, 0, 0), from_pools: vec![0] }],
+        }
+    }
+
+    fn v(task: u32) -> Victim {
+        Victim { task, need: 0, reason: VictimReason::OverEntitlement }
+    }
+
+    #[test]
+    fn validation_table() {
+        let req = request();
+        let cases: &[(&str, Vec<Victim>, bool)] = &[
+            ("one victim covers the need", vec![v(0)], true),
+            ("none is allowed", vec![], true),
+            ("two where one is enough", vec![v(0), v(1)], false),
+            ("non-preemptible", vec![v(2)], false),
+            ("unknown task", vec![v(9)], false),
+            ("same task twice", vec![v(0), v(0)], false),
+        ];
+        for (name, victims, ok) in cases {
+            assert_eq!(validate(&req, victims).is_ok(), *ok, "{name}");
+        }
+        let mut short = request();
+        short.needs[0].resources.cpu_millis = 15;
+        assert_eq!(validate(&short, &[v(0)]), Err(VictimError::NotEnough { need: 0 }));
+    }
+
+    struct Broken(Result<Vec<Victim>, PolicyError>);
+    impl PreemptionPolicy for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        fn select_victims(&self, _: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError> {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn failing_or_wrong_policy_falls_back_to_native() {
+        let req = request();
+        let err = Broken(Err(PolicyError { policy: "broken".into(), message: "trap".into() }));
+        let wrong = Broken(Ok(vec![v(2)]));
+        for p in [&err as &dyn PreemptionPolicy, &wrong] {
+            let chosen = choose(p, &req);
+            assert_eq!(chosen.len(), 1, "{}", p.name());
+            assert!(req.running[chosen[0].task as usize].preemptible);
+        }
+    }
+}

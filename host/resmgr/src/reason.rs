@@ -1,0 +1,99 @@
+//! "Why pending": the reason a queued gang waits, kept as data so the API can
+//! show it and tests can assert it.
+
+use paceline_model::pool::ResourceKind;
+use paceline_plugin_sdk::types::UnplacedReason;
+
+use crate::queue::GangId;
+
+/// Why a gang is still queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingReason {
+    /// No admission pass has looked at it yet.
+    NotEvaluated,
+    /// Admitting it would put its pool `by` units of `kind` over its entitlement.
+    OverEntitlement {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
+    /// It is non-preemptible and would take its pool's non-preemptible work
+    /// `by` units of `kind` over its reservation.
+    WaitingOnReservation {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
+    /// It is revocable and would take its pool over its slack entitlement.
+    OverSlackEntitlement {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
+    /// Within entitlement, but the cluster's capacity is held by others
+    /// (pools over their entitlement, or revocable work): waits for preemption.
+    ClusterFull {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
+    /// Queued behind `head`, which waits in the same lane (priority-then-FIFO).
+    BehindHead {
+        /// The gang at the head of the lane.
+        head: GangId,
+    },
+}
+
+/// A queued gang's reason with its pool, for display.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingInfo {
+    /// The gang.
+    pub gang: GangId,
+    /// Its pool's path.
+    pub pool: String,
+    /// Why it waits.
+    pub reason: PendingReason,
+    /// When it was queued (ms, the manager's clock).
+    pub queued_at_ms: u64,
+}
+
+impl std::fmt::Display for PendingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pool = &self.pool;
+        match self.reason {
+            PendingReason::NotEvaluated => write!(f, "queued in pool {pool}, not yet evaluated"),
+            PendingReason::OverEntitlement { kind, by } => {
+                write!(f, "over entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
+            }
+            PendingReason::WaitingOnReservation { kind, by } => write!(
+                f,
+                "waiting on reservation: non-preemptible work would exceed pool {pool}'s reservation by {by} {} of {kind}",
+                kind.unit()
+            ),
+            PendingReason::OverSlackEntitlement { kind, by } => {
+                write!(f, "over slack entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
+            }
+            PendingReason::ClusterFull { kind, by } => write!(
+                f,
+                "within pool {pool}'s entitlement but the cluster is short {by} {} of {kind}; waiting for preemption",
+                kind.unit()
+            ),
+            PendingReason::BehindHead { head } => write!(f, "queued in pool {pool} behind gang {}", head.0),
+        }
+    }
+}
+
+/// A stable name for a placement failure, for "why pending" of a task back in READY.
+pub fn unplaced_text(reason: UnplacedReason) -> &'static str {
+    match reason {
+        UnplacedReason::InsufficientResources => "no host with enough free resources in the last round",
+        UnplacedReason::ConstraintsUnsatisfiable => "no feasible host in the last round (constraints)",
+        UnplacedReason::MaxPerHost => "every fitting host already runs the job's maximum per host",
+        UnplacedReason::GangIncomplete => "another task of its gang could not be placed",
+        UnplacedReason::Deferred => "deferred by the placement policy",
+    }
+}

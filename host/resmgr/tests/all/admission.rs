@@ -1,0 +1,171 @@
+//! Admission: gangs whole or not at all, priority-then-FIFO, the head-of-line
+//! rules, revocable work on slack, and "why pending".
+
+use paceline_model::Resources;
+use paceline_plugin_sdk::types::JobKind;
+use paceline_resmgr::{GangSpec, PendingReason, PoolSpec, ResourceKind};
+use proptest::prelude::*;
+
+use crate::common::{cpu, gang, manager};
+
+#[test]
+fn gang_of_8_is_admitted_whole_or_not_at_all() {
+    let mut rm = manager(7_500);
+    rm.create_pool("/a", PoolSpec::default()).expect("a");
+    let g = rm.submit("/a", gang(1, 8, 1_000), 0).expect("submit");
+    let report = rm.tick(1);
+    assert_eq!(report.admitted_gangs, 0);
+    let a = rm.pool_status("/a").expect("a");
+    assert_eq!(a.allocation.cpu_millis, 0, "no part of the gang is allocated");
+    assert_eq!(rm.ready_len(JobKind::Batch), 0);
+    let why = rm.why_pending(g).expect("queued");
+    assert_eq!(why.reason, PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 500 });
+    assert_eq!(why.to_string(), "over entitlement by 500 millicores of cpu in pool /a");
+
+    rm.set_capacity(Resources::new(8_000, 1 << 40, 1 << 40, 1 << 20));
+    assert_eq!(rm.tick(2).admitted_gangs, 1);
+    assert_eq!(rm.pool_status("/a").expect("a").allocation.cpu_millis, 8_000);
+    assert!(rm.why_pending(g).is_none());
+    let mut out = Vec::new();
+    assert_eq!(rm.take_ready(JobKind::Batch, 3, 3, &mut out), 8, "a gang is never split across batches");
+    assert!(out.iter().all(|t| t.gang == out[0].gang));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Whatever the capacity and the gangs, allocation is always a sum of whole gangs.
+    #[test]
+    fn allocation_is_whole_gangs(capacity in 0u64..40_000, sizes in prop::collection::vec((1u32..9, 100u64..2_000), 1..12)) {
+        let mut rm = manager(capacity);
+        rm.create_pool("/a", PoolSpec::default()).expect("a");
+        for (i, (n, c)) in sizes.iter().enumerate() {
+            rm.submit("/a", gang(i as u64, *n, *c), 0).expect("submit");
+        }
+        rm.tick(1);
+        let alloc = rm.pool_status("/a").expect("a").allocation.cpu_millis;
+        // Admission is FIFO within a priority: exactly a prefix of the gangs is admitted.
+        let mut prefix = 0;
+        let mut found = alloc == 0;
+        for (n, c) in &sizes {
+            prefix += u64::from(*n) * c;
+            found |= prefix == alloc;
+        }
+        prop_assert!(found, "allocation {} is not a prefix of whole gangs", alloc);
+        prop_assert!(alloc <= capacity);
+    }
+}
+
+#[test]
+fn priority_then_fifo() {
+    let mut rm = manager(3_000);
+    rm.create_pool("/a", PoolSpec::default()).expect("a");
+    let low = GangSpec { priority: 1, ..gang(1, 1, 1_000) };
+    let high = GangSpec { priority: 9, ..gang(2, 1, 1_000) };
+    let l1 = rm.submit("/a", low, 0).expect("l1");
+    rm.submit("/a", high, 0).expect("h1");
+    rm.submit("/a", GangSpec { job: 3, ..high }, 0).expect("h2");
+    rm.tick(1);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 1, &mut out);
+    let order: Vec<u64> = out.iter().map(|t| t.job).collect();
+    assert_eq!(order, vec![2, 3, 1], "high priority first, FIFO within it");
+    assert!(rm.why_pending(l1).is_none());
+}
+
+#[test]
+fn reservation_wait_does_not_block_preemptible_work() {
+    let mut rm = manager(10_000);
+    rm.create_pool("/a", cpu(2_000, None, 1)).expect("a");
+    let big_np = rm.submit("/a", GangSpec { preemptible: false, ..gang(1, 3, 1_000) }, 0).expect("np");
+    let pre = rm.submit("/a", gang(2, 2, 1_000), 0).expect("preemptible");
+    let small_np = rm.submit("/a", GangSpec { preemptible: false, ..gang(3, 1, 1_000) }, 0).expect("np2");
+    rm.tick(1);
+    assert!(rm.why_pending(pre).is_none(), "preemptible gang went ahead");
+    let why = rm.why_pending(big_np).expect("waits");
+    assert_eq!(why.reason, PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000 });
+    assert_eq!(
+        rm.why_pending(small_np).expect("waits").reason,
+        PendingReason::BehindHead { head: big_np },
+        "non-preemptible order kept"
+    );
+    let a = rm.pool_status("/a").expect("a");
+    assert_eq!((a.allocation.cpu_millis, a.non_preemptible_allocation.cpu_millis), (2_000, 0));
+}
+
+#[test]
+fn over_entitlement_blocks_the_lane_behind_it() {
+    let mut rm = manager(10_000);
+    rm.create_pool("/a", cpu(0, Some(3_000), 1)).expect("a");
+    let big = rm.submit("/a", gang(1, 4, 1_000), 0).expect("big");
+    let small = rm.submit("/a", gang(2, 1, 1_000), 0).expect("small");
+    rm.tick(1);
+    assert_eq!(
+        rm.why_pending(big).expect("waits").reason,
+        PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 1_000 }
+    );
+    assert_eq!(
+        rm.why_pending(small).expect("waits").reason,
+        PendingReason::BehindHead { head: big },
+        "no starving the big gang"
+    );
+}
+
+#[test]
+fn revocable_work_runs_on_slack_within_slack_limit() {
+    let mut rm = manager(10_000);
+    let mut spec = cpu(0, None, 1);
+    spec.slack_limit.cpu = 3_000;
+    rm.create_pool("/a", spec).expect("a");
+    rm.create_pool("/b", cpu(0, None, 1)).expect("b");
+    let rev = GangSpec { revocable: true, ..gang(1, 1, 1_000) };
+    for i in 0..5 {
+        rm.submit("/a", GangSpec { job: i, ..rev }, 0).expect("rev");
+    }
+    let blocked = rm.submit("/b", GangSpec { job: 9, ..rev }, 0).expect("b has no slack limit");
+    rm.tick(1);
+    let a = rm.pool_status("/a").expect("a");
+    assert_eq!(a.revocable_allocation.cpu_millis, 3_000, "capped by the slack limit");
+    assert_eq!(a.allocation.cpu_millis, 0, "revocable work is accounted apart");
+    assert!(matches!(rm.why_pending(blocked).expect("waits").reason, PendingReason::OverSlackEntitlement { .. }));
+}
+
+#[test]
+fn fifo_queue_policy_ignores_priority_for_order() {
+    let mut rm = manager(1_000);
+    let spec = PoolSpec { queue_policy: paceline_resmgr::QueuePolicy::Fifo, ..PoolSpec::default() };
+    rm.create_pool("/a", spec).expect("a");
+    let first = rm.submit("/a", GangSpec { priority: 1, ..gang(1, 1, 1_000) }, 0).expect("first");
+    let later = rm.submit("/a", GangSpec { priority: 9, ..gang(2, 1, 1_000) }, 0).expect("later");
+    rm.tick(1);
+    assert!(rm.why_pending(first).is_none(), "first in, first admitted");
+    assert_eq!(
+        rm.why_pending(later).expect("waits").reason,
+        PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 1_000 }
+    );
+}
+
+#[test]
+fn pool_changes_take_effect_at_the_next_pass() {
+    let mut rm = manager(10_000);
+    rm.create_pool("/a", cpu(0, Some(2_000), 1)).expect("a");
+    rm.create_pool("/b", cpu(0, None, 1)).expect("b");
+    rm.submit("/a", gang(1, 1, 8_000), 0).expect("a");
+    rm.submit("/b", gang(2, 1, 8_000), 0).expect("b");
+    rm.tick(1);
+    assert_eq!(crate::common::ent(&rm, "/a"), 2_000);
+    rm.update_pool("/a", cpu(5_000, None, 1)).expect("raise");
+    rm.recompute_entitlement();
+    // /a: reservation 5000 first, then the other 5000 split 1:1 → 7500; /b 2500.
+    assert_eq!(crate::common::ent(&rm, "/a"), 7_500, "reservation now guaranteed, limit gone");
+    assert_eq!(crate::common::ent(&rm, "/b"), 2_500);
+}
+
+#[test]
+fn bench_workloads_run_at_small_size() {
+    let (n, _, _) = paceline_resmgr::bench::admission_figures(5_000);
+    assert_eq!(n, 5_000);
+    let rm = paceline_resmgr::bench::queued(1_000);
+    assert_eq!(rm.pool_status("/").expect("root").queued_gangs, 1_000);
+    assert!(rm.queue_bytes() > 1_000 * 100, "the byte count sees the gang records");
+}

@@ -1,0 +1,10 @@
+//! One integration-test binary for the resource manager (links once).
+//! Each module is one area; `common` holds the small builders they share.
+
+mod admission;
+mod common;
+mod entitlement_props;
+mod entitlement_table;
+mod pool_changes;
+mod preemption;
+mod tasks;

@@ -1,0 +1,198 @@
+//! Preemption: inter-pool (restore entitlement after K periods) and
+//! intra-pool (priority), through the policy trait with validation and the
+//! native fallback.
+
+use paceline_plugin_sdk::types::{JobKind, PreemptionRequest, Victim, VictimReason};
+use paceline_resmgr::{
+    Config, GangSpec, KillReason, KillRequest, PendingReason, PolicyError, PreemptionPolicy, ResourceManager,
+    TaskEvent, TaskState,
+};
+
+use crate::common::{cpu, gang};
+
+/// Places, launches and starts every READY task.
+fn run_all(rm: &mut ResourceManager, now: u64) {
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, usize::MAX, now, &mut out);
+    for t in out {
+        for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running] {
+            rm.task_event(t.id, e, now).expect("lifecycle");
+        }
+    }
+}
+
+/// Pool A (reservation 50 cores) borrows the whole 100-core cluster with 20
+/// non-preemptible and 80 preemptible one-core tasks; then B (reservation 50)
+/// submits a 30-core gang.
+fn borrowed_cluster(k: u32) -> (ResourceManager, paceline_resmgr::GangId) {
+    let mut rm = ResourceManager::new(Config { preempt_after_periods: k, ..Config::default() });
+    rm.set_capacity(paceline_model::Resources::new(100_000, 1 << 30, 1 << 30, 0));
+    rm.create_pool("/a", cpu(50_000, None, 1)).expect("a");
+    rm.create_pool("/b", cpu(50_000, None, 1)).expect("b");
+    for i in 0..100 {
+        let g = GangSpec { preemptible: i >= 20, ..gang(i, 1, 1_000) };
+        rm.submit("/a", g, 0).expect("a job");
+    }
+    let r = rm.tick(1);
+    assert_eq!(r.admitted_gangs, 100, "A borrows all idle capacity");
+    run_all(&mut rm, 1);
+    let b = rm.submit("/b", gang(1_000, 30, 1_000), 2).expect("b gang");
+    (rm, b)
+}
+
+#[test]
+fn borrowed_capacity_is_returned_within_k_periods_exactly() {
+    let k = 3;
+    let (mut rm, b) = borrowed_cluster(k);
+    let mut kills: Vec<KillRequest> = Vec::new();
+    let mut period = 0;
+    for now in 2..2 + u64::from(k) {
+        period += 1;
+        let r = rm.tick(now);
+        if period < k {
+            assert!(r.kills.is_empty(), "no preemption before K periods (period {period})");
+            assert!(matches!(rm.why_pending(b).expect("waits").reason, PendingReason::ClusterFull { .. }));
+        } else {
+            kills = r.kills;
+        }
+    }
+    assert_eq!(rm.pool_status("/a").expect("a").entitlement.cpu_millis, 70_000);
+    assert_eq!(kills.len(), 30, "exactly enough one-core tasks for B's 30 cores, and no more");
+    for kill in &kills {
+        let t = rm.task(kill.task).expect("victim");
+        assert_eq!(t.state, TaskState::Preempting);
+        assert!(t.preemptible, "non-preemptible tasks are never chosen");
+        assert_eq!(rm.tree().path(t.pool), Some("/a"));
+        assert_eq!(kill.reason, KillReason::Preempted(VictimReason::OverEntitlement));
+    }
+    // Victims still being killed count: no second round of victims meanwhile.
+    assert!(rm.tick(10).kills.is_empty());
+    for kill in &kills {
+        rm.task_event(kill.task, TaskEvent::KillConfirmed, 11).expect("killed");
+    }
+    let r = rm.tick(12);
+    assert_eq!(r.admitted_gangs, 1, "B's gang is admitted once the victims are gone");
+    assert!(r.kills.is_empty());
+    let a = rm.pool_status("/a").expect("a");
+    assert_eq!(a.allocation.cpu_millis, 70_000);
+    assert_eq!(a.queued_gangs, 30, "victims went back to A's queue");
+    assert_eq!(rm.pool_status("/b").expect("b").allocation.cpu_millis, 30_000);
+}
+
+#[test]
+fn kill_on_preempt_victims_do_not_return() {
+    let mut rm = ResourceManager::new(Config { preempt_after_periods: 1, ..Config::default() });
+    rm.set_capacity(paceline_model::Resources::new(4_000, 1 << 30, 1 << 30, 0));
+    rm.create_pool("/a", cpu(2_000, None, 1)).expect("a");
+    rm.create_pool("/b", cpu(2_000, None, 1)).expect("b");
+    for i in 0..4 {
+        rm.submit("/a", GangSpec { kill_on_preempt: true, ..gang(i, 1, 1_000) }, 0).expect("a");
+    }
+    rm.tick(1);
+    run_all(&mut rm, 1);
+    rm.submit("/b", gang(9, 1, 1_000), 2).expect("b");
+    let kills = rm.tick(2).kills;
+    assert_eq!(kills.len(), 1);
+    rm.task_event(kills[0].task, TaskEvent::KillConfirmed, 3).expect("killed");
+    assert_eq!(rm.pool_status("/a").expect("a").queued_gangs, 0);
+}
+
+#[test]
+fn higher_priority_gang_displaces_lower_priority_tasks_in_its_pool() {
+    let mut rm = ResourceManager::new(Config::default());
+    rm.set_capacity(paceline_model::Resources::new(10_000, 1 << 30, 1 << 30, 0));
+    // Reservation 2 cores: room for the two non-preemptible tasks.
+    rm.create_pool("/p", cpu(2_000, None, 1)).expect("p");
+    for i in 0..8 {
+        rm.submit("/p", GangSpec { priority: 1, ..gang(i, 1, 1_000) }, 0).expect("low");
+    }
+    for i in 8..10 {
+        rm.submit("/p", GangSpec { priority: 1, preemptible: false, ..gang(i, 1, 1_000) }, 0).expect("low np");
+    }
+    rm.tick(1);
+    run_all(&mut rm, 1);
+    let high = rm.submit("/p", GangSpec { priority: 100, ..gang(100, 4, 1_000) }, 2).expect("high");
+    let kills = rm.tick(2).kills;
+    assert_eq!(kills.len(), 4, "exactly the gang's 4 cores");
+    for k in &kills {
+        let t = rm.task(k.task).expect("victim");
+        assert_eq!((t.priority, t.preemptible), (1, true));
+        assert_eq!(k.reason, KillReason::Preempted(VictimReason::HigherPriority));
+        rm.task_event(k.task, TaskEvent::KillConfirmed, 3).expect("killed");
+    }
+    let r = rm.tick(4);
+    assert_eq!(r.admitted_gangs, 1, "the priority-100 gang is admitted ahead of the requeued tasks");
+    assert!(rm.why_pending(high).is_none());
+    assert_eq!(rm.pool_status("/p").expect("p").queued_gangs, 4);
+}
+
+#[test]
+fn equal_priority_does_not_preempt_within_a_pool() {
+    let mut rm = ResourceManager::new(Config::default());
+    rm.set_capacity(paceline_model::Resources::new(2_000, 1 << 30, 1 << 30, 0));
+    rm.create_pool("/p", cpu(0, None, 1)).expect("p");
+    for i in 0..2 {
+        rm.submit("/p", GangSpec { priority: 5, ..gang(i, 1, 1_000) }, 0).expect("t");
+    }
+    rm.tick(1);
+    run_all(&mut rm, 1);
+    rm.submit("/p", GangSpec { priority: 5, ..gang(9, 1, 1_000) }, 2).expect("same priority");
+    for now in 2..8 {
+        assert!(rm.tick(now).kills.is_empty());
+    }
+}
+
+/// Answers with every running task, valid or not.
+struct Greedy;
+impl PreemptionPolicy for Greedy {
+    fn name(&self) -> &str {
+        "greedy"
+    }
+    fn select_victims(&self, req: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError> {
+        Ok((0..req.running.len() as u32)
+            .map(|task| Victim { task, need: 0, reason: VictimReason::OverEntitlement })
+            .collect())
+    }
+}
+
+/// Always fails, like a trapping plugin.
+struct Trapping;
+impl PreemptionPolicy for Trapping {
+    fn name(&self) -> &str {
+        "trapping"
+    }
+    fn select_victims(&self, _: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError> {
+        Err(PolicyError { policy: "trapping".into(), message: "wasm trap".into() })
+    }
+}
+
+#[test]
+fn bad_policies_fall_back_to_native_and_never_overkill() {
+    for policy in [Box::new(Greedy) as Box<dyn PreemptionPolicy>, Box::new(Trapping)] {
+        let name = policy.name().to_string();
+        let (mut rm, _) = borrowed_cluster(1);
+        rm.set_policy(policy);
+        let kills = rm.tick(2).kills;
+        assert_eq!(kills.len(), 30, "{name}: native fallback chose exactly enough");
+        assert!(kills.iter().all(|k| rm.task(k.task).is_some_and(|t| t.preemptible)), "{name}");
+    }
+}
+
+#[test]
+fn revocable_work_is_revoked_at_once_for_non_revocable_work() {
+    let mut rm = ResourceManager::new(Config { preempt_after_periods: 5, ..Config::default() });
+    rm.set_capacity(paceline_model::Resources::new(4_000, 1 << 30, 1 << 30, 0));
+    let mut a = cpu(0, None, 1);
+    a.slack_limit.cpu = 4_000;
+    rm.create_pool("/a", a).expect("a");
+    rm.create_pool("/b", cpu(2_000, None, 1)).expect("b");
+    for i in 0..4 {
+        rm.submit("/a", GangSpec { revocable: true, ..gang(i, 1, 1_000) }, 0).expect("rev");
+    }
+    assert_eq!(rm.tick(1).admitted_gangs, 4, "slack is the whole idle cluster");
+    run_all(&mut rm, 1);
+    rm.submit("/b", gang(9, 2, 1_000), 2).expect("b");
+    let kills = rm.tick(2).kills;
+    assert_eq!(kills.len(), 2, "no K-period wait for revocable work, and only what B needs");
+    assert!(kills.iter().all(|k| k.reason == KillReason::Preempted(VictimReason::Revoked)));
+}

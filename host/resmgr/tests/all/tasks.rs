@@ -1,0 +1,108 @@
+//! Task states inside the manager: the ready queue drained per kind,
+//! placement backoff, timeouts falling back to READY, kills and release.
+
+use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
+use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, TaskState, Timeouts};
+
+use crate::common::{cpu, gang};
+
+fn world() -> ResourceManager {
+    let timeouts =
+        Timeouts { placing_ms: 100, launching_ms: 200, preempting_ms: 300, backoff_base_ms: 10, backoff_max_ms: 40 };
+    let mut rm = ResourceManager::new(Config { timeouts, ..Config::default() });
+    rm.set_capacity(paceline_model::Resources::new(100_000, 1 << 30, 1 << 30, 0));
+    rm.create_pool("/a", cpu(0, None, 1)).expect("a");
+    rm
+}
+
+#[test]
+fn ready_queue_is_drained_per_kind_in_batches() {
+    let mut rm = world();
+    rm.submit("/a", GangSpec { kind: JobKind::Stateless, ..gang(1, 3, 100) }, 0).expect("svc");
+    rm.submit("/a", gang(2, 2, 100), 0).expect("batch");
+    rm.tick(0);
+    let mut out = Vec::new();
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 0, &mut out), 2);
+    assert!(out.iter().all(|t| t.job == 2));
+    out.clear();
+    assert_eq!(rm.take_ready(JobKind::Stateless, 1, 0, &mut out), 3, "the gang is finished even past max");
+    assert!(out.iter().all(|t| rm.task(t.id).map(|i| i.state) == Some(TaskState::Placing)));
+    out.clear();
+    assert_eq!(rm.take_ready(JobKind::Stateless, 10, 0, &mut out), 0);
+}
+
+#[test]
+fn placement_failure_backs_off_then_returns() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let id = out[0].id;
+    rm.placement_failed(id, UnplacedReason::ConstraintsUnsatisfiable, 0).expect("failed");
+    let info = rm.task(id).expect("task");
+    assert_eq!(
+        (info.state, info.attempts, info.last_unplaced),
+        (TaskState::Ready, 1, Some(UnplacedReason::ConstraintsUnsatisfiable))
+    );
+    out.clear();
+    rm.tick(5);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 5, &mut out), 0, "still backing off");
+    rm.tick(10);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 10, &mut out), 1, "back after 10 ms");
+    // Second failure: 20 ms.
+    rm.placement_failed(id, UnplacedReason::InsufficientResources, 10).expect("failed");
+    out.clear();
+    rm.tick(29);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 29, &mut out), 0);
+    rm.tick(30);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 30, &mut out), 1);
+}
+
+#[test]
+fn timeouts_fall_back_to_ready() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 1, 0, &mut out);
+    let id = out[0].id;
+    // PLACING times out at 100.
+    assert_eq!(rm.tick(99).timeouts, 0);
+    assert_eq!(rm.tick(100).timeouts, 1);
+    assert_eq!(rm.task(id).expect("t").state, TaskState::Ready);
+    // LAUNCHING times out 200 after it began; an event in between resets nothing it should not.
+    out.clear();
+    rm.take_ready(JobKind::Batch, 1, 100, &mut out);
+    rm.task_event(id, TaskEvent::Placed, 150).expect("placed");
+    rm.task_event(id, TaskEvent::StartLaunch, 160).expect("launch");
+    assert_eq!(rm.tick(359).timeouts, 0, "the old PLACING timer is stale");
+    assert_eq!(rm.tick(360).timeouts, 1);
+    assert_eq!(rm.task(id).expect("t").state, TaskState::Ready);
+    // The allocation was held throughout.
+    assert_eq!(rm.pool_status("/a").expect("a").allocation.cpu_millis, 100);
+}
+
+#[test]
+fn refused_events_and_release() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 2, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let (a, b) = (out[0].id, out[1].id);
+    assert!(rm.task_event(a, TaskEvent::Running, 1).is_err(), "PLACING cannot jump to RUNNING");
+    assert!(rm.task_event(a, TaskEvent::Timeout, 1).is_err(), "the manager's own event");
+    for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running, TaskEvent::Succeeded] {
+        rm.task_event(a, e, 1).expect("lifecycle");
+    }
+    assert!(rm.task(a).is_none(), "ended tasks are released");
+    rm.kill(b, 2).expect("kill");
+    let kills = rm.tick(2).kills;
+    assert_eq!(kills.len(), 1);
+    assert_eq!(kills[0].reason, KillReason::Requested);
+    rm.task_event(b, TaskEvent::KillConfirmed, 3).expect("confirmed");
+    let s = rm.pool_status("/a").expect("a");
+    assert_eq!((s.allocation.cpu_millis, s.live_tasks, s.queued_gangs), (0, 0, 0));
+    rm.delete_pool("/a").expect("empty pool deletes");
+}
