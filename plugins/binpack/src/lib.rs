@@ -19,14 +19,66 @@ pub struct Binpack;
 
 impl PlacementPolicy for Binpack {
     fn place(request: &PlacementRequest) -> PlacementResult {
-        place_gangs(Round::new(request), best_fit)
+        let mut compact = Compact::new(request);
+        place_gangs(Round::new(request), |round, t| {
+            compact.sync(round);
+            best_fit(round, &compact, t)
+        })
+    }
+}
+
+/// A host as the hot loop reads it: free cpu, memory, disk and GPUs, and
+/// their fullness weights, in 32 bits each: 32 bytes a host, one stream.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+pub struct Slot {
+    free: [u32; 4],
+    scale: [u32; 4],
+}
+
+/// Free capacity of every host in [`Slot`]s, kept in step with the round
+/// through its journal.
+#[derive(Debug)]
+pub struct Compact {
+    slots: Vec<Slot>,
+    seen: usize,
+}
+
+fn clamp32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+impl Compact {
+    /// Builds the compact copy of every host's free capacity.
+    pub fn new(request: &PlacementRequest) -> Compact {
+        let weight = |total: u64| if total == 0 { 0 } else { clamp32((1u64 << 31) / total) };
+        let slots = request
+            .hosts
+            .iter()
+            .map(|h| Slot {
+                // Clamping free capacity down is safe: a task that fits the
+                // clamped value fits the real one.
+                free: [clamp32(h.free.cpu_millis), clamp32(h.free.memory_mib), clamp32(h.free.disk_mib), clamp32(h.free.gpus)],
+                scale: [weight(h.total.cpu_millis), weight(h.total.memory_mib), weight(h.total.disk_mib), weight(h.total.gpus)],
+            })
+            .collect();
+        Compact { slots, seen: 0 }
+    }
+
+    /// Applies the round's changes made since the last sync.
+    pub fn sync(&mut self, round: &Round<'_>) {
+        for &h in &round.journal()[self.seen..] {
+            let f = &round.free[h as usize];
+            self.slots[h as usize].free = [clamp32(f.cpu_millis), clamp32(f.memory_mib), clamp32(f.disk_mib), clamp32(f.gpus)];
+        }
+        self.seen = round.journal().len();
     }
 }
 
 export_placement!(Binpack);
 
 /// Picks the best-fit host for task `t`, or says why there is none.
-pub fn best_fit(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
+pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, UnplacedReason> {
     let task = &round.request.tasks[t as usize];
     let demand = task.demand;
     if let Some(p) = task.preferred_host {
@@ -40,8 +92,14 @@ pub fn best_fit(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
     let has_preferences =
         round.request.constraints.get(task.constraints as usize).is_some_and(|c| !c.preferences.is_empty());
     let found = match round.eligible(task) {
-        HostFilter::All if !limited && !has_preferences && demand.gpus == 0 && demand.ports == 0 => {
-            best_fit_all(&round.free, &round.scales, &demand)
+        HostFilter::All
+            if !limited
+                && !has_preferences
+                && demand.gpus == 0
+                && demand.ports == 0
+                && [demand.cpu_millis, demand.memory_mib, demand.disk_mib].iter().all(|&d| d <= u64::from(u32::MAX)) =>
+        {
+            best_fit_all(&compact.slots, [demand.cpu_millis as u32, demand.memory_mib as u32, demand.disk_mib as u32])
         }
         HostFilter::All => best_fit_scored(round, task, 0..round.free.len() as u32),
         HostFilter::Only(hosts) if hosts.is_empty() => return Err(UnplacedReason::ConstraintsUnsatisfiable),
@@ -63,6 +121,8 @@ fn eligible_host(round: &Round<'_>, task: &Task, host: u32) -> bool {
 /// tight loop. Ties go to the lowest index.
 ///
 /// Its shape is chosen for the Wasm engine as much as for LLVM:
+/// - one stream of 32-byte [`Slot`]s, 32-bit values: half the memory traffic
+///   of the round's 64-bit vectors and one base pointer;
 /// - hosts are visited four at a time (LLVM unrolls the fixed inner loop), so
 ///   Cranelift's loop branch and, with deadlines on, its epoch check run once
 ///   per four hosts;
@@ -71,41 +131,33 @@ fn eligible_host(round: &Round<'_>, task: &Task, host: u32) -> bool {
 ///   spilling; a host's free GPUs still count in its score, so CPU work
 ///   leans away from GPU hosts;
 /// - a host that fits has `free >= demand`, so the leftover needs no saturation.
-///
-/// `demand.gpus` and `demand.ports` must be zero (the caller checks).
 #[inline(never)]
-pub fn best_fit_all(free: &[Resources], scales: &[ScoreScale], demand: &Resources) -> Option<u32> {
+pub fn best_fit_all(slots: &[Slot], demand: [u32; 3]) -> Option<u32> {
     let mut best_score = u64::MAX;
     let mut best = u32::MAX;
-    let n = free.len().min(scales.len());
-    let (free, scales) = (&free[..n], &scales[..n]);
-    let (cpu, memory, disk) = (demand.cpu_millis, demand.memory_mib, demand.disk_mib);
     let mut base = 0u32;
-    for (f4, s4) in free.chunks_exact(4).zip(scales.chunks_exact(4)) {
+    let chunks = slots.chunks_exact(4);
+    let tail = chunks.remainder();
+    for s4 in chunks {
         for k in 0..4 {
-            consider(&f4[k], &s4[k], cpu, memory, disk, base + k as u32, &mut best_score, &mut best);
+            consider(&s4[k], demand, base + k as u32, &mut best_score, &mut best);
         }
         base += 4;
     }
-    let tail = n - n % 4;
-    for (k, (f, s)) in free[tail..].iter().zip(&scales[tail..]).enumerate() {
-        consider(f, s, cpu, memory, disk, (tail + k) as u32, &mut best_score, &mut best);
+    for (k, s) in tail.iter().enumerate() {
+        consider(s, demand, base + k as u32, &mut best_score, &mut best);
     }
     (best != u32::MAX).then_some(best)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn consider(f: &Resources, s: &ScoreScale, cpu: u64, memory: u64, disk: u64, index: u32, best_score: &mut u64, best: &mut u32) {
-    if (f.cpu_millis >= cpu) & (f.memory_mib >= memory) & (f.disk_mib >= disk) {
-        let leftover = Resources {
-            cpu_millis: f.cpu_millis.wrapping_sub(cpu),
-            memory_mib: f.memory_mib.wrapping_sub(memory),
-            disk_mib: f.disk_mib.wrapping_sub(disk),
-            gpus: f.gpus,
-            ports: 0,
-        };
-        let score = s.score(&leftover);
+fn consider(s: &Slot, d: [u32; 3], index: u32, best_score: &mut u64, best: &mut u32) {
+    let f = s.free;
+    if (f[0] >= d[0]) & (f[1] >= d[1]) & (f[2] >= d[2]) {
+        let score = u64::from(f[0] - d[0]) * u64::from(s.scale[0])
+            + u64::from(f[1] - d[1]) * u64::from(s.scale[1])
+            + u64::from(f[2] - d[2]) * u64::from(s.scale[2])
+            + u64::from(f[3]) * u64::from(s.scale[3]);
         if score < *best_score {
             *best_score = score;
             *best = index;

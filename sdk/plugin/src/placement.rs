@@ -26,6 +26,7 @@ pub struct Round<'a> {
     /// have a per-host maximum or spread, so other jobs pay nothing.
     counts: BTreeMap<(u32, u32), u32>,
     tracked_jobs: Vec<bool>,
+    journal: Vec<u32>,
     result: PlacementResult,
 }
 
@@ -64,6 +65,7 @@ impl<'a> Round<'a> {
             scales,
             counts,
             tracked_jobs,
+            journal: Vec::new(),
             result: PlacementResult {
                 assignments: Vec::with_capacity(request.tasks.len()),
                 unplaced: Vec::new(),
@@ -98,6 +100,7 @@ impl<'a> Round<'a> {
         if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
             *self.counts.entry((t.job, host)).or_insert(0) += 1;
         }
+        self.journal.push(host);
         self.result.assignments.push(Assignment { task, host });
     }
 
@@ -120,6 +123,7 @@ impl<'a> Round<'a> {
             let t = &self.request.tasks[a.task as usize];
             let f = &mut self.free[a.host as usize];
             *f = f.saturating_add(&t.demand);
+            self.journal.push(a.host);
             if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
                 if let Some(c) = self.counts.get_mut(&(t.job, a.host)) {
                     *c = c.saturating_sub(1);
@@ -128,6 +132,13 @@ impl<'a> Round<'a> {
             tasks.push(a.task);
         }
         tasks
+    }
+
+    /// Every host whose free capacity changed (by an assignment or an undo),
+    /// in order. A policy that keeps its own copy of free capacity (in a
+    /// layout of its choosing) replays the entries it has not seen yet.
+    pub fn journal(&self) -> &[u32] {
+        &self.journal
     }
 
     /// The hosts `task` may use after its hard constraints.
