@@ -1,8 +1,9 @@
 //! # paceline-model
 //!
 //! Domain types and pure logic shared by every role: resources in integer
-//! units, labels, hard and soft constraints and their evaluation, and the
-//! views of hosts and tasks from which a plugin request is built.
+//! units, labels, hard and soft constraints and their evaluation, pools,
+//! jobs, tasks and hosts with their state tables, and the views of hosts and
+//! tasks from which a plugin request is built.
 //!
 //! It owns no state and performs no I/O. It must not depend on any other
 //! `host/` crate; the plugin contract's resource type comes from the SDK
@@ -13,6 +14,10 @@
 //! - [`resources`]: the `Resources` vector (re-exported from the SDK).
 //! - [`labels`]: key/value labels on hosts and tasks.
 //! - [`constraint`]: hard constraints and soft preferences, and their evaluation.
+//! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
+//! - [`job`]: job specs, SLA, update specs, job runtime and the state derived from task counts.
+//! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
+//! - [`host`]: host inventory records and the maintenance state machine.
 //! - [`view`]: host and task views, and [`view::build_placement_request`].
 #![forbid(unsafe_code)]
 

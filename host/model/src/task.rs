@@ -349,21 +349,33 @@ impl TaskState {
         if matches!(to, Killing | Killed | Lost) {
             return true;
         }
-        match (self, to) {
-            (Initialized, Pending) => true,
-            (Pending, Ready) => true,
-            (Ready, Placing) | (Ready, Pending) => true,
-            (Placing, Placed) | (Placing, Ready) => true,
-            (Placed, Launching) | (Placed, Ready) => true,
-            (Launching, Launched) | (Launching, Ready) | (Launching, Failed) => true,
-            (Launched, Starting) | (Launched, Running) | (Launched, Failed) => true,
-            (Starting, Running) | (Starting, Failed) | (Starting, Succeeded) => true,
-            (Running, Succeeded) | (Running, Failed) => true,
-            (Launched | Starting | Running, Preempting) => true,
-            (Preempting, Ready) | (Preempting, Failed) => true,
-            (Killing, Failed) | (Killing, Succeeded) => true,
-            _ => false,
-        }
+        matches!(
+            (self, to),
+            (Initialized, Pending)
+                | (Pending, Ready)
+                | (Ready, Placing)
+                | (Ready, Pending)
+                | (Placing, Placed)
+                | (Placing, Ready)
+                | (Placed, Launching)
+                | (Placed, Ready)
+                | (Launching, Launched)
+                | (Launching, Ready)
+                | (Launching, Failed)
+                | (Launched, Starting)
+                | (Launched, Running)
+                | (Launched, Failed)
+                | (Starting, Running)
+                | (Starting, Failed)
+                | (Starting, Succeeded)
+                | (Running, Succeeded)
+                | (Running, Failed)
+                | (Launched | Starting | Running, Preempting)
+                | (Preempting, Ready)
+                | (Preempting, Failed)
+                | (Killing, Failed)
+                | (Killing, Succeeded)
+        )
     }
 
     /// The timeout rule of a transient state: after the duration without a

@@ -42,3 +42,107 @@ impl PreemptionPolicy for SlotPreemption {
         Ok(answer.value)
     }
 }
+
+/// The plugin registry's version store backed by the storage gateway, so
+/// plugin versions, their bytes and each slot's activation history live in
+/// the cluster's database (SQLite or Cassandra) with everything else.
+///
+/// The registry's persistence trait is synchronous (deploy and activate are
+/// rare, operator-driven calls); this adapter blocks on the async store
+/// through a Tokio runtime handle. Call registry operations that write from
+/// a blocking context (a plain thread or `spawn_blocking`), never from
+/// inside an async task.
+#[derive(Debug, Clone)]
+pub struct StoreVersions {
+    store: Arc<dyn paceline_storage::Store>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl StoreVersions {
+    /// Wraps a store; `runtime` drives its futures.
+    pub fn new(store: Arc<dyn paceline_storage::Store>, runtime: tokio::runtime::Handle) -> Self {
+        StoreVersions { store, runtime }
+    }
+
+    fn block<T>(&self, f: impl std::future::Future<Output = paceline_storage::Result<T>>) -> Result<T, String> {
+        self.runtime.block_on(f).map_err(|e| e.to_string())
+    }
+}
+
+fn state_name(state: paceline_plugin::VersionState) -> &'static str {
+    use paceline_plugin::VersionState as S;
+    match state {
+        S::Ready => "ready",
+        S::Active => "active",
+        S::Retired => "retired",
+        S::Failed => "failed",
+    }
+}
+
+fn parse_state(s: &str) -> Result<paceline_plugin::VersionState, String> {
+    use paceline_plugin::VersionState as S;
+    Ok(match s {
+        "ready" => S::Ready,
+        "active" => S::Active,
+        "retired" => S::Retired,
+        "failed" => S::Failed,
+        other => return Err(format!("unknown plugin version state `{other}`")),
+    })
+}
+
+fn parse_world(s: &str) -> Result<paceline_plugin::World, String> {
+    use paceline_plugin::World as W;
+    Ok(match s {
+        "placement" => W::Placement,
+        "preemption" => W::Preemption,
+        "lifecycle" => W::Lifecycle,
+        other => return Err(format!("unknown plugin world `{other}`")),
+    })
+}
+
+impl paceline_plugin::VersionStore for StoreVersions {
+    fn save_version(&self, r: &paceline_plugin::VersionRecord, wasm: &[u8]) -> Result<(), String> {
+        let v = paceline_storage::PluginVersion {
+            slot: r.slot.clone(),
+            name: r.name.clone(),
+            version: r.version.clone(),
+            sha256: r.sha256.clone(),
+            world: r.world.as_str().to_string(),
+            deployed_at_ms: r.deployed_at_ms,
+            state: state_name(r.state).to_string(),
+            size: wasm.len() as u64,
+        };
+        self.block(self.store.put_plugin_version(&v, wasm))
+    }
+
+    fn update_version(&self, r: &paceline_plugin::VersionRecord) -> Result<(), String> {
+        self.block(self.store.set_plugin_state(&r.slot, &r.name, &r.version, state_name(r.state)))
+    }
+
+    fn save_history(&self, slot: &str, history: &[String]) -> Result<(), String> {
+        self.block(self.store.set_slot_history(slot, history))
+    }
+
+    fn load_versions(&self) -> Result<Vec<(paceline_plugin::VersionRecord, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        for v in self.block(self.store.plugin_versions(None))? {
+            let bytes = self.block(self.store.plugin_bytes(&v.slot, &v.name, &v.version))?;
+            let record = paceline_plugin::VersionRecord {
+                world: parse_world(&v.world)?,
+                state: parse_state(&v.state)?,
+                slot: v.slot,
+                name: v.name,
+                version: v.version,
+                sha256: v.sha256,
+                deployed_at_ms: v.deployed_at_ms,
+            };
+            out.push((record, bytes));
+        }
+        out.sort_by(|(a, _), (b, _)| (&a.slot, a.deployed_at_ms).cmp(&(&b.slot, b.deployed_at_ms)));
+        Ok(out)
+    }
+
+    fn load_histories(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>, String> {
+        self.block(self.store.slot_histories())
+    }
+}

@@ -1,1 +1,40 @@
-//! Placeholder: this crate is being written (see its issue).
+//! # paceline-storage
+//!
+//! The storage gateway: everything Paceline must not lose — jobs (config
+//! versions and runtime), task runtimes (run id, version), task events,
+//! update workflows, resource pools, plugin versions and their bytes, the
+//! host inventory, provider ids — behind one domain-level [`Store`] trait,
+//! with two backends that pass one conformance suite.
+//!
+//! - **Receives** domain records from the role crates (jobmgr, resmgr,
+//!   hostmgr, the plugin registry) and the `storage:` section of the config.
+//! - **Hands on** the records as stored, with versions for compare-and-set;
+//!   a write returns only once durable.
+//! - **Must not**: interpret what it stores beyond what queries need (pool
+//!   specs are opaque bytes; state machines are the callers'); hold a
+//!   compare-and-set only in memory; let any other crate reach its tables.
+//!
+//! # Layout
+//! - [`store`]: the [`Store`] trait.
+//! - [`types`]: queries, pages, plugin version records, size [`limits`].
+//! - [`error`]: [`StoreError`], one error type for both backends.
+//! - [`config`]: `storage: {sqlite: …}` / `storage: {cassandra: …}` and [`open`].
+//! - [`sqlite`]: the embedded backend (WAL, one writer thread, group commit).
+//! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
+//! - [`bench`]: the `paceline bench storage` figures.
+//! - `validate` (private): input checks shared by both backends.
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod cassandra;
+pub mod config;
+pub mod error;
+pub mod sqlite;
+pub mod store;
+pub mod types;
+mod validate;
+
+pub use config::{CassandraConfig, ConsistencyLevel, SqliteConfig, StorageConfig, open};
+pub use error::{Result, StoreError};
+pub use store::Store;
+pub use types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, limits};

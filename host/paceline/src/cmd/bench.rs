@@ -18,6 +18,25 @@ pub enum BenchCommand {
     Plugin(PluginBenchArgs),
     /// Entitlement over 10,000 pools, admission throughput, queue memory.
     Resmgr,
+    /// Persisting a large job and task-runtime update rates, SQLite and Cassandra.
+    Storage(StorageBenchArgs),
+}
+
+/// Arguments of `bench storage`.
+#[derive(Debug, Args)]
+pub struct StorageBenchArgs {
+    /// Instances of the job.
+    #[arg(long, default_value_t = 10_000)]
+    instances: u32,
+    /// Task runtimes per batch of updates.
+    #[arg(long, default_value_t = 1_000)]
+    batch: usize,
+    /// Rounds of updates over the whole job.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// `host:port` of a Cassandra node to measure too (e.g. after `deploy/cassandra/cassandra.sh start`).
+    #[arg(long, env = "PACELINE_CASSANDRA")]
+    cassandra: Option<String>,
 }
 
 /// Arguments of `bench plugin`.
@@ -42,6 +61,22 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 println!("(DEBUG build - figures not meaningful; use --release)");
             }
             print!("{}", paceline_resmgr::bench::report());
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Storage(a) => {
+            if cfg!(debug_assertions) {
+                println!("(DEBUG build - figures not meaningful; use --release)");
+            }
+            let options = paceline_storage::bench::BenchOptions {
+                instances: a.instances,
+                batch: a.batch,
+                rounds: a.rounds,
+                sqlite_path: None,
+                cassandra: a.cassandra.filter(|s| !s.is_empty()),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = runtime.block_on(paceline_storage::bench::run(&options))?;
+            print!("{report}");
             Ok(ExitCode::SUCCESS)
         }
     }

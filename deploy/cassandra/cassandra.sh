@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# Apache Cassandra for Paceline: fetch the jars from Maven Central, run one
+# node on loopback, wait for CQL, stop it by pid.
+#
+#   deploy/cassandra/cassandra.sh fetch            download jars into the cache (once)
+#   deploy/cassandra/cassandra.sh start  [DIR]     fetch if needed, start a node in DIR, wait for CQL
+#   deploy/cassandra/cassandra.sh stop   [DIR]     stop the node started in DIR (by its pid file)
+#   deploy/cassandra/cassandra.sh status [DIR]     exit 0 and print the address if the node answers
+#   deploy/cassandra/cassandra.sh env    [DIR]     print `export PACELINE_CASSANDRA=host:port`
+#
+# Every command is idempotent: `start` on a running node only checks it,
+# `stop` on a stopped one does nothing.
+#
+# Environment (all optional):
+#   CASSANDRA_VERSION   cassandra-all version (default 5.0.9)
+#   CASSANDRA_CACHE     where the jars go (default ~/.cache/paceline/cassandra-$VERSION)
+#   CASSANDRA_DIR       node directory when DIR is not given (default /tmp/paceline-cassandra)
+#   CASSANDRA_PORT      CQL port (default 9042); storage port is CQL port - 2042 (7000)
+#   CASSANDRA_HEAP      max heap (default 512M: a test node on a 2-core, 24 GiB machine)
+#   CASSANDRA_START_TIMEOUT  seconds to wait for CQL (default 180)
+#
+# The node is tuned for tests and small single-node deployments: one token,
+# no JMX, no auto snapshots, short gossip waits. A production cluster should
+# use Cassandra's own packaging; this script is the quick start.
+set -euo pipefail
+
+VERSION="${CASSANDRA_VERSION:-5.0.9}"
+CACHE="${CASSANDRA_CACHE:-${HOME:-/root}/.cache/paceline/cassandra-$VERSION}"
+PORT="${CASSANDRA_PORT:-9042}"
+STORAGE_PORT="$((PORT - 2042))"
+HEAP="${CASSANDRA_HEAP:-512M}"
+START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
+
+cmd="${1:-}"
+DIR="${2:-${CASSANDRA_DIR:-/tmp/paceline-cassandra}}"
+
+log() { echo "cassandra.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- fetch -------------------------------------------------------------------
+
+fetch() {
+    if [[ -f "$CACHE/lib/.complete" ]]; then
+        return 0
+    fi
+    if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
+        # A fresh CI machine may lack them; install from Debian when we can.
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+            log "installing maven and a JDK with apt-get"
+            apt-get update -qq >&2 && apt-get install -y -qq maven openjdk-17-jdk-headless >&2 \
+                || die "apt-get could not install maven/openjdk-17"
+        fi
+    fi
+    command -v mvn >/dev/null || die "mvn not found (apt-get install -y maven)"
+    command -v java >/dev/null || die "java not found (Java 11 or 17 is needed)"
+    mkdir -p "$CACHE"
+    # A throwaway pom whose only dependency is cassandra-all; copy-dependencies
+    # then brings the server jar and its whole runtime classpath.
+    cat >"$CACHE/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.paceline</groupId>
+  <artifactId>cassandra-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.cassandra</groupId>
+      <artifactId>cassandra-all</artifactId>
+      <version>$VERSION</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+    log "fetching cassandra-all $VERSION and its dependencies into $CACHE/lib"
+    rm -rf "$CACHE/lib.partial"
+    mvn -B -q -f "$CACHE/pom.xml" dependency:copy-dependencies \
+        -DoutputDirectory="$CACHE/lib.partial" -DincludeScope=runtime >&2 \
+        || die "mvn could not fetch cassandra-all $VERSION"
+    ls "$CACHE/lib.partial"/cassandra-all-*.jar >/dev/null 2>&1 || die "cassandra-all jar missing after fetch"
+    rm -rf "$CACHE/lib"
+    mv "$CACHE/lib.partial" "$CACHE/lib"
+    touch "$CACHE/lib/.complete"
+}
+
+# --- configuration -----------------------------------------------------------
+
+write_config() {
+    mkdir -p "$DIR/conf" "$DIR/data" "$DIR/commitlog" "$DIR/saved_caches" "$DIR/hints" "$DIR/cdc" "$DIR/logs"
+    cat >"$DIR/conf/cassandra.yaml" <<EOF
+# Written by deploy/cassandra/cassandra.sh: one node on loopback.
+cluster_name: paceline
+num_tokens: 1
+initial_token: 0
+allocate_tokens_for_local_replication_factor: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:$STORAGE_PORT"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: $STORAGE_PORT
+native_transport_port: $PORT
+start_native_transport: true
+endpoint_snitch: SimpleSnitch
+data_file_directories:
+  - $DIR/data
+commitlog_directory: $DIR/commitlog
+saved_caches_directory: $DIR/saved_caches
+hints_directory: $DIR/hints
+cdc_raw_directory: $DIR/cdc
+# Durability: periodic sync, as Cassandra ships; acknowledged writes are in
+# the commit log of a quorum of replicas. A one-node dev cluster is only as
+# durable as that 10 s window; production uses three or more replicas.
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+commitlog_segment_size: 32MiB
+# Small and quiet for tests.
+auto_snapshot: false
+snapshot_on_duplicate_row_detection: false
+concurrent_reads: 8
+concurrent_writes: 8
+concurrent_counter_writes: 4
+concurrent_compactors: 1
+compaction_throughput: 0MiB/s
+memtable_allocation_type: heap_buffers
+key_cache_size: 16MiB
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+role_manager: CassandraRoleManager
+user_defined_functions_enabled: false
+materialized_views_enabled: false
+sasi_indexes_enabled: false
+# Lightweight transactions: Paxos v2 needs one fewer round trip.
+paxos_variant: v2
+read_request_timeout: 10000ms
+write_request_timeout: 10000ms
+cas_contention_timeout: 5000ms
+request_timeout: 20000ms
+disk_failure_policy: stop
+commit_failure_policy: stop
+EOF
+    cat >"$DIR/conf/logback.xml" <<EOF
+<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>$DIR/logs/system.log</file>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE" /></root>
+</configuration>
+EOF
+}
+
+# --- process control ---------------------------------------------------------
+
+pid_alive() {
+    [[ -f "$DIR/cassandra.pid" ]] || return 1
+    local pid
+    pid="$(cat "$DIR/cassandra.pid")"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+
+cql_answers() {
+    # Bash's /dev/tcp: the image has no nc. A CQL OPTIONS frame (v4) must get
+    # a SUPPORTED frame (opcode 0x06) back; a bare open port is not enough.
+    local reply
+    reply="$(
+        timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT && printf '\x04\x00\x00\x01\x05\x00\x00\x00\x00' >&3 && head -c 5 <&3 | od -An -tx1" 2>/dev/null
+    )" || return 1
+    [[ "$(echo "$reply" | awk '{print $5}')" == "06" ]]
+}
+
+start() {
+    if pid_alive && cql_answers; then
+        log "already running (pid $(cat "$DIR/cassandra.pid")) on 127.0.0.1:$PORT"
+        echo "127.0.0.1:$PORT"
+        return 0
+    fi
+    if pid_alive; then
+        log "pid $(cat "$DIR/cassandra.pid") alive but CQL not answering yet; waiting"
+    else
+        if cql_answers; then
+            die "port $PORT already answers CQL but not from a node started in $DIR"
+        fi
+        fetch
+        write_config
+        local lib="$CACHE/lib"
+        local jamm
+        jamm="$(ls "$lib"/jamm-*.jar 2>/dev/null | head -1 || true)"
+        local -a jvm=(
+            -Xms"$HEAP" -Xmx"$HEAP" -Xss512k
+            -XX:+UseG1GC -XX:MaxGCPauseMillis=200 -XX:+UseStringDeduplication
+            -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1
+            -XX:CICompilerCount=2 -XX:ParallelGCThreads=2 -XX:ConcGCThreads=1
+            -Djava.net.preferIPv4Stack=true
+            -Dcassandra.config="file://$DIR/conf/cassandra.yaml"
+            -Dlogback.configurationFile="file://$DIR/conf/logback.xml"
+            -Dcassandra.logdir="$DIR/logs"
+            -Dcassandra.storagedir="$DIR"
+            -Dcassandra-foreground=yes
+            -Dcassandra.skip_wait_for_gossip_to_settle=0
+            -Dcassandra.ring_delay_ms=100
+            -Dcassandra.superuser_setup_delay_ms=0
+            -Dcassandra.auto_bootstrap=false
+            -Dcassandra.disable_auth_caches_remote_configuration=true
+            -Dcassandra.migration_task_wait_in_seconds=0
+            -Dcassandra.gossip_settle_min_wait_ms=0
+            -Dcassandra.gossip_settle_interval_ms=100
+            -Djdk.attach.allowAttachSelf=true
+            -Dio.netty.tryReflectionSetAccessible=true
+            --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+            --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
+            --add-exports java.base/sun.nio.ch=ALL-UNNAMED
+            --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+            --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+            --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+            --add-exports java.sql/java.sql=ALL-UNNAMED
+            --add-exports java.base/java.lang.ref=ALL-UNNAMED
+            --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+            --add-opens java.base/java.lang.module=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+            --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+            --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+            --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+            --add-opens java.base/java.io=ALL-UNNAMED
+            --add-opens java.base/java.nio=ALL-UNNAMED
+            --add-opens java.base/java.util.concurrent=ALL-UNNAMED
+            --add-opens java.base/java.util=ALL-UNNAMED
+            --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED
+            --add-opens java.base/java.lang=ALL-UNNAMED
+            --add-opens java.base/java.math=ALL-UNNAMED
+            --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+            --add-opens java.base/java.net=ALL-UNNAMED
+        )
+        if [[ -n "$jamm" ]]; then
+            jvm+=("-javaagent:$jamm")
+        fi
+        log "starting Cassandra $VERSION in $DIR (heap $HEAP, CQL 127.0.0.1:$PORT)"
+        # setsid: the node outlives the shell that started it (CI runs start,
+        # then cargo test, then stop as separate steps).
+        setsid java "${jvm[@]}" -cp "$DIR/conf:$lib/*" org.apache.cassandra.service.CassandraDaemon \
+            >"$DIR/logs/stdout.log" 2>&1 </dev/null &
+        echo $! >"$DIR/cassandra.pid"
+    fi
+    local deadline=$((SECONDS + START_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        if cql_answers; then
+            log "CQL answers on 127.0.0.1:$PORT after ${SECONDS}s (pid $(cat "$DIR/cassandra.pid"))"
+            echo "127.0.0.1:$PORT"
+            return 0
+        fi
+        if ! pid_alive; then
+            log "the node exited during startup; last lines of its logs:"
+            tail -n 30 "$DIR/logs/stdout.log" >&2 || true
+            tail -n 30 "$DIR/logs/system.log" >&2 || true
+            exit 1
+        fi
+        sleep 1
+    done
+    log "CQL did not answer within ${START_TIMEOUT}s; last lines of system.log:"
+    tail -n 30 "$DIR/logs/system.log" >&2 || true
+    exit 1
+}
+
+stop() {
+    if ! pid_alive; then
+        log "not running in $DIR"
+        rm -f "$DIR/cassandra.pid"
+        return 0
+    fi
+    local pid
+    pid="$(cat "$DIR/cassandra.pid")"
+    log "stopping pid $pid"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 30); do
+        kill -0 "$pid" 2>/dev/null || { rm -f "$DIR/cassandra.pid"; return 0; }
+        sleep 1
+    done
+    log "pid $pid ignored SIGTERM for 30 s; SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$DIR/cassandra.pid"
+}
+
+status() {
+    if pid_alive && cql_answers; then
+        echo "127.0.0.1:$PORT"
+        return 0
+    fi
+    if pid_alive; then
+        log "pid $(cat "$DIR/cassandra.pid") alive, CQL not answering"
+        return 2
+    fi
+    log "not running in $DIR"
+    return 3
+}
+
+case "$cmd" in
+    fetch) fetch ;;
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    env) echo "export PACELINE_CASSANDRA=127.0.0.1:$PORT" ;;
+    *) sed -n '2,20p' "$0" >&2; exit 64 ;;
+esac

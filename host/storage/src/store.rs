@@ -1,0 +1,196 @@
+//! The [`Store`] trait: everything Paceline persists, in domain terms.
+//!
+//! Versions: a job or task runtime, or an update, is created at version 1;
+//! each compare-and-set names the version it read and writes version + 1,
+//! or fails with [`StoreError::Conflict`] and writes nothing. The check
+//! happens in the database (SQLite `UPDATE … WHERE version = ?`, Cassandra
+//! `IF version = ?`), never only in memory.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use paceline_model::host::HostRecord;
+use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
+use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
+
+use crate::error::{Result, StoreError};
+use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
+
+/// Domain-level storage. Every method returns only after the change is
+/// durable (SQLite: committed and fsynced; Cassandra: acknowledged at the
+/// configured consistency). Implementations: [`crate::sqlite::SqliteStore`],
+/// [`crate::cassandra::CassandraStore`].
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// `sqlite` or `cassandra`.
+    fn backend(&self) -> &'static str;
+
+    // ---- jobs --------------------------------------------------------------
+
+    /// Creates a job: config version 1 and the runtime at version 1
+    /// (`runtime.version` is ignored). [`StoreError::AlreadyExists`] if the
+    /// id is taken. Returns the stored runtime.
+    async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime>;
+
+    /// Adds config version `version` to a job; it must be the latest + 1
+    /// ([`StoreError::Conflict`] otherwise). The runtime is not touched.
+    async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()>;
+
+    /// A config version of a job, or the latest with `None`. Returns
+    /// `(version, config)`.
+    async fn get_job_config(&self, id: &str, version: Option<u64>) -> Result<(u64, JobConfig)>;
+
+    /// The job's runtime.
+    async fn get_job_runtime(&self, id: &str) -> Result<JobRuntime>;
+
+    /// Compare-and-set of the job runtime. Returns it at `expected_version + 1`.
+    async fn cas_job_runtime(&self, id: &str, expected_version: u64, runtime: &JobRuntime) -> Result<JobRuntime>;
+
+    /// Jobs matching `query`, one page at a time.
+    async fn query_jobs(&self, query: &JobQuery) -> Result<Page<JobSummary>>;
+
+    /// Every job not in a terminal state, for recovery after a restart.
+    async fn live_jobs(&self) -> Result<Vec<JobSummary>>;
+
+    /// Deletes a job with its configs, tasks and task events.
+    async fn delete_job(&self, id: &str) -> Result<()>;
+
+    // ---- tasks -------------------------------------------------------------
+
+    /// Creates task runtimes of an existing job in one batch, each at
+    /// version 1. [`StoreError::AlreadyExists`] if any instance exists.
+    /// SQLite writes all or nothing; Cassandra writes in partition-sized
+    /// batches, and a retry of the same call is safe.
+    async fn create_tasks(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()>;
+
+    /// One task's runtime.
+    async fn get_task(&self, job_id: &str, instance: u32) -> Result<TaskRuntime>;
+
+    /// Compare-and-set of one task runtime. Returns it at `expected_version + 1`.
+    async fn cas_task(&self, job_id: &str, instance: u32, expected_version: u64, runtime: &TaskRuntime) -> Result<TaskRuntime>;
+
+    /// Many compare-and-sets at once (SQLite: one transaction, one fsync;
+    /// Cassandra: concurrent conditional writes). Each item succeeds or fails
+    /// on its own: the outer error is for the whole call (bad input, database
+    /// down), the inner one per item (conflict, not found).
+    async fn cas_tasks(&self, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>>;
+
+    /// Task runtimes of a job whose state is in `states` (all with an empty
+    /// slice), ordered by instance.
+    async fn tasks_of_job(&self, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>>;
+
+    /// The spec instance `instance` runs at config version `config_version`:
+    /// task configs are stored per job version (default spec plus
+    /// per-instance overrides), not copied per instance.
+    async fn task_spec(&self, job_id: &str, config_version: u64, instance: u32) -> Result<TaskSpec> {
+        let (_, config) = self.get_job_config(job_id, Some(config_version)).await?;
+        Ok(config.task_spec(instance).clone())
+    }
+
+    // ---- task events -------------------------------------------------------
+
+    /// Appends state-change events of a task. An event equal in (run, to,
+    /// at_ms) to a stored one replaces it, so retries do not duplicate.
+    /// At most [`crate::limits::MAX_EVENTS_PER_TASK`] are kept per task.
+    async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()>;
+
+    /// A task's events, newest first, at most `limit`.
+    async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>>;
+
+    // ---- updates -----------------------------------------------------------
+
+    /// Creates an update workflow at version 1.
+    async fn create_update(&self, update: &Update) -> Result<Update>;
+
+    /// One update.
+    async fn get_update(&self, id: &str) -> Result<Update>;
+
+    /// Compare-and-set of an update. Returns it at `expected_version + 1`.
+    async fn cas_update(&self, id: &str, expected_version: u64, update: &Update) -> Result<Update>;
+
+    /// Updates of a job, oldest first.
+    async fn updates_of_job(&self, job_id: &str) -> Result<Vec<Update>>;
+
+    /// Writes per-instance progress of an update (upsert by instance).
+    async fn put_update_progress(&self, update_id: &str, progress: &[InstanceProgress]) -> Result<()>;
+
+    /// Per-instance progress of an update, ordered by instance.
+    async fn update_progress(&self, update_id: &str) -> Result<Vec<InstanceProgress>>;
+
+    // ---- pools (opaque: the resource manager owns the type) -----------------
+
+    /// Writes a pool's serialized spec under its path.
+    async fn put_pool(&self, path: &str, spec: &[u8]) -> Result<()>;
+
+    /// A pool's serialized spec.
+    async fn get_pool(&self, path: &str) -> Result<Vec<u8>>;
+
+    /// Every pool, ordered by path.
+    async fn list_pools(&self) -> Result<Vec<(String, Vec<u8>)>>;
+
+    /// Deletes a pool (no error if absent).
+    async fn delete_pool(&self, path: &str) -> Result<()>;
+
+    // ---- plugins -----------------------------------------------------------
+
+    /// Stores a new plugin version with its component bytes.
+    /// [`StoreError::AlreadyExists`] if (slot, name, version) exists;
+    /// [`StoreError::Invalid`] if `sha256` or `size` do not match the bytes.
+    async fn put_plugin_version(&self, version: &PluginVersion, bytes: &[u8]) -> Result<()>;
+
+    /// Changes a version's state.
+    async fn set_plugin_state(&self, slot: &str, name: &str, version: &str, state: &str) -> Result<()>;
+
+    /// Versions in `slot` (every slot with `None`), by slot then deploy time.
+    async fn plugin_versions(&self, slot: Option<&str>) -> Result<Vec<PluginVersion>>;
+
+    /// A version's component bytes.
+    async fn plugin_bytes(&self, slot: &str, name: &str, version: &str) -> Result<Vec<u8>>;
+
+    /// Replaces a slot's activation history (`name@version` ids, oldest
+    /// first); the last one is the active version.
+    async fn set_slot_history(&self, slot: &str, history: &[String]) -> Result<()>;
+
+    /// Every slot's activation history.
+    async fn slot_histories(&self) -> Result<BTreeMap<String, Vec<String>>>;
+
+    /// The active version id of a slot, if any.
+    async fn active_plugin(&self, slot: &str) -> Result<Option<String>> {
+        Ok(self.slot_histories().await?.remove(slot).and_then(|mut h| h.pop()))
+    }
+
+    /// Makes `id` (`name@version`, which must be stored) the active version
+    /// of `slot`, appending it to the slot's history.
+    async fn set_active_plugin(&self, slot: &str, id: &str) -> Result<()> {
+        let (name, version) =
+            id.split_once('@').ok_or_else(|| StoreError::Invalid(format!("plugin id `{id}` is not name@version")))?;
+        if !self.plugin_versions(Some(slot)).await?.iter().any(|v| v.name == name && v.version == version) {
+            return Err(StoreError::not_found("plugin version", format!("{slot}/{id}")));
+        }
+        let mut history = self.slot_histories().await?.remove(slot).unwrap_or_default();
+        history.push(id.to_string());
+        self.set_slot_history(slot, &history).await
+    }
+
+    // ---- hosts -------------------------------------------------------------
+
+    /// Writes a host's inventory record (upsert by hostname).
+    async fn put_host(&self, host: &HostRecord) -> Result<()>;
+
+    /// One host.
+    async fn get_host(&self, hostname: &str) -> Result<HostRecord>;
+
+    /// Every host, ordered by hostname.
+    async fn list_hosts(&self) -> Result<Vec<HostRecord>>;
+
+    /// Removes a host (no error if absent).
+    async fn delete_host(&self, hostname: &str) -> Result<()>;
+
+    // ---- provider ids ------------------------------------------------------
+
+    /// Records an id a provider gave us (e.g. `mesos` → framework id).
+    async fn put_provider_id(&self, provider: &str, id: &str) -> Result<()>;
+
+    /// The id recorded for `provider`, if any.
+    async fn get_provider_id(&self, provider: &str) -> Result<Option<String>>;
+}

@@ -1,0 +1,35 @@
+//! One integration-test binary: the conformance suite instantiated for
+//! each backend, plus backend-specific tests (crash safety, schema).
+
+mod cassandra;
+mod conformance;
+mod sqlite;
+
+/// Instantiates every conformance test for a backend. `$make` is an async
+/// fn returning `Arc<dyn Store>`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:path) => {
+        $crate::conformance_suite!(@tests $make;
+            jobs_config_versions_and_cas,
+            job_queries_paginate_and_filter,
+            tasks_batch_create_query_and_cas,
+            task_events_are_bounded_newest_first,
+            updates_and_progress,
+            pools_are_opaque_blobs,
+            plugins_versions_bytes_and_active_slot,
+            hosts_and_provider_ids,
+            bad_input_is_refused_whole,
+            cas_race_two_writers_exactly_one_wins,
+        );
+    };
+    (@tests $make:path; $($name:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let store = $make().await;
+                $crate::conformance::$name(store).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,155 @@
+//! SQLite: the conformance suite, crash safety under SIGKILL, schema checks.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use paceline_model::job::JobRuntime;
+use paceline_model::task::TaskRuntime;
+use paceline_storage::sqlite::{SCHEMA_VERSION, SqliteStore};
+use paceline_storage::{Store, StoreError};
+
+async fn make() -> Arc<dyn Store> {
+    // Leaked on purpose: the directory must outlive the store, and the OS
+    // cleans temp dirs; tests are short-lived.
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    Arc::new(SqliteStore::open(dir.join("paceline.db")).expect("open"))
+}
+
+crate::conformance_suite!(make);
+
+#[tokio::test]
+async fn newer_schema_is_refused_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    drop(SqliteStore::open(&path).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 5)).expect("bump");
+    drop(conn);
+    match SqliteStore::open(&path) {
+        Err(StoreError::SchemaTooNew { found, supported, .. }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 5, SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    let v: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+    assert_eq!(v, SCHEMA_VERSION + 5, "the newer database was not touched");
+}
+
+#[tokio::test]
+async fn reopen_keeps_everything() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    {
+        let s = SqliteStore::open(&path).expect("open");
+        s.create_job("j", &crate::conformance::config("o", 2), &JobRuntime::initial(1, 0)).await.expect("job");
+        s.create_tasks("j", &[(0, TaskRuntime::initial(1, 0)), (1, TaskRuntime::initial(1, 0))]).await.expect("tasks");
+    }
+    let s = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(s.tasks_of_job("j", &[]).await.expect("tasks").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_share_commits() {
+    // Many concurrent single writes: all must land (group commit path).
+    let s = make().await;
+    s.create_job("g", &crate::conformance::config("o", 400), &JobRuntime::initial(1, 0)).await.expect("job");
+    let mut handles = Vec::new();
+    for i in 0..400u32 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move { s.create_tasks("g", &[(i, TaskRuntime::initial(1, 0))]).await }));
+    }
+    for h in handles {
+        h.await.expect("join").expect("write");
+    }
+    assert_eq!(s.tasks_of_job("g", &[]).await.expect("tasks").len(), 400);
+}
+
+const CHILD_DB: &str = "PACELINE_CRASH_DB";
+const CHILD_LOG: &str = "PACELINE_CRASH_LOG";
+const CRASH_JOB: &str = "crash-job";
+
+/// Not a test on its own: the crash test runs this binary again with
+/// `CHILD_DB` set, and this function then writes until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn crash_child() {
+    let (Ok(db), Ok(log)) = (std::env::var(CHILD_DB), std::env::var(CHILD_LOG)) else { return };
+    let store = Arc::new(SqliteStore::open(&db).expect("child open"));
+    match store.create_job(CRASH_JOB, &crate::conformance::config("crash", 1), &JobRuntime::initial(1, 0)).await {
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+        Err(e) => panic!("child: {e}"),
+    }
+    let start = store.tasks_of_job(CRASH_JOB, &[]).await.expect("tasks").last().map_or(0, |t| t.instance + 1);
+    let next = Arc::new(std::sync::atomic::AtomicU32::new(start));
+    let log = Arc::new(std::sync::Mutex::new(std::fs::OpenOptions::new().append(true).create(true).open(log).expect("log")));
+    // Four concurrent writers: their batches share commits.
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        let (store, next, log) = (store.clone(), next.clone(), log.clone());
+        writers.push(tokio::spawn(async move {
+            loop {
+                let first = next.fetch_add(20, std::sync::atomic::Ordering::SeqCst);
+                let batch: Vec<(u32, TaskRuntime)> = (first..first + 20).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+                store.create_tasks(CRASH_JOB, &batch).await.expect("write");
+                // Acknowledged: record it in one write(2) (SIGKILL keeps the
+                // page cache). `;` ends a complete record: a record cut by
+                // the kill has none and is not counted.
+                let line = format!("{first};\n");
+                let mut f = log.lock().expect("log lock");
+                f.write_all(line.as_bytes()).expect("log write");
+            }
+        }));
+    }
+    for w in writers {
+        let _ = w.await;
+    }
+}
+
+fn acked(log: &Path) -> Vec<u32> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_suffix(';')?.parse().ok()) // a record cut by the kill is not an ack
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_safety_sigkill_20_times() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db: PathBuf = dir.path().join("crash.db");
+    let log: PathBuf = dir.path().join("acks.log");
+    let exe = std::env::current_exe().expect("exe");
+    for round in 0..20 {
+        // End any record the previous child left half-written.
+        std::fs::OpenOptions::new().append(true).create(true).open(&log).and_then(|mut f| f.write_all(b"\n")).expect("log");
+        let mut child = std::process::Command::new(&exe)
+            .args(["sqlite::crash_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_DB, &db)
+            .env(CHILD_LOG, &log)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(150..600))).await;
+        child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+        child.wait().expect("reap");
+
+        let store = SqliteStore::open(&db).unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
+        let have: std::collections::BTreeSet<u32> =
+            store.tasks_of_job(CRASH_JOB, &[]).await.expect("tasks").into_iter().map(|t| t.instance).collect();
+        for first in acked(&log) {
+            for i in first..first + 20 {
+                assert!(have.contains(&i), "round {round}: acknowledged instance {i} missing");
+            }
+        }
+        drop(store);
+        let conn = rusqlite::Connection::open(&db).expect("raw");
+        let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity");
+        assert_eq!(ok, "ok", "round {round}");
+    }
+    let n = acked(&log).len();
+    assert!(n > 20, "the child acknowledged only {n} batches in 20 runs: the test proved little");
+    println!("crash test: {n} acknowledged batches across 20 SIGKILLs, all present");
+}
