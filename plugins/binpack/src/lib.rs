@@ -91,22 +91,24 @@ pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, Unp
     let limited = round.request.jobs.get(task.job as usize).is_some_and(|j| j.max_per_host > 0);
     let has_preferences =
         round.request.constraints.get(task.constraints as usize).is_some_and(|c| !c.preferences.is_empty());
-    let found = match round.eligible(task) {
-        HostFilter::All
-            if !limited
-                && !has_preferences
-                && demand.gpus == 0
-                && demand.ports == 0
-                && [demand.cpu_millis, demand.memory_mib, demand.disk_mib].iter().all(|&d| d <= u64::from(u32::MAX)) =>
-        {
-            best_fit_all(&compact.slots, [demand.cpu_millis as u32, demand.memory_mib as u32, demand.disk_mib as u32])
-        }
-        HostFilter::All => best_fit_scored(round, task, 0..round.free.len() as u32),
-        HostFilter::Only(hosts) if hosts.is_empty() => return Err(UnplacedReason::ConstraintsUnsatisfiable),
-        HostFilter::Only(hosts) => best_fit_scored(round, task, hosts.iter().copied()),
-    };
-    found.ok_or_else(|| {
-        if limited { UnplacedReason::MaxPerHost } else { UnplacedReason::InsufficientResources }
+    let small = |d: u64| d <= u64::from(u32::MAX);
+    let fast = matches!(round.eligible(task), HostFilter::All)
+        && !limited
+        && !has_preferences
+        && demand.gpus == 0
+        && demand.ports == 0
+        && small(demand.cpu_millis)
+        && small(demand.memory_mib)
+        && small(demand.disk_mib);
+    if fast {
+        let d = [demand.cpu_millis as u32, demand.memory_mib as u32, demand.disk_mib as u32];
+        return best_fit_all(&compact.slots, d).ok_or(UnplacedReason::InsufficientResources);
+    }
+    // Everything else: a host matching more preference weight wins, then
+    // the fullest after taking the task.
+    round.pick_min_by_key(t, |h| {
+        let leftover = round.free[h as usize].saturating_sub(&demand);
+        (-round.preference_score(task, h), round.scales[h as usize].score(&leftover))
     })
 }
 
@@ -163,25 +165,6 @@ fn consider(s: &Slot, d: [u32; 3], index: u32, best_score: &mut u64, best: &mut 
             *best = index;
         }
     }
-}
-
-/// Best fit over `hosts` with per-host maxima and soft preferences: a host
-/// that matches more preference weight always wins; fullness breaks ties.
-fn best_fit_scored(round: &Round<'_>, task: &Task, hosts: impl Iterator<Item = u32>) -> Option<u32> {
-    let mut best: Option<(i64, u64, u32)> = None;
-    for h in hosts {
-        let Some(f) = round.free.get(h as usize) else { continue };
-        if !task.demand.fits_in(f) || round.at_max_per_host(task.job, h) {
-            continue;
-        }
-        let preference = round.preference_score(task, h);
-        let leftover = round.scales[h as usize].score(&f.saturating_sub(&task.demand));
-        let key = (-preference, leftover, h);
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-        }
-    }
-    best.map(|(_, _, h)| h)
 }
 
 #[cfg(test)]

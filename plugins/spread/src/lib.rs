@@ -43,57 +43,23 @@ fn choose(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
             .and_then(|v| per_value.iter().find(|(value, _)| *value == v).map(|(_, n)| *n))
             .unwrap_or(0)
     };
-    let hosts: Box<dyn Iterator<Item = u32> + '_> = match round.eligible(task) {
-        HostFilter::All => Box::new(0..round.free.len() as u32),
-        HostFilter::Only(h) if h.is_empty() => return Err(UnplacedReason::ConstraintsUnsatisfiable),
-        HostFilter::Only(h) => Box::new(h.iter().copied()),
-    };
-    let mut best: Option<(i64, u32, u32, u64, u32)> = None;
-    let mut blocked_by_max = false;
-    for h in hosts {
-        let Some(free) = round.free.get(h as usize) else { continue };
-        if !task.demand.fits_in(free) {
-            continue;
-        }
-        if round.at_max_per_host(task.job, h) {
-            blocked_by_max = true;
-            continue;
-        }
+    round.pick_min_by_key(t, |h| {
+        let free = &round.free[h as usize];
         let total = round.request.hosts[h as usize].total;
         let used_after = total.saturating_sub(&free.saturating_sub(&task.demand));
-        let key = (
-            -round.preference_score(task, h),
-            value_count(h),
-            round.job_count(task.job, h),
-            round.scales[h as usize].score(&used_after),
-            h,
-        );
-        if best.is_none_or(|b| key < b) {
-            best = Some(key);
-        }
-    }
-    match best {
-        Some(k) => Ok(k.4),
-        None if blocked_by_max => Err(UnplacedReason::MaxPerHost),
-        None => Err(UnplacedReason::InsufficientResources),
-    }
+        (-round.preference_score(task, h), value_count(h), round.job_count(task.job, h), round.scales[h as usize].score(&used_after))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paceline_plugin_sdk::harness::{Scenario, run_placement};
+    use paceline_plugin_sdk::harness::{load_dir, run_placement};
 
     #[test]
     fn scenarios() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios");
-        let mut ran = 0;
-        for entry in std::fs::read_dir(dir).expect("scenarios directory") {
-            let path = entry.expect("entry").path();
-            let scenario = Scenario::load(&path).expect("scenario loads");
-            run_placement::<Spread>(&scenario).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            ran += 1;
+        for s in load_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios")).expect("scenario table") {
+            run_placement::<Spread>(&s).unwrap_or_else(|e| panic!("{}: {e}", s.name));
         }
-        assert!(ran >= 3, "expected the scenario table, found {ran} files");
     }
 }

@@ -228,6 +228,23 @@ impl Scenario {
     }
 }
 
+/// Loads every scenario file (`.yaml`, `.yml`, `.json`) of a directory, in
+/// name order. Fails on an unreadable directory, a bad file, or none at all.
+pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, HarnessError> {
+    let dir = dir.as_ref();
+    let shown = dir.display().to_string();
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|source| HarnessError::Io { path: shown.clone(), source })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(HarnessError::Parse { path: shown, message: "no scenario files".into() });
+    }
+    paths.iter().map(Scenario::load).collect()
+}
+
 /// Runs a placement policy natively on a scenario and checks the answer.
 pub fn run_placement<P: PlacementPolicy>(scenario: &Scenario) -> Result<Decision, HarnessError> {
     let Input::Placement(req) = &scenario.input else {

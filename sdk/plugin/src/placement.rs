@@ -165,6 +165,43 @@ impl<'a> Round<'a> {
         (v != crate::types::NO_VALUE).then_some(v)
     }
 
+    /// The eligible host where task `t` fits and its job is below its
+    /// per-host maximum that has the smallest `key(host)`; ties go to the
+    /// lowest index. Without such a host, the reason: no eligible host at
+    /// all, only hosts at the job's maximum, or not enough resources.
+    ///
+    /// For policies that score each candidate; a policy with a tighter loop
+    /// (see `binpack`) walks hosts itself.
+    pub fn pick_min_by_key<K: Ord>(&self, t: u32, mut key: impl FnMut(u32) -> K) -> Result<u32, UnplacedReason> {
+        let task = &self.request.tasks[t as usize];
+        let hosts: Box<dyn Iterator<Item = u32> + '_> = match self.eligible(task) {
+            HostFilter::All => Box::new(0..self.free.len() as u32),
+            HostFilter::Only(h) if h.is_empty() => return Err(UnplacedReason::ConstraintsUnsatisfiable),
+            HostFilter::Only(h) => Box::new(h.iter().copied()),
+        };
+        let mut best: Option<(K, u32)> = None;
+        let mut blocked_by_max = false;
+        for h in hosts {
+            let Some(free) = self.free.get(h as usize) else { continue };
+            if !task.demand.fits_in(free) {
+                continue;
+            }
+            if self.at_max_per_host(task.job, h) {
+                blocked_by_max = true;
+                continue;
+            }
+            let k = key(h);
+            if best.as_ref().is_none_or(|(b, _)| k < *b) {
+                best = Some((k, h));
+            }
+        }
+        match best {
+            Some((_, h)) => Ok(h),
+            None if blocked_by_max => Err(UnplacedReason::MaxPerHost),
+            None => Err(UnplacedReason::InsufficientResources),
+        }
+    }
+
     /// Finishes the round.
     pub fn finish(self) -> PlacementResult {
         self.result

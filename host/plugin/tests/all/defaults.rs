@@ -9,10 +9,7 @@ use paceline_plugin_sdk::{PlacementPolicy, PreemptionPolicy};
 use crate::support::{registry, runtime, workload};
 
 fn scenarios(plugin: &str) -> Vec<Scenario> {
-    let dir = format!("{}/../../plugins/{plugin}/scenarios", env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("scenario dir").map(|e| e.expect("entry").path()).collect();
-    files.sort();
-    files.iter().map(|p| Scenario::load(p).expect("scenario loads")).collect()
+    paceline_plugin_sdk::harness::load_dir(format!("{}/../../plugins/{plugin}/scenarios", env!("CARGO_MANIFEST_DIR"))).expect("scenario table")
 }
 
 #[test]
