@@ -165,6 +165,26 @@ pub(crate) fn decode<T: DeserializeOwned>(what: impl FnOnce() -> String, s: &str
 }
 
 /// Checks a job config for storing: valid, and small enough.
+/// A new job checked and encoded for either backend: the config body, the
+/// runtime at version 1 with its body, and the labels.
+pub(crate) struct NewJob {
+    pub(crate) config: String,
+    pub(crate) runtime: JobRuntime,
+    pub(crate) runtime_body: String,
+    pub(crate) labels: String,
+}
+
+/// Validates and encodes a job about to be created, before any write.
+pub(crate) fn new_job(id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<NewJob> {
+    let body = encode_config(id, config)?;
+    let mut rt = runtime.clone();
+    rt.version = 1;
+    rt.validate()?;
+    let runtime_body = encode(|| format!("runtime of job {id}"), &rt, limits::MAX_RECORD)?;
+    let labels = encode(|| format!("labels of job {id}"), &config.labels, limits::MAX_RECORD)?;
+    Ok(NewJob { config: body, runtime: rt, runtime_body, labels })
+}
+
 pub(crate) fn encode_config(id: &str, config: &JobConfig) -> Result<String> {
     check_id("job", id)?;
     config.validate()?;

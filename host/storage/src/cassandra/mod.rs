@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{CassandraConfig, ConsistencyLevel};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{
+use crate::types::{NewJob, new_job, 
     JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
     encode_config, limits, matches,
 };
@@ -484,12 +484,7 @@ impl Store for CassandraStore {
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
-        let body = encode_config(id, config)?;
-        let mut rt = runtime.clone();
-        rt.version = 1;
-        rt.validate()?;
-        let rt_body = encode(|| format!("runtime of job {id}"), &rt, limits::MAX_RECORD)?;
-        let labels = encode(|| format!("labels of job {id}"), &config.labels, limits::MAX_RECORD)?;
+        let NewJob { config: body, runtime: rt, runtime_body: rt_body, labels } = new_job(id, config, runtime)?;
         // The config first (plain, idempotent) would overwrite version 1 of
         // an existing job; so the LWT claims the id first.
         let values = (

@@ -23,7 +23,7 @@ pub use schema::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{
+use crate::types::{NewJob, new_job, 
     JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
     encode_config, limits,
 };
@@ -224,12 +224,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
-        let body = encode_config(id, config)?;
-        let mut rt = runtime.clone();
-        rt.version = 1;
-        rt.validate()?;
-        let rt_body = encode(|| format!("runtime of job {id}"), &rt, limits::MAX_RECORD)?;
-        let labels = encode(|| format!("labels of job {id}"), &config.labels, limits::MAX_RECORD)?;
+        let NewJob { config: body, runtime: rt, runtime_body: rt_body, labels } = new_job(id, config, runtime)?;
         let (id, config, out) = (id.to_string(), config.clone(), rt.clone());
         self.write(move |conn| {
             if job_exists(conn, &id)? {
