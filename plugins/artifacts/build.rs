@@ -27,6 +27,8 @@ fn main() {
     for_each_file(&root.join("sdk/plugin/src"), &mut |p| println!("cargo:rerun-if-changed={}", p.display()));
     for_each_file(&root.join("wit"), &mut |p| println!("cargo:rerun-if-changed={}", p.display()));
 
+    ensure_wasm_target();
+
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
@@ -62,6 +64,20 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("artifacts.rs");
     std::fs::write(&out, src).expect("write artifacts.rs");
+}
+
+/// Installs the wasm32-wasip2 target through rustup when it is missing, so a
+/// fresh clone builds with nothing done by hand (rustup may be told not to
+/// install what rust-toolchain.toml lists on its own). Without rustup, or if
+/// the install fails, the build below fails with an error that says what to do.
+fn ensure_wasm_target() {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let Ok(out) = installed else { return };
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == "wasm32-wasip2") {
+        return;
+    }
+    println!("cargo:warning=installing the wasm32-wasip2 target with rustup (needed to build the plugins)");
+    let _ = Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).status();
 }
 
 fn for_each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
