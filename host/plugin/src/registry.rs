@@ -76,6 +76,8 @@ pub struct VersionInfo {
     pub record: VersionRecord,
     /// Its call metrics.
     pub metrics: MetricsSnapshot,
+    /// Warm instances it holds (each pins a pooled instance slot).
+    pub warm_instances: usize,
 }
 
 /// One slot as listed.
@@ -296,6 +298,8 @@ impl Registry {
         let candidate = Version { record: Mutex::new(record.clone()), id: id.clone(), prepared, metrics: VersionMetrics::default() };
         if options.self_test {
             self.self_test(&candidate)?;
+            // A version that is not active holds no pooled slots.
+            candidate.prepared.drain_warm();
         }
         self.store.save_version(&record, wasm).map_err(PluginError::Storage)?;
         slot.versions.write().map_err(|e| PluginError::Runtime(e.to_string()))?.push(Arc::new(candidate));
@@ -355,8 +359,11 @@ impl Registry {
 
     fn swap_active(&self, slot: &Slot, old_history: &[String], new: &Arc<Version>) {
         if let Some(old) = old_history.last().and_then(|id| slot.find(id)) {
-            if old.id != new.id && old.record().state == VersionState::Active {
-                let _ = self.store.update_version(&old.set_state(VersionState::Retired));
+            if old.id != new.id {
+                if old.record().state == VersionState::Active {
+                    let _ = self.store.update_version(&old.set_state(VersionState::Retired));
+                }
+                old.prepared.drain_warm();
             }
         }
         let _ = self.store.update_version(&new.set_state(VersionState::Active));
@@ -386,6 +393,7 @@ impl Registry {
         if let Some(v) = slot.find(&current) {
             let state = if mark_failed.is_some() { VersionState::Failed } else { VersionState::Retired };
             let _ = self.store.update_version(&v.set_state(state));
+            v.prepared.drain_warm();
         }
         let target = next.last().and_then(|id| slot.find(id));
         if let Some(t) = &target {
@@ -443,7 +451,15 @@ impl Registry {
                 versions: s
                     .versions
                     .read()
-                    .map(|vs| vs.iter().map(|v| VersionInfo { record: v.record(), metrics: v.metrics.snapshot() }).collect())
+                    .map(|vs| {
+                        vs.iter()
+                            .map(|v| VersionInfo {
+                                record: v.record(),
+                                metrics: v.metrics.snapshot(),
+                                warm_instances: v.prepared.warm_count(),
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default(),
             })
             .collect()

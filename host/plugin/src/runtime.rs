@@ -63,6 +63,22 @@ enum WarmInstance {
 /// two cores, few enough not to pin pooled slots.
 const WARM_PER_VERSION: usize = 4;
 
+impl Prepared {
+    /// Drops the warm instances, giving their pooled slots back. The
+    /// registry calls it when a version stops being active, so versions that
+    /// only wait for a rollback hold no slots.
+    pub(crate) fn drain_warm(&self) {
+        if let Ok(mut pool) = self.1.lock() {
+            pool.clear();
+        }
+    }
+
+    /// Warm instances held now.
+    pub(crate) fn warm_count(&self) -> usize {
+        self.1.lock().map(|p| p.len()).unwrap_or(0)
+    }
+}
+
 #[derive(Clone)]
 pub(crate) enum PreparedWorld {
     Placement(bindings::placement::PlacementPre<CallState>),

@@ -133,3 +133,25 @@ fn preemption_slot_and_lifecycle_natives() {
         Err(PluginError::WrongWorld { world: "lifecycle", .. })
     ));
 }
+
+#[test]
+fn only_the_active_version_keeps_warm_instances() {
+    let reg = registry(runtime());
+    for v in 1..=3 {
+        reg.deploy("placement/batch", "binpack", &v.to_string(), artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    }
+    let warm = |reg: &Registry, id: &str| {
+        reg.list()[0].versions.iter().find(|v| v.record.id() == id).map(|v| v.warm_instances).expect("listed")
+    };
+    assert_eq!(warm(&reg, "binpack@3"), 0, "a deployed, self-tested version holds no slot until it serves");
+    let req = workload(10, 10, 1);
+    for id in ["binpack@1", "binpack@2", "binpack@3"] {
+        reg.activate("placement/batch", id).expect("activates");
+        reg.place("placement/batch", &req).expect("answers");
+        assert_eq!(warm(&reg, id), 1, "{id} serves from a warm instance");
+    }
+    assert_eq!(warm(&reg, "binpack@1"), 0, "retired versions give their slots back");
+    assert_eq!(warm(&reg, "binpack@2"), 0);
+    reg.rollback("placement/batch").expect("rolls back");
+    assert_eq!(warm(&reg, "binpack@3"), 0, "a rolled-back version gives its slots back");
+}
