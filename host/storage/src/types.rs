@@ -165,6 +165,26 @@ pub(crate) fn decode<T: DeserializeOwned>(what: impl FnOnce() -> String, s: &str
 }
 
 /// Checks a job config for storing: valid, and small enough.
+/// A job's summary columns as both backends store them: id, name, owner,
+/// pool, kind, labels (JSON), instance count, latest config version, runtime (JSON).
+pub(crate) type SummaryRow = (String, String, String, String, String, String, u32, u64, String);
+
+/// Decodes a summary row.
+pub(crate) fn to_summary(r: SummaryRow) -> Result<JobSummary> {
+    let (id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime) = r;
+    Ok(JobSummary {
+        kind: decode(|| format!("kind of job {id}"), &format!("\"{kind}\""))?,
+        labels: decode(|| format!("labels of job {id}"), &labels)?,
+        runtime: decode(|| format!("runtime of job {id}"), &runtime)?,
+        id,
+        name,
+        owner,
+        pool,
+        instance_count,
+        latest_config_version,
+    })
+}
+
 /// A new job checked and encoded for either backend: the config body, the
 /// runtime at version 1 with its body, and the labels.
 pub(crate) struct NewJob {

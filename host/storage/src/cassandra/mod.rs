@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{CassandraConfig, ConsistencyLevel};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{NewJob, new_job, 
+use crate::types::{NewJob, new_job, to_summary, 
     JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
     encode_config, limits, matches,
 };
@@ -458,24 +458,15 @@ impl CassandraStore {
             .await?;
         self.batched("tasks", &self.s.ins_task, rows).await
     }
-
-    async fn summary(&self, r: (String, String, String, String, String, String, i32, i64, String)) -> Result<JobSummary> {
-        let (id, name, owner, pool, kind, labels, instance_count, latest, runtime) = r;
-        Ok(JobSummary {
-            kind: decode(|| format!("kind of job {id}"), &format!("\"{kind}\""))?,
-            labels: decode(|| format!("labels of job {id}"), &labels)?,
-            runtime: decode(|| format!("runtime of job {id}"), &runtime)?,
-            id,
-            name,
-            owner,
-            pool,
-            instance_count: instance_count as u32,
-            latest_config_version: latest as u64,
-        })
-    }
 }
 
 type JobRow = (String, String, String, String, String, String, i32, i64, String);
+
+/// Cassandra has no unsigned integers; the summary columns are `int` and `bigint`.
+fn job_summary(r: JobRow) -> Result<JobSummary> {
+    let (id, name, owner, pool, kind, labels, instance_count, latest, runtime) = r;
+    to_summary((id, name, owner, pool, kind, labels, instance_count as u32, latest as u64, runtime))
+}
 
 #[async_trait]
 impl Store for CassandraStore {
@@ -591,7 +582,7 @@ impl Store for CassandraStore {
         let mut items = Vec::new();
         let mut next = None;
         for r in rows {
-            let s = self.summary(r).await?;
+            let s = job_summary(r)?;
             if !matches(query, &s) {
                 continue;
             }
@@ -608,7 +599,7 @@ impl Store for CassandraStore {
         let rows: Vec<JobRow> = self.scan("jobs", &self.s.sel_jobs, ()).await?;
         let mut out = Vec::new();
         for r in rows {
-            let s = self.summary(r).await?;
+            let s = job_summary(r)?;
             if !s.runtime.state.is_terminal() {
                 out.push(s);
             }

@@ -23,7 +23,7 @@ pub use schema::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{NewJob, new_job, 
+use crate::types::{NewJob, SummaryRow, new_job, to_summary, 
     JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
     encode_config, limits,
 };
@@ -138,22 +138,6 @@ fn summary_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
     ))
 }
 
-type SummaryRow = (String, String, String, String, String, String, u32, u64, String);
-
-fn to_summary(r: SummaryRow) -> Result<JobSummary> {
-    let (id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime) = r;
-    Ok(JobSummary {
-        kind: decode(|| format!("kind of job {id}"), &format!("\"{kind}\""))?,
-        labels: decode(|| format!("labels of job {id}"), &labels)?,
-        runtime: decode(|| format!("runtime of job {id}"), &runtime)?,
-        id,
-        name,
-        owner,
-        pool,
-        instance_count,
-        latest_config_version,
-    })
-}
 
 const SUMMARY_COLS: &str = "job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime";
 
