@@ -17,6 +17,7 @@
 //! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
 //! - [`job`]: job specs, SLA, update specs, job runtime and the state derived from task counts.
 //! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
+//! - [`run`]: launch requests and run updates that cross the host manager.
 //! - [`host`]: host inventory records and the maintenance state machine.
 //! - [`view`]: host and task views, and [`view::build_placement_request`].
 #![forbid(unsafe_code)]
@@ -27,6 +28,7 @@ pub mod job;
 pub mod labels;
 pub mod pool;
 pub mod resources;
+pub mod run;
 pub mod task;
 pub mod view;
 

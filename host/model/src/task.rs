@@ -151,6 +151,14 @@ impl TaskSpec {
         check_count("labels", self.labels.len())?;
         if let Some(h) = &self.health_check {
             h.validate()?;
+            if let Some(port) = h.probe_port()
+                && !self.ports.iter().any(|p| p == port)
+            {
+                return Err(SpecError::Invalid {
+                    field: "health_check.port",
+                    reason: format!("names port {port:?}, which is not in ports"),
+                });
+            }
         }
         if let Some(v) = &self.volume {
             if v.name.is_empty() {
@@ -162,15 +170,23 @@ impl TaskSpec {
     }
 }
 
-/// A health check the agent runs against a task.
+/// A health check the agent runs against a task: exactly one of a command,
+/// an HTTP GET or a TCP connect.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheck {
-    /// Command run beside the task; exit status 0 is healthy.
+    /// Command run beside the task, in its sandbox; exit status 0 is healthy.
+    #[serde(default)]
     pub command: String,
     /// Arguments of `command`.
     #[serde(default)]
     pub args: Vec<String>,
+    /// HTTP GET against one of the task's ports on loopback; a 2xx or 3xx answer is healthy.
+    #[serde(default)]
+    pub http: Option<HttpProbe>,
+    /// TCP connect to one of the task's ports on loopback; an accepted connection is healthy.
+    #[serde(default)]
+    pub tcp: Option<TcpProbe>,
     /// Seconds after the run starts before the first check.
     #[serde(default)]
     pub initial_delay_secs: u32,
@@ -178,24 +194,68 @@ pub struct HealthCheck {
     pub interval_secs: u32,
     /// Seconds one check may take before it counts as failed; at least 1.
     pub timeout_secs: u32,
-    /// Consecutive failures after which the run is killed and marked FAILED.
+    /// Consecutive failures after which the run counts as unhealthy (and,
+    /// for services, is restarted). At least 1.
     pub max_consecutive_failures: u32,
 }
 
+/// An HTTP health probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpProbe {
+    /// Name of the task port to probe (one of the task spec's `ports`).
+    pub port: String,
+    /// Request path, starting with `/`.
+    #[serde(default = "default_http_path")]
+    pub path: String,
+}
+
+fn default_http_path() -> String {
+    "/".to_string()
+}
+
+/// A TCP health probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpProbe {
+    /// Name of the task port to probe (one of the task spec's `ports`).
+    pub port: String,
+}
+
 impl HealthCheck {
-    /// Checks the ranges.
+    /// Checks the ranges and that exactly one probe is set.
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.command.is_empty() {
-            return Err(SpecError::Empty("health_check.command"));
-        }
-        check_len("health_check.command", &self.command)?;
-        if self.interval_secs == 0 || self.timeout_secs == 0 {
+        let probes =
+            usize::from(!self.command.is_empty()) + usize::from(self.http.is_some()) + usize::from(self.tcp.is_some());
+        if probes != 1 {
             return Err(SpecError::Invalid {
                 field: "health_check",
-                reason: "interval_secs and timeout_secs must be at least 1".into(),
+                reason: "set exactly one of command, http or tcp".into(),
+            });
+        }
+        check_len("health_check.command", &self.command)?;
+        if let Some(http) = &self.http {
+            check_len("health_check.http.port", &http.port)?;
+            check_len("health_check.http.path", &http.path)?;
+            if !http.path.starts_with('/') {
+                return Err(SpecError::Invalid {
+                    field: "health_check.http.path",
+                    reason: "must start with '/'".into(),
+                });
+            }
+        }
+        if self.interval_secs == 0 || self.timeout_secs == 0 || self.max_consecutive_failures == 0 {
+            return Err(SpecError::Invalid {
+                field: "health_check",
+                reason: "interval_secs, timeout_secs and max_consecutive_failures must be at least 1".into(),
             });
         }
         Ok(())
+    }
+
+    /// The port name the probe uses, for HTTP and TCP probes.
+    pub fn probe_port(&self) -> Option<&str> {
+        self.http.as_ref().map(|h| h.port.as_str()).or(self.tcp.as_ref().map(|t| t.port.as_str()))
     }
 }
 

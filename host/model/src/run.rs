@@ -1,0 +1,114 @@
+//! Runs on hosts: what the job manager asks a host to start
+//! ([`LaunchRequest`]) and what comes back ([`RunUpdate`]).
+//!
+//! These are the provider-neutral shapes that cross the host manager: the
+//! agent, Mesos and simulated providers all translate to and from them, and
+//! the job manager and resource manager consume them without knowing which
+//! provider ran the task.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::task::{TaskSpec, TaskState};
+
+/// Start one run of a task on a host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// Unique run id, `<job>-<instance>-<run>` (see [`crate::task::TaskId::run_id`]).
+    pub run_id: String,
+    /// The task id, `<job>-<instance>`; persistent volumes are kept per task id.
+    pub task_id: String,
+    /// What to run; its `resources` are what the host sets aside.
+    pub spec: TaskSpec,
+    /// Extra environment the runtime adds (PACELINE_JOB_ID, PACELINE_INSTANCE, …).
+    pub env: BTreeMap<String, String>,
+}
+
+/// The states a host reports for a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunState {
+    /// The sandbox is ready and the process is being started.
+    Starting,
+    /// The process runs.
+    Running,
+    /// Exited with status 0.
+    Succeeded,
+    /// Exited non-zero, was signalled, failed to start or hit its memory limit.
+    Failed,
+    /// Stopped on request.
+    Killed,
+    /// The host or its agent lost track of it.
+    Lost,
+}
+
+impl RunState {
+    /// The run ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunState::Succeeded | RunState::Failed | RunState::Killed | RunState::Lost)
+    }
+
+    /// The task state this run state maps to.
+    pub fn task_state(self) -> TaskState {
+        match self {
+            RunState::Starting => TaskState::Starting,
+            RunState::Running => TaskState::Running,
+            RunState::Succeeded => TaskState::Succeeded,
+            RunState::Failed => TaskState::Failed,
+            RunState::Killed => TaskState::Killed,
+            RunState::Lost => TaskState::Lost,
+        }
+    }
+
+    /// Upper-case name, as in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Starting => "STARTING",
+            RunState::Running => "RUNNING",
+            RunState::Succeeded => "SUCCEEDED",
+            RunState::Failed => "FAILED",
+            RunState::Killed => "KILLED",
+            RunState::Lost => "LOST",
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state change of one run, as a host reported it.
+///
+/// Delivered at least once and in order per run: consumers drop an update
+/// whose `seq` they have already handled (and acknowledge it again).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunUpdate {
+    /// The host the run is on.
+    pub host: String,
+    /// The run.
+    pub run_id: String,
+    /// Its task id.
+    pub task_id: String,
+    /// Per run: 1, 2, 3, … in the order the host produced them.
+    pub seq: u64,
+    /// The new state.
+    pub state: RunState,
+    /// Health after the last check, when the run has a health check.
+    pub healthy: Option<bool>,
+    /// Exit status, when the process exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the process, when one did.
+    pub signal: Option<i32>,
+    /// Machine-readable reason (EXITED, KILLED_BY_REQUEST, MEMORY_LIMIT, HOST_LOST, …).
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+    /// When it happened, milliseconds since the Unix epoch (virtual time for simulated hosts).
+    pub at_ms: u64,
+    /// Host ports assigned to the run, by name.
+    pub ports: BTreeMap<String, u16>,
+}

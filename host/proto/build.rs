@@ -1,0 +1,27 @@
+//! Compiles every `.proto` under the workspace's `proto/` directory with a
+//! vendored `protoc`, so a fresh clone needs no system package.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let protos = [root.join("paceline/agent/v1/agent.proto")];
+    for p in &protos {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    tonic_prost_build::configure()
+        .protoc_arg("--experimental_allow_proto3_optional")
+        .build_client(true)
+        .build_server(true)
+        .compile_with_config(
+            {
+                let mut c = tonic_prost_build::Config::new();
+                c.protoc_executable(protoc);
+                c
+            },
+            &protos,
+            &[root],
+        )?;
+    Ok(())
+}

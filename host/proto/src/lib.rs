@@ -1,0 +1,20 @@
+//! # paceline-proto
+//!
+//! The Protobuf messages and gRPC stubs generated from `proto/`. It owns
+//! nothing but generated code and the conversions that have no better home;
+//! behaviour lives in the crates that serve or call these services.
+//!
+//! - [`agent::v1`]: the internal protocol between `paceline agent` and the
+//!   host manager (see `proto/paceline/agent/v1/agent.proto`).
+
+/// The node-agent protocol.
+pub mod agent {
+    /// Version 1 of the node-agent protocol.
+    pub mod v1 {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("paceline.agent.v1");
+
+        /// The protocol version this build speaks (`Register.protocol_version`).
+        pub const PROTOCOL_VERSION: u32 = 1;
+    }
+}
