@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let protos = [root.join("paceline/agent/v1/agent.proto")];
+    let protos: Vec<PathBuf> = ["agent/v1/agent", "v1/types", "v1/job", "v1/task", "v1/pool", "v1/host", "v1/plugin", "v1/watch"]
+        .iter()
+        .map(|p| root.join(format!("paceline/{p}.proto")))
+        .collect();
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());
     }

@@ -4,6 +4,8 @@
 //! nothing but generated code and the conversions that have no better home;
 //! behaviour lives in the crates that serve or call these services.
 //!
+//! - [`v1`]: the public API, package `paceline.v1` (jobs, tasks, pools,
+//!   hosts, plugins, watch), one service per file under `proto/paceline/v1/`.
 //! - [`agent::v1`]: the internal protocol between `paceline agent` and the
 //!   host manager (see `proto/paceline/agent/v1/agent.proto`).
 
@@ -17,4 +19,10 @@ pub mod agent {
         /// The protocol version this build speaks (`Register.protocol_version`).
         pub const PROTOCOL_VERSION: u32 = 1;
     }
+}
+
+/// The public API, version 1.
+pub mod v1 {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("paceline.v1");
 }
