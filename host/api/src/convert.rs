@@ -1,0 +1,421 @@
+//! Wire (`paceline.v1`) ↔ domain model.
+//!
+//! Reading a wire message checks what the wire cannot express (an enum left
+//! unspecified, a oneof left empty) and names the field by its full path
+//! (`spec.default_task.constraints[2]`); the model's own `validate` then
+//! checks ranges and sizes. Writing is total.
+
+use std::collections::BTreeMap;
+
+use paceline_model::job::{JobConfig, JobKind, JobState, Sla, UpdateSpec};
+use paceline_model::task::{HealthCheck, HttpProbe, RestartPolicy, TaskSpec, TaskState, TcpProbe, VolumeSpec};
+use paceline_model::{Constraint, Preference, Resources};
+use paceline_proto::v1 as pb;
+
+/// A wire value that cannot become a model value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    /// Full path of the field, such as `spec.default_task.constraints[0]`.
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), reason: reason.into() }
+    }
+}
+
+impl From<FieldError> for tonic::Status {
+    fn from(e: FieldError) -> tonic::Status {
+        tonic::Status::invalid_argument(e.to_string())
+    }
+}
+
+/// Resources from the wire.
+pub fn resources(r: Option<&pb::Resources>) -> Resources {
+    r.map(|r| Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports })
+        .unwrap_or_default()
+}
+
+/// Resources to the wire.
+pub fn resources_pb(r: &Resources) -> pb::Resources {
+    pb::Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports }
+}
+
+/// A job kind from the wire.
+pub fn job_kind(field: &str, k: i32) -> Result<JobKind, FieldError> {
+    match pb::JobKind::try_from(k) {
+        Ok(pb::JobKind::Batch) => Ok(JobKind::Batch),
+        Ok(pb::JobKind::Stateless) => Ok(JobKind::Stateless),
+        Ok(pb::JobKind::Stateful) => Ok(JobKind::Stateful),
+        Ok(pb::JobKind::Daemon) => Ok(JobKind::Daemon),
+        Ok(pb::JobKind::Unspecified) => Err(FieldError::new(field, "must be set (batch, stateless, stateful or daemon)")),
+        Err(_) => Err(FieldError::new(field, format!("unknown job kind {k}"))),
+    }
+}
+
+/// A job kind to the wire.
+pub fn job_kind_pb(k: JobKind) -> pb::JobKind {
+    match k {
+        JobKind::Batch => pb::JobKind::Batch,
+        JobKind::Stateless => pb::JobKind::Stateless,
+        JobKind::Stateful => pb::JobKind::Stateful,
+        JobKind::Daemon => pb::JobKind::Daemon,
+    }
+}
+
+/// A job state to the wire.
+pub fn job_state_pb(s: JobState) -> pb::JobState {
+    match s {
+        JobState::Initialized => pb::JobState::Initialized,
+        JobState::Pending => pb::JobState::Pending,
+        JobState::Running => pb::JobState::Running,
+        JobState::Succeeded => pb::JobState::Succeeded,
+        JobState::Failed => pb::JobState::Failed,
+        JobState::Killing => pb::JobState::Killing,
+        JobState::Killed => pb::JobState::Killed,
+    }
+}
+
+/// A job state from the wire (for filters).
+pub fn job_state(field: &str, s: i32) -> Result<JobState, FieldError> {
+    let state = pb::JobState::try_from(s).map_err(|_| FieldError::new(field, format!("unknown job state {s}")))?;
+    JobState::ALL
+        .into_iter()
+        .find(|m| job_state_pb(*m) == state)
+        .ok_or_else(|| FieldError::new(field, "must be set"))
+}
+
+/// A task state to the wire.
+pub fn task_state_pb(s: TaskState) -> pb::TaskState {
+    use pb::TaskState as P;
+    match s {
+        TaskState::Initialized => P::Initialized,
+        TaskState::Pending => P::Pending,
+        TaskState::Ready => P::Ready,
+        TaskState::Placing => P::Placing,
+        TaskState::Placed => P::Placed,
+        TaskState::Launching => P::Launching,
+        TaskState::Launched => P::Launched,
+        TaskState::Starting => P::Starting,
+        TaskState::Running => P::Running,
+        TaskState::Succeeded => P::Succeeded,
+        TaskState::Failed => P::Failed,
+        TaskState::Lost => P::Lost,
+        TaskState::Killed => P::Killed,
+        TaskState::Preempting => P::Preempting,
+        TaskState::Killing => P::Killing,
+    }
+}
+
+/// A task state from the wire (for filters).
+pub fn task_state(field: &str, s: i32) -> Result<TaskState, FieldError> {
+    let state = pb::TaskState::try_from(s).map_err(|_| FieldError::new(field, format!("unknown task state {s}")))?;
+    TaskState::ALL
+        .into_iter()
+        .find(|m| task_state_pb(*m) == state)
+        .ok_or_else(|| FieldError::new(field, "must be set"))
+}
+
+fn constraint(field: &str, c: &pb::Constraint) -> Result<Constraint, FieldError> {
+    use pb::constraint::Kind;
+    let kv = |kv: &pb::constraint::KeyValue| (kv.key.clone(), kv.value.clone());
+    Ok(match c.kind.as_ref().ok_or_else(|| FieldError::new(field, "no constraint kind is set"))? {
+        Kind::AttributeEquals(x) => {
+            let (key, value) = kv(x);
+            Constraint::AttributeEquals { key, value }
+        }
+        Kind::AttributeNotEquals(x) => {
+            let (key, value) = kv(x);
+            Constraint::AttributeNotEquals { key, value }
+        }
+        Kind::AttributeIn(x) => Constraint::AttributeIn { key: x.key.clone(), values: x.values.clone() },
+        Kind::AttributeExists(key) => Constraint::AttributeExists { key: key.clone() },
+        Kind::WithTaskLabel(x) => {
+            let (key, value) = kv(x);
+            Constraint::WithTaskLabel { key, value }
+        }
+        Kind::WithoutTaskLabel(x) => {
+            let (key, value) = kv(x);
+            Constraint::WithoutTaskLabel { key, value }
+        }
+        Kind::MaxPerHost(max) => Constraint::MaxPerHost { max: *max },
+        Kind::SpreadOver(key) => Constraint::SpreadOver { key: key.clone() },
+    })
+}
+
+fn constraint_pb(c: &Constraint) -> pb::Constraint {
+    use pb::constraint::{KeyValue, KeyValues, Kind};
+    let kv = |key: &String, value: &String| KeyValue { key: key.clone(), value: value.clone() };
+    let kind = match c {
+        Constraint::AttributeEquals { key, value } => Kind::AttributeEquals(kv(key, value)),
+        Constraint::AttributeNotEquals { key, value } => Kind::AttributeNotEquals(kv(key, value)),
+        Constraint::AttributeIn { key, values } => Kind::AttributeIn(KeyValues { key: key.clone(), values: values.clone() }),
+        Constraint::AttributeExists { key } => Kind::AttributeExists(key.clone()),
+        Constraint::WithTaskLabel { key, value } => Kind::WithTaskLabel(kv(key, value)),
+        Constraint::WithoutTaskLabel { key, value } => Kind::WithoutTaskLabel(kv(key, value)),
+        Constraint::MaxPerHost { max } => Kind::MaxPerHost(*max),
+        Constraint::SpreadOver { key } => Kind::SpreadOver(key.clone()),
+    };
+    pb::Constraint { kind: Some(kind) }
+}
+
+fn health_check(h: &pb::HealthCheck) -> HealthCheck {
+    HealthCheck {
+        command: h.command.clone(),
+        args: h.args.clone(),
+        http: (!h.http_port.is_empty()).then(|| HttpProbe {
+            port: h.http_port.clone(),
+            path: if h.http_path.is_empty() { "/".into() } else { h.http_path.clone() },
+        }),
+        tcp: (!h.tcp_port.is_empty()).then(|| TcpProbe { port: h.tcp_port.clone() }),
+        initial_delay_secs: h.initial_delay_secs,
+        interval_secs: h.interval_secs,
+        timeout_secs: h.timeout_secs,
+        max_consecutive_failures: h.max_consecutive_failures,
+    }
+}
+
+fn health_check_pb(h: &HealthCheck) -> pb::HealthCheck {
+    pb::HealthCheck {
+        command: h.command.clone(),
+        args: h.args.clone(),
+        http_port: h.http.as_ref().map(|p| p.port.clone()).unwrap_or_default(),
+        http_path: h.http.as_ref().map(|p| p.path.clone()).unwrap_or_default(),
+        tcp_port: h.tcp.as_ref().map(|p| p.port.clone()).unwrap_or_default(),
+        initial_delay_secs: h.initial_delay_secs,
+        interval_secs: h.interval_secs,
+        timeout_secs: h.timeout_secs,
+        max_consecutive_failures: h.max_consecutive_failures,
+    }
+}
+
+/// A task spec from the wire; `field` is its path for errors.
+pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> {
+    let constraints = t
+        .constraints
+        .iter()
+        .enumerate()
+        .map(|(i, c)| constraint(&format!("{field}.constraints[{i}]"), c))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(TaskSpec {
+        command: t.command.clone(),
+        args: t.args.clone(),
+        env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        image: (!t.image.is_empty()).then(|| t.image.clone()),
+        resources: resources(t.resources.as_ref()),
+        ports: t.ports.clone(),
+        constraints,
+        preferences: t.preferences.iter().map(|p| Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight }).collect(),
+        labels: t.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        health_check: t.health_check.as_ref().map(health_check),
+        restart_policy: t
+            .restart_policy
+            .as_ref()
+            .map(|r| RestartPolicy { on_failure: r.on_failure, on_success: r.on_success, max_restarts: r.max_restarts, backoff_secs: r.backoff_secs })
+            .unwrap_or_default(),
+        volume: t.volume.as_ref().map(|v| VolumeSpec { name: v.name.clone(), size_mib: v.size_mib }),
+        kill_grace_period_secs: t.kill_grace_period_secs,
+    })
+}
+
+/// A task spec to the wire.
+pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
+    pb::TaskSpec {
+        command: t.command.clone(),
+        args: t.args.clone(),
+        env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        image: t.image.clone().unwrap_or_default(),
+        resources: Some(resources_pb(&t.resources)),
+        ports: t.ports.clone(),
+        constraints: t.constraints.iter().map(constraint_pb).collect(),
+        preferences: t.preferences.iter().map(|p| pb::Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight }).collect(),
+        labels: t.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        health_check: t.health_check.as_ref().map(health_check_pb),
+        restart_policy: Some(pb::RestartPolicy {
+            on_failure: t.restart_policy.on_failure,
+            on_success: t.restart_policy.on_success,
+            max_restarts: t.restart_policy.max_restarts,
+            backoff_secs: t.restart_policy.backoff_secs,
+        }),
+        volume: t.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
+        kill_grace_period_secs: t.kill_grace_period_secs,
+    }
+}
+
+/// An update spec from the wire.
+pub fn update_spec(u: &pb::UpdateSpec) -> UpdateSpec {
+    UpdateSpec {
+        batch_size: u.batch_size,
+        max_failed_instances: u.max_failed_instances,
+        rollback_on_failure: u.rollback_on_failure,
+        start_paused: u.start_paused,
+    }
+}
+
+/// An update spec to the wire.
+pub fn update_spec_pb(u: &UpdateSpec) -> pb::UpdateSpec {
+    pb::UpdateSpec {
+        batch_size: u.batch_size,
+        max_failed_instances: u.max_failed_instances,
+        rollback_on_failure: u.rollback_on_failure,
+        start_paused: u.start_paused,
+    }
+}
+
+/// A job spec from the wire, validated by the model. `field` is its path
+/// (`spec`) for errors.
+pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError> {
+    let default_task = j
+        .default_task
+        .as_ref()
+        .ok_or_else(|| FieldError::new(format!("{field}.default_task"), "must be set"))
+        .and_then(|t| task_spec(&format!("{field}.default_task"), t))?;
+    let mut instance_overrides = BTreeMap::new();
+    for (i, t) in &j.instance_overrides {
+        instance_overrides.insert(*i, task_spec(&format!("{field}.instance_overrides[{i}]"), t)?);
+    }
+    let sla = j
+        .sla
+        .as_ref()
+        .map(|s| Sla {
+            priority: s.priority,
+            preemptible: s.preemptible,
+            revocable: s.revocable,
+            max_running_instances: s.max_running_instances,
+            min_running_instances: s.min_running_instances,
+            max_run_time_secs: s.max_run_time_secs,
+            max_unavailable_instances: s.max_unavailable_instances,
+        })
+        .unwrap_or_default();
+    let config = JobConfig {
+        name: j.name.clone(),
+        owner: j.owner.clone(),
+        pool: j.pool.clone(),
+        kind: job_kind(&format!("{field}.kind"), j.kind)?,
+        instance_count: j.instance_count,
+        sla,
+        default_task,
+        instance_overrides,
+        labels: j.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        update: j.update.as_ref().map(update_spec).unwrap_or_default(),
+        plugin_overrides: j.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        description: j.description.clone(),
+    };
+    config.validate().map_err(|e| FieldError::new(field, e.to_string()))?;
+    Ok(config)
+}
+
+/// A job spec to the wire.
+pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
+    pb::JobSpec {
+        name: c.name.clone(),
+        owner: c.owner.clone(),
+        pool: c.pool.clone(),
+        kind: job_kind_pb(c.kind) as i32,
+        instance_count: c.instance_count,
+        sla: Some(pb::Sla {
+            priority: c.sla.priority,
+            preemptible: c.sla.preemptible,
+            revocable: c.sla.revocable,
+            max_running_instances: c.sla.max_running_instances,
+            min_running_instances: c.sla.min_running_instances,
+            max_run_time_secs: c.sla.max_run_time_secs,
+            max_unavailable_instances: c.sla.max_unavailable_instances,
+        }),
+        default_task: Some(task_spec_pb(&c.default_task)),
+        instance_overrides: c.instance_overrides.iter().map(|(i, t)| (*i, task_spec_pb(t))).collect(),
+        labels: c.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        update: Some(update_spec_pb(&c.update)),
+        plugin_overrides: c.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        description: c.description.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> JobConfig {
+        JobConfig {
+            name: "web".into(),
+            owner: "team".into(),
+            pool: "/team/web".into(),
+            kind: JobKind::Stateless,
+            instance_count: 3,
+            sla: Sla { priority: 5, max_unavailable_instances: Some(1), ..Sla::default() },
+            default_task: TaskSpec {
+                command: "python3".into(),
+                args: vec!["-m".into(), "http.server".into()],
+                resources: Resources { cpu_millis: 500, memory_mib: 128, disk_mib: 10, gpus: 0, ports: 1 },
+                ports: vec!["http".into()],
+                constraints: vec![
+                    Constraint::AttributeIn { key: "zone".into(), values: vec!["a".into(), "b".into()] },
+                    Constraint::MaxPerHost { max: 1 },
+                ],
+                health_check: Some(HealthCheck {
+                    command: String::new(),
+                    args: vec![],
+                    http: Some(HttpProbe { port: "http".into(), path: "/".into() }),
+                    tcp: None,
+                    initial_delay_secs: 1,
+                    interval_secs: 2,
+                    timeout_secs: 1,
+                    max_consecutive_failures: 3,
+                }),
+                ..TaskSpec::default()
+            },
+            ..JobConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_job_spec_survives_the_round_trip() {
+        let model = spec();
+        let wire = job_spec_pb(&model);
+        assert_eq!(job_config("spec", &wire), Ok(model));
+    }
+
+    #[test]
+    fn errors_name_the_field_path() {
+        let mut wire = job_spec_pb(&spec());
+        wire.kind = pb::JobKind::Unspecified as i32;
+        let e = job_config("spec", &wire).expect_err("kind unset");
+        assert_eq!(e.field, "spec.kind");
+
+        let mut wire = job_spec_pb(&spec());
+        if let Some(t) = wire.default_task.as_mut() {
+            t.constraints[1] = pb::Constraint { kind: None };
+        }
+        let e = job_config("spec", &wire).expect_err("empty constraint");
+        assert_eq!(e.field, "spec.default_task.constraints[1]");
+
+        let mut wire = job_spec_pb(&spec());
+        wire.default_task = None;
+        assert_eq!(job_config("spec", &wire).expect_err("no task").field, "spec.default_task");
+
+        let mut wire = job_spec_pb(&spec());
+        if let Some(t) = wire.default_task.as_mut() {
+            t.ports.clear();
+        }
+        let e = job_config("spec", &wire).expect_err("health port not in ports");
+        assert!(e.reason.contains("resources.ports") || e.reason.contains("health_check"), "{e}");
+        let status: tonic::Status = e.into();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn states_map_both_ways() {
+        for s in TaskState::ALL {
+            assert_eq!(task_state("s", task_state_pb(s) as i32), Ok(s));
+        }
+        for s in JobState::ALL {
+            assert_eq!(job_state("s", job_state_pb(s) as i32), Ok(s));
+        }
+        assert!(task_state("s", 0).is_err());
+        assert!(job_state("s", 99).is_err());
+    }
+}
