@@ -127,7 +127,10 @@ impl Engine {
     }
 
     async fn place_group(&self, group: Group, now_ms: u64, report: &mut RoundReport) {
-        let request = lease_request_for(group.tasks.iter().map(|(t, n)| (&t.resources, n)), self.config.max_hosts_per_lease);
+        let mut request = lease_request_for(group.tasks.iter().map(|(t, n)| (&t.resources, n)), self.config.max_hosts_per_lease);
+        if let Some(host) = &group.pinned_to {
+            request.only_hosts = vec![host.clone()];
+        }
         let lease = match self.offers.lease(&request).await {
             Ok(lease) => lease,
             Err(e) => {

@@ -8,20 +8,25 @@ use paceline_resmgr::ReadyTask;
 
 use crate::{LeaseRequest, Need};
 
-/// Tasks of one round that share a placement slot, gangs contiguous.
+/// Tasks of one round that share a placement slot (and, for tasks pinned to
+/// a host, that host), gangs contiguous.
 pub(crate) struct Group {
     pub slot: String,
+    pub pinned_to: Option<String>,
     pub tasks: Vec<(ReadyTask, Need)>,
 }
 
-/// Splits a batch by slot, keeping admission order (and so gangs contiguous:
-/// a gang is one job, and a job uses one slot).
+/// Splits a batch by slot and pinned host, keeping admission order (and so
+/// gangs contiguous: a gang is one job, and a job uses one slot). Pinned
+/// tasks (daemon instances) get a group per host so that the lease holds
+/// just that host and the policy cannot put them elsewhere.
 pub(crate) fn by_slot(batch: Vec<(ReadyTask, Need)>) -> Vec<Group> {
-    let mut groups: BTreeMap<String, Vec<(ReadyTask, Need)>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Option<String>), Vec<(ReadyTask, Need)>> = BTreeMap::new();
     for (task, need) in batch {
-        groups.entry(need.slot.clone()).or_default().push((task, need));
+        let pinned = if need.host_required { need.preferred_host.clone() } else { None };
+        groups.entry((need.slot.clone(), pinned)).or_default().push((task, need));
     }
-    groups.into_iter().map(|(slot, tasks)| Group { slot, tasks }).collect()
+    groups.into_iter().map(|((slot, pinned_to), tasks)| Group { slot, pinned_to, tasks }).collect()
 }
 
 /// The lease filter of a group: free capacity of at least the smallest
@@ -58,6 +63,7 @@ pub fn lease_request_for<'a>(needs: impl IntoIterator<Item = (&'a Resources, &'a
     LeaseRequest {
         min_free: min.unwrap_or_default(),
         constraints: if same_constraints { shared.map(<[_]>::to_vec).unwrap_or_default() } else { Vec::new() },
+        only_hosts: Vec::new(),
         include_hosts: include,
         max_hosts,
     }
@@ -74,7 +80,13 @@ mod tests {
 
     fn need(constraints: Vec<Constraint>, preferred: Option<&str>) -> Need {
         let spec = TaskSpec { constraints, ..TaskSpec::default() };
-        Need { job_id: "j".into(), spec: Arc::new(spec), preferred_host: preferred.map(str::to_string), slot: "placement/batch".into() }
+        Need {
+            job_id: "j".into(),
+            spec: Arc::new(spec),
+            preferred_host: preferred.map(str::to_string),
+            host_required: false,
+            slot: "placement/batch".into(),
+        }
     }
 
     #[test]

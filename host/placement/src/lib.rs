@@ -44,6 +44,8 @@ pub struct LeaseRequest {
     pub constraints: Vec<Constraint>,
     /// Hosts to include when they qualify (a stateful task's previous host).
     pub include_hosts: Vec<String>,
+    /// When not empty, only these hosts may be leased (tasks pinned to a host).
+    pub only_hosts: Vec<String>,
     /// At most this many hosts.
     pub max_hosts: usize,
 }
@@ -80,6 +82,8 @@ pub struct Need {
     pub spec: Arc<TaskSpec>,
     /// The host the task prefers (a stateful instance's last host).
     pub preferred_host: Option<String>,
+    /// Only `preferred_host` will do (a daemon instance).
+    pub host_required: bool,
     /// The placement slot the job uses (`placement/<kind>` or an override).
     pub slot: String,
 }

@@ -36,6 +36,7 @@ impl OfferSource for Hosts {
             .iter()
             .filter(|(name, (res, labels))| {
                 !busy.contains(name)
+                    && (request.only_hosts.is_empty() || request.only_hosts.contains(name))
                     && request.min_free.fits_in(res)
                     && request.constraints.iter().all(|c| match c {
                         Constraint::AttributeEquals { key, value } => labels.get(key) == Some(value),
@@ -65,13 +66,21 @@ struct Jobs {
     specs: BTreeMap<u64, (String, TaskSpec)>,
     hosts: Arc<Hosts>,
     launched: Mutex<Vec<(String, Placement)>>,
+    /// Pins every task to this host (as a daemon instance is).
+    pin: Option<String>,
 }
 
 #[async_trait]
 impl PlacementSink for Jobs {
     fn need(&self, job_key: u64, _instance: u32) -> Option<Need> {
         let (id, spec) = self.specs.get(&job_key)?;
-        Some(Need { job_id: id.clone(), spec: Arc::new(spec.clone()), preferred_host: None, slot: "placement/batch".into() })
+        Some(Need {
+            job_id: id.clone(),
+            spec: Arc::new(spec.clone()),
+            preferred_host: self.pin.clone(),
+            host_required: self.pin.is_some(),
+            slot: "placement/batch".into(),
+        })
     }
 
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
@@ -133,6 +142,7 @@ async fn one_plugin_call_places_a_batch_and_every_lease_is_released() {
         specs: BTreeMap::from([(1, ("job-1".to_string(), spec(1_000, vec![])))]),
         hosts: hosts.clone(),
         launched: Mutex::new(Vec::new()),
+        pin: None,
     });
     {
         let mut rm = rm.lock().expect("rm");
@@ -168,6 +178,7 @@ async fn a_gang_that_does_not_fit_is_sent_back_whole_with_a_reason() {
         specs: BTreeMap::from([(7, ("gang".to_string(), spec(1_000, vec![])))]),
         hosts: hosts.clone(),
         launched: Mutex::new(Vec::new()),
+        pin: None,
     });
     let gang;
     {
@@ -210,6 +221,7 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
         specs: BTreeMap::from([(1, ("in-b".to_string(), spec(1_000, vec![zone_b.clone()]))), (2, ("in-c".to_string(), spec(1_000, vec![zone_c])))]),
         hosts: hosts.clone(),
         launched: Mutex::new(Vec::new()),
+        pin: None,
     });
     {
         let mut rm = rm.lock().expect("rm");
@@ -240,6 +252,7 @@ async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
         specs: BTreeMap::from([(1, ("job-1".to_string(), spec(1_000, vec![])))]),
         hosts: hosts.clone(),
         launched: Mutex::new(Vec::new()),
+        pin: None,
     });
     {
         let mut rm = rm.lock().expect("rm");
@@ -260,4 +273,32 @@ async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
     }
     // Six cores in all: the Jobs sink asserts no host goes over capacity.
     assert_eq!(placed, 6, "every free core used once, no more");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_task_goes_to_its_host_or_nowhere() {
+    let rm = resmgr();
+    let hosts = hosts(4, 2_000, |_| "a");
+    let jobs = Arc::new(Jobs {
+        specs: BTreeMap::from([(1, ("daemon".to_string(), spec(1_500, vec![])))]),
+        hosts: hosts.clone(),
+        launched: Mutex::new(Vec::new()),
+        pin: Some("host-3".into()),
+    });
+    {
+        let mut rm = rm.lock().expect("rm");
+        for i in 0..2 {
+            let g = GangSpec { job: 1, first_instance: i, tasks: 1, per_task: Resources::new(1_500, 256, 0, 0), ..GangSpec::default() };
+            rm.submit("/team", g, 0).expect("submits");
+        }
+        rm.tick(1);
+    }
+    let engine = Engine::new(rm.clone(), registry(), hosts.clone(), jobs.clone(), EngineConfig::default());
+    let report = engine.run_round(2).await;
+    // host-3 has room for one of the two; the other must not spill to host-0..2.
+    assert_eq!((report.placed, report.unplaced), (1, 1), "{report:?}");
+    let launched = jobs.launched.lock().expect("launched");
+    assert_eq!(launched[0].1.host, "host-3");
+    let requests = hosts.requests.lock().expect("requests");
+    assert!(requests.iter().all(|r| r.only_hosts == vec!["host-3".to_string()]));
 }
