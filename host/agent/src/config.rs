@@ -1,0 +1,255 @@
+//! The agent's configuration (what `paceline agent` reads from its config
+//! file and flags) and what it detects about its host.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use paceline_model::Resources;
+use serde::{Deserialize, Serialize};
+
+use crate::isolation::{Isolation, IsolationChoice};
+
+/// Configuration of one agent. Every field has a default, so an empty file
+/// is a valid config for a development host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Host manager address the agent dials, e.g. `http://127.0.0.1:7070`.
+    pub manager: String,
+    /// Where the agent keeps run records, the status outbox, sandboxes
+    /// (`runs/<run_id>/`) and volumes (`volumes/<task_id>/<name>/`).
+    pub data_dir: PathBuf,
+    /// Host name reported to the manager; `None`: the OS host name.
+    pub hostname: Option<String>,
+    /// Per-dimension overrides of the detected resources (before `reserve`).
+    pub resources: ResourceOverrides,
+    /// What the agent keeps for itself and the OS; subtracted from the total.
+    pub reserve: Resources,
+    /// Host attributes for constraints (`zone`, `rack`, …). The agent adds
+    /// `isolation` and, when it finds GPUs, `gpu_model` unless set here.
+    pub attributes: BTreeMap<String, String>,
+    /// First host port handed to tasks (inclusive).
+    pub port_range_first: u16,
+    /// Last host port handed to tasks (inclusive).
+    pub port_range_last: u16,
+    /// Heartbeat period until the manager's `Registered` says otherwise.
+    pub heartbeat_interval_ms: u64,
+    /// First reconnect delay; doubles per failed attempt (with jitter).
+    pub reconnect_initial_ms: u64,
+    /// Largest reconnect delay.
+    pub reconnect_max_ms: u64,
+    /// Grace between SIGTERM and SIGKILL when a launch leaves it 0.
+    pub default_kill_grace_secs: u32,
+    /// `auto` (cgroup v2 when delegated, else rlimits) or `rlimits`.
+    pub isolation: IsolationChoice,
+    /// Ended, fully acknowledged runs are forgotten (record, status log and
+    /// sandbox removed; volumes kept) this long after they ended.
+    pub gc_after_secs: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            manager: "http://127.0.0.1:7070".to_owned(),
+            data_dir: PathBuf::from("/var/lib/paceline/agent"),
+            hostname: None,
+            resources: ResourceOverrides::default(),
+            reserve: Resources {
+                cpu_millis: 0,
+                memory_mib: 256,
+                disk_mib: 1024,
+                gpus: 0,
+                ports: 0,
+            },
+            attributes: BTreeMap::new(),
+            port_range_first: 31000,
+            port_range_last: 31999,
+            heartbeat_interval_ms: 5000,
+            reconnect_initial_ms: 200,
+            reconnect_max_ms: 10_000,
+            default_kill_grace_secs: 10,
+            isolation: IsolationChoice::Auto,
+            gc_after_secs: 24 * 3600,
+        }
+    }
+}
+
+/// Resource dimensions the operator fixes instead of detecting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResourceOverrides {
+    /// CPU in millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory in MiB.
+    pub memory_mib: Option<u64>,
+    /// Disk in MiB.
+    pub disk_mib: Option<u64>,
+    /// Whole GPUs.
+    pub gpus: Option<u64>,
+}
+
+/// What the agent found out about its host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// What tasks may use: detected or overridden, minus the reserve.
+    /// `ports` is the size of the port range.
+    pub total: Resources,
+    /// Attributes reported in `Register`.
+    pub attributes: BTreeMap<String, String>,
+    /// GPU model names, one per device, when `nvidia-smi` answered.
+    pub gpu_models: Vec<String>,
+    /// The enforcement in use.
+    pub isolation: Isolation,
+}
+
+impl AgentConfig {
+    /// The heartbeat period before `Registered`.
+    pub fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_interval_ms.max(100))
+    }
+
+    /// Detects the host (resources, GPUs, isolation) and applies overrides,
+    /// reserve and attributes. Creates the data dir (statvfs needs it).
+    pub fn detect_host(&self) -> std::io::Result<HostInfo> {
+        std::fs::create_dir_all(&self.data_dir)?;
+        let hostname = match &self.hostname {
+            Some(h) => h.clone(),
+            None => nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".to_owned()),
+        };
+        let gpu_models = detect_gpu_models();
+        let detected = Resources {
+            cpu_millis: std::thread::available_parallelism()
+                .map(|n| n.get() as u64 * 1000)
+                .unwrap_or(1000),
+            memory_mib: detect_memory_mib().unwrap_or(0),
+            disk_mib: detect_disk_mib(&self.data_dir).unwrap_or(0),
+            gpus: if gpu_models.is_empty() {
+                count_gpu_devices()
+            } else {
+                gpu_models.len() as u64
+            },
+            ports: 0,
+        };
+        let o = &self.resources;
+        let total = Resources {
+            cpu_millis: o
+                .cpu_millis
+                .unwrap_or(detected.cpu_millis)
+                .saturating_sub(self.reserve.cpu_millis),
+            memory_mib: o
+                .memory_mib
+                .unwrap_or(detected.memory_mib)
+                .saturating_sub(self.reserve.memory_mib),
+            disk_mib: o
+                .disk_mib
+                .unwrap_or(detected.disk_mib)
+                .saturating_sub(self.reserve.disk_mib),
+            gpus: o
+                .gpus
+                .unwrap_or(detected.gpus)
+                .saturating_sub(self.reserve.gpus),
+            ports: u64::from(self.port_range_last.saturating_sub(self.port_range_first)) + 1,
+        };
+        let isolation = Isolation::detect(self.isolation);
+        let mut attributes = self.attributes.clone();
+        attributes
+            .entry("isolation".to_owned())
+            .or_insert_with(|| isolation.name().to_owned());
+        if let Some(model) = gpu_models.first() {
+            attributes
+                .entry("gpu_model".to_owned())
+                .or_insert_with(|| model.clone());
+        }
+        Ok(HostInfo {
+            hostname,
+            total,
+            attributes,
+            gpu_models,
+            isolation,
+        })
+    }
+}
+
+/// MemTotal from /proc/meminfo, in MiB.
+pub fn detect_memory_mib() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// Space available to unprivileged users on the file system of `dir`, in MiB.
+pub fn detect_disk_mib(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64) / (1024 * 1024))
+}
+
+/// GPU names from `nvidia-smi`, one per device; empty when it is missing,
+/// fails, or hangs for more than 10 s (a wedged driver must not stop the agent).
+pub fn detect_gpu_models() -> Vec<String> {
+    use std::io::Read;
+    let child = Command::new("nvidia-smi")
+        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return Vec::new();
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut out = String::new();
+    if !status.is_some_and(|s| s.success())
+        || child
+            .stdout
+            .take()
+            .map(|mut o| o.read_to_string(&mut out))
+            .is_none()
+    {
+        return Vec::new();
+    }
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `/dev/nvidia<N>` device nodes (GPUs without a working `nvidia-smi`).
+fn count_gpu_devices() -> u64 {
+    std::fs::read_dir("/dev")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("nvidia"))
+                        .is_some_and(|rest| {
+                            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+                        })
+                })
+                .count() as u64
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,302 @@
+//! The agent's side of `AgentService.Session`: dial the host manager, keep
+//! one bidirectional stream, and redial with exponential backoff and jitter
+//! when it breaks.
+//!
+//! Per stream: `Register` (with the runs being supervised) first; after
+//! `Registered`, heartbeats and every unacknowledged status update in order
+//! per run, then new ones as the outbox gets them. Each update is sent at
+//! most once per stream; an update that was not acknowledged is sent again
+//! on the next stream (the manager drops duplicates by `seq`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use paceline_proto::agent::v1 as pb;
+use paceline_proto::agent::v1::agent_message::Body as Out;
+use paceline_proto::agent::v1::agent_service_client::AgentServiceClient;
+use paceline_proto::agent::v1::manager_message::Body as In;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::config::{AgentConfig, HostInfo};
+use crate::error::{AgentError, io_ctx};
+use crate::spec::proto_resources;
+use crate::supervisor::{Supervisor, SupervisorConfig};
+
+/// Runs the agent until `shutdown` resolves: detects the host, opens the
+/// supervisor on the data dir (re-adopting what still runs), and keeps a
+/// session with the host manager. Tasks keep running after shutdown; the
+/// next agent on the same data dir takes them over.
+pub async fn run(
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    Agent::start(config).await?.serve(shutdown).await
+}
+
+/// A started agent: host detected, supervisor open, not yet connected.
+#[derive(Debug)]
+pub struct Agent {
+    config: AgentConfig,
+    host: HostInfo,
+    supervisor: Supervisor,
+    agent_id: String,
+}
+
+impl Agent {
+    /// Detects the host and opens the supervisor.
+    pub async fn start(config: AgentConfig) -> Result<Self, AgentError> {
+        let host = config.detect_host().map_err(io_ctx(format!(
+            "detecting the host in {}",
+            config.data_dir.display()
+        )))?;
+        tracing::info!(
+            hostname = host.hostname,
+            cpu_millis = host.total.cpu_millis,
+            memory_mib = host.total.memory_mib,
+            disk_mib = host.total.disk_mib,
+            gpus = host.total.gpus,
+            isolation = host.isolation.name(),
+            "agent host"
+        );
+        let supervisor = Supervisor::open(SupervisorConfig::from_host(&config, &host)).await?;
+        let agent_id = agent_id(&config.data_dir)?;
+        Ok(Self {
+            config,
+            host,
+            supervisor,
+            agent_id,
+        })
+    }
+
+    /// The supervisor (for tests and local tooling).
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// What was detected about the host.
+    pub fn host(&self) -> &HostInfo {
+        &self.host
+    }
+
+    /// The stable id of this agent installation.
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// The `Register` message for a new stream.
+    pub fn register_message(&self) -> pb::Register {
+        pb::Register {
+            protocol_version: pb::PROTOCOL_VERSION,
+            agent_id: self.agent_id.clone(),
+            hostname: self.host.hostname.clone(),
+            total: Some(proto_resources(&self.host.total)),
+            attributes: self
+                .host
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            running: self.supervisor.running(),
+            isolation: self.host.isolation.proto() as i32,
+            port_range_first: u32::from(self.config.port_range_first),
+            port_range_last: u32::from(self.config.port_range_last),
+        }
+    }
+
+    /// Keeps a session with the manager until `shutdown` resolves.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+        tokio::pin!(shutdown);
+        let gc = {
+            let sup = self.supervisor.clone();
+            let after = Duration::from_secs(self.config.gc_after_secs);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(600));
+                loop {
+                    tick.tick().await;
+                    sup.gc(after);
+                }
+            })
+        };
+        let result = self.reconnect_loop(&mut shutdown).await;
+        gc.abort();
+        result
+    }
+
+    async fn reconnect_loop(
+        &self,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(), AgentError> {
+        let mut attempt: u32 = 0;
+        loop {
+            let result = tokio::select! {
+                r = self.session() => r,
+                () = shutdown.as_mut() => {
+                    tracing::info!("agent shutting down; tasks keep running");
+                    self.supervisor.detach();
+                    return Ok(());
+                }
+            };
+            match result {
+                Ok(true) => {
+                    tracing::warn!("manager closed the session; reconnecting");
+                    attempt = 0;
+                }
+                Ok(false) => tracing::warn!("session ended before registration"),
+                Err(e) => tracing::warn!(error = %e, attempt, "session failed"),
+            }
+            let delay = backoff(
+                self.config.reconnect_initial_ms,
+                self.config.reconnect_max_ms,
+                attempt,
+            );
+            attempt = attempt.saturating_add(1);
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = shutdown.as_mut() => {
+                    self.supervisor.detach();
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// One stream. `Ok(true)` when it was registered before it ended.
+    async fn session(&self) -> Result<bool, AgentError> {
+        // Keepalives notice a manager that vanished without closing the
+        // connection (host down, network partition) so the agent redials.
+        let channel = tonic::transport::Endpoint::from_shared(self.config.manager.clone())?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .keep_alive_while_idle(true)
+            .connect()
+            .await?;
+        let mut client = AgentServiceClient::new(channel);
+        let (tx, rx) = mpsc::channel::<pb::AgentMessage>(1024);
+        let send = |body: Out| {
+            let tx = tx.clone();
+            async move { tx.send(pb::AgentMessage { body: Some(body) }).await.is_ok() }
+        };
+        send(Out::Register(self.register_message())).await;
+        let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
+        let mut registered = false;
+        let mut sent: HashMap<String, u64> = HashMap::new();
+        let mut heartbeat_seq = 0u64;
+        let mut heartbeat = tokio::time::interval(self.config.heartbeat_interval());
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                msg = inbound.message() => {
+                    let Some(msg) = msg? else { return Ok(registered) };
+                    let Some(body) = msg.body else { continue };
+                    match body {
+                        In::Registered(r) => {
+                            tracing::info!(agent_id = self.agent_id, "registered with the host manager");
+                            registered = true;
+                            if r.heartbeat_interval_ms > 0 {
+                                heartbeat = tokio::time::interval(Duration::from_millis(r.heartbeat_interval_ms.max(100)));
+                                heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                            }
+                            if !self.flush(&send, &mut sent).await {
+                                return Ok(registered);
+                            }
+                        }
+                        In::Launch(launch) => {
+                            let run_id = launch.run_id.clone();
+                            if let Err(e) = self.supervisor.launch(&launch).await {
+                                tracing::warn!(run_id, error = %e, "launch rejected");
+                                send(Out::LaunchRejected(pb::LaunchRejected { run_id, error: e.to_string() })).await;
+                            }
+                        }
+                        In::Kill(kill) => {
+                            if let Err(e) = self.supervisor.kill(&kill.run_id, kill.grace_period_secs) {
+                                tracing::warn!(run_id = kill.run_id, error = %e, "kill of a run this agent does not know");
+                            }
+                        }
+                        In::Ack(ack) => {
+                            if let Err(e) = self.supervisor.ack(&ack.run_id, ack.seq) {
+                                tracing::error!(run_id = ack.run_id, error = %e, "persisting an ack");
+                            }
+                        }
+                        In::ReadLog(req) => {
+                            send(Out::LogChunk(self.supervisor.handle_read_log(&req))).await;
+                        }
+                    }
+                }
+                _ = heartbeat.tick(), if registered => {
+                    heartbeat_seq += 1;
+                    if !send(Out::Heartbeat(pb::Heartbeat { seq: heartbeat_seq })).await {
+                        return Ok(registered);
+                    }
+                }
+                () = self.supervisor.outbox_changed(), if registered => {
+                    if !self.flush(&send, &mut sent).await {
+                        return Ok(registered);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every unacknowledged update not yet sent on this stream.
+    async fn flush<F, Fut>(&self, send: &F, sent: &mut HashMap<String, u64>) -> bool
+    where
+        F: Fn(Out) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        for update in self.supervisor.outbox().pending_after(sent) {
+            sent.insert(update.run_id.clone(), update.seq);
+            if !send(Out::Status(update)).await {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Exponential backoff with jitter: uniform in [d/2, d] where d doubles per
+/// attempt up to `max_ms`, so a fleet of agents does not redial in step.
+pub fn backoff(initial_ms: u64, max_ms: u64, attempt: u32) -> Duration {
+    let d = initial_ms
+        .max(1)
+        .saturating_mul(1u64 << attempt.min(20))
+        .min(max_ms.max(1));
+    Duration::from_millis(d / 2 + fastrand::u64(0..=d / 2))
+}
+
+/// The agent id kept in `<data>/agent-id`, created on first start.
+fn agent_id(data_dir: &Path) -> Result<String, AgentError> {
+    let path = data_dir.join("agent-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim();
+        if !id.is_empty() {
+            return Ok(id.to_owned());
+        }
+    }
+    let id = format!("agent-{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+    let tmp = data_dir.join("agent-id.tmp");
+    std::fs::write(&tmp, &id).map_err(io_ctx(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io_ctx(format!("writing {}", path.display())))?;
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 0..30 {
+            let d = backoff(100, 5000, attempt).as_millis() as u64;
+            let full = (100u64 << attempt.min(20)).min(5000);
+            assert!(
+                d >= full / 2 && d <= full,
+                "attempt {attempt}: {d} not in [{}, {full}]",
+                full / 2
+            );
+        }
+    }
+}

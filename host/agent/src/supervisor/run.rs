@@ -1,0 +1,489 @@
+//! The life of one run: sandbox, process start, waiting, kill with grace,
+//! health checks, and the terminal update.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use paceline_proto::agent::v1 as pb;
+use tokio::sync::mpsc;
+
+use super::{Gate, Outcome, Supervisor, Waiter, launch_failed, lock, now_ms, sub};
+use crate::health::probe_once;
+use crate::isolation::{self, Isolation};
+use crate::process::{self, SpawnSpec};
+use crate::record::{self, Phase, RunRecord};
+use crate::spec::HealthSpec;
+
+impl Supervisor {
+    /// Prepares the sandbox, starts the process and supervises it.
+    pub(super) async fn start_and_supervise(
+        self,
+        run_id: String,
+        mut kill_rx: mpsc::UnboundedReceiver<Option<u32>>,
+        gate: Arc<tokio::sync::Mutex<Gate>>,
+    ) {
+        let Some(rec) = self.record(&run_id) else {
+            return;
+        };
+        let state_dir = self.state_dir(&run_id);
+        if let Err(e) = rec.save(&state_dir) {
+            let outcome = launch_failed(format!("saving the run record: {e}"));
+            return self.finish(&run_id, &gate, outcome).await;
+        }
+        self.emit_progress(&run_id, &gate, pb::RunState::Starting, "LAUNCHED")
+            .await;
+        if kill_rx.try_recv().is_ok() {
+            self.update_record(&run_id, |r| r.kill_requested = true);
+            let outcome = Outcome {
+                state: pb::RunState::Killed,
+                exit_code: None,
+                signal: None,
+                reason: "KILLED_BY_REQUEST",
+                message: "killed before its process started".to_owned(),
+            };
+            return self.finish(&run_id, &gate, outcome).await;
+        }
+        let child = match self.start_process(&rec, &state_dir) {
+            Ok(child) => child,
+            Err(message) => return self.finish(&run_id, &gate, launch_failed(message)).await,
+        };
+        self.supervise(run_id, Waiter::Child(child), kill_rx, gate)
+            .await;
+    }
+
+    fn task_env(&self, rec: &RunRecord) -> BTreeMap<String, String> {
+        let spec = &rec.spec;
+        let mut env = spec.env.clone();
+        for (name, port) in &rec.ports {
+            env.insert(
+                format!("PORT_{}", name.to_ascii_uppercase()),
+                port.to_string(),
+            );
+        }
+        env.insert("PACELINE_RUN_ID".to_owned(), spec.run_id.clone());
+        env.insert("PACELINE_TASK_ID".to_owned(), spec.task_id.clone());
+        env.insert(
+            "PACELINE_SANDBOX".to_owned(),
+            rec.sandbox.display().to_string(),
+        );
+        if let Some(volume) = &spec.volume {
+            let dir = self.volume_dir(&spec.task_id, &volume.name);
+            env.insert("PACELINE_VOLUME".to_owned(), dir.display().to_string());
+        }
+        if self.inner.cfg.total.gpus > 0 {
+            // Also set when empty: a task without GPUs must not see any.
+            let list = rec
+                .gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            env.insert("CUDA_VISIBLE_DEVICES".to_owned(), list.clone());
+            env.insert(
+                "NVIDIA_VISIBLE_DEVICES".to_owned(),
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list
+                },
+            );
+        }
+        env
+    }
+
+    fn volume_dir(&self, task_id: &str, name: &str) -> PathBuf {
+        self.inner
+            .cfg
+            .data_dir
+            .join("volumes")
+            .join(task_id)
+            .join(name)
+    }
+
+    /// Creates the sandbox (and volume, and cgroup) and starts the wrapper.
+    fn start_process(
+        &self,
+        rec: &RunRecord,
+        state_dir: &Path,
+    ) -> Result<tokio::process::Child, String> {
+        let spec = &rec.spec;
+        std::fs::create_dir_all(&rec.sandbox)
+            .map_err(|e| format!("creating sandbox {}: {e}", rec.sandbox.display()))?;
+        if let Some(volume) = &spec.volume {
+            let dir = self.volume_dir(&spec.task_id, &volume.name);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("creating volume {}: {e}", dir.display()))?;
+        }
+        let exit_file = state_dir.join(record::EXIT_FILE);
+        let _ = std::fs::remove_file(&exit_file);
+        let env = self.task_env(rec);
+        let program = process::resolve_command(
+            &spec.command,
+            env.get("PATH").map(String::as_str),
+            &rec.sandbox,
+        )
+        .ok_or_else(|| {
+            format!(
+                "command: `{}` is not an executable file (looked up in PATH)",
+                spec.command
+            )
+        })?;
+        let (cgroup, address_space_kib) = match &self.inner.cfg.isolation {
+            Isolation::CgroupV2 { runs } => {
+                let dir = isolation::create_run_cgroup(
+                    runs,
+                    &spec.run_id,
+                    spec.resources.cpu_millis,
+                    spec.resources.memory_mib,
+                )
+                .map_err(|e| format!("creating the run's cgroup: {e}"))?;
+                (Some(dir), None)
+            }
+            Isolation::Rlimits => (
+                None,
+                (spec.resources.memory_mib > 0).then_some(spec.resources.memory_mib * 1024),
+            ),
+        };
+        let procs = cgroup.as_ref().map(|c| c.join("cgroup.procs"));
+        let child = process::spawn(&SpawnSpec {
+            program: &program,
+            args: &spec.args,
+            env: &env,
+            cwd: &rec.sandbox,
+            stdout: &rec.sandbox.join("stdout"),
+            stderr: &rec.sandbox.join("stderr"),
+            exit_file: &exit_file,
+            cgroup_procs: procs.as_deref(),
+            address_space_kib,
+        })
+        .map_err(|e| format!("starting `{}`: {e}", program.display()))?;
+        let pid = child
+            .id()
+            .ok_or("the process exited before its pid was read")?;
+        let start_time = process::proc_stat(pid).map(|(_, start)| start);
+        let updated = self.update_record(&spec.run_id, |r| {
+            r.pid = Some(pid);
+            r.start_time = start_time;
+            r.cgroup = cgroup;
+            r.phase = Phase::Running;
+        });
+        if let Some(updated) = updated
+            && let Err(e) = updated.save(state_dir)
+        {
+            // The process runs; only re-adoption after a restart is at risk.
+            tracing::error!(run_id = spec.run_id, error = %e, "saving the run record after start");
+        }
+        Ok(child)
+    }
+
+    /// Reports RUNNING, runs health checks, handles kills, and finishes the
+    /// run when its process is gone.
+    pub(super) async fn supervise(
+        self,
+        run_id: String,
+        mut waiter: Waiter,
+        mut kill_rx: mpsc::UnboundedReceiver<Option<u32>>,
+        gate: Arc<tokio::sync::Mutex<Gate>>,
+    ) {
+        let Some(rec) = self.record(&run_id) else {
+            return;
+        };
+        let Some(pid) = rec.pid else { return };
+        let adopted = matches!(waiter, Waiter::Adopted { .. });
+        if !adopted {
+            self.emit_progress(&run_id, &gate, pb::RunState::Running, "STARTED")
+                .await;
+        }
+        let health = rec.spec.health_check.clone().map(|hc| {
+            let sup = self.clone();
+            let gate = gate.clone();
+            let rec = rec.clone();
+            tokio::spawn(async move { sup.health_loop(rec, hc, gate).await })
+        });
+        let launch_grace = match rec.spec.kill_grace_period_secs {
+            0 => self.inner.cfg.default_kill_grace,
+            s => Duration::from_secs(u64::from(s)),
+        };
+        let mut kill_deadline: Option<tokio::time::Instant> = None;
+        let mut sent_kill = false;
+        if rec.kill_requested && self.leader_is_ours(&waiter) {
+            // Re-adopted while being killed: finish the job right away.
+            process::signal_group(pid, Signal::SIGKILL);
+            sent_kill = true;
+        }
+        let status = loop {
+            tokio::select! {
+                status = waiter.wait() => break status,
+                Some(grace) = kill_rx.recv(), if kill_deadline.is_none() => {
+                    let grace = grace.map(|s| Duration::from_secs(u64::from(s))).unwrap_or(launch_grace);
+                    if let Some(updated) = self.update_record(&run_id, |r| r.kill_requested = true)
+                        && let Err(e) = updated.save(&self.state_dir(&run_id)) {
+                        tracing::warn!(run_id, error = %e, "persisting the kill request");
+                    }
+                    tracing::info!(run_id, pid, grace_ms = grace.as_millis() as u64, "killing run: SIGTERM");
+                    if self.leader_is_ours(&waiter) {
+                        process::signal_group(pid, Signal::SIGTERM);
+                    }
+                    kill_deadline = Some(tokio::time::Instant::now() + grace);
+                }
+                _ = async { if let Some(d) = kill_deadline { tokio::time::sleep_until(d).await } }, if kill_deadline.is_some() && !sent_kill => {
+                    tracing::info!(run_id, pid, "grace period over: SIGKILL");
+                    if self.leader_is_ours(&waiter) {
+                        process::signal_group(pid, Signal::SIGKILL);
+                    }
+                    sent_kill = true;
+                }
+            }
+        };
+        // Whatever the task left behind in its group goes with it. Only for
+        // our own child: after an adopted leader is gone, its pid (= pgid)
+        // might already name someone else's group.
+        if !adopted {
+            process::signal_group(pid, Signal::SIGKILL);
+        }
+        if let Some(h) = health {
+            h.abort();
+        }
+        let status = match status {
+            Some(s) => Some(s),
+            None => record::read_exit_file(&self.state_dir(&run_id)).map(Ok),
+        };
+        let rec = self.record(&run_id).unwrap_or(rec);
+        let mut outcome = self.outcome_from(&rec, status);
+        if outcome.state == pb::RunState::Killed
+            && outcome.signal.is_none()
+            && status.is_none()
+            && sent_kill
+        {
+            outcome.signal = Some(Signal::SIGKILL as i32);
+        }
+        self.finish(&run_id, &gate, outcome).await;
+    }
+
+    /// Whether signalling the run's process group reaches the run: always
+    /// for our child (not reaped yet, so its pid cannot be reused); for an
+    /// adopted process only while `/proc` still shows the same start time.
+    fn leader_is_ours(&self, waiter: &Waiter) -> bool {
+        match waiter {
+            Waiter::Child(_) => true,
+            Waiter::Adopted {
+                pid, start_time, ..
+            } => process::still_running(*pid, *start_time),
+        }
+    }
+
+    /// Reads the end of a process: the wrapper's code or signal, the kill
+    /// request and the cgroup's OOM counter.
+    pub(super) fn outcome_from(
+        &self,
+        rec: &RunRecord,
+        status: Option<Result<i32, i32>>,
+    ) -> Outcome {
+        let (exit_code, signal) = match status {
+            Some(Ok(code)) => process::decode_wrapper_code(code),
+            Some(Err(sig)) => (None, Some(sig)),
+            None => (None, None),
+        };
+        let describe = match (exit_code, signal) {
+            (Some(c), _) => format!("exited with status {c}"),
+            (None, Some(s)) => format!(
+                "ended by signal {s} ({})",
+                Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown")
+            ),
+            (None, None) => "ended with an unknown status".to_owned(),
+        };
+        let oom = rec.cgroup.as_deref().is_some_and(isolation::oom_killed);
+        let (state, reason, message) = if rec.kill_requested {
+            (
+                pb::RunState::Killed,
+                "KILLED_BY_REQUEST",
+                format!("killed on request; {describe}"),
+            )
+        } else if oom {
+            (
+                pb::RunState::Failed,
+                "MEMORY_LIMIT",
+                format!(
+                    "exceeded its memory limit of {} MiB (cgroup oom_kill); {describe}",
+                    rec.spec.resources.memory_mib
+                ),
+            )
+        } else if status.is_none() {
+            (
+                pb::RunState::Lost,
+                "AGENT_RESTARTED",
+                "the process ended while the agent could not wait for it and left no status"
+                    .to_owned(),
+            )
+        } else if exit_code == Some(0) {
+            (pb::RunState::Succeeded, "EXITED", describe)
+        } else if exit_code == Some(125) && rec.pid.is_some() && self.wrapper_setup_failed(rec) {
+            (
+                pb::RunState::Failed,
+                "LAUNCH_FAILED",
+                "the launch wrapper could not apply the run's limits".to_owned(),
+            )
+        } else if signal.is_some() {
+            (pb::RunState::Failed, "SIGNALED", describe)
+        } else {
+            let hint = self.memory_hint(rec);
+            (pb::RunState::Failed, "EXITED", format!("{describe}{hint}"))
+        };
+        Outcome {
+            state,
+            exit_code,
+            signal,
+            reason,
+            message,
+        }
+    }
+
+    fn wrapper_setup_failed(&self, rec: &RunRecord) -> bool {
+        std::fs::read_to_string(rec.sandbox.join("stderr"))
+            .map(|s| {
+                s.lines()
+                    .next()
+                    .is_some_and(|l| l.contains("ulimit") || l.contains("cgroup.procs"))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Under rlimits, a task that ran into its address-space limit fails an
+    /// allocation rather than being killed; say so when its stderr shows it.
+    fn memory_hint(&self, rec: &RunRecord) -> &'static str {
+        if !matches!(self.inner.cfg.isolation, Isolation::Rlimits)
+            || rec.spec.resources.memory_mib == 0
+        {
+            return "";
+        }
+        let tail = read_tail(&rec.sandbox.join("stderr"), 4096);
+        let needles = [
+            "MemoryError",
+            "Cannot allocate memory",
+            "out of memory",
+            "bad_alloc",
+            "memory allocation",
+        ];
+        if needles.iter().any(|n| tail.contains(n)) {
+            " (its stderr shows an allocation failure: likely over its memory limit, enforced as an address-space rlimit)"
+        } else {
+            ""
+        }
+    }
+
+    /// Emits the terminal update (once) and releases what the run held.
+    /// The in-memory state changes first, so whoever sees the update also
+    /// sees the run ended and its resources free.
+    pub(super) async fn finish(
+        &self,
+        run_id: &str,
+        gate: &tokio::sync::Mutex<Gate>,
+        outcome: Outcome,
+    ) {
+        let mut g = gate.lock().await;
+        if g.ended {
+            return;
+        }
+        g.ended = true;
+        let ended_as = outcome
+            .state
+            .as_str_name()
+            .trim_start_matches("RUN_STATE_")
+            .to_owned();
+        let rec = {
+            let mut st = lock(&self.inner.state);
+            let Some(entry) = st.runs.get_mut(run_id) else {
+                return;
+            };
+            entry.record.phase = Phase::Ended;
+            entry.record.ended_as = Some(ended_as);
+            entry.record.ended_at_ms = Some(now_ms());
+            entry.kill_tx = None;
+            let rec = entry.record.clone();
+            st.ports.release(rec.ports.values().map(|p| u32::from(*p)));
+            st.gpus.release(rec.gpus.iter().copied());
+            sub(&mut st.used, &rec.spec.resources);
+            rec
+        };
+        self.emit(
+            &rec,
+            &g,
+            outcome.state,
+            Some(&outcome),
+            outcome.reason,
+            &outcome.message,
+        );
+        if let Err(e) = rec.save(&self.state_dir(run_id)) {
+            tracing::error!(run_id, error = %e, "saving the ended run record");
+        }
+        if let Some(cgroup) = &rec.cgroup {
+            isolation::remove_run_cgroup(cgroup);
+        }
+    }
+
+    async fn health_loop(
+        self,
+        rec: RunRecord,
+        hc: HealthSpec,
+        gate: Arc<tokio::sync::Mutex<Gate>>,
+    ) {
+        let env = self.task_env(&rec);
+        tokio::time::sleep(Duration::from_secs(u64::from(hc.initial_delay_secs))).await;
+        let timeout = Duration::from_secs(u64::from(hc.timeout_secs));
+        let interval = Duration::from_secs(u64::from(hc.interval_secs));
+        let mut failures = 0u32;
+        loop {
+            let result = probe_once(&hc.probe, &rec.ports, &rec.sandbox, &env, timeout).await;
+            let verdict = match &result {
+                Ok(()) => {
+                    failures = 0;
+                    Some(true)
+                }
+                Err(_) => {
+                    failures += 1;
+                    (failures >= hc.max_consecutive_failures).then_some(false)
+                }
+            };
+            if let Some(healthy) = verdict {
+                let mut g = gate.lock().await;
+                if g.ended {
+                    return;
+                }
+                if g.healthy != Some(healthy) {
+                    g.healthy = Some(healthy);
+                    let message = match &result {
+                        Ok(()) => "health check passed".to_owned(),
+                        Err(why) => {
+                            format!("{failures} consecutive health check failures; last: {why}")
+                        }
+                    };
+                    let current = self.record(&rec.spec.run_id).unwrap_or_else(|| rec.clone());
+                    self.emit(
+                        &current,
+                        &g,
+                        pb::RunState::Running,
+                        None,
+                        "HEALTH_CHANGED",
+                        &message,
+                    );
+                }
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+}
+
+fn read_tail(path: &Path, bytes: u64) -> String {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(bytes)));
+    let mut buf = Vec::new();
+    let _ = file.take(bytes).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}

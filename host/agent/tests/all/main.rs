@@ -1,0 +1,17 @@
+//! Integration tests of the node agent with real processes. One binary
+//! (one link) with a module per area.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+mod bench;
+mod health;
+mod kill;
+mod lifecycle;
+mod memory;
+mod outbox;
+mod reject;
+mod restart;
+mod session;
+mod volume;
