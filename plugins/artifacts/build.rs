@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PLUGINS: &[&str] = &["binpack", "spread", "gang-gpu", "priority-preempt"];
+const PLUGINS: &[&str] = &["binpack", "spread", "gang-gpu", "priority-preempt", "batch", "stateless", "stateful", "daemon"];
 const GUESTS: &[&str] = &["guest-loop", "guest-oom", "guest-panic", "guest-garbage", "guest-stack", "guest-entropy"];
 
 fn main() {

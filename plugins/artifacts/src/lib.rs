@@ -6,7 +6,7 @@
 //! command builds Wasm by hand. Owns nothing else.
 //!
 //! Defaults: `BINPACK`, `SPREAD`, `GANG_GPU` (placement), `PRIORITY_PREEMPT`
-//! (preemption). Test guests: `GUEST_LOOP` (never returns), `GUEST_OOM`
+//! (preemption), `BATCH`, `STATELESS`, `STATEFUL`, `DAEMON` (lifecycle). Test guests: `GUEST_LOOP` (never returns), `GUEST_OOM`
 //! (allocates without bound), `GUEST_PANIC` (panics), `GUEST_GARBAGE`
 //! (answers with invalid indices), `GUEST_STACK` (recurses without bound),
 //! `GUEST_ENTROPY` (reports the clocks, randomness and environment it sees).

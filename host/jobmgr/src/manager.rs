@@ -1,0 +1,153 @@
+//! [`JobManager`]: the API (create, get, query, kill, restart, update,
+//! delete), the joints the placement engine and wiring call, and the
+//! goal-state engine's effects.
+//!
+//! Concurrency: every mutating call takes `ops` (an async mutex) for its
+//! whole duration, so the engine is one writer and compare-and-set
+//! conflicts mean another process wrote (they surface as errors). The
+//! in-memory mirror sits behind a plain mutex that is never held across an
+//! `.await`, so the synchronous readers ([`JobManager::placement_need`],
+//! [`JobManager::expected_runs`]) never wait on storage. Lock order: the
+//! resource manager's mutex, then the mirror's; so a placement engine may
+//! call `placement_need` while it holds the resource manager.
+
+mod api;
+mod engine;
+mod hosts;
+mod recover;
+mod update;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use paceline_model::job::{JobConfig, JobRuntime, Update, UpdateSpec};
+use paceline_model::task::TaskRuntime;
+use paceline_plugin::Registry;
+use paceline_resmgr::ResourceManager;
+use paceline_storage::Store;
+
+use crate::clock::Clock;
+use crate::joints::TaskLauncher;
+use crate::state::Mem;
+
+/// Tunables.
+#[derive(Clone, Debug)]
+pub struct JobManagerConfig {
+    /// Most instances one job may have in this cluster.
+    pub max_instances: u32,
+    /// How long a kill may go unconfirmed before it is sent again.
+    pub kill_retry_ms: u64,
+    /// Task events kept per `task_events` call.
+    pub events_limit: u32,
+}
+
+impl Default for JobManagerConfig {
+    fn default() -> Self {
+        JobManagerConfig {
+            max_instances: 100_000,
+            kill_retry_ms: 30_000,
+            events_limit: 100,
+        }
+    }
+}
+
+/// A job as [`JobManager::get`] returns it.
+#[derive(Clone, Debug)]
+pub struct JobInfo {
+    /// Job id.
+    pub id: String,
+    /// The config instances should run (the desired version).
+    pub config: Arc<JobConfig>,
+    /// Its version.
+    pub config_version: u64,
+    /// The runtime record.
+    pub runtime: JobRuntime,
+    /// Task runtimes by instance.
+    pub tasks: Vec<TaskRuntime>,
+    /// The latest update workflow, if any.
+    pub update: Option<Update>,
+}
+
+/// Options of [`JobManager::update`]; `None` fields take the new config's `update` spec.
+#[derive(Clone, Debug, Default)]
+pub struct UpdateRequest {
+    /// Overrides the config's update spec.
+    pub spec: Option<UpdateSpec>,
+}
+
+/// The job manager. See the crate documentation.
+pub struct JobManager {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) resmgr: Arc<Mutex<ResourceManager>>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) launcher: Arc<dyn TaskLauncher>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) config: JobManagerConfig,
+    pub(crate) ops: tokio::sync::Mutex<()>,
+    pub(crate) mem: Mutex<Mem>,
+}
+
+impl std::fmt::Debug for JobManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobManager")
+            .field("store", &self.store.backend())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobManager {
+    /// A job manager over `store`, submitting to `resmgr`, asking
+    /// `registry`'s lifecycle slots (register their native fallbacks first
+    /// with [`crate::plugins::register_native_lifecycles`]), launching
+    /// through `launcher`. Call [`JobManager::recover`] before serving.
+    pub fn new(
+        store: Arc<dyn Store>,
+        resmgr: Arc<Mutex<ResourceManager>>,
+        registry: Arc<Registry>,
+        launcher: Arc<dyn TaskLauncher>,
+        clock: Arc<dyn Clock>,
+        config: JobManagerConfig,
+    ) -> JobManager {
+        JobManager {
+            store,
+            resmgr,
+            registry,
+            launcher,
+            clock,
+            config,
+            ops: tokio::sync::Mutex::new(()),
+            mem: Mutex::new(Mem {
+                next_key: 1,
+                ..Mem::default()
+            }),
+        }
+    }
+
+    pub(crate) fn mem(&self) -> MutexGuard<'_, Mem> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.mem.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn rm(&self) -> MutexGuard<'_, ResourceManager> {
+        self.resmgr.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// The plugin registry the lifecycle slots are served from.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The earliest deadline queued, for a wiring that sleeps until then.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.mem().deadlines.next_at()
+    }
+}
+
+/// Splits a run id `<job>-<instance>-<run>` into its parts.
+pub fn parse_run_id_pub(run_id: &str) -> Option<(&str, u32, u64)> {
+    engine::parse_run_id(run_id)
+}

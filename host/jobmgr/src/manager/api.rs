@@ -1,0 +1,300 @@
+//! The job API: create, get, query, kill, restart, delete, task events.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use paceline_model::job::{JobConfig, JobGoal, JobKind, JobRuntime};
+use paceline_model::task::{TaskEvent, TaskGoal, TaskRuntime, TaskState};
+use paceline_plugin_sdk::types as sdk;
+use paceline_storage::{JobQuery, JobSummary, Page};
+
+use super::engine::Write;
+use super::{JobInfo, JobManager};
+use crate::error::JobError;
+use crate::state::{JobEntry, TaskEntry};
+use crate::validate;
+
+impl JobManager {
+    /// Creates a job: checks it (`JobConfig::validate`, the instance limit,
+    /// the pool is a leaf of the resource manager's tree, port and slot
+    /// names), persists config version 1, the runtime and every task
+    /// runtime, then hands the instances to the resource manager (gangs of
+    /// `sla.min_running_instances`) through the lifecycle's answer to
+    /// `job-created`. A rejected job persists nothing; the error names the
+    /// field. Returns the job's key in the resource manager.
+    pub async fn create(&self, id: &str, config: JobConfig) -> Result<u64, JobError> {
+        if id.is_empty()
+            || id.len() > 200
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        {
+            return Err(JobError::invalid("id", "must be 1-200 of [A-Za-z0-9._-]"));
+        }
+        validate::check(&config, self.config.max_instances, &self.rm())?;
+        let _op = self.ops.lock().await;
+        if self.mem().keys.contains_key(id) {
+            return Err(JobError::State(format!("job {id} already exists")));
+        }
+        let now = self.now();
+        let runtime = JobRuntime::initial(1, now);
+        let stored = self.store.create_job(id, &config, &runtime).await?;
+        let mut daemon_hosts = Vec::new();
+        if config.kind == JobKind::Daemon {
+            daemon_hosts = self.matching_hosts(&config);
+        }
+        let count = if config.kind == JobKind::Daemon {
+            daemon_hosts.len() as u32
+        } else {
+            config.instance_count
+        };
+        let tasks: Vec<(u32, TaskRuntime)> = (0..count)
+            .map(|i| {
+                let mut rt = TaskRuntime::initial(1, now);
+                if config.kind == JobKind::Daemon {
+                    rt.host = daemon_hosts.get(i as usize).cloned();
+                }
+                (i, rt)
+            })
+            .collect();
+        // Queue the gangs first and store the tasks already PENDING: one
+        // write for the whole job instead of a create and a compare-and-set
+        // per task (the 10,000-instance budget). The first state of a run has
+        // no event of its own; events start at PLACED.
+        let key = {
+            let mut m = self.mem();
+            let key = m.next_key;
+            m.next_key += 1;
+            let mut configs = BTreeMap::new();
+            configs.insert(1, Arc::new(config));
+            let entry = JobEntry {
+                id: id.to_string(),
+                key,
+                configs,
+                latest_version: 1,
+                runtime: stored,
+                tasks: tasks
+                    .into_iter()
+                    .map(|(_, rt)| TaskEntry::new(rt))
+                    .collect(),
+                update: None,
+                daemon_hosts,
+                marked: false,
+            };
+            m.keys.insert(id.to_string(), key);
+            m.jobs.insert(key, entry);
+            key
+        };
+        let queued = {
+            let mut rm = self.rm();
+            let mut m = self.mem();
+            let job = m
+                .jobs
+                .get_mut(&key)
+                .ok_or_else(|| JobError::NotFound(id.to_string()))?;
+            let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
+            let queued = self.queue_gangs(&mut rm, job, &all);
+            if let Ok(q) = &queued {
+                for &i in q {
+                    job.tasks[i as usize].rt.state = TaskState::Pending;
+                }
+            }
+            queued
+        };
+        let rows: Vec<(u32, TaskRuntime)> = {
+            let m = self.mem();
+            m.jobs
+                .get(&key)
+                .map(|j| {
+                    j.tasks
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| (i as u32, t.rt.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let persisted = match queued {
+            Ok(_) => self
+                .store
+                .create_tasks(id, &rows)
+                .await
+                .map_err(JobError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = persisted {
+            // Keep "rejected means nothing persisted" for storage refusals too.
+            let entry = {
+                let mut m = self.mem();
+                m.keys.remove(id);
+                m.jobs.remove(&key)
+            };
+            if let Some(entry) = entry {
+                let mut rm = self.rm();
+                for g in entry.tasks.iter().filter_map(|t| t.gang) {
+                    rm.cancel(g);
+                }
+            }
+            let _ = self.store.delete_job(id).await;
+            return Err(e);
+        }
+        if let Some(job) = self.mem().jobs.get_mut(&key) {
+            for t in &mut job.tasks {
+                t.rt.version = 1;
+            }
+        }
+        self.drive(key, sdk::Event::JobCreated).await?;
+        Ok(key)
+    }
+
+    /// A job with its tasks and latest update.
+    pub async fn get(&self, id: &str) -> Result<JobInfo, JobError> {
+        {
+            let m = self.mem();
+            if let Some(job) = m.key_of(id).and_then(|k| m.jobs.get(&k)) {
+                return Ok(JobInfo {
+                    id: job.id.clone(),
+                    config: job.config().clone(),
+                    config_version: job.runtime.desired_config_version,
+                    runtime: job.runtime.clone(),
+                    tasks: job.tasks.iter().map(|t| t.rt.clone()).collect(),
+                    update: job.update.as_ref().map(|u| u.update.clone()),
+                });
+            }
+        }
+        // Not in memory: a terminal job from before a restart.
+        let runtime = self
+            .store
+            .get_job_runtime(id)
+            .await
+            .map_err(|_| JobError::NotFound(format!("job {id}")))?;
+        let (version, config) = self
+            .store
+            .get_job_config(id, Some(runtime.desired_config_version))
+            .await?;
+        let tasks = self
+            .store
+            .tasks_of_job(id, &[])
+            .await?
+            .into_iter()
+            .map(|r| r.runtime)
+            .collect();
+        let update = self.store.updates_of_job(id).await?.pop();
+        Ok(JobInfo {
+            id: id.to_string(),
+            config: Arc::new(config),
+            config_version: version,
+            runtime,
+            tasks,
+            update,
+        })
+    }
+
+    /// Jobs matching `query` (from storage).
+    pub async fn query(&self, query: &JobQuery) -> Result<Page<JobSummary>, JobError> {
+        Ok(self.store.query_jobs(query).await?)
+    }
+
+    /// The job's key in the resource manager.
+    pub fn job_key(&self, id: &str) -> Option<u64> {
+        self.mem().key_of(id)
+    }
+
+    /// Kills a job's instances (`None`: all, and the job's goal becomes KILL).
+    /// Runs on hosts go KILLING then KILLED; runs not yet on a host are
+    /// withdrawn from the resource manager at once.
+    pub async fn kill(&self, id: &str, instances: Option<Vec<u32>>) -> Result<(), JobError> {
+        let _op = self.ops.lock().await;
+        let key = self
+            .mem()
+            .key_of(id)
+            .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let (writes, all, job_rt) = {
+            let m = self.mem();
+            let job = m
+                .jobs
+                .get(&key)
+                .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let all: Vec<u32> = match &instances {
+                Some(list) => {
+                    if let Some(bad) = list.iter().find(|&&i| i as usize >= job.tasks.len()) {
+                        return Err(JobError::NotFound(format!("instance {bad} of job {id}")));
+                    }
+                    list.clone()
+                }
+                None => (0..job.tasks.len() as u32).collect(),
+            };
+            let writes: Vec<Write> = all
+                .iter()
+                .filter(|&&i| job.tasks[i as usize].rt.goal != TaskGoal::Kill)
+                .map(|&i| {
+                    let mut rt = job.tasks[i as usize].rt.clone();
+                    rt.goal = TaskGoal::Kill;
+                    Write::new(i, rt, "")
+                })
+                .collect();
+            let job_rt = instances.is_none().then(|| {
+                let mut rt = job.runtime.clone();
+                rt.goal = JobGoal::Kill;
+                rt.message = "kill requested".into();
+                (job.runtime.version, rt)
+            });
+            (writes, all, job_rt)
+        };
+        if let Some((v, rt)) = job_rt {
+            self.put_job_runtime(key, id, v, rt).await?;
+        }
+        self.write_tasks(key, writes).await?;
+        self.step(key, &all).await?;
+        self.sync_job(key).await
+    }
+
+    /// Deletes a terminal job with everything stored about it.
+    pub async fn delete(&self, id: &str) -> Result<(), JobError> {
+        let _op = self.ops.lock().await;
+        let state = {
+            let m = self.mem();
+            m.key_of(id)
+                .and_then(|k| m.jobs.get(&k))
+                .map(|j| j.runtime.state)
+        };
+        let state = match state {
+            Some(s) => s,
+            None => {
+                self.store
+                    .get_job_runtime(id)
+                    .await
+                    .map_err(|_| JobError::NotFound(format!("job {id}")))?
+                    .state
+            }
+        };
+        if !state.is_terminal() {
+            return Err(JobError::State(format!(
+                "job {id} is {state}; only terminal jobs can be deleted (kill it first)"
+            )));
+        }
+        self.store.delete_job(id).await?;
+        let mut m = self.mem();
+        if let Some(k) = m.keys.remove(id) {
+            m.jobs.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// A task's events, newest first.
+    pub async fn task_events(&self, id: &str, instance: u32) -> Result<Vec<TaskEvent>, JobError> {
+        Ok(self
+            .store
+            .task_events(id, instance, self.config.events_limit)
+            .await?)
+    }
+
+    /// One task's runtime, from memory.
+    pub fn task(&self, id: &str, instance: u32) -> Option<TaskRuntime> {
+        let m = self.mem();
+        m.key_of(id)
+            .and_then(|k| m.jobs.get(&k))
+            .and_then(|j| j.tasks.get(instance as usize))
+            .map(|t| t.rt.clone())
+    }
+}

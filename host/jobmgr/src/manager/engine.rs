@@ -1,0 +1,1433 @@
+//! The goal-state engine's effects: writing task runtimes (compare-and-set
+//! plus a task event), submitting runs to the resource manager, launching
+//! and killing through the launcher, asking the lifecycle slot and carrying
+//! out its actions, and the joints `on_placed`, `on_run_update`, `tick`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use paceline_model::job::{InstanceUpdateState, JobGoal, JobKind, JobState};
+use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
+use paceline_model::task::{TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskState};
+use paceline_plugin_sdk::types as sdk;
+use paceline_resmgr::{GangSpec, TaskEvent as RmEvent, TaskState as RmState};
+use paceline_storage::TaskCas;
+
+use super::JobManager;
+use crate::deadline::{Deadline, DeadlineKind};
+use crate::error::JobError;
+use crate::joints::{Placement, PlacementNeed};
+use crate::state::TaskEntry;
+use crate::table::{self, GoalAction};
+use crate::views;
+
+/// Reason recorded on a run killed for running past the job's max run time;
+/// its end is recorded as FAILED.
+pub(crate) const MAX_RUN_TIME: &str = "MAX_RUN_TIME";
+/// How many follow-up rounds one event may trigger (an update batch that
+/// completes at once asks the plugin again).
+const MAX_ROUNDS: usize = 8;
+
+/// One task write: the new runtime and the event's reason and message.
+pub(crate) struct Write {
+    pub instance: u32,
+    pub rt: TaskRuntime,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Write {
+    pub(crate) fn new(instance: u32, rt: TaskRuntime, reason: &str) -> Write {
+        Write {
+            instance,
+            rt,
+            reason: reason.to_string(),
+            message: String::new(),
+        }
+    }
+}
+
+/// Order of host-reported states: a redelivered older state never moves a task back.
+fn host_rank(s: TaskState) -> u8 {
+    match s {
+        TaskState::Starting => 1,
+        TaskState::Running => 2,
+        s if s.is_terminal() => 3,
+        _ => 0,
+    }
+}
+
+impl JobManager {
+    // ---- writes ---------------------------------------------------------------
+
+    /// Writes task runtimes with one batched compare-and-set, records a task
+    /// event for each state or run change, and updates the mirror. Items that
+    /// lose their compare-and-set are reloaded from storage and reported.
+    pub(crate) async fn write_tasks(
+        &self,
+        key: u64,
+        mut writes: Vec<Write>,
+    ) -> Result<(), JobError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let (job_id, olds) = {
+            let m = self.mem();
+            let job = m
+                .jobs
+                .get(&key)
+                .ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let olds: Vec<TaskRuntime> = writes
+                .iter()
+                .map(|w| {
+                    job.tasks
+                        .get(w.instance as usize)
+                        .map(|t| t.rt.clone())
+                        .ok_or_else(|| JobError::NotFound(format!("instance {}", w.instance)))
+                })
+                .collect::<Result<_, _>>()?;
+            (job.id.clone(), olds)
+        };
+        for w in &mut writes {
+            w.rt.updated_at_ms = now;
+            if !w.reason.is_empty() {
+                w.rt.reason = w.reason.clone();
+            }
+            if !w.message.is_empty() {
+                w.rt.message = w.message.clone();
+            }
+        }
+        let cas: Vec<TaskCas> = writes
+            .iter()
+            .zip(&olds)
+            .map(|(w, old)| TaskCas {
+                instance: w.instance,
+                expected_version: old.version,
+                runtime: w.rt.clone(),
+            })
+            .collect();
+        let results = self.store.cas_tasks(&job_id, &cas).await?;
+        let mut first_err = None;
+        let mut events: Vec<(u32, TaskEvent)> = Vec::new();
+        {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            for ((w, old), res) in writes.into_iter().zip(olds).zip(results) {
+                match res {
+                    Ok(version) => {
+                        let mut rt = w.rt;
+                        rt.version = version;
+                        if rt.state != old.state
+                            || rt.run != old.run
+                            || !w.reason.is_empty() && w.reason != old.reason
+                        {
+                            events.push((
+                                w.instance,
+                                TaskEvent {
+                                    run: rt.run,
+                                    from: (rt.run == old.run).then_some(old.state),
+                                    to: rt.state,
+                                    at_ms: now,
+                                    host: rt.host.clone(),
+                                    reason: rt.reason.clone(),
+                                    message: rt.message.clone(),
+                                },
+                            ));
+                        }
+                        if rt.run != old.run {
+                            let t = &mut job.tasks[w.instance as usize];
+                            t.last_seq = 0;
+                            t.healthy = None;
+                            t.exit_code = None;
+                            t.rm_task = None;
+                        }
+                        job.tasks[w.instance as usize].rt = rt;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %job.id, instance = w.instance, error = %e, "task compare-and-set lost");
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        self.append_events(&job_id, events).await?;
+        if let Some(e) = first_err {
+            self.reload_tasks(key).await?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Appends task events, many at once: the store's writer commits
+    /// concurrent appends together, so a 10,000-task write costs a few
+    /// commits, not 10,000.
+    pub(crate) async fn append_events(
+        &self,
+        job_id: &str,
+        events: Vec<(u32, TaskEvent)>,
+    ) -> Result<(), JobError> {
+        const WAVE: usize = 512;
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            let wave: Vec<_> = events.by_ref().take(WAVE).collect();
+            let results = futures::future::join_all(wave.iter().map(|(i, ev)| {
+                self.store
+                    .append_task_events(job_id, *i, std::slice::from_ref(ev))
+            }))
+            .await;
+            for r in results {
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-reads a job's task runtimes after a lost compare-and-set.
+    async fn reload_tasks(&self, key: u64) -> Result<(), JobError> {
+        let Some(job_id) = self.mem().jobs.get(&key).map(|j| j.id.clone()) else {
+            return Ok(());
+        };
+        let records = self.store.tasks_of_job(&job_id, &[]).await?;
+        let mut m = self.mem();
+        if let Some(job) = m.jobs.get_mut(&key) {
+            for r in records {
+                if let Some(t) = job.tasks.get_mut(r.instance as usize) {
+                    t.rt = r.runtime;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Recounts the job's tasks, derives its state and writes the runtime if
+    /// anything changed. Terminal job states come only from the lifecycle
+    /// (mark-job) or from a kill that completed.
+    pub(crate) async fn sync_job(&self, key: u64) -> Result<(), JobError> {
+        let now = self.now();
+        let (id, old, new) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let counts = job.counts();
+            let mut rt = job.runtime.clone();
+            let n = job.instance_count();
+            let live = job
+                .tasks
+                .iter()
+                .any(|t| !t.rt.state.is_terminal() && t.rt.state != TaskState::Initialized);
+            let state = if job.marked {
+                rt.state
+            } else if rt.goal != JobGoal::Run {
+                if live {
+                    JobState::Killing
+                } else {
+                    JobState::Killed
+                }
+            } else {
+                match JobState::derive(&counts, n, 0) {
+                    s if s.is_terminal() => JobState::Running,
+                    s => s,
+                }
+            };
+            rt.state = state;
+            rt.task_counts = counts;
+            if state.is_terminal() && rt.completed_at_ms.is_none() {
+                rt.completed_at_ms = Some(now);
+            }
+            if rt.state == job.runtime.state
+                && rt.task_counts == job.runtime.task_counts
+                && rt.config_version == job.runtime.config_version
+            {
+                return Ok(());
+            }
+            rt.updated_at_ms = now;
+            (job.id.clone(), job.runtime.clone(), rt)
+        };
+        self.put_job_runtime(key, &id, old.version, new).await
+    }
+
+    pub(crate) async fn put_job_runtime(
+        &self,
+        key: u64,
+        id: &str,
+        expected: u64,
+        rt: paceline_model::job::JobRuntime,
+    ) -> Result<(), JobError> {
+        let stored = self.store.cas_job_runtime(id, expected, &rt).await?;
+        if let Some(job) = self.mem().jobs.get_mut(&key) {
+            job.runtime = stored;
+        }
+        Ok(())
+    }
+
+    // ---- resource manager --------------------------------------------------
+
+    /// Hands runs (tasks in INITIALIZED) to the resource manager as gangs and
+    /// writes them PENDING. Consecutive instances with the same resources
+    /// form gangs of `sla.min_running_instances`.
+    pub(crate) async fn submit(&self, key: u64, instances: &[u32]) -> Result<(), JobError> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let writes = {
+            // Lock order everywhere: resource manager, then the mirror (a
+            // placement engine may call `placement_need` holding the former).
+            let mut rm = self.rm();
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let queued = self.queue_gangs(&mut rm, job, instances)?;
+            queued
+                .into_iter()
+                .map(|i| {
+                    let mut rt = job.tasks[i as usize].rt.clone();
+                    rt.state = TaskState::Pending;
+                    rt.config_version = rt.desired_config_version;
+                    Write::new(i, rt, "SUBMITTED")
+                })
+                .collect()
+        };
+        self.write_tasks(key, writes).await
+    }
+
+    /// The in-memory half of [`JobManager::submit`]: queues the gangs in
+    /// the resource manager and remembers each task's gang. Returns the
+    /// instances queued, in order.
+    pub(crate) fn queue_gangs(
+        &self,
+        rm: &mut paceline_resmgr::ResourceManager,
+        job: &mut crate::state::JobEntry,
+        instances: &[u32],
+    ) -> Result<Vec<u32>, JobError> {
+        let now = self.now();
+        let cfg = job.config().clone();
+        let gang_size = cfg.sla.min_running_instances.unwrap_or(1).max(1) as usize;
+        let mut sorted: Vec<u32> = instances.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let res_of = |job: &crate::state::JobEntry, i: u32| {
+            job.config_at(job.tasks[i as usize].rt.desired_config_version)
+                .task_spec(i)
+                .resources
+        };
+        // Runs of consecutive instances with equal resources, cut into gang-sized chunks.
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        for i in sorted {
+            let extend = groups.last().is_some_and(|g: &Vec<u32>| {
+                let last = g[g.len() - 1];
+                last.wrapping_add(1) == i
+                    && g.len() < gang_size
+                    && res_of(job, last) == res_of(job, i)
+            });
+            match groups.last_mut() {
+                Some(g) if extend => g.push(i),
+                _ => groups.push(vec![i]),
+            }
+        }
+        // `rm` is locked by the caller (before the mirror).
+        let mut queued = Vec::new();
+        for g in groups {
+            let first = g[0];
+            let spec = GangSpec {
+                job: job.key,
+                first_instance: first,
+                kind: views::kind(cfg.kind),
+                priority: cfg.sla.priority,
+                // Stateful work is never preempted: its volume ties it to a host.
+                preemptible: (cfg.sla.preemptible || cfg.sla.revocable)
+                    && cfg.kind != JobKind::Stateful,
+                revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
+                kill_on_preempt: false,
+                tasks: g.len() as u32,
+                per_task: res_of(job, first),
+            };
+            let gang = rm
+                .submit(&cfg.pool, spec, now)
+                .map_err(|e| JobError::Resmgr(e.to_string()))?;
+            for i in g {
+                job.tasks[i as usize].gang = Some(gang);
+                queued.push(i);
+            }
+        }
+        Ok(queued)
+    }
+
+    /// Tells the resource manager how a run ended (or that it runs), walking
+    /// its table: LAUNCHING reaches SUCCEEDED through RUNNING, a kill we did
+    /// not ask it for goes through KILLING.
+    pub(crate) fn rm_report(&self, rm_task: Option<paceline_resmgr::TaskId>, state: TaskState) {
+        let Some(id) = rm_task else { return };
+        let now = self.now();
+        let mut rm = self.rm();
+        let Some(info) = rm.task(id) else { return };
+        let steps: Vec<RmEvent> = match (info.state, state) {
+            (RmState::Placed, TaskState::Launching | TaskState::Launched) => {
+                vec![RmEvent::StartLaunch]
+            }
+            (RmState::Placed, TaskState::Running | TaskState::Starting) => {
+                vec![RmEvent::StartLaunch, RmEvent::Running]
+            }
+            (RmState::Launching, TaskState::Running | TaskState::Starting) => {
+                vec![RmEvent::Running]
+            }
+            (RmState::Launching, TaskState::Succeeded) => {
+                vec![RmEvent::Running, RmEvent::Succeeded]
+            }
+            (
+                RmState::Killing | RmState::Preempting,
+                TaskState::Killed | TaskState::Failed | TaskState::Succeeded,
+            ) => vec![RmEvent::KillConfirmed],
+            (_, TaskState::Succeeded) => vec![RmEvent::Succeeded],
+            (_, TaskState::Failed) => vec![RmEvent::Failed],
+            (_, TaskState::Lost) => vec![RmEvent::Lost],
+            (_, TaskState::Killed) => {
+                if rm.kill(id, now).is_err() {
+                    return;
+                }
+                vec![RmEvent::KillConfirmed]
+            }
+            _ => vec![],
+        };
+        for e in steps {
+            if let Err(err) = rm.task_event(id, e, now) {
+                tracing::debug!(task = id.0, event = ?e, error = %err, "resource manager refused a task event");
+                break;
+            }
+        }
+    }
+
+    /// Gives a run that never reached a host back to the resource manager.
+    fn rm_release(&self, rm: &mut paceline_resmgr::ResourceManager, t: &TaskEntry) {
+        let now = self.now();
+        if let Some(id) = t.rm_task {
+            if rm.kill(id, now).is_ok() {
+                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+            }
+        } else if let Some(gang) = t.gang {
+            // Cancels the whole queued gang: only done when the gang is one
+            // task or every member is being released.
+            rm.cancel(gang);
+        }
+    }
+
+    // ---- the goal-state step -----------------------------------------------------
+
+    /// Applies the goal-state table to the given instances.
+    pub(crate) async fn step(&self, key: u64, instances: &[u32]) -> Result<(), JobError> {
+        let mut submit = Vec::new();
+        let mut release = Vec::new();
+        let mut kill = Vec::new();
+        {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            for &i in instances {
+                let Some(t) = job.tasks.get(i as usize) else {
+                    continue;
+                };
+                match table::action(t.rt.state, t.rt.goal) {
+                    GoalAction::Submit => submit.push(i),
+                    GoalAction::Release => release.push(i),
+                    GoalAction::KillRun | GoalAction::ResendKill => kill.push(i),
+                    GoalAction::Launch | GoalAction::Wait | GoalAction::Done => {}
+                }
+            }
+        }
+        self.submit(key, &submit).await?;
+        if !release.is_empty() {
+            let writes = {
+                let mut rm = self.rm();
+                let m = self.mem();
+                let Some(job) = m.jobs.get(&key) else {
+                    return Ok(());
+                };
+                let mut writes = Vec::new();
+                for i in release {
+                    let t = &job.tasks[i as usize];
+                    // A queued gang shared with members that still want to run
+                    // stays queued; this member is released when placed.
+                    let shared = t.gang.is_some_and(|g| {
+                        job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run())
+                    });
+                    if !shared {
+                        self.rm_release(&mut rm, t);
+                    }
+                    let mut rt = t.rt.clone();
+                    rt.state = TaskState::Killed;
+                    rt.completed_at_ms = Some(self.now());
+                    writes.push(Write::new(i, rt, "KILLED_BEFORE_LAUNCH"));
+                }
+                writes
+            };
+            self.write_tasks(key, writes).await?;
+        }
+        self.kill_runs(key, &kill, None).await
+    }
+
+    /// Writes the runs KILLING and asks their hosts to stop them.
+    pub(crate) async fn kill_runs(
+        &self,
+        key: u64,
+        instances: &[u32],
+        reason: Option<&str>,
+    ) -> Result<(), JobError> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let (writes, calls) = {
+            let mut m = self.mem();
+            let retry = self.config.kill_retry_ms;
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let mut writes = Vec::new();
+            let mut calls = Vec::new();
+            let mut deadlines = Vec::new();
+            for &i in instances {
+                let t = &job.tasks[i as usize];
+                let Some(host) = t.rt.host.clone() else {
+                    continue;
+                };
+                let grace = job
+                    .config_at(t.rt.config_version)
+                    .task_spec(i)
+                    .kill_grace_period_secs;
+                calls.push((host, TaskId::new(job.id.clone(), i).run_id(t.rt.run), grace));
+                deadlines.push(Deadline {
+                    at_ms: now + retry,
+                    job_key: key,
+                    instance: i,
+                    run: t.rt.run,
+                    kind: DeadlineKind::KillRetry,
+                });
+                if t.rt.state != TaskState::Killing {
+                    let mut rt = t.rt.clone();
+                    rt.state = TaskState::Killing;
+                    writes.push(Write::new(i, rt, reason.unwrap_or("KILL_REQUESTED")));
+                }
+            }
+            for d in deadlines {
+                m.deadlines.push(d);
+            }
+            (writes, calls)
+        };
+        self.write_tasks(key, writes).await?;
+        for (host, run_id, grace) in calls {
+            if let Err(e) = self.launcher.kill(&host, &run_id, Some(grace)).await {
+                tracing::warn!(%host, %run_id, error = %e, "kill failed; will retry");
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a new run of each instance whose run ended (or was never
+    /// started), at its desired config version, and submits it.
+    pub(crate) async fn start_runs(
+        &self,
+        key: u64,
+        instances: &[u32],
+        reason: &str,
+    ) -> Result<(), JobError> {
+        let now = self.now();
+        let writes = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let sticky = matches!(job.kind(), JobKind::Stateful | JobKind::Daemon);
+            let mut writes = Vec::new();
+            for &i in instances {
+                let Some(t) = job.tasks.get(i as usize) else {
+                    continue;
+                };
+                if !t.rt.state.is_terminal() {
+                    continue;
+                }
+                let mut rt = t.rt.next_run(now);
+                rt.goal = TaskGoal::Run;
+                if sticky {
+                    // The instance's host is kept as its preferred host (its
+                    // volume lives there; a daemon instance is bound to it).
+                    rt.host = t.rt.host.clone();
+                }
+                if job.kind() == JobKind::Daemon
+                    && let Some(h) = job.daemon_hosts.get(i as usize)
+                    && !h.is_empty()
+                {
+                    rt.host = Some(h.clone());
+                }
+                writes.push(Write::new(i, rt, reason));
+            }
+            writes
+        };
+        let started: Vec<u32> = writes.iter().map(|w| w.instance).collect();
+        self.write_tasks(key, writes).await?;
+        self.submit(key, &started).await
+    }
+
+    // ---- the lifecycle slot ---------------------------------------------------
+
+    /// Asks the job's lifecycle slot about `event` and carries out the
+    /// answer, following up (at most a few rounds) when carrying it out
+    /// changed what the plugin would see in a way it must react to.
+    pub(crate) async fn drive(&self, key: u64, event: sdk::Event) -> Result<(), JobError> {
+        let mut event = Some(event);
+        for _ in 0..MAX_ROUNDS {
+            let Some(e) = event.take() else { break };
+            let actions = self.ask(key, e).await?;
+            event = self.execute(key, actions).await?;
+        }
+        self.sync_job(key).await
+    }
+
+    async fn ask(&self, key: u64, event: sdk::Event) -> Result<Vec<sdk::Action>, JobError> {
+        let now = self.now();
+        let (slot, job, tasks) = {
+            let m = self.mem();
+            let Some(j) = m.jobs.get(&key) else {
+                return Ok(vec![]);
+            };
+            let kind = j.kind();
+            let slot = j
+                .config()
+                .plugin_overrides
+                .get(&format!("lifecycle/{}", kind.as_str()))
+                .filter(|s| s.starts_with("lifecycle/"))
+                .cloned()
+                .unwrap_or_else(|| format!("lifecycle/{}", kind.as_str()));
+            (
+                slot,
+                views::job_view(j, &m.draining),
+                views::task_views(j, now),
+            )
+        };
+        let registry = self.registry.clone();
+        let answer =
+            tokio::task::spawn_blocking(move || registry.on_event(&slot, &job, &tasks, &event))
+                .await
+                .map_err(|e| JobError::Plugin(e.to_string()))?
+                .map_err(|e| JobError::Plugin(e.to_string()))?;
+        Ok(answer.value)
+    }
+
+    /// Carries out lifecycle actions. Returns a follow-up event when the
+    /// update moved without any run changing (so the plugin must be asked again).
+    async fn execute(
+        &self,
+        key: u64,
+        actions: Vec<sdk::Action>,
+    ) -> Result<Option<sdk::Event>, JobError> {
+        let mut follow = None;
+        let mut launch = Vec::new();
+        let mut kill = Vec::new();
+        for a in actions {
+            match a {
+                sdk::Action::Launch(i) => launch.push(i),
+                sdk::Action::Kill(i) => kill.push(i),
+                sdk::Action::RestartAfter(r) => {
+                    let mut m = self.mem();
+                    let now = self.now();
+                    let Some(job) = m.jobs.get(&key) else {
+                        continue;
+                    };
+                    let Some(t) = job.tasks.get(r.instance as usize) else {
+                        continue;
+                    };
+                    let floor = u64::from(
+                        job.config_at(t.rt.config_version)
+                            .task_spec(r.instance)
+                            .restart_policy
+                            .backoff_secs,
+                    ) * 1000;
+                    let d = Deadline {
+                        at_ms: now + r.delay_ms.max(floor),
+                        job_key: key,
+                        instance: r.instance,
+                        run: t.rt.run,
+                        kind: DeadlineKind::Restart,
+                    };
+                    m.deadlines.push(d);
+                }
+                sdk::Action::MarkJob(s) => {
+                    self.mark_job(key, views::from_plugin_job_state(s)).await?
+                }
+                sdk::Action::UpdateBatch(batch) => {
+                    if self.update_batch(key, &batch).await? {
+                        follow = Some(sdk::Event::UpdateChanged);
+                    }
+                }
+                sdk::Action::UpdateFinished(rollback) => {
+                    if self.finish_update(key, rollback).await? {
+                        follow = Some(sdk::Event::UpdateChanged);
+                    }
+                }
+            }
+        }
+        self.launch_instances(key, &launch).await?;
+        self.kill_instances(key, &kill).await?;
+        Ok(follow)
+    }
+
+    /// The `launch` action: create missing instances, start a new run of
+    /// those whose run ended, submit those never started.
+    pub(crate) async fn launch_instances(
+        &self,
+        key: u64,
+        instances: &[u32],
+    ) -> Result<(), JobError> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        self.ensure_instances(key, instances.iter().copied().max().unwrap_or(0) + 1)
+            .await?;
+        let (terminal, fresh, goal_writes) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let (mut terminal, mut fresh, mut goal_writes) = (vec![], vec![], vec![]);
+            for &i in instances {
+                let t = &job.tasks[i as usize];
+                if t.rt.state.is_terminal() {
+                    terminal.push(i);
+                } else if t.rt.state == TaskState::Initialized {
+                    fresh.push(i);
+                    if t.rt.goal != TaskGoal::Run {
+                        let mut rt = t.rt.clone();
+                        rt.goal = TaskGoal::Run;
+                        goal_writes.push(Write::new(i, rt, ""));
+                    }
+                }
+            }
+            (terminal, fresh, goal_writes)
+        };
+        self.write_tasks(key, goal_writes).await?;
+        self.start_runs(key, &terminal, "LAUNCH").await?;
+        self.submit(key, &fresh).await
+    }
+
+    /// Creates task rows up to `count` instances (INITIALIZED, desired version).
+    pub(crate) async fn ensure_instances(&self, key: u64, count: u32) -> Result<(), JobError> {
+        let now = self.now();
+        let (id, new) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let have = job.tasks.len() as u32;
+            if count <= have {
+                return Ok(());
+            }
+            let v = job.runtime.desired_config_version;
+            let new: Vec<(u32, TaskRuntime)> = (have..count)
+                .map(|i| {
+                    let mut rt = TaskRuntime::initial(v, now);
+                    if job.kind() == JobKind::Daemon {
+                        rt.host = job
+                            .daemon_hosts
+                            .get(i as usize)
+                            .filter(|h| !h.is_empty())
+                            .cloned();
+                    }
+                    (i, rt)
+                })
+                .collect();
+            (job.id.clone(), new)
+        };
+        self.store.create_tasks(&id, &new).await?;
+        let mut m = self.mem();
+        if let Some(job) = m.jobs.get_mut(&key) {
+            for (_, mut rt) in new {
+                rt.version = 1;
+                job.tasks.push(TaskEntry::new(rt));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `kill` action: the instance stops (removed when at or above the
+    /// count). A run past the job's max run time keeps its goal: it ends
+    /// FAILED (reason MAX_RUN_TIME) and the lifecycle decides about a retry.
+    pub(crate) async fn kill_instances(&self, key: u64, instances: &[u32]) -> Result<(), JobError> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let (writes, overrun) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let n = job.instance_count();
+            let max_ms = job.config().sla.max_run_time_secs.map(|s| s * 1000);
+            let mut writes = Vec::new();
+            let mut overrun = Vec::new();
+            for &i in instances {
+                let Some(t) = job.tasks.get(i as usize) else {
+                    continue;
+                };
+                let over = t.rt.state == TaskState::Running
+                    && max_ms.is_some_and(|max| {
+                        t.rt.started_at_ms
+                            .is_some_and(|s| now.saturating_sub(s) >= max)
+                    });
+                if over && t.wants_run() {
+                    overrun.push(i);
+                    continue;
+                }
+                let goal = if i >= n {
+                    TaskGoal::Delete
+                } else {
+                    TaskGoal::Kill
+                };
+                if t.rt.goal != goal {
+                    let mut rt = t.rt.clone();
+                    rt.goal = goal;
+                    writes.push(Write::new(i, rt, ""));
+                }
+            }
+            (writes, overrun)
+        };
+        self.write_tasks(key, writes).await?;
+        self.kill_runs(key, &overrun, Some(MAX_RUN_TIME)).await?;
+        let rest: Vec<u32> = instances
+            .iter()
+            .copied()
+            .filter(|i| !overrun.contains(i))
+            .collect();
+        self.step(key, &rest).await
+    }
+
+    async fn mark_job(&self, key: u64, state: JobState) -> Result<(), JobError> {
+        let (id, old, rt, live) = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            if job.runtime.state.is_terminal() {
+                return Ok(());
+            }
+            job.marked = state.is_terminal();
+            let mut rt = job.runtime.clone();
+            rt.state = state;
+            rt.message = format!("marked {state} by the lifecycle");
+            if state.is_terminal() {
+                rt.completed_at_ms = Some(self.now());
+            }
+            let live: Vec<u32> = (0..job.tasks.len() as u32)
+                .filter(|&i| !job.tasks[i as usize].rt.state.is_terminal())
+                .collect();
+            (job.id.clone(), job.runtime.version, rt, live)
+        };
+        self.put_job_runtime(key, &id, old, rt).await?;
+        if state == JobState::Failed || state == JobState::Killed {
+            // What still runs of a failed job is stopped.
+            let writes = {
+                let m = self.mem();
+                let Some(job) = m.jobs.get(&key) else {
+                    return Ok(());
+                };
+                live.iter()
+                    .map(|&i| {
+                        let mut rt = job.tasks[i as usize].rt.clone();
+                        rt.goal = TaskGoal::Kill;
+                        Write::new(i, rt, "")
+                    })
+                    .collect()
+            };
+            self.write_tasks(key, writes).await?;
+            self.step(key, &live).await?;
+        }
+        Ok(())
+    }
+
+    // ---- joints -----------------------------------------------------------------
+
+    /// What placement needs for instance `instance` of the job with key
+    /// `job_key`; `None` if the job or instance is unknown or the task is
+    /// not waiting for placement (the placement engine then gives the task
+    /// back to the resource manager).
+    pub fn placement_need(&self, job_key: u64, instance: u32) -> Option<PlacementNeed> {
+        let m = self.mem();
+        let job = m.jobs.get(&job_key)?;
+        let t = job.tasks.get(instance as usize)?;
+        if !matches!(
+            t.rt.state,
+            TaskState::Pending | TaskState::Ready | TaskState::Placing
+        ) || !t.wants_run()
+        {
+            return None;
+        }
+        let cfg = job.config_at(t.rt.desired_config_version);
+        let kind = cfg.kind;
+        let slot_default = format!("placement/{}", kind.as_str());
+        let placement_slot = cfg
+            .plugin_overrides
+            .get(&slot_default)
+            .map(|name| {
+                if name.starts_with("placement/") {
+                    name.clone()
+                } else {
+                    format!("placement/{name}")
+                }
+            })
+            .unwrap_or(slot_default);
+        let preferred_host = match kind {
+            JobKind::Stateful | JobKind::Daemon => {
+                t.rt.host
+                    .clone()
+                    .filter(|h| kind == JobKind::Daemon || !m.draining.contains(h))
+            }
+            _ => None,
+        };
+        Some(PlacementNeed {
+            job_id: job.id.clone(),
+            kind,
+            spec: Arc::new(cfg.task_spec(instance).clone()),
+            preferred_host,
+            host_required: kind == JobKind::Daemon,
+            placement_slot,
+            run_id: TaskId::new(job.id.clone(), instance).run_id(t.rt.run),
+        })
+    }
+
+    /// Runs the host side should hold: every run between LAUNCHING and its
+    /// end, as (host, run id, resources). The host manager reconciles its
+    /// hosts against this after a restart (reporting LOST what is missing,
+    /// killing what is not expected).
+    pub fn expected_runs(&self) -> Vec<(String, String, paceline_model::Resources)> {
+        let m = self.mem();
+        let mut out = Vec::new();
+        for job in m.jobs.values() {
+            for (i, t) in job.tasks.iter().enumerate() {
+                if t.rt.state.is_on_host()
+                    && let Some(h) = &t.rt.host
+                {
+                    let res = job
+                        .config_at(t.rt.config_version)
+                        .task_spec(i as u32)
+                        .resources;
+                    out.push((
+                        h.clone(),
+                        TaskId::new(job.id.clone(), i as u32).run_id(t.rt.run),
+                        res,
+                    ));
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+
+    /// Placement chose hosts for tasks under offer lease `lease_id`. For each
+    /// task still waiting: write LAUNCHING with its host (events PLACED,
+    /// LAUNCHING), launch the runs per host, then write LAUNCHED and report
+    /// PLACED and STARTLAUNCH to the resource manager (the placement engine
+    /// must not report `Placed` itself). A failed launch gives the task back
+    /// to the resource manager (`placement_failed`: READY after a backoff)
+    /// under a new run id. Placements for tasks no longer waiting (killed,
+    /// already placed) release the resource manager's task.
+    pub async fn on_placed(&self, lease_id: &str, placements: Vec<Placement>) {
+        let _op = self.ops.lock().await;
+        // Group valid placements per (job, host).
+        let mut groups: BTreeMap<(u64, String), Vec<(u32, paceline_resmgr::TaskId)>> =
+            BTreeMap::new();
+        {
+            let mut rm = self.rm();
+            let m = self.mem();
+            for p in placements {
+                let ok = m
+                    .jobs
+                    .get(&p.job_key)
+                    .and_then(|j| j.tasks.get(p.instance as usize))
+                    .is_some_and(|t| {
+                        matches!(
+                            t.rt.state,
+                            TaskState::Pending | TaskState::Ready | TaskState::Placing
+                        ) && t.wants_run()
+                    });
+                if ok {
+                    groups
+                        .entry((p.job_key, p.host))
+                        .or_default()
+                        .push((p.instance, p.resmgr_task));
+                } else {
+                    tracing::info!(
+                        job = p.job_key,
+                        instance = p.instance,
+                        "placement for a task no longer waiting; released"
+                    );
+                    let now = self.now();
+                    if rm.kill(p.resmgr_task, now).is_ok() {
+                        let _ = rm.task_event(p.resmgr_task, RmEvent::KillConfirmed, now);
+                    }
+                }
+            }
+        }
+        for ((key, host), tasks) in groups {
+            if let Err(e) = self.launch_on(lease_id, key, &host, tasks).await {
+                tracing::error!(job = key, %host, error = %e, "launch failed");
+            }
+        }
+    }
+
+    async fn launch_on(
+        &self,
+        lease: &str,
+        key: u64,
+        host: &str,
+        tasks: Vec<(u32, paceline_resmgr::TaskId)>,
+    ) -> Result<(), JobError> {
+        let now = self.now();
+        let (writes, runs) = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let mut writes = Vec::new();
+            let mut runs = Vec::new();
+            for &(i, rm_task) in &tasks {
+                let t = &mut job.tasks[i as usize];
+                t.rm_task = Some(rm_task);
+                t.gang = None;
+                let mut rt = t.rt.clone();
+                rt.state = TaskState::Launching;
+                rt.host = Some(host.to_string());
+                rt.config_version = rt.desired_config_version;
+                let cfg = job
+                    .configs
+                    .get(&rt.config_version)
+                    .cloned()
+                    .unwrap_or_else(|| job.config().clone());
+                let task_id = TaskId::new(job.id.clone(), i);
+                let mut env = BTreeMap::new();
+                env.insert("PACELINE_JOB_ID".to_string(), job.id.clone());
+                env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
+                env.insert("PACELINE_RUN_ID".to_string(), task_id.run_id(rt.run));
+                runs.push(LaunchRequest {
+                    run_id: task_id.run_id(rt.run),
+                    task_id: task_id.to_string(),
+                    spec: cfg.task_spec(i).clone(),
+                    env,
+                });
+                writes.push(Write::new(i, rt, "PLACED"));
+            }
+            (writes, runs)
+        };
+        // The PLACED event first, then LAUNCHING: one write each would double
+        // the fsyncs; the event log still shows both steps.
+        let (job_id, placed_events) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let ev: Vec<(u32, TaskEvent)> = writes
+                .iter()
+                .map(|w| {
+                    let old = &job.tasks[w.instance as usize].rt;
+                    (
+                        w.instance,
+                        TaskEvent {
+                            run: old.run,
+                            from: Some(old.state),
+                            to: TaskState::Placed,
+                            at_ms: now,
+                            host: Some(host.to_string()),
+                            reason: "PLACED".into(),
+                            message: format!("lease {lease}"),
+                        },
+                    )
+                })
+                .collect();
+            (job.id.clone(), ev)
+        };
+        self.append_events(&job_id, placed_events).await?;
+        let writes: Vec<Write> = writes
+            .into_iter()
+            .map(|mut w| {
+                w.reason = "LAUNCHING".into();
+                w
+            })
+            .collect();
+        self.write_tasks(key, writes).await?;
+        {
+            // Report PLACED now so the resource manager's PLACING timeout does not fire during the launch.
+            let mut rm = self.rm();
+            for &(_, id) in &tasks {
+                if rm.task(id).is_some_and(|t| t.state == RmState::Placing) {
+                    let _ = rm.task_event(id, RmEvent::Placed, now);
+                }
+            }
+        }
+        match self.launcher.launch(lease, host, runs).await {
+            Ok(()) => {
+                let writes = {
+                    let mut rm = self.rm();
+                    let m = self.mem();
+                    let Some(job) = m.jobs.get(&key) else {
+                        return Ok(());
+                    };
+                    let mut writes = Vec::new();
+                    for &(i, id) in &tasks {
+                        let t = &job.tasks[i as usize];
+                        if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
+                            let _ = rm.task_event(id, RmEvent::StartLaunch, now);
+                        }
+                        // A run update may already have moved it further.
+                        if t.rt.state == TaskState::Launching {
+                            let mut rt = t.rt.clone();
+                            rt.state = TaskState::Launched;
+                            writes.push(Write::new(i, rt, "LAUNCHED"));
+                        }
+                    }
+                    writes
+                };
+                self.write_tasks(key, writes).await?;
+            }
+            Err(e) => {
+                tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
+                let writes = {
+                    let mut rm = self.rm();
+                    let m = self.mem();
+                    let Some(job) = m.jobs.get(&key) else {
+                        return Ok(());
+                    };
+                    let mut writes = Vec::new();
+                    for &(i, id) in &tasks {
+                        // Placed → back to READY: kill and requeue as a new gang below.
+                        if rm.kill(id, now).is_ok() {
+                            let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                        }
+                        let t = &job.tasks[i as usize];
+                        let mut rt = t.rt.next_run(now);
+                        if matches!(job.kind(), JobKind::Stateful | JobKind::Daemon) {
+                            rt.host =
+                                t.rt.host
+                                    .clone()
+                                    .filter(|h| h != host || job.kind() == JobKind::Daemon);
+                        }
+                        rt.message = format!("launch on {host} failed: {e}");
+                        writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
+                    }
+                    writes
+                };
+                let instances: Vec<u32> = writes.iter().map(|w| w.instance).collect();
+                self.write_tasks(key, writes).await?;
+                self.submit(key, &instances).await?;
+            }
+        }
+        self.sync_job(key).await
+    }
+
+    /// A host reported a change of a run. `Ok` means it is durably handled
+    /// (or was a duplicate / of a stale run) and may be acknowledged.
+    pub async fn on_run_update(&self, update: &RunUpdate) -> Result<(), JobError> {
+        let _op = self.ops.lock().await;
+        let now = self.now();
+        let Some((job_id, instance, run)) = parse_run_id(&update.run_id) else {
+            tracing::warn!(run = %update.run_id, "run update with a malformed run id; dropped");
+            return Ok(());
+        };
+        let (key, write, changed, health_changed) = {
+            let mut m = self.mem();
+            let Some(key) = m.key_of(job_id) else {
+                return Ok(());
+            };
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let Some(t) = job.tasks.get_mut(instance as usize) else {
+                return Ok(());
+            };
+            if t.rt.run != run || update.seq <= t.last_seq && t.last_seq > 0 {
+                return Ok(()); // stale run or duplicate
+            }
+            t.last_seq = update.seq;
+            let mut to = update.state.task_state();
+            if update.state == RunState::Killed && t.rt.reason == MAX_RUN_TIME {
+                to = TaskState::Failed;
+            }
+            let from = t.rt.state;
+            if from.is_terminal() || host_rank(to) < host_rank(from) {
+                return Ok(());
+            }
+            let health_changed = update.healthy != t.healthy;
+            t.healthy = update.healthy;
+            if update.exit_code.is_some() {
+                t.exit_code = update.exit_code;
+            }
+            if to == from && !health_changed {
+                return Ok(());
+            }
+            let mut rt = t.rt.clone();
+            rt.state = to;
+            if rt.host.is_none() || to != from {
+                rt.host = Some(update.host.clone());
+            }
+            if !update.ports.is_empty() {
+                rt.ports = update.ports.clone();
+            }
+            if to == TaskState::Running && rt.started_at_ms.is_none() {
+                // The job manager's clock, not the host's: max run time and
+                // running-for are measured on one clock.
+                rt.started_at_ms = Some(now);
+            }
+            if to.is_terminal() {
+                rt.completed_at_ms = Some(now);
+                match to {
+                    TaskState::Failed | TaskState::Lost => rt.failure_count += 1,
+                    TaskState::Succeeded => rt.failure_count = 0,
+                    _ => {}
+                }
+            }
+            let reason = if to == TaskState::Failed && t.rt.reason == MAX_RUN_TIME {
+                MAX_RUN_TIME.to_string()
+            } else if to == from {
+                match update.healthy {
+                    Some(true) => "HEALTHY".to_string(),
+                    Some(false) => "UNHEALTHY".to_string(),
+                    None => update.reason.clone(),
+                }
+            } else {
+                update.reason.clone()
+            };
+            let w = Write {
+                instance,
+                rt,
+                reason,
+                message: update.message.clone(),
+            };
+            (key, w, to != from, health_changed)
+        };
+        let to = write.rt.state;
+        self.write_tasks(key, vec![write]).await?;
+        let (rm_task, goal, max_run) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let t = &job.tasks[instance as usize];
+            (t.rm_task, t.rt.goal, job.config().sla.max_run_time_secs)
+        };
+        if changed {
+            self.rm_report(rm_task, to);
+        }
+        if changed
+            && to == TaskState::Running
+            && let Some(secs) = max_run
+        {
+            self.mem().deadlines.push(Deadline {
+                at_ms: now + secs * 1000,
+                job_key: key,
+                instance,
+                run,
+                kind: DeadlineKind::MaxRunTime,
+            });
+        }
+        let progressed = self.note_update_progress(key, instance).await?;
+        // A run killed while its goal is still to run was an engine restart
+        // (update, drain, restart, preemption): start the next run at once.
+        if to == TaskState::Killed && goal == TaskGoal::Run {
+            let preempted = self
+                .mem()
+                .jobs
+                .get(&key)
+                .is_some_and(|j| j.tasks[instance as usize].preempted);
+            if preempted {
+                self.requeued_run(key, instance).await?;
+            } else {
+                self.start_runs(key, &[instance], "RESTART").await?;
+            }
+            self.drive(key, sdk::Event::UpdateChanged).await?;
+        } else if changed || health_changed || progressed {
+            let ev = sdk::Event::TaskChanged(sdk::TaskChange {
+                instance,
+                state: views::task_state(to),
+            });
+            self.drive(key, ev).await?;
+        }
+        self.drain_pass(key).await?;
+        self.sync_job(key).await
+    }
+
+    /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries.
+    pub async fn tick(&self, now_ms: u64) -> Result<(), JobError> {
+        let _op = self.ops.lock().await;
+        let due = self.mem().deadlines.due(now_ms);
+        for d in due {
+            let current = {
+                let m = self.mem();
+                m.jobs
+                    .get(&d.job_key)
+                    .and_then(|j| j.tasks.get(d.instance as usize))
+                    .map(|t| (t.rt.run, t.rt.state, t.rt.goal))
+            };
+            let Some((run, state, goal)) = current else {
+                continue;
+            };
+            if run != d.run {
+                continue;
+            }
+            match d.kind {
+                DeadlineKind::Restart if state.is_terminal() && goal == TaskGoal::Run => {
+                    let done = self
+                        .mem()
+                        .jobs
+                        .get(&d.job_key)
+                        .is_some_and(|j| j.runtime.state.is_terminal());
+                    if !done {
+                        self.start_runs(d.job_key, &[d.instance], "RESTART_AFTER_BACKOFF")
+                            .await?;
+                        self.sync_job(d.job_key).await?;
+                    }
+                }
+                DeadlineKind::MaxRunTime if state == TaskState::Running => {
+                    self.drive(d.job_key, sdk::Event::Timer(d.instance)).await?;
+                }
+                DeadlineKind::KillRetry if state == TaskState::Killing => {
+                    self.kill_runs(d.job_key, &[d.instance], None).await?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Kill requests the resource manager handed out (`TickReport::kills`).
+    /// Preemption victims are killed and, once the kill is confirmed, start
+    /// a new run (the resource manager requeued the task itself). Requested
+    /// kills are the job manager's own and are already under way.
+    pub async fn on_resmgr_kills(
+        &self,
+        kills: Vec<paceline_resmgr::KillRequest>,
+    ) -> Result<(), JobError> {
+        let _op = self.ops.lock().await;
+        for k in kills {
+            if let paceline_resmgr::KillReason::Preempted(_) = k.reason {
+                let live = {
+                    let m = self.mem();
+                    m.jobs
+                        .get(&k.job)
+                        .and_then(|j| j.tasks.get(k.instance as usize))
+                        .is_some_and(|t| t.rt.state.is_on_host())
+                };
+                if live {
+                    if let Some(t) = self
+                        .mem()
+                        .jobs
+                        .get_mut(&k.job)
+                        .and_then(|j| j.tasks.get_mut(k.instance as usize))
+                    {
+                        t.preempted = true;
+                    }
+                    self.kill_runs(k.job, &[k.instance], Some("PREEMPTED"))
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next run of a preempted instance: the resource manager requeued
+    /// the task when the kill was confirmed, so the run is written PENDING
+    /// without a new gang.
+    async fn requeued_run(&self, key: u64, instance: u32) -> Result<(), JobError> {
+        let now = self.now();
+        let write = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let sticky = matches!(job.kind(), JobKind::Stateful | JobKind::Daemon);
+            let t = &mut job.tasks[instance as usize];
+            t.preempted = false;
+            let mut rt = t.rt.next_run(now);
+            rt.state = TaskState::Pending;
+            rt.goal = TaskGoal::Run;
+            if sticky {
+                rt.host = t.rt.host.clone();
+            }
+            Write::new(instance, rt, "PREEMPTED_REQUEUED")
+        };
+        self.write_tasks(key, vec![write]).await
+    }
+
+    /// Updates per-instance progress of the update after a run change:
+    /// an in-flight instance whose run at the target version is RUNNING (and
+    /// healthy, when it has a health check) succeeded; one whose run at the
+    /// target failed, was lost or reported unhealthy failed. Returns whether
+    /// anything moved.
+    pub(crate) async fn note_update_progress(
+        &self,
+        key: u64,
+        instance: u32,
+    ) -> Result<bool, JobError> {
+        let now = self.now();
+        let (update_id, progress) = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(false);
+            };
+            let target = job.target_version();
+            let Some(t) = job.tasks.get(instance as usize) else {
+                return Ok(false);
+            };
+            let has_check = job
+                .configs
+                .get(&target)
+                .is_some_and(|c| c.task_spec(instance).health_check.is_some());
+            let (state, healthy, version) = (t.rt.state, t.healthy, t.rt.config_version);
+            let Some(u) = job.update.as_mut().filter(|u| u.is_active()) else {
+                return Ok(false);
+            };
+            let Some(p) = u.progress.get_mut(&instance) else {
+                return Ok(false);
+            };
+            if p.state != InstanceUpdateState::InProgress || version != target {
+                return Ok(false);
+            }
+            let next = if state == TaskState::Running && (!has_check || healthy == Some(true)) {
+                InstanceUpdateState::Succeeded
+            } else if matches!(state, TaskState::Failed | TaskState::Lost) || healthy == Some(false)
+            {
+                InstanceUpdateState::Failed
+            } else {
+                return Ok(false);
+            };
+            p.state = next;
+            p.updated_at_ms = now;
+            (u.update.id.clone(), p.clone())
+        };
+        self.store
+            .put_update_progress(&update_id, &[progress])
+            .await?;
+        Ok(true)
+    }
+}
+
+/// Splits `<job>-<instance>-<run>` (job ids may contain `-`).
+pub(crate) fn parse_run_id(run_id: &str) -> Option<(&str, u32, u64)> {
+    let mut parts = run_id.rsplitn(3, '-');
+    let run = parts.next()?.parse().ok()?;
+    let instance = parts.next()?.parse().ok()?;
+    let job = parts.next()?;
+    Some((job, instance, run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_parse_from_the_right() {
+        assert_eq!(parse_run_id("my-job-3-7"), Some(("my-job", 3, 7)));
+        assert_eq!(parse_run_id("x-1"), None);
+    }
+}

@@ -1,0 +1,184 @@
+//! Recovery after a restart: reload every live job from storage and drive
+//! each task toward its goal.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use paceline_model::job::{JobKind, UpdateState};
+use paceline_model::task::{TaskGoal, TaskState};
+use paceline_plugin_sdk::types as sdk;
+
+use super::JobManager;
+use super::engine::Write;
+use crate::error::JobError;
+use crate::state::{JobEntry, TaskEntry, UpdateEntry};
+use crate::views;
+
+impl JobManager {
+    /// Reloads every job that is not terminal and drives its tasks:
+    /// runs that had not reached a host (INITIALIZED … PLACED) are handed to
+    /// the resource manager again (its queues do not survive a restart);
+    /// runs on hosts are expected there ([`JobManager::expected_runs`]) and
+    /// wait for their hosts' updates; kills under way are sent again; runs
+    /// that ended while their goal is to run are shown to the lifecycle
+    /// again (restart timers do not survive); an update in progress resumes.
+    /// Returns the number of jobs recovered.
+    pub async fn recover(&self) -> Result<usize, JobError> {
+        let _op = self.ops.lock().await;
+        let live = self.store.live_jobs().await?;
+        let mut keys = Vec::new();
+        for summary in live {
+            let id = summary.id.clone();
+            let runtime = summary.runtime;
+            let mut configs = BTreeMap::new();
+            for v in [
+                runtime.config_version,
+                runtime.desired_config_version,
+                summary.latest_config_version,
+            ] {
+                if let std::collections::btree_map::Entry::Vacant(e) = configs.entry(v) {
+                    let (_, c) = self.store.get_job_config(&id, Some(v)).await?;
+                    e.insert(Arc::new(c));
+                }
+            }
+            let records = self.store.tasks_of_job(&id, &[]).await?;
+            for r in &records {
+                for v in [r.runtime.config_version, r.runtime.desired_config_version] {
+                    if let std::collections::btree_map::Entry::Vacant(e) = configs.entry(v) {
+                        let (_, c) = self.store.get_job_config(&id, Some(v)).await?;
+                        e.insert(Arc::new(c));
+                    }
+                }
+            }
+            let update = match &runtime.update_id {
+                Some(uid) => {
+                    let u = self.store.get_update(uid).await?;
+                    let progress = self.store.update_progress(uid).await?;
+                    Some(UpdateEntry {
+                        update: u,
+                        progress: progress.into_iter().map(|p| (p.instance, p)).collect(),
+                    })
+                }
+                None => None,
+            };
+            let kind = configs
+                .values()
+                .next_back()
+                .map(|c| c.kind)
+                .unwrap_or_default();
+            let tasks: Vec<TaskEntry> = records
+                .into_iter()
+                .map(|r| TaskEntry::new(r.runtime))
+                .collect();
+            let daemon_hosts = if kind == JobKind::Daemon {
+                tasks
+                    .iter()
+                    .map(|t| t.rt.host.clone().unwrap_or_default())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let mut m = self.mem();
+            let key = m.next_key;
+            m.next_key += 1;
+            m.keys.insert(id.clone(), key);
+            m.jobs.insert(
+                key,
+                JobEntry {
+                    id,
+                    key,
+                    configs,
+                    latest_version: summary.latest_config_version,
+                    runtime,
+                    tasks,
+                    update,
+                    daemon_hosts,
+                    marked: false,
+                },
+            );
+            keys.push(key);
+        }
+        for &key in &keys {
+            self.recover_job(key).await?;
+        }
+        Ok(keys.len())
+    }
+
+    async fn recover_job(&self, key: u64) -> Result<(), JobError> {
+        let (resubmit, rewrite, kill, ended) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let (mut resubmit, mut rewrite, mut kill, mut ended) = (vec![], vec![], vec![], vec![]);
+            for (i, t) in job.tasks.iter().enumerate() {
+                let i = i as u32;
+                match (t.rt.state, t.rt.goal) {
+                    (
+                        TaskState::Pending
+                        | TaskState::Ready
+                        | TaskState::Placing
+                        | TaskState::Placed,
+                        TaskGoal::Run | TaskGoal::Succeed,
+                    ) => {
+                        // The resource manager lost its queues: back to INITIALIZED, then submitted.
+                        let mut rt = t.rt.clone();
+                        rt.state = TaskState::Initialized;
+                        rewrite.push(Write::new(i, rt, "RECOVERED"));
+                        resubmit.push(i);
+                    }
+                    (TaskState::Initialized, TaskGoal::Run | TaskGoal::Succeed) => resubmit.push(i),
+                    (TaskState::Killing, _) => kill.push(i),
+                    (s, TaskGoal::Run) if s.is_terminal() => ended.push((i, s)),
+                    (s, TaskGoal::Kill | TaskGoal::Delete)
+                        if !s.is_terminal() && !s.is_on_host() =>
+                    {
+                        resubmit.push(i)
+                    }
+                    _ => {}
+                }
+            }
+            (resubmit, rewrite, kill, ended)
+        };
+        self.write_tasks(key, rewrite).await?;
+        // The goal-state table decides: submit what should run, release what should not.
+        self.step(key, &resubmit).await?;
+        self.kill_runs(key, &kill, None).await?;
+        for (i, s) in ended {
+            if s == TaskState::Killed {
+                // A restart the engine had under way.
+                self.start_runs(key, &[i], "RECOVERED_RESTART").await?;
+            } else {
+                self.drive(
+                    key,
+                    sdk::Event::TaskChanged(sdk::TaskChange {
+                        instance: i,
+                        state: views::task_state(s),
+                    }),
+                )
+                .await?;
+            }
+        }
+        let updating = self
+            .mem()
+            .jobs
+            .get(&key)
+            .and_then(|j| j.update.as_ref())
+            .is_some_and(|u| u.update.state != UpdateState::Paused && u.is_active());
+        if updating {
+            // In-flight instances whose new run already came up count now.
+            let in_flight: Vec<u32> = self
+                .mem()
+                .jobs
+                .get(&key)
+                .and_then(|j| j.update.as_ref())
+                .map(|u| u.of_state(paceline_model::job::InstanceUpdateState::InProgress))
+                .unwrap_or_default();
+            for i in in_flight {
+                self.note_update_progress(key, i).await?;
+            }
+            self.drive(key, sdk::Event::UpdateChanged).await?;
+        }
+        self.sync_job(key).await
+    }
+}

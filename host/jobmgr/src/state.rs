@@ -1,0 +1,157 @@
+//! The in-memory mirror of every live job: configs, runtime, task runtimes
+//! as last written, the update in progress, and what the engine tracks
+//! beside storage (resource-manager handles, last run-update sequence,
+//! health). Storage stays the truth: everything here is rebuilt by
+//! `JobManager::recover`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use paceline_model::Labels;
+use paceline_model::job::{
+    InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, Update, UpdateState,
+};
+use paceline_model::task::{TaskGoal, TaskRuntime, TaskState};
+use paceline_resmgr::GangId;
+
+use crate::deadline::DeadlineQueue;
+
+/// Everything the job manager holds in memory.
+#[derive(Debug, Default)]
+pub(crate) struct Mem {
+    pub jobs: HashMap<u64, JobEntry>,
+    pub keys: HashMap<String, u64>,
+    pub next_key: u64,
+    pub deadlines: DeadlineQueue,
+    /// The last host list the wiring reported: (name, attributes, accepts tasks).
+    pub hosts: Vec<(String, Labels, bool)>,
+    pub draining: BTreeSet<String>,
+}
+
+impl Mem {
+    pub fn key_of(&self, job_id: &str) -> Option<u64> {
+        self.keys.get(job_id).copied()
+    }
+}
+
+/// One job.
+#[derive(Debug)]
+pub(crate) struct JobEntry {
+    pub id: String,
+    pub key: u64,
+    /// Config versions tasks refer to (at least the desired one).
+    pub configs: BTreeMap<u64, Arc<JobConfig>>,
+    pub latest_version: u64,
+    pub runtime: JobRuntime,
+    /// Indexed by instance, dense.
+    pub tasks: Vec<TaskEntry>,
+    pub update: Option<UpdateEntry>,
+    /// Daemon jobs: instance → bound host, `""` when that host no longer matches.
+    pub daemon_hosts: Vec<String>,
+    /// The lifecycle plugin marked the job terminal (SUCCEEDED / FAILED).
+    pub marked: bool,
+}
+
+impl JobEntry {
+    /// The config instances should run.
+    pub fn config(&self) -> &Arc<JobConfig> {
+        self.configs
+            .get(&self.runtime.desired_config_version)
+            .or_else(|| self.configs.values().next_back())
+            .expect("a job entry always holds its desired config")
+    }
+
+    pub fn config_at(&self, version: u64) -> &Arc<JobConfig> {
+        self.configs.get(&version).unwrap_or_else(|| self.config())
+    }
+
+    pub fn kind(&self) -> JobKind {
+        self.config().kind
+    }
+
+    /// Desired instance count (daemon: one per bound host slot).
+    pub fn instance_count(&self) -> u32 {
+        if self.kind() == JobKind::Daemon {
+            self.daemon_hosts.len() as u32
+        } else {
+            self.config().instance_count
+        }
+    }
+
+    /// Task counts per state over the instances below the count.
+    pub fn counts(&self) -> BTreeMap<TaskState, u32> {
+        let mut m = BTreeMap::new();
+        let n = self.instance_count() as usize;
+        for t in self.tasks.iter().take(n) {
+            *m.entry(t.rt.state).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// The version an update moves instances to (the desired one).
+    pub fn target_version(&self) -> u64 {
+        self.runtime.desired_config_version
+    }
+}
+
+/// One task.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskEntry {
+    pub rt: TaskRuntime,
+    /// The queued gang holding this run, while the resource manager queues it.
+    pub gang: Option<GangId>,
+    /// The resource manager's handle, once placed.
+    pub rm_task: Option<paceline_resmgr::TaskId>,
+    /// Highest run-update sequence handled for the current run.
+    pub last_seq: u64,
+    pub healthy: Option<bool>,
+    pub exit_code: Option<i32>,
+    /// The current run is being preempted: the resource manager requeues
+    /// the task itself when the kill is confirmed, so the next run is not
+    /// submitted again.
+    pub preempted: bool,
+}
+
+impl TaskEntry {
+    pub fn new(rt: TaskRuntime) -> Self {
+        TaskEntry {
+            rt,
+            gang: None,
+            rm_task: None,
+            last_seq: 0,
+            healthy: None,
+            exit_code: None,
+            preempted: false,
+        }
+    }
+
+    /// Wants runs (as opposed to being stopped or removed).
+    pub fn wants_run(&self) -> bool {
+        matches!(self.rt.goal, TaskGoal::Run | TaskGoal::Succeed)
+    }
+}
+
+/// The update in progress.
+#[derive(Debug, Clone)]
+pub(crate) struct UpdateEntry {
+    pub update: Update,
+    pub progress: BTreeMap<u32, InstanceProgress>,
+}
+
+impl UpdateEntry {
+    pub fn of_state(&self, s: InstanceUpdateState) -> Vec<u32> {
+        self.progress
+            .values()
+            .filter(|p| p.state == s)
+            .map(|p| p.instance)
+            .collect()
+    }
+
+    pub fn is_active(&self) -> bool {
+        !self.update.state.is_terminal()
+    }
+
+    pub fn paused(&self) -> bool {
+        self.update.state == UpdateState::Paused
+    }
+}

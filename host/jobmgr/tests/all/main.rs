@@ -1,0 +1,12 @@
+//! Job manager scenarios on real SQLite, a real resource manager and the
+//! real Wasm lifecycle plugins served through the plugin registry. The
+//! test plays placement and the hosts through `paceline_jobmgr::scenario`.
+
+mod batch;
+mod bench;
+mod common;
+mod daemon;
+mod recover;
+mod stateful;
+mod stateless;
+mod validation;

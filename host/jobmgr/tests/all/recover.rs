@@ -1,0 +1,82 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use paceline_jobmgr::UpdateRequest;
+use paceline_jobmgr::scenario::Harness;
+use paceline_model::job::{JobKind, UpdateSpec, UpdateState};
+use paceline_model::task::TaskState;
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jobs.sqlite");
+    let mut c = config(JobKind::Stateless, 10);
+    c.default_task.health_check = Some(health());
+    c.update = UpdateSpec {
+        batch_size: 2,
+        max_failed_instances: 0,
+        rollback_on_failure: true,
+        start_paused: false,
+    };
+    let mut v2 = c.clone();
+    v2.default_task.args = vec!["v2".into()];
+    let mut runs: Vec<String>;
+    {
+        let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
+        h.jm.create("web", c).await.expect("create");
+        h.pump(&healthy, 20).await;
+        h.jm.update("web", v2, UpdateRequest::default())
+            .await
+            .expect("update");
+        // Two rounds: the first batch comes up on v2, the second is under way.
+        for _ in 0..2 {
+            h.settle_hosts(&healthy).await;
+            h.place().await;
+        }
+        h.settle_hosts(&healthy).await;
+        runs = h
+            .launcher
+            .launches()
+            .iter()
+            .map(|l| l.run.run_id.clone())
+            .collect();
+        let u = h.jm.get("web").await.expect("get").update.expect("update");
+        assert_eq!(u.state, UpdateState::RollingForward);
+    }
+    // A new manager, resource manager and host side over the same file.
+    let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 2_000_000);
+    assert_eq!(h.jm.recover().await.expect("recover"), 1);
+    let expected = h.jm.expected_runs();
+    assert!(!expected.is_empty());
+    h.pump(&healthy, 40).await;
+    let job = h.jm.get("web").await.expect("get");
+    assert_eq!(
+        job.update.as_ref().expect("u").state,
+        UpdateState::Succeeded
+    );
+    assert!(
+        job.tasks
+            .iter()
+            .all(|t| t.config_version == 2 && t.state == TaskState::Running),
+        "{:?}",
+        job.tasks
+    );
+    runs.extend(h.launcher.launches().iter().map(|l| l.run.run_id.clone()));
+    let mut per_instance: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &runs {
+        assert!(seen.insert(r.clone()), "run {r} launched twice");
+        let instance = paceline_jobmgr::manager::parse_run_id_pub(r)
+            .expect("run id")
+            .1
+            .to_string();
+        *per_instance.entry(instance).or_insert(0) += 1;
+    }
+    assert!(
+        per_instance.values().all(|&n| n == 2),
+        "each instance: one v1 run, one v2 run: {per_instance:?}"
+    );
+    let _ = Arc::strong_count(&h.jm);
+}
