@@ -1,0 +1,411 @@
+//! The `agent` provider: the gRPC server that `paceline agent` dials.
+//!
+//! Each agent keeps one bidirectional `Session` stream open (see
+//! `proto/paceline/agent/v1/agent.proto` for the delivery rules). This
+//! module validates `Register` (an invalid one closes the stream with
+//! INVALID_ARGUMENT naming the field), answers `Registered`, turns
+//! heartbeats, status updates and launch rejections into
+//! [`ProviderEvent`]s, and sends launches, kills, acks and log reads down
+//! the stream. A reconnect is a new `Register`; the newer stream replaces
+//! the older one, and only the current stream's end counts as a disconnect.
+//!
+//! Duplicates are dropped here by `(run_id, seq)`: an update at or below
+//! the acknowledged seq is acknowledged again at once; one already
+//! forwarded but not yet acknowledged is dropped (the manager has it).
+
+mod convert;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paceline_model::run::LaunchRequest;
+use paceline_proto::agent::v1 as pb;
+use pb::agent_service_server::{AgentService, AgentServiceServer};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::error::ProviderError;
+use crate::provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
+
+const NAME: &str = "agent";
+
+/// Agent provider settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// Told to agents in `Registered`; the manager's heartbeat timeout
+    /// should be a few of these.
+    pub heartbeat_interval_ms: u64,
+    /// How long `read_log` waits for the agent's answer.
+    pub log_timeout: Duration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig { heartbeat_interval_ms: 5_000, log_timeout: Duration::from_secs(10) }
+    }
+}
+
+type Outbound = mpsc::UnboundedSender<Result<pb::ManagerMessage, Status>>;
+
+#[derive(Debug)]
+struct Session {
+    id: u64,
+    tx: Outbound,
+}
+
+#[derive(Debug, Default)]
+struct RunSeq {
+    forwarded: u64,
+    acked: u64,
+    terminal_seq: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct AgentHost {
+    session: Option<Session>,
+    runs: HashMap<String, RunSeq>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: AgentConfig,
+    events: Mutex<Option<mpsc::Sender<ProviderEvent>>>,
+    hosts: Mutex<HashMap<String, AgentHost>>,
+    logs: Mutex<HashMap<u64, oneshot::Sender<pb::LogChunk>>>,
+    next_session: AtomicU64,
+    next_request: AtomicU64,
+}
+
+/// The agent provider. Cheap to clone; clones share the sessions.
+#[derive(Clone, Debug)]
+pub struct AgentProvider {
+    inner: Arc<Inner>,
+}
+
+/// The tonic service behind [`AgentProvider::into_service`].
+#[derive(Clone, Debug)]
+pub struct AgentSessionService {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain maps; a panic elsewhere must not take every session down.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn msg(body: pb::manager_message::Body) -> Result<pb::ManagerMessage, Status> {
+    Ok(pb::ManagerMessage { body: Some(body) })
+}
+
+impl AgentProvider {
+    /// A provider with no agents yet.
+    pub fn new(config: AgentConfig) -> Self {
+        AgentProvider {
+            inner: Arc::new(Inner {
+                config,
+                events: Mutex::new(None),
+                hosts: Mutex::new(HashMap::new()),
+                logs: Mutex::new(HashMap::new()),
+                next_session: AtomicU64::new(1),
+                next_request: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The gRPC service, to mount on a tonic server.
+    pub fn into_service(&self) -> AgentServiceServer<AgentSessionService> {
+        AgentServiceServer::new(AgentSessionService { inner: self.inner.clone() })
+    }
+
+    /// Serves agents on `addr` until the future is dropped.
+    pub async fn serve(&self, addr: SocketAddr) -> Result<(), tonic::transport::Error> {
+        tonic::transport::Server::builder().add_service(self.into_service()).serve(addr).await
+    }
+
+    /// Serves agents on a bound listener until `shutdown` completes (tests bind port 0).
+    pub async fn serve_with_listener(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<(), tonic::transport::Error> {
+        tonic::transport::Server::builder()
+            .add_service(self.into_service())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .await
+    }
+
+    /// Hosts with an open session now.
+    pub fn connected_hosts(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            lock(&self.inner.hosts).iter().filter(|(_, h)| h.session.is_some()).map(|(n, _)| n.clone()).collect();
+        v.sort();
+        v
+    }
+
+    fn send(&self, host: &str, body: pb::manager_message::Body) -> Result<(), ProviderError> {
+        let hosts = lock(&self.inner.hosts);
+        let tx = hosts
+            .get(host)
+            .and_then(|h| h.session.as_ref())
+            .ok_or_else(|| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;
+        tx.tx.send(msg(body)).map_err(|_| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })
+    }
+}
+
+impl Inner {
+    fn events(&self) -> Option<mpsc::Sender<ProviderEvent>> {
+        lock(&self.events).clone()
+    }
+
+    async fn run_session(self: Arc<Self>, mut inbound: Streaming<pb::AgentMessage>, tx: Outbound) {
+        let first = match inbound.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => {
+                debug!(error = %e, "agent stream failed before registering");
+                return;
+            }
+        };
+        let reg = match first.body {
+            Some(pb::agent_message::Body::Register(r)) => r,
+            _ => {
+                let _ = tx.send(Err(Status::invalid_argument("register: the first message must be Register")));
+                return;
+            }
+        };
+        if let Err(why) = convert::validate_register(&reg) {
+            warn!(hostname = reg.hostname.get(..64.min(reg.hostname.len())).unwrap_or(""), why, "registration refused");
+            let _ = tx.send(Err(Status::invalid_argument(why)));
+            return;
+        }
+        let Some(events) = self.events() else {
+            let _ = tx.send(Err(Status::unavailable("host manager not started")));
+            return;
+        };
+        let host = reg.hostname.clone();
+        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        if tx
+            .send(msg(pb::manager_message::Body::Registered(pb::Registered {
+                heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            })))
+            .is_err()
+        {
+            return;
+        }
+        {
+            // The newer stream wins; dropping the old sender ends the old response stream.
+            let mut hosts = lock(&self.hosts);
+            let h = hosts.entry(host.clone()).or_default();
+            if h.session.replace(Session { id, tx }).is_some() {
+                info!(host, "agent reconnected; replacing its previous stream");
+            }
+        }
+        info!(host, agent_id = reg.agent_id, runs = reg.running.len(), "agent registered");
+        let registration = HostRegistration {
+            hostname: host.clone(),
+            agent_id: reg.agent_id,
+            total: reg.total.as_ref().map(convert::resources).unwrap_or_default(),
+            attributes: reg.attributes.into_iter().collect(),
+            running: reg
+                .running
+                .into_iter()
+                .map(|r| RunningRun {
+                    resources: r.resources.as_ref().map(convert::resources).unwrap_or_default(),
+                    run_id: r.run_id,
+                    task_id: r.task_id,
+                })
+                .collect(),
+        };
+        if events.send(ProviderEvent::HostRegistered(registration)).await.is_err() {
+            return;
+        }
+        loop {
+            let m = match inbound.message().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(host, error = %e, "agent stream failed");
+                    break;
+                }
+            };
+            let ev = match m.body {
+                Some(pb::agent_message::Body::Heartbeat(_)) => ProviderEvent::Heartbeat { host: host.clone() },
+                Some(pb::agent_message::Body::Status(u)) => match self.admit(&host, u) {
+                    Some(ev) => ev,
+                    None => continue,
+                },
+                Some(pb::agent_message::Body::LaunchRejected(r)) => {
+                    ProviderEvent::LaunchRejected { host: host.clone(), run_id: r.run_id, error: r.error }
+                }
+                Some(pb::agent_message::Body::LogChunk(c)) => {
+                    if let Some(waiter) = lock(&self.logs).remove(&c.request_id) {
+                        let _ = waiter.send(c);
+                    }
+                    continue;
+                }
+                Some(pb::agent_message::Body::Register(_)) => {
+                    warn!(host, "second Register on one stream ignored; reconnect to re-register");
+                    continue;
+                }
+                None => continue,
+            };
+            if events.send(ev).await.is_err() {
+                break;
+            }
+        }
+        let current = {
+            let mut hosts = lock(&self.hosts);
+            match hosts.get_mut(&host) {
+                Some(h) if h.session.as_ref().is_some_and(|s| s.id == id) => {
+                    h.session = None;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if current {
+            info!(host, "agent stream closed");
+            let _ = events.send(ProviderEvent::HostDisconnected { host, reason: "agent stream closed".into() }).await;
+        }
+    }
+
+    /// Duplicate suppression by (run_id, seq); returns the event to forward.
+    fn admit(&self, host: &str, u: pb::StatusUpdate) -> Option<ProviderEvent> {
+        let mut hosts = lock(&self.hosts);
+        let h = hosts.get_mut(host)?;
+        let seqs = h.runs.entry(u.run_id.clone()).or_default();
+        if u.seq <= seqs.acked {
+            if let Some(s) = &h.session {
+                let _ = s.tx.send(msg(pb::manager_message::Body::Ack(pb::Ack { run_id: u.run_id, seq: u.seq })));
+            }
+            return None;
+        }
+        if u.seq <= seqs.forwarded {
+            return None;
+        }
+        let Some(update) = convert::run_update(host, u) else {
+            warn!(host, "status update with an unknown state dropped");
+            return None;
+        };
+        seqs.forwarded = update.seq;
+        if update.state.is_terminal() {
+            seqs.terminal_seq = Some(update.seq);
+        }
+        Some(ProviderEvent::RunUpdate(update))
+    }
+}
+
+#[async_trait]
+impl AgentService for AgentSessionService {
+    type SessionStream = UnboundedReceiverStream<Result<pb::ManagerMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Answer at once and read Register in the session task, so the agent
+        // may send it before or after it awaits the response headers.
+        tokio::spawn(self.inner.clone().run_session(request.into_inner(), tx));
+        Ok(Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}
+
+#[async_trait]
+impl Provider for AgentProvider {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn start(&self, events: mpsc::Sender<ProviderEvent>) -> Result<(), ProviderError> {
+        *lock(&self.inner.events) = Some(events);
+        Ok(())
+    }
+
+    async fn launch(&self, host: &str, runs: Vec<LaunchRequest>) -> Result<(), ProviderError> {
+        let hosts = lock(&self.inner.hosts);
+        let s = hosts
+            .get(host)
+            .and_then(|h| h.session.as_ref())
+            .ok_or_else(|| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;
+        for r in runs {
+            s.tx.send(msg(pb::manager_message::Body::Launch(convert::launch(r))))
+                .map_err(|_| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;
+        }
+        Ok(())
+    }
+
+    async fn kill(&self, host: &str, run_id: &str, grace_override: Option<Duration>) -> Result<(), ProviderError> {
+        self.send(
+            host,
+            pb::manager_message::Body::Kill(pb::Kill {
+                run_id: run_id.to_string(),
+                grace_period_secs: grace_override.map(|g| g.as_secs().min(u64::from(u32::MAX)) as u32),
+            }),
+        )
+    }
+
+    async fn acknowledge(&self, host: &str, run_id: &str, seq: u64) -> Result<(), ProviderError> {
+        let mut hosts = lock(&self.inner.hosts);
+        let Some(h) = hosts.get_mut(host) else { return Ok(()) };
+        if let Some(seqs) = h.runs.get_mut(run_id) {
+            seqs.acked = seqs.acked.max(seq);
+            if seqs.terminal_seq.is_some_and(|t| seqs.acked >= t) {
+                h.runs.remove(run_id);
+            }
+        }
+        // Not connected: the agent re-sends on its next stream and is acknowledged then.
+        if let Some(s) = &h.session {
+            let _ = s.tx.send(msg(pb::manager_message::Body::Ack(pb::Ack { run_id: run_id.to_string(), seq })));
+        }
+        Ok(())
+    }
+
+    async fn reconcile(&self, _host: &str, _expected_run_ids: Vec<String>) -> Result<(), ProviderError> {
+        // Agents report every run they supervise in `Register`; the manager
+        // reconciles against that list, so there is nothing to ask here.
+        Ok(())
+    }
+
+    async fn read_log(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, ProviderError> {
+        let request_id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.logs).insert(request_id, tx);
+        let sent = self.send(
+            host,
+            pb::manager_message::Body::ReadLog(pb::ReadLog {
+                request_id,
+                run_id: run_id.to_string(),
+                stream: stream.as_str().to_string(),
+                offset,
+                max_bytes,
+            }),
+        );
+        if let Err(e) = sent {
+            lock(&self.inner.logs).remove(&request_id);
+            return Err(e);
+        }
+        let timeout = self.inner.config.log_timeout;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(c)) if c.error.is_empty() => Ok(LogChunk { data: c.data, offset: c.offset, file_size: c.file_size }),
+            Ok(Ok(c)) => Err(ProviderError::Remote { host: host.to_string(), message: c.error }),
+            Ok(Err(_)) | Err(_) => {
+                lock(&self.inner.logs).remove(&request_id);
+                Err(ProviderError::Timeout { host: host.to_string(), timeout_ms: timeout.as_millis() as u64 })
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Errors of the host manager and of providers.
+//!
+//! Every variant names the host, run, lease or field at fault, so a caller
+//! (placement, the job manager, an operator) can act on the message alone.
+
+use paceline_model::host::MaintenanceState;
+use paceline_storage::StoreError;
+
+use crate::lease::LeaseId;
+
+/// What a provider could not do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider does not know the host, or it is not connected now.
+    #[error("host {host}: not connected to provider {provider}")]
+    HostNotConnected {
+        /// The provider.
+        provider: &'static str,
+        /// The host.
+        host: String,
+    },
+    /// The provider cannot do this at all (e.g. logs of simulated runs).
+    #[error("provider {provider}: {what} is not supported")]
+    Unsupported {
+        /// The provider.
+        provider: &'static str,
+        /// The operation.
+        what: &'static str,
+    },
+    /// The provider was not started, or has stopped.
+    #[error("provider {0}: not running")]
+    NotRunning(&'static str),
+    /// The host answered with an error (e.g. a log that cannot be read).
+    #[error("host {host}: {message}")]
+    Remote {
+        /// The host.
+        host: String,
+        /// What it said.
+        message: String,
+    },
+    /// The host did not answer in time.
+    #[error("host {host}: no answer within {timeout_ms} ms")]
+    Timeout {
+        /// The host.
+        host: String,
+        /// How long we waited.
+        timeout_ms: u64,
+    },
+}
+
+/// What the host manager refused or failed to do.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// No live lease has this id (never issued, released or reclaimed).
+    #[error("lease {0}: unknown (released, expired or never issued)")]
+    UnknownLease(LeaseId),
+    /// The lease's TTL has passed; its hosts were returned.
+    #[error("lease {0}: expired")]
+    LeaseExpired(LeaseId),
+    /// The inventory has no host of this name.
+    #[error("host {0}: unknown")]
+    UnknownHost(String),
+    /// The host is not one of the lease's offers.
+    #[error("host {host}: not in lease {lease}")]
+    HostNotInLease {
+        /// The host.
+        host: String,
+        /// The lease.
+        lease: LeaseId,
+    },
+    /// The runs need more of `field` than the host has free.
+    #[error("host {host}: over capacity in {field}: runs need {requested}, {free} free")]
+    OverCapacity {
+        /// The host.
+        host: String,
+        /// The resource kind (`cpu_millis`, `memory_mib`, …).
+        field: &'static str,
+        /// What the runs need together.
+        requested: u64,
+        /// What the host has free.
+        free: u64,
+    },
+    /// A run id is already known to the manager, or repeated in the request.
+    #[error("run {0}: duplicate run id")]
+    DuplicateRunId(String),
+    /// The host is in maintenance and takes no new runs.
+    #[error("host {host}: does not accept tasks (maintenance state {state})")]
+    HostNotAcceptingTasks {
+        /// The host.
+        host: String,
+        /// Its maintenance state.
+        state: MaintenanceState,
+    },
+    /// The host's provider does not reach it now.
+    #[error("host {0}: unreachable")]
+    HostUnreachable(String),
+    /// The manager tracks no run of this id.
+    #[error("run {0}: unknown")]
+    UnknownRun(String),
+    /// The maintenance state machine forbids the move.
+    #[error("host {host}: cannot go from {from} to {to}")]
+    InvalidTransition {
+        /// The host.
+        host: String,
+        /// Its state.
+        from: MaintenanceState,
+        /// The state asked for.
+        to: MaintenanceState,
+    },
+    /// A request field is out of range.
+    #[error("invalid {field}: {reason}")]
+    InvalidRequest {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The store failed; nothing was changed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The manager's event loop has stopped.
+    #[error("host manager stopped")]
+    Stopped,
+}

@@ -1,0 +1,89 @@
+//! # paceline-hostmgr
+//!
+//! The host manager: it owns the **host inventory** (capacity, allocation,
+//! attributes, maintenance state, liveness, the runs on each host), **offer
+//! leases** to placement, **launch and kill**, the **status pipeline** with
+//! acknowledgement, **host loss**, **reconciliation** and **maintenance**,
+//! over one [`Provider`] that reaches the hosts.
+//!
+//! ```text
+//!  placement ──lease/release──▶ ┌──────────────┐ ──HostEvent (one subscriber)──▶ jobmgr / resmgr (fan-out by caller)
+//!  jobmgr ──launch/kill────────▶ │ HostManager  │ ◀──acknowledge(run, seq)─────── (after a durable write)
+//!  jobmgr ──expect_runs────────▶ └──────┬───────┘
+//!                                       │ Provider trait: launch, kill, acknowledge, reconcile, read_log
+//!                        ┌──────────────┼────────────────┐
+//!                  AgentProvider     (Mesos, later)    SimProvider
+//!                  gRPC server for                     virtual clock,
+//!                  `paceline agent`                    scripted runs
+//! ```
+//!
+//! - **Receives**: lease requests from placement, launches and kills from
+//!   the job manager, its expectations after a restart, maintenance
+//!   commands, and provider events (registrations, heartbeats, run updates).
+//! - **Hands on**: [`HostEvent`]s to one subscriber (run updates with a
+//!   per-run `seq`, hosts joining/leaving, maintenance changes); acks to the
+//!   provider once the subscriber acknowledged; host records to the store.
+//! - **Must not**: decide what runs where (placement does), restart tasks or
+//!   judge a job's availability (the job manager does, e.g. when a host
+//!   drains), or touch job/task storage; it persists only host records.
+//!
+//! # The status pipeline
+//! Updates are delivered at least once and in order per run. The manager
+//! drops a `seq` it already handled; it keeps each update until the
+//! subscriber calls [`HostManager::acknowledge`], re-sends it after
+//! `redeliver_after_ms` and replays it to a new subscriber, and only then
+//! acknowledges the provider (which stops the agent re-sending). Resources
+//! are freed when a terminal update arrives, not when it is acknowledged.
+//! Updates the manager makes up use the run's next seq: LOST with reason
+//! `HOST_LOST` (host silent past `heartbeat_timeout_ms`), `RUN_MISSING`
+//! (a registering host does not report a run the manager expects),
+//! `LAUNCH_TIMEOUT` (no update within `launch_timeout_ms` of launch), and
+//! FAILED with `LAUNCH_REJECTED` (the host refused the launch).
+//!
+//! # Simulated runs
+//! The `sim` provider scripts a run from its task spec's `env` (or the
+//! launch's extra `env`), all times on the virtual clock:
+//!
+//! | variable | effect | default |
+//! |---|---|---|
+//! | `SIM_DURATION_MS=n` | exits `n` ms after RUNNING | runs until killed |
+//! | `SIM_EXIT_CODE=c` | exits with `c` (0: SUCCEEDED, else FAILED); alone, it exits at once | 0 |
+//! | `SIM_FAIL_RUNS=k` | runs whose run number (last `-<n>` of the run id) is ≤ k exit 1 (at once when no duration) | none |
+//! | `SIM_UNHEALTHY=1` | with a health check: RUNNING is followed by a RUNNING update with healthy=false (healthy=true without this) | healthy |
+//!
+//! A run goes STARTING (seq 1), RUNNING (2), then, with a health check, a
+//! health update (3), then its end: SUCCEEDED/FAILED (reason `EXITED`),
+//! KILLED (`KILLED_BY_REQUEST`, after the kill grace on the virtual clock),
+//! or LOST (`HOST_REMOVED`). An unparsable value makes the launch rejected,
+//! naming the variable. Unscripted runs follow [`sim::RandomRuns`] (seeded).
+//!
+//! # Layout
+//! - [`provider`]: the [`Provider`] trait and [`ProviderEvent`].
+//! - [`sim`]: [`SimProvider`], simulated hosts on a virtual clock.
+//! - [`agent`]: [`AgentProvider`], the gRPC server `paceline agent` dials.
+//! - [`manager`]: [`HostManager`] (async shell) over its state and rules.
+//! - [`lease`]: lease requests, leases, ids.
+//! - [`event`]: [`HostEvent`] and the subscriber stream.
+//! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
+//! - [`error`]: [`HostError`], [`ProviderError`].
+//! - [`bench`]: the `paceline bench hosts` figures.
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod bench;
+pub mod clock;
+pub mod error;
+pub mod event;
+pub mod lease;
+pub mod manager;
+pub mod provider;
+pub mod sim;
+
+pub use agent::{AgentConfig, AgentProvider};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{HostError, ProviderError};
+pub use event::{HostEvent, HostEvents};
+pub use lease::{Lease, LeaseId, LeaseRequest};
+pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
+pub use provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
+pub use sim::{HostShape, SimConfig, SimProvider};

@@ -1,0 +1,877 @@
+//! The manager's in-memory state and every rule that changes it, without
+//! I/O: methods take `now` and push [`Effect`]s (provider calls, writes)
+//! that the async shell in `mod.rs` carries out after the lock is dropped.
+//! Events for the subscriber are sent here, under the lock, so their order
+//! is the order of the changes.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use paceline_model::Resources;
+use paceline_model::host::{HostRecord, MaintenanceState};
+use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
+use paceline_model::view::HostView;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::error::HostError;
+use crate::event::HostEvent;
+use crate::lease::{Lease, LeaseEntry, LeaseId, LeaseRequest};
+use crate::manager::{ExpectedRun, HostInfo, ManagerConfig};
+use crate::provider::{HostRegistration, ProviderEvent};
+
+/// Work for the shell, done outside the lock.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// Tell the provider an update (and all before it) is handled.
+    Ack { host: String, run_id: String, seq: u64 },
+    /// Stop a run the manager does not want.
+    Kill { host: String, run_id: String },
+    /// Write a host's durable record, as it is in memory when written.
+    Persist(String),
+}
+
+/// Whether the provider reaches a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Liveness {
+    /// Known (from storage or expectations) but not registered since start.
+    Never,
+    /// Registered and heartbeating.
+    Up,
+    /// The provider lost its connection; runs are kept until the deadline.
+    Disconnected,
+    /// Past the deadline: its runs were declared LOST.
+    Lost,
+}
+
+#[derive(Debug)]
+pub(crate) struct HostEntry {
+    pub view: HostView,
+    pub agent_id: Option<String>,
+    pub state: MaintenanceState,
+    pub liveness: Liveness,
+    pub last_seen_ms: u64,
+    pub registered_at_ms: u64,
+    pub lease: Option<LeaseId>,
+    /// Runs that hold resources here (live, or orphans being killed).
+    pub runs: HashSet<String>,
+    /// How many runs carry each `key=value` label (the view keeps the set).
+    label_counts: HashMap<String, u32>,
+    /// From storage or a registration: worth a record.
+    pub durable: bool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    update: RunUpdate,
+    sent_at_ms: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct RunEntry {
+    host: u32,
+    task_id: String,
+    job: String,
+    resources: Resources,
+    labels: Vec<String>,
+    /// `None` until the first update: launched, not yet confirmed.
+    state: Option<RunState>,
+    launched_at_ms: u64,
+    terminal: bool,
+    /// Highest seq handled (from the provider or made up here).
+    last_seq: u64,
+    /// Highest seq the provider sent.
+    provider_seq: u64,
+    /// Highest seq the provider was told is handled.
+    provider_acked: u64,
+    /// Highest seq the subscriber acknowledged.
+    acked_seq: u64,
+    pending: VecDeque<Pending>,
+    /// Reported by a host before expectations were loaded; killed unless expected.
+    orphan: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub provider: &'static str,
+    pub config: ManagerConfig,
+    hosts: Vec<HostEntry>,
+    by_name: HashMap<String, u32>,
+    runs: HashMap<String, RunEntry>,
+    leases: BTreeMap<LeaseId, LeaseEntry>,
+    next_lease: u64,
+    cursor: usize,
+    expectations_loaded: bool,
+    subscriber: Option<mpsc::UnboundedSender<HostEvent>>,
+}
+
+fn job_of(task_id: &str) -> &str {
+    task_id.rsplit_once('-').map_or(task_id, |(job, _)| job)
+}
+
+/// The first resource kind in which `need` exceeds `free`.
+fn over(need: &Resources, free: &Resources) -> Option<(&'static str, u64, u64)> {
+    [
+        ("cpu_millis", need.cpu_millis, free.cpu_millis),
+        ("memory_mib", need.memory_mib, free.memory_mib),
+        ("disk_mib", need.disk_mib, free.disk_mib),
+        ("gpus", need.gpus, free.gpus),
+        ("ports", need.ports, free.ports),
+    ]
+    .into_iter()
+    .find(|(_, n, f)| n > f)
+}
+
+impl State {
+    pub fn new(provider: &'static str, config: ManagerConfig) -> Self {
+        State {
+            provider,
+            config,
+            hosts: Vec::new(),
+            by_name: HashMap::new(),
+            runs: HashMap::new(),
+            leases: BTreeMap::new(),
+            next_lease: 1,
+            cursor: 0,
+            expectations_loaded: false,
+            subscriber: None,
+        }
+    }
+
+    // ---- inventory ---------------------------------------------------------
+
+    fn host_slot(&mut self, name: &str, now: u64) -> u32 {
+        if let Some(&i) = self.by_name.get(name) {
+            return i;
+        }
+        let i = self.hosts.len() as u32;
+        self.by_name.insert(name.to_string(), i);
+        self.hosts.push(HostEntry {
+            view: HostView::new(name, Resources::ZERO),
+            agent_id: None,
+            state: MaintenanceState::Up,
+            liveness: Liveness::Never,
+            last_seen_ms: now,
+            registered_at_ms: now,
+            lease: None,
+            runs: HashSet::new(),
+            label_counts: HashMap::new(),
+            durable: false,
+        });
+        i
+    }
+
+    /// Loads a stored record (at start, before any registration).
+    pub fn load_record(&mut self, r: HostRecord, now: u64) {
+        let i = self.host_slot(&r.hostname, now);
+        let h = &mut self.hosts[i as usize];
+        h.view.total = r.total;
+        h.view.attributes = r.attributes;
+        h.agent_id = r.agent_id;
+        h.state = r.state;
+        h.registered_at_ms = r.registered_at_ms;
+        h.durable = true;
+    }
+
+    /// The durable record of a host as it is now.
+    pub fn record_of(&self, host: &str, now: u64) -> Option<HostRecord> {
+        self.by_name.get(host).map(|&i| self.record(i, now))
+    }
+
+    fn record(&self, i: u32, now: u64) -> HostRecord {
+        let h = &self.hosts[i as usize];
+        HostRecord {
+            hostname: h.view.name.clone(),
+            provider: self.provider.to_string(),
+            agent_id: h.agent_id.clone(),
+            address: None,
+            total: h.view.total,
+            attributes: h.view.attributes.clone(),
+            state: h.state,
+            registered_at_ms: h.registered_at_ms,
+            updated_at_ms: now,
+        }
+    }
+
+    fn emit(&mut self, ev: HostEvent) {
+        if let Some(tx) = &self.subscriber
+            && tx.send(ev).is_err()
+        {
+            self.subscriber = None;
+        }
+    }
+
+    pub fn subscribe(&mut self, now: u64) -> mpsc::UnboundedReceiver<HostEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Everything not yet acknowledged goes to the new subscriber first.
+        let mut replay: Vec<&Pending> = self.runs.values().flat_map(|r| r.pending.iter()).collect();
+        replay.sort_by(|a, b| {
+            (a.sent_at_ms, &a.update.run_id, a.update.seq).cmp(&(b.sent_at_ms, &b.update.run_id, b.update.seq))
+        });
+        for p in replay {
+            let _ = tx.send(HostEvent::Run(p.update.clone()));
+        }
+        for r in self.runs.values_mut() {
+            for p in &mut r.pending {
+                p.sent_at_ms = now;
+            }
+        }
+        self.subscriber = Some(tx);
+        rx
+    }
+
+    pub fn host_info(&self, name: &str) -> Option<HostInfo> {
+        self.by_name.get(name).map(|&i| self.info(i))
+    }
+
+    pub fn hosts_info(&self) -> Vec<HostInfo> {
+        (0..self.hosts.len() as u32).map(|i| self.info(i)).collect()
+    }
+
+    fn info(&self, i: u32) -> HostInfo {
+        let h = &self.hosts[i as usize];
+        let mut runs: Vec<String> = h.runs.iter().cloned().collect();
+        runs.sort();
+        HostInfo {
+            view: h.view.clone(),
+            agent_id: h.agent_id.clone(),
+            state: h.state,
+            reachable: h.liveness == Liveness::Up,
+            last_heartbeat_ms: h.last_seen_ms,
+            lease: h.lease,
+            runs,
+        }
+    }
+
+    pub fn run_host(&self, run_id: &str) -> Result<Option<String>, HostError> {
+        let r = self.runs.get(run_id).ok_or_else(|| HostError::UnknownRun(run_id.to_string()))?;
+        if r.terminal {
+            return Ok(None);
+        }
+        let h = &self.hosts[r.host as usize];
+        if h.liveness != Liveness::Up {
+            return Err(HostError::HostUnreachable(h.view.name.clone()));
+        }
+        Ok(Some(h.view.name.clone()))
+    }
+
+    // ---- allocation --------------------------------------------------------
+
+    fn hold(&mut self, run_id: &str) {
+        let Some(r) = self.runs.get(run_id) else { return };
+        let h = &mut self.hosts[r.host as usize];
+        h.view.allocated = h.view.allocated.saturating_add(&r.resources);
+        h.runs.insert(run_id.to_string());
+        *h.view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
+        for l in &r.labels {
+            let n = h.label_counts.entry(l.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                h.view.task_labels.insert(l.clone());
+            }
+        }
+    }
+
+    /// Gives a run's resources back; moves a draining host on once it is empty.
+    fn free(&mut self, run_id: &str, fx: &mut Vec<Effect>) {
+        let Some(r) = self.runs.get(run_id) else { return };
+        let i = r.host;
+        let h = &mut self.hosts[i as usize];
+        if !h.runs.remove(run_id) {
+            return;
+        }
+        h.view.allocated = h.view.allocated.saturating_sub(&r.resources);
+        if let Some(n) = h.view.job_counts.get_mut(&r.job) {
+            *n -= 1;
+            if *n == 0 {
+                h.view.job_counts.remove(&r.job);
+            }
+        }
+        for l in &r.labels {
+            if let Some(n) = h.label_counts.get_mut(l) {
+                *n -= 1;
+                if *n == 0 {
+                    h.label_counts.remove(l);
+                    h.view.task_labels.remove(l);
+                }
+            }
+        }
+        if h.state == MaintenanceState::Draining && h.runs.is_empty() {
+            self.drained(i, fx);
+        }
+    }
+
+    fn drained(&mut self, i: u32, fx: &mut Vec<Effect>) {
+        self.change_state(i, MaintenanceState::Drained, fx);
+        if self.config.auto_down_when_drained {
+            self.change_state(i, MaintenanceState::Down, fx);
+        }
+    }
+
+    fn change_state(&mut self, i: u32, to: MaintenanceState, fx: &mut Vec<Effect>) {
+        let h = &mut self.hosts[i as usize];
+        let from = h.state;
+        h.state = to;
+        let host = h.view.name.clone();
+        let mut runs: Vec<String> =
+            if to == MaintenanceState::Draining { h.runs.iter().cloned().collect() } else { Vec::new() };
+        runs.sort();
+        info!(host, %from, %to, "maintenance state changed");
+        fx.push(Effect::Persist(host.clone()));
+        self.emit(HostEvent::HostStateChanged { host, from, to, runs });
+    }
+
+    // ---- run updates -------------------------------------------------------
+
+    /// Records an update, frees resources when it ends the run, and sends it on.
+    fn deliver(&mut self, update: RunUpdate, now: u64, fx: &mut Vec<Effect>) {
+        let Some(r) = self.runs.get_mut(&update.run_id) else { return };
+        r.last_seq = update.seq;
+        r.state = Some(update.state);
+        let ended = update.state.is_terminal() && !r.terminal;
+        r.terminal |= update.state.is_terminal();
+        r.pending.push_back(Pending { update: update.clone(), sent_at_ms: now });
+        let id = update.run_id.clone();
+        self.emit(HostEvent::Run(update));
+        if ended {
+            self.free(&id, fx);
+        }
+    }
+
+    /// An update the manager makes up (LOST, launch rejected): next seq of the run.
+    fn synthesize(
+        &mut self,
+        run_id: &str,
+        state: RunState,
+        reason: &str,
+        message: String,
+        now: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(r) = self.runs.get(run_id) else { return };
+        if r.terminal {
+            return;
+        }
+        let update = RunUpdate {
+            host: self.hosts[r.host as usize].view.name.clone(),
+            run_id: run_id.to_string(),
+            task_id: r.task_id.clone(),
+            seq: r.last_seq + 1,
+            state,
+            healthy: None,
+            exit_code: None,
+            signal: None,
+            reason: reason.to_string(),
+            message,
+            at_ms: now,
+            ports: BTreeMap::new(),
+        };
+        debug!(run_id, reason, "synthesized {state}");
+        self.deliver(update, now, fx);
+    }
+
+    fn on_run_update(&mut self, u: RunUpdate, now: u64, fx: &mut Vec<Effect>) {
+        let ack = |fx: &mut Vec<Effect>, u: &RunUpdate| {
+            fx.push(Effect::Ack { host: u.host.clone(), run_id: u.run_id.clone(), seq: u.seq })
+        };
+        let Some(r) = self.runs.get_mut(&u.run_id) else {
+            // Finished and acknowledged, or never ours: nobody is waiting for it.
+            ack(fx, &u);
+            return;
+        };
+        if self.hosts[r.host as usize].view.name != u.host {
+            warn!(run_id = u.run_id, host = u.host, "update from a host the run is not on; dropped");
+            ack(fx, &u);
+            return;
+        }
+        r.provider_seq = r.provider_seq.max(u.seq);
+        // Any word from a host shows it is alive.
+        let h = &mut self.hosts[r.host as usize];
+        if h.liveness == Liveness::Up {
+            h.last_seen_ms = now;
+        }
+        if u.seq <= r.last_seq {
+            // A duplicate: acknowledge again if the subscriber already has.
+            if u.seq <= r.acked_seq {
+                r.provider_acked = r.provider_acked.max(u.seq);
+                ack(fx, &u);
+            }
+            return;
+        }
+        if r.orphan || r.terminal {
+            // An orphan being killed, or a run already declared LOST: not the subscriber's business.
+            r.last_seq = u.seq;
+            r.provider_acked = u.seq;
+            ack(fx, &u);
+            if u.state.is_terminal() {
+                let id = u.run_id.clone();
+                self.free(&id, fx);
+                if self.runs.get(&id).is_some_and(|r| r.pending.is_empty()) {
+                    self.runs.remove(&id);
+                }
+            }
+            return;
+        }
+        self.deliver(u, now, fx);
+    }
+
+    /// Returns the host and seq to acknowledge to the provider, if any.
+    pub fn acknowledge(&mut self, run_id: &str, seq: u64) -> Option<(String, u64)> {
+        let r = self.runs.get_mut(run_id)?;
+        while r.pending.front().is_some_and(|p| p.update.seq <= seq) {
+            r.pending.pop_front();
+        }
+        r.acked_seq = r.acked_seq.max(seq);
+        let to_provider = seq.min(r.provider_seq);
+        let upstream = if to_provider > r.provider_acked {
+            r.provider_acked = to_provider;
+            Some((self.hosts[r.host as usize].view.name.clone(), to_provider))
+        } else {
+            None
+        };
+        if r.terminal && r.pending.is_empty() {
+            self.runs.remove(run_id);
+        }
+        upstream
+    }
+
+    // ---- provider events ---------------------------------------------------
+
+    pub fn apply(&mut self, ev: ProviderEvent, now: u64, fx: &mut Vec<Effect>) {
+        match ev {
+            ProviderEvent::RunUpdate(u) => self.on_run_update(u, now, fx),
+            ProviderEvent::Heartbeat { host } => {
+                if let Some(&i) = self.by_name.get(&host) {
+                    let h = &mut self.hosts[i as usize];
+                    if h.liveness == Liveness::Up {
+                        h.last_seen_ms = now;
+                    }
+                }
+            }
+            ProviderEvent::HostRegistered(r) => self.on_register(r, now, fx),
+            ProviderEvent::HostDisconnected { host, reason } => {
+                let Some(&i) = self.by_name.get(&host) else { return };
+                if self.hosts[i as usize].liveness != Liveness::Up {
+                    return;
+                }
+                self.hosts[i as usize].liveness = Liveness::Disconnected;
+                self.unlease(i);
+                info!(host, reason, "host disconnected");
+                self.emit(HostEvent::HostLeft { host, reason });
+            }
+            ProviderEvent::LaunchRejected { host, run_id, error } => {
+                if self.runs.get(&run_id).is_some_and(|r| r.state.is_none()) {
+                    warn!(host, run_id, error, "launch rejected");
+                    self.synthesize(&run_id, RunState::Failed, "LAUNCH_REJECTED", error, now, fx);
+                }
+            }
+        }
+    }
+
+    fn on_register(&mut self, r: HostRegistration, now: u64, fx: &mut Vec<Effect>) {
+        let i = self.host_slot(&r.hostname, now);
+        let h = &mut self.hosts[i as usize];
+        let changed = !h.durable
+            || h.view.total != r.total
+            || h.view.attributes != r.attributes
+            || h.agent_id.as_deref() != Some(r.agent_id.as_str());
+        if !h.durable {
+            h.registered_at_ms = now;
+        }
+        h.view.total = r.total;
+        h.view.attributes = r.attributes;
+        h.agent_id = Some(r.agent_id);
+        h.liveness = Liveness::Up;
+        h.last_seen_ms = now;
+        h.durable = true;
+        if changed {
+            fx.push(Effect::Persist(r.hostname.clone()));
+        }
+        let host = r.hostname;
+        self.emit(HostEvent::HostJoined {
+            host: host.clone(),
+            total: self.hosts[i as usize].view.total,
+            attributes: self.hosts[i as usize].view.attributes.clone(),
+        });
+
+        // Reconcile: what the host runs against what the manager expects there.
+        let mut reported: HashSet<&str> = HashSet::with_capacity(r.running.len());
+        for run in &r.running {
+            reported.insert(run.run_id.as_str());
+            match self.runs.get(&run.run_id) {
+                Some(e) if e.host == i && !e.terminal => {}
+                Some(_) => fx.push(Effect::Kill { host: host.clone(), run_id: run.run_id.clone() }),
+                None if self.expectations_loaded => {
+                    info!(host, run_id = run.run_id, "host runs a run the manager does not expect; killing it");
+                    fx.push(Effect::Kill { host: host.clone(), run_id: run.run_id.clone() });
+                }
+                None => {
+                    // Held until the owner says what it expects (see `expect_runs`).
+                    let mut e = RunEntry::new(i, &run.task_id, run.resources, Vec::new(), now, true);
+                    e.state = Some(RunState::Running);
+                    self.runs.insert(run.run_id.clone(), e);
+                    self.hold(&run.run_id);
+                }
+            }
+        }
+        let missing: Vec<String> = self.hosts[i as usize]
+            .runs
+            .iter()
+            .filter(|id| !reported.contains(id.as_str()))
+            .filter(|id| self.runs.get(id.as_str()).is_some_and(|e| !e.orphan && e.state.is_some()))
+            .cloned()
+            .collect();
+        for id in missing {
+            self.synthesize(
+                &id,
+                RunState::Lost,
+                "RUN_MISSING",
+                format!("host {host} does not report the run"),
+                now,
+                fx,
+            );
+        }
+    }
+
+    // ---- time --------------------------------------------------------------
+
+    pub fn tick(&mut self, now: u64, fx: &mut Vec<Effect>) {
+        let expired: Vec<LeaseId> =
+            self.leases.iter().filter(|(_, l)| l.expires_at_ms <= now).map(|(id, _)| *id).collect();
+        for id in expired {
+            debug!(%id, "lease expired");
+            self.drop_lease(id);
+        }
+        let deadline = self.config.heartbeat_timeout_ms;
+        for i in 0..self.hosts.len() as u32 {
+            let h = &self.hosts[i as usize];
+            let overdue = h.last_seen_ms.saturating_add(deadline) < now;
+            let lose = match h.liveness {
+                Liveness::Up | Liveness::Disconnected => overdue,
+                // Never seen since start: only matters when runs are expected there.
+                Liveness::Never => overdue && !h.runs.is_empty(),
+                Liveness::Lost => false,
+            };
+            if lose {
+                self.lose_host(i, now, fx);
+            }
+        }
+        let timeout = self.config.launch_timeout_ms;
+        let redeliver = self.config.redeliver_after_ms;
+        let mut unconfirmed = Vec::new();
+        let mut resend = Vec::new();
+        for (id, r) in &mut self.runs {
+            if r.state.is_none() && r.launched_at_ms.saturating_add(timeout) < now {
+                unconfirmed.push(id.clone());
+            }
+            for p in &mut r.pending {
+                if p.sent_at_ms.saturating_add(redeliver) <= now {
+                    p.sent_at_ms = now;
+                    resend.push(p.update.clone());
+                }
+            }
+        }
+        for u in resend {
+            self.emit(HostEvent::Run(u));
+        }
+        for id in unconfirmed {
+            self.synthesize(
+                &id,
+                RunState::Lost,
+                "LAUNCH_TIMEOUT",
+                format!("no update within {timeout} ms of launch"),
+                now,
+                fx,
+            );
+        }
+    }
+
+    fn lose_host(&mut self, i: u32, now: u64, fx: &mut Vec<Effect>) {
+        let was = self.hosts[i as usize].liveness;
+        self.hosts[i as usize].liveness = Liveness::Lost;
+        self.unlease(i);
+        let host = self.hosts[i as usize].view.name.clone();
+        warn!(host, "host lost: no heartbeat within {} ms", self.config.heartbeat_timeout_ms);
+        if was == Liveness::Up {
+            self.emit(HostEvent::HostLeft { host: host.clone(), reason: "missed heartbeats".into() });
+        }
+        let mut runs: Vec<String> = self.hosts[i as usize].runs.iter().cloned().collect();
+        runs.sort();
+        for id in runs {
+            if self.runs.get(&id).is_some_and(|r| r.orphan) {
+                self.free(&id, fx);
+                self.runs.remove(&id);
+                continue;
+            }
+            self.synthesize(&id, RunState::Lost, "HOST_LOST", format!("host {host} missed its heartbeats"), now, fx);
+        }
+    }
+
+    // ---- expectations --------------------------------------------------------
+
+    pub fn expect_runs(&mut self, expected: Vec<ExpectedRun>, now: u64, fx: &mut Vec<Effect>) {
+        self.expectations_loaded = true;
+        let mut wanted: HashSet<String> = HashSet::with_capacity(expected.len());
+        for e in expected {
+            wanted.insert(e.run_id.clone());
+            let i = self.host_slot(&e.host, now);
+            if let Some(r) = self.runs.get_mut(&e.run_id) {
+                if r.orphan && r.host == i {
+                    // The host reported it before we knew: adopt it.
+                    r.orphan = false;
+                    r.task_id = e.task_id;
+                    r.job = job_of(&r.task_id).to_string();
+                    r.state = Some(RunState::Running);
+                    r.last_seq = r.last_seq.max(e.last_seq);
+                    r.acked_seq = r.acked_seq.max(e.last_seq);
+                }
+                continue;
+            }
+            let mut r = RunEntry::new(i, &e.task_id, e.resources, Vec::new(), now, false);
+            r.state = Some(RunState::Running);
+            r.last_seq = e.last_seq;
+            r.acked_seq = e.last_seq;
+            self.runs.insert(e.run_id.clone(), r);
+            self.hold(&e.run_id);
+            if self.hosts[i as usize].liveness == Liveness::Up {
+                // Registered already, and did not report it.
+                self.synthesize(
+                    &e.run_id,
+                    RunState::Lost,
+                    "RUN_MISSING",
+                    format!("host {} does not report the run", e.host),
+                    now,
+                    fx,
+                );
+            }
+        }
+        let orphans: Vec<(String, String)> = self
+            .runs
+            .iter()
+            .filter(|(id, r)| r.orphan && !wanted.contains(id.as_str()))
+            .map(|(id, r)| (self.hosts[r.host as usize].view.name.clone(), id.clone()))
+            .collect();
+        for (host, run_id) in orphans {
+            info!(host, run_id, "run not expected by the owner; killing it");
+            fx.push(Effect::Kill { host, run_id });
+        }
+    }
+
+    // ---- leases ------------------------------------------------------------
+
+    fn unlease(&mut self, i: u32) {
+        if let Some(id) = self.hosts[i as usize].lease.take()
+            && let Some(l) = self.leases.get_mut(&id)
+        {
+            l.hosts.retain(|&h| h != i);
+        }
+    }
+
+    fn drop_lease(&mut self, id: LeaseId) -> bool {
+        let Some(l) = self.leases.remove(&id) else { return false };
+        for i in l.hosts {
+            let h = &mut self.hosts[i as usize];
+            if h.lease == Some(id) {
+                h.lease = None;
+            }
+        }
+        true
+    }
+
+    pub fn lease(&mut self, req: &LeaseRequest, now: u64) -> Result<Lease, HostError> {
+        if req.max_hosts == 0 {
+            return Err(HostError::InvalidRequest { field: "max_hosts", reason: "must be at least 1".into() });
+        }
+        if req.ttl_ms == 0 {
+            return Err(HostError::InvalidRequest { field: "ttl_ms", reason: "must be at least 1".into() });
+        }
+        let expired: Vec<LeaseId> =
+            self.leases.iter().filter(|(_, l)| l.expires_at_ms <= now).map(|(id, _)| *id).collect();
+        for id in expired {
+            self.drop_lease(id);
+        }
+        let id = LeaseId(self.next_lease);
+        let eligible = |h: &HostEntry| {
+            h.liveness == Liveness::Up
+                && h.state.accepts_tasks()
+                && h.lease.is_none()
+                && req.min_free.fits_in(&h.view.free())
+                && req.constraints.iter().all(|c| c.admits(&h.view) != Some(false))
+        };
+        let mut picked: Vec<u32> = Vec::new();
+        // Preferred hosts first (few: checked against each other linearly),
+        // then the pinned set or the whole cluster.
+        let only: Vec<u32> = req.only_hosts.iter().filter_map(|n| self.by_name.get(n).copied()).collect();
+        for name in &req.prefer_hosts {
+            if let Some(&i) = self.by_name.get(name)
+                && (req.only_hosts.is_empty() || only.contains(&i))
+                && picked.len() < req.max_hosts
+                && !picked.contains(&i)
+                && eligible(&self.hosts[i as usize])
+            {
+                picked.push(i);
+            }
+        }
+        let preferred = picked.len();
+        if !req.only_hosts.is_empty() {
+            for &i in &only {
+                if picked.len() < req.max_hosts && !picked.contains(&i) && eligible(&self.hosts[i as usize]) {
+                    picked.push(i);
+                }
+            }
+        } else {
+            // Round-robin start so that successive leases spread over the cluster.
+            let n = self.hosts.len();
+            let start = if n == 0 { 0 } else { self.cursor % n };
+            let mut last = start;
+            for k in 0..n {
+                if picked.len() >= req.max_hosts {
+                    break;
+                }
+                let i = (start + k) % n;
+                if eligible(&self.hosts[i]) && !picked[..preferred].contains(&(i as u32)) {
+                    picked.push(i as u32);
+                    last = i;
+                }
+            }
+            self.cursor = last + 1;
+        }
+        let expires_at_ms = now.saturating_add(req.ttl_ms);
+        let offers = picked.iter().map(|&i| self.hosts[i as usize].view.clone()).collect();
+        if !picked.is_empty() {
+            self.next_lease += 1;
+            for &i in &picked {
+                self.hosts[i as usize].lease = Some(id);
+            }
+            self.leases.insert(id, LeaseEntry { expires_at_ms, hosts: picked });
+        }
+        Ok(Lease { id, expires_at_ms, offers })
+    }
+
+    pub fn release(&mut self, id: LeaseId) -> Result<(), HostError> {
+        if self.drop_lease(id) { Ok(()) } else { Err(HostError::UnknownLease(id)) }
+    }
+
+    /// Checks a launch and, if it passes, takes the host out of the lease,
+    /// records the runs and holds their resources.
+    pub fn begin_launch(
+        &mut self,
+        lease: LeaseId,
+        host: &str,
+        runs: &[LaunchRequest],
+        now: u64,
+    ) -> Result<(), HostError> {
+        let l = self.leases.get(&lease).ok_or(HostError::UnknownLease(lease))?;
+        if l.expires_at_ms <= now {
+            self.drop_lease(lease);
+            return Err(HostError::LeaseExpired(lease));
+        }
+        let &i = self.by_name.get(host).ok_or_else(|| HostError::UnknownHost(host.to_string()))?;
+        if !l.hosts.contains(&i) {
+            return Err(HostError::HostNotInLease { host: host.to_string(), lease });
+        }
+        let h = &self.hosts[i as usize];
+        if h.liveness != Liveness::Up {
+            return Err(HostError::HostUnreachable(host.to_string()));
+        }
+        if !h.state.accepts_tasks() {
+            return Err(HostError::HostNotAcceptingTasks { host: host.to_string(), state: h.state });
+        }
+        if runs.is_empty() {
+            return Err(HostError::InvalidRequest { field: "runs", reason: "no runs to launch".into() });
+        }
+        let mut need = Resources::ZERO;
+        let mut seen: HashSet<&str> = HashSet::with_capacity(runs.len());
+        for r in runs {
+            if r.run_id.is_empty() {
+                return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
+            }
+            if !seen.insert(r.run_id.as_str()) || self.runs.contains_key(&r.run_id) {
+                return Err(HostError::DuplicateRunId(r.run_id.clone()));
+            }
+            need = need.saturating_add(&r.spec.resources);
+        }
+        if let Some((field, requested, free)) = over(&need, &h.view.free()) {
+            return Err(HostError::OverCapacity { host: host.to_string(), field, requested, free });
+        }
+        self.unlease(i);
+        if self.leases.get(&lease).is_some_and(|l| l.hosts.is_empty()) {
+            self.leases.remove(&lease);
+        }
+        for r in runs {
+            let labels = r.spec.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            self.runs.insert(r.run_id.clone(), RunEntry::new(i, &r.task_id, r.spec.resources, labels, now, false));
+            self.hold(&r.run_id);
+        }
+        Ok(())
+    }
+
+    /// Undoes `begin_launch` when the provider refused the launch outright.
+    pub fn abort_launch(&mut self, run_ids: &[String], fx: &mut Vec<Effect>) {
+        for id in run_ids {
+            if self.runs.get(id).is_some_and(|e| e.state.is_none()) {
+                self.free(id, fx);
+                self.runs.remove(id);
+            }
+        }
+    }
+
+    // ---- maintenance ---------------------------------------------------------
+
+    /// Moves a host to `to`; returns the previous state (for an undo) or
+    /// `None` when nothing changed.
+    pub fn set_maintenance(
+        &mut self,
+        host: &str,
+        to: MaintenanceState,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Option<MaintenanceState>, HostError> {
+        let &i = self.by_name.get(host).ok_or_else(|| HostError::UnknownHost(host.to_string()))?;
+        let from = self.hosts[i as usize].state;
+        if from == to {
+            return Ok(None);
+        }
+        if !from.can_transition(to) {
+            return Err(HostError::InvalidTransition { host: host.to_string(), from, to });
+        }
+        if !to.accepts_tasks() {
+            self.unlease(i);
+        }
+        self.change_state(i, to, fx);
+        if to == MaintenanceState::Draining && self.hosts[i as usize].runs.is_empty() {
+            self.drained(i, fx);
+        }
+        Ok(Some(from))
+    }
+
+    /// Puts a host back in `state` after a failed write, telling the
+    /// subscriber (which saw the change) that it is undone.
+    pub fn restore_maintenance(&mut self, host: &str, state: MaintenanceState) {
+        let Some(&i) = self.by_name.get(host) else { return };
+        let from = self.hosts[i as usize].state;
+        self.hosts[i as usize].state = state;
+        if from != state {
+            self.emit(HostEvent::HostStateChanged { host: host.to_string(), from, to: state, runs: Vec::new() });
+        }
+    }
+}
+
+impl RunEntry {
+    fn new(host: u32, task_id: &str, resources: Resources, labels: Vec<String>, now: u64, orphan: bool) -> Self {
+        RunEntry {
+            host,
+            task_id: task_id.to_string(),
+            job: job_of(task_id).to_string(),
+            resources,
+            labels,
+            state: None,
+            launched_at_ms: now,
+            terminal: false,
+            last_seq: 0,
+            provider_seq: 0,
+            provider_acked: 0,
+            acked_seq: 0,
+            pending: VecDeque::new(),
+            orphan,
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The provider boundary: how the host manager reaches hosts.
+//!
+//! A provider turns the manager's intents (launch, kill, acknowledge,
+//! reconcile, read a log) into its own protocol and reports what hosts say
+//! as [`ProviderEvent`]s on one channel. It knows nothing of leases, offers,
+//! maintenance or allocation: those are the manager's, so the same manager
+//! serves the agent, Mesos (offers and inverse offers are translated below
+//! this line) and simulated hosts.
+//!
+//! Rules every provider keeps:
+//! - Run updates of one run are sent in order, each with the host's `seq`
+//!   (1, 2, 3, …), and are re-sent until [`Provider::acknowledge`] covers them.
+//! - [`Provider::acknowledge`] never waits on the event channel (the manager
+//!   may call it from the loop that drains that channel).
+//! - `launch` and `kill` are idempotent by run id.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paceline_model::run::{LaunchRequest, RunUpdate};
+use paceline_model::{Labels, Resources};
+use tokio::sync::mpsc;
+
+use crate::error::ProviderError;
+
+/// A run a host says it supervises when it registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunningRun {
+    /// The run id.
+    pub run_id: String,
+    /// Its task id.
+    pub task_id: String,
+    /// What it holds.
+    pub resources: Resources,
+}
+
+/// A host introducing itself (first time or after a reconnect).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRegistration {
+    /// Host name, unique in the cluster.
+    pub hostname: String,
+    /// The provider's id for the host's agent.
+    pub agent_id: String,
+    /// Everything it offers to tasks.
+    pub total: Resources,
+    /// Attributes for constraints (`zone`, `rack`, …).
+    pub attributes: Labels,
+    /// Runs it supervises now, for reconciliation.
+    pub running: Vec<RunningRun>,
+}
+
+/// What a provider reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderEvent {
+    /// A host registered or re-registered.
+    HostRegistered(HostRegistration),
+    /// A host is alive.
+    Heartbeat {
+        /// The host.
+        host: String,
+    },
+    /// The provider lost its connection to a host (its runs may still be
+    /// alive: the manager waits for the heartbeat deadline before losing them).
+    HostDisconnected {
+        /// The host.
+        host: String,
+        /// Why, for logs and events.
+        reason: String,
+    },
+    /// A run changed state.
+    RunUpdate(RunUpdate),
+    /// A host refused a launch before creating the run.
+    LaunchRejected {
+        /// The host.
+        host: String,
+        /// The run.
+        run_id: String,
+        /// Why, naming the field at fault.
+        error: String,
+    },
+}
+
+/// Which log of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl LogStream {
+    /// `stdout` or `stderr`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Part of a run's log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogChunk {
+    /// Bytes from `offset`.
+    pub data: Vec<u8>,
+    /// Offset of `data` in the file.
+    pub offset: u64,
+    /// Size of the whole file when read.
+    pub file_size: u64,
+}
+
+/// A way to reach hosts. Object-safe: the manager holds `Arc<dyn Provider>`.
+#[async_trait]
+pub trait Provider: Send + Sync + fmt::Debug {
+    /// Short name recorded in the inventory: `agent`, `mesos`, `sim`.
+    fn name(&self) -> &'static str;
+
+    /// Starts reporting to `events`. Called once, before any other call.
+    async fn start(&self, events: mpsc::Sender<ProviderEvent>) -> Result<(), ProviderError>;
+
+    /// Starts runs on `host`.
+    async fn launch(&self, host: &str, runs: Vec<LaunchRequest>) -> Result<(), ProviderError>;
+
+    /// Stops a run; `grace_override` replaces the launch's grace period.
+    async fn kill(&self, host: &str, run_id: &str, grace_override: Option<Duration>) -> Result<(), ProviderError>;
+
+    /// Every update of `run_id` up to `seq` is durably handled: stop re-sending.
+    async fn acknowledge(&self, host: &str, run_id: &str, seq: u64) -> Result<(), ProviderError>;
+
+    /// Asks the host to report the latest state of `expected_run_ids` again
+    /// (runs it does not know come back LOST). Providers whose hosts report
+    /// their runs on registration (the agent) may treat this as a no-op.
+    async fn reconcile(&self, host: &str, expected_run_ids: Vec<String>) -> Result<(), ProviderError>;
+
+    /// Reads part of a run's stdout or stderr.
+    async fn read_log(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, ProviderError>;
+}

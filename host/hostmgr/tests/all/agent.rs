@@ -1,0 +1,302 @@
+//! The agent provider over a real gRPC stream, with an in-test client that
+//! speaks the protocol the way `paceline agent` does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use paceline_hostmgr::{AgentConfig, AgentProvider, ExpectedRun, HostEvent, HostEvents, HostManager, LeaseRequest};
+use paceline_model::run::RunState;
+use paceline_proto::agent::v1 as pb;
+use pb::agent_message::Body as Up;
+use pb::agent_service_client::AgentServiceClient;
+use pb::manager_message::Body as Down;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+use crate::support::*;
+
+async fn server() -> (AgentProvider, String, tokio::sync::oneshot::Sender<()>) {
+    let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 1000, ..AgentConfig::default() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let p = provider.clone();
+    tokio::spawn(async move {
+        let _ = p
+            .serve_with_listener(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (provider, format!("http://{addr}"), stop)
+}
+
+fn register(hostname: &str, running: &[&str]) -> pb::Register {
+    pb::Register {
+        protocol_version: pb::PROTOCOL_VERSION,
+        agent_id: format!("agent-{hostname}"),
+        hostname: hostname.into(),
+        total: Some(pb::Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpus: 0, ports: 0 }),
+        attributes: [("zone".to_string(), "a".to_string())].into(),
+        running: running
+            .iter()
+            .map(|r| pb::RunningRun {
+                run_id: (*r).into(),
+                task_id: r.rsplit_once('-').map_or(*r, |(t, _)| t).into(),
+                resources: Some(pb::Resources { cpu_millis: 1000, memory_mib: 1024, ..Default::default() }),
+            })
+            .collect(),
+        ..pb::Register::default()
+    }
+}
+
+struct FakeAgent {
+    tx: mpsc::Sender<pb::AgentMessage>,
+    rx: Streaming<pb::ManagerMessage>,
+}
+
+impl FakeAgent {
+    async fn connect(url: &str, reg: pb::Register) -> Result<FakeAgent, tonic::Status> {
+        let mut client = AgentServiceClient::connect(url.to_string()).await.unwrap();
+        let (tx, out) = mpsc::channel(64);
+        tx.send(pb::AgentMessage { body: Some(Up::Register(reg)) }).await.unwrap();
+        let mut rx = client.session(ReceiverStream::new(out)).await?.into_inner();
+        match rx.message().await? {
+            Some(pb::ManagerMessage { body: Some(Down::Registered(r)) }) => assert_eq!(r.heartbeat_interval_ms, 1000),
+            other => panic!("expected Registered, got {other:?}"),
+        }
+        Ok(FakeAgent { tx, rx })
+    }
+
+    async fn send(&self, body: Up) {
+        self.tx.send(pb::AgentMessage { body: Some(body) }).await.unwrap();
+    }
+
+    async fn status(&self, run_id: &str, seq: u64, state: pb::RunState) {
+        self.send(Up::Status(pb::StatusUpdate {
+            run_id: run_id.into(),
+            task_id: run_id.rsplit_once('-').map_or(run_id, |(t, _)| t).into(),
+            seq,
+            state: state as i32,
+            reason: "TEST".into(),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    async fn next(&mut self) -> Down {
+        let m = tokio::time::timeout(Duration::from_secs(5), self.rx.message()).await.expect("a message within 5 s");
+        m.unwrap().unwrap().body.unwrap()
+    }
+}
+
+async fn next_event(events: &mut HostEvents) -> HostEvent {
+    tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("an event within 5 s").unwrap()
+}
+
+#[tokio::test]
+async fn invalid_register_is_refused_naming_the_field() {
+    let (_provider, url, _stop) = server().await;
+    let _manager = HostManager::builder(Arc::new(_provider.clone())).config(config()).start().await.unwrap();
+    type Edit = fn(&mut pb::Register);
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("empty hostname", |r| r.hostname.clear(), "hostname"),
+        ("protocol", |r| r.protocol_version = 9, "protocol_version"),
+        ("no cpu", |r| r.total.as_mut().into_iter().for_each(|t| t.cpu_millis = 0), "total.cpu_millis"),
+        ("no total", |r| r.total = None, "total"),
+    ];
+    for (name, edit, field) in cases {
+        let mut reg = register("n1", &[]);
+        edit(&mut reg);
+        let status = match FakeAgent::connect(&url, reg).await {
+            Ok(_) => panic!("{name}: accepted"),
+            Err(s) => s,
+        };
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{name}");
+        assert!(status.message().starts_with(&format!("{field}:")), "{name}: {}", status.message());
+    }
+}
+
+#[tokio::test]
+async fn agent_session_end_to_end_with_reconciliation_and_acks() {
+    let (provider, url, _stop) = server().await;
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(config()).start().await.unwrap();
+    let mut events = manager.subscribe();
+    // After a restart the owner expects one run on n1; the agent reports another.
+    manager
+        .expect_runs(vec![ExpectedRun {
+            host: "n1".into(),
+            run_id: "expected-0-1".into(),
+            task_id: "expected-0".into(),
+            resources: SMALL,
+            last_seq: 4,
+        }])
+        .await;
+    let mut agent = FakeAgent::connect(&url, register("n1", &["stray-0-1"])).await.unwrap();
+
+    // The unknown run is killed, the missing one LOST after the owner's last seq.
+    match agent.next().await {
+        Down::Kill(k) => assert_eq!(k.run_id, "stray-0-1"),
+        other => panic!("expected Kill, got {other:?}"),
+    }
+    let lost = loop {
+        if let HostEvent::Run(u) = next_event(&mut events).await {
+            break u;
+        }
+    };
+    assert_eq!(
+        (lost.run_id.as_str(), lost.state, lost.seq, lost.reason.as_str()),
+        ("expected-0-1", RunState::Lost, 5, "RUN_MISSING")
+    );
+    manager.acknowledge("expected-0-1", 5).await;
+    // The stray's end is handled quietly and acknowledged to the agent.
+    agent.status("stray-0-1", 7, pb::RunState::Killed).await;
+    match agent.next().await {
+        Down::Ack(a) => assert_eq!((a.run_id.as_str(), a.seq), ("stray-0-1", 7)),
+        other => panic!("expected Ack, got {other:?}"),
+    }
+
+    // Launch through a lease; the agent sees the Launch.
+    let lease = manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap();
+    assert_eq!(lease.offers[0].name, "n1");
+    assert_eq!(lease.offers[0].attributes.get("zone").map(String::as_str), Some("a"));
+    manager.launch(lease.id, "n1", vec![req("web-0-1", SMALL, &[("A", "1")])]).await.unwrap();
+    match agent.next().await {
+        Down::Launch(l) => {
+            assert_eq!((l.run_id.as_str(), l.task_id.as_str(), l.command.as_str()), ("web-0-1", "web-0", "sleep"));
+            assert_eq!(l.env.get("A").map(String::as_str), Some("1"));
+            assert_eq!(l.resources.unwrap().cpu_millis, 1000);
+        }
+        other => panic!("expected Launch, got {other:?}"),
+    }
+
+    // Status with a duplicate: delivered once; acked to the agent only after the subscriber acks.
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    agent.status("web-0-1", 1, pb::RunState::Starting).await;
+    agent.status("web-0-1", 1, pb::RunState::Starting).await;
+    agent.status("web-0-1", 2, pb::RunState::Running).await;
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        if let HostEvent::Run(u) = next_event(&mut events).await {
+            got.push((u.seq, u.state));
+        }
+    }
+    assert_eq!(got, vec![(1, RunState::Starting), (2, RunState::Running)]);
+    manager.acknowledge("web-0-1", 2).await;
+    match agent.next().await {
+        Down::Ack(a) => assert_eq!((a.run_id.as_str(), a.seq), ("web-0-1", 2)),
+        other => panic!("expected Ack, got {other:?}"),
+    }
+    // A resend of something acknowledged is acknowledged again at once.
+    agent.status("web-0-1", 2, pb::RunState::Running).await;
+    match agent.next().await {
+        Down::Ack(a) => assert_eq!((a.run_id.as_str(), a.seq), ("web-0-1", 2)),
+        other => panic!("expected Ack, got {other:?}"),
+    }
+
+    // Kill goes down the stream.
+    manager.kill("web-0-1").await.unwrap();
+    match agent.next().await {
+        Down::Kill(k) => assert_eq!((k.run_id.as_str(), k.grace_period_secs), ("web-0-1", None)),
+        other => panic!("expected Kill, got {other:?}"),
+    }
+
+    // Logs round-trip over the stream.
+    let reader = {
+        let m = manager.clone();
+        tokio::spawn(async move { m.read_log("web-0-1", paceline_hostmgr::LogStream::Stderr, 3, 10).await })
+    };
+    let request_id = match agent.next().await {
+        Down::ReadLog(r) => {
+            assert_eq!((r.run_id.as_str(), r.stream.as_str(), r.offset, r.max_bytes), ("web-0-1", "stderr", 3, 10));
+            r.request_id
+        }
+        other => panic!("expected ReadLog, got {other:?}"),
+    };
+    agent
+        .send(Up::LogChunk(pb::LogChunk {
+            request_id,
+            data: b"oops".to_vec(),
+            offset: 3,
+            file_size: 7,
+            error: String::new(),
+        }))
+        .await;
+    let chunk = reader.await.unwrap().unwrap();
+    assert_eq!((chunk.data.as_slice(), chunk.offset, chunk.file_size), (&b"oops"[..], 3, 7));
+
+    // Reconnect: the new stream re-registers without web-0-1 → LOST; the old stream's end is not a disconnect.
+    let mut again = FakeAgent::connect(&url, register("n1", &[])).await.unwrap();
+    let lost = loop {
+        match next_event(&mut events).await {
+            HostEvent::Run(u) => break u,
+            HostEvent::HostLeft { .. } => panic!("a replaced stream is not a disconnect"),
+            _ => {}
+        }
+    };
+    assert_eq!(
+        (lost.run_id.as_str(), lost.state, lost.seq, lost.reason.as_str()),
+        ("web-0-1", RunState::Lost, 3, "RUN_MISSING")
+    );
+    drop(agent);
+    assert_eq!(provider.connected_hosts(), vec!["n1".to_string()]);
+
+    // Closing the stream makes the host unreachable.
+    drop(again.tx);
+    let left = loop {
+        if let HostEvent::HostLeft { host, .. } = next_event(&mut events).await {
+            break host;
+        }
+    };
+    assert_eq!(left, "n1");
+    assert!(!manager.host("n1").unwrap().reachable);
+    let _ = again.rx.message().await;
+}
+
+#[tokio::test]
+async fn silent_agent_times_out_launches_and_loses_its_host() {
+    let (provider, url, _stop) = server().await;
+    let c = paceline_hostmgr::ManagerConfig { heartbeat_timeout_ms: 1_000, launch_timeout_ms: 100, ..config() };
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(c).start().await.unwrap();
+    manager.expect_runs(Vec::new()).await;
+    let mut events = manager.subscribe();
+    let mut agent = FakeAgent::connect(&url, register("n2", &[])).await.unwrap();
+    let lease = manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap();
+    manager.launch(lease.id, "n2", vec![req("mute-0-1", SMALL, &[]), req("live-0-1", SMALL, &[])]).await.unwrap();
+    assert!(matches!(agent.next().await, Down::Launch(_)));
+    assert!(matches!(agent.next().await, Down::Launch(_)));
+    agent.status("live-0-1", 1, pb::RunState::Running).await;
+    let u = loop {
+        if let HostEvent::Run(u) = next_event(&mut events).await {
+            break u;
+        }
+    };
+    assert_eq!(u.run_id, "live-0-1");
+
+    // No update for mute-0-1 within the launch timeout.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    manager.tick().await;
+    let u = loop {
+        if let HostEvent::Run(u) = next_event(&mut events).await {
+            break u;
+        }
+    };
+    assert_eq!((u.run_id.as_str(), u.state, u.reason.as_str()), ("mute-0-1", RunState::Lost, "LAUNCH_TIMEOUT"));
+
+    // Then the agent falls silent (stream still open): the host is lost with its run.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    manager.tick().await;
+    let mut left = false;
+    let u = loop {
+        match next_event(&mut events).await {
+            HostEvent::Run(u) => break u,
+            HostEvent::HostLeft { host, .. } => left |= host == "n2",
+            _ => {}
+        }
+    };
+    assert!(left);
+    assert_eq!((u.run_id.as_str(), u.state, u.seq, u.reason.as_str()), ("live-0-1", RunState::Lost, 2, "HOST_LOST"));
+    assert_eq!(manager.host("n2").unwrap().view.allocated, paceline_model::Resources::ZERO);
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the host manager, one module per area, one binary.
+#![allow(clippy::unwrap_used)]
+
+mod agent;
+mod lease;
+mod maintenance;
+mod sim;
+mod support;
