@@ -1,4 +1,5 @@
 //! Library half of the `paceline` binary: how the `host/` crates are wired
 //! together. Kept apart from `main.rs` so that tests can use the same wiring.
 
+pub mod cluster;
 pub mod wiring;

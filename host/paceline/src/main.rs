@@ -1,10 +1,10 @@
 //! # paceline
 //!
 //! The one binary. For now: `demo` (load the default plugins and place a
-//! sample workload), `plugin validate|run` (work with a component locally),
-//! and `bench plugin|resmgr|storage` (print benchmark figures). The server
-//! roles, the agent, `dev` and the gRPC client commands come with the
-//! pipeline issue.
+//! sample workload), `agent` (the node agent), `plugin validate|run` (work
+//! with a component locally), and `bench …` (print benchmark figures). The
+//! server roles, `dev` and the gRPC client commands come with the pipeline
+//! issue.
 //!
 //! It owns command-line parsing and wiring only; every decision lives in the
 //! `host/` crates it calls.
@@ -27,6 +27,9 @@ enum Command {
     /// Work with plugin components locally.
     #[command(subcommand)]
     Plugin(cmd::plugin::PluginCommand),
+    /// Run the node agent of this machine: it registers with the host
+    /// manager and runs the tasks placed here as processes.
+    Agent(cmd::agent::AgentArgs),
     /// Run a benchmark and print its figures.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -43,6 +46,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Plugin(c) => cmd::plugin::run(c),
+        Command::Agent(args) => cmd::agent::run(args),
         Command::Bench(c) => cmd::bench::run(c),
     };
     match result {

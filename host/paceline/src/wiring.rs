@@ -146,3 +146,47 @@ impl paceline_plugin::VersionStore for StoreVersions {
         self.block(self.store.slot_histories())
     }
 }
+
+/// The built-in policies, as Wasm components, and the slot each serves by
+/// default: (slot, plugin name, component bytes).
+pub fn default_plugins() -> [(&'static str, &'static str, &'static [u8]); 9] {
+    use paceline_plugin_artifacts as a;
+    [
+        ("placement/batch", "binpack", a::BINPACK),
+        ("placement/stateless", "spread", a::SPREAD),
+        ("placement/stateful", "binpack", a::BINPACK),
+        ("placement/daemon", "binpack", a::BINPACK),
+        ("preemption", "priority-preempt", a::PRIORITY_PREEMPT),
+        ("lifecycle/batch", "batch", a::BATCH),
+        ("lifecycle/stateless", "stateless", a::STATELESS),
+        ("lifecycle/stateful", "stateful", a::STATEFUL),
+        ("lifecycle/daemon", "daemon", a::DAEMON),
+    ]
+}
+
+/// The version label the built-in components are deployed under.
+pub const BUILTIN_VERSION: &str = concat!("builtin-", env!("CARGO_PKG_VERSION"));
+
+/// Deploys and activates the built-in components in every slot that has no
+/// active version yet, so a new cluster runs its policies as Wasm from the
+/// start (and an operator's later deploy replaces them). Slots that already
+/// have an active version are left alone. Blocking: call it from a plain
+/// thread or `spawn_blocking`. Returns the slots it filled.
+pub fn install_default_plugins(registry: &Registry) -> Result<Vec<&'static str>, paceline_plugin::PluginError> {
+    let active: std::collections::BTreeSet<String> =
+        registry.list().into_iter().filter(|s| s.active.is_some()).map(|s| s.slot).collect();
+    let mut filled = Vec::new();
+    for (slot, name, bytes) in default_plugins() {
+        if active.contains(slot) {
+            continue;
+        }
+        let id = format!("{name}@{BUILTIN_VERSION}");
+        let known = registry.list().into_iter().any(|s| s.slot == slot && s.versions.iter().any(|v| v.record.name == name && v.record.version == BUILTIN_VERSION));
+        if !known {
+            registry.deploy(slot, name, BUILTIN_VERSION, bytes, paceline_plugin::DeployOptions::default())?;
+        }
+        registry.activate(slot, &id)?;
+        filled.push(slot);
+    }
+    Ok(filled)
+}

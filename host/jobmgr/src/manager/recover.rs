@@ -59,7 +59,15 @@ impl JobManager {
                         progress: progress.into_iter().map(|p| (p.instance, p)).collect(),
                     })
                 }
-                None => None,
+                // The last, finished update stays visible to `get` after a restart.
+                None => self
+                    .store
+                    .updates_of_job(&id)
+                    .await?
+                    .into_iter()
+                    .filter(|u| u.state.is_terminal())
+                    .max_by_key(|u| u.created_at_ms)
+                    .map(|u| UpdateEntry { update: u, progress: BTreeMap::new() }),
             };
             let kind = configs
                 .values()

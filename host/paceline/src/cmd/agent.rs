@@ -1,0 +1,117 @@
+//! `paceline agent`: the node agent of one machine.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use paceline_agent::{AgentConfig, IsolationChoice};
+
+/// Arguments of `paceline agent`. Flags override the config file.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// YAML file with an `AgentConfig` (fields as in docs/hosts.md).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Host manager address the agent dials.
+    #[arg(long, env = "PACELINE_HOSTMGR")]
+    manager: Option<String>,
+    /// Where runs, sandboxes, volumes and the status outbox live.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Host name reported to the manager (default: the OS host name).
+    #[arg(long)]
+    hostname: Option<String>,
+    /// CPU in millicores (default: detected).
+    #[arg(long)]
+    cpu_millis: Option<u64>,
+    /// Memory in MiB (default: detected).
+    #[arg(long)]
+    memory_mib: Option<u64>,
+    /// Disk in MiB (default: detected).
+    #[arg(long)]
+    disk_mib: Option<u64>,
+    /// GPUs (default: detected through nvidia-smi or /dev/nvidia*).
+    #[arg(long)]
+    gpus: Option<u64>,
+    /// A host attribute, `key=value`; repeatable.
+    #[arg(long = "attribute", value_name = "KEY=VALUE")]
+    attributes: Vec<String>,
+    /// Host ports handed to tasks, `first-last`.
+    #[arg(long, value_name = "FIRST-LAST")]
+    port_range: Option<String>,
+    /// Use rlimits even where a delegated cgroup v2 would work.
+    #[arg(long)]
+    rlimits: bool,
+    /// Print the detected host (resources, attributes, isolation) and exit.
+    #[arg(long)]
+    detect: bool,
+}
+
+/// Builds the config from the file and the flags.
+fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => AgentConfig::default(),
+    };
+    if let Some(m) = &args.manager {
+        config.manager = m.clone();
+    }
+    if let Some(d) = &args.data_dir {
+        config.data_dir = d.clone();
+    }
+    if args.hostname.is_some() {
+        config.hostname = args.hostname.clone();
+    }
+    config.resources.cpu_millis = args.cpu_millis.or(config.resources.cpu_millis);
+    config.resources.memory_mib = args.memory_mib.or(config.resources.memory_mib);
+    config.resources.disk_mib = args.disk_mib.or(config.resources.disk_mib);
+    config.resources.gpus = args.gpus.or(config.resources.gpus);
+    for a in &args.attributes {
+        let Some((k, v)) = a.split_once('=') else { bail!("--attribute {a:?}: expected KEY=VALUE") };
+        if k.is_empty() {
+            bail!("--attribute {a:?}: the key is empty");
+        }
+        config.attributes.insert(k.to_string(), v.to_string());
+    }
+    if let Some(r) = &args.port_range {
+        let parsed = r.split_once('-').and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
+        let Some((first, last)) = parsed.filter(|(a, b)| a <= b) else {
+            bail!("--port-range {r:?}: expected FIRST-LAST with FIRST <= LAST")
+        };
+        config.port_range_first = first;
+        config.port_range_last = last;
+    }
+    if args.rlimits {
+        config.isolation = IsolationChoice::Rlimits;
+    }
+    Ok(config)
+}
+
+/// Runs the agent until SIGINT or SIGTERM.
+pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let config = config(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    if args.detect {
+        let host = config.detect_host().context("detecting the host")?;
+        println!("{host:#?}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    runtime.block_on(async move {
+        let shutdown = async {
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        paceline_agent::run(config, shutdown).await.context("agent stopped")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
