@@ -145,6 +145,16 @@ impl Agent {
                     attempt = 0;
                 }
                 Ok(false) => tracing::warn!("session ended before registration"),
+                // The manager refused this agent's own report (resources,
+                // host name, protocol version): retrying cannot fix it.
+                Err(AgentError::Session(status)) if status.code() == tonic::Code::InvalidArgument => {
+                    tracing::error!(error = %status.message(), "the host manager refused this agent's registration");
+                    self.supervisor.detach();
+                    return Err(AgentError::Config(format!(
+                        "the host manager refused the registration: {}",
+                        status.message()
+                    )));
+                }
                 Err(e) => tracing::warn!(error = %e, attempt, "session failed"),
             }
             let delay = backoff(

@@ -371,13 +371,20 @@ impl Supervisor {
         self.inner.outbox.ack(run_id, seq)
     }
 
-    /// The runs that are not over, for `Register`.
+    /// Runs to report in `Register`: those not over, and those over whose
+    /// final status the manager has not acknowledged yet.
     pub fn running(&self) -> Vec<pb::RunningRun> {
         let st = lock(&self.inner.state);
         let mut out: Vec<pb::RunningRun> = st
             .runs
             .values()
-            .filter(|e| e.record.phase != Phase::Ended)
+            // An ended run whose final status is not yet acknowledged is still
+            // reported: the manager must not call it missing (LOST) before the
+            // resent status arrives on the new stream.
+            .filter(|e| {
+                let id = &e.record.spec.run_id;
+                e.record.phase != Phase::Ended || self.inner.outbox.last_seq(id) > self.inner.outbox.acked(id)
+            })
             .map(|e| pb::RunningRun {
                 run_id: e.record.spec.run_id.clone(),
                 task_id: e.record.spec.task_id.clone(),

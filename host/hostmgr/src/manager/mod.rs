@@ -354,6 +354,24 @@ impl HostManager {
         Ok(self.inner.provider.read_log(&host, run_id, stream, offset, max_bytes).await?)
     }
 
+    /// Reads part of a run's log on a named host: for runs that have ended
+    /// (the manager forgets a run once it ends, the host keeps its sandbox
+    /// until its garbage collection). The caller knows the host from the
+    /// task's record.
+    pub async fn read_log_on(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, HostError> {
+        if self.host(host).is_none() {
+            return Err(HostError::UnknownHost(host.to_string()));
+        }
+        Ok(self.inner.provider.read_log(host, run_id, stream, offset, max_bytes).await?)
+    }
+
     /// Tells the manager which runs its owner expects (after a restart, from
     /// the job manager's storage). Until the first call, runs a host reports
     /// that the manager does not know are held, not killed; from then on:
