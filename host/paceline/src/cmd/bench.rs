@@ -20,6 +20,10 @@ pub enum BenchCommand {
     Resmgr,
     /// Persisting a large job and task-runtime update rates, SQLite and Cassandra.
     Storage(StorageBenchArgs),
+    /// One real agent running trivial tasks; host-manager leases and status throughput on simulated hosts.
+    Hosts(super::bench_hosts::HostsBenchArgs),
+    /// Creating a large batch job; goal-state transitions in memory.
+    Jobmgr(super::bench_hosts::JobmgrBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -56,6 +60,8 @@ pub struct PluginBenchArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Plugin(a) => plugin(a),
+        BenchCommand::Hosts(a) => super::bench_hosts::hosts(a),
+        BenchCommand::Jobmgr(a) => super::bench_hosts::jobmgr(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {
                 println!("(DEBUG build - figures not meaningful; use --release)");
