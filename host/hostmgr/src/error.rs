@@ -83,6 +83,14 @@ pub enum HostError {
     /// A run id is already known to the manager, or repeated in the request.
     #[error("run {0}: duplicate run id")]
     DuplicateRunId(String),
+    /// The task already has a live run (on any host), or appears twice in the request.
+    #[error("task {task}: already has the live run {live_run}")]
+    DuplicateTaskId {
+        /// The task id.
+        task: String,
+        /// Its live run.
+        live_run: String,
+    },
     /// The host is in maintenance and takes no new runs.
     #[error("host {host}: does not accept tasks (maintenance state {state})")]
     HostNotAcceptingTasks {

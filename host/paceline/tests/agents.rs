@@ -27,8 +27,12 @@ struct Manager {
 }
 
 async fn manager(store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>) -> Manager {
+    manager_with_timeout(store, port, expected, 3_000).await
+}
+
+async fn manager_with_timeout(store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>, heartbeat_timeout_ms: u64) -> Manager {
     let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() });
-    let config = ManagerConfig { heartbeat_timeout_ms: 3_000, tick_interval: Some(Duration::from_millis(100)), ..ManagerConfig::default() };
+    let config = ManagerConfig { heartbeat_timeout_ms, tick_interval: Some(Duration::from_millis(100)), ..ManagerConfig::default() };
     let hosts = HostManager::builder(Arc::new(provider.clone())).store(store).config(config).start().await.expect("host manager");
     hosts.expect_runs(expected).await;
     let events = hosts.subscribe();
@@ -172,15 +176,18 @@ fn run(run_id: &str, command: &str, args: &[&str], memory_mib: u64, grace: u32) 
     }
 }
 
-/// Processes whose command line is exactly `argv`.
+/// Processes whose command line is `argv` (the program compared by its
+/// file name: the agent starts programs by their resolved path).
 fn processes(argv: &[&str]) -> usize {
-    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain(std::iter::once(0))).collect();
+    let matches = |cmdline: Vec<u8>| {
+        let parts: Vec<&[u8]> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
+        parts.len() == argv.len()
+            && parts.iter().zip(argv).enumerate().all(|(i, (p, a))| {
+                if i == 0 { p.rsplit(|b| *b == b'/').next() == Some(a.as_bytes()) } else { *p == a.as_bytes() }
+            })
+    };
     std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
-                .count()
-        })
+        .map(|d| d.filter_map(Result::ok).filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(matches)).count())
         .unwrap_or(0)
 }
 
@@ -266,7 +273,9 @@ async fn three_agents_run_real_processes_to_every_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_killed_and_restarted_loses_no_update_and_repeats_none() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut m = manager(sqlite(dir.path()), free_port().await, Vec::new()).await;
+    // The agent is away 3 s, well within the heartbeat timeout: its runs are
+    // not declared lost, so their real ends must come through.
+    let mut m = manager_with_timeout(sqlite(dir.path()), free_port().await, Vec::new(), 15_000).await;
     let mut agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
     let mut seen = Vec::new();
@@ -315,8 +324,9 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
     let _b = spawn_agent(&m.addr, dir.path(), "h2", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1", "h2"], Duration::from_secs(30)).await);
     m.launch_on("h1", vec![run("known-0-1", "sleep", &["60"], 64, 1)]).await.expect("launch");
-    // `sleep 61`: a command line no other test uses, to find the process.
-    m.launch_on("h2", vec![run("orphan-0-1", "sleep", &["61"], 64, 1)]).await.expect("launch");
+    // A command line no other test (or earlier run) uses, to find the process.
+    let orphan_arg = format!("61.{}", std::process::id());
+    m.launch_on("h2", vec![run("orphan-0-1", "sleep", &[&orphan_arg], 64, 1)]).await.expect("launch");
     let mut running = BTreeSet::new();
     while running.len() < 2 {
         let u = m.next_update(Duration::from_secs(20)).await.expect("update");
@@ -324,6 +334,7 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
             running.insert(u.run_id);
         }
     }
+    assert_eq!(processes(&["sleep", &orphan_arg]), 1, "the orphan runs before the restart");
     m.shutdown().await;
 
     // The new manager expects `known` (as the job manager's storage would
@@ -348,10 +359,10 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
     // The run nobody expects is killed on its host (its end is nobody's
     // business upstream, so it is not forwarded).
     let deadline = Instant::now() + Duration::from_secs(15);
-    while processes(&["sleep", "61"]) > 0 && Instant::now() < deadline {
+    while processes(&["sleep", &orphan_arg]) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(processes(&["sleep", "61"]), 0, "the orphan's process is gone");
+    assert_eq!(processes(&["sleep", &orphan_arg]), 0, "the orphan's process is gone");
     let h1 = m.hosts.host("h1").expect("h1");
     assert_eq!(h1.runs, vec!["known-0-1".to_string()], "converged: h1 holds exactly the known run");
     assert!(m.hosts.host("h2").expect("h2").runs.is_empty(), "converged: h2 holds nothing");
@@ -377,8 +388,11 @@ async fn bad_launches_and_a_bad_registration_get_clear_errors() {
     let _ = m.hosts.release(lease.id);
 
     m.launch_on("h1", vec![run("dup-0-1", "sleep", &["30"], 64, 1)]).await.expect("first launch");
-    let e = m.launch_on("h1", vec![run("dup-0-1", "sleep", &["30"], 64, 1)]).await.expect_err("duplicate");
+    let e = m.launch_on("h1", vec![run("dup-0-1", "sleep", &["30"], 64, 1)]).await.expect_err("duplicate run id");
     assert!(e.to_string().contains("dup-0-1"), "{e}");
+    // A second live run of the same task (dup-0) is refused too, on any host.
+    let e = m.launch_on("h1", vec![run("dup-0-2", "sleep", &["30"], 64, 1)]).await.expect_err("duplicate task id");
+    assert!(e.to_string().contains("task dup-0") && e.to_string().contains("dup-0-1"), "{e}");
 
     // An agent whose report is invalid (no CPU) is refused and says why.
     let mut bad = spawn_agent(&m.addr, dir.path(), "h0", 0, 1_024, &[]);
@@ -396,5 +410,35 @@ async fn bad_launches_and_a_bad_registration_get_clear_errors() {
     assert!(status.is_some_and(|s| !s.success()), "the agent stops with an error; log:\n{log}");
     assert!(log.contains("cpu"), "the error names the field; log:\n{log}");
     assert!(m.hosts.host("h0").is_none(), "never registered");
+    m.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_away_past_the_heartbeat_timeout_has_its_runs_lost_and_their_processes_stopped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut m = manager_with_timeout(sqlite(dir.path()), free_port().await, Vec::new(), 1_000).await;
+    let mut agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
+    // A command line no other test (or earlier run) uses.
+    let arg = format!("62.{}", std::process::id());
+    m.launch_on("h1", vec![run("away-0-1", "sleep", &[&arg], 64, 1)]).await.expect("launch");
+    let mut seen = Vec::new();
+    while !seen.iter().any(|u: &RunUpdate| u.state == RunState::Running) {
+        seen.push(m.next_update(Duration::from_secs(20)).await.expect("update"));
+    }
+    agent.kill9();
+    let end = m.until_end("away-0-1", Duration::from_secs(20), &mut seen).await.expect("declared lost");
+    assert_eq!((end.state, end.reason.as_str()), (RunState::Lost, "HOST_LOST"));
+    assert_eq!(processes(&["sleep", &arg]), 1, "the process itself outlived its agent");
+    let _agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await, "back");
+    // Its run was given up for lost (and may run elsewhere by now): the
+    // re-registered agent is told to stop it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while processes(&["sleep", &arg]) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(processes(&["sleep", &arg]), 0, "the lost run's process was stopped");
+    assert!(m.hosts.host("h1").is_some_and(|h| h.runs.is_empty()), "nothing held on h1");
     m.shutdown().await;
 }

@@ -97,6 +97,8 @@ pub(crate) struct State {
     hosts: Vec<HostEntry>,
     by_name: HashMap<String, u32>,
     runs: HashMap<String, RunEntry>,
+    /// Task id → the run holding resources for it: a task has one live run.
+    live_task_runs: HashMap<String, String>,
     leases: BTreeMap<LeaseId, LeaseEntry>,
     next_lease: u64,
     cursor: usize,
@@ -129,6 +131,7 @@ impl State {
             hosts: Vec::new(),
             by_name: HashMap::new(),
             runs: HashMap::new(),
+            live_task_runs: HashMap::new(),
             leases: BTreeMap::new(),
             next_lease: 1,
             cursor: 0,
@@ -258,6 +261,7 @@ impl State {
 
     fn hold(&mut self, run_id: &str) {
         let Some(r) = self.runs.get(run_id) else { return };
+        self.live_task_runs.insert(r.task_id.clone(), run_id.to_string());
         let h = &mut self.hosts[r.host as usize];
         h.view.allocated = h.view.allocated.saturating_add(&r.resources);
         h.runs.insert(run_id.to_string());
@@ -279,6 +283,10 @@ impl State {
         if !h.runs.remove(run_id) {
             return;
         }
+        if self.live_task_runs.get(&r.task_id).is_some_and(|live| live == run_id) {
+            self.live_task_runs.remove(&r.task_id);
+        }
+        let h = &mut self.hosts[i as usize];
         h.view.allocated = h.view.allocated.saturating_sub(&r.resources);
         if let Some(n) = h.view.job_counts.get_mut(&r.job) {
             *n -= 1;
@@ -781,12 +789,22 @@ impl State {
         }
         let mut need = Resources::ZERO;
         let mut seen: HashSet<&str> = HashSet::with_capacity(runs.len());
+        let mut tasks: HashSet<&str> = HashSet::with_capacity(runs.len());
         for r in runs {
             if r.run_id.is_empty() {
                 return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
             }
             if !seen.insert(r.run_id.as_str()) || self.runs.contains_key(&r.run_id) {
                 return Err(HostError::DuplicateRunId(r.run_id.clone()));
+            }
+            if r.task_id.is_empty() {
+                return Err(HostError::InvalidRequest { field: "task_id", reason: "must not be empty".into() });
+            }
+            if !tasks.insert(r.task_id.as_str()) {
+                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: r.run_id.clone() });
+            }
+            if let Some(live) = self.live_task_runs.get(&r.task_id) {
+                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: live.clone() });
             }
             need = need.saturating_add(&r.spec.resources);
         }
