@@ -1,12 +1,13 @@
 //! Helpers shared by the default lifecycle policies (`plugins/batch`,
 //! `stateless`, `stateful`, `daemon`): what counts as a live run, restart
-//! backoff, and the rolling-update step every service kind uses.
+//! backoff, the rolling-update step every service kind uses, and
+//! [`service`], the whole policy of long-running services.
 //!
 //! Owns no policy of its own and no state: every function is a pure
 //! function of the job and task views, so the policies stay replayable.
 //! Must not depend on anything in `host/`.
 
-use paceline_plugin_sdk::types::{Action, JobState, JobView, Restart, TaskState, TaskView};
+use paceline_plugin_sdk::types::{Action, Event, JobState, JobView, Restart, TaskState, TaskView};
 
 /// First restart delay; doubles per consecutive failure.
 pub const BACKOFF_BASE_MS: u64 = 1_000;
@@ -187,4 +188,33 @@ mod tests {
         rolling_update(&job, &tasks, false, &mut out);
         assert_eq!(out, vec![Action::UpdateFinished(true)]);
     }
+}
+
+/// The policy of long-running services (`stateless`, and `stateful` with
+/// `one_at_a_time`): keep the count running, restart any run that ends
+/// (with backoff), kill everything on request, and take the rolling-update
+/// step (one instance at a time, in instance order, when `one_at_a_time`).
+pub fn service(job: &JobView, tasks: &[TaskView], event: &Event, one_at_a_time: bool) -> Vec<Action> {
+    let mut out = Vec::new();
+    if job_done(job) || job.state == JobState::Killing {
+        return out;
+    }
+    match event {
+        Event::KillRequested => {
+            kill_all(tasks, &mut out);
+            return out;
+        }
+        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => converge_count(job, tasks, &mut out),
+        Event::TaskChanged(change) => {
+            if let Some(t) = task(tasks, change.instance)
+                && t.instance < job.instance_count
+                && matches!(change.state, TaskState::Failed | TaskState::Lost | TaskState::Succeeded)
+            {
+                out.push(restart(t));
+            }
+        }
+        Event::Timer(_) => {}
+    }
+    rolling_update(job, tasks, one_at_a_time, &mut out);
+    out
 }

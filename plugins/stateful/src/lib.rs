@@ -18,33 +18,7 @@ pub struct Stateful;
 
 impl LifecyclePolicy for Stateful {
     fn on_event(job: &JobView, tasks: &[TaskView], event: &Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        if kit::job_done(job) || job.state == JobState::Killing {
-            return out;
-        }
-        match event {
-            Event::KillRequested => {
-                kit::kill_all(tasks, &mut out);
-                return out;
-            }
-            Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => {
-                kit::converge_count(job, tasks, &mut out)
-            }
-            Event::TaskChanged(change) => {
-                if let Some(t) = kit::task(tasks, change.instance)
-                    && t.instance < job.instance_count
-                    && matches!(
-                        change.state,
-                        TaskState::Failed | TaskState::Lost | TaskState::Succeeded
-                    )
-                {
-                    out.push(kit::restart(t));
-                }
-            }
-            Event::Timer(_) => {}
-        }
-        kit::rolling_update(job, tasks, true, &mut out);
-        out
+        kit::service(job, tasks, event, true)
     }
 }
 

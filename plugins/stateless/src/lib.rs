@@ -20,44 +20,8 @@ pub struct Stateless;
 
 impl LifecyclePolicy for Stateless {
     fn on_event(job: &JobView, tasks: &[TaskView], event: &Event) -> Vec<Action> {
-        service(job, tasks, event, false)
+        kit::service(job, tasks, event, false)
     }
-}
-
-/// The service logic shared with `stateful` (which updates one at a time).
-pub fn service(
-    job: &JobView,
-    tasks: &[TaskView],
-    event: &Event,
-    one_at_a_time: bool,
-) -> Vec<Action> {
-    let mut out = Vec::new();
-    if kit::job_done(job) || job.state == JobState::Killing {
-        return out;
-    }
-    match event {
-        Event::KillRequested => {
-            kit::kill_all(tasks, &mut out);
-            return out;
-        }
-        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => {
-            kit::converge_count(job, tasks, &mut out)
-        }
-        Event::TaskChanged(change) => {
-            if let Some(t) = kit::task(tasks, change.instance)
-                && t.instance < job.instance_count
-                && matches!(
-                    change.state,
-                    TaskState::Failed | TaskState::Lost | TaskState::Succeeded
-                )
-            {
-                out.push(kit::restart(t));
-            }
-        }
-        Event::Timer(_) => {}
-    }
-    kit::rolling_update(job, tasks, one_at_a_time, &mut out);
-    out
 }
 
 export_lifecycle!(Stateless);
