@@ -99,7 +99,7 @@ impl Agent {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            running: self.supervisor.running(),
+            running: self.supervisor.registration_runs(),
             isolation: self.host.isolation.proto() as i32,
             port_range_first: u32::from(self.config.port_range_first),
             port_range_last: u32::from(self.config.port_range_last),

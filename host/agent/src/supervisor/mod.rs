@@ -371,19 +371,31 @@ impl Supervisor {
         self.inner.outbox.ack(run_id, seq)
     }
 
-    /// Runs to report in `Register`: those not over, and those over whose
-    /// final status the manager has not acknowledged yet.
+    /// The runs that are not over.
     pub fn running(&self) -> Vec<pb::RunningRun> {
+        self.runs_listed(false)
+    }
+
+    /// Runs to report in `Register`: those not over, and those over whose
+    /// final status the manager has not acknowledged yet, so that the manager
+    /// does not call such a run missing (LOST) before its resent status
+    /// arrives on the new stream.
+    pub fn registration_runs(&self) -> Vec<pb::RunningRun> {
+        self.runs_listed(true)
+    }
+
+    /// Runs not over, plus ended runs with unacknowledged status when `with_unacked_ended`.
+    fn runs_listed(&self, with_unacked_ended: bool) -> Vec<pb::RunningRun> {
         let st = lock(&self.inner.state);
         let mut out: Vec<pb::RunningRun> = st
             .runs
             .values()
-            // An ended run whose final status is not yet acknowledged is still
-            // reported: the manager must not call it missing (LOST) before the
-            // resent status arrives on the new stream.
             .filter(|e| {
                 let id = &e.record.spec.run_id;
-                e.record.phase != Phase::Ended || self.inner.outbox.last_seq(id) > self.inner.outbox.acked(id)
+                if e.record.phase != Phase::Ended {
+                    return true;
+                }
+                with_unacked_ended && self.inner.outbox.last_seq(id) > self.inner.outbox.acked(id)
             })
             .map(|e| pb::RunningRun {
                 run_id: e.record.spec.run_id.clone(),
