@@ -13,7 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={}", p.display());
     }
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // The descriptor set feeds gRPC server reflection (`grpcurl`, `grpcui`).
+    let descriptors = PathBuf::from(std::env::var("OUT_DIR")?).join("paceline_descriptor.bin");
     tonic_prost_build::configure()
+        .file_descriptor_set_path(descriptors)
         .protoc_arg("--experimental_allow_proto3_optional")
         .build_client(true)
         .build_server(true)

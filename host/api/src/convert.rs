@@ -7,8 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use paceline_model::job::{JobConfig, JobKind, JobState, Sla, UpdateSpec};
-use paceline_model::task::{HealthCheck, HttpProbe, RestartPolicy, TaskSpec, TaskState, TcpProbe, VolumeSpec};
+use paceline_model::job::{JobConfig, JobKind, JobRuntime, JobState, Sla, Update, UpdateSpec, UpdateState};
+use paceline_model::task::{
+    HealthCheck, HttpProbe, RestartPolicy, SpecError, TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskSpec, TaskState, TcpProbe, VolumeSpec,
+};
 use paceline_model::{Constraint, Preference, Resources};
 use paceline_proto::v1 as pb;
 
@@ -222,6 +224,32 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
     })
 }
 
+/// The model's spec error, with its field under `prefix`.
+fn spec_error(prefix: &str, e: &SpecError) -> FieldError {
+    let field = match e {
+        SpecError::Empty(f) => Some(*f),
+        SpecError::TooLong { field, .. } | SpecError::TooMany { field, .. } | SpecError::Invalid { field, .. } => Some(*field),
+        _ => None,
+    };
+    match field {
+        // `env key` and similar prose names are not paths: keep them in the reason.
+        Some(f) if !f.contains(' ') => FieldError::new(format!("{prefix}.{f}"), e.to_string()),
+        Some(f) if f.starts_with("env") => FieldError::new(format!("{prefix}.env"), e.to_string()),
+        _ => FieldError::new(prefix, e.to_string()),
+    }
+}
+
+/// What the model leaves open but a schedulable task needs: CPU and memory.
+fn check_task(field: &str, t: &TaskSpec) -> Result<(), FieldError> {
+    if t.resources.cpu_millis == 0 {
+        return Err(FieldError::new(format!("{field}.resources.cpu_millis"), "must be above 0"));
+    }
+    if t.resources.memory_mib == 0 {
+        return Err(FieldError::new(format!("{field}.resources.memory_mib"), "must be above 0"));
+    }
+    t.validate().map_err(|e| spec_error(field, &e))
+}
+
 /// A task spec to the wire.
 pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
     pb::TaskSpec {
@@ -305,7 +333,12 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
         plugin_overrides: j.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: j.description.clone(),
     };
-    config.validate().map_err(|e| FieldError::new(field, e.to_string()))?;
+    // Task specs first, so their errors carry the task's own path.
+    check_task(&format!("{field}.default_task"), &config.default_task)?;
+    for (i, t) in &config.instance_overrides {
+        check_task(&format!("{field}.instance_overrides[{i}]"), t)?;
+    }
+    config.validate().map_err(|e| spec_error(field, &e))?;
     Ok(config)
 }
 
@@ -332,6 +365,145 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
         update: Some(update_spec_pb(&c.update)),
         plugin_overrides: c.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: c.description.clone(),
+    }
+}
+
+/// A task goal's API name (`RUN`, `KILL`, …).
+pub fn task_goal_str(g: TaskGoal) -> &'static str {
+    match g {
+        TaskGoal::Run => "RUN",
+        TaskGoal::Succeed => "SUCCEED",
+        TaskGoal::Kill => "KILL",
+        TaskGoal::Delete => "DELETE",
+    }
+}
+
+/// A task runtime to the wire.
+pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
+    let waiting = matches!(rt.state, TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing);
+    pb::Task {
+        job_id: job_id.to_string(),
+        instance,
+        state: task_state_pb(rt.state) as i32,
+        goal: task_goal_str(rt.goal).to_string(),
+        run: rt.run,
+        run_id: TaskId { job_id: job_id.to_string(), instance }.run_id(rt.run),
+        config_version: rt.config_version,
+        host: rt.host.clone().unwrap_or_default(),
+        ports: rt.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
+        // The runtime record does not carry health; the agent's checks
+        // surface as state changes (a failing check fails the run).
+        healthy: None,
+        reason: rt.reason.clone(),
+        message: rt.message.clone(),
+        failure_count: rt.failure_count,
+        started_at_ms: rt.started_at_ms.unwrap_or(0),
+        completed_at_ms: rt.completed_at_ms.unwrap_or(0),
+        pending_reason: if waiting {
+            if rt.message.is_empty() { rt.reason.clone() } else { rt.message.clone() }
+        } else {
+            String::new()
+        },
+    }
+}
+
+/// A task event to the wire.
+pub fn task_event_pb(e: &TaskEvent) -> pb::TaskEvent {
+    pb::TaskEvent {
+        run: e.run,
+        from: e.from.map(|s| task_state_pb(s) as i32).unwrap_or(0),
+        to: task_state_pb(e.to) as i32,
+        at_ms: e.at_ms,
+        host: e.host.clone().unwrap_or_default(),
+        reason: e.reason.clone(),
+        message: e.message.clone(),
+    }
+}
+
+/// A job runtime to the wire.
+pub fn job_status_pb(rt: &JobRuntime) -> pb::JobStatus {
+    pb::JobStatus {
+        state: job_state_pb(rt.state) as i32,
+        config_version: rt.config_version,
+        desired_config_version: rt.desired_config_version,
+        task_counts: rt.task_counts.iter().map(|(s, n)| (s.as_str().to_string(), *n)).collect(),
+        created_at_ms: rt.created_at_ms,
+        updated_at_ms: rt.updated_at_ms,
+        completed_at_ms: rt.completed_at_ms.unwrap_or(0),
+        message: rt.message.clone(),
+    }
+}
+
+/// An update state to the wire.
+pub fn update_state_pb(s: UpdateState) -> pb::UpdateState {
+    match s {
+        UpdateState::Initialized => pb::UpdateState::Initialized,
+        UpdateState::RollingForward => pb::UpdateState::RollingForward,
+        UpdateState::Paused => pb::UpdateState::Paused,
+        UpdateState::Succeeded => pb::UpdateState::Succeeded,
+        UpdateState::RollingBackward => pb::UpdateState::RollingBackward,
+        UpdateState::RolledBack => pb::UpdateState::RolledBack,
+        UpdateState::Aborted => pb::UpdateState::Aborted,
+        UpdateState::Failed => pb::UpdateState::Failed,
+    }
+}
+
+/// An update to the wire. The update record lists only the instances it
+/// touches, so progress per instance is read from the tasks: at the target
+/// version and up (or finished) is done, failed is failed, the rest are in
+/// progress.
+pub fn update_pb(u: &Update, tasks: &[TaskRuntime]) -> pb::UpdateStatus {
+    let (mut done, mut in_progress, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in &u.instances {
+        match tasks.get(i as usize) {
+            Some(t) if t.state == TaskState::Failed => failed.push(i),
+            Some(t) if t.config_version == u.to_config_version && matches!(t.state, TaskState::Running | TaskState::Succeeded) => {
+                done.push(i)
+            }
+            // An instance removed by the update (shrink) has no task left.
+            None => done.push(i),
+            Some(_) if u.state.is_terminal() => done.push(i),
+            Some(_) => in_progress.push(i),
+        }
+    }
+    pb::UpdateStatus {
+        id: u.id.clone(),
+        state: update_state_pb(u.state) as i32,
+        from_config_version: u.from_config_version,
+        to_config_version: u.to_config_version,
+        done,
+        in_progress,
+        failed,
+        message: u.message.clone(),
+    }
+}
+
+/// A whole job (from the job manager's view) to the wire.
+pub fn job_pb(j: &paceline_jobmgr::JobInfo) -> pb::Job {
+    pb::Job {
+        id: j.id.clone(),
+        spec: Some(job_spec_pb(&j.config)),
+        status: Some(job_status_pb(&j.runtime)),
+        update: j.update.as_ref().map(|u| update_pb(u, &j.tasks)),
+    }
+}
+
+/// A job summary (a query row) to the wire: the spec carries only the
+/// summary's fields (name, owner, pool, kind, instances, labels).
+pub fn job_summary_pb(s: &paceline_storage::JobSummary) -> pb::Job {
+    pb::Job {
+        id: s.id.clone(),
+        spec: Some(pb::JobSpec {
+            name: s.name.clone(),
+            owner: s.owner.clone(),
+            pool: s.pool.clone(),
+            kind: job_kind_pb(s.kind) as i32,
+            instance_count: s.instance_count,
+            labels: s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            ..pb::JobSpec::default()
+        }),
+        status: Some(job_status_pb(&s.runtime)),
+        update: None,
     }
 }
 

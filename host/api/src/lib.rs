@@ -1,12 +1,154 @@
 //! # paceline-api
 //!
 //! The public gRPC API (`paceline.v1`): conversions between wire messages
-//! and the domain model, with validation at the edge, and (as the pipeline
-//! lands) the tonic services over the managers.
+//! and the domain model, with validation at the edge, and the tonic
+//! services over the managers ([`Roles`]).
 //!
 //! It owns the wire shape only. It must not hold scheduling state or reach
-//! into storage: services call the managers' public methods.
+//! into storage tables other than through the managers' public methods and
+//! the `Store` trait (pools are persisted as the resource manager's specs).
+//!
+//! It receives requests from the CLI and other clients; it hands validated
+//! model values to the managers in [`Roles`] and their answers back.
+//!
+//! # Layout
 //!
 //! - [`convert`]: wire ↔ model, with errors that name the offending field.
+//! - [`status`]: each manager's errors → gRPC codes.
+//! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
+//!   module per service of `proto/paceline/v1/`.
+//! - [`serve`] / [`router`]: every service plus `grpc.health.v1` and server
+//!   reflection (v1), with message size limits and a per-request timeout.
+//!
+//! At start the server restores pools with [`restore_pools`] (and
+//! [`apply_pools`]) before the job manager recovers, then calls [`serve`].
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use paceline_proto::v1 as pb;
+use pb::host_service_server::HostServiceServer;
+use pb::job_service_server::JobServiceServer;
+use pb::plugin_service_server::PluginServiceServer;
+use pb::pool_service_server::PoolServiceServer;
+use pb::task_service_server::TaskServiceServer;
+use pb::watch_service_server::WatchServiceServer;
 
 pub mod convert;
+pub mod hosts;
+pub mod jobs;
+pub mod plugins;
+pub mod pools;
+pub mod status;
+pub mod tasks;
+pub mod watch;
+
+pub use pools::{RestoreError, apply_pools, restore_pools};
+/// Re-exported so clients (and tests) can check health without their own dependency.
+pub use tonic_health;
+
+/// The roles the services call. In one process (`paceline server`, `dev`)
+/// they are the cluster's own; cheap to clone.
+#[derive(Clone)]
+pub struct Roles {
+    /// Jobs and tasks.
+    pub jobs: Arc<paceline_jobmgr::JobManager>,
+    /// Hosts and runs.
+    pub hosts: paceline_hostmgr::HostManager,
+    /// Pools, entitlement, admission.
+    pub resmgr: Arc<Mutex<paceline_resmgr::ResourceManager>>,
+    /// Plugin slots.
+    pub registry: Arc<paceline_plugin::Registry>,
+    /// The cluster's store (pool specs live here).
+    pub store: Arc<dyn paceline_storage::Store>,
+}
+
+impl std::fmt::Debug for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Roles").field("hosts", &self.hosts).finish_non_exhaustive()
+    }
+}
+
+/// Limits of the API server.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Largest request message accepted (a plugin upload arrives in chunks,
+    /// so this bounds one chunk, not the component).
+    pub max_decoding_message_size: usize,
+    /// Largest response message sent.
+    pub max_encoding_message_size: usize,
+    /// Deadline of one request; streams (logs, watch) are exempt once open.
+    pub request_timeout: Duration,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_decoding_message_size: 16 << 20,
+            max_encoding_message_size: 64 << 20,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why the API server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The reflection service could not read the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+macro_rules! limited {
+    ($server:ident, $svc:expr, $config:expr) => {
+        $server::new($svc)
+            .max_decoding_message_size($config.max_decoding_message_size)
+            .max_encoding_message_size($config.max_encoding_message_size)
+    };
+}
+
+/// Every service over `roles`, with health (each service SERVING) and
+/// reflection, ready to serve on any incoming stream.
+pub async fn router(roles: Roles, config: &ApiConfig) -> Result<tonic::transport::server::Router, ApiError> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<JobServiceServer<jobs::JobApi>>().await;
+    reporter.set_serving::<TaskServiceServer<tasks::TaskApi>>().await;
+    reporter.set_serving::<PoolServiceServer<pools::PoolApi>>().await;
+    reporter.set_serving::<HostServiceServer<hosts::HostApi>>().await;
+    reporter.set_serving::<PluginServiceServer<plugins::PluginApi>>().await;
+    reporter.set_serving::<WatchServiceServer<watch::WatchApi>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    Ok(tonic::transport::Server::builder()
+        .timeout(config.request_timeout)
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
+        .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
+        .add_service(limited!(PoolServiceServer, pools::PoolApi::new(roles.resmgr.clone(), roles.store.clone()), config))
+        .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
+        .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
+        .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
+}
+
+/// Serves the API on `listener` until `shutdown` completes (then in-flight
+/// calls finish and the function returns).
+pub async fn serve(
+    roles: Roles,
+    listener: tokio::net::TcpListener,
+    config: ApiConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ApiError> {
+    let addr = listener.local_addr().ok();
+    let router = router(roles, &config).await?;
+    tracing::info!(addr = ?addr, "API serving");
+    router
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}

@@ -92,6 +92,17 @@ impl PlacementSink for JobSink {
     }
 }
 
+/// The job manager's clock reading a simulator's virtual clock, so that
+/// deadlines, backoffs and run times follow simulated time.
+#[derive(Debug, Clone)]
+pub struct SimTime(pub paceline_hostmgr::ManualClock);
+
+impl paceline_jobmgr::Clock for SimTime {
+    fn now_ms(&self) -> u64 {
+        paceline_hostmgr::Clock::now_ms(&self.0)
+    }
+}
+
 /// The roles of one process and the joints between them.
 pub struct Cluster {
     /// Host inventory and runs.
@@ -102,6 +113,10 @@ pub struct Cluster {
     pub resmgr: Arc<Mutex<ResourceManager>>,
     /// Placement rounds.
     pub engine: Arc<Engine>,
+    /// Plugin slots.
+    pub registry: Arc<paceline_plugin::Registry>,
+    /// The store every role writes to.
+    pub store: Arc<dyn paceline_storage::Store>,
     events: AsyncMutex<HostEvents>,
     /// Capacity per reachable, UP host (the resource manager's capacity is their sum).
     capacity: Mutex<BTreeMap<String, Resources>>,
@@ -127,9 +142,36 @@ pub struct StepReport {
 impl Cluster {
     /// Joins started roles. The host manager must already be subscribed to
     /// nothing else; the cluster takes its one subscription.
-    pub fn new(hosts: HostManager, jobs: Arc<JobManager>, resmgr: Arc<Mutex<ResourceManager>>, engine: Arc<Engine>) -> Cluster {
+    pub fn new(
+        hosts: HostManager,
+        jobs: Arc<JobManager>,
+        resmgr: Arc<Mutex<ResourceManager>>,
+        engine: Arc<Engine>,
+        registry: Arc<paceline_plugin::Registry>,
+        store: Arc<dyn paceline_storage::Store>,
+    ) -> Cluster {
         let events = hosts.subscribe();
-        Cluster { hosts, jobs, resmgr, engine, events: AsyncMutex::new(events), capacity: Mutex::new(BTreeMap::new()) }
+        Cluster {
+            hosts,
+            jobs,
+            resmgr,
+            engine,
+            registry,
+            store,
+            events: AsyncMutex::new(events),
+            capacity: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The roles the API serves.
+    pub fn roles(&self) -> paceline_api::Roles {
+        paceline_api::Roles {
+            jobs: self.jobs.clone(),
+            hosts: self.hosts.clone(),
+            resmgr: self.resmgr.clone(),
+            registry: self.registry.clone(),
+            store: self.store.clone(),
+        }
     }
 
     /// Handles every host event waiting now; returns how many.
@@ -280,7 +322,7 @@ impl Cluster {
         pools_before_recovery(&mut rm);
         let resmgr = Arc::new(Mutex::new(rm));
         let jobs = Arc::new(paceline_jobmgr::JobManager::new(
-            store,
+            store.clone(),
             resmgr.clone(),
             registry.clone(),
             Arc::new(HostLauncher(hosts.clone())),
@@ -302,12 +344,12 @@ impl Cluster {
         hosts.expect_runs(expected).await;
         let engine = Arc::new(Engine::new(
             resmgr.clone(),
-            registry,
+            registry.clone(),
             Arc::new(HostOffers(hosts.clone())),
             Arc::new(JobSink(jobs.clone())),
             config.engine,
         ));
-        let cluster = Arc::new(Cluster::new(hosts, jobs, resmgr, engine));
+        let cluster = Arc::new(Cluster::new(hosts, jobs, resmgr, engine, registry, store));
         cluster.hosts_changed().await;
         Ok(cluster)
     }

@@ -2,4 +2,5 @@
 //! together. Kept apart from `main.rs` so that tests can use the same wiring.
 
 pub mod cluster;
+pub mod server;
 pub mod wiring;

@@ -22,9 +22,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Every role in one process: API, job manager, resource manager,
+    /// placement, host manager (configured from a file).
+    Server(cmd::server::ServerArgs),
+    /// An all-in-one local cluster on embedded defaults with local agents.
+    Dev(cmd::server::DevArgs),
     /// Load the default plugins and place a sample workload on sample hosts.
     Demo(cmd::demo::DemoArgs),
-    /// Work with plugin components locally.
+    /// Work with plugin components locally, or deploy them to a server.
     #[command(subcommand)]
     Plugin(cmd::plugin::PluginCommand),
     /// Run the node agent of this machine: it registers with the host
@@ -33,6 +38,16 @@ enum Command {
     /// Run a benchmark and print its figures.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Create, inspect, update and kill jobs on a server.
+    Job(cmd::client::job::JobArgs),
+    /// Inspect a job's tasks, their logs and events on a server.
+    Task(cmd::client::task::TaskArgs),
+    /// Manage a server's resource pool tree.
+    Pool(cmd::client::pool::PoolArgs),
+    /// List hosts and drain them for maintenance.
+    Host(cmd::client::host::HostArgs),
+    /// Print changes to jobs, tasks and pools as they happen.
+    Watch(cmd::client::watch::WatchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,10 +59,17 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Server(args) => cmd::server::server(args),
+        Command::Dev(args) => cmd::server::dev(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Plugin(c) => cmd::plugin::run(c),
         Command::Agent(args) => cmd::agent::run(args),
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Job(args) => cmd::client::job::run(args),
+        Command::Task(args) => cmd::client::task::run(args),
+        Command::Pool(args) => cmd::client::pool::run(args),
+        Command::Host(args) => cmd::client::host::run(args),
+        Command::Watch(args) => cmd::client::watch::run(args),
     };
     match result {
         Ok(code) => code,

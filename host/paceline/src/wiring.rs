@@ -65,7 +65,17 @@ impl StoreVersions {
     }
 
     fn block<T>(&self, f: impl std::future::Future<Output = paceline_storage::Result<T>>) -> Result<T, String> {
-        self.runtime.block_on(f).map_err(|e| e.to_string())
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            // Inside a worker of a multi-thread runtime (e.g. an automatic
+            // rollback triggered by a preemption call in the resource
+            // manager's tick): hand the worker's other tasks off first.
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.runtime.block_on(f)).map_err(|e| e.to_string())
+            }
+            Ok(_) => Err("plugin versions can be stored only from a multi-thread runtime or a plain thread".into()),
+            Err(_) => self.runtime.block_on(f).map_err(|e| e.to_string()),
+        }
     }
 }
 

@@ -25,4 +25,8 @@ pub mod agent {
 pub mod v1 {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("paceline.v1");
+
+    /// The encoded `FileDescriptorSet` of every compiled `.proto` (the
+    /// public API and the agent protocol), for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("paceline_descriptor");
 }

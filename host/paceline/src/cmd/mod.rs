@@ -2,5 +2,7 @@
 pub mod agent;
 pub mod bench;
 pub mod bench_hosts;
+pub mod client;
 pub mod demo;
 pub mod plugin;
+pub mod server;

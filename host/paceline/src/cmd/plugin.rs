@@ -1,5 +1,7 @@
 //! `paceline plugin validate|run`: check a component and run it on a
 //! scenario, locally, with the same runtime and limits the server uses.
+//! `deploy|list|activate|rollback|shadow` talk to a server; they live in
+//! `cmd::client::plugin`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +20,16 @@ pub enum PluginCommand {
     Validate(ValidateArgs),
     /// Run a component on a scenario file and print its decision.
     Run(RunArgs),
+    /// Upload a component to a server's slot (compiled, checked and self-tested there).
+    Deploy(super::client::plugin::DeployArgs),
+    /// List a server's plugin slots with their versions and metrics.
+    List(super::client::plugin::ListArgs),
+    /// Make a deployed version its slot's active one.
+    Activate(super::client::plugin::ActivateArgs),
+    /// Return a slot to its previous active version.
+    Rollback(super::client::plugin::RollbackArgs),
+    /// Run a version beside the active one and diff decisions (or stop and report).
+    Shadow(super::client::plugin::ShadowArgs),
 }
 
 /// Arguments of `plugin validate`.
@@ -56,6 +68,11 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Validate(a) => validate(a),
         PluginCommand::Run(a) => run_scenario(a),
+        PluginCommand::Deploy(a) => super::client::plugin::deploy(a),
+        PluginCommand::List(a) => super::client::plugin::list(a),
+        PluginCommand::Activate(a) => super::client::plugin::activate(a),
+        PluginCommand::Rollback(a) => super::client::plugin::rollback(a),
+        PluginCommand::Shadow(a) => super::client::plugin::shadow(a),
     }
 }
 

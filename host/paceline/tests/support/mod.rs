@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use paceline::cluster::{AssembleConfig, Cluster};
-use paceline_hostmgr::{HostManager, HostShape, ManagerConfig, ManualClock, SimConfig, SimProvider};
+use paceline::cluster::{AssembleConfig, Cluster, SimTime};
+use paceline_hostmgr::{HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
 use paceline_model::Resources;
 use paceline_model::job::{JobConfig, JobKind, JobState};
 use paceline_model::pool::{PerKind, PoolSpec};
@@ -15,16 +15,6 @@ use paceline_model::task::{HealthCheck, TaskSpec};
 use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
-
-/// The job manager's clock reading the simulator's virtual clock.
-#[derive(Debug)]
-pub struct SimTime(pub ManualClock);
-
-impl paceline_jobmgr::Clock for SimTime {
-    fn now_ms(&self) -> u64 {
-        paceline_hostmgr::Clock::now_ms(&self.0)
-    }
-}
 
 /// A cluster over simulated hosts.
 pub struct SimCluster {

@@ -1,0 +1,248 @@
+//! `JobService`: create, read, query, update (with a dry-run diff), kill,
+//! restart, delete, and update control, over [`paceline_jobmgr::JobManager`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use paceline_jobmgr::{JobManager, UpdateRequest};
+use paceline_model::job::{JobConfig, JobState};
+use paceline_model::task::TaskSpec;
+use paceline_proto::v1 as pb;
+use paceline_proto::v1::job_service_server::JobService;
+use paceline_storage::JobQuery;
+use tonic::{Request, Response, Status};
+
+use crate::{convert, status};
+
+/// Most jobs one query page returns.
+const MAX_PAGE: u32 = 1000;
+/// Page size when the request leaves it 0.
+const DEFAULT_PAGE: u32 = 100;
+
+/// The job service.
+#[derive(Clone, Debug)]
+pub struct JobApi {
+    jobs: Arc<JobManager>,
+}
+
+impl JobApi {
+    /// Over the cluster's job manager.
+    pub fn new(jobs: Arc<JobManager>) -> JobApi {
+        JobApi { jobs }
+    }
+}
+
+/// A fresh job id: the name's slug plus 8 random hex digits, so ids are
+/// readable in listings and logs yet unique without a round trip.
+pub fn new_job_id(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+    }
+    let slug: String = slug.trim_end_matches('-').chars().take(48).collect();
+    let slug = slug.trim_end_matches('-');
+    let suffix = format!("{:08x}", fastrand::u32(..));
+    if slug.is_empty() { format!("job-{suffix}") } else { format!("{slug}-{suffix}") }
+}
+
+fn spec_of(field: &str, spec: Option<&pb::JobSpec>) -> Result<JobConfig, Status> {
+    let spec = spec.ok_or_else(|| Status::invalid_argument(format!("{field}: must be set")))?;
+    Ok(convert::job_config(field, spec)?)
+}
+
+fn instances_of(list: &[u32]) -> Option<Vec<u32>> {
+    (!list.is_empty()).then(|| list.to_vec())
+}
+
+/// A field-by-field diff of two task specs, one line per changed field
+/// (`command: "a" → "b"`). Fields are compared through their JSON form so
+/// every field the model has is covered without listing them here.
+pub fn task_spec_diff(old: &TaskSpec, new: &TaskSpec) -> Vec<String> {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) = (serde_json::to_value(old), serde_json::to_value(new))
+    else {
+        return if old == new { vec![] } else { vec!["default_task: changed".into()] };
+    };
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let null = serde_json::Value::Null;
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.get(k).unwrap_or(&null), b.get(k).unwrap_or(&null));
+            (x != y).then(|| format!("{k}: {x} → {y}"))
+        })
+        .collect()
+}
+
+/// What an update from `old` to `new` changes, per instance.
+fn instance_diff(old: &JobConfig, new: &JobConfig) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let (n_old, n_new) = (old.instance_count, new.instance_count);
+    let changed = (0..n_old.min(n_new)).filter(|&i| old.task_spec(i) != new.task_spec(i)).collect();
+    let added = (n_old..n_new).collect();
+    let removed = (n_new..n_old).collect();
+    (changed, added, removed)
+}
+
+impl JobApi {
+    /// Checks a request's instance list against the job, naming the bad
+    /// entry (`instances[2]`); returns the job for further use.
+    async fn checked_instances(&self, id: &str, list: &[u32]) -> Result<paceline_jobmgr::JobInfo, Status> {
+        let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
+        let n = info.tasks.len();
+        if let Some((i, bad)) = list.iter().enumerate().find(|(_, x)| **x as usize >= n) {
+            return Err(Status::invalid_argument(format!("instances[{i}]: job {id} has no instance {bad} (it has {n})")));
+        }
+        Ok(info)
+    }
+
+    async fn update_status(&self, id: &str) -> Result<Response<pb::UpdateControlResponse>, Status> {
+        let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::UpdateControlResponse { update: info.update.as_ref().map(|u| convert::update_pb(u, &info.tasks)) }))
+    }
+}
+
+#[tonic::async_trait]
+impl JobService for JobApi {
+    async fn create_job(&self, request: Request<pb::CreateJobRequest>) -> Result<Response<pb::CreateJobResponse>, Status> {
+        let config = spec_of("spec", request.get_ref().spec.as_ref())?;
+        let id = new_job_id(&config.name);
+        self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
+        tracing::info!(job = %id, "job created");
+        Ok(Response::new(pb::CreateJobResponse { id }))
+    }
+
+    async fn get_job(&self, request: Request<pb::GetJobRequest>) -> Result<Response<pb::GetJobResponse>, Status> {
+        let id = &request.get_ref().id;
+        status::required("id", id)?;
+        let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::GetJobResponse { job: Some(convert::job_pb(&info)) }))
+    }
+
+    async fn query_jobs(&self, request: Request<pb::QueryJobsRequest>) -> Result<Response<pb::QueryJobsResponse>, Status> {
+        let r = request.get_ref();
+        let states = r
+            .states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| convert::job_state(&format!("states[{i}]"), *s))
+            .collect::<Result<Vec<JobState>, _>>()?;
+        if r.limit > MAX_PAGE {
+            return Err(Status::invalid_argument(format!("limit: at most {MAX_PAGE}")));
+        }
+        let query = JobQuery {
+            states,
+            owner: (!r.owner.is_empty()).then(|| r.owner.clone()),
+            pool: (!r.pool.is_empty()).then(|| r.pool.clone()),
+            limit: if r.limit == 0 { DEFAULT_PAGE } else { r.limit },
+            cursor: (!r.page_token.is_empty()).then(|| r.page_token.clone()),
+            ..JobQuery::default()
+        };
+        let page = self.jobs.query(&query).await.map_err(|e| match e {
+            // A cursor the store cannot read is the caller's token.
+            paceline_jobmgr::JobError::Invalid { reason, .. } => Status::invalid_argument(format!("page_token: {reason}")),
+            e => status::job(e, ""),
+        })?;
+        // The store has no name filter; it applies to the page, so a page may
+        // come back short (or empty) with a next token still set.
+        let jobs = page
+            .items
+            .iter()
+            .filter(|s| r.name_contains.is_empty() || s.name.contains(&r.name_contains))
+            .map(convert::job_summary_pb)
+            .collect();
+        Ok(Response::new(pb::QueryJobsResponse { jobs, next_page_token: page.next.unwrap_or_default() }))
+    }
+
+    async fn update_job(&self, request: Request<pb::UpdateJobRequest>) -> Result<Response<pb::UpdateJobResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        let config = spec_of("spec", r.spec.as_ref())?;
+        let current = self.jobs.get(&r.id).await.map_err(|e| status::job(e, ""))?;
+        if current.config.kind != config.kind {
+            return Err(Status::invalid_argument("spec.kind: a job's kind cannot change"));
+        }
+        let (changed, added, removed) = instance_diff(&current.config, &config);
+        let diff = task_spec_diff(&current.config.default_task, &config.default_task);
+        let mut response =
+            pb::UpdateJobResponse { update_id: String::new(), changed_instances: changed, added_instances: added, removed_instances: removed, diff };
+        if r.dry_run {
+            return Ok(Response::new(response));
+        }
+        let spec = r.update.as_ref().map(convert::update_spec);
+        response.update_id = self.jobs.update(&r.id, config, UpdateRequest { spec }).await.map_err(|e| status::job(e, "spec"))?;
+        tracing::info!(job = %r.id, update = %response.update_id, "job update started");
+        Ok(Response::new(response))
+    }
+
+    async fn kill_job(&self, request: Request<pb::KillJobRequest>) -> Result<Response<pb::KillJobResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        self.checked_instances(&r.id, &r.instances).await?;
+        self.jobs.kill(&r.id, instances_of(&r.instances)).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::KillJobResponse {}))
+    }
+
+    async fn restart_job(&self, request: Request<pb::RestartJobRequest>) -> Result<Response<pb::RestartJobResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        let info = self.checked_instances(&r.id, &r.instances).await?;
+        // 0 means the job's own update batch size, as the contract says
+        // (the job manager's 0 would restart everything at once).
+        let batch = if r.batch_size == 0 { info.config.update.batch_size } else { r.batch_size };
+        self.jobs.restart(&r.id, instances_of(&r.instances), batch).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::RestartJobResponse {}))
+    }
+
+    async fn delete_job(&self, request: Request<pb::DeleteJobRequest>) -> Result<Response<pb::DeleteJobResponse>, Status> {
+        let id = &request.get_ref().id;
+        status::required("id", id)?;
+        self.jobs.delete(id).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::DeleteJobResponse {}))
+    }
+
+    async fn pause_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+        let id = &request.get_ref().id;
+        status::required("id", id)?;
+        self.jobs.pause_update(id).await.map_err(|e| status::job(e, ""))?;
+        self.update_status(id).await
+    }
+
+    async fn resume_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+        let id = &request.get_ref().id;
+        status::required("id", id)?;
+        self.jobs.resume_update(id).await.map_err(|e| status::job(e, ""))?;
+        self.update_status(id).await
+    }
+
+    async fn abort_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+        let id = &request.get_ref().id;
+        status::required("id", id)?;
+        self.jobs.abort_update(id).await.map_err(|e| status::job(e, ""))?;
+        self.update_status(id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_are_slugs_with_a_random_suffix() {
+        let id = new_job_id("My Web_Server!!");
+        assert!(id.starts_with("my-web-server-"), "{id}");
+        assert_eq!(id.len(), "my-web-server-".len() + 8);
+        assert!(new_job_id("").starts_with("job-"));
+        assert_ne!(new_job_id("a"), new_job_id("a"));
+    }
+
+    #[test]
+    fn the_diff_names_each_changed_field() {
+        let a = TaskSpec { command: "a".into(), ..TaskSpec::default() };
+        let b = TaskSpec { command: "b".into(), ..TaskSpec::default() };
+        assert_eq!(task_spec_diff(&a, &b), vec![r#"command: "a" → "b""#.to_string()]);
+        assert!(task_spec_diff(&a, &a).is_empty());
+    }
+}

@@ -1,0 +1,205 @@
+//! `PluginService`: streamed deploy and validate, list, activate, roll back
+//! and shadow, over [`paceline_plugin::Registry`].
+//!
+//! Registry calls compile or instantiate Wasm, so they run on the blocking
+//! pool, never on the async workers that serve other calls.
+
+use std::sync::Arc;
+
+use paceline_plugin::{DeployOptions, MemoryStore, PluginError, Registry, SlotInfo, VersionState, slot_world};
+use paceline_proto::v1 as pb;
+use paceline_proto::v1::deploy_plugin_request::Part;
+use paceline_proto::v1::plugin_service_server::PluginService;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::status;
+
+/// The plugin service.
+#[derive(Clone)]
+pub struct PluginApi {
+    registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for PluginApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginApi").finish_non_exhaustive()
+    }
+}
+
+impl PluginApi {
+    /// Over the cluster's registry.
+    pub fn new(registry: Arc<Registry>) -> PluginApi {
+        PluginApi { registry }
+    }
+
+    /// Runs a registry call on the blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Registry) -> Result<T, PluginError> + Send + 'static,
+    ) -> Result<T, Status> {
+        let registry = self.registry.clone();
+        tokio::task::spawn_blocking(move || f(&registry))
+            .await
+            .map_err(|e| Status::internal(format!("plugin task: {e}")))?
+            .map_err(status::plugin)
+    }
+
+    /// Reads an upload: `meta` first, then the bytes, checked against the
+    /// runtime's upload limit as they arrive (and against `meta.size`).
+    async fn upload(&self, mut stream: Streaming<pb::DeployPluginRequest>) -> Result<(pb::deploy_plugin_request::Meta, Vec<u8>), Status> {
+        let max = self.registry.runtime().config().max_upload_bytes;
+        let meta = match stream.message().await?.and_then(|m| m.part) {
+            Some(Part::Meta(meta)) => meta,
+            _ => return Err(Status::invalid_argument("meta: the first message must carry meta")),
+        };
+        slot_world(&meta.slot).map_err(|e| Status::invalid_argument(format!("meta.slot: {e}")))?;
+        if meta.size > max as u64 {
+            return Err(Status::invalid_argument(format!("meta.size: {} bytes is over the {max}-byte upload limit", meta.size)));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0).min(max));
+        let mut n = 1usize;
+        while let Some(msg) = stream.message().await? {
+            match msg.part {
+                Some(Part::Chunk(chunk)) => {
+                    if bytes.len() + chunk.len() > max {
+                        return Err(Status::invalid_argument(format!("chunk: upload is over the {max}-byte limit")));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                _ => return Err(Status::invalid_argument(format!("message {n}: after meta, every message must carry a chunk"))),
+            }
+            n += 1;
+        }
+        if meta.size != 0 && meta.size != bytes.len() as u64 {
+            return Err(Status::invalid_argument(format!("meta.size: says {} bytes, {} arrived", meta.size, bytes.len())));
+        }
+        if bytes.is_empty() {
+            return Err(Status::invalid_argument("chunk: no component bytes were sent"));
+        }
+        Ok((meta, bytes))
+    }
+
+    async fn slot(&self, name: &str) -> Result<pb::PluginSlot, Status> {
+        let name = name.to_string();
+        let slots = self.blocking(|r| Ok(r.list())).await?;
+        Ok(slots.iter().find(|s| s.slot == name).map(slot_pb).unwrap_or(pb::PluginSlot { slot: name, ..Default::default() }))
+    }
+}
+
+fn state_str(s: VersionState, shadowed: bool) -> &'static str {
+    match s {
+        _ if shadowed => "shadow",
+        VersionState::Ready => "deployed",
+        VersionState::Active => "active",
+        VersionState::Retired => "retired",
+        VersionState::Failed => "failed",
+    }
+}
+
+/// A slot to the wire.
+pub fn slot_pb(s: &SlotInfo) -> pb::PluginSlot {
+    pb::PluginSlot {
+        slot: s.slot.clone(),
+        active: s.active.clone().unwrap_or_default(),
+        versions: s
+            .versions
+            .iter()
+            .map(|v| {
+                let id = format!("{}@{}", v.record.name, v.record.version);
+                let shadowed = s.shadow.as_deref() == Some(id.as_str());
+                pb::PluginVersion {
+                    state: state_str(v.record.state, shadowed).to_string(),
+                    id,
+                    sha256: v.record.sha256.clone(),
+                    calls: v.metrics.calls,
+                    errors: v.metrics.errors.clone().into_iter().collect(),
+                    p50_us: v.metrics.p50_us,
+                    p99_us: v.metrics.p99_us,
+                }
+            })
+            .collect(),
+    }
+}
+
+fn slot_ref(field: &str, slot: &str) -> Result<(), Status> {
+    status::required(field, slot)?;
+    slot_world(slot).map(|_| ()).map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
+}
+
+#[tonic::async_trait]
+impl PluginService for PluginApi {
+    async fn deploy_plugin(&self, request: Request<Streaming<pb::DeployPluginRequest>>) -> Result<Response<pb::DeployPluginResponse>, Status> {
+        let (meta, bytes) = self.upload(request.into_inner()).await?;
+        let options = DeployOptions { self_test: !meta.skip_self_test };
+        let (slot, name, version) = (meta.slot.clone(), meta.name.clone(), meta.version.clone());
+        let deployed = self.blocking(move |r| r.deploy(&slot, &name, &version, &bytes, options)).await?;
+        let id = format!("{}@{}", deployed.record.name, deployed.record.version);
+        tracing::info!(slot = %meta.slot, version = %id, "plugin deployed through the API");
+        Ok(Response::new(pb::DeployPluginResponse { id, sha256: deployed.record.sha256 }))
+    }
+
+    async fn validate_plugin(
+        &self,
+        request: Request<Streaming<pb::DeployPluginRequest>>,
+    ) -> Result<Response<pb::ValidatePluginResponse>, Status> {
+        let (meta, bytes) = self.upload(request.into_inner()).await?;
+        let options = DeployOptions { self_test: !meta.skip_self_test };
+        // A throwaway registry on the same runtime (and so the same limits
+        // and compile cache) runs every deploy check and stores nothing.
+        let result = self
+            .blocking(move |r| {
+                let scratch = Registry::open(r.runtime().clone(), Arc::new(MemoryStore::default()))?;
+                Ok(scratch.deploy(&meta.slot, "candidate", "0", &bytes, options).err())
+            })
+            .await?;
+        Ok(Response::new(pb::ValidatePluginResponse { error: result.map(|e| e.to_string()).unwrap_or_default() }))
+    }
+
+    async fn list_plugins(&self, _request: Request<pb::ListPluginsRequest>) -> Result<Response<pb::ListPluginsResponse>, Status> {
+        let slots = self.blocking(|r| Ok(r.list())).await?;
+        Ok(Response::new(pb::ListPluginsResponse { slots: slots.iter().map(slot_pb).collect() }))
+    }
+
+    async fn activate_plugin(&self, request: Request<pb::PluginRef>) -> Result<Response<pb::PluginSlot>, Status> {
+        let r = request.into_inner();
+        slot_ref("slot", &r.slot)?;
+        status::required("id", &r.id)?;
+        let (slot, id) = (r.slot.clone(), r.id.clone());
+        self.blocking(move |reg| reg.activate(&slot, &id)).await?;
+        tracing::info!(slot = %r.slot, version = %r.id, "plugin activated through the API");
+        Ok(Response::new(self.slot(&r.slot).await?))
+    }
+
+    async fn rollback_plugin(&self, request: Request<pb::SlotRef>) -> Result<Response<pb::PluginSlot>, Status> {
+        let r = request.into_inner();
+        slot_ref("slot", &r.slot)?;
+        let slot = r.slot.clone();
+        let to = self.blocking(move |reg| reg.rollback(&slot)).await?;
+        tracing::info!(slot = %r.slot, to = ?to, "plugin rolled back through the API");
+        Ok(Response::new(self.slot(&r.slot).await?))
+    }
+
+    async fn shadow_plugin(&self, request: Request<pb::ShadowPluginRequest>) -> Result<Response<pb::ShadowPluginResponse>, Status> {
+        let r = request.into_inner();
+        let p = r.plugin.ok_or_else(|| Status::invalid_argument("plugin: must be set"))?;
+        slot_ref("plugin.slot", &p.slot)?;
+        let report = if r.stop {
+            let slot = p.slot.clone();
+            self.blocking(move |reg| reg.stop_shadow(&slot)).await?
+        } else {
+            status::required("plugin.id", &p.id)?;
+            let (slot, id) = (p.slot.clone(), p.id.clone());
+            self.blocking(move |reg| {
+                reg.shadow(&slot, &id)?;
+                reg.shadow_report(&slot)
+            })
+            .await?
+        };
+        let report = report.unwrap_or_default();
+        Ok(Response::new(pb::ShadowPluginResponse {
+            compared: report.compared,
+            differed: report.compared.saturating_sub(report.identical),
+            samples: report.samples,
+        }))
+    }
+}

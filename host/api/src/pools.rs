@@ -1,0 +1,316 @@
+//! `PoolService`: the pool tree. A change is applied to the resource manager
+//! first (which checks it against the tree) and then persisted as the
+//! spec's JSON under the pool's path; if the write fails the in-memory
+//! change is undone, so memory never holds a pool the store would lose.
+//! [`restore_pools`] reads them back at start.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use paceline_model::pool::{PerKind, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
+use paceline_proto::v1 as pb;
+use paceline_proto::v1::pool_service_server::PoolService;
+use paceline_resmgr::{PoolError, ResourceManager};
+use paceline_storage::Store;
+use tonic::{Request, Response, Status};
+
+use crate::convert::{FieldError, resources_pb};
+use crate::status;
+
+/// Why stored pools could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The store failed.
+    #[error("reading pools: {0}")]
+    Store(#[from] paceline_storage::StoreError),
+    /// A stored spec is not a pool spec.
+    #[error("pool {path}: stored spec does not decode: {source}")]
+    Decode {
+        /// The pool.
+        path: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+/// Every stored pool with its spec, parents before children, ready for
+/// [`apply_pools`] (or `ResourceManager::create_pool`) before the job
+/// manager recovers.
+pub async fn restore_pools(store: &dyn Store) -> Result<Vec<(String, PoolSpec)>, RestoreError> {
+    let mut pools = store
+        .list_pools()
+        .await?
+        .into_iter()
+        .map(|(path, bytes)| match serde_json::from_slice::<PoolSpec>(&bytes) {
+            Ok(spec) => Ok((path, spec)),
+            Err(source) => Err(RestoreError::Decode { path, source }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Depth first, then path: every parent precedes its children.
+    pools.sort_by(|(a, _), (b, _)| a.matches('/').count().cmp(&b.matches('/').count()).then_with(|| a.cmp(b)));
+    Ok(pools)
+}
+
+/// Creates (or, when it exists, updates) each pool in order.
+pub fn apply_pools(rm: &mut ResourceManager, pools: &[(String, PoolSpec)]) -> Result<(), PoolError> {
+    for (path, spec) in pools {
+        if rm.tree().id(path).is_some() {
+            rm.update_pool(path, *spec)?;
+        } else {
+            rm.create_pool(path, *spec)?;
+        }
+    }
+    Ok(())
+}
+
+fn kinds_pb(p: &PerKind<u64>, unlimited_as_zero: bool) -> pb::PerKind {
+    let f = |v: u64| if unlimited_as_zero && v == UNLIMITED { 0 } else { v };
+    pb::PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu: f(p.gpu) }
+}
+
+fn kinds(p: Option<&pb::PerKind>, unset: u64, zero_means: u64) -> PerKind<u64> {
+    match p {
+        None => PerKind::splat(unset),
+        Some(p) => {
+            let f = |v: u64| if v == 0 { zero_means } else { v };
+            PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu: f(p.gpu) }
+        }
+    }
+}
+
+/// A pool spec from the wire. Proto3 cannot tell 0 from unset, so 0 in a
+/// limit means unlimited and 0 in a share means the default weight 1.
+pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> {
+    let mut pool_type = PerKind::splat(PoolType::Elastic);
+    for (i, name) in s.static_kinds.iter().enumerate() {
+        let kind = ResourceKind::ALL.into_iter().find(|k| k.as_str() == name).ok_or_else(|| FieldError {
+            field: format!("{field}.static_kinds[{i}]"),
+            reason: format!("unknown kind `{name}` (cpu, memory, disk or gpu)"),
+        })?;
+        match kind {
+            ResourceKind::Cpu => pool_type.cpu = PoolType::Static,
+            ResourceKind::Memory => pool_type.memory = PoolType::Static,
+            ResourceKind::Disk => pool_type.disk = PoolType::Static,
+            ResourceKind::Gpu => pool_type.gpu = PoolType::Static,
+        }
+    }
+    let queue_policy = match s.queue_policy.as_str() {
+        "" | "priority_fifo" => QueuePolicy::PriorityFifo,
+        "fifo" => QueuePolicy::Fifo,
+        other => {
+            return Err(FieldError {
+                field: format!("{field}.queue_policy"),
+                reason: format!("unknown policy `{other}` (priority_fifo or fifo)"),
+            });
+        }
+    };
+    let spec = PoolSpec {
+        reservation: kinds(s.reservation.as_ref(), 0, 0),
+        limit: kinds(s.limit.as_ref(), UNLIMITED, UNLIMITED),
+        share: kinds(s.share.as_ref(), 1, 1),
+        pool_type,
+        slack_limit: kinds(s.slack_limit.as_ref(), 0, 0),
+        queue_policy,
+    };
+    spec.check().map_err(|e| FieldError { field: format!("{field}.{}", e.field()), reason: e.to_string() })?;
+    Ok(spec)
+}
+
+/// A pool spec to the wire.
+pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
+    let static_kinds = ResourceKind::ALL
+        .into_iter()
+        .filter(|k| s.pool_type.get(*k) == PoolType::Static)
+        .map(|k| k.as_str().to_string())
+        .collect();
+    pb::PoolSpec {
+        reservation: Some(kinds_pb(&s.reservation, false)),
+        limit: Some(kinds_pb(&s.limit, true)),
+        share: Some(kinds_pb(&s.share, false)),
+        static_kinds,
+        slack_limit: Some(kinds_pb(&s.slack_limit, false)),
+        queue_policy: match s.queue_policy {
+            QueuePolicy::PriorityFifo => "priority_fifo",
+            QueuePolicy::Fifo => "fifo",
+        }
+        .to_string(),
+    }
+}
+
+fn per_kind(r: &paceline_model::Resources) -> pb::PerKind {
+    pb::PerKind { cpu: r.cpu_millis, memory: r.memory_mib, disk: r.disk_mib, gpu: r.gpus }
+}
+
+/// The pool service.
+#[derive(Clone)]
+pub struct PoolApi {
+    resmgr: Arc<Mutex<ResourceManager>>,
+    store: Arc<dyn Store>,
+    /// Serialises changes so each store write matches the memory it follows.
+    changes: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for PoolApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolApi").finish_non_exhaustive()
+    }
+}
+
+impl PoolApi {
+    /// Over the cluster's resource manager and store.
+    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, store: Arc<dyn Store>) -> PoolApi {
+        PoolApi { resmgr, store, changes: Arc::new(tokio::sync::Mutex::new(())) }
+    }
+
+    fn rm(&self) -> Result<MutexGuard<'_, ResourceManager>, Status> {
+        self.resmgr.lock().map_err(|_| Status::internal("resource manager lock poisoned"))
+    }
+
+    fn pool_pb(rm: &ResourceManager, path: &str) -> Option<pb::Pool> {
+        let s = rm.pool_status(path)?;
+        let tree = rm.tree();
+        let children = tree
+            .id(path)
+            .map(|id| tree.children(id).filter_map(|c| tree.path(c).map(str::to_string)).collect())
+            .unwrap_or_default();
+        Some(pb::Pool {
+            path: s.path.clone(),
+            spec: Some(pool_spec_pb(&s.spec)),
+            entitlement: Some(per_kind(&s.entitlement)),
+            allocation: Some(per_kind(&s.allocation)),
+            demand: Some(per_kind(&s.demand)),
+            queued_gangs: u32::try_from(s.queued_gangs).unwrap_or(u32::MAX),
+            live_tasks: u32::try_from(s.live_tasks).unwrap_or(u32::MAX),
+            children,
+        })
+    }
+
+    /// Every pool, parents first (a walk from the root).
+    fn all(rm: &ResourceManager) -> Vec<pb::Pool> {
+        let tree = rm.tree();
+        let mut out = Vec::new();
+        let mut todo: std::collections::VecDeque<_> = tree.id("/").into_iter().collect();
+        while let Some(id) = todo.pop_front() {
+            if let Some(p) = tree.path(id).and_then(|path| Self::pool_pb(rm, path)) {
+                out.push(p);
+            }
+            todo.extend(tree.children(id));
+        }
+        out
+    }
+
+    async fn persist(&self, path: &str, spec: &PoolSpec) -> Result<(), Status> {
+        let bytes = serde_json::to_vec(spec).map_err(|e| Status::internal(format!("encoding pool spec: {e}")))?;
+        self.store.put_pool(path, &bytes).await.map_err(|e| Status::unavailable(format!("storing pool {path}: {e}")))
+    }
+}
+
+fn path_of(path: &str) -> Result<(), Status> {
+    status::required("path", path)
+}
+
+fn spec_in(spec: Option<&pb::PoolSpec>) -> Result<PoolSpec, Status> {
+    let spec = spec.ok_or_else(|| Status::invalid_argument("spec: must be set"))?;
+    Ok(pool_spec("spec", spec)?)
+}
+
+#[tonic::async_trait]
+impl PoolService for PoolApi {
+    async fn create_pool(&self, request: Request<pb::CreatePoolRequest>) -> Result<Response<pb::CreatePoolResponse>, Status> {
+        let r = request.get_ref();
+        path_of(&r.path)?;
+        let spec = spec_in(r.spec.as_ref())?;
+        let _serial = self.changes.lock().await;
+        self.rm()?.create_pool(&r.path, spec).map_err(status::pool)?;
+        if let Err(e) = self.persist(&r.path, &spec).await {
+            if let Err(undo) = self.rm()?.delete_pool(&r.path) {
+                tracing::error!(pool = %r.path, error = %undo, "could not undo a pool that was not stored");
+            }
+            return Err(e);
+        }
+        tracing::info!(pool = %r.path, "pool created");
+        Ok(Response::new(pb::CreatePoolResponse {}))
+    }
+
+    async fn get_pool(&self, request: Request<pb::GetPoolRequest>) -> Result<Response<pb::GetPoolResponse>, Status> {
+        let path = &request.get_ref().path;
+        path_of(path)?;
+        let pool = Self::pool_pb(&*self.rm()?, path).ok_or_else(|| Status::not_found(format!("path: no pool {path}")))?;
+        Ok(Response::new(pb::GetPoolResponse { pool: Some(pool) }))
+    }
+
+    async fn update_pool(&self, request: Request<pb::UpdatePoolRequest>) -> Result<Response<pb::UpdatePoolResponse>, Status> {
+        let r = request.get_ref();
+        path_of(&r.path)?;
+        let spec = spec_in(r.spec.as_ref())?;
+        let _serial = self.changes.lock().await;
+        let before = {
+            let mut rm = self.rm()?;
+            let before = rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
+            rm.update_pool(&r.path, spec).map_err(status::pool)?;
+            before
+        };
+        if let Err(e) = self.persist(&r.path, &spec).await {
+            if let Err(undo) = self.rm()?.update_pool(&r.path, before) {
+                tracing::error!(pool = %r.path, error = %undo, "could not undo a pool change that was not stored");
+            }
+            return Err(e);
+        }
+        tracing::info!(pool = %r.path, "pool updated");
+        Ok(Response::new(pb::UpdatePoolResponse {}))
+    }
+
+    async fn delete_pool(&self, request: Request<pb::DeletePoolRequest>) -> Result<Response<pb::DeletePoolResponse>, Status> {
+        let path = &request.get_ref().path;
+        path_of(path)?;
+        let _serial = self.changes.lock().await;
+        let before = {
+            let mut rm = self.rm()?;
+            let before = rm.pool_status(path).ok_or_else(|| Status::not_found(format!("path: no pool {path}")))?.spec;
+            rm.delete_pool(path).map_err(status::pool)?;
+            before
+        };
+        if let Err(e) = self.store.delete_pool(path).await {
+            if let Err(undo) = self.rm()?.create_pool(path, before) {
+                tracing::error!(pool = %path, error = %undo, "could not undo a pool deletion that was not stored");
+            }
+            return Err(Status::unavailable(format!("deleting pool {path}: {e}")));
+        }
+        tracing::info!(pool = %path, "pool deleted");
+        Ok(Response::new(pb::DeletePoolResponse {}))
+    }
+
+    async fn list_pools(&self, _request: Request<pb::ListPoolsRequest>) -> Result<Response<pb::ListPoolsResponse>, Status> {
+        let rm = self.rm()?;
+        Ok(Response::new(pb::ListPoolsResponse { pools: Self::all(&rm), capacity: Some(resources_pb(&rm.capacity())) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_spec_survives_the_round_trip() {
+        let spec = PoolSpec {
+            reservation: PerKind { cpu: 1000, memory: 10, disk: 0, gpu: 1 },
+            limit: PerKind { cpu: 2000, memory: UNLIMITED, disk: UNLIMITED, gpu: 2 },
+            pool_type: PerKind { cpu: PoolType::Static, ..PerKind::splat(PoolType::Elastic) },
+            queue_policy: QueuePolicy::Fifo,
+            ..PoolSpec::default()
+        };
+        assert_eq!(pool_spec("spec", &pool_spec_pb(&spec)), Ok(spec));
+        assert_eq!(pool_spec("spec", &pb::PoolSpec::default()), Ok(PoolSpec::default()));
+    }
+
+    #[test]
+    fn bad_specs_name_the_field() {
+        let wire = pb::PoolSpec {
+            reservation: Some(pb::PerKind { cpu: 10, ..Default::default() }),
+            limit: Some(pb::PerKind { cpu: 5, ..Default::default() }),
+            ..Default::default()
+        };
+        assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.reservation.cpu".to_string()));
+        let wire = pb::PoolSpec { static_kinds: vec!["cpu".into(), "tpu".into()], ..Default::default() };
+        assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.static_kinds[1]".to_string()));
+    }
+}

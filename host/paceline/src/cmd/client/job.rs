@@ -1,0 +1,424 @@
+//! `paceline job …`: create, read, list, update, kill, restart and delete
+//! jobs, and control their rolling updates.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use paceline_api::convert;
+use paceline_model::job::JobConfig;
+use paceline_proto::v1 as pb;
+use pb::job_service_client::JobServiceClient;
+use serde_json::json;
+
+use super::output::{self, Table, emit, fields, or_dash};
+use super::{ClientOpts, RpcError, bad_input, block_on, connect, parse_enum, render};
+
+/// `paceline job`.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    #[command(subcommand)]
+    cmd: JobCommand,
+}
+
+/// Job commands.
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Create a job from a YAML spec (checked locally first); prints its id.
+    Create {
+        /// The job spec (YAML; see examples/).
+        file: PathBuf,
+    },
+    /// Show one job: spec, status and update.
+    Get {
+        /// Job id.
+        id: String,
+    },
+    /// List jobs.
+    List {
+        /// Only jobs in this state (repeatable): pending, running, succeeded, …
+        #[arg(long = "state", value_name = "STATE")]
+        states: Vec<String>,
+        /// Only jobs of this owner.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Only jobs under this pool path.
+        #[arg(long)]
+        pool: Option<String>,
+        /// Only jobs whose name contains this text.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Kill a job, or some of its instances.
+    Kill {
+        /// Job id.
+        id: String,
+        /// Only these instances (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        instances: Vec<u32>,
+    },
+    /// Restart a job's instances in rolling batches.
+    Restart {
+        /// Job id.
+        id: String,
+        /// Only these instances (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        instances: Vec<u32>,
+        /// Instances per batch; 0 uses the job's update batch size.
+        #[arg(long, default_value_t = 0)]
+        batch_size: u32,
+    },
+    /// Replace a job's spec through a rolling update.
+    Update {
+        /// Job id.
+        id: String,
+        /// The new job spec (YAML).
+        file: PathBuf,
+        /// Only show what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Instances per batch for this update.
+        #[arg(long)]
+        batch_size: Option<u32>,
+        /// Failed instances after which this update stops.
+        #[arg(long)]
+        max_failures: Option<u32>,
+        /// Create the update paused (resume with `job resume`).
+        #[arg(long)]
+        paused: bool,
+    },
+    /// Delete a terminal job and its history.
+    Delete {
+        /// Job id.
+        id: String,
+    },
+    /// Pause the job's running update.
+    Pause {
+        /// Job id.
+        id: String,
+    },
+    /// Resume the job's paused update.
+    Resume {
+        /// Job id.
+        id: String,
+    },
+    /// Abort the job's update, leaving instances where they are.
+    Abort {
+        /// Job id.
+        id: String,
+    },
+}
+
+/// Runs a job command.
+pub fn run(args: JobArgs) -> anyhow::Result<std::process::ExitCode> {
+    block_on(exec(args.opts, args.cmd))
+}
+
+/// Reads a job file and checks it as the server will, so mistakes are
+/// reported with the file's name and line before anything is sent.
+pub fn load_job(path: &Path) -> anyhow::Result<JobConfig> {
+    let bytes = super::read_file(path)?;
+    let config: JobConfig =
+        serde_yaml::from_slice(&bytes).map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
+    config.validate().map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
+    Ok(config)
+}
+
+async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
+    // Everything local first: a bad file or filter never opens a connection.
+    let request = Request::check(cmd)?;
+    let mut client = JobServiceClient::new(connect(&opts).await?);
+    let out = opts.output;
+    match request {
+        Request::Create(config) => {
+            let spec = Some(convert::job_spec_pb(&config));
+            let id = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner().id;
+            emit(out, &json!({ "id": id }), || format!("{id}\n"))
+        }
+        Request::Get(id) => {
+            let job = client.get_job(pb::GetJobRequest { id: id.clone() }).await.map_err(RpcError)?.into_inner().job;
+            let job = job.ok_or_else(|| anyhow::anyhow!("the server answered with no job for {id}"))?;
+            emit(out, &render::job(&job), || job_fields(&job))
+        }
+        Request::List(mut q) => {
+            let mut jobs = Vec::new();
+            loop {
+                let page = client.query_jobs(q.clone()).await.map_err(RpcError)?.into_inner();
+                jobs.extend(page.jobs);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                q.page_token = page.next_page_token;
+            }
+            let value = serde_json::Value::Array(jobs.iter().map(render::job).collect());
+            emit(out, &value, || job_table(&jobs))
+        }
+        Request::Kill(r) => {
+            client.kill_job(r.clone()).await.map_err(RpcError)?;
+            done(out, &r.id, "killing")
+        }
+        Request::Restart(r) => {
+            client.restart_job(r.clone()).await.map_err(RpcError)?;
+            done(out, &r.id, "restarting")
+        }
+        Request::Update(r) => {
+            let resp = client.update_job(r).await.map_err(RpcError)?.into_inner();
+            let value = json!({
+                "update_id": resp.update_id,
+                "changed_instances": resp.changed_instances,
+                "added_instances": resp.added_instances,
+                "removed_instances": resp.removed_instances,
+                "diff": resp.diff,
+            });
+            emit(out, &value, || {
+                let mut s = fields(&[
+                    ("update", if resp.update_id.is_empty() { "(dry run)".into() } else { resp.update_id.clone() }),
+                    ("changed", output::list(&resp.changed_instances)),
+                    ("added", output::list(&resp.added_instances)),
+                    ("removed", output::list(&resp.removed_instances)),
+                ]);
+                for line in &resp.diff {
+                    s.push_str(&format!("  {line}\n"));
+                }
+                s
+            })
+        }
+        Request::Delete(id) => {
+            client.delete_job(pb::DeleteJobRequest { id: id.clone() }).await.map_err(RpcError)?;
+            done(out, &id, "deleted")
+        }
+        Request::Control(action, id) => {
+            let r = pb::UpdateControlRequest { id };
+            let resp = match action {
+                Control::Pause => client.pause_update(r).await,
+                Control::Resume => client.resume_update(r).await,
+                Control::Abort => client.abort_update(r).await,
+            }
+            .map_err(RpcError)?
+            .into_inner();
+            let u = resp.update.unwrap_or_default();
+            emit(out, &render::update(&u), || {
+                fields(&[
+                    ("update", or_dash(&u.id)),
+                    ("state", render::update_state(u.state)),
+                    ("message", or_dash(&u.message)),
+                ])
+            })
+        }
+    }
+}
+
+fn done(out: super::Output, id: &str, what: &str) -> anyhow::Result<()> {
+    emit(out, &json!({ "id": id, "result": what }), || format!("{id}: {what}\n"))
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Control {
+    Pause,
+    Resume,
+    Abort,
+}
+
+/// A command checked and turned into what will be sent.
+#[derive(Debug)]
+enum Request {
+    Create(JobConfig),
+    Get(String),
+    List(pb::QueryJobsRequest),
+    Kill(pb::KillJobRequest),
+    Restart(pb::RestartJobRequest),
+    Update(pb::UpdateJobRequest),
+    Delete(String),
+    Control(Control, String),
+}
+
+impl Request {
+    fn check(cmd: JobCommand) -> anyhow::Result<Request> {
+        Ok(match cmd {
+            JobCommand::Create { file } => Request::Create(load_job(&file)?),
+            JobCommand::Get { id } => Request::Get(id),
+            JobCommand::List { states, owner, pool, name } => Request::List(pb::QueryJobsRequest {
+                states: states
+                    .iter()
+                    .map(|s| parse_enum("job state", "JOB_STATE_", s, pb::JobState::from_str_name).map(|e| e as i32))
+                    .collect::<anyhow::Result<_>>()?,
+                owner: owner.unwrap_or_default(),
+                pool: pool.unwrap_or_default(),
+                name_contains: name.unwrap_or_default(),
+                limit: 1000,
+                page_token: String::new(),
+            }),
+            JobCommand::Kill { id, instances } => Request::Kill(pb::KillJobRequest { id, instances }),
+            JobCommand::Restart { id, instances, batch_size } => {
+                Request::Restart(pb::RestartJobRequest { id, instances, batch_size })
+            }
+            JobCommand::Update { id, file, dry_run, batch_size, max_failures, paused } => {
+                let config = load_job(&file)?;
+                // The flags override the file's update section for this update only.
+                let update = (batch_size.is_some() || max_failures.is_some() || paused).then(|| {
+                    let mut u = config.update.clone();
+                    u.batch_size = batch_size.unwrap_or(u.batch_size);
+                    u.max_failed_instances = max_failures.unwrap_or(u.max_failed_instances);
+                    u.start_paused |= paused;
+                    convert::update_spec_pb(&u)
+                });
+                Request::Update(pb::UpdateJobRequest { id, spec: Some(convert::job_spec_pb(&config)), update, dry_run })
+            }
+            JobCommand::Delete { id } => Request::Delete(id),
+            JobCommand::Pause { id } => Request::Control(Control::Pause, id),
+            JobCommand::Resume { id } => Request::Control(Control::Resume, id),
+            JobCommand::Abort { id } => Request::Control(Control::Abort, id),
+        })
+    }
+}
+
+fn counts(s: Option<&pb::JobStatus>) -> String {
+    output::pairs(s.map(|s| s.task_counts.iter().collect::<std::collections::BTreeMap<_, _>>()).unwrap_or_default())
+}
+
+fn job_table(jobs: &[pb::Job]) -> String {
+    let mut t = Table::new(&["ID", "NAME", "OWNER", "POOL", "KIND", "INSTANCES", "STATE", "TASKS", "CREATED"]);
+    for j in jobs {
+        // QueryJobs may omit the spec; its columns are then blank.
+        let spec = j.spec.as_ref();
+        let status = j.status.as_ref();
+        t.row(vec![
+            j.id.clone(),
+            or_dash(spec.map(|s| s.name.as_str()).unwrap_or_default()),
+            or_dash(spec.map(|s| s.owner.as_str()).unwrap_or_default()),
+            or_dash(spec.map(|s| s.pool.as_str()).unwrap_or_default()),
+            spec.map(|s| kind(s.kind)).unwrap_or_else(|| "-".into()),
+            spec.map(|s| s.instance_count.to_string()).unwrap_or_else(|| "-".into()),
+            status.map(|s| render::job_state(s.state)).unwrap_or_else(|| "-".into()),
+            counts(status),
+            output::time(status.map(|s| s.created_at_ms).unwrap_or_default()),
+        ]);
+    }
+    t.render()
+}
+
+fn kind(k: i32) -> String {
+    render::enum_name(pb::JobKind::try_from(k).ok().map(|e| e.as_str_name()), "JOB_KIND_", k).to_ascii_lowercase()
+}
+
+fn job_fields(j: &pb::Job) -> String {
+    let mut f = vec![("id", j.id.clone())];
+    if let Some(s) = &j.spec {
+        f.extend([
+            ("name", s.name.clone()),
+            ("owner", s.owner.clone()),
+            ("pool", s.pool.clone()),
+            ("kind", kind(s.kind)),
+            ("instances", s.instance_count.to_string()),
+        ]);
+        if let Some(t) = &s.default_task {
+            let cmd = std::iter::once(t.command.as_str()).chain(t.args.iter().map(String::as_str)).collect::<Vec<_>>();
+            f.push(("command", cmd.join(" ")));
+        }
+    }
+    if let Some(s) = &j.status {
+        f.extend([
+            ("state", render::job_state(s.state)),
+            ("config version", format!("{} (desired {})", s.config_version, s.desired_config_version)),
+            ("tasks", counts(Some(s))),
+            ("created", output::time(s.created_at_ms)),
+            ("updated", output::time(s.updated_at_ms)),
+            ("completed", output::time(s.completed_at_ms)),
+            ("message", or_dash(&s.message)),
+        ]);
+    }
+    if let Some(u) = &j.update {
+        f.extend([
+            (
+                "update",
+                format!(
+                    "{} {} (v{} → v{})",
+                    u.id,
+                    render::update_state(u.state),
+                    u.from_config_version,
+                    u.to_config_version
+                ),
+            ),
+            ("  done", output::list(&u.done)),
+            ("  in progress", output::list(&u.in_progress)),
+            ("  failed", output::list(&u.failed)),
+        ]);
+    }
+    fields(&f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paceline_model::job::JobKind;
+
+    fn examples() -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("examples/ exists")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Every file in examples/ parses as its model type, validates, and
+    /// survives the trip to the wire and back (what `job create` sends).
+    #[test]
+    fn every_example_parses_and_validates() {
+        let files = examples();
+        assert!(files.len() >= 5, "{files:?}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("read");
+            if text.lines().any(|l| l.starts_with("pools:")) {
+                let pools: paceline_model::pool::PoolFile =
+                    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                for p in &pools.pools {
+                    super::super::pool::load_pool(&p.path, &file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                }
+                continue;
+            }
+            let config = load_job(&file).unwrap_or_else(|e| panic!("{e}"));
+            let wire = convert::job_spec_pb(&config);
+            assert_eq!(convert::job_config("spec", &wire).as_ref(), Ok(&config), "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn examples_say_what_their_names_promise() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let load = |f: &str| load_job(&dir.join(f)).unwrap_or_else(|e| panic!("{e}"));
+        let hello = load("hello.yaml");
+        assert_eq!((hello.kind, hello.instance_count), (JobKind::Batch, 3));
+        assert!(hello.default_task.args.join(" ").contains("$PACELINE_TASK_ID"));
+        let web = load("web.yaml");
+        assert_eq!((web.kind, web.instance_count), (JobKind::Stateless, 4));
+        let probe = web.default_task.health_check.as_ref().and_then(|h| h.http.as_ref()).map(|h| h.port.as_str());
+        assert_eq!(probe, Some("http"));
+        let gang = load("gang.yaml");
+        assert_eq!(gang.kind, JobKind::Batch);
+        assert_eq!(gang.sla.min_running_instances, Some(gang.instance_count));
+        let stateful = load("stateful.yaml");
+        assert_eq!(stateful.kind, JobKind::Stateful);
+        assert!(stateful.default_task.volume.is_some());
+        assert!(stateful.default_task.args.join(" ").contains("$PACELINE_VOLUME"));
+    }
+
+    #[test]
+    fn update_flags_override_the_files_update_section() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let cmd = JobCommand::Update {
+            id: "j".into(),
+            file: dir.join("web.yaml"),
+            dry_run: true,
+            batch_size: Some(3),
+            max_failures: None,
+            paused: true,
+        };
+        let Ok(Request::Update(r)) = Request::check(cmd) else { panic!("checks") };
+        let u = r.update.expect("override set");
+        assert_eq!((u.batch_size, u.max_failed_instances, u.start_paused, r.dry_run), (3, 1, true, true));
+    }
+}

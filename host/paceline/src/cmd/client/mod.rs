@@ -1,0 +1,212 @@
+//! The client commands (`job`, `task`, `pool`, `host`, `watch` and the
+//! remote half of `plugin`): they parse and check input locally, talk gRPC
+//! (`paceline.v1`) to a server, and print the answer as a table, JSON or YAML.
+//!
+//! # Layout
+//! - this module: the options every client command shares ([`ClientOpts`]),
+//!   connecting, the runtime, and how an error becomes `error: …` plus an
+//!   exit code (2 bad input, 3 not found, 1 anything else).
+//! - [`output`]: aligned tables and JSON/YAML printing.
+//! - [`render`]: wire messages → `serde_json::Value` (prost types have no serde).
+//! - one module per command: [`job`], [`task`], [`pool`], [`host`],
+//!   [`plugin`], [`watch`].
+//!
+//! Everything that can be checked without a server (YAML, the model's
+//! `validate`, that a file is a component) is checked before connecting, so a
+//! typo never costs a round trip and never reaches the server.
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use tonic::transport::{Channel, Endpoint};
+
+pub mod host;
+pub mod job;
+pub mod output;
+pub mod plugin;
+pub mod pool;
+pub mod render;
+pub mod task;
+pub mod watch;
+
+/// Where a `paceline dev` or `paceline server` listens unless told otherwise.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7400";
+
+/// Options shared by every client command.
+#[derive(Clone, Debug, Args)]
+pub struct ClientOpts {
+    /// The server's API address.
+    #[arg(long, env = "PACELINE_SERVER", default_value = DEFAULT_SERVER, global = true)]
+    pub server: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table", global = true)]
+    pub output: Output,
+}
+
+/// How answers are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned plain-text columns.
+    Table,
+    /// Pretty JSON (one compact object per line for `watch`).
+    Json,
+    /// YAML (one document per event for `watch`).
+    Yaml,
+}
+
+/// Input that is wrong before anything is sent: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// A bad-input error as an `anyhow::Error`.
+pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// A gRPC status the server answered with, shown by its message (which names
+/// the field) rather than tonic's debug form with metadata.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", describe(.0))]
+pub struct RpcError(pub tonic::Status);
+
+impl From<tonic::Status> for RpcError {
+    fn from(s: tonic::Status) -> Self {
+        RpcError(s)
+    }
+}
+
+fn describe(s: &tonic::Status) -> String {
+    use tonic::Code;
+    let what = match s.code() {
+        Code::InvalidArgument => "invalid argument",
+        Code::NotFound => "not found",
+        Code::AlreadyExists => "already exists",
+        Code::FailedPrecondition => "failed precondition",
+        Code::PermissionDenied => "permission denied",
+        Code::Unauthenticated => "unauthenticated",
+        Code::Unavailable => "server unavailable",
+        Code::Unimplemented => "not implemented by this server",
+        Code::OutOfRange => "out of range",
+        Code::DeadlineExceeded => "deadline exceeded",
+        Code::ResourceExhausted => "resource exhausted",
+        Code::Aborted => "aborted",
+        Code::Cancelled => "cancelled",
+        _ => "server error",
+    };
+    let msg = s.message();
+    // "not found: job x not found" says it twice; the server's words suffice.
+    if msg.is_empty() {
+        what.to_owned()
+    } else if msg.to_ascii_lowercase().contains(what) {
+        msg.to_owned()
+    } else {
+        format!("{what}: {msg}")
+    }
+}
+
+/// The exit code for an error: 2 for bad input, 3 for not found, else 1.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    for cause in e.chain() {
+        if cause.is::<BadInput>() {
+            return 2;
+        }
+        if let Some(RpcError(s)) = cause.downcast_ref::<RpcError>() {
+            return match s.code() {
+                tonic::Code::InvalidArgument | tonic::Code::OutOfRange => 2,
+                tonic::Code::NotFound => 3,
+                _ => 1,
+            };
+        }
+    }
+    1
+}
+
+/// Runs one client command on a small runtime and turns its error into
+/// `error: …` on stderr and an exit code, so callers only pass the code on.
+pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<ExitCode> {
+    // One thread is plenty for a CLI and leaves the cores to the server.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(match rt.block_on(f) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    })
+}
+
+/// Connects to the server now, so an unreachable server is one clear error
+/// rather than a failure inside the first call.
+pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Channel> {
+    // `host:port` alone is taken to mean plain HTTP, as `paceline dev` serves.
+    let url = if opts.server.contains("://") { opts.server.clone() } else { format!("http://{}", opts.server) };
+    let endpoint = Endpoint::from_shared(url)
+        .map_err(|e| bad_input(format!("--server {:?} is not a URL: {e}", opts.server)))?
+        .connect_timeout(Duration::from_secs(5));
+    endpoint.connect().await.map_err(|e| {
+        // tonic's transport error says only "transport error"; the cause
+        // (connection refused, DNS, …) is in its source chain.
+        let mut why = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            // hyper nests errors that print the same words; say them once.
+            let text = s.to_string();
+            if !why.ends_with(&text) {
+                why = format!("{why}: {text}");
+            }
+            src = s.source();
+        }
+        anyhow::anyhow!("cannot connect to {}: {why}", opts.server)
+    })
+}
+
+/// Reads a file given on the command line; a missing file is bad input.
+pub fn read_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| bad_input(format!("cannot read {}: {e}", path.display())))
+}
+
+/// Parses an enum filter such as `running`, `RUNNING` or `JOB_STATE_RUNNING`
+/// with prost's `from_str_name`; `what` and `prefix` word the error.
+pub fn parse_enum<E>(what: &str, prefix: &str, s: &str, from: fn(&str) -> Option<E>) -> anyhow::Result<E> {
+    let upper = s.trim().to_ascii_uppercase().replace('-', "_");
+    let full = if upper.starts_with(prefix) { upper } else { format!("{prefix}{upper}") };
+    match from(&full) {
+        Some(e) if !full.ends_with("UNSPECIFIED") => Ok(e),
+        _ => Err(bad_input(format!("unknown {what} {s:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paceline_proto::v1 as pb;
+
+    #[test]
+    fn enum_filters_accept_short_and_full_names() {
+        let parse = |s| parse_enum("job state", "JOB_STATE_", s, pb::JobState::from_str_name);
+        assert_eq!(parse("running").ok(), Some(pb::JobState::Running));
+        assert_eq!(parse("JOB_STATE_KILLED").ok(), Some(pb::JobState::Killed));
+        assert!(parse("unspecified").is_err());
+        assert!(parse("sleeping").is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_error_kind() {
+        let cases: [(anyhow::Error, u8); 4] = [
+            (bad_input("x"), 2),
+            (RpcError(tonic::Status::not_found("job x")).into(), 3),
+            (RpcError(tonic::Status::invalid_argument("spec.name")).into(), 2),
+            (anyhow::anyhow!("cannot connect"), 1),
+        ];
+        for (e, code) in cases {
+            assert_eq!(exit_code(&e), code, "{e}");
+        }
+        let e: anyhow::Error = RpcError(tonic::Status::not_found("job x")).into();
+        assert_eq!(e.to_string(), "not found: job x");
+        let e: anyhow::Error = RpcError(tonic::Status::not_found("job x not found")).into();
+        assert_eq!(e.to_string(), "job x not found");
+    }
+}

@@ -1,0 +1,242 @@
+//! Wire messages as `serde_json::Value`, for `-o json|yaml`.
+//!
+//! prost types derive no serde, so each message is written out by hand.
+//! Field names are the proto's; enums are their short names (`RUNNING`, not
+//! `JOB_STATE_RUNNING`); a job spec is rendered through the model
+//! (`JobConfig`), so `job get -o yaml` shows the spec in the same form a job
+//! file is written in.
+
+use paceline_api::convert;
+use paceline_proto::v1 as pb;
+use serde_json::{Value, json};
+
+/// An enum value's short name: prost's name without `prefix`, or the number
+/// when this build does not know it.
+pub fn enum_name(name: Option<&'static str>, prefix: &str, raw: i32) -> String {
+    match name {
+        Some(n) => n.strip_prefix(prefix).unwrap_or(n).to_owned(),
+        None => raw.to_string(),
+    }
+}
+
+/// A job state's short name.
+pub fn job_state(s: i32) -> String {
+    enum_name(pb::JobState::try_from(s).ok().map(|e| e.as_str_name()), "JOB_STATE_", s)
+}
+
+/// A task state's short name.
+pub fn task_state(s: i32) -> String {
+    enum_name(pb::TaskState::try_from(s).ok().map(|e| e.as_str_name()), "TASK_STATE_", s)
+}
+
+/// An update state's short name.
+pub fn update_state(s: i32) -> String {
+    enum_name(pb::UpdateState::try_from(s).ok().map(|e| e.as_str_name()), "UPDATE_STATE_", s)
+}
+
+/// A host state's short name.
+pub fn host_state(s: i32) -> String {
+    enum_name(pb::HostState::try_from(s).ok().map(|e| e.as_str_name()), "HOST_STATE_", s)
+}
+
+/// Resources.
+pub fn resources(r: Option<&pb::Resources>) -> Value {
+    let r = r.cloned().unwrap_or_default();
+    json!({"cpu_millis": r.cpu_millis, "memory_mib": r.memory_mib, "disk_mib": r.disk_mib, "gpus": r.gpus, "ports": r.ports})
+}
+
+/// Per-kind amounts.
+pub fn per_kind(p: Option<&pb::PerKind>) -> Value {
+    let p = p.cloned().unwrap_or_default();
+    json!({"cpu": p.cpu, "memory": p.memory, "disk": p.disk, "gpu": p.gpu})
+}
+
+/// A job spec through the model; a spec the model refuses is shown with the
+/// reason rather than dropped, since the user asked to see it.
+pub fn job_spec(s: &pb::JobSpec) -> Value {
+    match convert::job_config("spec", s) {
+        Ok(c) => serde_json::to_value(&c).unwrap_or(Value::Null),
+        Err(e) => json!({"name": s.name, "owner": s.owner, "pool": s.pool, "unreadable": e.to_string()}),
+    }
+}
+
+/// A job's status.
+pub fn job_status(s: &pb::JobStatus) -> Value {
+    json!({
+        "state": job_state(s.state),
+        "config_version": s.config_version,
+        "desired_config_version": s.desired_config_version,
+        "task_counts": s.task_counts.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "created_at_ms": s.created_at_ms,
+        "updated_at_ms": s.updated_at_ms,
+        "completed_at_ms": s.completed_at_ms,
+        "message": s.message,
+    })
+}
+
+/// An update.
+pub fn update(u: &pb::UpdateStatus) -> Value {
+    json!({
+        "id": u.id,
+        "state": update_state(u.state),
+        "from_config_version": u.from_config_version,
+        "to_config_version": u.to_config_version,
+        "done": u.done,
+        "in_progress": u.in_progress,
+        "failed": u.failed,
+        "message": u.message,
+    })
+}
+
+/// A job.
+pub fn job(j: &pb::Job) -> Value {
+    json!({
+        "id": j.id,
+        "spec": j.spec.as_ref().map(job_spec),
+        "status": j.status.as_ref().map(job_status),
+        "update": j.update.as_ref().map(update),
+    })
+}
+
+/// A task.
+pub fn task(t: &pb::Task) -> Value {
+    json!({
+        "job_id": t.job_id,
+        "instance": t.instance,
+        "state": task_state(t.state),
+        "goal": t.goal,
+        "run": t.run,
+        "run_id": t.run_id,
+        "config_version": t.config_version,
+        "host": t.host,
+        "ports": t.ports.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "healthy": t.healthy,
+        "reason": t.reason,
+        "message": t.message,
+        "failure_count": t.failure_count,
+        "started_at_ms": t.started_at_ms,
+        "completed_at_ms": t.completed_at_ms,
+        "pending_reason": t.pending_reason,
+    })
+}
+
+/// A task event.
+pub fn task_event(e: &pb::TaskEvent) -> Value {
+    json!({
+        "run": e.run,
+        "from": task_state(e.from),
+        "to": task_state(e.to),
+        "at_ms": e.at_ms,
+        "host": e.host,
+        "reason": e.reason,
+        "message": e.message,
+    })
+}
+
+/// A pool spec.
+pub fn pool_spec(s: &pb::PoolSpec) -> Value {
+    json!({
+        "reservation": per_kind(s.reservation.as_ref()),
+        "limit": per_kind(s.limit.as_ref()),
+        "share": per_kind(s.share.as_ref()),
+        "static_kinds": s.static_kinds,
+        "slack_limit": per_kind(s.slack_limit.as_ref()),
+        "queue_policy": s.queue_policy,
+    })
+}
+
+/// A pool.
+pub fn pool(p: &pb::Pool) -> Value {
+    json!({
+        "path": p.path,
+        "spec": p.spec.as_ref().map(pool_spec),
+        "entitlement": per_kind(p.entitlement.as_ref()),
+        "allocation": per_kind(p.allocation.as_ref()),
+        "demand": per_kind(p.demand.as_ref()),
+        "queued_gangs": p.queued_gangs,
+        "live_tasks": p.live_tasks,
+        "children": p.children,
+    })
+}
+
+/// A host.
+pub fn host(h: &pb::Host) -> Value {
+    json!({
+        "hostname": h.hostname,
+        "provider": h.provider,
+        "state": host_state(h.state),
+        "reachable": h.reachable,
+        "total": resources(h.total.as_ref()),
+        "allocated": resources(h.allocated.as_ref()),
+        "available": resources(h.available.as_ref()),
+        "attributes": h.attributes.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "runs": h.runs,
+        "last_heartbeat_ms": h.last_heartbeat_ms,
+    })
+}
+
+/// A plugin slot with its versions.
+pub fn plugin_slot(s: &pb::PluginSlot) -> Value {
+    let versions: Vec<Value> = s
+        .versions
+        .iter()
+        .map(|v| {
+            json!({
+                "id": v.id,
+                "state": v.state,
+                "sha256": v.sha256,
+                "calls": v.calls,
+                "errors": v.errors.iter().collect::<std::collections::BTreeMap<_, _>>(),
+                "p50_us": v.p50_us,
+                "p99_us": v.p99_us,
+            })
+        })
+        .collect();
+    json!({"slot": s.slot, "active": s.active, "versions": versions})
+}
+
+/// A watch event.
+pub fn watch_event(e: &pb::WatchEvent) -> Value {
+    use pb::watch_event::Change;
+    let mut v = json!({"revision": e.revision});
+    match &e.change {
+        Some(Change::Job(j)) => v["job"] = job(j),
+        Some(Change::Task(t)) => v["task"] = task(t),
+        Some(Change::Pool(p)) => v["pool"] = json!(p),
+        None => {}
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_render_by_short_name_or_number() {
+        assert_eq!(job_state(pb::JobState::Running as i32), "RUNNING");
+        assert_eq!(task_state(pb::TaskState::Placing as i32), "PLACING");
+        assert_eq!(host_state(pb::HostState::Draining as i32), "DRAINING");
+        assert_eq!(update_state(99), "99");
+    }
+
+    #[test]
+    fn a_job_spec_renders_in_the_job_file_form() {
+        let config = paceline_model::job::JobConfig {
+            name: "hello".into(),
+            owner: "me".into(),
+            pool: "/default".into(),
+            instance_count: 1,
+            default_task: paceline_model::task::TaskSpec {
+                command: "true".into(),
+                resources: paceline_model::Resources { cpu_millis: 100, memory_mib: 16, ..Default::default() },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let v =
+            job(&pb::Job { id: "j1".into(), spec: Some(convert::job_spec_pb(&config)), status: None, update: None });
+        let back: paceline_model::job::JobConfig = serde_json::from_value(v["spec"].clone()).expect("model form");
+        assert_eq!(back, config);
+    }
+}

@@ -1,0 +1,167 @@
+//! `paceline server` and `paceline dev`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+
+use anyhow::Context;
+use clap::Args;
+use paceline::server::{HostsConfig, Server, ServerConfig};
+
+/// Arguments of `paceline server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// YAML config file (see docs/operations.md); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory (SQLite file, plugin compile cache).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Where the gRPC API listens.
+    #[arg(long)]
+    api_listen: Option<SocketAddr>,
+    /// Where agents dial in.
+    #[arg(long)]
+    agent_listen: Option<SocketAddr>,
+    /// Roles this process runs; only `all` exists today.
+    #[arg(long, default_value = "all")]
+    roles: String,
+}
+
+/// Arguments of `paceline dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Local agents to start (each gets an equal share of this machine).
+    #[arg(long, default_value_t = 2)]
+    agents: usize,
+    /// Simulated hosts instead of agents (no processes are started for tasks).
+    #[arg(long, conflicts_with = "agents")]
+    sim_hosts: Option<usize>,
+    /// Data directory; kept between runs (delete it for a fresh cluster).
+    #[arg(long, default_value = ".paceline-dev")]
+    data_dir: PathBuf,
+    /// Where the gRPC API listens.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    api_listen: SocketAddr,
+    /// Where agents dial in (0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    agent_listen: SocketAddr,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+}
+
+async fn until_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    if args.roles != "all" {
+        anyhow::bail!("--roles {}: only `all` is supported in this version (every role in one process)", args.roles);
+    }
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => ServerConfig::default(),
+    };
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(a) = args.api_listen {
+        config.api_listen = a;
+    }
+    if let Some(a) = args.agent_listen {
+        config.agent_listen = a;
+    }
+    runtime()?.block_on(async move {
+        let server = Server::start(config).await.context("starting the server")?;
+        println!("paceline server: API on http://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+        until_signal().await;
+        server.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Local agents started by `dev`; stopped (SIGTERM) when dropped.
+struct Agents(Vec<Child>);
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).stderr(Stdio::null()).status();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let data_dir = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
+    let hosts = match args.sim_hosts {
+        Some(n) => HostsConfig::Sim { hosts: n, resources: paceline_model::Resources::new(8_000, 16_384, 100_000, 0), zones: 2 },
+        None => HostsConfig::Agent,
+    };
+    let config = ServerConfig {
+        data_dir: data_dir.clone(),
+        api_listen: args.api_listen,
+        agent_listen: args.agent_listen,
+        hosts: hosts.clone(),
+        heartbeat_timeout_ms: 5_000,
+        agent_heartbeat_ms: 1_000,
+        ..ServerConfig::default()
+    };
+    runtime()?.block_on(async move {
+        let server = Server::start(config).await.context("starting the server")?;
+        let mut agents = Agents(Vec::new());
+        if hosts == HostsConfig::Agent {
+            let exe = std::env::current_exe().context("finding the paceline binary")?;
+            let n = args.agents.max(1) as u64;
+            let cores = std::thread::available_parallelism().map(|c| c.get() as u64).unwrap_or(1);
+            let memory = paceline_agent::config::detect_memory_mib().unwrap_or(4_096);
+            for i in 1..=n {
+                let dir = data_dir.join("agents").join(format!("dev-{i}"));
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log"))?;
+                let first = 31_000 + (i - 1) * 1_000;
+                let child = Command::new(&exe)
+                    .args(["agent", "--manager", &format!("http://{}", server.agent_addr), "--hostname", &format!("dev-{i}")])
+                    .arg("--data-dir")
+                    .arg(dir.join("data"))
+                    .args(["--cpu-millis", &(cores * 1000 / n).max(1000).to_string()])
+                    .args(["--memory-mib", &(memory / n).max(1024).to_string()])
+                    .args(["--port-range", &format!("{first}-{}", first + 999)])
+                    .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .context("starting a local agent")?;
+                agents.0.push(child);
+            }
+        }
+        println!("paceline dev: API on http://{}", server.api_addr);
+        println!("  export PACELINE_SERVER=http://{}", server.api_addr);
+        println!("  data dir {} · pool /default", data_dir.display());
+        match args.sim_hosts {
+            Some(n) => println!("  {n} simulated hosts"),
+            None => println!("  {} local agents (logs in {}/agents/*/agent.log)", agents.0.len(), data_dir.display()),
+        }
+        println!("  try: paceline job create examples/hello.yaml");
+        until_signal().await;
+        drop(agents);
+        server.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

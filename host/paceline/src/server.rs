@@ -1,0 +1,270 @@
+//! `paceline server`: every role in one process, configured from a file.
+//!
+//! Starts the store, the plugin registry (versions kept in the store), the
+//! host manager with its provider (our agents on `agent_listen`, or
+//! simulated hosts), the pools, the job manager (recovering every live job),
+//! the placement engine, the loops that join them (`crate::cluster`), and
+//! the public gRPC API on `api_listen`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
+use paceline_model::Resources;
+use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
+use paceline_storage::config::{SqliteConfig, StorageConfig};
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+use crate::cluster::{AssembleConfig, Cluster, SimTime};
+use crate::wiring::StoreVersions;
+
+/// Where the hosts come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "snake_case", deny_unknown_fields)]
+pub enum HostsConfig {
+    /// `paceline agent` daemons dial `agent_listen`.
+    Agent,
+    /// Simulated hosts on a virtual clock that follows the wall clock
+    /// (what-if runs, demos without processes).
+    Sim {
+        /// How many hosts.
+        hosts: usize,
+        /// Each host's capacity.
+        resources: Resources,
+        /// Hosts are spread over this many zones (`zone` attribute `z0`, `z1`, …).
+        zones: usize,
+    },
+}
+
+impl Default for HostsConfig {
+    fn default() -> Self {
+        HostsConfig::Agent
+    }
+}
+
+/// The server's configuration file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Holds the SQLite file (unless `storage` says otherwise) and the plugin compile cache.
+    pub data_dir: PathBuf,
+    /// Where the gRPC API listens.
+    pub api_listen: SocketAddr,
+    /// Where agents dial in (the `agent` provider).
+    pub agent_listen: SocketAddr,
+    /// The store; default SQLite at `<data_dir>/paceline.db`.
+    pub storage: Option<StorageConfig>,
+    /// The host provider.
+    pub hosts: HostsConfig,
+    /// A host silent this long is lost (its runs LOST).
+    pub heartbeat_timeout_ms: u64,
+    /// Heartbeat period told to agents.
+    pub agent_heartbeat_ms: u64,
+    /// Period of the scheduling loops (host events, deadlines, admission, placement).
+    pub loop_interval_ms: u64,
+    /// Create the leaf pool `/default` (reserving everything) when the store has no pools.
+    pub default_pool: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from("paceline-data"),
+            api_listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            agent_listen: SocketAddr::from(([127, 0, 0, 1], 7401)),
+            storage: None,
+            hosts: HostsConfig::Agent,
+            heartbeat_timeout_ms: 15_000,
+            agent_heartbeat_ms: 2_000,
+            loop_interval_ms: 20,
+            default_pool: true,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The store.
+    #[error("storage: {0}")]
+    Storage(#[from] paceline_storage::StoreError),
+    /// The plugin runtime or registry.
+    #[error("plugins: {0}")]
+    Plugin(#[from] paceline_plugin::PluginError),
+    /// The host manager.
+    #[error("hosts: {0}")]
+    Hosts(#[from] paceline_hostmgr::HostError),
+    /// Joining the roles.
+    #[error("{0}")]
+    Assemble(#[from] crate::cluster::AssembleError),
+    /// A listen address.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Anything else, said plainly.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The pool every job may use on a fresh `dev` cluster.
+pub const DEFAULT_POOL: &str = "/default";
+
+fn default_pool_spec() -> PoolSpec {
+    // Reserves more than any machine has, so non-preemptible work is admitted
+    // up to the cluster's real capacity.
+    let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
+    PoolSpec { reservation: all, ..PoolSpec::default() }
+}
+
+/// A started server.
+pub struct Server {
+    /// The roles.
+    pub cluster: Arc<Cluster>,
+    /// Where the API listens (the real port when the config said 0).
+    pub api_addr: SocketAddr,
+    /// Where agents dial (the real port when the config said 0).
+    pub agent_addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("api_addr", &self.api_addr).field("agent_addr", &self.agent_addr).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Starts every role and both listeners.
+    pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+        let storage = config
+            .storage
+            .clone()
+            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
+        let store = paceline_storage::config::open(&storage).await?;
+        info!(?storage, "store open");
+
+        let runtime_config = RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
+        let versions = Arc::new(StoreVersions::new(store.clone(), tokio::runtime::Handle::current()));
+        let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
+            let runtime = Arc::new(PluginRuntime::new(runtime_config)?);
+            Registry::open(runtime, versions)
+        })
+        .await
+        .map_err(|e| ServerError::Other(e.to_string()))??;
+        let registry = Arc::new(registry);
+
+        let manager_config = ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
+        let mut tasks = Vec::new();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stopped = futures_shared(stopped);
+        let (hosts, clock, agent_addr): (HostManager, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) = match &config.hosts {
+            HostsConfig::Agent => {
+                let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: config.agent_heartbeat_ms, ..AgentConfig::default() });
+                let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+                let listener = tokio::net::TcpListener::bind(config.agent_listen)
+                    .await
+                    .map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
+                let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
+                let stop_agents = stopped.clone();
+                tasks.push(tokio::spawn(async move {
+                    if let Err(e) = provider.serve_with_listener(listener, async move { stop_agents.wait().await }).await {
+                        tracing::error!(error = %e, "agent listener stopped");
+                    }
+                }));
+                (hosts, Arc::new(paceline_jobmgr::SystemClock), addr)
+            }
+            HostsConfig::Sim { hosts: n, resources, zones } => {
+                let zones = (*zones).max(1);
+                let per_zone = n.div_ceil(zones);
+                let shapes = (0..zones)
+                    .map(|z| HostShape::new(per_zone.min(n.saturating_sub(z * per_zone)), format!("sim-z{z}-"), *resources).attribute("zone", format!("z{z}")))
+                    .filter(|s| s.count > 0)
+                    .collect();
+                let now = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+                let sim = Arc::new(SimProvider::new(SimConfig { shapes, start_ms: now, ..SimConfig::default() }));
+                let clock = sim.clock();
+                let hosts = HostManager::builder(sim.clone()).store(store.clone()).clock(Arc::new(clock.clone())).config(manager_config).start().await?;
+                tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
+                (hosts, Arc::new(SimTime(clock)), config.agent_listen)
+            }
+        };
+        hosts.sync().await?;
+
+        let mut pools = paceline_api::restore_pools(&*store).await.map_err(|e| ServerError::Other(format!("restoring pools: {e}")))?;
+        if pools.is_empty() && config.default_pool {
+            let spec = default_pool_spec();
+            let bytes = serde_json::to_vec(&spec).map_err(|e| ServerError::Other(e.to_string()))?;
+            store.put_pool(DEFAULT_POOL, &bytes).await?;
+            pools.push((DEFAULT_POOL.to_string(), spec));
+        }
+        let cluster = Cluster::assemble(
+            store,
+            registry,
+            hosts,
+            clock,
+            AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
+            |rm| {
+                for (path, spec) in &pools {
+                    if let Err(e) = rm.create_pool(path, *spec) {
+                        tracing::error!(pool = path, error = %e, "stored pool not loaded");
+                    }
+                }
+            },
+        )
+        .await?;
+        tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
+
+        let listener =
+            tokio::net::TcpListener::bind(config.api_listen).await.map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+        let api_addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+        let roles = cluster.roles();
+        let stop_api = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = paceline_api::serve(roles, listener, paceline_api::ApiConfig::default(), async move { stop_api.wait().await }).await {
+                tracing::error!(error = %e, "API stopped");
+            }
+        }));
+        info!(%api_addr, %agent_addr, "paceline server up");
+        Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop) })
+    }
+
+    /// Stops the listeners and loops (tasks on hosts keep running).
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// A one-shot stop signal many tasks can wait on.
+#[derive(Clone)]
+struct Stopped(tokio::sync::watch::Receiver<bool>);
+
+impl Stopped {
+    async fn wait(mut self) {
+        let _ = self.0.wait_for(|stopped| *stopped).await;
+    }
+}
+
+fn futures_shared(rx: tokio::sync::oneshot::Receiver<()>) -> Stopped {
+    let (tx, watch) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let _ = rx.await;
+        let _ = tx.send(true);
+    });
+    Stopped(watch)
+}

@@ -1,0 +1,284 @@
+//! End to end through the real binary: `paceline dev` (or `paceline server`
+//! with agents started here) and the `paceline` CLI, with real agents
+//! running real processes.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_paceline");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
+struct Proc(Child);
+
+impl Proc {
+    fn kill9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).stderr(Stdio::null()).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `paceline <args>` and waits for the line that says the API is up.
+fn start(args: &[&str], ready: &str) -> Proc {
+    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ready = ready.to_string();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(&ready) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
+    Proc(child)
+}
+
+fn dev(dir: &Path, api: u16) -> Proc {
+    let data = dir.join("dev");
+    start(&["dev", "--agents", "2", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &format!("127.0.0.1:{api}")], "API on")
+}
+
+fn cli(api: u16, args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn json(api: u16, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&ok(cli(api, &all))).expect("json output")
+}
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn example(name: &str) -> String {
+    examples().join(name).to_str().expect("utf-8").to_string()
+}
+
+/// Polls `f` every 200 ms until it returns true or `secs` pass.
+fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out: {what}");
+}
+
+fn job_state(api: u16, id: &str) -> String {
+    json(api, &["job", "get", id])["status"]["state"].as_str().unwrap_or_default().to_string()
+}
+
+fn tasks(api: u16, id: &str) -> Vec<serde_json::Value> {
+    json(api, &["task", "list", id]).as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn hello_runs_to_success_on_two_agents_and_its_output_is_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let id = ok(cli(api, &["job", "create", &example("hello.yaml")]));
+    eventually(60, "hello SUCCEEDED", || job_state(api, &id).ends_with("SUCCEEDED"));
+    let ts = tasks(api, &id);
+    assert_eq!(ts.len(), 3);
+    for i in 0..3 {
+        let out = ok(cli(api, &["task", "logs", &id, &i.to_string()]));
+        assert_eq!(out, format!("hello from instance {id}-{i}"));
+    }
+}
+
+#[test]
+fn a_service_rolls_through_an_update_in_batches_and_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    let id = ok(cli(api, &["job", "create", &example("web.yaml")]));
+    let running = |api: u16, id: &str, run: u64| {
+        let ts = tasks(api, id);
+        ts.len() == 4 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(run))
+    };
+    eventually(60, "4 instances running", || running(api, &id, 1));
+    let v2 = dir.path().join("web-v2.yaml");
+    let spec = std::fs::read_to_string(example("web.yaml")).expect("example");
+    std::fs::write(&v2, spec.replace("--bind 127.0.0.1", "--bind 127.0.0.1 --directory /tmp")).expect("v2");
+    let dry = ok(cli(api, &["job", "update", &id, v2.to_str().expect("utf-8"), "--dry-run"]));
+    assert!(dry.contains("--directory /tmp"), "the dry run shows the diff: {dry}");
+    assert!(running(api, &id, 1), "a dry run changes nothing");
+    ok(cli(api, &["job", "update", &id, v2.to_str().expect("utf-8")]));
+    // Batches of two: at no point are all four instances on the new run at
+    // once before the first two are.
+    let mut max_in_flight = 0;
+    eventually(90, "the update rolled through", || {
+        let ts = tasks(api, &id);
+        let moving = ts.iter().filter(|t| t["run"].as_u64() == Some(2) && !t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count();
+        max_in_flight = max_in_flight.max(moving);
+        running(api, &id, 2)
+    });
+    assert!(max_in_flight <= 2, "batches of two: {max_in_flight} moving at once");
+    eventually(30, "the update SUCCEEDED", || {
+        json(api, &["job", "get", &id])["update"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
+    ok(cli(api, &["job", "kill", &id]));
+    eventually(30, "all KILLED", || tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))));
+}
+
+#[test]
+fn a_plugin_deployed_through_the_cli_changes_placement_and_rollback_restores_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let hosts_of = |id: &str| -> std::collections::BTreeSet<String> {
+        tasks(api, id).iter().filter_map(|t| t["host"].as_str().filter(|h| !h.is_empty()).map(str::to_string)).collect()
+    };
+    let placed = |id: &str| {
+        let ts = tasks(api, id);
+        ts.len() == 4 && ts.iter().all(|t| t["host"].as_str().is_some_and(|h| !h.is_empty()))
+    };
+    // A long batch job of 4 small instances: binpack (the default) packs them on one host.
+    let spec = std::fs::read_to_string(example("hello.yaml")).expect("example").replace("instance_count: 3", "instance_count: 4").replace(
+        "echo hello from instance $PACELINE_TASK_ID",
+        "sleep 30",
+    );
+    let file = dir.path().join("packed.yaml");
+    std::fs::write(&file, &spec).expect("spec");
+    let packed = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
+    eventually(30, "placed", || placed(&packed));
+    assert_eq!(hosts_of(&packed).len(), 1, "binpack packs");
+
+    ok(cli(api, &["plugin", "deploy", "placement/batch", "spread", "9", paceline_plugin_artifacts::SPREAD_PATH]));
+    ok(cli(api, &["plugin", "activate", "placement/batch", "spread@9"]));
+    let spread = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
+    eventually(30, "placed", || placed(&spread));
+    assert_eq!(hosts_of(&spread).len(), 2, "spread spreads from the next round on");
+
+    ok(cli(api, &["plugin", "rollback", "placement/batch"]));
+    ok(cli(api, &["job", "kill", &packed]));
+    ok(cli(api, &["job", "kill", &spread]));
+    eventually(30, "killed", || {
+        [&packed, &spread].iter().all(|id| tasks(api, id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))))
+    });
+    let again = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
+    eventually(30, "placed", || placed(&again));
+    assert_eq!(hosts_of(&again).len(), 1, "rolled back to binpack");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    let bad_yaml = dir.path().join("bad.yaml");
+    std::fs::write(&bad_yaml, "name: x\n  owner: [oops").expect("write");
+    let unknown_pool = dir.path().join("pool.yaml");
+    std::fs::write(&unknown_pool, std::fs::read_to_string(example("hello.yaml")).expect("example").replace("pool: /default", "pool: /nowhere"))
+        .expect("write");
+    let negative = dir.path().join("negative.yaml");
+    std::fs::write(&negative, std::fs::read_to_string(example("hello.yaml")).expect("example").replace("cpu_millis: 100", "cpu_millis: -5"))
+        .expect("write");
+    let not_wasm = dir.path().join("plugin.wasm");
+    std::fs::write(&not_wasm, b"this is not a component").expect("write");
+    for (args, needle) in [
+        (vec!["job", "create", bad_yaml.to_str().expect("utf-8")], "bad.yaml"),
+        (vec!["job", "create", unknown_pool.to_str().expect("utf-8")], "pool"),
+        (vec!["job", "create", negative.to_str().expect("utf-8")], "cpu_millis"),
+        (vec!["plugin", "deploy", "placement/batch", "junk", "1", not_wasm.to_str().expect("utf-8")], "not a WebAssembly"),
+    ] {
+        let out = cli(api, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(err.contains("error") && err.contains(needle), "{args:?}: the error says what is wrong: {err}");
+    }
+    assert_eq!(json(api, &["job", "list"]).as_array().map(Vec::len), Some(0), "no job was created");
+    let plugins = ok(cli(api, &["plugin", "list"]));
+    assert!(!plugins.contains("junk"), "no plugin was stored: {plugins}");
+}
+
+#[test]
+fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (api, agents_port) = (free_port(), free_port());
+    let data = dir.path().join("server");
+    let server_args = |data: &Path| {
+        vec![
+            "server".to_string(),
+            "--data-dir".into(),
+            data.to_str().expect("utf-8").into(),
+            "--api-listen".into(),
+            format!("127.0.0.1:{api}"),
+            "--agent-listen".into(),
+            format!("127.0.0.1:{agents_port}"),
+        ]
+    };
+    let args = server_args(&data);
+    let mut server = start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "API on");
+    let mut agents = Vec::new();
+    // Two agents on one machine: distinct port ranges, as on two machines.
+    for (name, ports) in [("a1", "31000-31499"), ("a2", "31500-31999")] {
+        let cfg = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n").expect("config");
+        let child = Command::new(BIN)
+            .args(["agent", "--config", cfg.to_str().expect("utf-8"), "--manager", &format!("http://127.0.0.1:{agents_port}"), "--hostname", name])
+            .args(["--data-dir", dir.path().join(name).to_str().expect("utf-8"), "--cpu-millis", "2000", "--memory-mib", "2048", "--port-range", ports])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent");
+        agents.push(Proc(child));
+    }
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let spec = std::fs::read_to_string(example("web.yaml")).expect("example");
+    let file = dir.path().join("web.yaml");
+    std::fs::write(&file, spec).expect("spec");
+    let id = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
+    let all_running_run1 = |api: u16| {
+        let ts = tasks(api, &id);
+        ts.len() == 4 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(1))
+    };
+    eventually(60, "4 running", || all_running_run1(api));
+    let before: Vec<serde_json::Value> = tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect();
+
+    server.kill9();
+    std::thread::sleep(Duration::from_secs(1));
+    let _server = start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "API on");
+    eventually(30, "agents back", || {
+        json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
+    });
+    // Give reconciliation and the loops time to act, then check nothing moved.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_running_run1(api), "the same runs carry on: {:?}", tasks(api, &id));
+    let after: Vec<serde_json::Value> = tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect();
+    assert_eq!(before, after, "nothing launched twice");
+    let job = json(api, &["job", "get", &id]);
+    assert!(job["status"]["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")), "{job}");
+    // And it still works: a new job runs.
+    let hello = ok(cli(api, &["job", "create", &example("hello.yaml")]));
+    eventually(60, "hello SUCCEEDED after the restart", || job_state(api, &hello).ends_with("SUCCEEDED"));
+    ok(cli(api, &["job", "kill", &id]));
+    eventually(30, "killed", || tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))));
+    drop(agents);
+}
