@@ -5,7 +5,8 @@
 //! only tasks of lower priority than the waiting work qualify. They are taken
 //! in this order: revocable first, then lowest priority, then most recently
 //! started (least work lost). A non-revocable task of another pool is skipped
-//! when taking it would bring that pool's allocation below its reservation.
+//! when taking it would bring that pool's allocation below its reservation
+//! in a kind the need is short of.
 //! A candidate is taken only if it frees a kind the need still lacks; once the
 //! need is covered, victims that turned out unnecessary are dropped again,
 //! most valuable first, so the set is as small as the order allows. A need
@@ -97,7 +98,8 @@ fn select(request: &PreemptionRequest) -> Vec<Victim> {
 }
 
 /// Taking `t` leaves its pool at or above its reservation in every kind `t`
-/// holds. Revocable tasks and tasks of the waiting pool itself do not count.
+/// holds and the need asks for. Revocable tasks and tasks of the waiting pool
+/// itself do not count.
 fn keeps_reservation(request: &PreemptionRequest, allocation: &[Resources], t: &RunningTask, need: &Need) -> bool {
     if t.revocable || t.pool == need.pool {
         return true;
@@ -108,10 +110,15 @@ fn keeps_reservation(request: &PreemptionRequest, allocation: &[Resources], t: &
     let after = alloc.saturating_sub(&t.resources);
     let r = &pool.reservation;
     let held = &t.resources;
-    (held.cpu_millis == 0 || after.cpu_millis >= r.cpu_millis)
-        && (held.memory_mib == 0 || after.memory_mib >= r.memory_mib)
-        && (held.disk_mib == 0 || after.disk_mib >= r.disk_mib)
-        && (held.gpus == 0 || after.gpus >= r.gpus)
+    // Only the kinds the need is short of count: a pool using less memory
+    // than it reserves, but borrowing CPU, still gives back the borrowed CPU
+    // (the memory its victims free is a side effect, not a taking).
+    let wanted = &need.resources;
+    let keeps = |held: u64, wanted: u64, after: u64, reserved: u64| held == 0 || wanted == 0 || after >= reserved;
+    keeps(held.cpu_millis, wanted.cpu_millis, after.cpu_millis, r.cpu_millis)
+        && keeps(held.memory_mib, wanted.memory_mib, after.memory_mib, r.memory_mib)
+        && keeps(held.disk_mib, wanted.disk_mib, after.disk_mib, r.disk_mib)
+        && keeps(held.gpus, wanted.gpus, after.gpus, r.gpus)
 }
 
 /// Subtracts (`take`) or adds back a non-revocable task's resources.
