@@ -1,4 +1,4 @@
-//! `cargo run -p paceline-hostmgr --example bench [hosts] [runs]`: prints
+//! `cargo run -p paceline-hostmgr --example hostmgr_bench [hosts] [runs]`: prints
 //! the host manager's figures (what `paceline bench hosts` reports).
 #![allow(clippy::unwrap_used)]
 

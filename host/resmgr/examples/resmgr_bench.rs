@@ -1,6 +1,6 @@
 //! Prints the resource manager's benchmark report.
 //!
-//! `cargo run --release -p paceline-resmgr --example bench`
+//! `cargo run --release -p paceline-resmgr --example resmgr_bench`
 //!
 //! Besides the crate's own byte count of its structures, this example counts
 //! what the allocator actually holds while 100,000 gangs are queued.

@@ -1,4 +1,4 @@
-//! `cargo run --release -p paceline-storage --example bench`
+//! `cargo run --release -p paceline-storage --example storage_bench`
 //!
 //! Runs [`paceline_storage::bench`] on SQLite, and on Cassandra when
 //! `PACELINE_CASSANDRA` (host:port) is set. Optional env: `BENCH_INSTANCES`,
