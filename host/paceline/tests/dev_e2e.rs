@@ -282,3 +282,66 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     eventually(30, "killed", || tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))));
     drop(agents);
 }
+
+#[test]
+fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (api, agents_port) = (free_port(), free_port());
+    let config = dir.path().join("server.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agents_port}\ndefault_pool: false\n",
+            dir.path().join("server").display()
+        ),
+    )
+    .expect("config");
+    let _server = start(&["server", "--config", config.to_str().expect("utf-8")], "API on");
+    let mut agents = Vec::new();
+    for (name, ports) in [("p1", "33000-33499"), ("p2", "33500-33999")] {
+        let child = Command::new(BIN)
+            .args(["agent", "--manager", &format!("http://127.0.0.1:{agents_port}"), "--hostname", name, "--port-range", ports])
+            .args(["--data-dir", dir.path().join(name).to_str().expect("utf-8"), "--cpu-millis", "1000", "--memory-mib", "2048"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent");
+        agents.push(Proc(child));
+    }
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    // Two pools, one core reserved each, equal shares.
+    let pool = dir.path().join("pool.yaml");
+    std::fs::write(&pool, "reservation: {cpu: 1000, memory: 1024, disk: 1000}\nshare: {cpu: 1}\n").expect("pool");
+    for p in ["/a", "/b"] {
+        ok(cli(api, &["pool", "create", p, pool.to_str().expect("utf-8")]));
+    }
+    let job = |name: &str, pool: &str, n: u32, priority: u32, preemptible: bool| {
+        let spec = format!(
+            "name: {name}\nowner: t\npool: {pool}\nkind: batch\ninstance_count: {n}\nsla: {{priority: {priority}, preemptible: {preemptible}}}\n\
+             default_task:\n  command: sleep\n  args: [\"300\"]\n  resources: {{cpu_millis: 500, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n  kill_grace_period_secs: 1\n"
+        );
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, spec).expect("spec");
+        ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]))
+    };
+    let running = |id: &str| tasks(api, id).iter().filter(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count();
+    let entitlement = |path: &str| -> u64 {
+        let pools = json(api, &["pool", "list"]);
+        pools["pools"].as_array().into_iter().flatten().find(|p| p["path"] == path).map(|p| p["entitlement"]["cpu"].as_u64().unwrap_or(0)).unwrap_or(0)
+    };
+    // /a borrows /b's idle core: four half-core tasks run.
+    let borrower = job("borrower", "/a", 4, 1, true);
+    eventually(60, "the borrower runs on both cores", || running(&borrower) == 4);
+    assert_eq!(entitlement("/a"), 2000, "/a is entitled to the idle core of /b");
+    // /b wants its reservation back: its high-priority job preempts what /a borrowed.
+    let owner = job("owner", "/b", 2, 100, false);
+    eventually(60, "the owner runs", || running(&owner) == 2);
+    eventually(30, "the borrower gave back one core", || running(&borrower) == 2);
+    assert_eq!((entitlement("/a"), entitlement("/b")), (1000, 1000), "equal shares once both pools want more");
+    let events: Vec<String> = (0..4)
+        .flat_map(|i| json(api, &["task", "events", &borrower, &i.to_string()]).as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["to"].as_str().map(str::to_string))
+        .collect();
+    assert!(events.iter().any(|s| s.ends_with("PREEMPTING") || s.ends_with("KILLED") || s.ends_with("PENDING")), "preemption shows in the history: {events:?}");
+    drop(agents);
+}
