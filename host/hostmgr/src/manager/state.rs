@@ -811,10 +811,9 @@ impl State {
         if let Some((field, requested, free)) = over(&need, &h.view.free()) {
             return Err(HostError::OverCapacity { host: host.to_string(), field, requested, free });
         }
-        self.unlease(i);
-        if self.leases.get(&lease).is_some_and(|l| l.hosts.is_empty()) {
-            self.leases.remove(&lease);
-        }
+        // The host stays in the lease until it is released or expires: the
+        // job manager may launch several groups of one placement round on it
+        // (one per job), each checked against what is still free.
         for r in runs {
             let labels = r.spec.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             self.runs.insert(r.run_id.clone(), RunEntry::new(i, &r.task_id, r.spec.resources, labels, now, false));

@@ -72,9 +72,15 @@ pub fn no_run_update(events: &mut HostEvents) {
     }
 }
 
-/// Leases `host` alone (by constraint on nothing: leases everything and releases the rest).
+/// Leases `host` alone, giving back a lease an earlier step left on it
+/// (a launch keeps its host leased until the lease is released).
 pub async fn lease_host(manager: &HostManager, host: &str) -> paceline_hostmgr::LeaseId {
-    let lease = manager.lease(&LeaseRequest::new(Resources::ZERO, usize::MAX, 60_000)).unwrap();
+    if let Some(old) = manager.host(host).and_then(|h| h.lease) {
+        manager.release(old).unwrap();
+    }
+    let mut request = LeaseRequest::new(Resources::ZERO, 1, 60_000);
+    request.only_hosts = vec![host.to_string()];
+    let lease = manager.lease(&request).unwrap();
     assert!(lease.offers.iter().any(|o| o.name == host), "{host} not offered");
     lease.id
 }

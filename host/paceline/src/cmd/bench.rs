@@ -24,6 +24,8 @@ pub enum BenchCommand {
     Hosts(super::bench_hosts::HostsBenchArgs),
     /// Creating a large batch job; goal-state transitions in memory.
     Jobmgr(super::bench_hosts::JobmgrBenchArgs),
+    /// The whole pipeline on simulated hosts: jobs submitted, placed by the Wasm policies, launched.
+    Pipeline(super::bench_hosts::PipelineBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -62,6 +64,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Plugin(a) => plugin(a),
         BenchCommand::Hosts(a) => super::bench_hosts::hosts(a),
         BenchCommand::Jobmgr(a) => super::bench_hosts::jobmgr(a),
+        BenchCommand::Pipeline(a) => super::bench_hosts::pipeline(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {
                 println!("(DEBUG build - figures not meaningful; use --release)");
