@@ -17,7 +17,6 @@
 //! given time (tests and simulations on a virtual clock), and
 //! [`Cluster::spawn`] runs the loops in the background on the wall clock.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -118,8 +117,6 @@ pub struct Cluster {
     /// The store every role writes to.
     pub store: Arc<dyn paceline_storage::Store>,
     events: AsyncMutex<HostEvents>,
-    /// Capacity per reachable, UP host (the resource manager's capacity is their sum).
-    capacity: Mutex<BTreeMap<String, Resources>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -159,7 +156,6 @@ impl Cluster {
             registry,
             store,
             events: AsyncMutex::new(events),
-            capacity: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -174,53 +170,55 @@ impl Cluster {
         }
     }
 
-    /// Handles every host event waiting now; returns how many.
+    /// Handles every host event waiting now; returns how many. Inventory
+    /// changes are applied once per call, not once per event: a cluster
+    /// starting with thousands of hosts registers them in one burst, and
+    /// recomputing per event would be quadratic.
     pub async fn pump_host_events(&self) -> usize {
         let mut events = self.events.lock().await;
         let mut n = 0;
+        let mut inventory_changed = false;
+        let mut draining = Vec::new();
         while let Some(ev) = events.try_recv() {
-            self.handle(ev).await;
             n += 1;
-        }
-        n
-    }
-
-    async fn handle(&self, ev: HostEvent) {
-        match ev {
-            HostEvent::Run(update) => match self.jobs.on_run_update(&update).await {
-                // Acknowledged only once the job manager has written it.
-                Ok(()) => self.hosts.acknowledge(&update.run_id, update.seq).await,
-                Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
-            },
-            HostEvent::HostJoined { .. } | HostEvent::HostLeft { .. } => self.hosts_changed().await,
-            HostEvent::HostStateChanged { host, to, .. } => {
-                self.hosts_changed().await;
-                if to == paceline_model::host::MaintenanceState::Draining {
-                    self.jobs.on_host_draining(&host).await;
+            match ev {
+                HostEvent::Run(update) => match self.jobs.on_run_update(&update).await {
+                    // Acknowledged only once the job manager has written it.
+                    Ok(()) => self.hosts.acknowledge(&update.run_id, update.seq).await,
+                    Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
+                },
+                HostEvent::HostJoined { .. } | HostEvent::HostLeft { .. } => inventory_changed = true,
+                HostEvent::HostStateChanged { host, to, .. } => {
+                    inventory_changed = true;
+                    if to == paceline_model::host::MaintenanceState::Draining {
+                        draining.push(host);
+                    }
                 }
             }
         }
+        if inventory_changed {
+            self.hosts_changed().await;
+        }
+        for host in draining {
+            self.jobs.on_host_draining(&host).await;
+        }
+        n
     }
 
     /// Recomputes capacity from the inventory and tells the job manager which hosts take tasks.
     async fn hosts_changed(&self) {
         let infos = self.hosts.hosts();
         let mut total = Resources::default();
-        let mut capacity = BTreeMap::new();
         let mut view = Vec::with_capacity(infos.len());
         for h in &infos {
             let accepts = h.reachable && h.state.accepts_tasks();
             if accepts {
                 total = total.saturating_add(&h.view.total);
-                capacity.insert(h.view.name.clone(), h.view.total);
             }
             view.push((h.view.name.clone(), h.view.attributes.clone(), accepts));
         }
         if let Ok(mut rm) = self.resmgr.lock() {
             rm.set_capacity(total);
-        }
-        if let Ok(mut c) = self.capacity.lock() {
-            *c = capacity;
         }
         self.jobs.on_hosts_changed(view).await;
     }
