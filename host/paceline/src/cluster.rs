@@ -179,20 +179,28 @@ impl Cluster {
         let mut n = 0;
         let mut inventory_changed = false;
         let mut draining = Vec::new();
+        let mut runs = Vec::new();
         while let Some(ev) = events.try_recv() {
             n += 1;
             match ev {
-                HostEvent::Run(update) => match self.jobs.on_run_update(&update).await {
-                    // Acknowledged only once the job manager has written it.
-                    Ok(()) => self.hosts.acknowledge(&update.run_id, update.seq).await,
-                    Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
-                },
+                HostEvent::Run(update) => runs.push(update),
                 HostEvent::HostJoined { .. } | HostEvent::HostLeft { .. } => inventory_changed = true,
                 HostEvent::HostStateChanged { host, to, .. } => {
                     inventory_changed = true;
                     if to == paceline_model::host::MaintenanceState::Draining {
                         draining.push(host);
                     }
+                }
+            }
+        }
+        // One call for the whole burst: the job manager writes each job's
+        // updates together. Each is acknowledged only once it is written.
+        if !runs.is_empty() {
+            let results = self.jobs.on_run_updates(&runs).await;
+            for (update, result) in runs.iter().zip(results) {
+                match result {
+                    Ok(()) => self.hosts.acknowledge(&update.run_id, update.seq).await,
+                    Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
                 }
             }
         }

@@ -94,6 +94,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// At most [`crate::limits::MAX_EVENTS_PER_TASK`] are kept per task.
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()>;
 
+    /// Appends events of many tasks of one job, as (instance, event), with
+    /// the rules of [`Store::append_task_events`]. Backends that can write
+    /// them as one operation should: a placement round or a burst of run
+    /// updates produces thousands at once.
+    async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
+        for (instance, event) in events {
+            self.append_task_events(job_id, *instance, std::slice::from_ref(event)).await?;
+        }
+        Ok(())
+    }
+
     /// A task's events, newest first, at most `limit`.
     async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>>;
 

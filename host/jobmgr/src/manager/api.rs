@@ -32,10 +32,13 @@ impl JobManager {
             return Err(JobError::invalid("id", "must be 1-200 of [A-Za-z0-9._-]"));
         }
         validate::check(&config, self.config.max_instances, &self.rm())?;
-        let _op = self.ops.lock().await;
         if self.mem().keys.contains_key(id) {
             return Err(JobError::State(format!("job {id} already exists")));
         }
+        // The job and its tasks are written before taking the engine's lock:
+        // nothing else knows the job yet, and the store refuses a second
+        // create of the same id. So creates from many clients share group
+        // commits instead of queueing behind each other's fsyncs.
         let now = self.now();
         let runtime = JobRuntime::initial(1, now);
         let stored = self.store.create_job(id, &config, &runtime).await?;
@@ -48,19 +51,27 @@ impl JobManager {
         } else {
             config.instance_count
         };
-        let tasks: Vec<(u32, TaskRuntime)> = (0..count)
+        // Tasks are stored PENDING at once (the gangs are queued below, under
+        // the lock): one write for the whole job instead of a create and a
+        // compare-and-set per task. The first state of a run has no event of
+        // its own; events start at PLACED. A crash before the gangs are
+        // queued leaves PENDING tasks, which recovery queues.
+        let rows: Vec<(u32, TaskRuntime)> = (0..count)
             .map(|i| {
                 let mut rt = TaskRuntime::initial(1, now);
+                rt.state = TaskState::Pending;
                 if config.kind == JobKind::Daemon {
                     rt.host = daemon_hosts.get(i as usize).cloned();
                 }
                 (i, rt)
             })
             .collect();
-        // Queue the gangs first and store the tasks already PENDING: one
-        // write for the whole job instead of a create and a compare-and-set
-        // per task (the 10,000-instance budget). The first state of a run has
-        // no event of its own; events start at PLACED.
+        if let Err(e) = self.store.create_tasks(id, &rows).await {
+            // Keep "rejected means nothing persisted" for storage refusals too.
+            let _ = self.store.delete_job(id).await;
+            return Err(e.into());
+        }
+        let _op = self.ops.lock().await;
         let key = {
             let mut m = self.mem();
             let key = m.next_key;
@@ -73,9 +84,12 @@ impl JobManager {
                 configs,
                 latest_version: 1,
                 runtime: stored,
-                tasks: tasks
+                tasks: rows
                     .into_iter()
-                    .map(|(_, rt)| TaskEntry::new(rt))
+                    .map(|(_, mut rt)| {
+                        rt.version = 1;
+                        TaskEntry::new(rt)
+                    })
                     .collect(),
                 update: None,
                 daemon_hosts,
@@ -93,37 +107,9 @@ impl JobManager {
                 .get_mut(&key)
                 .ok_or_else(|| JobError::NotFound(id.to_string()))?;
             let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
-            let queued = self.queue_gangs(&mut rm, job, &all);
-            if let Ok(q) = &queued {
-                for &i in q {
-                    job.tasks[i as usize].rt.state = TaskState::Pending;
-                }
-            }
-            queued
+            self.queue_gangs(&mut rm, job, &all)
         };
-        let rows: Vec<(u32, TaskRuntime)> = {
-            let m = self.mem();
-            m.jobs
-                .get(&key)
-                .map(|j| {
-                    j.tasks
-                        .iter()
-                        .enumerate()
-                        .map(|(i, t)| (i as u32, t.rt.clone()))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let persisted = match queued {
-            Ok(_) => self
-                .store
-                .create_tasks(id, &rows)
-                .await
-                .map_err(JobError::from),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = persisted {
-            // Keep "rejected means nothing persisted" for storage refusals too.
+        if let Err(e) = queued {
             let entry = {
                 let mut m = self.mem();
                 m.keys.remove(id);
@@ -137,11 +123,6 @@ impl JobManager {
             }
             let _ = self.store.delete_job(id).await;
             return Err(e);
-        }
-        if let Some(job) = self.mem().jobs.get_mut(&key) {
-            for t in &mut job.tasks {
-                t.rt.version = 1;
-            }
         }
         self.drive(key, sdk::Event::JobCreated).await?;
         Ok(key)

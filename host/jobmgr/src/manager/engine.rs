@@ -27,6 +27,9 @@ pub(crate) const MAX_RUN_TIME: &str = "MAX_RUN_TIME";
 /// How many follow-up rounds one event may trigger (an update batch that
 /// completes at once asks the plugin again).
 const MAX_ROUNDS: usize = 8;
+/// Jobs handled at once in one batch of placements or run updates: their
+/// writes share the store's group commits.
+const CONCURRENT_JOBS: usize = 64;
 
 /// One task write: the new runtime and the event's reason and message.
 pub(crate) struct Write {
@@ -45,6 +48,22 @@ impl Write {
             message: String::new(),
         }
     }
+}
+
+/// A run update checked against the mirror, its write not yet made.
+struct Prepared {
+    instance: u32,
+    run: u64,
+    to: TaskState,
+    /// The state this update moved the task from (the stored one, or that of
+    /// the update it builds on).
+    from: TaskState,
+    /// Whether the stored state changes.
+    changed: bool,
+    health_changed: bool,
+    /// The instance's last handled sequence number before this update.
+    previous_seq: u64,
+    write: Option<Write>,
 }
 
 /// Order of host-reported states: a redelivered older state never moves a task back.
@@ -161,27 +180,13 @@ impl JobManager {
         Ok(())
     }
 
-    /// Appends task events, many at once: the store's writer commits
-    /// concurrent appends together, so a 10,000-task write costs a few
-    /// commits, not 10,000.
+    /// Appends task events of one job, all in one store operation.
     pub(crate) async fn append_events(
         &self,
         job_id: &str,
         events: Vec<(u32, TaskEvent)>,
     ) -> Result<(), JobError> {
-        const WAVE: usize = 512;
-        let mut events = events.into_iter().peekable();
-        while events.peek().is_some() {
-            let wave: Vec<_> = events.by_ref().take(WAVE).collect();
-            let results = futures::future::join_all(wave.iter().map(|(i, ev)| {
-                self.store
-                    .append_task_events(job_id, *i, std::slice::from_ref(ev))
-            }))
-            .await;
-            for r in results {
-                r?;
-            }
-        }
+        self.store.append_job_events(job_id, &events).await?;
         Ok(())
     }
 
@@ -578,13 +583,20 @@ impl JobManager {
     /// answer, following up (at most a few rounds) when carrying it out
     /// changed what the plugin would see in a way it must react to.
     pub(crate) async fn drive(&self, key: u64, event: sdk::Event) -> Result<(), JobError> {
+        self.drive_rounds(key, event).await?;
+        self.sync_job(key).await
+    }
+
+    /// [`JobManager::drive`] without writing the job's runtime (a caller
+    /// handling many events writes it once at the end).
+    async fn drive_rounds(&self, key: u64, event: sdk::Event) -> Result<(), JobError> {
         let mut event = Some(event);
         for _ in 0..MAX_ROUNDS {
             let Some(e) = event.take() else { break };
             let actions = self.ask(key, e).await?;
             event = self.execute(key, actions).await?;
         }
-        self.sync_job(key).await
+        Ok(())
     }
 
     async fn ask(&self, key: u64, event: sdk::Event) -> Result<Vec<sdk::Action>, JobError> {
@@ -934,10 +946,14 @@ impl JobManager {
     /// to the resource manager (`placement_failed`: READY after a backoff)
     /// under a new run id. Placements for tasks no longer waiting (killed,
     /// already placed) release the resource manager's task.
+    ///
+    /// Cost: each job's tasks are written together (one compare-and-set
+    /// batch per step, whatever the number of hosts), and jobs proceed
+    /// concurrently so the store commits their writes in shared groups: a
+    /// round of thousands of placements costs a handful of commits.
     pub async fn on_placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let _op = self.ops.lock().await;
-        // Group valid placements per (job, host).
-        let mut groups: BTreeMap<(u64, String), Vec<(u32, paceline_resmgr::TaskId)>> =
+        let mut jobs: BTreeMap<u64, BTreeMap<String, Vec<(u32, paceline_resmgr::TaskId)>>> =
             BTreeMap::new();
         {
             let mut rm = self.rm();
@@ -954,8 +970,9 @@ impl JobManager {
                         ) && t.wants_run()
                     });
                 if ok {
-                    groups
-                        .entry((p.job_key, p.host))
+                    jobs.entry(p.job_key)
+                        .or_default()
+                        .entry(p.host)
                         .or_default()
                         .push((p.instance, p.resmgr_task));
                 } else {
@@ -971,157 +988,149 @@ impl JobManager {
                 }
             }
         }
-        for ((key, host), tasks) in groups {
-            if let Err(e) = self.launch_on(lease_id, key, &host, tasks).await {
-                tracing::error!(job = key, %host, error = %e, "launch failed");
-            }
-        }
+        use futures::StreamExt;
+        futures::stream::iter(jobs)
+            .map(|(key, hosts)| async move {
+                if let Err(e) = self.launch_job(lease_id, key, hosts).await {
+                    tracing::error!(job = key, error = %e, "launch failed");
+                }
+            })
+            .buffer_unordered(CONCURRENT_JOBS)
+            .collect::<Vec<()>>()
+            .await;
     }
 
-    async fn launch_on(
+    /// Launches one job's placed tasks, grouped per host.
+    async fn launch_job(
         &self,
         lease: &str,
         key: u64,
-        host: &str,
-        tasks: Vec<(u32, paceline_resmgr::TaskId)>,
+        hosts: BTreeMap<String, Vec<(u32, paceline_resmgr::TaskId)>>,
     ) -> Result<(), JobError> {
         let now = self.now();
-        let (writes, runs) = {
+        let (job_id, writes, placed_events, runs) = {
             let mut m = self.mem();
             let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok(());
             };
-            let mut writes = Vec::new();
-            let mut runs = Vec::new();
-            for &(i, rm_task) in &tasks {
-                let t = &mut job.tasks[i as usize];
-                t.rm_task = Some(rm_task);
-                t.gang = None;
-                let mut rt = t.rt.clone();
-                rt.state = TaskState::Launching;
-                rt.host = Some(host.to_string());
-                rt.config_version = rt.desired_config_version;
-                let cfg = job
-                    .configs
-                    .get(&rt.config_version)
-                    .cloned()
-                    .unwrap_or_else(|| job.config().clone());
-                let task_id = TaskId::new(job.id.clone(), i);
-                let mut env = BTreeMap::new();
-                env.insert("PACELINE_JOB_ID".to_string(), job.id.clone());
-                env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
-                env.insert("PACELINE_RUN_ID".to_string(), task_id.run_id(rt.run));
-                runs.push(LaunchRequest {
-                    run_id: task_id.run_id(rt.run),
-                    task_id: task_id.to_string(),
-                    spec: cfg.task_spec(i).clone(),
-                    env,
-                });
-                writes.push(Write::new(i, rt, "PLACED"));
+            let job_id = job.id.clone();
+            let n: usize = hosts.values().map(Vec::len).sum();
+            let mut writes = Vec::with_capacity(n);
+            let mut events = Vec::with_capacity(n);
+            let mut runs: Vec<Vec<LaunchRequest>> = Vec::with_capacity(hosts.len());
+            let placed_message = format!("lease {lease}");
+            for (host, tasks) in &hosts {
+                let mut host_runs = Vec::with_capacity(tasks.len());
+                for &(i, rm_task) in tasks {
+                    let t = &mut job.tasks[i as usize];
+                    t.rm_task = Some(rm_task);
+                    t.gang = None;
+                    events.push((
+                        i,
+                        TaskEvent {
+                            run: t.rt.run,
+                            from: Some(t.rt.state),
+                            to: TaskState::Placed,
+                            at_ms: now,
+                            host: Some(host.clone()),
+                            reason: "PLACED".into(),
+                            message: placed_message.clone(),
+                        },
+                    ));
+                    let mut rt = t.rt.clone();
+                    rt.state = TaskState::Launching;
+                    rt.host = Some(host.clone());
+                    rt.config_version = rt.desired_config_version;
+                    let spec = match job.configs.get(&rt.config_version) {
+                        Some(cfg) => cfg.task_spec(i).clone(),
+                        None => job.config().task_spec(i).clone(),
+                    };
+                    let run_id = TaskId::new(job_id.clone(), i).run_id(rt.run);
+                    let mut env = BTreeMap::new();
+                    env.insert("PACELINE_JOB_ID".to_string(), job_id.clone());
+                    env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
+                    env.insert("PACELINE_RUN_ID".to_string(), run_id.clone());
+                    host_runs.push(LaunchRequest {
+                        task_id: TaskId::new(job_id.clone(), i).to_string(),
+                        run_id,
+                        spec,
+                        env,
+                    });
+                    writes.push(Write::new(i, rt, "LAUNCHING"));
+                }
+                runs.push(host_runs);
             }
-            (writes, runs)
+            (job_id, writes, events, runs)
         };
         // The PLACED event first, then LAUNCHING: one write each would double
         // the fsyncs; the event log still shows both steps.
-        let (job_id, placed_events) = {
-            let m = self.mem();
-            let Some(job) = m.jobs.get(&key) else {
-                return Ok(());
-            };
-            let ev: Vec<(u32, TaskEvent)> = writes
-                .iter()
-                .map(|w| {
-                    let old = &job.tasks[w.instance as usize].rt;
-                    (
-                        w.instance,
-                        TaskEvent {
-                            run: old.run,
-                            from: Some(old.state),
-                            to: TaskState::Placed,
-                            at_ms: now,
-                            host: Some(host.to_string()),
-                            reason: "PLACED".into(),
-                            message: format!("lease {lease}"),
-                        },
-                    )
-                })
-                .collect();
-            (job.id.clone(), ev)
-        };
         self.append_events(&job_id, placed_events).await?;
-        let writes: Vec<Write> = writes
-            .into_iter()
-            .map(|mut w| {
-                w.reason = "LAUNCHING".into();
-                w
-            })
-            .collect();
         self.write_tasks(key, writes).await?;
         {
             // Report PLACED now so the resource manager's PLACING timeout does not fire during the launch.
             let mut rm = self.rm();
-            for &(_, id) in &tasks {
+            for &(_, id) in hosts.values().flatten() {
                 if rm.task(id).is_some_and(|t| t.state == RmState::Placing) {
                     let _ = rm.task_event(id, RmEvent::Placed, now);
                 }
             }
         }
-        match self.launcher.launch(lease, host, runs).await {
-            Ok(()) => {
-                let writes = {
-                    let mut rm = self.rm();
-                    let m = self.mem();
-                    let Some(job) = m.jobs.get(&key) else {
-                        return Ok(());
-                    };
-                    let mut writes = Vec::new();
-                    for &(i, id) in &tasks {
-                        let t = &job.tasks[i as usize];
-                        if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
-                            let _ = rm.task_event(id, RmEvent::StartLaunch, now);
-                        }
-                        // A run update may already have moved it further.
-                        if t.rt.state == TaskState::Launching {
-                            let mut rt = t.rt.clone();
-                            rt.state = TaskState::Launched;
-                            writes.push(Write::new(i, rt, "LAUNCHED"));
+        let outcomes = futures::future::join_all(
+            hosts
+                .keys()
+                .zip(runs)
+                .map(|(host, runs)| self.launcher.launch(lease, host, runs)),
+        )
+        .await;
+        let mut writes = Vec::new();
+        let mut retry = Vec::new();
+        {
+            let mut rm = self.rm();
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            for ((host, tasks), outcome) in hosts.iter().zip(outcomes) {
+                match outcome {
+                    Ok(()) => {
+                        for &(i, id) in tasks {
+                            let t = &job.tasks[i as usize];
+                            if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
+                                let _ = rm.task_event(id, RmEvent::StartLaunch, now);
+                            }
+                            // A run update may already have moved it further.
+                            if t.rt.state == TaskState::Launching {
+                                let mut rt = t.rt.clone();
+                                rt.state = TaskState::Launched;
+                                writes.push(Write::new(i, rt, "LAUNCHED"));
+                            }
                         }
                     }
-                    writes
-                };
-                self.write_tasks(key, writes).await?;
-            }
-            Err(e) => {
-                tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
-                let writes = {
-                    let mut rm = self.rm();
-                    let m = self.mem();
-                    let Some(job) = m.jobs.get(&key) else {
-                        return Ok(());
-                    };
-                    let mut writes = Vec::new();
-                    for &(i, id) in &tasks {
-                        // Placed → back to READY: kill and requeue as a new gang below.
-                        if rm.kill(id, now).is_ok() {
-                            let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                    Err(e) => {
+                        tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
+                        for &(i, id) in tasks {
+                            // Placed → back to READY: kill and requeue as a new gang below.
+                            if rm.kill(id, now).is_ok() {
+                                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                            }
+                            let t = &job.tasks[i as usize];
+                            let mut rt = t.rt.next_run(now);
+                            if matches!(job.kind(), JobKind::Stateful | JobKind::Daemon) {
+                                rt.host = t.rt.host.clone().filter(|h| {
+                                    h != host || job.kind() == JobKind::Daemon
+                                });
+                            }
+                            rt.message = format!("launch on {host} failed: {e}");
+                            retry.push(i);
+                            writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
                         }
-                        let t = &job.tasks[i as usize];
-                        let mut rt = t.rt.next_run(now);
-                        if matches!(job.kind(), JobKind::Stateful | JobKind::Daemon) {
-                            rt.host =
-                                t.rt.host
-                                    .clone()
-                                    .filter(|h| h != host || job.kind() == JobKind::Daemon);
-                        }
-                        rt.message = format!("launch on {host} failed: {e}");
-                        writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
                     }
-                    writes
-                };
-                let instances: Vec<u32> = writes.iter().map(|w| w.instance).collect();
-                self.write_tasks(key, writes).await?;
-                self.submit(key, &instances).await?;
+                }
             }
+        }
+        self.write_tasks(key, writes).await?;
+        if !retry.is_empty() {
+            self.submit(key, &retry).await?;
         }
         self.sync_job(key).await
     }
@@ -1129,85 +1138,260 @@ impl JobManager {
     /// A host reported a change of a run. `Ok` means it is durably handled
     /// (or was a duplicate / of a stale run) and may be acknowledged.
     pub async fn on_run_update(&self, update: &RunUpdate) -> Result<(), JobError> {
+        self.on_run_updates(std::slice::from_ref(update))
+            .await
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Many run updates at once, in the order the host sent them; one result
+    /// per update, in the same order (`Ok`: durably handled, acknowledge it).
+    /// Updates of one job are written together (one compare-and-set batch
+    /// per wave, see `apply_run_updates`) and jobs proceed concurrently, so
+    /// a burst of thousands of updates costs a few group commits.
+    pub async fn on_run_updates(&self, updates: &[RunUpdate]) -> Vec<Result<(), JobError>> {
         let _op = self.ops.lock().await;
-        let now = self.now();
-        let Some((job_id, instance, run)) = parse_run_id(&update.run_id) else {
-            tracing::warn!(run = %update.run_id, "run update with a malformed run id; dropped");
-            return Ok(());
+        let mut results: Vec<Result<(), JobError>> = Vec::with_capacity(updates.len());
+        results.resize_with(updates.len(), || Ok(()));
+        let mut jobs: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        {
+            let m = self.mem();
+            for (i, u) in updates.iter().enumerate() {
+                match parse_run_id(&u.run_id) {
+                    Some((job_id, _, _)) => {
+                        if let Some(key) = m.key_of(job_id) {
+                            jobs.entry(key).or_default().push(i);
+                        }
+                    }
+                    None => {
+                        tracing::warn!(run = %u.run_id, "run update with a malformed run id; dropped")
+                    }
+                }
+            }
+        }
+        use futures::StreamExt;
+        let done: Vec<(Vec<usize>, Vec<Result<(), JobError>>)> = futures::stream::iter(jobs)
+            .map(|(key, idx)| async move {
+                let ups: Vec<&RunUpdate> = idx.iter().map(|&i| &updates[i]).collect();
+                let res = self.apply_run_updates(key, &ups).await;
+                (idx, res)
+            })
+            .buffer_unordered(CONCURRENT_JOBS)
+            .collect()
+            .await;
+        for (idx, res) in done {
+            for (i, r) in idx.into_iter().zip(res) {
+                results[i] = r;
+            }
+        }
+        results
+    }
+
+    /// One job's run updates, in order. They are applied in waves: a wave
+    /// ends before an instance's second update, so each update sees the
+    /// state the one before it wrote. Each wave is one compare-and-set batch;
+    /// the lifecycle hears every change; the job's runtime is written once.
+    async fn apply_run_updates(&self, key: u64, ups: &[&RunUpdate]) -> Vec<Result<(), JobError>> {
+        let mut results: Vec<Result<(), JobError>> = Vec::with_capacity(ups.len());
+        results.resize_with(ups.len(), || Ok(()));
+        let mut next = 0;
+        while next < ups.len() {
+            let now = self.now();
+            // Position in `wave` of each instance's pending write.
+            let mut slot_of: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+            let mut wave: Vec<(usize, Prepared)> = Vec::new();
+            // Updates folded into a later one of the same run: already
+            // handled, acknowledged with the wave.
+            let mut folded: Vec<usize> = Vec::new();
+            let mut superseded: Vec<(u32, TaskEvent)> = Vec::new();
+            while next < ups.len() {
+                let instance = parse_run_id(&ups[next].run_id).map_or(u32::MAX, |p| p.1);
+                match slot_of.get(&instance).copied() {
+                    None => {
+                        if let Some(p) = self.prepare_run_update(key, ups[next], now, None) {
+                            slot_of.insert(instance, wave.len());
+                            wave.push((next, p));
+                        }
+                    }
+                    // A transient state (STARTING) followed in the same
+                    // burst by the next one of the same run: write only the
+                    // latest, keep the event of the one it supersedes, and
+                    // tell the lifecycle the state the task is in now.
+                    Some(at) if !wave[at].1.to.is_terminal() => {
+                        let base = &wave[at].1;
+                        if let Some(p) = self.prepare_run_update(key, ups[next], now, Some(base)) {
+                            if let Some(w) = &base.write {
+                                superseded.push((
+                                    instance,
+                                    TaskEvent {
+                                        run: base.run,
+                                        from: Some(base.from),
+                                        to: base.to,
+                                        at_ms: now,
+                                        host: w.rt.host.clone(),
+                                        reason: w.reason.clone(),
+                                        message: w.message.clone(),
+                                    },
+                                ));
+                            }
+                            let (first, _) = std::mem::replace(&mut wave[at], (next, p));
+                            folded.push(first);
+                        }
+                    }
+                    // After a terminal state: a new wave sees it written.
+                    Some(_) => break,
+                }
+                next += 1;
+            }
+            if wave.is_empty() {
+                continue;
+            }
+            let writes = wave
+                .iter_mut()
+                .filter_map(|(_, p)| p.write.take())
+                .collect();
+            let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
+            if let (Some(job_id), false) = (job_id, superseded.is_empty())
+                && let Err(e) = self.append_events(&job_id, superseded).await
+            {
+                tracing::warn!(job = key, error = %e, "events of superseded states not recorded");
+            }
+            let written = self.write_tasks(key, writes).await;
+            if written.is_err() {
+                for i in &folded {
+                    results[*i] = Err(JobError::State("not written: folded into a failed write".into()));
+                }
+            }
+            if let Err(e) = written {
+                // Not durable: forget the sequence numbers so the host's
+                // resend is handled rather than taken for a duplicate.
+                let msg = e.to_string();
+                {
+                    let mut m = self.mem();
+                    if let Some(job) = m.jobs.get_mut(&key) {
+                        for (_, p) in &wave {
+                            if let Some(t) = job.tasks.get_mut(p.instance as usize) {
+                                t.last_seq = p.previous_seq;
+                            }
+                        }
+                    }
+                }
+                for (i, _) in &wave {
+                    results[*i] = Err(JobError::State(format!("not written: {msg}")));
+                }
+                continue;
+            }
+            for (i, p) in wave {
+                results[i] = self.after_run_update(key, &p, now).await;
+            }
+        }
+        if let Err(e) = self.drain_pass(key).await {
+            tracing::warn!(job = key, error = %e, "drain pass after run updates failed");
+        }
+        if let Err(e) = self.sync_job(key).await {
+            tracing::warn!(job = key, error = %e, "job runtime not updated after run updates; the next change retries");
+        }
+        results
+    }
+
+    /// The in-memory half of a run update: checks it is new and current,
+    /// and builds the task write. `None`: nothing to write (stale run,
+    /// duplicate, an older state redelivered, or no change).
+    ///
+    /// `base`: an update of the same instance earlier in this burst, not yet
+    /// written; this one builds on its runtime and replaces it.
+    fn prepare_run_update(
+        &self,
+        key: u64,
+        update: &RunUpdate,
+        now: u64,
+        base: Option<&Prepared>,
+    ) -> Option<Prepared> {
+        let (_, instance, run) = parse_run_id(&update.run_id)?;
+        let mut m = self.mem();
+        let job = m.jobs.get_mut(&key)?;
+        let t = job.tasks.get_mut(instance as usize)?;
+        if t.rt.run != run || update.seq <= t.last_seq && t.last_seq > 0 {
+            return None; // stale run or duplicate
+        }
+        let mut rt = match base.and_then(|b| b.write.as_ref()) {
+            Some(w) => w.rt.clone(),
+            None => t.rt.clone(),
         };
-        let (key, write, changed, health_changed) = {
-            let mut m = self.mem();
-            let Some(key) = m.key_of(job_id) else {
-                return Ok(());
-            };
-            let Some(job) = m.jobs.get_mut(&key) else {
-                return Ok(());
-            };
-            let Some(t) = job.tasks.get_mut(instance as usize) else {
-                return Ok(());
-            };
-            if t.rt.run != run || update.seq <= t.last_seq && t.last_seq > 0 {
-                return Ok(()); // stale run or duplicate
-            }
+        let mut to = update.state.task_state();
+        if update.state == RunState::Killed && rt.reason == MAX_RUN_TIME {
+            to = TaskState::Failed;
+        }
+        let from = rt.state;
+        if from.is_terminal() || host_rank(to) < host_rank(from) {
             t.last_seq = update.seq;
-            let mut to = update.state.task_state();
-            if update.state == RunState::Killed && t.rt.reason == MAX_RUN_TIME {
-                to = TaskState::Failed;
+            return None;
+        }
+        let previous_seq = base.map_or(t.last_seq, |b| b.previous_seq);
+        let stored_state = t.rt.state;
+        t.last_seq = update.seq;
+        let health_changed = update.healthy != t.healthy;
+        t.healthy = update.healthy;
+        if update.exit_code.is_some() {
+            t.exit_code = update.exit_code;
+        }
+        if to == from && !health_changed {
+            return None;
+        }
+        let was_max_run_time = rt.reason == MAX_RUN_TIME;
+        rt.state = to;
+        if rt.host.is_none() || to != from {
+            rt.host = Some(update.host.clone());
+        }
+        if !update.ports.is_empty() {
+            rt.ports = update.ports.clone();
+        }
+        if to == TaskState::Running && rt.started_at_ms.is_none() {
+            // The job manager's clock, not the host's: max run time and
+            // running-for are measured on one clock.
+            rt.started_at_ms = Some(now);
+        }
+        if to.is_terminal() {
+            rt.completed_at_ms = Some(now);
+            match to {
+                TaskState::Failed | TaskState::Lost => rt.failure_count += 1,
+                TaskState::Succeeded => rt.failure_count = 0,
+                _ => {}
             }
-            let from = t.rt.state;
-            if from.is_terminal() || host_rank(to) < host_rank(from) {
-                return Ok(());
+        }
+        let reason = if to == TaskState::Failed && was_max_run_time {
+            MAX_RUN_TIME.to_string()
+        } else if to == from {
+            match update.healthy {
+                Some(true) => "HEALTHY".to_string(),
+                Some(false) => "UNHEALTHY".to_string(),
+                None => update.reason.clone(),
             }
-            let health_changed = update.healthy != t.healthy;
-            t.healthy = update.healthy;
-            if update.exit_code.is_some() {
-                t.exit_code = update.exit_code;
-            }
-            if to == from && !health_changed {
-                return Ok(());
-            }
-            let mut rt = t.rt.clone();
-            rt.state = to;
-            if rt.host.is_none() || to != from {
-                rt.host = Some(update.host.clone());
-            }
-            if !update.ports.is_empty() {
-                rt.ports = update.ports.clone();
-            }
-            if to == TaskState::Running && rt.started_at_ms.is_none() {
-                // The job manager's clock, not the host's: max run time and
-                // running-for are measured on one clock.
-                rt.started_at_ms = Some(now);
-            }
-            if to.is_terminal() {
-                rt.completed_at_ms = Some(now);
-                match to {
-                    TaskState::Failed | TaskState::Lost => rt.failure_count += 1,
-                    TaskState::Succeeded => rt.failure_count = 0,
-                    _ => {}
-                }
-            }
-            let reason = if to == TaskState::Failed && t.rt.reason == MAX_RUN_TIME {
-                MAX_RUN_TIME.to_string()
-            } else if to == from {
-                match update.healthy {
-                    Some(true) => "HEALTHY".to_string(),
-                    Some(false) => "UNHEALTHY".to_string(),
-                    None => update.reason.clone(),
-                }
-            } else {
-                update.reason.clone()
-            };
-            let w = Write {
+        } else {
+            update.reason.clone()
+        };
+        Some(Prepared {
+            instance,
+            run,
+            to,
+            from,
+            changed: to != stored_state,
+            health_changed: health_changed || base.is_some_and(|b| b.health_changed),
+            previous_seq,
+            write: Some(Write {
                 instance,
                 rt,
                 reason,
                 message: update.message.clone(),
-            };
-            (key, w, to != from, health_changed)
-        };
-        let to = write.rt.state;
-        self.write_tasks(key, vec![write]).await?;
+            }),
+        })
+    }
+
+    /// What follows a written run update: the resource manager hears of it,
+    /// a max-run-time deadline is set, update progress moves, and the
+    /// lifecycle is asked (a run killed while its goal is to run restarts).
+    async fn after_run_update(&self, key: u64, p: &Prepared, now: u64) -> Result<(), JobError> {
+        let (instance, to, changed) = (p.instance, p.to, p.changed);
         let (rm_task, goal, max_run) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {
@@ -1227,7 +1411,7 @@ impl JobManager {
                 at_ms: now + secs * 1000,
                 job_key: key,
                 instance,
-                run,
+                run: p.run,
                 kind: DeadlineKind::MaxRunTime,
             });
         }
@@ -1245,16 +1429,15 @@ impl JobManager {
             } else {
                 self.start_runs(key, &[instance], "RESTART").await?;
             }
-            self.drive(key, sdk::Event::UpdateChanged).await?;
-        } else if changed || health_changed || progressed {
+            self.drive_rounds(key, sdk::Event::UpdateChanged).await?;
+        } else if changed || p.health_changed || progressed {
             let ev = sdk::Event::TaskChanged(sdk::TaskChange {
                 instance,
                 state: views::task_state(to),
             });
-            self.drive(key, ev).await?;
+            self.drive_rounds(key, ev).await?;
         }
-        self.drain_pass(key).await?;
-        self.sync_job(key).await
+        Ok(())
     }
 
     /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries.

@@ -175,6 +175,7 @@ pub struct PipelineBenchArgs {
 /// Every role over simulated hosts (SQLite, the built-in Wasm policies):
 /// submits `jobs × instances` tasks and times until all run.
 pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
+    use futures::StreamExt;
     use paceline::cluster::{AssembleConfig, Cluster, SimTime};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::job::{JobConfig, JobKind};
@@ -223,7 +224,10 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             *last += Duration::from_millis(ms);
             ms
         };
-        for j in 0..args.jobs {
+        // Jobs arrive from many clients at once (CLIENTS in flight), as in a
+        // live cluster; the pipeline keeps moving while they do.
+        const CLIENTS: usize = 32;
+        let make = |j: u32| {
             let spec = JobConfig {
                 name: format!("bench-{j}"),
                 owner: "bench".into(),
@@ -233,15 +237,26 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
                 default_task: TaskSpec { command: "work".into(), resources: Resources::new(250, 512, 100, 0), ..TaskSpec::default() },
                 ..JobConfig::default()
             };
-            let id = format!("bench-{j}");
-            cluster.jobs.create(&id, spec).await.map_err(|e| anyhow::anyhow!("create {id}: {e}"))?;
-            ids.push(id);
-            // Keep the pipeline moving while jobs arrive, as in a live cluster.
-            if j % 50 == 49 {
-                sim.advance(advance(&mut last)).await;
-                cluster.hosts.sync().await?;
-                cluster.step(sim.now_ms()).await;
+            (format!("bench-{j}"), spec)
+        };
+        let mut next = 0u32;
+        while next < args.jobs {
+            let wave: Vec<(String, JobConfig)> = (next..(next + 50).min(args.jobs)).map(make).collect();
+            next += wave.len() as u32;
+            let created: Vec<Result<String, anyhow::Error>> = futures::stream::iter(wave)
+                .map(|(id, spec)| {
+                    let jobs = cluster.jobs.clone();
+                    async move { jobs.create(&id, spec).await.map(|_| id.clone()).map_err(|e| anyhow::anyhow!("create {id}: {e}")) }
+                })
+                .buffer_unordered(CLIENTS)
+                .collect()
+                .await;
+            for c in created {
+                ids.push(c?);
             }
+            sim.advance(advance(&mut last)).await;
+            cluster.hosts.sync().await?;
+            cluster.step(sim.now_ms()).await;
         }
         let submitted = wall.elapsed();
         while (sim.run_count() as u64) < total {

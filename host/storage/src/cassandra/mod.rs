@@ -769,6 +769,21 @@ impl Store for CassandraStore {
         self.batched("task events", &self.s.ins_event, rows).await
     }
 
+    async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
+        check_id("job", job_id)?;
+        let mut rows = Vec::with_capacity(events.len());
+        for (instance, e) in events {
+            let body = encode(|| format!("event of {}", task_what(job_id, *instance)), e, limits::MAX_RECORD)?;
+            let size = body.len() + 64;
+            rows.push((
+                *instance, // one batch per partition (job, instance)
+                size,
+                (job_id.to_string(), *instance as i32, e.at_ms as i64, e.run as i64, e.to.as_str(), body, self.event_ttl_secs),
+            ));
+        }
+        self.batched("task events", &self.s.ins_event, rows).await
+    }
+
     async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>> {
         check_page(limit)?;
         // History is bounded per task: older events are never returned and expire by TTL.

@@ -482,11 +482,19 @@ impl Store for SqliteStore {
     }
 
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()> {
+        let events: Vec<(u32, TaskEvent)> = events.iter().map(|e| (instance, e.clone())).collect();
+        self.append_job_events(job_id, &events).await
+    }
+
+    async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
         check_id("job", job_id)?;
+        if events.is_empty() {
+            return Ok(());
+        }
         let mut rows = Vec::with_capacity(events.len());
-        for e in events {
-            let body = encode(|| format!("event of {}", task_what(job_id, instance)), e, limits::MAX_RECORD)?;
-            rows.push((e.at_ms, e.run, e.to.as_str(), body));
+        for (instance, e) in events {
+            let body = encode(|| format!("event of {}", task_what(job_id, *instance)), e, limits::MAX_RECORD)?;
+            rows.push((*instance, e.at_ms, e.run, e.to.as_str(), body));
         }
         let job_id = job_id.to_string();
         self.write(move |conn| {
@@ -496,17 +504,28 @@ impl Store for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .map_err(db)?;
-            for (at, run, to, body) in &rows {
+            for (instance, at, run, to, body) in &rows {
                 ins.execute(params![job_id, instance, at, run, to, body]).map_err(db)?;
             }
-            // Keep the newest MAX_EVENTS_PER_TASK: history is bounded per task.
-            conn.prepare_cached(
-                "DELETE FROM task_events WHERE job_id = ?1 AND instance = ?2 AND (at_ms, run, to_state) NOT IN
-                 (SELECT at_ms, run, to_state FROM task_events WHERE job_id = ?1 AND instance = ?2
-                  ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT ?3)",
-            )
-            .and_then(|mut s| s.execute(params![job_id, instance, limits::MAX_EVENTS_PER_TASK as i64]))
-            .map_err(db)?;
+            // Keep the newest MAX_EVENTS_PER_TASK of each task touched:
+            // history is bounded per task. The cut-off is the oldest event
+            // still kept; with fewer events there is none and nothing goes.
+            // An index walk of at most MAX_EVENTS_PER_TASK entries, no sort.
+            let mut trim = conn
+                .prepare_cached(
+                    "DELETE FROM task_events WHERE job_id = ?1 AND instance = ?2 AND (at_ms, run, to_state) <
+                     (SELECT at_ms, run, to_state FROM task_events WHERE job_id = ?1 AND instance = ?2
+                      ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT 1 OFFSET ?3)",
+                )
+                .map_err(db)?;
+            let mut last = None;
+            for (instance, ..) in &rows {
+                if last == Some(*instance) {
+                    continue;
+                }
+                last = Some(*instance);
+                trim.execute(params![job_id, instance, (limits::MAX_EVENTS_PER_TASK - 1) as i64]).map_err(db)?;
+            }
             Ok(())
         })
         .await
