@@ -1,0 +1,864 @@
+//! Leader election and discovery on ZooKeeper.
+//!
+//! # Layout
+//!
+//! ```text
+//! /paceline                                   persistent
+//!   /<cluster>                                persistent
+//!     /<role>                                 persistent (jobmgr, resmgr, hostmgr, placement)
+//!       /member-0000000007   {"id":…}         ephemeral sequential, one per campaigning member
+//!       /member-0000000009   {"id":…}
+//! ```
+//!
+//! # Election
+//!
+//! Each member creates one ephemeral sequential node per role it campaigns for, with its
+//! [`MemberInfo`] as JSON data (in the same `create`, so a member's node is never seen without
+//! its data). Among the *well-formed* children — name `member-<digits>`, ephemeral, data that
+//! parses as [`MemberInfo`] — the lowest sequence leads. Malformed children are ignored (with a
+//! warning, once per node): a malformed node never leads and never blocks an election, even
+//! when its sequence is the lowest. Every member applies the same rule to the same children,
+//! so they agree on the leader.
+//!
+//! A follower watches its predecessor (the next lower well-formed node), so a member leaving
+//! wakes one member, not all. It also watches the leader's node so that
+//! [`Leadership::Follower`] names the current leader; that wakes every follower once per
+//! change of leader, never per change of membership. The leader watches its own node.
+//! Any watch firing, or a reconnection, re-reads the children and re-evaluates.
+//!
+//! When a member gains leadership it rewrites its node's data (same bytes); the zxid of that
+//! write is the [`Leadership::Leader`] epoch. Zxids grow across the whole ensemble, so each
+//! gain of leadership, by any member, has a larger epoch than every gain before it.
+//!
+//! # Step-down rule
+//!
+//! A member stops being leader (every role reads [`Leadership::Unknown`]) as soon as the
+//! client reports the connection `Disconnected`, before it does anything else — it does not
+//! wait for `Expired`. The client declares a connection lost after 2/5 of the negotiated
+//! session timeout `T` without hearing from the server (or at once on a socket error), while
+//! the server expires the session no sooner than `T` after it last heard from the client and
+//! the client pings every ~0.15·`T` when idle. So the old leader steps down around
+//! 0.4·`T` before ZooKeeper can delete its node and let another member lead. This holds while
+//! the process is not paused longer than that margin (GC, SIGSTOP); the epoch is the fence
+//! for that case.
+//!
+//! If the connection comes back within the same session, the member re-evaluates and, if its
+//! node is still the lowest, leads again with a new, larger epoch. If the session expired or
+//! was closed, the member opens a fresh session, creates fresh nodes and campaigns again.
+//! ZooKeeper unreachable (at start or later) is not fatal: connecting is retried with a
+//! backoff of 0.2 s doubling to 5 s, each failure logged.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, error, info, warn};
+use zookeeper_client as zk;
+
+use crate::{Leadership, MemberInfo, Membership, MembershipError, Result, Role};
+
+/// Session timeout asked for when the configuration does not say.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Root of every Paceline cluster's nodes.
+pub const ROOT: &str = "/paceline";
+
+/// Prefix of member node names; the sequence follows.
+pub const MEMBER_PREFIX: &str = "member-";
+
+const BACKOFF_MIN: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long shutdown waits for node deletes and the session close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Safety net: re-evaluate after an error even if no watch or reconnect wakes us.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
+
+/// Configuration of a ZooKeeper member.
+#[derive(Clone, Debug)]
+pub struct ZooKeeperConfig {
+    /// Connect string: `host:port[,host:port…]`.
+    pub connect: String,
+    /// Cluster name; nodes live under `/paceline/<cluster>`.
+    pub cluster: String,
+    /// Requested session timeout; the server clamps it to its `minSessionTimeout` /
+    /// `maxSessionTimeout`.
+    pub session_timeout: Duration,
+    /// What this member publishes about itself.
+    pub member: MemberInfo,
+    /// Roles this member campaigns for (may be empty: discovery only).
+    pub roles: Vec<Role>,
+}
+
+impl ZooKeeperConfig {
+    /// A configuration with the default session timeout.
+    pub fn new(
+        connect: impl Into<String>,
+        cluster: impl Into<String>,
+        member: MemberInfo,
+        roles: Vec<Role>,
+    ) -> Self {
+        ZooKeeperConfig {
+            connect: connect.into(),
+            cluster: cluster.into(),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            member,
+            roles,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let cluster = &self.cluster;
+        if cluster.is_empty() || cluster == "." || cluster == ".." || cluster.contains('/') {
+            return Err(MembershipError::Config(format!(
+                "cluster name {cluster:?} must be non-empty, not . or .., and contain no '/'"
+            )));
+        }
+        if cluster.chars().any(|c| c.is_control()) {
+            return Err(MembershipError::Config(format!(
+                "cluster name {cluster:?} has control characters"
+            )));
+        }
+        let hosts = self.connect.split('/').next().unwrap_or_default();
+        if hosts.trim().is_empty() || hosts.split(',').any(|h| h.trim().is_empty()) {
+            return Err(MembershipError::Config(format!(
+                "connect string {:?} must be host:port[,host:port…]",
+                self.connect
+            )));
+        }
+        for host in hosts.split(',') {
+            if let Some((_, port)) = host.trim().rsplit_once(':')
+                && port.parse::<u16>().is_err()
+            {
+                return Err(MembershipError::Config(format!(
+                    "bad port in {host:?} of {:?}",
+                    self.connect
+                )));
+            }
+        }
+        if self.session_timeout.is_zero() {
+            return Err(MembershipError::Config(
+                "session timeout must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Membership on ZooKeeper. Create with [`ZooKeeperMembership::start`]; dropping it without
+/// [`Membership::shutdown`] closes the session in the background.
+#[derive(Debug)]
+pub struct ZooKeeperMembership {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ZooKeeperConfig,
+    /// JSON of `config.member`, the data of our nodes.
+    data: Vec<u8>,
+    roles: BTreeMap<Role, watch::Sender<Leadership>>,
+    /// Serialises step-downs against leader publications; see [`Inner::publish`].
+    gate: Mutex<Gate>,
+    /// The client of the established session, `None` between sessions.
+    session: watch::Sender<Option<zk::Client>>,
+    shutdown: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// Malformed nodes already warned about (warn once per node path).
+    warned: Mutex<HashSet<String>>,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    /// Generation of the current session; a role task of an older one may not publish.
+    generation: u64,
+    /// The current session is connected and may publish.
+    live: bool,
+}
+
+impl ZooKeeperMembership {
+    /// Starts campaigning in the background and returns at once. Every role reads
+    /// [`Leadership::Unknown`] until a session is established; an unreachable ZooKeeper is
+    /// retried with backoff (see [`ZooKeeperMembership::wait_connected`]).
+    ///
+    /// Errors: an invalid configuration, or no tokio runtime.
+    pub fn start(config: ZooKeeperConfig) -> Result<Self> {
+        config.validate()?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| MembershipError::NoRuntime)?;
+        let data = serde_json::to_vec(&config.member)?;
+        let mut roles = BTreeMap::new();
+        for role in &config.roles {
+            roles
+                .entry(*role)
+                .or_insert_with(|| watch::Sender::new(Leadership::Unknown));
+        }
+        let inner = Arc::new(Inner {
+            config,
+            data,
+            roles,
+            gate: Mutex::new(Gate::default()),
+            session: watch::Sender::new(None),
+            shutdown: watch::Sender::new(false),
+            task: Mutex::new(None),
+            warned: Mutex::new(HashSet::new()),
+        });
+        let task = runtime.spawn(run(inner.clone()));
+        *lock(&inner.task) = Some(task);
+        Ok(ZooKeeperMembership { inner })
+    }
+
+    /// Waits until a session is established (at most `timeout`). Roles may still read
+    /// `Unknown` for a moment after this returns: the election runs right after.
+    pub async fn wait_connected(&self, timeout: Duration) -> Result<()> {
+        let mut rx = self.inner.session.subscribe();
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let wait = async {
+            tokio::select! {
+                r = rx.wait_for(|c| c.is_some()) => r.map(|_| ()).map_err(|_| MembershipError::Shutdown),
+                _ = shutdown.wait_for(|s| *s) => Err(MembershipError::Shutdown),
+            }
+        };
+        tokio::time::timeout(timeout, wait)
+            .await
+            .map_err(|_| MembershipError::ConnectTimeout(timeout))?
+    }
+
+    /// The current session (id and password), if one is established. For diagnostics and
+    /// tests (a test expires a session by opening it from a second client and closing it).
+    pub fn session(&self) -> Option<zk::SessionInfo> {
+        self.inner
+            .session
+            .borrow()
+            .as_ref()
+            .map(|c| c.session().clone())
+    }
+
+    /// The id of the current session, if one is established.
+    pub fn session_id(&self) -> Option<i64> {
+        self.inner
+            .session
+            .borrow()
+            .as_ref()
+            .map(|c| c.session_id().0)
+    }
+
+    /// The configuration this member runs with.
+    pub fn config(&self) -> &ZooKeeperConfig {
+        &self.inner.config
+    }
+
+    fn connected_client(&self) -> Result<zk::Client> {
+        let client = self.inner.session.borrow().clone();
+        match client {
+            Some(c) if c.state() == zk::SessionState::SyncConnected => Ok(c),
+            _ => Err(MembershipError::NotConnected {
+                connect: self.inner.config.connect.clone(),
+            }),
+        }
+    }
+}
+
+impl Drop for ZooKeeperMembership {
+    fn drop(&mut self) {
+        // The background task deletes our nodes and closes the session.
+        self.inner.shutdown.send_replace(true);
+    }
+}
+
+#[async_trait]
+impl Membership for ZooKeeperMembership {
+    fn watch(&self, role: Role) -> watch::Receiver<Leadership> {
+        match self.inner.roles.get(&role) {
+            Some(tx) => tx.subscribe(),
+            None => crate::unknown_receiver(),
+        }
+    }
+
+    async fn leader_of(&self, role: Role) -> Result<Option<MemberInfo>> {
+        Ok(self.members(role).await?.into_iter().next())
+    }
+
+    async fn members(&self, role: Role) -> Result<Vec<MemberInfo>> {
+        let client = self.connected_client()?;
+        let dir = self.inner.role_dir(role);
+        let timeout = client.session_timeout();
+        let read = tokio::time::timeout(timeout, self.inner.read_members(&client, &dir))
+            .await
+            .map_err(|_| MembershipError::NotConnected {
+                connect: self.inner.config.connect.clone(),
+            })?;
+        Ok(read?.into_iter().map(|m| m.info).collect())
+    }
+
+    async fn shutdown(&self) {
+        let inner = &self.inner;
+        // Step down first, then clean up.
+        inner.shutdown.send_replace(true);
+        inner.step_down_all(None);
+        let task = lock(&inner.task).take();
+        if let Some(mut task) = task {
+            let limit = CLOSE_TIMEOUT + Duration::from_secs(2);
+            if tokio::time::timeout(limit, &mut task).await.is_err() {
+                warn!(cluster = %inner.config.cluster, "membership did not close within {limit:?}; aborting it");
+                task.abort();
+            }
+        }
+        inner.step_down_all(None);
+    }
+}
+
+// --- background task ---------------------------------------------------------------------
+
+/// Connect, campaign until the session ends, repeat; until shutdown.
+async fn run(inner: Arc<Inner>) {
+    let cfg = &inner.config;
+    let mut shutdown = inner.shutdown.subscribe();
+    let mut failures: u32 = 0;
+    while !*shutdown.borrow() {
+        let connect = zk::Client::connector()
+            .with_session_timeout(cfg.session_timeout)
+            .with_fail_eagerly()
+            .connect(&cfg.connect);
+        // Connecting gives up on its own after about a session timeout; the outer limit
+        // guards against a server that accepts but never answers.
+        let limit = cfg.session_timeout * 2 + Duration::from_secs(1);
+        let result = tokio::select! {
+            r = tokio::time::timeout(limit, connect) => r,
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        match result {
+            Ok(Ok(client)) => {
+                if failures > 0 {
+                    info!(cluster = %cfg.cluster, connect = %cfg.connect, "reached ZooKeeper after {failures} failed attempts");
+                }
+                failures = 0;
+                run_session(&inner, client).await;
+            }
+            Ok(Err(_)) | Err(_) => {
+                failures += 1;
+                let delay = backoff(failures);
+                let why = match result {
+                    Ok(Err(err)) => err.to_string(),
+                    _ => format!("no session within {limit:?}"),
+                };
+                if failures == 1 {
+                    error!(cluster = %cfg.cluster, connect = %cfg.connect,
+                        "cannot reach ZooKeeper ({why}); every role stays Unknown until a session is \
+                         established; retrying in {delay:?}");
+                } else {
+                    warn!(cluster = %cfg.cluster, connect = %cfg.connect,
+                        "cannot reach ZooKeeper ({why}); attempt {failures}, retrying in {delay:?}");
+                }
+                sleep_or_shutdown(delay, &mut shutdown).await;
+            }
+        }
+    }
+    inner.step_down_all(None);
+    debug!(cluster = %cfg.cluster, "membership task finished");
+}
+
+fn backoff(failures: u32) -> Duration {
+    let exp = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(10));
+    let capped = exp.min(BACKOFF_MAX);
+    // Up to 10% jitter so that members restarted together do not retry in step.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    capped + capped / 10 * (nanos % 100) / 100
+}
+
+async fn sleep_or_shutdown(delay: Duration, shutdown: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = shutdown.wait_for(|s| *s) => {}
+    }
+}
+
+/// One session: publish the client, campaign per role, follow the session state; returns when
+/// the session ends (expired, closed) or on shutdown, with the session closed.
+async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
+    let cfg = &inner.config;
+    let session_id = client.session_id();
+    let mut states = client.state_watcher();
+    let generation = {
+        let mut gate = lock(&inner.gate);
+        gate.generation += 1;
+        gate.live = client.state() == zk::SessionState::SyncConnected;
+        gate.generation
+    };
+    info!(cluster = %cfg.cluster, session = %session_id, timeout = ?client.session_timeout(),
+        "ZooKeeper session established");
+    inner.session.send_replace(Some(client.clone()));
+
+    let (nudge, _) = watch::channel(0u64);
+    let (stop, _) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for role in inner.roles.keys() {
+        let campaign = Campaign {
+            inner: inner.clone(),
+            role: *role,
+            client: client.clone(),
+            generation,
+            dir: inner.role_dir(*role),
+            mine: None,
+        };
+        tasks.push(tokio::spawn(
+            campaign.run(nudge.subscribe(), stop.subscribe()),
+        ));
+    }
+
+    let mut shutdown = inner.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            state = states.changed() => match state {
+                zk::SessionState::Disconnected => {
+                    // The step-down rule: not leader the moment the connection is in doubt.
+                    inner.step_down_all(Some(generation));
+                    warn!(cluster = %cfg.cluster, session = %session_id,
+                        "lost connection to ZooKeeper; stepped down from every role, reconnecting");
+                }
+                zk::SessionState::SyncConnected => {
+                    {
+                        let mut gate = lock(&inner.gate);
+                        if gate.generation == generation && !*inner.shutdown.borrow() {
+                            gate.live = true;
+                        }
+                    }
+                    info!(cluster = %cfg.cluster, session = %session_id, "reconnected to ZooKeeper; re-electing");
+                    nudge.send_modify(|n| *n += 1);
+                }
+                zk::SessionState::ConnectedReadOnly => {
+                    // Read-only sessions are not requested; never lead on one.
+                    inner.step_down_all(Some(generation));
+                }
+                terminal => {
+                    inner.step_down_all(Some(generation));
+                    warn!(cluster = %cfg.cluster, session = %session_id,
+                        "ZooKeeper session {terminal}; stepped down from every role, opening a new session");
+                    break;
+                }
+            },
+            _ = shutdown.wait_for(|s| *s) => {
+                inner.step_down_all(Some(generation));
+                break;
+            }
+        }
+    }
+
+    // End of session: role tasks stop (deleting their nodes on shutdown), then every clone of
+    // the client is dropped, which closes the session.
+    stop.send_replace(true);
+    for task in tasks {
+        if let Err(err) = task.await {
+            error!(cluster = %cfg.cluster, "campaign task failed: {err}");
+        }
+    }
+    inner.session.send_replace(None);
+    drop(client);
+    if *shutdown.borrow() && states.peek_state() == zk::SessionState::SyncConnected {
+        let closed = tokio::time::timeout(CLOSE_TIMEOUT, async {
+            while !states.changed().await.is_terminated() {}
+        })
+        .await;
+        match closed {
+            Ok(()) => {
+                info!(cluster = %cfg.cluster, session = %session_id, "ZooKeeper session closed")
+            }
+            Err(_) => warn!(cluster = %cfg.cluster, session = %session_id,
+                "ZooKeeper session not confirmed closed within {CLOSE_TIMEOUT:?}; it will expire"),
+        }
+    }
+}
+
+/// A member node as read from ZooKeeper.
+#[derive(Debug, Clone)]
+struct Node {
+    seq: i64,
+    path: String,
+    info: MemberInfo,
+}
+
+impl Inner {
+    fn role_dir(&self, role: Role) -> String {
+        format!("{ROOT}/{}/{}", self.config.cluster, role.as_str())
+    }
+
+    /// Every role to `Unknown`, and the session (if `generation` is still current, or always
+    /// for `None`) no longer live. Runs before anything else reacts to a lost connection.
+    fn step_down_all(&self, generation: Option<u64>) {
+        let mut gate = lock(&self.gate);
+        match generation {
+            Some(g) if g != gate.generation => {}
+            _ => gate.live = false,
+        }
+        for (role, tx) in &self.roles {
+            let was_leader = tx.borrow().is_leader();
+            tx.send_if_modified(|s| {
+                std::mem::replace(s, Leadership::Unknown) != Leadership::Unknown
+            });
+            if was_leader {
+                warn!(cluster = %self.config.cluster, %role, "stepped down");
+            }
+        }
+    }
+
+    /// Publishes `state` for `role` if the session of `generation` is current, live and
+    /// connected; under the gate, so a step-down never comes before a stale publication.
+    /// Returns whether it was published.
+    fn publish(&self, role: Role, generation: u64, client: &zk::Client, state: Leadership) -> bool {
+        let gate = lock(&self.gate);
+        let ok = gate.generation == generation
+            && gate.live
+            && client.state() == zk::SessionState::SyncConnected
+            && !*self.shutdown.borrow();
+        if ok && let Some(tx) = self.roles.get(&role) {
+            tx.send_if_modified(|s| {
+                if *s == state {
+                    false
+                } else {
+                    *s = state;
+                    true
+                }
+            });
+        }
+        ok
+    }
+
+    fn current(&self, role: Role) -> Leadership {
+        self.roles
+            .get(&role)
+            .map(|tx| tx.borrow().clone())
+            .unwrap_or(Leadership::Unknown)
+    }
+
+    fn warn_once(&self, path: &str, why: &str) {
+        if lock(&self.warned).insert(path.to_string()) {
+            warn!(cluster = %self.config.cluster, node = %path, "ignoring malformed member node: {why}");
+        } else {
+            debug!(node = %path, "ignoring malformed member node: {why}");
+        }
+    }
+
+    /// Well-formed member nodes of `dir`, lowest sequence first. A missing `dir` has none.
+    async fn read_members(&self, client: &zk::Client, dir: &str) -> Result<Vec<Node>> {
+        let children = match client.list_children(dir).await {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(MembershipError::ZooKeeper {
+                    op: "list",
+                    path: dir.to_string(),
+                    source,
+                });
+            }
+        };
+        let mut named = Vec::new();
+        for name in children {
+            let path = format!("{dir}/{name}");
+            match parse_seq(&name) {
+                Some(seq) => named.push((seq, path)),
+                None => self.warn_once(&path, "name is not member-<digits>"),
+            }
+        }
+        // Pipelined: every request is sent before the first reply is awaited.
+        let reads: Vec<_> = named
+            .iter()
+            .map(|(_, path)| client.get_data(path))
+            .collect();
+        let mut nodes = Vec::new();
+        for ((seq, path), read) in named.into_iter().zip(reads) {
+            let (data, stat) = match read.await {
+                Ok(r) => r,
+                Err(zk::Error::NoNode) => continue, // left between list and read
+                Err(source) => {
+                    return Err(MembershipError::ZooKeeper {
+                        op: "get",
+                        path,
+                        source,
+                    });
+                }
+            };
+            if stat.ephemeral_owner == 0 {
+                self.warn_once(&path, "not an ephemeral node");
+                continue;
+            }
+            match serde_json::from_slice::<MemberInfo>(&data) {
+                Ok(info) => nodes.push(Node { seq, path, info }),
+                Err(err) => self.warn_once(&path, &format!("data is not member JSON ({err})")),
+            }
+        }
+        nodes.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.path.cmp(&b.path)));
+        Ok(nodes)
+    }
+}
+
+/// `member-0000000042` → 42; anything else → `None`.
+fn parse_seq(name: &str) -> Option<i64> {
+    let digits = name.strip_prefix(MEMBER_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The election of one role within one session.
+struct Campaign {
+    inner: Arc<Inner>,
+    role: Role,
+    client: zk::Client,
+    generation: u64,
+    dir: String,
+    /// Our node: (sequence, path).
+    mine: Option<(i64, String)>,
+}
+
+enum Next {
+    /// Wait for one of these watches (or a nudge).
+    Watch(Vec<zk::OneshotWatcher>),
+    /// Re-evaluate at once.
+    Again,
+    /// Wait for a nudge or the retry timer.
+    Retry,
+}
+
+impl Campaign {
+    async fn run(mut self, mut nudge: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
+        nudge.borrow_and_update();
+        while !*stop.borrow() {
+            let next = tokio::select! {
+                r = self.evaluate() => r,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            let next = match next {
+                Ok(next) => next,
+                Err(err) => {
+                    let terminal = matches!(
+                        err,
+                        MembershipError::ZooKeeper {
+                            source: zk::Error::SessionExpired
+                                | zk::Error::ClientClosed
+                                | zk::Error::AuthFailed,
+                            ..
+                        }
+                    );
+                    if terminal {
+                        debug!(role = %self.role, "session over: {err}");
+                    } else {
+                        warn!(cluster = %self.inner.config.cluster, role = %self.role, "election step failed: {err}");
+                    }
+                    Next::Retry
+                }
+            };
+            match next {
+                Next::Again => {}
+                Next::Retry => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
+                        _ = nudge.changed() => {}
+                        _ = stop.wait_for(|s| *s) => break,
+                    }
+                }
+                Next::Watch(watchers) => {
+                    let any = futures::future::select_all(
+                        watchers.into_iter().map(|w| Box::pin(w.changed())),
+                    );
+                    tokio::select! {
+                        (event, _, _) = any => debug!(role = %self.role, ?event, "watch fired"),
+                        _ = nudge.changed() => {}
+                        _ = stop.wait_for(|s| *s) => break,
+                    }
+                }
+            }
+        }
+        // On shutdown delete our node so that it vanishes at once. While disconnected the
+        // delete could only wait; the node then goes with the session.
+        if *self.inner.shutdown.borrow()
+            && self.client.state() == zk::SessionState::SyncConnected
+            && let Some((_, path)) = self.mine.take()
+        {
+            match tokio::time::timeout(CLOSE_TIMEOUT, self.client.delete(&path, None)).await {
+                Ok(Ok(()) | Err(zk::Error::NoNode)) => {
+                    info!(role = %self.role, node = %path, "left the election")
+                }
+                Ok(Err(err)) => {
+                    warn!(role = %self.role, node = %path, "could not delete member node: {err}")
+                }
+                Err(_) => warn!(role = %self.role, node = %path, "timed out deleting member node"),
+            }
+        }
+    }
+
+    fn zk_err<'a>(
+        op: &'static str,
+        path: &'a str,
+    ) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
+        move |source| MembershipError::ZooKeeper {
+            op,
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    async fn create_node(&mut self) -> Result<(i64, String)> {
+        let prefix = format!("{}/{MEMBER_PREFIX}", self.dir);
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let created = match self
+            .client
+            .create(&prefix, &self.inner.data, &ephemeral)
+            .await
+        {
+            Err(zk::Error::NoNode) => {
+                let dir_opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                self.client
+                    .mkdir(&self.dir, &dir_opts)
+                    .await
+                    .map_err(Self::zk_err("mkdir", &self.dir))?;
+                self.client
+                    .create(&prefix, &self.inner.data, &ephemeral)
+                    .await
+            }
+            other => other,
+        };
+        let (_, seq) = created.map_err(Self::zk_err("create", &prefix))?;
+        let seq = seq.into_i64();
+        let path = format!("{prefix}{seq:010}");
+        info!(cluster = %self.inner.config.cluster, role = %self.role, node = %path, "joined the election");
+        Ok((seq, path))
+    }
+
+    async fn evaluate(&mut self) -> Result<Next> {
+        let (my_seq, my_path) = match &self.mine {
+            Some(m) => m.clone(),
+            None => {
+                let m = self.create_node().await?;
+                self.mine = Some(m.clone());
+                m
+            }
+        };
+        let nodes = self.inner.read_members(&self.client, &self.dir).await?;
+        let Some(pos) = nodes
+            .iter()
+            .position(|n| n.seq == my_seq && n.path == my_path)
+        else {
+            // Our node is gone (deleted by hand?): step down, then join again.
+            warn!(cluster = %self.inner.config.cluster, role = %self.role, node = %my_path,
+                "our member node vanished; joining again");
+            let leader = nodes.first().map(|n| n.info.clone());
+            self.publish(Leadership::Follower { leader });
+            self.mine = None;
+            return Ok(Next::Again);
+        };
+        if pos == 0 {
+            if !self.inner.current(self.role).is_leader() {
+                // Gaining leadership: a write whose zxid is the epoch. It also proves the node
+                // is still ours and the session alive at this moment.
+                let stat = self
+                    .client
+                    .set_data(&my_path, &self.inner.data, None)
+                    .await
+                    .map_err(Self::zk_err("set", &my_path))?;
+                let epoch = u64::try_from(stat.mzxid).unwrap_or(0);
+                if self.publish(Leadership::Leader { epoch }) {
+                    info!(cluster = %self.inner.config.cluster, role = %self.role, epoch, node = %my_path, "leading");
+                }
+            }
+            let (stat, watcher) = self
+                .client
+                .check_and_watch_stat(&my_path)
+                .await
+                .map_err(Self::zk_err("exists", &my_path))?;
+            return Ok(if stat.is_some() {
+                Next::Watch(vec![watcher])
+            } else {
+                Next::Again
+            });
+        }
+        let leader = &nodes[0];
+        let predecessor = &nodes[pos - 1];
+        self.publish(Leadership::Follower {
+            leader: Some(leader.info.clone()),
+        });
+        let mut watchers = Vec::new();
+        let mut watch_paths = vec![predecessor.path.as_str()];
+        if leader.path != predecessor.path {
+            watch_paths.push(leader.path.as_str());
+        }
+        for path in watch_paths {
+            let (stat, watcher) = self
+                .client
+                .check_and_watch_stat(path)
+                .await
+                .map_err(Self::zk_err("exists", path))?;
+            if stat.is_none() {
+                return Ok(Next::Again);
+            }
+            watchers.push(watcher);
+        }
+        debug!(role = %self.role, leader = %leader.info.id, watching = %predecessor.path, "following");
+        Ok(Next::Watch(watchers))
+    }
+
+    fn publish(&self, state: Leadership) -> bool {
+        let was_leader = self.inner.current(self.role).is_leader();
+        let published = self
+            .inner
+            .publish(self.role, self.generation, &self.client, state.clone());
+        if published && was_leader && !state.is_leader() {
+            warn!(cluster = %self.inner.config.cluster, role = %self.role, "stepped down");
+        }
+        published
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_names() {
+        assert_eq!(parse_seq("member-0000000042"), Some(42));
+        assert_eq!(parse_seq("member-0"), Some(0));
+        assert_eq!(parse_seq("member-"), None);
+        assert_eq!(parse_seq("member-12a"), None);
+        assert_eq!(parse_seq("member--1"), None);
+        assert_eq!(parse_seq("lock-0000000001"), None);
+        assert_eq!(parse_seq("member-99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert!(backoff(1) >= BACKOFF_MIN && backoff(1) < BACKOFF_MIN * 2);
+        assert!(backoff(3) >= BACKOFF_MIN * 4);
+        assert!(backoff(40) <= BACKOFF_MAX + BACKOFF_MAX / 10);
+    }
+
+    fn config(connect: &str, cluster: &str) -> ZooKeeperConfig {
+        let member = MemberInfo {
+            id: "m".into(),
+            api_addr: "a:1".into(),
+            agent_addr: String::new(),
+            roles: vec![],
+        };
+        ZooKeeperConfig::new(connect, cluster, member, vec![])
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(config("127.0.0.1:2181", "prod").validate().is_ok());
+        assert!(config("a:1,b:2,c:3/chroot", "prod").validate().is_ok());
+        assert!(config("", "prod").validate().is_err());
+        assert!(config("a:1,,b:2", "prod").validate().is_err());
+        assert!(config("a:port", "prod").validate().is_err());
+        assert!(config("a:1", "").validate().is_err());
+        assert!(config("a:1", "x/y").validate().is_err());
+        assert!(config("a:1", "..").validate().is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! Shared helpers: a real ZooKeeper and waiting on leadership channels.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use paceline_membership::{Leadership, MemberInfo, Role, ZooKeeperConfig};
+use tokio::sync::watch;
+
+pub fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh")
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("paceline_membership=info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A ZooKeeper server started by the project's script; stopped on drop.
+#[derive(Debug)]
+pub struct ZkServer {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl ZkServer {
+    pub fn start(port: u16) -> ZkServer {
+        let dir = tempfile::Builder::new()
+            .prefix("paceline-membership-zk")
+            .tempdir()
+            .unwrap();
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "zookeeper.sh start failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ZkServer { dir, port }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn stop(&self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+impl Drop for ZkServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The ZooKeeper all tests of a binary share: `PACELINE_ZOOKEEPER` if set, otherwise one
+/// started by the script on a free port. A watchdog shell stops that one when the test
+/// process exits (statics are never dropped).
+pub fn zookeeper() -> &'static str {
+    static ADDR: OnceLock<String> = OnceLock::new();
+    ADDR.get_or_init(|| {
+        if let Ok(addr) = std::env::var("PACELINE_ZOOKEEPER")
+            && !addr.trim().is_empty()
+        {
+            return addr;
+        }
+        let server = ZkServer::start(free_port());
+        let addr = server.addr();
+        let dir = server.dir.path().to_path_buf();
+        let watchdog = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; bash '{script}' stop '{dir}' >/dev/null 2>&1; rm -rf '{dir}'",
+            pid = std::process::id(),
+            script = script().display(),
+            dir = dir.display(),
+        );
+        // Deliberately never waited for: it outlives this process to stop the server.
+        #[allow(clippy::zombie_processes)]
+        Command::new("bash")
+            .arg("-c")
+            .arg(watchdog)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The watchdog owns the server and its directory from now on.
+        std::mem::forget(server);
+        addr
+    })
+}
+
+/// A cluster name no other test (or earlier run) uses.
+pub fn unique_cluster(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("test-{test}-{}-{nanos}", std::process::id())
+}
+
+pub fn member(id: &str, roles: &[Role]) -> MemberInfo {
+    MemberInfo {
+        id: id.to_string(),
+        api_addr: format!("{id}.api:5000"),
+        agent_addr: format!("{id}.agent:5001"),
+        roles: roles.to_vec(),
+    }
+}
+
+pub fn zk_config(connect: &str, cluster: &str, id: &str, roles: &[Role]) -> ZooKeeperConfig {
+    let mut config = ZooKeeperConfig::new(connect, cluster, member(id, roles), roles.to_vec());
+    config.session_timeout = Duration::from_secs(2);
+    config
+}
+
+/// Waits until `rx` holds a value matching `pred`; panics with the last value after `timeout`.
+pub async fn wait_for(
+    rx: &mut watch::Receiver<Leadership>,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&Leadership) -> bool,
+) -> Leadership {
+    let deadline = Instant::now() + timeout;
+    loop {
+        {
+            let current = rx.borrow_and_update();
+            if pred(&current) {
+                return current.clone();
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => panic!("{what}: channel closed at {:?}", *rx.borrow()),
+            Err(_) => panic!(
+                "{what}: not reached within {timeout:?}; last {:?}",
+                *rx.borrow()
+            ),
+        }
+    }
+}
+
+/// Records every value a channel takes, with the instant it was seen.
+pub fn record(
+    mut rx: watch::Receiver<Leadership>,
+) -> std::sync::Arc<std::sync::Mutex<Vec<(Instant, Leadership)>>> {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(vec![(
+        Instant::now(),
+        rx.borrow_and_update().clone(),
+    )]));
+    let out = log.clone();
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let value = rx.borrow_and_update().clone();
+            log.lock().unwrap().push((Instant::now(), value));
+        }
+    });
+    out
+}
+
+/// Watches every channel; each time one becomes leader, reads the others' current values
+/// and records a violation if any of them is leader too. The returned list must stay empty.
+pub fn detect_two_leaders(
+    channels: Vec<watch::Receiver<Leadership>>,
+) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let violations = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    for i in 0..channels.len() {
+        let mut rx = channels[i].clone();
+        let others: Vec<(usize, watch::Receiver<Leadership>)> = channels
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(j, r)| (j, r.clone()))
+            .collect();
+        let out = violations.clone();
+        tokio::spawn(async move {
+            loop {
+                if rx.borrow_and_update().is_leader() {
+                    for (j, other) in &others {
+                        if other.borrow().is_leader() {
+                            out.lock()
+                                .unwrap()
+                                .push(format!("member {i} became leader while member {j} led"));
+                        }
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    violations
+}
