@@ -23,11 +23,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_with_config(
             {
                 let mut c = tonic_prost_build::Config::new();
-                c.protoc_executable(protoc);
+                c.protoc_executable(&protoc);
                 c
             },
             &protos,
-            &[root],
+            std::slice::from_ref(&root),
         )?;
+    compile_mesos(&root, protoc)?;
+    Ok(())
+}
+
+/// The Mesos v1 subset (`proto/mesos/v1/`): messages only (the scheduler
+/// API is HTTP, not gRPC), plus serde impls from `pbjson-build` for Mesos'
+/// JSON encoding (proto field names, enum names as strings).
+fn compile_mesos(root: &std::path::Path, protoc: PathBuf) -> Result<(), Box<dyn std::error::Error>> {
+    let protos: Vec<PathBuf> = ["mesos", "scheduler"].iter().map(|p| root.join(format!("mesos/v1/{p}.proto"))).collect();
+    for p in &protos {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptors = out.join("mesos_descriptor.bin");
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc);
+    config.file_descriptor_set_path(&descriptors);
+    config.compile_protos(&protos, &[root])?;
+    let set = std::fs::read(&descriptors)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&set)?
+        .preserve_proto_field_names()
+        .ignore_unknown_fields()
+        .ignore_unknown_enum_variants()
+        .build(&[".mesos.v1"])?;
     Ok(())
 }

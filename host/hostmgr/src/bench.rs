@@ -6,7 +6,11 @@
 //!   the manager to a subscriber that acknowledges each one, and on to the
 //!   provider (budget ≥ 50,000/s).
 //!
-//! Both need a Tokio runtime; they build their own cluster and drop it.
+//! - [`mesos_offers`]: offers per second taken from a Mesos master's event
+//!   stream into the inventory (budget ≥ 10,000/s); the caller brings the
+//!   master (the fake, in `paceline-mesos-fake`).
+//!
+//! All need a Tokio runtime; they build their own cluster and drop it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -149,6 +153,71 @@ pub async fn status_updates(hosts: usize, runs: usize) -> Result<StatusFigures, 
     let updates = consumer.await.map_err(|_| HostError::Stopped)?;
     let elapsed = start.elapsed();
     Ok(StatusFigures { runs, updates, elapsed, updates_per_sec: updates as f64 / elapsed.as_secs_f64().max(1e-9) })
+}
+
+/// The result of [`mesos_offers`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OfferFigures {
+    /// Hosts that joined the inventory.
+    pub hosts: usize,
+    /// Offers the provider took from the stream.
+    pub offers: u64,
+    /// Wall time from the first OFFERS event read off the stream to the last host in the inventory.
+    pub elapsed: std::time::Duration,
+    /// Offers per second.
+    pub offers_per_sec: f64,
+}
+
+/// Subscribes to the master in `config`, calls `add_hosts` (which must
+/// make the master offer `hosts` new agents) and times from the first
+/// OFFERS event read off the stream until every agent is a host in the
+/// inventory: decoding, offer bookkeeping, registration and the manager's
+/// inventory included; the master's time to produce the offers is not.
+pub async fn mesos_offers<F, Fut>(mut config: crate::mesos::MesosConfig, hosts: usize, add_hosts: F) -> Result<OfferFigures, HostError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    config.registration_delay = Duration::ZERO;
+    let provider = crate::mesos::MesosProvider::new(config, None);
+    let _stop = provider.stop_on_drop();
+    let manager = HostManager::builder(Arc::new(provider.clone()))
+        .config(ManagerConfig { tick_interval: None, heartbeat_timeout_ms: 3_600_000, ..ManagerConfig::default() })
+        .start()
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !provider.is_subscribed() {
+        if Instant::now() > deadline {
+            return Err(HostError::InvalidRequest { field: "masters", reason: "no subscription within 30 s".into() });
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut events = manager.subscribe();
+    let before = provider.offers_seen();
+    let _ = provider.take_offer_clock();
+    let called = Instant::now();
+    add_hosts().await;
+    let mut joined = std::collections::HashSet::with_capacity(hosts);
+    let wait = async {
+        while joined.len() < hosts {
+            match events.recv().await {
+                Some(HostEvent::HostJoined { host, .. }) => {
+                    joined.insert(host);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(120), wait).await.is_err() || joined.len() < hosts {
+        return Err(HostError::InvalidRequest { field: "hosts", reason: format!("{} of {hosts} joined in 120 s", joined.len()) });
+    }
+    // From the first byte of offers decoded (the master's own time to make
+    // them is not ours), to the last host in the inventory.
+    let start = provider.take_offer_clock().unwrap_or(called);
+    let elapsed = start.elapsed();
+    let offers = provider.offers_seen() - before;
+    Ok(OfferFigures { hosts, offers, elapsed, offers_per_sec: offers as f64 / elapsed.as_secs_f64().max(1e-9) })
 }
 
 #[cfg(test)]

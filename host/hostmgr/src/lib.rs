@@ -12,7 +12,7 @@
 //!  jobmgr ──expect_runs────────▶ └──────┬───────┘
 //!                                       │ Provider trait: launch, kill, acknowledge, reconcile, read_log
 //!                        ┌──────────────┼────────────────┐
-//!                  AgentProvider     (Mesos, later)    SimProvider
+//!                  AgentProvider     MesosProvider     SimProvider
 //!                  gRPC server for                     virtual clock,
 //!                  `paceline agent`                    scripted runs
 //! ```
@@ -61,6 +61,7 @@
 //! - [`provider`]: the [`Provider`] trait and [`ProviderEvent`].
 //! - [`sim`]: [`SimProvider`], simulated hosts on a virtual clock.
 //! - [`agent`]: [`AgentProvider`], the gRPC server `paceline agent` dials.
+//! - [`mesos`]: [`MesosProvider`], a Mesos framework (v1 scheduler HTTP API).
 //! - [`manager`]: [`HostManager`] (async shell) over its state and rules.
 //! - [`lease`]: lease requests, leases, ids.
 //! - [`event`]: [`HostEvent`] and the subscriber stream.
@@ -76,6 +77,7 @@ pub mod error;
 pub mod event;
 pub mod lease;
 pub mod manager;
+pub mod mesos;
 pub mod provider;
 pub mod sim;
 
@@ -84,6 +86,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{HostError, ProviderError};
 pub use event::{HostEvent, HostEvents};
 pub use lease::{Lease, LeaseId, LeaseRequest};
+pub use mesos::{MesosConfig, MesosProvider};
 pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
 pub use provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
 pub use sim::{HostShape, SimConfig, SimProvider};

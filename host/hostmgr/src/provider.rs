@@ -79,6 +79,15 @@ pub enum ProviderEvent {
         /// Why, naming the field at fault.
         error: String,
     },
+    /// The provider's cluster asks for a host to be drained for maintenance
+    /// (Mesos inverse offers). The manager moves an UP host to DRAINING, as
+    /// [`crate::HostManager::drain`] would; other states are left alone.
+    HostDrainRequested {
+        /// The host.
+        host: String,
+        /// Why, for logs.
+        reason: String,
+    },
 }
 
 /// Which log of a run.

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
+use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider, SimConfig, SimProvider};
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
@@ -38,6 +38,32 @@ pub enum HostsConfig {
         /// Hosts are spread over this many zones (`zone` attribute `z0`, `z1`, …).
         zones: usize,
     },
+    /// Paceline runs as a Mesos framework (v1 scheduler HTTP API; see docs/mesos.md).
+    Mesos {
+        /// Master URLs (`http://host:5050`), tried in turn; redirects lead to the leader.
+        masters: Vec<String>,
+        /// `FrameworkInfo.name`.
+        #[serde(default = "mesos_framework_name")]
+        framework_name: String,
+        /// The role offers are taken in.
+        #[serde(default = "mesos_role")]
+        role: String,
+        /// How long the master keeps our tasks while we are away, seconds.
+        #[serde(default = "mesos_failover_timeout_secs")]
+        failover_timeout_secs: u64,
+    },
+}
+
+fn mesos_framework_name() -> String {
+    "paceline".into()
+}
+
+fn mesos_role() -> String {
+    "*".into()
+}
+
+fn mesos_failover_timeout_secs() -> u64 {
+    7 * 24 * 3600
 }
 
 impl Default for HostsConfig {
@@ -196,6 +222,24 @@ impl Server {
                 let hosts = HostManager::builder(sim.clone()).store(store.clone()).clock(Arc::new(clock.clone())).config(manager_config).start().await?;
                 tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
                 (hosts, Arc::new(SimTime(clock)), config.agent_listen)
+            }
+            HostsConfig::Mesos { masters, framework_name, role, failover_timeout_secs } => {
+                let mesos = MesosConfig {
+                    masters: masters.clone(),
+                    framework_name: framework_name.clone(),
+                    role: role.clone(),
+                    failover_timeout: Duration::from_secs(*failover_timeout_secs),
+                    ..MesosConfig::default()
+                };
+                let provider = MesosProvider::new(mesos, Some(store.clone()));
+                let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+                // The subscription ends with the server (the task is aborted at shutdown).
+                let guard = provider.stop_on_drop();
+                tasks.push(tokio::spawn(async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }));
+                (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
             }
         };
         hosts.sync().await?;

@@ -30,3 +30,23 @@ pub mod v1 {
     /// public API and the agent protocol), for gRPC server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("paceline_descriptor");
 }
+
+/// Apache Mesos v1: the subset of `mesos.v1` and `mesos.v1.scheduler` that
+/// the `mesos` host provider speaks (see `proto/mesos/v1/`). Every message
+/// has prost (protobuf) and serde (Mesos JSON: proto field names, enum
+/// names as strings, bytes as base64) encodings.
+pub mod mesos {
+    /// Package `mesos.v1`.
+    pub mod v1 {
+        #![allow(clippy::all, missing_docs)]
+        include!(concat!(env!("OUT_DIR"), "/mesos.v1.rs"));
+        include!(concat!(env!("OUT_DIR"), "/mesos.v1.serde.rs"));
+
+        /// Package `mesos.v1.scheduler`.
+        pub mod scheduler {
+            #![allow(clippy::all, missing_docs)]
+            include!(concat!(env!("OUT_DIR"), "/mesos.v1.scheduler.rs"));
+            include!(concat!(env!("OUT_DIR"), "/mesos.v1.scheduler.serde.rs"));
+        }
+    }
+}

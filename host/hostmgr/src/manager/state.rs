@@ -472,6 +472,15 @@ impl State {
                     self.synthesize(&run_id, RunState::Failed, "LAUNCH_REJECTED", error, now, fx);
                 }
             }
+            ProviderEvent::HostDrainRequested { host, reason } => {
+                let up = self.by_name.get(&host).is_some_and(|&i| self.hosts[i as usize].state == MaintenanceState::Up);
+                if up {
+                    info!(host, reason, "the provider asks for a drain");
+                    if let Err(e) = self.set_maintenance(&host, MaintenanceState::Draining, fx) {
+                        warn!(host, error = %e, "drain requested by the provider not applied");
+                    }
+                }
+            }
         }
     }
 
