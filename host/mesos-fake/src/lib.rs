@@ -210,6 +210,8 @@ pub struct CallRecord {
 #[derive(Debug, Default)]
 struct Master {
     leader: Option<String>,
+    /// Requests answered 307 while not the leader.
+    redirects: u32,
     unavailable: bool,
     heartbeats_paused: bool,
     framework: Option<Framework>,
@@ -547,9 +549,12 @@ async fn scheduler(State(shared): State<Arc<Shared>>, method: Method, headers: H
         return text(StatusCode::METHOD_NOT_ALLOWED, "Expecting 'POST'");
     }
     {
-        let m = shared.lock();
+        let mut m = shared.lock();
         if m.unavailable {
             return text(StatusCode::SERVICE_UNAVAILABLE, "Master is not available");
+        }
+        if m.leader.is_some() {
+            m.redirects += 1;
         }
         if let Some(leader) = &m.leader {
             let host = leader.trim_start_matches("http://").trim_start_matches("https://").trim_end_matches('/');
@@ -1139,6 +1144,11 @@ impl FakeMaster {
         {
             f.tx = None;
         }
+    }
+
+    /// How many requests were redirected (307) while not the leader.
+    pub fn redirects(&self) -> u32 {
+        self.lock().redirects
     }
 
     /// While set, every request is answered 503.

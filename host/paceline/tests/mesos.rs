@@ -35,6 +35,12 @@ impl Drop for MesosCluster {
 }
 
 async fn start(dir: &std::path::Path, agents: &[&str]) -> MesosCluster {
+    start_with(dir, agents, |_| Vec::new()).await
+}
+
+/// Like [`start`]; `front` names masters tried before the fake (e.g. a
+/// non-leader that redirects to it).
+async fn start_with(dir: &std::path::Path, agents: &[&str], front: impl FnOnce(&FakeMaster) -> Vec<String>) -> MesosCluster {
     let fake = FakeMaster::start(FakeConfig {
         heartbeat_interval: Duration::from_millis(300),
         status_retry: Duration::from_millis(300),
@@ -49,7 +55,7 @@ async fn start(dir: &std::path::Path, agents: &[&str]) -> MesosCluster {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
     let provider = MesosProvider::new(
         MesosConfig {
-            masters: vec![fake.url()],
+            masters: front(&fake).into_iter().chain([fake.url()]).collect(),
             framework_name: "paceline-e2e".into(),
             registration_delay: Duration::from_millis(100),
             host_heartbeat: Duration::from_millis(200),
@@ -228,4 +234,65 @@ async fn the_server_config_selects_the_mesos_provider() {
     server.shutdown().await;
     let store = SqliteStore::open(dir.path().join("paceline.db")).expect("sqlite");
     assert_eq!(store.get_provider_id("mesos").await.expect("read"), Some(id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_agent_loses_its_tasks_and_the_lifecycle_replaces_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = start(dir.path(), &["m1", "m2"]).await;
+    let mut spec = job(JobKind::Stateless, 2, "serve", &[]);
+    spec.update.batch_size = 0;
+    c.cluster.jobs.create("web", spec).await.expect("create");
+    c.wait("2 running", 60, async |c| c.running_by_host("web").await.values().sum::<usize>() == 2).await;
+    let before = c.cluster.jobs.get("web").await.expect("job");
+    let victim = before.tasks[0].host.clone().expect("host");
+    let survivor = if victim == "m1" { "m2" } else { "m1" };
+    let on_victim: Vec<usize> = before.tasks.iter().enumerate().filter(|(_, t)| t.host.as_deref() == Some(&victim)).map(|(i, _)| i).collect();
+    c.fake.fail_agent(&c.fake.agent_id(&victim).expect("agent"));
+    c.wait("both running on the survivor", 60, async |c| c.running_by_host("web").await.get(survivor) == Some(&2)).await;
+    let after = c.cluster.jobs.get("web").await.expect("job");
+    for i in on_victim {
+        assert_eq!(after.tasks[i].run, before.tasks[i].run + 1, "instance {i} started a new run");
+        let events = c.cluster.jobs.task_events("web", i as u32).await.expect("events");
+        assert!(events.iter().any(|e| e.to == TaskState::Lost && e.run == before.tasks[i].run), "instance {i}: {events:?}");
+    }
+    assert!(c.cluster.hosts.host(&victim).is_some_and(|h| !h.reachable), "the failed agent is unreachable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_failover_behind_a_redirect_loses_and_launches_nothing_twice() {
+    let dir = tempfile::tempdir().expect("dir");
+    // The first master in the list is not the leader: it redirects (307).
+    let standby = FakeMaster::start(FakeConfig::default()).await.expect("standby master");
+    let c = start_with(dir.path(), &["m1", "m2"], |leader| {
+        standby.redirect_to(Some(leader.url()));
+        vec![standby.url()]
+    })
+    .await;
+    assert!(standby.redirects() >= 1, "the provider asked the first master and followed its redirect");
+    let mut spec = job(JobKind::Stateless, 3, "serve", &[]);
+    spec.update.batch_size = 0;
+    c.cluster.jobs.create("svc", spec).await.expect("create");
+    c.wait("3 running", 60, async |c| c.running_by_host("svc").await.values().sum::<usize>() == 3).await;
+    let id = c.fake.framework_id().expect("framework id");
+    let stream = c.fake.stream_id();
+
+    // The leader's stream goes away, as when masters fail over.
+    c.fake.close_stream();
+    c.wait("resubscribed", 30, async |c| c.fake.subscriptions() == 2 && c.provider.is_subscribed()).await;
+    assert_ne!(c.fake.stream_id(), stream, "a new stream");
+    assert_eq!(c.fake.framework_id().as_deref(), Some(id.as_str()), "the same framework");
+    c.wait("explicit reconciliation", 10, async |c| {
+        c.fake.calls().iter().filter(|r| r.kind == "RECONCILE" && r.call.reconcile.as_ref().is_some_and(|x| !x.tasks.is_empty())).count() >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let info = c.cluster.jobs.get("svc").await.expect("job");
+    for (i, t) in info.tasks.iter().enumerate() {
+        assert_eq!((t.state, t.run), (TaskState::Running, 1), "instance {i}: {t:?}");
+        assert_eq!(c.fake.launches(&format!("svc-{i}-1")), 1, "instance {i} launched once");
+        let events = c.cluster.jobs.task_events("svc", i as u32).await.expect("events");
+        assert!(events.iter().all(|e| e.to != TaskState::Lost), "instance {i}: {events:?}");
+    }
+    assert_eq!(c.fake.live_tasks().len(), 3);
 }
