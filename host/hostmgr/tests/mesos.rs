@@ -487,3 +487,73 @@ async fn the_offer_bench_runs() {
     assert_eq!((f.hosts, f.offers), (n, n as u64));
     assert!(f.offers_per_sec > 0.0);
 }
+
+/// A real ZooKeeper: `PACELINE_ZOOKEEPER` (scripts/test starts one), or one
+/// started here by the project's script and stopped when the test ends.
+struct Zk {
+    addr: String,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Zk {
+    fn get() -> Zk {
+        if let Ok(addr) = std::env::var("PACELINE_ZOOKEEPER")
+            && !addr.trim().is_empty()
+        {
+            return Zk { addr, dir: None };
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let dir = tempfile::tempdir().expect("dir");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh");
+        let out = std::process::Command::new("bash").arg(&script).arg("start").arg(dir.path()).arg(port.to_string()).output().expect("script");
+        assert!(out.status.success(), "zookeeper.sh start: {}", String::from_utf8_lossy(&out.stderr));
+        Zk { addr: format!("127.0.0.1:{port}"), dir: Some(dir) }
+    }
+}
+
+impl Drop for Zk {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh");
+            let _ = std::process::Command::new("bash").arg(&script).arg("stop").arg(dir.path()).output();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_url_finds_the_leading_master() {
+    use zookeeper_client as zkc;
+    let zk = Zk::get();
+    let fake = fake_with(&["h1"]).await;
+    let client = zkc::Client::connect(&zk.addr).await.expect("zookeeper");
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos();
+    let group = format!("/mesos-test-{nanos}");
+    let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    client.create(&group, b"", &persistent).await.expect("group");
+    let contender = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
+    let prefix = format!("{group}/json.info_");
+    // Lowest: not a MasterInfo (skipped with a warning); then the leader; then
+    // a standby that nothing answers at; and a node of another kind.
+    client.create(&prefix, b"garbage", &contender).await.expect("malformed node");
+    let port = fake.url().rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse::<u32>().ok()).expect("fake port");
+    let leader = format!(r#"{{"address":{{"hostname":"127.0.0.1","ip":"127.0.0.1","port":{port}}},"id":"m1","port":{port}}}"#);
+    client.create(&prefix, leader.as_bytes(), &contender).await.expect("leader node");
+    client.create(&prefix, br#"{"address":{"ip":"127.0.0.1","port":1}}"#, &contender).await.expect("standby node");
+    client.create(&format!("{group}/log_replicas"), b"", &persistent).await.expect("other node");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let h = harness(config(vec![format!("zk://{}{group}", zk.addr)], Encoding::Protobuf), store(&dir), vec![]).await;
+    until("subscribed through ZooKeeper", 20, || h.provider.is_subscribed() && h.reachable("h1")).await;
+    assert_eq!(fake.subscriptions(), 1);
+    h.provider.shutdown();
+
+    // No master registered: the provider keeps retrying and never subscribes.
+    let empty = format!("/mesos-empty-{nanos}");
+    client.create(&empty, b"", &persistent).await.expect("empty group");
+    let dir2 = tempfile::tempdir().expect("dir");
+    let h2 = harness(config(vec![format!("zk://{}{empty}", zk.addr)], Encoding::Protobuf), store(&dir2), vec![]).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!h2.provider.is_subscribed());
+    assert_eq!(fake.subscriptions(), 1, "nothing reached the master");
+    h2.provider.shutdown();
+}

@@ -41,6 +41,7 @@
 mod codec;
 mod convert;
 pub mod recordio;
+pub mod zk;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -75,6 +76,9 @@ pub const API_PATH: &str = "/api/v1/scheduler";
 #[derive(Clone, Debug, PartialEq)]
 pub struct MesosConfig {
     /// Master base URLs (`http://host:5050`), tried in turn; a redirect wins.
+    /// An entry `zk://host:2181[,host:2181…]/mesos` is resolved through
+    /// ZooKeeper to the leading master (the lowest `json.info_` node) each
+    /// time the provider subscribes.
     pub masters: Vec<String>,
     /// `FrameworkInfo.name`.
     pub framework_name: String,
@@ -558,6 +562,29 @@ impl Inner {
                         return;
                     }
                     None => self.config.masters[next_master % self.config.masters.len()].trim_end_matches('/').to_string(),
+                }
+            };
+            // `zk://hosts/path`: ask ZooKeeper which master leads.
+            let base = match zk::ZkUrl::parse(&base) {
+                None => base,
+                Some(parsed) => {
+                    let found = match parsed {
+                        Ok(url) => zk::leading_master(&url, self.config.backoff_max.max(Duration::from_secs(5))).await,
+                        Err(e) => Err(e),
+                    };
+                    match found {
+                        Ok(leader) => {
+                            info!(from = base, master = leader, "mesos: ZooKeeper names the leading master");
+                            leader
+                        }
+                        Err(e) => {
+                            warn!(master = base, error = e, "mesos: cannot find the leading master; retrying");
+                            next_master += 1;
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(self.config.backoff_max);
+                            continue;
+                        }
+                    }
                 }
             };
             let result = self.subscription(&base).await;
