@@ -57,6 +57,7 @@ pub mod joints;
 pub mod manager;
 pub mod plugins;
 pub mod scenario;
+pub mod feed;
 mod state;
 pub mod table;
 mod validate;

@@ -84,6 +84,7 @@ pub struct JobManager {
     pub(crate) config: JobManagerConfig,
     pub(crate) ops: tokio::sync::Mutex<()>,
     pub(crate) mem: Mutex<Mem>,
+    pub(crate) feed: Arc<crate::feed::Feed>,
 }
 
 impl std::fmt::Debug for JobManager {
@@ -116,6 +117,7 @@ impl JobManager {
             clock,
             config,
             ops: tokio::sync::Mutex::new(()),
+            feed: Arc::new(crate::feed::Feed::new()),
             mem: Mutex::new(Mem {
                 next_key: 1,
                 ..Mem::default()
@@ -139,6 +141,37 @@ impl JobManager {
     /// The plugin registry the lifecycle slots are served from.
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// The change feed: every durable change of a job or task, with a revision.
+    pub fn feed(&self) -> &Arc<crate::feed::Feed> {
+        &self.feed
+    }
+
+    /// A task's runtime as the job manager holds it (no storage read).
+    pub fn task_runtime(&self, job_id: &str, instance: u32) -> Option<TaskRuntime> {
+        let m = self.mem();
+        let job = m.jobs.get(&m.key_of(job_id)?)?;
+        job.tasks.get(instance as usize).map(|t| t.rt.clone())
+    }
+
+    /// A job's summary as the job manager holds it (no storage read); `None`
+    /// for an unknown (or deleted) job.
+    pub fn summary(&self, job_id: &str) -> Option<paceline_storage::JobSummary> {
+        let m = self.mem();
+        let job = m.jobs.get(&m.key_of(job_id)?)?;
+        let latest = job.configs.get(&job.latest_version).unwrap_or_else(|| job.config());
+        Some(paceline_storage::JobSummary {
+            id: job.id.clone(),
+            name: latest.name.clone(),
+            owner: latest.owner.clone(),
+            pool: latest.pool.clone(),
+            kind: latest.kind,
+            labels: latest.labels.clone(),
+            instance_count: latest.instance_count,
+            latest_config_version: job.latest_version,
+            runtime: job.runtime.clone(),
+        })
     }
 
     /// The earliest deadline queued, for a wiring that sleeps until then.

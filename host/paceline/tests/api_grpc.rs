@@ -523,3 +523,48 @@ async fn health_reports_serving_and_watch_streams_job_changes() {
     drop(events);
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_from_a_revision_without_gaps() {
+    let api = Api::start(1).await;
+    let mut watch = WatchServiceClient::new(api.channel.clone());
+    let all = pb::WatchRequest { kinds: vec!["job".into(), "task".into()], ..Default::default() };
+    let mut live = watch.watch(all.clone()).await.expect("watch").into_inner();
+    let id = api.create(spec(JobKind::Batch, 2)).await;
+    // The simulated cluster moves only when stepped: place and launch.
+    api.sc.run_until(100, 20, async |c| c.job_state(&id).await != paceline_model::job::JobState::Pending).await;
+    // Every change of the job as it runs: revisions strictly increase.
+    let mut seen: Vec<(u64, String)> = Vec::new();
+    let mut task_states = std::collections::BTreeSet::new();
+    while seen.len() < 6 {
+        let ev = tokio::time::timeout(Duration::from_secs(20), live.message())
+            .await
+            .unwrap_or_else(|_| panic!("6 changes in time; seen {seen:?}"))
+            .expect("stream")
+            .expect("event");
+        if let Some(last) = seen.last() {
+            assert!(ev.revision > last.0, "revisions increase: {} after {}", ev.revision, last.0);
+        }
+        let what = match ev.change {
+            Some(pb::watch_event::Change::Job(j)) => format!("job {}", j.id),
+            Some(pb::watch_event::Change::Task(t)) => {
+                assert_eq!(t.job_id, id);
+                task_states.insert(t.state);
+                format!("task {}/{}", t.job_id, t.instance)
+            }
+            other => panic!("only jobs and tasks asked for: {other:?}"),
+        };
+        seen.push((ev.revision, what));
+    }
+    assert!(seen.iter().any(|(_, w)| w.starts_with("job")) && seen.iter().any(|(_, w)| w.starts_with("task")), "{seen:?}");
+    // A second watcher resuming after the first event gets the same changes
+    // with the same revisions, none missing.
+    let resume = pb::WatchRequest { from_revision: seen[0].0, ..all };
+    let mut again = watch.watch(resume).await.expect("resume").into_inner();
+    for (revision, what) in &seen[1..] {
+        let ev = tokio::time::timeout(Duration::from_secs(10), again.message()).await.expect("in time").expect("stream").expect("event");
+        assert_eq!(ev.revision, *revision, "{what}");
+    }
+    drop((live, again));
+    api.stop().await;
+}

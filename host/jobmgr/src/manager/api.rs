@@ -124,6 +124,14 @@ impl JobManager {
             let _ = self.store.delete_job(id).await;
             return Err(e);
         }
+        {
+            let feed_id: Arc<str> = Arc::from(id);
+            let n = self.mem().jobs.get(&key).map_or(0, |j| j.tasks.len() as u32);
+            self.feed.publish(
+                std::iter::once(crate::feed::Change::Job(feed_id.clone()))
+                    .chain((0..n).map(|i| crate::feed::Change::Task(feed_id.clone(), i))),
+            );
+        }
         self.drive(key, sdk::Event::JobCreated).await?;
         Ok(key)
     }
@@ -255,10 +263,14 @@ impl JobManager {
             )));
         }
         self.store.delete_job(id).await?;
-        let mut m = self.mem();
-        if let Some(k) = m.keys.remove(id) {
-            m.jobs.remove(&k);
+        {
+            let mut m = self.mem();
+            if let Some(k) = m.keys.remove(id) {
+                m.jobs.remove(&k);
+            }
         }
+        // Watchers read the job and find it gone.
+        self.feed.publish([crate::feed::Change::Job(Arc::from(id))]);
         Ok(())
     }
 

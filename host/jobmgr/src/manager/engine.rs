@@ -127,6 +127,8 @@ impl JobManager {
             })
             .collect();
         let results = self.store.cas_tasks(&job_id, &cas).await?;
+        let feed_id: Arc<str> = Arc::from(job_id.as_str());
+        let mut changed = Vec::with_capacity(results.len());
         let mut first_err = None;
         let mut events: Vec<(u32, TaskEvent)> = Vec::new();
         {
@@ -164,6 +166,7 @@ impl JobManager {
                             t.rm_task = None;
                         }
                         job.tasks[w.instance as usize].rt = rt;
+                        changed.push(crate::feed::Change::Task(feed_id.clone(), w.instance));
                     }
                     Err(e) => {
                         tracing::warn!(job = %job.id, instance = w.instance, error = %e, "task compare-and-set lost");
@@ -172,6 +175,7 @@ impl JobManager {
                 }
             }
         }
+        self.feed.publish(changed);
         self.append_events(&job_id, events).await?;
         if let Some(e) = first_err {
             self.reload_tasks(key).await?;
@@ -266,6 +270,7 @@ impl JobManager {
         if let Some(job) = self.mem().jobs.get_mut(&key) {
             job.runtime = stored;
         }
+        self.feed.publish([crate::feed::Change::Job(Arc::from(id))]);
         Ok(())
     }
 
