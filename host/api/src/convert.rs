@@ -391,9 +391,7 @@ pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
         config_version: rt.config_version,
         host: rt.host.clone().unwrap_or_default(),
         ports: rt.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
-        // The runtime record does not carry health; the agent's checks
-        // surface as state changes (a failing check fails the run).
-        healthy: None,
+        healthy: rt.healthy,
         reason: rt.reason.clone(),
         message: rt.message.clone(),
         failure_count: rt.failure_count,

@@ -536,6 +536,11 @@ pub struct TaskRuntime {
     pub completed_at_ms: Option<u64>,
     /// Last change, milliseconds since the epoch.
     pub updated_at_ms: u64,
+    /// The current run's health as its host last reported it; `None`: no
+    /// health check, or no result yet. Absent in records written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
     /// Storage version for compare-and-set: 1 when created, +1 per write.
     /// Owned by the store: callers pass the version they read.
     pub version: u64,
@@ -561,6 +566,7 @@ impl TaskRuntime {
             started_at_ms: None,
             completed_at_ms: None,
             updated_at_ms: now_ms,
+            healthy: None,
             version: 0,
         }
     }
@@ -580,6 +586,7 @@ impl TaskRuntime {
             started_at_ms: None,
             completed_at_ms: None,
             updated_at_ms: now_ms,
+            healthy: None,
             ..self.clone()
         }
     }

@@ -247,16 +247,20 @@ async fn invalid_specs_are_rejected_naming_the_field_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_running_stateless_job_kills_every_instance() {
     let api = Api::start(2).await;
-    let id = api.create(spec(JobKind::Stateless, 3)).await;
+    let mut config = job(JobKind::Stateless, 3);
+    config.default_task.health_check = Some(support::health());
+    let id = api.create(paceline_api::convert::job_spec_pb(&config)).await;
     let mut running = false;
     for _ in 0..200 {
         api.sc.step(250).await;
-        if all_in(&api.tasks_in(&id).await, pb::TaskState::Running) {
+        let tasks = api.tasks_in(&id).await;
+        if all_in(&tasks, pb::TaskState::Running) && tasks.iter().all(|t| t.healthy.is_some()) {
             running = true;
             break;
         }
     }
-    assert!(running, "all instances ran: {:?}", api.tasks_in(&id).await);
+    assert!(running, "all instances ran with a health result: {:?}", api.tasks_in(&id).await);
+    assert!(api.tasks_in(&id).await.iter().all(|t| t.healthy == Some(true)), "health as the host reported it");
     let e = api.jobs().delete_job(pb::DeleteJobRequest { id: id.clone() }).await.expect_err("live job");
     assert_eq!(e.code(), Code::FailedPrecondition);
 

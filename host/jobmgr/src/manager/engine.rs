@@ -1345,6 +1345,7 @@ impl JobManager {
         }
         let was_max_run_time = rt.reason == MAX_RUN_TIME;
         rt.state = to;
+        rt.healthy = update.healthy;
         if rt.host.is_none() || to != from {
             rt.host = Some(update.host.clone());
         }
