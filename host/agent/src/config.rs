@@ -16,7 +16,9 @@ use crate::isolation::{Isolation, IsolationChoice};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
-    /// Host manager address the agent dials, e.g. `http://127.0.0.1:7070`.
+    /// Host manager address the agent dials, e.g. `http://127.0.0.1:7070`; several,
+    /// comma-separated, for highly available servers: the agent dials them in turn until one
+    /// accepts (only the leader listens for agents) and moves on when a session fails.
     pub manager: String,
     /// Where the agent keeps run records, the status outbox, sandboxes
     /// (`runs/<run_id>/`) and volumes (`volumes/<task_id>/<name>/`).
@@ -107,6 +109,23 @@ pub struct HostInfo {
 }
 
 impl AgentConfig {
+    /// The manager addresses of [`AgentConfig::manager`], in order; `host:port` alone means
+    /// `http://host:port`.
+    pub fn managers(&self) -> Vec<String> {
+        self.manager
+            .split(',')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                if m.contains("://") {
+                    m.to_owned()
+                } else {
+                    format!("http://{m}")
+                }
+            })
+            .collect()
+    }
+
     /// The heartbeat period before `Registered`.
     pub fn heartbeat_interval(&self) -> Duration {
         Duration::from_millis(self.heartbeat_interval_ms.max(100))

@@ -129,10 +129,21 @@ impl Agent {
         &self,
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(), AgentError> {
+        let managers = self.config.managers();
+        if managers.is_empty() {
+            return Err(AgentError::Config(
+                "no manager address configured".to_owned(),
+            ));
+        }
+        // Which manager to dial: stays on one while it works, moves to the next when a
+        // dial or a session fails (the leader of highly available servers is the only one
+        // listening for agents).
+        let mut index = 0usize;
         let mut attempt: u32 = 0;
         loop {
+            let manager = &managers[index % managers.len()];
             let result = tokio::select! {
-                r = self.session() => r,
+                r = self.session(manager) => r,
                 () = shutdown.as_mut() => {
                     tracing::info!("agent shutting down; tasks keep running");
                     self.supervisor.detach();
@@ -144,7 +155,10 @@ impl Agent {
                     tracing::warn!("manager closed the session; reconnecting");
                     attempt = 0;
                 }
-                Ok(false) => tracing::warn!("session ended before registration"),
+                Ok(false) => {
+                    tracing::warn!(manager, "session ended before registration");
+                    index += 1;
+                }
                 // The manager refused this agent's own report (resources,
                 // host name, protocol version): retrying cannot fix it.
                 Err(AgentError::Session(status)) if status.code() == tonic::Code::InvalidArgument => {
@@ -155,12 +169,16 @@ impl Agent {
                         status.message()
                     )));
                 }
-                Err(e) => tracing::warn!(error = %e, attempt, "session failed"),
+                Err(e) => {
+                    tracing::warn!(manager, error = %e, attempt, "session failed");
+                    index += 1;
+                }
             }
+            // The backoff grows per round over every manager, not per address.
             let delay = backoff(
                 self.config.reconnect_initial_ms,
                 self.config.reconnect_max_ms,
-                attempt,
+                attempt / managers.len() as u32,
             );
             attempt = attempt.saturating_add(1);
             tokio::select! {
@@ -174,10 +192,10 @@ impl Agent {
     }
 
     /// One stream. `Ok(true)` when it was registered before it ended.
-    async fn session(&self) -> Result<bool, AgentError> {
+    async fn session(&self, manager: &str) -> Result<bool, AgentError> {
         // Keepalives notice a manager that vanished without closing the
         // connection (host down, network partition) so the agent redials.
-        let channel = tonic::transport::Endpoint::from_shared(self.config.manager.clone())?
+        let channel = tonic::transport::Endpoint::from_shared(manager.to_owned())?
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(20))
@@ -204,7 +222,7 @@ impl Agent {
                     let Some(body) = msg.body else { continue };
                     match body {
                         In::Registered(r) => {
-                            tracing::info!(agent_id = self.agent_id, "registered with the host manager");
+                            tracing::info!(agent_id = self.agent_id, manager, "registered with the host manager");
                             registered = true;
                             if r.heartbeat_interval_ms > 0 {
                                 heartbeat = tokio::time::interval(Duration::from_millis(r.heartbeat_interval_ms.max(100)));
@@ -296,6 +314,22 @@ fn agent_id(data_dir: &Path) -> Result<String, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn managers_are_a_comma_separated_list() {
+        let config = AgentConfig {
+            manager: "http://a:1, b:2,,https://c:3".to_owned(),
+            ..AgentConfig::default()
+        };
+        assert_eq!(
+            config.managers(),
+            vec!["http://a:1", "http://b:2", "https://c:3"]
+        );
+        assert_eq!(
+            AgentConfig::default().managers(),
+            vec!["http://127.0.0.1:7070"]
+        );
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

@@ -40,6 +40,7 @@ pub mod hosts;
 pub mod jobs;
 pub mod plugins;
 pub mod pools;
+pub mod standby;
 pub mod status;
 pub mod tasks;
 pub mod watch;
@@ -150,5 +151,25 @@ pub async fn serve(
     router
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
         .await?;
+    Ok(())
+}
+
+/// Like [`serve`], on connections accepted elsewhere (a highly available
+/// server hands the connections of its one API port first to the standby
+/// API, see [`standby`], then to this one once it leads).
+pub async fn serve_incoming<I, IO, IE>(
+    roles: Roles,
+    incoming: I,
+    config: ApiConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ApiError>
+where
+    I: futures::Stream<Item = Result<IO, IE>>,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let router = router(roles, &config).await?;
+    tracing::info!("API serving");
+    router.serve_with_incoming_shutdown(incoming, shutdown).await?;
     Ok(())
 }

@@ -2,5 +2,6 @@
 //! together. Kept apart from `main.rs` so that tests can use the same wiring.
 
 pub mod cluster;
+pub mod ha;
 pub mod server;
 pub mod wiring;

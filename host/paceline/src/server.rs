@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider, SimConfig, SimProvider};
+use paceline_membership::MembershipConfig;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
@@ -94,6 +95,17 @@ pub struct ServerConfig {
     pub loop_interval_ms: u64,
     /// Create the leaf pool `/default` (reserving everything) when the store has no pools.
     pub default_pool: bool,
+    /// Leader election and discovery: `embedded` (default; this process leads every role) or
+    /// `zookeeper` (several servers, one leads; see docs/operations.md, "High availability").
+    pub membership: MembershipConfig,
+    /// This server's id among the members (default `<hostname>-<pid>`).
+    pub member_id: Option<String>,
+    /// The API address other servers and clients are told (`host:port`; default the bound
+    /// `api_listen`). Set it when `api_listen` is `0.0.0.0` or behind NAT.
+    pub advertise_api: Option<String>,
+    /// The agent address published to the membership (`host:port`; default the bound
+    /// `agent_listen`).
+    pub advertise_agent: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -108,6 +120,10 @@ impl Default for ServerConfig {
             agent_heartbeat_ms: 2_000,
             loop_interval_ms: 20,
             default_pool: true,
+            membership: MembershipConfig::Embedded,
+            member_id: None,
+            advertise_api: None,
+            advertise_agent: None,
         }
     }
 }
@@ -168,9 +184,29 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// Where the API's connections come from.
+#[derive(Debug)]
+pub enum ApiSocket {
+    /// Bind `api_listen` once every role is up (the single-server default).
+    Bind,
+    /// Connections accepted elsewhere on `addr` (a highly available server accepts on its API
+    /// port from the start and hands connections to the standby API, then to this one).
+    Incoming {
+        /// Accepted connections.
+        connections: tokio::sync::mpsc::UnboundedReceiver<tokio::net::TcpStream>,
+        /// The address they were accepted on.
+        addr: SocketAddr,
+    },
+}
+
 impl Server {
     /// Starts every role and both listeners.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        Server::start_with(config, ApiSocket::Bind).await
+    }
+
+    /// Starts every role, the agent listener and the API on `api`.
+    pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<Server, ServerError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
         let storage = config
             .storage
@@ -268,16 +304,33 @@ impl Server {
         .await?;
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
 
-        let listener =
-            tokio::net::TcpListener::bind(config.api_listen).await.map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
-        let api_addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
         let roles = cluster.roles();
         let stop_api = stopped.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = paceline_api::serve(roles, listener, paceline_api::ApiConfig::default(), async move { stop_api.wait().await }).await {
-                tracing::error!(error = %e, "API stopped");
+        let api_addr = match api {
+            ApiSocket::Bind => {
+                let listener = tokio::net::TcpListener::bind(config.api_listen)
+                    .await
+                    .map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+                let api_addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+                tasks.push(tokio::spawn(async move {
+                    if let Err(e) = paceline_api::serve(roles, listener, paceline_api::ApiConfig::default(), async move { stop_api.wait().await }).await {
+                        tracing::error!(error = %e, "API stopped");
+                    }
+                }));
+                api_addr
             }
-        }));
+            ApiSocket::Incoming { connections, addr } => {
+                use futures::StreamExt as _;
+                let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>);
+                tasks.push(tokio::spawn(async move {
+                    let shutdown = async move { stop_api.wait().await };
+                    if let Err(e) = paceline_api::serve_incoming(roles, incoming, paceline_api::ApiConfig::default(), shutdown).await {
+                        tracing::error!(error = %e, "API stopped");
+                    }
+                }));
+                addr
+            }
+        };
         info!(%api_addr, %agent_addr, "paceline server up");
         Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop) })
     }

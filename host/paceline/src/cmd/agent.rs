@@ -13,7 +13,8 @@ pub struct AgentArgs {
     /// YAML file with an `AgentConfig` (fields as in docs/hosts.md).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Host manager address the agent dials.
+    /// Host manager address the agent dials; several, comma-separated, for
+    /// highly available servers (tried in turn; only the leader accepts).
     #[arg(long, env = "PACELINE_HOSTMGR")]
     manager: Option<String>,
     /// Where runs, sandboxes, volumes and the status outbox live.

@@ -23,7 +23,9 @@ pub struct ServerArgs {
     /// Where agents dial in.
     #[arg(long)]
     agent_listen: Option<SocketAddr>,
-    /// Roles this process runs; only `all` exists today.
+    /// Roles this process runs: `all`, or `jobmgr,resmgr,hostmgr,placement`. Every role
+    /// together is the only supported set today (splitting them across processes is not
+    /// built); with `membership: zookeeper` in the config, one of several servers leads.
     #[arg(long, default_value = "all")]
     roles: String,
 }
@@ -64,9 +66,7 @@ async fn until_signal() {
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    if args.roles != "all" {
-        anyhow::bail!("--roles {}: only `all` is supported in this version (every role in one process)", args.roles);
-    }
+    paceline::ha::parse_roles(&args.roles).map_err(anyhow::Error::msg)?;
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -83,6 +83,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(a) = args.agent_listen {
         config.agent_listen = a;
     }
+    if config.membership != paceline_membership::MembershipConfig::Embedded {
+        runtime()?.block_on(paceline::ha::run(config, &Stdout, until_signal()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     runtime()?.block_on(async move {
         let server = Server::start(config).await.context("starting the server")?;
         println!("paceline server: API on http://{} · agents dial http://{}", server.api_addr, server.agent_addr);
@@ -91,6 +95,19 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines a highly available server prints.
+struct Stdout;
+
+impl paceline::ha::Announce for Stdout {
+    fn standby(&self, member_id: &str, api_addr: SocketAddr) {
+        println!("paceline server: standby {member_id}, API on http://{api_addr} (answers UNAVAILABLE naming the leader)");
+    }
+
+    fn leading(&self, server: &Server) {
+        println!("paceline server: leading; API on http://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+    }
 }
 
 /// Local agents started by `dev`; stopped (SIGTERM) when dropped.

@@ -37,7 +37,8 @@ pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7400";
 /// Options shared by every client command.
 #[derive(Clone, Debug, Args)]
 pub struct ClientOpts {
-    /// The server's API address.
+    /// The server's API address; several, comma-separated, for a highly
+    /// available deployment (the leader is found and used).
     #[arg(long, env = "PACELINE_SERVER", default_value = DEFAULT_SERVER, global = true)]
     pub server: String,
     /// Output format.
@@ -140,11 +141,62 @@ pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<E
 
 /// Connects to the server now, so an unreachable server is one clear error
 /// rather than a failure inside the first call.
+///
+/// `--server` may list several servers, comma-separated (a highly available
+/// deployment): each is tried in turn and asked for its health; a standby
+/// answers `NOT_SERVING` naming the leader, which is tried next. The first
+/// server that serves is used.
 pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Channel> {
-    // `host:port` alone is taken to mean plain HTTP, as `paceline dev` serves.
-    let url = if opts.server.contains("://") { opts.server.clone() } else { format!("http://{}", opts.server) };
-    let endpoint = Endpoint::from_shared(url)
-        .map_err(|e| bad_input(format!("--server {:?} is not a URL: {e}", opts.server)))?
+    let mut queue: std::collections::VecDeque<String> =
+        opts.server.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    if queue.is_empty() {
+        return Err(bad_input("--server is empty"));
+    }
+    let single = queue.len() == 1;
+    let mut tried = std::collections::HashSet::new();
+    let mut failures = Vec::new();
+    // A standby names the leader; following at most a few names avoids a loop.
+    let mut hops = 0;
+    while let Some(server) = queue.pop_front() {
+        let url = server_url(&server);
+        if !tried.insert(url.clone()) {
+            continue;
+        }
+        let channel = match connect_one(&server, &url).await {
+            Ok(c) => c,
+            Err(e) if single => return Err(e),
+            Err(e) => {
+                failures.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        match standby_leader(channel.clone()).await {
+            None => return Ok(channel),
+            Some(leader) => {
+                match &leader {
+                    Some(addr) => failures.push(format!("{server} is a standby (leader: {addr})")),
+                    None => failures.push(format!("{server} is a standby and knows no leader right now")),
+                }
+                if let Some(addr) = leader
+                    && hops < 4
+                {
+                    hops += 1;
+                    queue.push_front(addr);
+                }
+            }
+        }
+    }
+    Err(anyhow::anyhow!("no leading server among {}: {}", opts.server, failures.join("; ")))
+}
+
+/// `host:port` alone is taken to mean plain HTTP, as `paceline dev` serves.
+fn server_url(server: &str) -> String {
+    if server.contains("://") { server.to_owned() } else { format!("http://{server}") }
+}
+
+async fn connect_one(server: &str, url: &str) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| bad_input(format!("--server {server:?} is not a URL: {e}")))?
         .connect_timeout(Duration::from_secs(5));
     endpoint.connect().await.map_err(|e| {
         // tonic's transport error says only "transport error"; the cause
@@ -159,8 +211,26 @@ pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Channel> {
             }
             src = s.source();
         }
-        anyhow::anyhow!("cannot connect to {}: {why}", opts.server)
+        anyhow::anyhow!("cannot connect to {server}: {why}")
     })
+}
+
+/// `None` when the server serves (or predates health checks); `Some(leader)`
+/// when it is a standby, with the leader it names.
+async fn standby_leader(channel: Channel) -> Option<Option<String>> {
+    use paceline_api::tonic_health::pb::health_client::HealthClient;
+    use paceline_api::tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let mut health = HealthClient::new(channel);
+    let request = tonic::Request::new(HealthCheckRequest { service: String::new() });
+    match tokio::time::timeout(Duration::from_secs(5), health.check(request)).await {
+        Ok(Ok(response)) => {
+            let leader = paceline_api::standby::leader_of_metadata(response.metadata());
+            (response.get_ref().status == ServingStatus::NotServing as i32).then_some(leader)
+        }
+        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => Some(paceline_api::standby::leader_of_status(&status)),
+        // No health service, or a slow one: let the call itself say what is wrong.
+        Ok(Err(_)) | Err(_) => None,
+    }
 }
 
 /// Reads a file given on the command line; a missing file is bad input.

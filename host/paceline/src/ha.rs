@@ -1,0 +1,354 @@
+//! A highly available `paceline server`: several server processes, one leads.
+//!
+//! Used when the configuration's `membership` is `zookeeper` (see docs/operations.md,
+//! "High availability"). Every process runs every role; the election moves all four
+//! together so that leadership is never split between processes:
+//!
+//! 1. Bind the API port and serve the *standby* API on it
+//!    ([`paceline_api::standby`]: health `NOT_SERVING`, every call `UNAVAILABLE` naming the
+//!    leader). Do not listen on the agent port (agents get "connection refused" and try the
+//!    next address of their list).
+//! 2. Campaign for `jobmgr` only (one membership handle, one ZooKeeper session).
+//! 3. Once leading `jobmgr`, campaign for `resmgr`, `hostmgr` and `placement` (a second
+//!    handle and session) and wait to lead all three. Only the `jobmgr` leader campaigns for
+//!    them, so it wins them as soon as the previous leader's nodes are gone (at once after a
+//!    clean shutdown, one session timeout after a crash).
+//! 4. Then open the store, assemble the roles (recovering from storage, as a restart does),
+//!    listen for agents, and hand the API port's new connections to the full API.
+//!
+//! Losing any role afterwards (ZooKeeper connection lost, session expired or closed) ends
+//! the process at once with [`EXIT_LOST_LEADERSHIP`], from a thread of its own, before the
+//! roles can write anything more: a supervisor (systemd `Restart=always`) restarts it as a
+//! standby. A clean shutdown stops the roles, then leaves the election so that a successor
+//! leads at once.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use paceline_membership::{Leadership, MemberInfo, Membership, Role};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use crate::server::{ApiSocket, Server, ServerConfig};
+
+/// Exit code of a server that lost leadership (`EX_TEMPFAIL`): restart it.
+pub const EXIT_LOST_LEADERSHIP: i32 = 75;
+
+/// The roles that follow `jobmgr`'s leader.
+const FOLLOWING_ROLES: [Role; 3] = [Role::Resmgr, Role::Hostmgr, Role::Placement];
+
+/// Parses `--roles`: `all`, or a comma-separated list of roles. Only every role together is
+/// supported: splitting the roles across processes needs remote joints between them, which
+/// are not built (they are joined in-process, see `crate::cluster`).
+pub fn parse_roles(s: &str) -> Result<Vec<Role>, String> {
+    let mut roles = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if part == "all" {
+            roles.extend(Role::ALL);
+            continue;
+        }
+        let role: Role = part.parse().map_err(|e| format!("--roles {s:?}: {e}"))?;
+        roles.push(role);
+    }
+    roles.sort();
+    roles.dedup();
+    let mut all = Role::ALL.to_vec();
+    all.sort();
+    if roles.is_empty() {
+        return Err(format!("--roles {s:?}: no role named (use `all` or jobmgr,resmgr,hostmgr,placement)"));
+    }
+    if roles != all {
+        let named: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+        return Err(format!(
+            "--roles {}: running a subset of the roles is not supported yet — splitting roles across processes \
+             is not built (the roles are joined in-process). Run every role in each server process \
+             (`--roles all`, the default); with `membership: zookeeper` one server leads all four and the others stand by",
+            named.join(",")
+        ));
+    }
+    Ok(all)
+}
+
+/// `<hostname>-<pid>`.
+pub fn default_member_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "paceline".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// What [`run`] prints on stdout as it goes (tests and operators wait for these lines).
+pub trait Announce: Send + Sync {
+    /// The standby API is up.
+    fn standby(&self, member_id: &str, api_addr: SocketAddr);
+    /// This server leads and serves.
+    fn leading(&self, server: &Server);
+}
+
+/// Ends the process with [`EXIT_LOST_LEADERSHIP`] when any watched role stops being led,
+/// unless disarmed first (clean shutdown). Runs on its own thread, so a busy runtime does not
+/// delay it.
+struct Guard {
+    disarmed: Arc<AtomicBool>,
+}
+
+impl Guard {
+    fn new() -> Guard {
+        Guard { disarmed: Arc::new(AtomicBool::new(false)) }
+    }
+
+    fn watch(&self, membership: &dyn Membership, roles: &[Role]) {
+        let disarmed = self.disarmed.clone();
+        let receivers: Vec<(Role, watch::Receiver<Leadership>)> = roles.iter().map(|r| (*r, membership.watch(*r))).collect();
+        let spawned = std::thread::Builder::new().name("leadership-guard".into()).spawn(move || {
+            futures::executor::block_on(async move {
+                let waits = receivers.into_iter().map(|(role, mut rx)| {
+                    Box::pin(async move {
+                        let state = match rx.wait_for(|l| !l.is_leader()).await {
+                            Ok(state) => format!("{:?}", *state),
+                            Err(_) => "membership closed".to_owned(),
+                        };
+                        (role, state)
+                    })
+                });
+                let ((role, state), _, _) = futures::future::select_all(waits).await;
+                if disarmed.load(Ordering::SeqCst) {
+                    return;
+                }
+                error!(
+                    %role, %state,
+                    "lost leadership of {role} (ZooKeeper connection lost or session expired); exiting now with code \
+                     {EXIT_LOST_LEADERSHIP} so that nothing more is written — a supervisor restarts this server as a standby"
+                );
+                eprintln!("paceline server: lost leadership of {role}; exiting with code {EXIT_LOST_LEADERSHIP}");
+                std::process::exit(EXIT_LOST_LEADERSHIP);
+            })
+        });
+        if let Err(e) = spawned {
+            error!(error = %e, "cannot start the leadership guard thread; exiting");
+            std::process::exit(EXIT_LOST_LEADERSHIP);
+        }
+    }
+
+    fn disarm(&self) {
+        self.disarmed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Accepts on the API port for the whole life of the process and hands each connection to
+/// the current API (standby first, then the full one), so the port never closes.
+#[derive(Clone)]
+struct ApiPort {
+    sink: Arc<Mutex<mpsc::UnboundedSender<tokio::net::TcpStream>>>,
+}
+
+impl ApiPort {
+    fn start(listener: tokio::net::TcpListener) -> (ApiPort, mpsc::UnboundedReceiver<tokio::net::TcpStream>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let port = ApiPort { sink: Arc::new(Mutex::new(tx)) };
+        let sink = port.sink.clone();
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        let tx = sink.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        let _ = tx.send(stream);
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "accepting an API connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        (port, rx)
+    }
+
+    /// New connections go to the returned receiver from now on.
+    fn switch(&self) -> mpsc::UnboundedReceiver<tokio::net::TcpStream> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = tx;
+        rx
+    }
+}
+
+fn unspecified_warning(what: &str, addr: SocketAddr) {
+    if addr.ip().is_unspecified() {
+        warn!(%addr, "{what} is bound to an unspecified address and published as such; set advertise_{what} to an address others can reach");
+    }
+}
+
+/// Runs a highly available server until `shutdown` completes (then leaves the election) or
+/// leadership is lost (then the process exits with [`EXIT_LOST_LEADERSHIP`]).
+pub async fn run(
+    mut config: ServerConfig,
+    announce: &dyn Announce,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    tokio::pin!(shutdown);
+    let listener = tokio::net::TcpListener::bind(config.api_listen).await.with_context(|| format!("listening on {}", config.api_listen))?;
+    let api_addr = listener.local_addr().context("the API address")?;
+    config.api_listen = api_addr;
+    if config.agent_listen.port() == 0 {
+        // Followers do not listen for agents, but the leader's agent address is published
+        // with its node from the start: fix the port now.
+        let probe = std::net::TcpListener::bind(config.agent_listen).with_context(|| format!("listening on {}", config.agent_listen))?;
+        config.agent_listen = probe.local_addr().context("the agent address")?;
+    }
+    let member_id = config.member_id.clone().unwrap_or_else(default_member_id);
+    let advertise_api = config.advertise_api.clone().unwrap_or_else(|| {
+        unspecified_warning("api", api_addr);
+        api_addr.to_string()
+    });
+    let advertise_agent = config.advertise_agent.clone().unwrap_or_else(|| {
+        unspecified_warning("agent", config.agent_listen);
+        config.agent_listen.to_string()
+    });
+    let member = MemberInfo { id: member_id.clone(), api_addr: advertise_api.clone(), agent_addr: advertise_agent, roles: Role::ALL.to_vec() };
+
+    let (port, standby_connections) = ApiPort::start(listener);
+    let (leader_tx, leader_rx) = watch::channel::<Option<String>>(None);
+    let (stop_standby, standby_stopped) = watch::channel(false);
+    let standby = tokio::spawn(async move {
+        use futures::StreamExt as _;
+        let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(standby_connections).map(Ok::<_, std::io::Error>);
+        let mut stopped = standby_stopped;
+        let stop = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = paceline_api::standby::serve_standby(leader_rx, incoming, stop).await {
+            error!(error = %e, "standby API stopped");
+        }
+    });
+
+    let jobmgr = paceline_membership::from_config(&config.membership, member.clone(), vec![Role::Jobmgr]).context("membership")?;
+    info!(member = %member_id, api = %advertise_api, "standing by: campaigning for jobmgr");
+    announce.standby(&member_id, api_addr);
+
+    // Keep the standby API's idea of the leader current.
+    let mut jobmgr_rx = jobmgr.watch(Role::Jobmgr);
+    let follow = {
+        let mut rx = jobmgr_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let state = rx.borrow_and_update().clone();
+                let leader = match &state {
+                    Leadership::Follower { leader: Some(info) } => Some(info.api_addr.clone()),
+                    _ => None,
+                };
+                match &state {
+                    Leadership::Follower { leader: Some(info) } => info!(leader = %info.id, api = %info.api_addr, "following"),
+                    Leadership::Follower { leader: None } => info!("no leader right now"),
+                    Leadership::Unknown => info!("no ZooKeeper session: leader unknown"),
+                    Leadership::Leader { epoch } => info!(epoch, "leading jobmgr"),
+                }
+                leader_tx.send_replace(leader);
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+
+    // 1. Lead jobmgr.
+    let led = tokio::select! {
+        r = jobmgr_rx.wait_for(Leadership::is_leader) => r.is_ok(),
+        () = &mut shutdown => false,
+    };
+    if !led {
+        info!("shutting down as a standby");
+        jobmgr.shutdown().await;
+        let _ = stop_standby.send(true);
+        let _ = standby.await;
+        return Ok(());
+    }
+    let guard = Guard::new();
+    guard.watch(&*jobmgr, &[Role::Jobmgr]);
+    info!("leading jobmgr: campaigning for resmgr, hostmgr and placement");
+
+    // 2. Lead the other roles (only the jobmgr leader campaigns for them).
+    let others = paceline_membership::from_config(&config.membership, member.clone(), FOLLOWING_ROLES.to_vec()).context("membership")?;
+    let all_led = async {
+        for role in FOLLOWING_ROLES {
+            let mut rx = others.watch(role);
+            loop {
+                let state = rx.borrow_and_update().clone();
+                if state.is_leader() {
+                    break;
+                }
+                if let Leadership::Follower { leader: Some(info) } = &state {
+                    info!(%role, holder = %info.id, "waiting for the previous leader's {role} node to go");
+                }
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    let led = tokio::select! {
+        ok = all_led => ok,
+        () = &mut shutdown => false,
+    };
+    if !led {
+        guard.disarm();
+        others.shutdown().await;
+        jobmgr.shutdown().await;
+        let _ = stop_standby.send(true);
+        let _ = standby.await;
+        return Ok(());
+    }
+    guard.watch(&*others, &FOLLOWING_ROLES);
+    info!("leading every role: opening the store and starting the roles");
+
+    // 3. Serve.
+    let connections = port.switch();
+    let started = Server::start_with(config, ApiSocket::Incoming { connections, addr: api_addr }).await;
+    let _ = stop_standby.send(true);
+    follow.abort();
+    let server = match started {
+        Ok(s) => s,
+        Err(e) => {
+            guard.disarm();
+            others.shutdown().await;
+            jobmgr.shutdown().await;
+            return Err(anyhow::Error::new(e).context("starting the server as leader"));
+        }
+    };
+    announce.leading(&server);
+    shutdown.await;
+
+    // Clean shutdown: stop acting, then leave the election so a successor leads at once.
+    guard.disarm();
+    server.shutdown().await;
+    others.shutdown().await;
+    jobmgr.shutdown().await;
+    let _ = standby.await;
+    info!("left the election");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_all_or_every_role() {
+        let mut all = Role::ALL.to_vec();
+        all.sort();
+        assert_eq!(parse_roles("all").ok(), Some(all.clone()));
+        assert_eq!(parse_roles("jobmgr,resmgr,hostmgr,placement").ok(), Some(all.clone()));
+        assert_eq!(parse_roles("placement, hostmgr,resmgr,jobmgr,jobmgr").ok(), Some(all));
+        let subset = parse_roles("jobmgr,resmgr").unwrap_err();
+        assert!(subset.contains("not supported") && subset.contains("splitting roles"), "{subset}");
+        assert!(parse_roles("jobmgr,leader").unwrap_err().contains("unknown role"));
+        assert!(parse_roles("").is_err());
+    }
+}
