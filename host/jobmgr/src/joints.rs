@@ -56,6 +56,10 @@ pub struct PlacementNeed {
     pub placement_slot: String,
     /// The run id that will be launched (`<job>-<instance>-<run>`).
     pub run_id: String,
+    /// A host not to use for this run: the previous run's launch there was
+    /// refused (a Mesos offer rescinded, an agent that refused). Not set for
+    /// daemon instances, which have one host.
+    pub avoid_host: Option<String>,
 }
 
 /// One placed task, as the placement engine hands it back.

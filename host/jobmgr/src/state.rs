@@ -110,6 +110,9 @@ pub(crate) struct TaskEntry {
     /// the task itself when the kill is confirmed, so the next run is not
     /// submitted again.
     pub preempted: bool,
+    /// The host where this run's launch was refused: the next placement
+    /// avoids it (in memory only; a restart forgets it).
+    pub avoid_host: Option<String>,
 }
 
 impl TaskEntry {
@@ -122,6 +125,7 @@ impl TaskEntry {
             healthy: None,
             exit_code: None,
             preempted: false,
+            avoid_host: None,
         }
     }
 

@@ -155,6 +155,9 @@ struct SimAgent {
     alive: bool,
     offer: Option<String>,
     filtered_until: Option<Instant>,
+    /// Its resources are held by another framework until then: not offered
+    /// to us, whatever our REVIVE says.
+    taken_until: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -405,7 +408,9 @@ impl Master {
         let ids: Vec<String> = self
             .agents
             .values()
-            .filter(|a| a.alive && a.offer.is_none() && a.filtered_until.is_none_or(|t| t <= now))
+            .filter(|a| {
+                a.alive && a.offer.is_none() && a.filtered_until.is_none_or(|t| t <= now) && a.taken_until.is_none_or(|t| t <= now)
+            })
             .map(|a| a.id.clone())
             .collect();
         let mut offers = Vec::new();
@@ -1045,7 +1050,7 @@ impl FakeMaster {
     pub fn add_agent(&self, spec: AgentSpec) -> String {
         let mut m = self.lock();
         let id = format!("agent-{}-S{}", spec.hostname, m.agents.len());
-        m.agents.insert(id.clone(), SimAgent { id: id.clone(), spec, alive: true, offer: None, filtered_until: None });
+        m.agents.insert(id.clone(), SimAgent { id: id.clone(), spec, alive: true, offer: None, filtered_until: None, taken_until: None });
         id
     }
 
@@ -1054,7 +1059,7 @@ impl FakeMaster {
         let mut m = self.lock();
         for spec in specs {
             let id = format!("agent-{}-S{}", spec.hostname, m.agents.len());
-            m.agents.insert(id.clone(), SimAgent { id, spec, alive: true, offer: None, filtered_until: None });
+            m.agents.insert(id.clone(), SimAgent { id, spec, alive: true, offer: None, filtered_until: None, taken_until: None });
         }
     }
 
@@ -1103,6 +1108,24 @@ impl FakeMaster {
                 ag.offer = None;
                 ag.filtered_until = Some(until);
             }
+            let mut e = ev(event::Type::Rescind);
+            e.rescind = Some(event::Rescind { offer_id: mesos::OfferId { value: o } });
+            m.send(&e);
+        }
+    }
+
+    /// Another framework takes an agent's resources for `hold`: its
+    /// outstanding offer is rescinded (RESCIND) and it is not offered to us
+    /// again until then, REVIVE or not.
+    pub fn take_agent(&self, agent_id: &str, hold: Duration) {
+        let mut m = self.lock();
+        let until = Instant::now() + hold;
+        let offer = m.agents.get_mut(agent_id).and_then(|a| {
+            a.taken_until = Some(until);
+            a.offer.take()
+        });
+        if let Some(o) = offer {
+            m.offers.remove(&o);
             let mut e = ev(event::Type::Rescind);
             e.rescind = Some(event::Rescind { offer_id: mesos::OfferId { value: o } });
             m.send(&e);

@@ -70,6 +70,9 @@ pub struct TaskView {
     pub preferences: Vec<Preference>,
     /// The host the task prefers (a stateful task's last host).
     pub preferred_host: Option<String>,
+    /// A host this task must not be placed on this time (its last launch
+    /// there was refused, e.g. a Mesos offer rescinded under it).
+    pub avoid_host: Option<String>,
 }
 
 /// Builds a plugin request from hosts and tasks. Tasks keep their order (gangs
@@ -113,7 +116,7 @@ pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView
     let mut job_index: BTreeMap<&str, u32> = BTreeMap::new();
     let mut jobs: Vec<JobInfo> = Vec::new();
     // Constraint sets, deduplicated.
-    let mut set_index: BTreeMap<(&[Constraint], &[Preference]), u32> = BTreeMap::new();
+    let mut set_index: BTreeMap<(&[Constraint], &[Preference], Option<&str>), u32> = BTreeMap::new();
     let mut constraints: Vec<ConstraintSet> = Vec::new();
     let mut out_tasks = Vec::with_capacity(tasks.len());
     for t in tasks {
@@ -136,15 +139,16 @@ pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView
             jobs.push(JobInfo { priority: t.priority, max_per_host, spread_over, existing });
             (jobs.len() - 1) as u32
         });
-        let set = *set_index.entry((t.constraints.as_slice(), t.preferences.as_slice())).or_insert_with(|| {
+        let avoid = t.avoid_host.as_deref();
+        let set = *set_index.entry((t.constraints.as_slice(), t.preferences.as_slice(), avoid)).or_insert_with(|| {
             let hard: Vec<&Constraint> = t.constraints.iter().filter(|c| c.admits(&HostView::default()).is_some()).collect();
-            let eligible = if hard.is_empty() {
+            let eligible = if hard.is_empty() && avoid.is_none_or(|a| !host_index.contains_key(a)) {
                 HostFilter::All
             } else {
                 let only: Vec<u32> = hosts
                     .iter()
                     .enumerate()
-                    .filter(|(_, h)| hard.iter().all(|c| c.admits(h) == Some(true)))
+                    .filter(|(_, h)| Some(h.name.as_str()) != avoid && hard.iter().all(|c| c.admits(h) == Some(true)))
                     .map(|(i, _)| i as u32)
                     .collect();
                 if only.len() == hosts.len() { HostFilter::All } else { HostFilter::Only(only) }
@@ -222,6 +226,27 @@ mod tests {
         assert_eq!(req.constraints[1].eligible, HostFilter::All);
         assert_eq!(req.tasks[1].constraints, 0);
         assert_eq!(req.jobs.len(), 1);
+    }
+
+    #[test]
+    fn an_avoided_host_is_not_eligible_for_that_task_only() {
+        let t = |instance, avoid: Option<&str>| TaskView {
+            job: "j".into(),
+            instance,
+            gang: instance,
+            avoid_host: avoid.map(str::to_string),
+            ..TaskView::default()
+        };
+        let hs = hosts();
+        let req = build_placement_request(1, &hs, &[t(0, Some("h1")), t(1, None), t(2, Some("gone"))]);
+        assert_eq!(req.constraints.len(), 3);
+        let h1 = hs.iter().position(|h| h.name == "h1").expect("h1") as u32;
+        match &req.constraints[req.tasks[0].constraints as usize].eligible {
+            HostFilter::Only(only) => assert!(!only.contains(&h1) && only.len() == hs.len() - 1, "{only:?}"),
+            HostFilter::All => panic!("h1 must be excluded"),
+        }
+        assert_eq!(req.constraints[req.tasks[1].constraints as usize].eligible, HostFilter::All);
+        assert_eq!(req.constraints[req.tasks[2].constraints as usize].eligible, HostFilter::All, "a host not offered changes nothing");
     }
 
     #[test]

@@ -79,7 +79,14 @@ pub struct JobSink(pub Arc<JobManager>);
 impl PlacementSink for JobSink {
     fn need(&self, job_key: u64, instance: u32) -> Option<Need> {
         let n = self.0.placement_need(job_key, instance)?;
-        Some(Need { job_id: n.job_id, spec: n.spec, preferred_host: n.preferred_host, host_required: n.host_required, slot: n.placement_slot })
+        Some(Need {
+            job_id: n.job_id,
+            spec: n.spec,
+            preferred_host: n.preferred_host,
+            host_required: n.host_required,
+            slot: n.placement_slot,
+            avoid_host: n.avoid_host,
+        })
     }
 
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {

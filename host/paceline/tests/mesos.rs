@@ -62,6 +62,7 @@ async fn start_with(dir: &std::path::Path, agents: &[&str], front: impl FnOnce(&
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_millis(500),
             idle_suppress: None,
+            launch_offer_wait: Duration::from_secs(2),
             ..MesosConfig::default()
         },
         Some(store.clone()),
@@ -295,4 +296,29 @@ async fn a_master_failover_behind_a_redirect_loses_and_launches_nothing_twice() 
         assert!(events.iter().all(|e| e.to != TaskState::Lost), "instance {i}: {events:?}");
     }
     assert_eq!(c.fake.live_tasks().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescinded_offer_sends_the_task_to_another_host() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = start(dir.path(), &["m1"]).await;
+    // Another framework takes m1: its offer is rescinded, and none comes back
+    // for a minute. The host manager still counts m1 free, so placement picks it.
+    c.fake.take_agent(&c.fake.agent_id("m1").expect("m1"), Duration::from_secs(60));
+    c.cluster.jobs.create("etl", job(JobKind::Batch, 1, "sleep", &["0.2"])).await.expect("create");
+    c.wait("placed on m1", 30, async |c| {
+        c.cluster.jobs.get("etl").await.expect("job").tasks[0].host.as_deref() == Some("m1")
+    })
+    .await;
+    // m2 is larger: a best-fit policy would pick m1 again if it were not avoided.
+    c.fake.add_agent(AgentSpec::new("m2", 8.0, 8192.0).attribute("zone", "a"));
+    c.wait("the job ended", 60, async |c| c.state("etl").await.is_terminal()).await;
+    let info = c.cluster.jobs.get("etl").await.expect("job");
+    assert_eq!(info.runtime.state, JobState::Succeeded);
+    let t = &info.tasks[0];
+    assert_eq!((t.run, t.host.as_deref()), (2, Some("m2")), "the second run went elsewhere: {t:?}");
+    let events = c.cluster.jobs.task_events("etl", 0).await.expect("events");
+    assert!(events.iter().any(|e| e.run == 1 && e.reason == "LAUNCH_FAILED" || e.run == 2 && e.reason == "LAUNCH_FAILED"), "{events:?}");
+    assert_eq!(c.fake.launches("etl-0-1"), 0, "nothing was launched without an offer");
+    assert_eq!(c.fake.launches("etl-0-2"), 1);
 }

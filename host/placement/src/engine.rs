@@ -240,6 +240,7 @@ fn task_views(tasks: &[(ReadyTask, Need)]) -> Vec<TaskView> {
                 constraints: need.spec.constraints.clone(),
                 preferences: need.spec.preferences.clone(),
                 preferred_host: need.preferred_host.clone(),
+                avoid_host: need.avoid_host.clone(),
             }
         })
         .collect()

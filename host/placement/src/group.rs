@@ -86,6 +86,7 @@ mod tests {
             preferred_host: preferred.map(str::to_string),
             host_required: false,
             slot: "placement/batch".into(),
+            avoid_host: None,
         }
     }
 

@@ -86,6 +86,8 @@ pub struct Need {
     pub host_required: bool,
     /// The placement slot the job uses (`placement/<kind>` or an override).
     pub slot: String,
+    /// A host not to use this time (the last launch there was refused).
+    pub avoid_host: Option<String>,
 }
 
 /// A task the engine placed.

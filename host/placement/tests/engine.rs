@@ -80,6 +80,7 @@ impl PlacementSink for Jobs {
             preferred_host: self.pin.clone(),
             host_required: self.pin.is_some(),
             slot: "placement/batch".into(),
+            avoid_host: None,
         })
     }
 

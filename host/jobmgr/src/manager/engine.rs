@@ -24,6 +24,9 @@ use crate::views;
 /// Reason recorded on a run killed for running past the job's max run time;
 /// its end is recorded as FAILED.
 pub(crate) const MAX_RUN_TIME: &str = "MAX_RUN_TIME";
+/// Reason the host manager gives a run whose launch its host refused before
+/// creating anything.
+const LAUNCH_REJECTED: &str = "LAUNCH_REJECTED";
 /// How many follow-up rounds one event may trigger (an update batch that
 /// completes at once asks the plugin again).
 const MAX_ROUNDS: usize = 8;
@@ -912,6 +915,7 @@ impl JobManager {
             host_required: kind == JobKind::Daemon,
             placement_slot,
             run_id: TaskId::new(job.id.clone(), instance).run_id(t.rt.run),
+            avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.clone() },
         })
     }
 
@@ -1030,6 +1034,7 @@ impl JobManager {
                     let t = &mut job.tasks[i as usize];
                     t.rm_task = Some(rm_task);
                     t.gang = None;
+                    t.avoid_host = None;
                     events.push((
                         i,
                         TaskEvent {
@@ -1089,6 +1094,7 @@ impl JobManager {
         .await;
         let mut writes = Vec::new();
         let mut retry = Vec::new();
+        let mut avoid: Vec<(u32, String)> = Vec::new();
         {
             let mut rm = self.rm();
             let m = self.mem();
@@ -1126,6 +1132,7 @@ impl JobManager {
                                 });
                             }
                             rt.message = format!("launch on {host} failed: {e}");
+                            avoid.push((i, host.clone()));
                             retry.push(i);
                             writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
                         }
@@ -1134,6 +1141,16 @@ impl JobManager {
             }
         }
         self.write_tasks(key, writes).await?;
+        if !avoid.is_empty()
+            && let Some(job) = self.mem().jobs.get_mut(&key)
+        {
+            // The next placement of these runs goes elsewhere if it can.
+            for (i, host) in avoid {
+                if let Some(t) = job.tasks.get_mut(i as usize) {
+                    t.avoid_host = Some(host);
+                }
+            }
+        }
         if !retry.is_empty() {
             self.submit(key, &retry).await?;
         }
@@ -1197,6 +1214,78 @@ impl JobManager {
     /// state the one before it wrote. Each wave is one compare-and-set batch;
     /// the lifecycle hears every change; the job's runtime is written once.
     async fn apply_run_updates(&self, key: u64, ups: &[&RunUpdate]) -> Vec<Result<(), JobError>> {
+        let mut results: Vec<Result<(), JobError>> = Vec::with_capacity(ups.len());
+        results.resize_with(ups.len(), || Ok(()));
+        // Launches a host refused before starting anything are not failures
+        // of the task: the run is placed again, elsewhere if it can be.
+        let mut rest = Vec::with_capacity(ups.len());
+        for (i, u) in ups.iter().enumerate() {
+            if u.state == RunState::Failed && u.reason == LAUNCH_REJECTED {
+                results[i] = self.launch_rejected(key, u).await;
+            } else {
+                rest.push(i);
+            }
+        }
+        let ordered: Vec<&RunUpdate> = rest.iter().map(|&i| ups[i]).collect();
+        for (i, r) in rest.into_iter().zip(self.apply_in_waves(key, &ordered).await) {
+            results[i] = r;
+        }
+        if let Err(e) = self.drain_pass(key).await {
+            tracing::warn!(job = key, error = %e, "drain pass after run updates failed");
+        }
+        if let Err(e) = self.sync_job(key).await {
+            tracing::warn!(job = key, error = %e, "job runtime not updated after run updates; the next change retries");
+        }
+        results
+    }
+
+    /// A run's launch was refused by its host after the job manager handed
+    /// it over (`LAUNCH_REJECTED`: e.g. the Mesos offer it was to use was
+    /// rescinded): unless the run has moved on, its next run is written
+    /// (LAUNCH_FAILED, no failure counted), the old host is avoided, and the
+    /// task goes back to the resource manager.
+    async fn launch_rejected(&self, key: u64, u: &RunUpdate) -> Result<(), JobError> {
+        let Some((_, instance, run)) = parse_run_id(&u.run_id) else {
+            return Ok(());
+        };
+        let now = self.now();
+        let write = {
+            let mut rm = self.rm();
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let kind = job.kind();
+            let Some(t) = job.tasks.get_mut(instance as usize) else {
+                return Ok(());
+            };
+            if t.rt.run != run
+                || !matches!(t.rt.state, TaskState::Launching | TaskState::Launched)
+                || !t.wants_run()
+            {
+                return Ok(()); // stale, or already moved on
+            }
+            if let Some(id) = t.rm_task.take()
+                && rm.kill(id, now).is_ok()
+            {
+                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+            }
+            let mut rt = t.rt.next_run(now);
+            if matches!(kind, JobKind::Stateful | JobKind::Daemon) {
+                rt.host = t.rt.host.clone().filter(|h| *h != u.host || kind == JobKind::Daemon);
+            }
+            rt.message = format!("launch on {} refused: {}", u.host, u.message);
+            if kind != JobKind::Daemon {
+                t.avoid_host = Some(u.host.clone());
+            }
+            Write::new(instance, rt, "LAUNCH_FAILED")
+        };
+        self.write_tasks(key, vec![write]).await?;
+        self.submit(key, &[instance]).await
+    }
+
+    /// [`JobManager::apply_run_updates`] for updates other than refused launches.
+    async fn apply_in_waves(&self, key: u64, ups: &[&RunUpdate]) -> Vec<Result<(), JobError>> {
         let mut results: Vec<Result<(), JobError>> = Vec::with_capacity(ups.len());
         results.resize_with(ups.len(), || Ok(()));
         let mut next = 0;
@@ -1289,12 +1378,6 @@ impl JobManager {
             for (i, p) in wave {
                 results[i] = self.after_run_update(key, &p, now).await;
             }
-        }
-        if let Err(e) = self.drain_pass(key).await {
-            tracing::warn!(job = key, error = %e, "drain pass after run updates failed");
-        }
-        if let Err(e) = self.sync_job(key).await {
-            tracing::warn!(job = key, error = %e, "job runtime not updated after run updates; the next change retries");
         }
         results
     }
