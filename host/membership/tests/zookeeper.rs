@@ -178,14 +178,26 @@ async fn expired_leader_steps_down_before_successor_leads() {
 
     // Expire a's session while its process lives: open the same session from a second
     // client (the server drops a's connection) and close it (the server ends the session).
-    let session = members[0].session().unwrap();
-    let thief = zk::Client::connector()
-        .with_session(session)
-        .with_session_timeout(Duration::from_secs(2))
-        .connect(zookeeper())
-        .await
-        .unwrap();
-    drop(thief);
+    // a's client reconnects to its session at once when the server drops it, and may
+    // win the race against the thief's handshake (seen as a Timeout): try again then.
+    let mut stolen = false;
+    for attempt in 1..=5 {
+        let Some(session) = members[0].session() else { break };
+        match zk::Client::connector()
+            .with_session(session)
+            .with_session_timeout(Duration::from_secs(2))
+            .connect(zookeeper())
+            .await
+        {
+            Ok(thief) => {
+                drop(thief);
+                stolen = true;
+                break;
+            }
+            Err(e) => println!("taking a's session, attempt {attempt}: {e}"),
+        }
+    }
+    assert!(stolen, "could not take a's session over");
 
     let second = wait_for(
         &mut b,
