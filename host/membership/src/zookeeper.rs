@@ -227,7 +227,7 @@ impl ZooKeeperMembership {
     }
 
     /// The current session (id and password), if one is established. For diagnostics and
-    /// tests (a test expires a session by opening it from a second client and closing it).
+    /// tests and diagnostics (which session a member holds, to tell a new session from the old).
     pub fn session(&self) -> Option<zk::SessionInfo> {
         self.inner
             .session

@@ -164,7 +164,13 @@ async fn leader_shutdown_hands_over_quickly() {
 async fn expired_leader_steps_down_before_successor_leads() {
     init_tracing();
     let cluster = unique_cluster("expire");
-    let members = start_members(&cluster, Role::Hostmgr, &["a", "b", "c"]).await;
+    // a reaches ZooKeeper through a proxy that can cut it off.
+    let proxy = Proxy::start(zookeeper()).await;
+    let a_member = ZooKeeperMembership::start(zk_config(&proxy.addr, &cluster, "a", &[Role::Hostmgr])).unwrap();
+    a_member.wait_connected(SETTLE).await.unwrap();
+    wait_for(&mut a_member.watch(Role::Hostmgr), SETTLE, "a joins", |l| !matches!(l, Leadership::Unknown)).await;
+    let mut members = vec![a_member];
+    members.extend(start_members(&cluster, Role::Hostmgr, &["b", "c"]).await);
     let mut a = members[0].watch(Role::Hostmgr);
     let first =
         leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
@@ -176,29 +182,11 @@ async fn expired_leader_steps_down_before_successor_leads() {
     let overlaps = detect_two_leaders(members.iter().map(|m| m.watch(Role::Hostmgr)).collect());
     let old_session = members[0].session_id().unwrap();
 
-    // Expire a's session while its process lives: open the same session from a second
-    // client (the server drops a's connection) and close it (the server ends the session).
-    // a's client reconnects to its session at once when the server drops it, and may
-    // win the race against the thief's handshake (seen as a Timeout): try again then.
-    let mut stolen = false;
-    for attempt in 1..=5 {
-        let Some(session) = members[0].session() else { break };
-        match zk::Client::connector()
-            .with_session(session)
-            .with_session_timeout(Duration::from_secs(2))
-            .connect(zookeeper())
-            .await
-        {
-            Ok(thief) => {
-                drop(thief);
-                stolen = true;
-                break;
-            }
-            Err(e) => println!("taking a's session, attempt {attempt}: {e}"),
-        }
-    }
-    assert!(stolen, "could not take a's session over");
-
+    // Cut a off while its process lives: its connection drops and it cannot
+    // reconnect, so ZooKeeper expires its session after the session timeout;
+    // only then can b lead. a must have stepped down long before.
+    proxy.cut();
+    wait_for(&mut a, SETTLE, "a steps down when cut off", |l| !l.is_leader()).await;
     let second = wait_for(
         &mut b,
         SETTLE,
@@ -208,6 +196,7 @@ async fn expired_leader_steps_down_before_successor_leads() {
     .await;
     assert!(leader_epoch(&second).unwrap() > first);
     // a comes back with a fresh session, as a follower of b.
+    proxy.restore();
     wait_for(&mut a, SETTLE, "a follows b", |l| follows(l, "b")).await;
     assert_ne!(
         members[0].session_id(),
