@@ -226,8 +226,8 @@ impl ZooKeeperMembership {
             .map_err(|_| MembershipError::ConnectTimeout(timeout))?
     }
 
-    /// The current session (id and password), if one is established. For diagnostics and
-    /// tests and diagnostics (which session a member holds, to tell a new session from the old).
+    /// The current session (id and password), if one is established: for diagnostics and
+    /// tests (which session a member holds, to tell a new session from the old).
     pub fn session(&self) -> Option<zk::SessionInfo> {
         self.inner
             .session
