@@ -145,13 +145,8 @@ pub async fn serve(
     config: ApiConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ApiError> {
-    let addr = listener.local_addr().ok();
-    let router = router(roles, &config).await?;
-    tracing::info!(addr = ?addr, "API serving");
-    router
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
-        .await?;
-    Ok(())
+    tracing::info!(addr = ?listener.local_addr().ok(), "API listening");
+    serve_incoming(roles, tokio_stream::wrappers::TcpListenerStream::new(listener), config, shutdown).await
 }
 
 /// Like [`serve`], on connections accepted elsewhere (a highly available

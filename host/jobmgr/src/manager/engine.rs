@@ -69,6 +69,37 @@ struct Prepared {
     write: Option<Write>,
 }
 
+/// The next run of an instance whose launch on `host` was refused before
+/// anything started (by the launcher at once, or later by the host as
+/// `LAUNCH_REJECTED`): the resource manager's task is released (the caller
+/// submits the instance again), a stateful instance forgets the host, and
+/// the next placement avoids it (a daemon instance has only its host). No
+/// failure is counted.
+fn refused_launch(
+    rm: &mut paceline_resmgr::ResourceManager,
+    kind: JobKind,
+    t: &mut TaskEntry,
+    rm_task: Option<paceline_resmgr::TaskId>,
+    host: &str,
+    why: String,
+    now: u64,
+) -> TaskRuntime {
+    if let Some(id) = rm_task
+        && rm.kill(id, now).is_ok()
+    {
+        let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+    }
+    let mut rt = t.rt.next_run(now);
+    if matches!(kind, JobKind::Stateful | JobKind::Daemon) {
+        rt.host = t.rt.host.clone().filter(|h| h != host || kind == JobKind::Daemon);
+    }
+    rt.message = why;
+    if kind != JobKind::Daemon {
+        t.avoid_host = Some(host.to_string());
+    }
+    rt
+}
+
 /// Order of host-reported states: a redelivered older state never moves a task back.
 fn host_rank(s: TaskState) -> u8 {
     match s {
@@ -1094,13 +1125,13 @@ impl JobManager {
         .await;
         let mut writes = Vec::new();
         let mut retry = Vec::new();
-        let mut avoid: Vec<(u32, String)> = Vec::new();
         {
             let mut rm = self.rm();
-            let m = self.mem();
-            let Some(job) = m.jobs.get(&key) else {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok(());
             };
+            let kind = job.kind();
             for ((host, tasks), outcome) in hosts.iter().zip(outcomes) {
                 match outcome {
                     Ok(()) => {
@@ -1120,19 +1151,9 @@ impl JobManager {
                     Err(e) => {
                         tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
                         for &(i, id) in tasks {
-                            // Placed → back to READY: kill and requeue as a new gang below.
-                            if rm.kill(id, now).is_ok() {
-                                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
-                            }
-                            let t = &job.tasks[i as usize];
-                            let mut rt = t.rt.next_run(now);
-                            if matches!(job.kind(), JobKind::Stateful | JobKind::Daemon) {
-                                rt.host = t.rt.host.clone().filter(|h| {
-                                    h != host || job.kind() == JobKind::Daemon
-                                });
-                            }
-                            rt.message = format!("launch on {host} failed: {e}");
-                            avoid.push((i, host.clone()));
+                            let t = &mut job.tasks[i as usize];
+                            let why = format!("launch on {host} failed: {e}");
+                            let rt = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
                             retry.push(i);
                             writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
                         }
@@ -1141,16 +1162,6 @@ impl JobManager {
             }
         }
         self.write_tasks(key, writes).await?;
-        if !avoid.is_empty()
-            && let Some(job) = self.mem().jobs.get_mut(&key)
-        {
-            // The next placement of these runs goes elsewhere if it can.
-            for (i, host) in avoid {
-                if let Some(t) = job.tasks.get_mut(i as usize) {
-                    t.avoid_host = Some(host);
-                }
-            }
-        }
         if !retry.is_empty() {
             self.submit(key, &retry).await?;
         }
@@ -1265,19 +1276,9 @@ impl JobManager {
             {
                 return Ok(()); // stale, or already moved on
             }
-            if let Some(id) = t.rm_task.take()
-                && rm.kill(id, now).is_ok()
-            {
-                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
-            }
-            let mut rt = t.rt.next_run(now);
-            if matches!(kind, JobKind::Stateful | JobKind::Daemon) {
-                rt.host = t.rt.host.clone().filter(|h| *h != u.host || kind == JobKind::Daemon);
-            }
-            rt.message = format!("launch on {} refused: {}", u.host, u.message);
-            if kind != JobKind::Daemon {
-                t.avoid_host = Some(u.host.clone());
-            }
+            let rm_task = t.rm_task.take();
+            let why = format!("launch on {} refused: {}", u.host, u.message);
+            let rt = refused_launch(&mut rm, kind, t, rm_task, &u.host, why, now);
             Write::new(instance, rt, "LAUNCH_FAILED")
         };
         self.write_tasks(key, vec![write]).await?;
@@ -1344,13 +1345,16 @@ impl JobManager {
                 .iter_mut()
                 .filter_map(|(_, p)| p.write.take())
                 .collect();
-            let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
-            if let (Some(job_id), false) = (job_id, superseded.is_empty())
-                && let Err(e) = self.append_events(&job_id, superseded).await
-            {
-                tracing::warn!(job = key, error = %e, "events of superseded states not recorded");
-            }
             let written = self.write_tasks(key, writes).await;
+            // Only once the state they led to is written.
+            if written.is_ok() && !superseded.is_empty() {
+                let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
+                if let Some(job_id) = job_id
+                    && let Err(e) = self.append_events(&job_id, superseded).await
+                {
+                    tracing::warn!(job = key, error = %e, "events of superseded states not recorded");
+                }
+            }
             if written.is_err() {
                 for i in &folded {
                     results[*i] = Err(JobError::State("not written: folded into a failed write".into()));
