@@ -18,7 +18,7 @@
 //! [`Cluster::spawn`] runs the loops in the background on the wall clock.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use paceline_hostmgr::{HostEvent, HostEvents, HostManager, LeaseId};
@@ -132,7 +132,7 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// What one [`Cluster::step`] did.
+/// What one [`Cluster::step`] did, and where its time went.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StepReport {
     /// Host events handled.
@@ -141,6 +141,15 @@ pub struct StepReport {
     pub placed: usize,
     /// Kills the resource manager asked for.
     pub kills: usize,
+    /// Wall time spent handling host events (run updates written, the
+    /// lifecycle asked, inventory changes), both passes of the step.
+    pub host_events_time: Duration,
+    /// Wall time of the job manager's deadlines and the resource manager's
+    /// tick (admission, preemption) and the kills it asked for.
+    pub ticks_time: Duration,
+    /// Wall time of the placement round, launches included (the job
+    /// manager writes and launches placements inside the round).
+    pub placement_time: Duration,
 }
 
 impl Cluster {
@@ -242,7 +251,10 @@ impl Cluster {
     /// deadlines, the resource manager's tick (admission, preemption), a
     /// placement round, and the host events that produced.
     pub async fn step(&self, now_ms: u64) -> StepReport {
+        let started = Instant::now();
         let mut report = StepReport { host_events: self.pump_host_events().await, ..StepReport::default() };
+        report.host_events_time = started.elapsed();
+        let started = Instant::now();
         if let Err(e) = self.jobs.tick(now_ms).await {
             warn!(error = %e, "job manager tick failed");
         }
@@ -256,8 +268,13 @@ impl Cluster {
         {
             warn!(error = %e, "kills from the resource manager not handled");
         }
+        report.ticks_time = started.elapsed();
+        let started = Instant::now();
         report.placed = self.engine.run_round(now_ms).await.placed;
+        report.placement_time = started.elapsed();
+        let started = Instant::now();
         report.host_events += self.pump_host_events().await;
+        report.host_events_time += started.elapsed();
         report
     }
 

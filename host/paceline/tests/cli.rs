@@ -77,3 +77,22 @@ fn demo_places_the_sample_workload() {
     let again = paceline(&["demo", "--data-dir", dir.path().to_str().expect("utf-8")]);
     assert!(text(&again.stdout).contains("already active"));
 }
+
+#[test]
+fn bench_pipeline_launches_every_task_and_says_where_the_time_went() {
+    // A small run: 3 jobs of 4 instances on 6 simulated hosts.
+    let out = paceline(&["bench", "pipeline", "--jobs", "3", "--instances", "4", "--hosts", "6"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("pipeline: 12 tasks (3 jobs x 4) onto 6 simulated hosts"), "{stdout}");
+    assert!(stdout.contains("submit -> running per task (12 measured)"), "every task reached RUNNING: {stdout}");
+    assert!(stdout.contains("until all launched: creating jobs"), "{stdout}");
+    // At least one lifecycle call per task (its RUNNING) and one placement call.
+    let calls = |slot: &str| -> u64 {
+        let line = stdout.lines().find(|l| l.starts_with(&format!("plugin {slot} "))).unwrap_or_else(|| panic!("no {slot} line: {stdout}"));
+        let after = line.split("): ").nth(1).expect("calls");
+        after.split(' ').next().expect("number").parse().expect("a count")
+    };
+    assert!(calls("lifecycle/batch") >= 12, "{stdout}");
+    assert!(calls("placement/batch") >= 1, "{stdout}");
+}

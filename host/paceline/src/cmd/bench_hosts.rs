@@ -154,6 +154,23 @@ pub fn jobmgr(args: JobmgrBenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where `bench pipeline`'s wall time went, summed over the steps it ran.
+#[derive(Debug, Default)]
+struct Breakdown {
+    create: Duration,
+    placement: Duration,
+    host_events: Duration,
+    ticks: Duration,
+}
+
+impl Breakdown {
+    fn add(&mut self, step: &paceline::cluster::StepReport) {
+        self.placement += step.placement_time;
+        self.host_events += step.host_events_time;
+        self.ticks += step.ticks_time;
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -239,10 +256,12 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             };
             (format!("bench-{j}"), spec)
         };
+        let mut spent = Breakdown::default();
         let mut next = 0u32;
         while next < args.jobs {
             let wave: Vec<(String, JobConfig)> = (next..(next + 50).min(args.jobs)).map(make).collect();
             next += wave.len() as u32;
+            let creating = Instant::now();
             let created: Vec<Result<String, anyhow::Error>> = futures::stream::iter(wave)
                 .map(|(id, spec)| {
                     let jobs = cluster.jobs.clone();
@@ -251,12 +270,13 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
                 .buffer_unordered(CLIENTS)
                 .collect()
                 .await;
+            spent.create += creating.elapsed();
             for c in created {
                 ids.push(c?);
             }
             sim.advance(advance(&mut last)).await;
             cluster.hosts.sync().await?;
-            cluster.step(sim.now_ms()).await;
+            spent.add(&cluster.step(sim.now_ms()).await);
         }
         let submitted = wall.elapsed();
         while (sim.run_count() as u64) < total {
@@ -265,7 +285,7 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             }
             sim.advance(advance(&mut last).max(1)).await;
             cluster.hosts.sync().await?;
-            cluster.step(sim.now_ms()).await;
+            spent.add(&cluster.step(sim.now_ms()).await);
         }
         let launched = wall.elapsed();
         // Let STARTING/RUNNING reach the job manager, then read the runs' start times.
@@ -301,6 +321,21 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             pct(0.99),
             latencies.last().copied().unwrap_or(0)
         );
+        println!(
+            "until all launched: creating jobs {:.0} ms, placement rounds with launches {:.0} ms, host events (run updates) {:.0} ms, ticks {:.0} ms",
+            ms(spent.create),
+            ms(spent.placement),
+            ms(spent.host_events),
+            ms(spent.ticks)
+        );
+        for slot in cluster.registry.list() {
+            for v in slot.versions.iter().filter(|v| v.metrics.calls > 0) {
+                println!(
+                    "plugin {} ({}): {} calls, mean {} us, p99 <= {} us",
+                    slot.slot, v.record.id(), v.metrics.calls, v.metrics.mean_us, v.metrics.p99_us
+                );
+            }
+        }
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
