@@ -115,6 +115,7 @@ pub fn slot_pb(s: &SlotInfo) -> pb::PluginSlot {
                     errors: v.metrics.errors.clone().into_iter().collect(),
                     p50_us: v.metrics.p50_us,
                     p99_us: v.metrics.p99_us,
+                    batched: v.batched,
                 }
             })
             .collect(),

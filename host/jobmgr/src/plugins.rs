@@ -20,18 +20,18 @@ pub const SLOTS: [&str; 4] = [
 /// Registers the native fallback of every lifecycle slot.
 pub fn register_native_lifecycles(registry: &Registry) -> Result<(), paceline_plugin::PluginError> {
     let natives: [(&str, NativeLifecycle); 4] = [
-        ("lifecycle/batch", Arc::new(plugin_batch::Batch::on_event)),
+        ("lifecycle/batch", Arc::new(plugin_batch::Batch::on_events)),
         (
             "lifecycle/stateless",
-            Arc::new(plugin_stateless::Stateless::on_event),
+            Arc::new(plugin_stateless::Stateless::on_events),
         ),
         (
             "lifecycle/stateful",
-            Arc::new(plugin_stateful::Stateful::on_event),
+            Arc::new(plugin_stateful::Stateful::on_events),
         ),
         (
             "lifecycle/daemon",
-            Arc::new(plugin_daemon::Daemon::on_event),
+            Arc::new(plugin_daemon::Daemon::on_events),
         ),
     ];
     for (slot, f) in natives {

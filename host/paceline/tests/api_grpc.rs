@@ -445,6 +445,14 @@ async fn plugins_are_deployed_in_chunks_activated_and_rolled_back() {
     };
     let builtin = active(&mut plugins).await.active;
     assert!(!builtin.is_empty(), "the default plugin serves first");
+    // The built-in lifecycles answer a burst of events in one call (WIT 0.1.1).
+    let slots = plugins.list_plugins(pb::ListPluginsRequest {}).await.expect("list").into_inner().slots;
+    let batched = |name: &str| {
+        let s = slots.iter().find(|s| s.slot == name)?;
+        s.versions.iter().find(|v| v.id == s.active).map(|v| v.batched)
+    };
+    assert_eq!(batched("lifecycle/batch"), Some(true), "{slots:?}");
+    assert_eq!(batched("placement/batch"), Some(false), "{slots:?}");
 
     let bytes = paceline_plugin_artifacts::SPREAD;
     let chunk = bytes.len() / 5 + 1;

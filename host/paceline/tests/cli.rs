@@ -87,12 +87,13 @@ fn bench_pipeline_launches_every_task_and_says_where_the_time_went() {
     assert!(stdout.contains("pipeline: 12 tasks (3 jobs x 4) onto 6 simulated hosts"), "{stdout}");
     assert!(stdout.contains("submit -> running per task (12 measured)"), "every task reached RUNNING: {stdout}");
     assert!(stdout.contains("until all launched: creating jobs"), "{stdout}");
-    // At least one lifecycle call per task (its RUNNING) and one placement call.
+    // Lifecycle calls: one per job at least (its creation), and fewer than
+    // one per task: a job's burst of RUNNING updates is one `on-events` call.
     let calls = |slot: &str| -> u64 {
         let line = stdout.lines().find(|l| l.starts_with(&format!("plugin {slot} "))).unwrap_or_else(|| panic!("no {slot} line: {stdout}"));
         let after = line.split("): ").nth(1).expect("calls");
         after.split(' ').next().expect("number").parse().expect("a count")
     };
-    assert!(calls("lifecycle/batch") >= 12, "{stdout}");
+    assert!((3..12).contains(&calls("lifecycle/batch")), "{stdout}");
     assert!(calls("placement/batch") >= 1, "{stdout}");
 }

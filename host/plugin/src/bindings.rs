@@ -153,6 +153,15 @@ pub(crate) mod preemption {
 pub(crate) mod lifecycle {
     use super::sdk;
     wasmtime::component::bindgen!({ world: "lifecycle", path: "../../wit" });
+
+    /// The 0.1.1 world that adds `on-events`; its types are the ones above.
+    pub(crate) mod batched {
+        wasmtime::component::bindgen!({
+            world: "lifecycle-batched",
+            path: "../../wit",
+            with: { "paceline:scheduler": super::paceline::scheduler },
+        });
+    }
     resources_conversions!();
     use paceline::scheduler::lifecycle_types as w;
 
@@ -215,6 +224,10 @@ pub(crate) mod lifecycle {
                 exit_code: t.exit_code,
             })
             .collect()
+    }
+
+    pub(crate) fn events(e: &[sdk::Event]) -> Vec<w::Event> {
+        e.iter().map(event).collect()
     }
 
     pub(crate) fn event(e: &sdk::Event) -> w::Event {

@@ -44,8 +44,9 @@ pub struct Answer<T> {
     pub faults: Vec<CallError>,
 }
 
-/// A native policy for a lifecycle slot, registered by the job manager.
-pub type NativeLifecycle = Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &sdk::Event) -> Vec<sdk::Action> + Send + Sync>;
+/// A native policy for a lifecycle slot, registered by the job manager: the
+/// policy's `on_events` (one event is a list of one).
+pub type NativeLifecycle = Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &[sdk::Event]) -> Vec<sdk::Action> + Send + Sync>;
 
 /// Options of [`Registry::deploy`].
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +79,10 @@ pub struct VersionInfo {
     pub metrics: MetricsSnapshot,
     /// Warm instances it holds (each pins a pooled instance slot).
     pub warm_instances: usize,
+    /// A lifecycle component that answers a burst of events in one
+    /// `on-events` call (built against WIT 0.1.1 or later); `false` for
+    /// other worlds and for lifecycles built against 0.1.0.
+    pub batched: bool,
 }
 
 /// One slot as listed.
@@ -326,10 +331,16 @@ impl Registry {
                     validate::check_victims(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
             }
-            PreparedWorld::Lifecycle(_) => {
+            PreparedWorld::Lifecycle(_) | PreparedWorld::LifecycleBatched(_) => {
                 for (job, tasks, event) in samples::lifecycle() {
                     let hash = crate::runtime::input_hash(&(&job, &tasks, &event));
                     let out = self.runtime.call_lifecycle(&v.prepared, &job, &tasks, &event).map_err(|e| fail(hash.clone(), e))?;
+                    validate::check_actions(&job, &tasks, &out)
+                        .map_err(|e| fail(hash.clone(), (FaultKind::InvalidAnswer, e.to_string())))?;
+                    // The batched export too, with the event twice: the
+                    // path the job manager takes for bursts.
+                    let events = [event.clone(), event.clone()];
+                    let out = self.runtime.call_lifecycle_batch(&v.prepared, &job, &tasks, &events).map_err(|e| fail(hash.clone(), e))?;
                     validate::check_actions(&job, &tasks, &out)
                         .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
@@ -457,6 +468,7 @@ impl Registry {
                                 record: v.record(),
                                 metrics: v.metrics.snapshot(),
                                 warm_instances: v.prepared.warm_count(),
+                                batched: v.prepared.is_batched(),
                             })
                             .collect()
                     })
@@ -665,12 +677,42 @@ impl Registry {
         }
         let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
         let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> =
-            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, event)) as Box<dyn Fn() -> Vec<sdk::Action>>));
+            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, std::slice::from_ref(event))) as Box<dyn Fn() -> Vec<sdk::Action>>));
         let runtime = &self.runtime;
         self.serve(
             &slot,
             &(job, tasks, event),
             |p| runtime.call_lifecycle(p, job, tasks, event),
+            |o| validate::check_actions(job, tasks, o),
+            native,
+        )
+    }
+}
+
+impl Registry {
+    /// Asks a lifecycle slot about several events of one job in one call
+    /// (`on-events`, WIT 0.1.1). A component built against 0.1.0, and the
+    /// native fallback, answer each event in turn against the same views;
+    /// the answers are concatenated.
+    pub fn on_events(
+        &self,
+        slot_name: &str,
+        job: &sdk::JobView,
+        tasks: &[sdk::TaskView],
+        events: &[sdk::Event],
+    ) -> Result<Answer<Vec<sdk::Action>>, PluginError> {
+        let slot = self.slot(slot_name)?;
+        if slot.world != World::Lifecycle {
+            return Err(PluginError::UnknownSlot(slot_name.to_string()));
+        }
+        let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
+        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> =
+            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, events)) as Box<dyn Fn() -> Vec<sdk::Action>>));
+        let runtime = &self.runtime;
+        self.serve(
+            &slot,
+            &(job, tasks, events),
+            |p| runtime.call_lifecycle_batch(p, job, tasks, events),
             |o| validate::check_actions(job, tasks, o),
             native,
         )

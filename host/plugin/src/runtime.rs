@@ -57,6 +57,7 @@ enum WarmInstance {
     Placement(bindings::placement::Placement),
     Preemption(bindings::preemption::Preemption),
     Lifecycle(bindings::lifecycle::Lifecycle),
+    LifecycleBatched(bindings::lifecycle::batched::LifecycleBatched),
 }
 
 /// Warm instances kept per version: enough for the calls that overlap on
@@ -73,6 +74,12 @@ impl Prepared {
         }
     }
 
+    /// Whether this is a lifecycle component that answers many events in
+    /// one `on-events` call (WIT 0.1.1); `false` for one built against 0.1.0.
+    pub fn is_batched(&self) -> bool {
+        matches!(self.0, PreparedWorld::LifecycleBatched(_))
+    }
+
     /// Warm instances held now.
     pub(crate) fn warm_count(&self) -> usize {
         self.1.lock().map(|p| p.len()).unwrap_or(0)
@@ -83,7 +90,10 @@ impl Prepared {
 pub(crate) enum PreparedWorld {
     Placement(bindings::placement::PlacementPre<CallState>),
     Preemption(bindings::preemption::PreemptionPre<CallState>),
+    /// A 0.1.0 lifecycle: `on-event` only.
     Lifecycle(bindings::lifecycle::LifecyclePre<CallState>),
+    /// A 0.1.1 lifecycle that also exports `on-events`.
+    LifecycleBatched(bindings::lifecycle::batched::LifecycleBatchedPre<CallState>),
 }
 
 /// The plugin runtime: one wasmtime engine with its settings.
@@ -249,7 +259,12 @@ impl PluginRuntime {
         Ok(Prepared(match world {
             World::Placement => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
             World::Preemption => PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?),
-            World::Lifecycle => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
+            // The batched world first; a component without `on-events`
+            // (built against 0.1.0) is called once per event.
+            World::Lifecycle => match bindings::lifecycle::batched::LifecycleBatchedPre::new(pre.clone()) {
+                Ok(batched) => PreparedWorld::LifecycleBatched(batched),
+                Err(_) => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
+            },
         }, Arc::new(Mutex::new(Vec::new()))))
     }
 
@@ -316,6 +331,7 @@ impl PluginRuntime {
                     PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
                     PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
                     PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(WarmInstance::Lifecycle),
+                    PreparedWorld::LifecycleBatched(pre) => pre.instantiate(&mut store).map(WarmInstance::LifecycleBatched),
                 }
                 .map_err(|e| classify(e, &store, true))?;
                 Warm { store, instance, calls: 0 }
@@ -380,10 +396,37 @@ impl PluginRuntime {
         let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::event(event));
         let out = self.with_instance(prepared, |store, instance| match instance {
             WarmInstance::Lifecycle(i) => i.call_on_event(store, &j, &t, e),
+            WarmInstance::LifecycleBatched(i) => i.call_on_event(store, &j, &t, e),
             _ => Err(wasmtime::Error::msg("not a lifecycle component")),
         })?;
         Ok(bindings::lifecycle::actions(out))
     }
+
+    /// Calls `on-events` once, or, for a component without it (0.1.0),
+    /// `on-event` once per event against the same views, concatenating the
+    /// answers. The views are lowered once per call either way.
+    pub(crate) fn call_lifecycle_batch(
+        &self,
+        prepared: &Prepared,
+        job: &sdk::JobView,
+        tasks: &[sdk::TaskView],
+        events: &[sdk::Event],
+    ) -> Result<Vec<sdk::Action>, (FaultKind, String)> {
+        let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::events(events));
+        let out = self.with_instance(prepared, |store, instance| match instance {
+            WarmInstance::LifecycleBatched(i) => i.call_on_events(store, &j, &t, &e),
+            WarmInstance::Lifecycle(i) => {
+                let mut all = Vec::new();
+                for e in e {
+                    all.extend(i.call_on_event(&mut *store, &j, &t, e)?);
+                }
+                Ok(all)
+            }
+            _ => Err(wasmtime::Error::msg("not a lifecycle component")),
+        })?;
+        Ok(bindings::lifecycle::actions(out))
+    }
+
 }
 
 /// Turns a wasmtime error into a fault kind and a message an operator can act on.
@@ -424,6 +467,7 @@ impl std::fmt::Debug for Prepared {
             PreparedWorld::Placement(_) => "Prepared(placement)",
             PreparedWorld::Preemption(_) => "Prepared(preemption)",
             PreparedWorld::Lifecycle(_) => "Prepared(lifecycle)",
+            PreparedWorld::LifecycleBatched(_) => "Prepared(lifecycle-batched)",
         })
     }
 }

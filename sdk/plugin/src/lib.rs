@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | `placement` | [`PlacementPolicy`] | [`export_placement!`] | which host each task of a round goes to |
 //! | `preemption` | [`PreemptionPolicy`] | [`export_preemption!`] | which running tasks to stop |
-//! | `lifecycle` | [`LifecyclePolicy`] | [`export_lifecycle!`] | how a job kind reacts to events |
+//! | `lifecycle-batched` (or `lifecycle`) | [`LifecyclePolicy`] | [`export_lifecycle!`] | how a job kind reacts to events |
 //!
 //! ```ignore
 //! use paceline_plugin_sdk::prelude::*;
@@ -54,7 +54,7 @@ pub mod harness;
 pub mod wasm;
 
 /// The version of the WIT package this SDK implements.
-pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.0";
+pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.1";
 
 /// Everything a policy usually needs.
 pub mod prelude {
@@ -85,6 +85,30 @@ pub trait PreemptionPolicy {
 pub trait LifecyclePolicy {
     /// React to one event with actions for the runtime to take.
     fn on_event(job: &types::JobView, tasks: &[types::TaskView], event: &types::Event) -> Vec<types::Action>;
+
+    /// React to several events of one job at once (WIT 0.1.1, `on-events`).
+    /// The runtime calls it with every task change of a burst (a hundred
+    /// instances reaching RUNNING), so one call replaces a hundred.
+    ///
+    /// The default asks [`LifecyclePolicy::on_event`] about each event in
+    /// turn, against the same views, and concatenates the answers, keeping
+    /// the first of identical actions (ten instances that succeeded each
+    /// find the job done; it is marked once). The runtime also carries out a
+    /// repeated action only once. Override it when a job-wide decision (is
+    /// every instance done? which update batch is next?) costs a pass over
+    /// the tasks and the events are many: make it once per call.
+    fn on_events(job: &types::JobView, tasks: &[types::TaskView], events: &[types::Event]) -> Vec<types::Action> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for e in events {
+            for a in Self::on_event(job, tasks, e) {
+                if seen.insert(a.clone()) {
+                    out.push(a);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Exports a [`PlacementPolicy`] as the component's `placement` world.
@@ -136,7 +160,8 @@ macro_rules! export_preemption {
     };
 }
 
-/// Exports a [`LifecyclePolicy`] as the component's `lifecycle` world.
+/// Exports a [`LifecyclePolicy`] as the component's `lifecycle-batched`
+/// world (`on-event` and `on-events`; a 0.1.0 host uses only `on-event`).
 #[macro_export]
 macro_rules! export_lifecycle {
     ($policy:ty) => {
@@ -154,6 +179,13 @@ macro_rules! export_lifecycle {
                     event: $crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::Event,
                 ) -> ::std::vec::Vec<$crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::Action> {
                     $crate::wasm::lifecycle::run::<$policy>(job, tasks, event)
+                }
+                fn on_events(
+                    job: $crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::JobView,
+                    tasks: ::std::vec::Vec<$crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::TaskView>,
+                    events: ::std::vec::Vec<$crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::Event>,
+                ) -> ::std::vec::Vec<$crate::wasm::lifecycle::paceline::scheduler::lifecycle_types::Action> {
+                    $crate::wasm::lifecycle::run_batch::<$policy>(job, tasks, events)
                 }
             }
             $crate::wasm::lifecycle::export_lifecycle_world!(PacelineLifecycleGuest with_types_in $crate::wasm::lifecycle);

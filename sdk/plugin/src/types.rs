@@ -1,4 +1,4 @@
-//! Plain Rust mirrors of the `paceline:scheduler@0.1.0` WIT types.
+//! Plain Rust mirrors of the `paceline:scheduler@0.1.1` WIT types.
 //!
 //! Field names and meanings are those of `wit/types.wit`; see there for the
 //! contract. These types are what a policy reads and returns, what scenario
@@ -444,7 +444,7 @@ pub enum Event {
 }
 
 /// A delayed restart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Restart {
     /// Instance number.
@@ -454,7 +454,7 @@ pub struct Restart {
 }
 
 /// What the runtime should do for a job.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Start a new run of an instance.

@@ -187,11 +187,13 @@ pub mod preemption {
     }
 }
 
-/// The `lifecycle` world.
+/// The `lifecycle-batched` world (0.1.1): `on-event` and `on-events`. A
+/// host that knows only 0.1.0's `lifecycle` world calls `on-event` and
+/// ignores the other export, so one build serves both.
 pub mod lifecycle {
     use super::sdk;
     wit_bindgen::generate!({
-        world: "lifecycle",
+        world: "lifecycle-batched",
         path: "../../wit",
         pub_export_macro: true,
         export_macro_name: "export_lifecycle_world",
@@ -221,9 +223,8 @@ pub mod lifecycle {
         map_enum!(s, sdk::JobState => w::JobState, [Initialized, Pending, Running, Succeeded, Failed, Killed, Killing])
     }
 
-    /// Runs a policy on lifted inputs.
-    pub fn run<P: crate::LifecyclePolicy>(job: w::JobView, tasks: Vec<w::TaskView>, event: w::Event) -> Vec<w::Action> {
-        let job = sdk::JobView {
+    fn job(job: w::JobView) -> sdk::JobView {
+        sdk::JobView {
             kind: map_enum!(job.kind, w::JobKind => sdk::JobKind, [Batch, Stateless, Stateful, Daemon]),
             state: job_state_in(job.state),
             instance_count: job.instance_count,
@@ -243,8 +244,11 @@ pub mod lifecycle {
                 failed: u.failed,
             }),
             matching_hosts: job.matching_hosts,
-        };
-        let tasks: Vec<sdk::TaskView> = tasks
+        }
+    }
+
+    fn tasks(tasks: Vec<w::TaskView>) -> Vec<sdk::TaskView> {
+        tasks
             .into_iter()
             .map(|t| sdk::TaskView {
                 instance: t.instance,
@@ -257,8 +261,11 @@ pub mod lifecycle {
                 running_for_ms: t.running_for_ms,
                 exit_code: t.exit_code,
             })
-            .collect();
-        let event = match event {
+            .collect()
+    }
+
+    fn event(event: w::Event) -> sdk::Event {
+        match event {
             w::Event::JobCreated => sdk::Event::JobCreated,
             w::Event::TaskChanged(c) => {
                 sdk::Event::TaskChanged(sdk::TaskChange { instance: c.instance, state: task_state(c.state) })
@@ -268,8 +275,11 @@ pub mod lifecycle {
             w::Event::HostsChanged => sdk::Event::HostsChanged,
             w::Event::Scaled => sdk::Event::Scaled,
             w::Event::KillRequested => sdk::Event::KillRequested,
-        };
-        P::on_event(&job, &tasks, &event)
+        }
+    }
+
+    fn actions(actions: Vec<sdk::Action>) -> Vec<w::Action> {
+        actions
             .into_iter()
             .map(|a| match a {
                 sdk::Action::Launch(i) => w::Action::Launch(i),
@@ -282,5 +292,16 @@ pub mod lifecycle {
                 sdk::Action::UpdateFinished(r) => w::Action::UpdateFinished(r),
             })
             .collect()
+    }
+
+    /// Runs a policy's `on_event` on lifted inputs.
+    pub fn run<P: crate::LifecyclePolicy>(j: w::JobView, t: Vec<w::TaskView>, e: w::Event) -> Vec<w::Action> {
+        actions(P::on_event(&job(j), &tasks(t), &event(e)))
+    }
+
+    /// Runs a policy's `on_events` on lifted inputs.
+    pub fn run_batch<P: crate::LifecyclePolicy>(j: w::JobView, t: Vec<w::TaskView>, e: Vec<w::Event>) -> Vec<w::Action> {
+        let events: Vec<sdk::Event> = e.into_iter().map(event).collect();
+        actions(P::on_events(&job(j), &tasks(t), &events))
     }
 }

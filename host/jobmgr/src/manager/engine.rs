@@ -629,16 +629,30 @@ impl JobManager {
     /// [`JobManager::drive`] without writing the job's runtime (a caller
     /// handling many events writes it once at the end).
     async fn drive_rounds(&self, key: u64, event: sdk::Event) -> Result<(), JobError> {
-        let mut event = Some(event);
+        self.drive_rounds_many(key, vec![event]).await
+    }
+
+    /// [`JobManager::drive_rounds`] for several events of one job: one
+    /// lifecycle call for all of them (`on-events`), its answer carried out
+    /// once, then single follow-ups as needed.
+    async fn drive_rounds_many(&self, key: u64, events: Vec<sdk::Event>) -> Result<(), JobError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut events = events;
         for _ in 0..MAX_ROUNDS {
-            let Some(e) = event.take() else { break };
-            let actions = self.ask(key, e).await?;
-            event = self.execute(key, actions).await?;
+            let actions = self.ask(key, events).await?;
+            match self.execute(key, actions).await? {
+                Some(e) => events = vec![e],
+                None => break,
+            }
         }
         Ok(())
     }
 
-    async fn ask(&self, key: u64, event: sdk::Event) -> Result<Vec<sdk::Action>, JobError> {
+    /// One lifecycle call about `events` (in the order they happened),
+    /// against views of the job as it is now.
+    async fn ask(&self, key: u64, events: Vec<sdk::Event>) -> Result<Vec<sdk::Action>, JobError> {
         let now = self.now();
         let (slot, job, tasks) = {
             let m = self.mem();
@@ -661,15 +675,17 @@ impl JobManager {
         };
         let registry = self.registry.clone();
         let answer =
-            tokio::task::spawn_blocking(move || registry.on_event(&slot, &job, &tasks, &event))
+            tokio::task::spawn_blocking(move || registry.on_events(&slot, &job, &tasks, &events))
                 .await
                 .map_err(|e| JobError::Plugin(e.to_string()))?
                 .map_err(|e| JobError::Plugin(e.to_string()))?;
         Ok(answer.value)
     }
 
-    /// Carries out lifecycle actions. Returns a follow-up event when the
-    /// update moved without any run changing (so the plugin must be asked again).
+    /// Carries out lifecycle actions, each distinct action once (an answer
+    /// to many events may repeat a job-wide decision). Returns a follow-up
+    /// event when the update moved without any run changing (so the plugin
+    /// must be asked again).
     async fn execute(
         &self,
         key: u64,
@@ -678,7 +694,11 @@ impl JobManager {
         let mut follow = None;
         let mut launch = Vec::new();
         let mut kill = Vec::new();
+        let mut seen = std::collections::HashSet::with_capacity(actions.len());
         for a in actions {
+            if !seen.insert(a.clone()) {
+                continue;
+            }
             match a {
                 sdk::Action::Launch(i) => launch.push(i),
                 sdk::Action::Kill(i) => kill.push(i),
@@ -1379,8 +1399,29 @@ impl JobManager {
                 }
                 continue;
             }
+            // Every change of the wave goes to the lifecycle in one call.
+            let mut events = Vec::with_capacity(wave.len());
+            let mut asked = Vec::with_capacity(wave.len());
             for (i, p) in wave {
-                results[i] = self.after_run_update(key, &p, now).await;
+                match self.after_run_update(key, &p, now).await {
+                    Ok(Some(e)) => {
+                        if !(e == sdk::Event::UpdateChanged && events.contains(&e)) {
+                            events.push(e);
+                        }
+                        asked.push(i);
+                    }
+                    Ok(None) => {}
+                    Err(e) => results[i] = Err(e),
+                }
+            }
+            if let Err(e) = self.drive_rounds_many(key, events).await {
+                // The writes are durable; what failed is carrying out the
+                // lifecycle's answer. Reported on the updates that asked, as
+                // when each asked alone.
+                let msg = e.to_string();
+                for i in asked {
+                    results[i] = Err(JobError::Plugin(msg.clone()));
+                }
             }
         }
         results
@@ -1481,14 +1522,15 @@ impl JobManager {
     }
 
     /// What follows a written run update: the resource manager hears of it,
-    /// a max-run-time deadline is set, update progress moves, and the
-    /// lifecycle is asked (a run killed while its goal is to run restarts).
-    async fn after_run_update(&self, key: u64, p: &Prepared, now: u64) -> Result<(), JobError> {
+    /// a max-run-time deadline is set, update progress moves, and a run
+    /// killed while its goal is to run restarts. Returns the event the
+    /// lifecycle must hear (the caller asks once for the whole wave).
+    async fn after_run_update(&self, key: u64, p: &Prepared, now: u64) -> Result<Option<sdk::Event>, JobError> {
         let (instance, to, changed) = (p.instance, p.to, p.changed);
         let (rm_task, goal, max_run) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {
-                return Ok(());
+                return Ok(None);
             };
             let t = &job.tasks[instance as usize];
             (t.rm_task, t.rt.goal, job.config().sla.max_run_time_secs)
@@ -1522,15 +1564,15 @@ impl JobManager {
             } else {
                 self.start_runs(key, &[instance], "RESTART").await?;
             }
-            self.drive_rounds(key, sdk::Event::UpdateChanged).await?;
+            Ok(Some(sdk::Event::UpdateChanged))
         } else if changed || p.health_changed || progressed {
-            let ev = sdk::Event::TaskChanged(sdk::TaskChange {
+            Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange {
                 instance,
                 state: views::task_state(to),
-            });
-            self.drive_rounds(key, ev).await?;
+            })))
+        } else {
+            Ok(None)
         }
-        Ok(())
     }
 
     /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries.

@@ -123,7 +123,7 @@ fn preemption_slot_and_lifecycle_natives() {
     // A lifecycle slot has no built-in policy until the job manager registers one.
     let job = JobView { instance_count: 2, ..JobView::default() };
     assert!(reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).is_err());
-    reg.set_native_lifecycle("lifecycle/batch", Arc::new(|j: &JobView, _: &[TaskView], _: &Event| (0..j.instance_count).map(Action::Launch).collect()))
+    reg.set_native_lifecycle("lifecycle/batch", Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| (0..j.instance_count).map(Action::Launch).collect()))
         .expect("registers");
     let a = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
     assert_eq!(a.value, vec![Action::Launch(0), Action::Launch(1)]);
@@ -154,4 +154,63 @@ fn only_the_active_version_keeps_warm_instances() {
     assert_eq!(warm(&reg, "binpack@2"), 0);
     reg.rollback("placement/batch").expect("rolls back");
     assert_eq!(warm(&reg, "binpack@3"), 0, "a rolled-back version gives its slots back");
+}
+
+/// A lifecycle built with the 0.1.1 SDK answers a burst in one call; one
+/// built against 0.1.0 (kept as a fixture: `tests/fixtures/batch-sdk-0.1.0.wasm`
+/// is the `batch` plugin as built before `on-events` existed) still links
+/// against this host and answers the same burst one event at a time, with
+/// the same actions.
+#[test]
+fn lifecycles_of_both_wit_versions_answer_a_burst() {
+    const BATCH_0_1_0: &[u8] = include_bytes!("../fixtures/batch-sdk-0.1.0.wasm");
+    let reg = registry(runtime());
+    reg.deploy("lifecycle/batch", "batch", "new", artifacts::BATCH, DeployOptions::default()).expect("0.1.1 deploys");
+    reg.deploy("lifecycle/batch", "batch", "old", BATCH_0_1_0, DeployOptions::default()).expect("0.1.0 deploys");
+    let batched = |id: &str| {
+        reg.list()
+            .into_iter()
+            .flat_map(|s| s.versions)
+            .find(|v| v.record.id() == id)
+            .map(|v| (v.batched, v.metrics.calls))
+            .expect("listed")
+    };
+    assert!(batched("batch@new").0, "built with the 0.1.1 SDK: on-events");
+    assert!(!batched("batch@old").0, "built against 0.1.0: on-event only");
+
+    // Ten instances: 0..=2 just succeeded, 3 failed, the rest run.
+    let job = JobView { kind: JobKind::Batch, state: JobState::Running, instance_count: 10, max_failures_per_instance: 3, ..JobView::default() };
+    let tasks: Vec<TaskView> = (0..10)
+        .map(|i| TaskView {
+            instance: i,
+            state: match i {
+                0..=2 => TaskState::Succeeded,
+                3 => TaskState::Failed,
+                _ => TaskState::Running,
+            },
+            failures: u32::from(i == 3),
+            ..TaskView::default()
+        })
+        .collect();
+    let events: Vec<Event> =
+        (0..4).map(|i| Event::TaskChanged(TaskChange { instance: i, state: tasks[i as usize].state })).collect();
+    let expected: Vec<Action> = events.iter().flat_map(|e| <plugin_batch::Batch as paceline_plugin_sdk::LifecyclePolicy>::on_event(&job, &tasks, e)).collect();
+    assert_eq!(expected, vec![Action::RestartAfter(Restart { instance: 3, delay_ms: 1_000 })]);
+
+    for id in ["batch@new", "batch@old"] {
+        reg.activate("lifecycle/batch", id).expect("activates");
+        let before = batched(id).1;
+        let a = reg.on_events("lifecycle/batch", &job, &tasks, &events).expect("answers");
+        assert_eq!(a.served_by, ServedBy::Version(id.to_string()));
+        assert_eq!(a.value, expected, "{id}");
+        assert_eq!(batched(id).1, before + 1, "{id}: one call for the burst, whichever export served it");
+    }
+
+    // Every instance done: each of the ten events finds the job finished;
+    // the 0.1.1 component says so once.
+    let done: Vec<TaskView> = tasks.iter().map(|t| TaskView { state: TaskState::Succeeded, failures: 0, ..t.clone() }).collect();
+    let all: Vec<Event> = (0..10).map(|i| Event::TaskChanged(TaskChange { instance: i, state: TaskState::Succeeded })).collect();
+    reg.activate("lifecycle/batch", "batch@new").expect("activates");
+    let a = reg.on_events("lifecycle/batch", &job, &done, &all).expect("answers");
+    assert_eq!(a.value, vec![Action::MarkJob(JobState::Succeeded)]);
 }

@@ -188,8 +188,11 @@ fn slot_table(slots: &[pb::PluginSlot]) -> String {
         for v in &s.versions {
             let errors: u64 = v.errors.values().sum();
             // A slot whose active id is this version says so even if the state lags.
-            let state =
+            let mut state =
                 if v.id == s.active && v.state != "active" { format!("{} (active)", v.state) } else { v.state.clone() };
+            if v.batched {
+                state.push_str(", batched");
+            }
             t.row(vec![
                 s.slot.clone(),
                 v.id.clone(),

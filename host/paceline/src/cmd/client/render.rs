@@ -189,6 +189,7 @@ pub fn plugin_slot(s: &pb::PluginSlot) -> Value {
                 "errors": v.errors.iter().collect::<std::collections::BTreeMap<_, _>>(),
                 "p50_us": v.p50_us,
                 "p99_us": v.p99_us,
+                "batched": v.batched,
             })
         })
         .collect();
