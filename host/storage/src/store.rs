@@ -91,7 +91,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Appends state-change events of a task. An event equal in (run, to,
     /// at_ms) to a stored one replaces it, so retries do not duplicate.
-    /// At most [`crate::limits::MAX_EVENTS_PER_TASK`] are kept per task.
+    /// At most [`crate::limits::MAX_EVENTS_PER_TASK`] are returned per task;
+    /// a backend may keep a few more between trims (SQLite trims every 25).
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()>;
 
     /// Appends events of many tasks of one job, as (instance, event), with

@@ -1000,7 +1000,7 @@ impl JobManager {
 
     /// Placement chose hosts for tasks under offer lease `lease_id`. For each
     /// task still waiting: write LAUNCHING with its host (events PLACED,
-    /// LAUNCHING), launch the runs per host, then write LAUNCHED and report
+    /// LAUNCHING), launch the runs per host, then note LAUNCHED and report
     /// PLACED and STARTLAUNCH to the resource manager (the placement engine
     /// must not report `Placed` itself). A failed launch gives the task back
     /// to the resource manager (`placement_failed`: READY after a backoff)
@@ -1144,6 +1144,7 @@ impl JobManager {
         )
         .await;
         let mut writes = Vec::new();
+        let mut launched = Vec::new();
         let mut retry = Vec::new();
         {
             let mut rm = self.rm();
@@ -1156,15 +1157,33 @@ impl JobManager {
                 match outcome {
                     Ok(()) => {
                         for &(i, id) in tasks {
-                            let t = &job.tasks[i as usize];
+                            let t = &mut job.tasks[i as usize];
                             if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
                                 let _ = rm.task_event(id, RmEvent::StartLaunch, now);
                             }
                             // A run update may already have moved it further.
+                            // LAUNCHED is the mirror's state and an event, not
+                            // a runtime write of its own: recovery treats a
+                            // stored LAUNCHING exactly as LAUNCHED (both wait
+                            // for the host's report, see `table`), so the
+                            // task's next write (its STARTING or RUNNING)
+                            // carries it. One compare-and-set per task less.
                             if t.rt.state == TaskState::Launching {
-                                let mut rt = t.rt.clone();
-                                rt.state = TaskState::Launched;
-                                writes.push(Write::new(i, rt, "LAUNCHED"));
+                                t.rt.state = TaskState::Launched;
+                                t.rt.reason = "LAUNCHED".into();
+                                t.rt.updated_at_ms = now;
+                                launched.push((
+                                    i,
+                                    TaskEvent {
+                                        run: t.rt.run,
+                                        from: Some(TaskState::Launching),
+                                        to: TaskState::Launched,
+                                        at_ms: now,
+                                        host: t.rt.host.clone(),
+                                        reason: "LAUNCHED".into(),
+                                        message: String::new(),
+                                    },
+                                ));
                             }
                         }
                     }
@@ -1181,6 +1200,7 @@ impl JobManager {
                 }
             }
         }
+        self.append_events(&job_id, launched).await?;
         self.write_tasks(key, writes).await?;
         if !retry.is_empty() {
             self.submit(key, &retry).await?;

@@ -43,7 +43,21 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Writer,
     readers: Arc<Mutex<Vec<Connection>>>,
+    /// Events appended per task since its history was last trimmed, by job
+    /// (touched only on the writer thread). See `append_job_events`.
+    trims: Arc<Mutex<TrimCounts>>,
 }
+
+/// Job id → instance → events appended since the last trim.
+type TrimCounts = std::collections::HashMap<String, std::collections::HashMap<u32, usize>>;
+
+/// A task's history is trimmed back to [`limits::MAX_EVENTS_PER_TASK`] once
+/// this many events were appended to it since the last trim (and on its
+/// first append after the store opened, when the count is unknown). Trimming
+/// on every append was one DELETE per task per write, most of them finding
+/// nothing to delete: a task lives through about seven events. Reads never
+/// return more than the bound, so the slack is invisible.
+const TRIM_EVERY: usize = 25;
 
 impl SqliteStore {
     /// Opens (creating) the database at `path`, migrates it, and starts the
@@ -70,7 +84,8 @@ impl SqliteStore {
         conn.pragma_update(None, "cache_size", -65_536).map_err(db)?;
         schema::migrate(&mut conn)?;
         tracing::info!(path = %path.display(), schema = SCHEMA_VERSION, "sqlite store open");
-        Ok(SqliteStore { path, writer: Writer::start(conn)?, readers: Arc::new(Mutex::new(Vec::new())) })
+        let writer = Writer::start(conn, &path)?;
+        Ok(SqliteStore { path, writer, readers: Arc::new(Mutex::new(Vec::new())), trims: Arc::default() })
     }
 
     /// The database file.
@@ -385,12 +400,16 @@ impl Store for SqliteStore {
 
     async fn delete_job(&self, id: &str) -> Result<()> {
         let id = id.to_string();
+        let trims = self.trims.clone();
         self.write(move |conn| {
             if !job_exists(conn, &id)? {
                 return Err(StoreError::not_found("job", &id));
             }
             for table in ["jobs", "job_labels", "job_configs", "tasks", "task_events"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), params![id]).map_err(db)?;
+            }
+            if let Ok(mut t) = trims.lock() {
+                t.remove(&id);
             }
             Ok(())
         })
@@ -409,6 +428,7 @@ impl Store for SqliteStore {
             rows.push((*instance, rt.state.as_str(), body));
         }
         let job_id = job_id.to_string();
+        let trims = self.trims.clone();
         self.write(move |conn| {
             if !job_exists(conn, &job_id)? {
                 return Err(StoreError::not_found("job", &job_id));
@@ -423,6 +443,13 @@ impl Store for SqliteStore {
                     }
                     e => db(e),
                 })?;
+            }
+            // New tasks have no history: nothing to trim until TRIM_EVERY.
+            if let Ok(mut t) = trims.lock() {
+                let counts = t.entry(job_id.clone()).or_default();
+                for (instance, ..) in &rows {
+                    counts.insert(*instance, 0);
+                }
             }
             Ok(())
         })
@@ -497,6 +524,7 @@ impl Store for SqliteStore {
             rows.push((*instance, e.at_ms, e.run, e.to.as_str(), body));
         }
         let job_id = job_id.to_string();
+        let trims = self.trims.clone();
         self.write(move |conn| {
             let mut ins = conn
                 .prepare_cached(
@@ -518,13 +546,15 @@ impl Store for SqliteStore {
                       ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT 1 OFFSET ?3)",
                 )
                 .map_err(db)?;
-            let mut last = None;
+            let mut counts = trims.lock().map_err(|_| StoreError::Backend("trim counts poisoned".into()))?;
+            let counts = counts.entry(job_id.clone()).or_default();
             for (instance, ..) in &rows {
-                if last == Some(*instance) {
-                    continue;
+                let n = counts.entry(*instance).or_insert(TRIM_EVERY);
+                *n += 1;
+                if *n > TRIM_EVERY {
+                    trim.execute(params![job_id, instance, (limits::MAX_EVENTS_PER_TASK - 1) as i64]).map_err(db)?;
+                    *n = 0;
                 }
-                last = Some(*instance);
-                trim.execute(params![job_id, instance, (limits::MAX_EVENTS_PER_TASK - 1) as i64]).map_err(db)?;
             }
             Ok(())
         })
@@ -542,7 +572,8 @@ impl Store for SqliteStore {
                 )
                 .map_err(db)?;
             let rows = stmt
-                .query_map(params![job_id, instance, limit], |r| r.get::<_, String>(0))
+                // History is trimmed in steps (TRIM_EVERY): never show more than the bound.
+                .query_map(params![job_id, instance, limit.min(limits::MAX_EVENTS_PER_TASK as u32)], |r| r.get::<_, String>(0))
                 .map_err(db)?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db)?;
