@@ -84,7 +84,7 @@ impl SqliteStore {
         conn.pragma_update(None, "cache_size", -65_536).map_err(db)?;
         schema::migrate(&mut conn)?;
         tracing::info!(path = %path.display(), schema = SCHEMA_VERSION, "sqlite store open");
-        let writer = Writer::start(conn, &path)?;
+        let writer = Writer::start(conn)?;
         Ok(SqliteStore { path, writer, readers: Arc::new(Mutex::new(Vec::new())), trims: Arc::default() })
     }
 

@@ -67,6 +67,71 @@ async fn concurrent_writers_share_commits() {
     assert_eq!(s.tasks_of_job("g", &[]).await.expect("tasks").len(), 400);
 }
 
+/// Event history is trimmed in steps, not on every append: appended one at
+/// a time, a task's stored rows stay within the bound plus one step, reads
+/// return exactly the bound, newest first; a reopened store (no counts)
+/// trims on the task's first append.
+#[tokio::test]
+async fn event_history_stays_bounded_when_trimmed_in_steps() {
+    use paceline_model::task::{TaskEvent, TaskState};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let max = paceline_storage::limits::MAX_EVENTS_PER_TASK;
+    let event = |at_ms: u64| TaskEvent {
+        run: 1,
+        from: None,
+        to: TaskState::Running,
+        at_ms,
+        host: None,
+        reason: "HEALTHY".into(),
+        message: String::new(),
+    };
+    let stored = || -> usize {
+        let conn = rusqlite::Connection::open(&path).expect("raw");
+        conn.query_row("SELECT COUNT(*) FROM task_events WHERE job_id = 'e' AND instance = 0", [], |r| r.get(0)).expect("count")
+    };
+    {
+        let s = SqliteStore::open(&path).expect("open");
+        s.create_job("e", &crate::conformance::config("o", 1), &JobRuntime::initial(1, 0)).await.expect("job");
+        s.create_tasks("e", &[(0, TaskRuntime::initial(1, 0))]).await.expect("task");
+        let mut most = 0;
+        for at in 0..(3 * max as u64) {
+            s.append_task_events("e", 0, &[event(at)]).await.expect("append");
+            most = most.max(stored());
+        }
+        assert!(most > max, "trimmed in steps, not on every append ({most} rows at most)");
+        assert!(most <= max + 26, "never more than one step over the bound: {most}");
+        let got = s.task_events("e", 0, 1000).await.expect("events");
+        assert_eq!(got.len(), max, "reads return the bound");
+        assert_eq!(got[0].at_ms, 3 * max as u64 - 1, "newest first");
+    }
+    let s = SqliteStore::open(&path).expect("reopen");
+    s.append_task_events("e", 0, &[event(10_000)]).await.expect("append");
+    assert_eq!(stored(), max, "the first append after opening trims");
+}
+
+/// Thousands of separate commits leave a short WAL, not one that grows with
+/// every commit (SQLite checkpoints at 1,000 pages, about 4 MB; a checkpoint
+/// thread tried once let it grow to 25 MB here).
+#[tokio::test]
+async fn the_wal_stays_short_while_writes_go_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let s = SqliteStore::open(&path).expect("open");
+    s.create_job("w", &crate::conformance::config("o", 1), &JobRuntime::initial(1, 0)).await.expect("job");
+    s.create_tasks("w", &[(0, TaskRuntime::initial(1, 0))]).await.expect("task");
+    let mut rt = s.get_task("w", 0).await.expect("task");
+    for i in 0..3_000u64 {
+        rt.updated_at_ms = i;
+        let v = s.cas_task("w", 0, rt.version, &rt).await.expect("cas");
+        rt.version = v.version;
+    }
+    let wal = std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).expect("the WAL exists while the store is open");
+    // Never restarted: at least a 4 KiB page per commit, over 12 MB.
+    assert!(wal < 6 << 20, "WAL of {wal} bytes after 3,000 commits");
+    assert_eq!(s.get_task("w", 0).await.expect("task").updated_at_ms, 2_999);
+}
+
 const CHILD_DB: &str = "PACELINE_CRASH_DB";
 const CHILD_LOG: &str = "PACELINE_CRASH_LOG";
 const CRASH_JOB: &str = "crash-job";
