@@ -663,7 +663,8 @@ impl Registry {
         Ok(answer)
     }
 
-    /// Asks a lifecycle slot (`lifecycle/<kind>`) how to react to an event.
+    /// Asks a lifecycle slot (`lifecycle/<kind>`) how to react to an event:
+    /// [`Registry::on_events`] with a burst of one.
     pub fn on_event(
         &self,
         slot_name: &str,
@@ -671,25 +672,9 @@ impl Registry {
         tasks: &[sdk::TaskView],
         event: &sdk::Event,
     ) -> Result<Answer<Vec<sdk::Action>>, PluginError> {
-        let slot = self.slot(slot_name)?;
-        if slot.world != World::Lifecycle {
-            return Err(PluginError::UnknownSlot(slot_name.to_string()));
-        }
-        let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
-        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> =
-            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, std::slice::from_ref(event))) as Box<dyn Fn() -> Vec<sdk::Action>>));
-        let runtime = &self.runtime;
-        self.serve(
-            &slot,
-            &(job, tasks, event),
-            |p| runtime.call_lifecycle(p, job, tasks, event),
-            |o| validate::check_actions(job, tasks, o),
-            native,
-        )
+        self.on_events(slot_name, job, tasks, std::slice::from_ref(event))
     }
-}
 
-impl Registry {
     /// Asks a lifecycle slot about several events of one job in one call
     /// (`on-events`, WIT 0.1.1). A component built against 0.1.0, and the
     /// native fallback, answer each event in turn against the same views;

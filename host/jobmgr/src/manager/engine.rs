@@ -635,11 +635,10 @@ impl JobManager {
     /// [`JobManager::drive_rounds`] for several events of one job: one
     /// lifecycle call for all of them (`on-events`), its answer carried out
     /// once, then single follow-ups as needed.
-    async fn drive_rounds_many(&self, key: u64, events: Vec<sdk::Event>) -> Result<(), JobError> {
+    async fn drive_rounds_many(&self, key: u64, mut events: Vec<sdk::Event>) -> Result<(), JobError> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut events = events;
         for _ in 0..MAX_ROUNDS {
             let actions = self.ask(key, events).await?;
             match self.execute(key, actions).await? {
@@ -1425,9 +1424,7 @@ impl JobManager {
             for (i, p) in wave {
                 match self.after_run_update(key, &p, now).await {
                     Ok(Some(e)) => {
-                        if !(e == sdk::Event::UpdateChanged && events.contains(&e)) {
-                            events.push(e);
-                        }
+                        events.push(e);
                         asked.push(i);
                     }
                     Ok(None) => {}
