@@ -12,7 +12,7 @@ use paceline_proto::v1::job_service_server::JobService;
 use paceline_storage::JobQuery;
 use tonic::{Request, Response, Status};
 
-use crate::{convert, status};
+use crate::{auth, convert, status};
 
 /// Most jobs one query page returns.
 const MAX_PAGE: u32 = 1000;
@@ -108,6 +108,7 @@ impl JobApi {
 impl JobService for JobApi {
     async fn create_job(&self, request: Request<pb::CreateJobRequest>) -> Result<Response<pb::CreateJobResponse>, Status> {
         let config = spec_of("spec", request.get_ref().spec.as_ref())?;
+        auth::check_pool(&request, &config.pool)?;
         let id = new_job_id(&config.name);
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
         tracing::info!(job = %id, "job created");
@@ -160,6 +161,8 @@ impl JobService for JobApi {
         let r = request.get_ref();
         status::required("id", &r.id)?;
         let config = spec_of("spec", r.spec.as_ref())?;
+        auth::check_job(&request, &self.jobs, &r.id).await?;
+        auth::check_pool(&request, &config.pool)?;
         let current = self.jobs.get(&r.id).await.map_err(|e| status::job(e, ""))?;
         if current.config.kind != config.kind {
             return Err(Status::invalid_argument("spec.kind: a job's kind cannot change"));
@@ -180,6 +183,7 @@ impl JobService for JobApi {
     async fn kill_job(&self, request: Request<pb::KillJobRequest>) -> Result<Response<pb::KillJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
+        auth::check_job(&request, &self.jobs, &r.id).await?;
         self.checked_instances(&r.id, &r.instances).await?;
         self.jobs.kill(&r.id, instances_of(&r.instances)).await.map_err(|e| status::job(e, ""))?;
         Ok(Response::new(pb::KillJobResponse {}))
@@ -188,6 +192,7 @@ impl JobService for JobApi {
     async fn restart_job(&self, request: Request<pb::RestartJobRequest>) -> Result<Response<pb::RestartJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
+        auth::check_job(&request, &self.jobs, &r.id).await?;
         let info = self.checked_instances(&r.id, &r.instances).await?;
         // 0 means the job's own update batch size, as the contract says
         // (the job manager's 0 would restart everything at once).
@@ -199,6 +204,7 @@ impl JobService for JobApi {
     async fn delete_job(&self, request: Request<pb::DeleteJobRequest>) -> Result<Response<pb::DeleteJobResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
+        auth::check_job(&request, &self.jobs, id).await?;
         self.jobs.delete(id).await.map_err(|e| status::job(e, ""))?;
         Ok(Response::new(pb::DeleteJobResponse {}))
     }
@@ -206,6 +212,7 @@ impl JobService for JobApi {
     async fn pause_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
+        auth::check_job(&request, &self.jobs, id).await?;
         self.jobs.pause_update(id).await.map_err(|e| status::job(e, ""))?;
         self.update_status(id).await
     }
@@ -213,6 +220,7 @@ impl JobService for JobApi {
     async fn resume_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
+        auth::check_job(&request, &self.jobs, id).await?;
         self.jobs.resume_update(id).await.map_err(|e| status::job(e, ""))?;
         self.update_status(id).await
     }
@@ -220,6 +228,7 @@ impl JobService for JobApi {
     async fn abort_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
+        auth::check_job(&request, &self.jobs, id).await?;
         self.jobs.abort_update(id).await.map_err(|e| status::job(e, ""))?;
         self.update_status(id).await
     }

@@ -13,6 +13,8 @@
 //!
 //! # Layout
 //!
+//! - [`auth`]: bearer tokens, roles and per-pool grants; a layer in front
+//!   of every service.
 //! - [`convert`]: wire ↔ model, with errors that name the offending field.
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
@@ -35,6 +37,7 @@ use pb::pool_service_server::PoolServiceServer;
 use pb::task_service_server::TaskServiceServer;
 use pb::watch_service_server::WatchServiceServer;
 
+pub mod auth;
 pub mod convert;
 pub mod hosts;
 pub mod jobs;
@@ -81,6 +84,8 @@ pub struct ApiConfig {
     pub max_encoding_message_size: usize,
     /// Deadline of one request; streams (logs, watch) are exempt once open.
     pub request_timeout: Duration,
+    /// Who may call what ([`auth`]); open unless a tokens file is given.
+    pub auth: Arc<auth::Auth>,
 }
 
 impl Default for ApiConfig {
@@ -89,6 +94,7 @@ impl Default for ApiConfig {
             max_decoding_message_size: 16 << 20,
             max_encoding_message_size: 64 << 20,
             request_timeout: Duration::from_secs(30),
+            auth: Arc::new(auth::Auth::open()),
         }
     }
 }
@@ -112,9 +118,13 @@ macro_rules! limited {
     };
 }
 
+/// The router [`router`] builds: every request passes [`auth::AuthLayer`] first.
+pub type ApiRouter = tonic::transport::server::Router<tower::layer::util::Stack<auth::AuthLayer, tower::layer::util::Identity>>;
+
 /// Every service over `roles`, with health (each service SERVING) and
-/// reflection, ready to serve on any incoming stream.
-pub async fn router(roles: Roles, config: &ApiConfig) -> Result<tonic::transport::server::Router, ApiError> {
+/// reflection, behind the authentication layer, ready to serve on any
+/// incoming stream.
+pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiError> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<JobServiceServer<jobs::JobApi>>().await;
     reporter.set_serving::<TaskServiceServer<tasks::TaskApi>>().await;
@@ -127,6 +137,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<tonic::transport
         .build_v1()?;
     Ok(tonic::transport::Server::builder()
         .timeout(config.request_timeout)
+        .layer(auth::AuthLayer(config.auth.clone()))
         .add_service(health)
         .add_service(reflection)
         .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))

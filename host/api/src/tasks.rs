@@ -90,12 +90,14 @@ impl TaskService for TaskApi {
 
     async fn kill_task(&self, request: Request<pb::TaskRef>) -> Result<Response<pb::KillTaskResponse>, Status> {
         let t = task_ref("task", Some(request.get_ref()))?;
+        crate::auth::check_job(&request, &self.jobs, &t.job_id).await?;
         self.jobs.kill(&t.job_id, Some(vec![t.instance])).await.map_err(|e| status::job(e, ""))?;
         Ok(Response::new(pb::KillTaskResponse {}))
     }
 
     async fn restart_task(&self, request: Request<pb::TaskRef>) -> Result<Response<pb::RestartTaskResponse>, Status> {
         let t = task_ref("task", Some(request.get_ref()))?;
+        crate::auth::check_job(&request, &self.jobs, &t.job_id).await?;
         self.jobs.restart(&t.job_id, Some(vec![t.instance]), 0).await.map_err(|e| status::job(e, ""))?;
         Ok(Response::new(pb::RestartTaskResponse {}))
     }

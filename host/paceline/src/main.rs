@@ -48,6 +48,9 @@ enum Command {
     Host(cmd::client::host::HostArgs),
     /// Print changes to jobs, tasks and pools as they happen.
     Watch(cmd::client::watch::WatchArgs),
+    /// Make API tokens for a server's tokens file.
+    #[command(subcommand)]
+    Auth(cmd::auth::AuthCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -70,6 +73,7 @@ fn main() -> std::process::ExitCode {
         Command::Pool(args) => cmd::client::pool::run(args),
         Command::Host(args) => cmd::client::host::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
+        Command::Auth(c) => cmd::auth::run(c),
     };
     match result {
         Ok(code) => code,

@@ -106,6 +106,9 @@ pub struct ServerConfig {
     /// The agent address published to the membership (`host:port`; default the bound
     /// `agent_listen`).
     pub advertise_agent: Option<String>,
+    /// Principals and their token hashes (see docs/operations.md, "Authentication").
+    /// Without it the API is open: every caller acts as an admin.
+    pub tokens_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -124,6 +127,7 @@ impl Default for ServerConfig {
             member_id: None,
             advertise_api: None,
             advertise_agent: None,
+            tokens_file: None,
         }
     }
 }
@@ -154,6 +158,17 @@ pub enum ServerError {
     /// Anything else, said plainly.
     #[error("{0}")]
     Other(String),
+}
+
+/// The API's principals: from the tokens file, or an open API without one.
+fn load_auth(tokens_file: Option<&std::path::Path>) -> Result<paceline_api::auth::Auth, ServerError> {
+    let Some(path) = tokens_file else {
+        tracing::warn!("no tokens file: the API is open, every caller acts as an admin");
+        return Ok(paceline_api::auth::Auth::open());
+    };
+    let auth = paceline_api::auth::Auth::load(path).map_err(|e| ServerError::Other(format!("authentication: {e}")))?;
+    info!(tokens_file = %path.display(), "API calls need a bearer token");
+    Ok(auth)
 }
 
 /// The pool every job may use on a fresh `dev` cluster.
@@ -207,6 +222,8 @@ impl Server {
 
     /// Starts every role, the agent listener and the API on `api`.
     pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<Server, ServerError> {
+        // Read first: a broken tokens file must stop the start before anything listens.
+        let api_config = paceline_api::ApiConfig { auth: Arc::new(load_auth(config.tokens_file.as_deref())?), ..paceline_api::ApiConfig::default() };
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
         let storage = config
             .storage
@@ -313,7 +330,7 @@ impl Server {
                     .map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
                 let api_addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
                 tasks.push(tokio::spawn(async move {
-                    if let Err(e) = paceline_api::serve(roles, listener, paceline_api::ApiConfig::default(), async move { stop_api.wait().await }).await {
+                    if let Err(e) = paceline_api::serve(roles, listener, api_config, async move { stop_api.wait().await }).await {
                         tracing::error!(error = %e, "API stopped");
                     }
                 }));
@@ -324,7 +341,7 @@ impl Server {
                 let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>);
                 tasks.push(tokio::spawn(async move {
                     let shutdown = async move { stop_api.wait().await };
-                    if let Err(e) = paceline_api::serve_incoming(roles, incoming, paceline_api::ApiConfig::default(), shutdown).await {
+                    if let Err(e) = paceline_api::serve_incoming(roles, incoming, api_config, shutdown).await {
                         tracing::error!(error = %e, "API stopped");
                     }
                 }));

@@ -345,3 +345,112 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     assert!(events.iter().any(|s| s.ends_with("PREEMPTING") || s.ends_with("KILLED") || s.ends_with("PENDING")), "preemption shows in the history: {events:?}");
     drop(agents);
 }
+
+/// `paceline auth token` for one principal: (the token, its tokens-file entry).
+fn new_token(args: &[&str]) -> (String, String) {
+    let mut all = vec!["auth", "token"];
+    all.extend(args);
+    let out = ok(Command::new(BIN).args(&all).output().expect("runs"));
+    let token = out.lines().find_map(|l| l.strip_prefix("token: ")).expect("a token line").to_string();
+    let entry: String = out.lines().filter(|l| l.starts_with("  ")).map(|l| format!("{l}\n")).collect();
+    (token, entry)
+}
+
+fn cli_as(api: u16, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("PACELINE_SERVER", format!("http://127.0.0.1:{api}"))
+        .env("PACELINE_TOKEN", token)
+        .output()
+        .expect("cli runs")
+}
+
+fn refused(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must be refused: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains(needle), "the error says `{needle}`: {err}");
+}
+
+#[test]
+fn tokens_decide_who_may_do_what_and_a_refused_call_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (alice, alice_entry) = new_token(&["--name", "alice", "--role", "user", "--pool", "/team-a"]);
+    let (ops, ops_entry) = new_token(&["--name", "ops", "--role", "operator"]);
+    let (root, root_entry) = new_token(&["--name", "root", "--role", "admin"]);
+    assert_ne!(alice, ops, "tokens are random");
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(&tokens, format!("version: 1\nprincipals:\n{alice_entry}{ops_entry}{root_entry}")).expect("write");
+    assert!(!std::fs::read_to_string(&tokens).expect("read").contains(&alice), "the file holds hashes, not tokens");
+
+    let api = free_port();
+    let data = dir.path().join("dev");
+    let _dev = start(
+        &[
+            "dev",
+            "--sim-hosts",
+            "4",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+            "--tokens-file",
+            tokens.to_str().expect("utf-8"),
+        ],
+        "API on",
+    );
+
+    // No token, or a wrong one: unauthenticated, even for reads.
+    refused(&cli(api, &["job", "list"]), "unauthenticated");
+    refused(&cli_as(api, "not-a-token", &["job", "list"]), "not known");
+
+    // Pools are the admin's; an operator and a user are refused by role.
+    let pool_file = dir.path().join("pool.yaml");
+    std::fs::write(&pool_file, "reservation: {cpu: 2000, memory: 4096}\n").expect("write");
+    let pool_file = pool_file.to_str().expect("utf-8");
+    refused(&cli_as(api, &ops, &["pool", "create", "/team-a", pool_file]), "needs role admin");
+    refused(&cli_as(api, &alice, &["pool", "create", "/team-a", pool_file]), "permission denied");
+    ok(cli_as(api, &root, &["pool", "create", "/team-a", pool_file]));
+
+    // Alice may run jobs in /team-a only.
+    let hello = std::fs::read_to_string(example("hello.yaml")).expect("example");
+    let in_team_a = dir.path().join("team-a.yaml");
+    std::fs::write(&in_team_a, hello.replace("pool: /default", "pool: /team-a")).expect("write");
+    let created = ok(cli_as(api, &alice, &["job", "create", in_team_a.to_str().expect("utf-8"), "-o", "json"]));
+    let id = serde_json::from_str::<serde_json::Value>(&created).expect("json")["id"].as_str().expect("id").to_string();
+    refused(&cli_as(api, &alice, &["job", "create", &example("hello.yaml")]), "may not change jobs in pool /default");
+    let listed = ok(cli_as(api, &alice, &["job", "list", "-o", "json"]));
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("json");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "the refused job was not created: {listed}");
+
+    // A job root created in /default is beyond alice's reach; an operator may kill it.
+    let other = ok(cli_as(api, &root, &["job", "create", &example("hello.yaml"), "-o", "json"]));
+    let other = serde_json::from_str::<serde_json::Value>(&other).expect("json")["id"].as_str().expect("id").to_string();
+    refused(&cli_as(api, &alice, &["job", "kill", &other]), "permission denied");
+    refused(&cli_as(api, &alice, &["task", "restart", &other, "0"]), "permission denied");
+    ok(cli_as(api, &ops, &["job", "kill", &other]));
+    ok(cli_as(api, &alice, &["job", "kill", &id]));
+
+    // Hosts and plugins need an operator.
+    let hosts = ok(cli_as(api, &alice, &["host", "list", "-o", "json"]));
+    let host = serde_json::from_str::<serde_json::Value>(&hosts).expect("json")[0]["hostname"].as_str().expect("a host").to_string();
+    refused(&cli_as(api, &alice, &["host", "drain", &host]), "needs role operator");
+    refused(&cli_as(api, &alice, &["plugin", "rollback", "placement/batch"]), "needs role operator");
+    ok(cli_as(api, &ops, &["host", "drain", &host]));
+}
+
+#[test]
+fn a_broken_tokens_file_stops_the_server_before_it_listens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(&tokens, "version: 1\nprincipals:\n  - {name: a, role: user, token_sha256: short}\n").expect("write");
+    let out = Command::new(BIN)
+        .args(["dev", "--sim-hosts", "1", "--api-listen", &format!("127.0.0.1:{}", free_port()), "--tokens-file"])
+        .arg(&tokens)
+        .arg("--data-dir")
+        .arg(dir.path().join("dev"))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success(), "the server must not start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("principals[0].token_sha256"), "the error names the entry: {err}");
+}

@@ -179,6 +179,27 @@ impl JobManager {
         })
     }
 
+    /// The pool a job runs in (its current config's), for authorization
+    /// checks: from memory for live jobs, from storage for finished ones.
+    pub async fn pool_of(&self, id: &str) -> Result<String, JobError> {
+        {
+            let m = self.mem();
+            if let Some(job) = m.key_of(id).and_then(|k| m.jobs.get(&k)) {
+                return Ok(job.config().pool.clone());
+            }
+        }
+        let runtime = self
+            .store
+            .get_job_runtime(id)
+            .await
+            .map_err(|_| JobError::NotFound(format!("job {id}")))?;
+        let (_, config) = self
+            .store
+            .get_job_config(id, Some(runtime.desired_config_version))
+            .await?;
+        Ok(config.pool)
+    }
+
     /// Jobs matching `query` (from storage).
     pub async fn query(&self, query: &JobQuery) -> Result<Page<JobSummary>, JobError> {
         Ok(self.store.query_jobs(query).await?)

@@ -23,6 +23,9 @@ pub struct ServerArgs {
     /// Where agents dial in.
     #[arg(long)]
     agent_listen: Option<SocketAddr>,
+    /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
+    #[arg(long)]
+    tokens_file: Option<PathBuf>,
     /// Roles this process runs: `all`, or `jobmgr,resmgr,hostmgr,placement`. Every role
     /// together is the only supported set today (splitting them across processes is not
     /// built); with `membership: zookeeper` in the config, one of several servers leads.
@@ -48,6 +51,9 @@ pub struct DevArgs {
     /// Where agents dial in (0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     agent_listen: SocketAddr,
+    /// Require bearer tokens from this tokens file (default: an open API).
+    #[arg(long)]
+    tokens_file: Option<PathBuf>,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -82,6 +88,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(a) = args.agent_listen {
         config.agent_listen = a;
+    }
+    if let Some(t) = args.tokens_file {
+        config.tokens_file = Some(t);
     }
     if config.membership != paceline_membership::MembershipConfig::Embedded {
         runtime()?.block_on(paceline::ha::run(config, &Stdout, until_signal()))?;
@@ -137,6 +146,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         hosts: hosts.clone(),
         heartbeat_timeout_ms: 5_000,
         agent_heartbeat_ms: 1_000,
+        tokens_file: args.tokens_file.clone(),
         ..ServerConfig::default()
     };
     runtime()?.block_on(async move {

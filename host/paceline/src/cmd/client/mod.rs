@@ -44,6 +44,40 @@ pub struct ClientOpts {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table", global = true)]
     pub output: Output,
+    /// Bearer token sent with every call, for a server with a tokens file
+    /// (`paceline auth token` makes one). Prefer the environment variable:
+    /// a flag shows in the process list.
+    #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+}
+
+/// The channel client commands talk through: the server's, with the
+/// caller's token attached to every request.
+pub type Api = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer <token>` to each request when a token is set.
+#[derive(Clone, Debug)]
+pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl Bearer {
+    fn new(token: Option<&str>) -> anyhow::Result<Bearer> {
+        let Some(token) = token.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(Bearer(None));
+        };
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| bad_input("--token / PACELINE_TOKEN: not a valid header value (printable ASCII only)"))?;
+        Ok(Bearer(Some(value)))
+    }
+}
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
 }
 
 /// How answers are printed.
@@ -140,13 +174,20 @@ pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<E
 }
 
 /// Connects to the server now, so an unreachable server is one clear error
-/// rather than a failure inside the first call.
+/// rather than a failure inside the first call. Every request then carries
+/// `--token` (or `PACELINE_TOKEN`), if set.
 ///
 /// `--server` may list several servers, comma-separated (a highly available
 /// deployment): each is tried in turn and asked for its health; a standby
 /// answers `NOT_SERVING` naming the leader, which is tried next. The first
 /// server that serves is used.
-pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Channel> {
+pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
+    let bearer = Bearer::new(opts.token.as_deref())?;
+    let channel = leading_channel(opts).await?;
+    Ok(tonic::service::interceptor::InterceptedService::new(channel, bearer))
+}
+
+async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
     let mut queue: std::collections::VecDeque<String> =
         opts.server.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
     if queue.is_empty() {

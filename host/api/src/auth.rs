@@ -1,0 +1,573 @@
+//! Who is calling, and what they may do.
+//!
+//! **Authentication** is by bearer token (`authorization: Bearer <token>`).
+//! The server knows principals from a tokens file ([`Auth::load`]) that
+//! holds each token's SHA-256, never the token itself, so the file can be
+//! read by more people than the tokens it admits. Without a tokens file the
+//! API is open: every caller acts as the built-in `anonymous` admin. That is
+//! `paceline dev`'s default; a server reachable by others should have one.
+//!
+//! **Authorization** has two levels:
+//! - by role, per method, in one table ([`requirement`]), enforced for every
+//!   call by [`AuthLayer`] before any service sees the request: reads need
+//!   any principal; hosts and plugins need `operator`; pools need `admin`;
+//!   job and task changes need any role, and then
+//! - by pool, in the job and task handlers ([`Principal::check_pool`]): a
+//!   `user` may change only jobs whose pool is inside one granted to them
+//!   (a grant of `/a` covers `/a` and `/a/b`, not `/ab`); `operator` and
+//!   `admin` may change jobs in every pool.
+//!
+//! A method the table does not know needs `admin`, so a service added later
+//! is closed until someone decides who may call it. Health and reflection
+//! stay open: load balancers and `grpcurl` use them before they have a token.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use sha2::{Digest, Sha256};
+use tonic::Status;
+
+/// A principal's role. Each role may do everything the one before it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads everything; changes jobs and tasks in granted pools.
+    User,
+    /// A user in every pool, who also drains hosts and deploys, activates,
+    /// rolls back and shadows plugins.
+    Operator,
+    /// An operator who also creates, changes and deletes pools.
+    Admin,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::User => "user",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        })
+    }
+}
+
+/// What a method needs, by role ([`requirement`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// Nothing: health checks and reflection.
+    Open,
+    /// Any principal: reads, streams of logs and changes, plugin validation.
+    Read,
+    /// Any role here; the handler then checks the job's pool.
+    JobsInPool,
+    /// At least this role.
+    AtLeast(Role),
+}
+
+/// A caller the server knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// Name used in logs and errors.
+    pub name: String,
+    /// Role.
+    pub role: Role,
+    /// Pools (with their subtrees) whose jobs a `user` may change.
+    pub pools: Vec<String>,
+}
+
+impl Principal {
+    /// The principal of an open API (no tokens file).
+    pub fn anonymous() -> Principal {
+        Principal { name: "anonymous".into(), role: Role::Admin, pools: vec!["/".into()] }
+    }
+
+    /// Whether the principal may change jobs in `pool`.
+    pub fn may_change_jobs_in(&self, pool: &str) -> bool {
+        self.role >= Role::Operator || self.pools.iter().any(|grant| pool_within(pool, grant))
+    }
+
+    /// [`Principal::may_change_jobs_in`] as a gRPC answer.
+    pub fn check_pool(&self, pool: &str) -> Result<(), Status> {
+        if self.may_change_jobs_in(pool) {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "{} (role {}) may not change jobs in pool {pool}; granted: {}",
+                self.name,
+                self.role,
+                if self.pools.is_empty() { "none".to_string() } else { self.pools.join(", ") }
+            )))
+        }
+    }
+}
+
+/// Whether `pool` is `grant` or below it (`/a/b` is within `/a`; `/ab` is not).
+pub fn pool_within(pool: &str, grant: &str) -> bool {
+    let grant = grant.trim_end_matches('/');
+    grant.is_empty() || pool == grant || pool.strip_prefix(grant).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// What the method at a request path needs. Paths are gRPC's
+/// `/package.Service/Method`; the web UI's JSON routes are `/ui/api/...`
+/// (their method matters: `POST` changes, `GET` reads).
+pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
+    if path.starts_with("/grpc.health.") || path.starts_with("/grpc.reflection.") {
+        return Requirement::Open;
+    }
+    if let Some(route) = path.strip_prefix("/ui/api/") {
+        return match (http_method == http::Method::GET, route) {
+            (true, _) => Requirement::Read,
+            (false, r) if r.starts_with("plugins/") => Requirement::AtLeast(Role::Operator),
+            _ => Requirement::AtLeast(Role::Admin),
+        };
+    }
+    if path == "/ui" || path.starts_with("/ui/") || path == "/" {
+        // The web UI's page and assets hold no data; its JSON routes do.
+        return Requirement::Open;
+    }
+    let Some((service, method)) = path.trim_start_matches('/').split_once('/') else {
+        return Requirement::AtLeast(Role::Admin);
+    };
+    let read = |m: &str| ["Get", "List", "Query", "Watch", "Validate"].iter().any(|p| m.starts_with(p)) || m == "TaskLogs" || m == "TaskEvents";
+    match service {
+        "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
+        "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
+        "paceline.v1.WatchService" => Requirement::Read,
+        "paceline.v1.PoolService" if read(method) => Requirement::Read,
+        "paceline.v1.PoolService" => Requirement::AtLeast(Role::Admin),
+        "paceline.v1.HostService" | "paceline.v1.PluginService" if read(method) => Requirement::Read,
+        "paceline.v1.HostService" | "paceline.v1.PluginService" => Requirement::AtLeast(Role::Operator),
+        _ => Requirement::AtLeast(Role::Admin),
+    }
+}
+
+/// A tokens file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The file could not be read.
+    #[error("tokens file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML of the expected shape.
+    #[error("tokens file: {0}")]
+    Parse(String),
+    /// An entry is wrong; the message names it (`principals[2].token_sha256`).
+    #[error("tokens file: {0}")]
+    Invalid(String),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    /// Format version; only 1 exists.
+    version: u32,
+    #[serde(default)]
+    principals: Vec<PrincipalEntry>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrincipalEntry {
+    name: String,
+    role: Role,
+    #[serde(default)]
+    pools: Vec<String>,
+    token_sha256: String,
+}
+
+/// The server's principals, by token hash. Cheap to share (`Arc`).
+#[derive(Clone, Debug)]
+pub struct Auth {
+    by_hash: Option<HashMap<[u8; 32], Arc<Principal>>>,
+    anonymous: Arc<Principal>,
+}
+
+impl Auth {
+    /// An open API: every caller is [`Principal::anonymous`].
+    pub fn open() -> Auth {
+        Auth { by_hash: None, anonymous: Arc::new(Principal::anonymous()) }
+    }
+
+    /// Whether callers must present a token.
+    pub fn is_enforced(&self) -> bool {
+        self.by_hash.is_some()
+    }
+
+    /// Reads a tokens file (see `docs/operations.md`, "Authentication").
+    pub fn load(path: &Path) -> Result<Auth, AuthError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: path.display().to_string(), source })?;
+        Auth::from_yaml(&text)
+    }
+
+    /// Parses a tokens file's text. Every entry is checked; the error names
+    /// the first bad one. Duplicate names or token hashes are refused.
+    pub fn from_yaml(text: &str) -> Result<Auth, AuthError> {
+        let file: TokensFile = serde_yaml::from_str(text).map_err(|e| AuthError::Parse(e.to_string()))?;
+        if file.version != 1 {
+            return Err(AuthError::Invalid(format!("version: {} is not supported (only 1)", file.version)));
+        }
+        let mut by_hash = HashMap::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, p) in file.principals.into_iter().enumerate() {
+            let at = format!("principals[{i}]");
+            if p.name.trim().is_empty() {
+                return Err(AuthError::Invalid(format!("{at}.name: must not be empty")));
+            }
+            if !names.insert(p.name.clone()) {
+                return Err(AuthError::Invalid(format!("{at}.name: `{}` appears twice", p.name)));
+            }
+            let hash = parse_hash(&p.token_sha256).map_err(|e| AuthError::Invalid(format!("{at}.token_sha256: {e}")))?;
+            for (j, pool) in p.pools.iter().enumerate() {
+                if !pool.starts_with('/') {
+                    return Err(AuthError::Invalid(format!("{at}.pools[{j}]: `{pool}` is not a pool path (it starts with /)")));
+                }
+            }
+            let principal = Arc::new(Principal { name: p.name, role: p.role, pools: p.pools });
+            if by_hash.insert(hash, principal).is_some() {
+                return Err(AuthError::Invalid(format!("{at}.token_sha256: the same token is given twice")));
+            }
+        }
+        Ok(Auth { by_hash: Some(by_hash), anonymous: Arc::new(Principal::anonymous()) })
+    }
+
+    /// The principal behind a request's `authorization` header.
+    pub fn authenticate(&self, headers: &http::HeaderMap) -> Result<Arc<Principal>, Status> {
+        let Some(by_hash) = &self.by_hash else {
+            return Ok(self.anonymous.clone());
+        };
+        let value = headers
+            .get(http::header::AUTHORIZATION)
+            .ok_or_else(|| Status::unauthenticated("no token: send `authorization: Bearer <token>` (paceline --token or PACELINE_TOKEN)"))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Status::unauthenticated("authorization: expected `Bearer <token>`"))?;
+        by_hash
+            .get(&token_hash(token))
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("the token is not known to this server"))
+    }
+
+    /// Authenticates and checks the role-level requirement of a method.
+    pub fn admit(&self, method: &http::Method, path: &str, headers: &http::HeaderMap) -> Result<Option<Arc<Principal>>, Status> {
+        let need = requirement(method, path);
+        if need == Requirement::Open {
+            return Ok(None);
+        }
+        let who = self.authenticate(headers)?;
+        if let Requirement::AtLeast(role) = need
+            && who.role < role
+        {
+            return Err(Status::permission_denied(format!("{path} needs role {role} or above; {} has role {}", who.name, who.role)));
+        }
+        Ok(Some(who))
+    }
+}
+
+/// SHA-256 of a token, as the tokens file stores it.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// [`token_hash`] in lowercase hex.
+pub fn token_hash_hex(token: &str) -> String {
+    token_hash(token).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hash(hex: &str) -> Result<[u8; 32], String> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("expected 64 hex digits (the token's SHA-256; `paceline auth token` prints it)".into());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// The principal [`AuthLayer`] attached to a request. A request without one
+/// did not pass the layer and is refused, so a wiring mistake closes the
+/// API instead of opening it.
+pub fn principal<T>(request: &tonic::Request<T>) -> Result<Arc<Principal>, Status> {
+    request
+        .extensions()
+        .get::<Arc<Principal>>()
+        .cloned()
+        .ok_or_else(|| Status::permission_denied("no authenticated principal on this request"))
+}
+
+/// Refuses the request's caller unless they may change jobs in `pool`.
+pub fn check_pool<T>(request: &tonic::Request<T>, pool: &str) -> Result<(), Status> {
+    principal(request)?.check_pool(pool)
+}
+
+/// Refuses the request's caller unless they may change job `id` (its pool
+/// is looked up only for callers whose role does not cover every pool).
+pub async fn check_job<T>(request: &tonic::Request<T>, jobs: &paceline_jobmgr::JobManager, id: &str) -> Result<(), Status> {
+    let who = principal(request)?;
+    if who.role >= Role::Operator {
+        return Ok(());
+    }
+    let pool = jobs.pool_of(id).await.map_err(|e| crate::status::job(e, ""))?;
+    who.check_pool(&pool)
+}
+
+/// Tower layer that admits each request ([`Auth::admit`]) before the
+/// services see it and attaches its principal.
+#[derive(Clone, Debug)]
+pub struct AuthLayer(pub Arc<Auth>);
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService { auth: self.0.clone(), inner }
+    }
+}
+
+/// The service [`AuthLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct AuthService<S> {
+    auth: Arc<Auth>,
+    inner: S,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let path = request.uri().path().to_owned();
+        match self.auth.admit(request.method(), &path, request.headers()) {
+            Ok(who) => {
+                if let Some(who) = who {
+                    request.extensions_mut().insert(who);
+                }
+                // The clone took `poll_ready`'s place; swap so the ready one serves.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                Box::pin(async move { inner.call(request).await })
+            }
+            Err(status) => {
+                tracing::info!(path, code = ?status.code(), message = status.message(), "request refused");
+                let response = if path.starts_with("/ui/") { json_refusal(&status) } else { status.into_http() };
+                Box::pin(async move { Ok(response) })
+            }
+        }
+    }
+}
+
+/// A refusal on the web UI's JSON routes: HTTP 401/403 with `{"error": ...}`.
+fn json_refusal(status: &Status) -> http::Response<tonic::body::Body> {
+    let code = if status.code() == tonic::Code::Unauthenticated { http::StatusCode::UNAUTHORIZED } else { http::StatusCode::FORBIDDEN };
+    let body = serde_json::json!({ "error": status.message() }).to_string();
+    let mut response = http::Response::new(tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(body))));
+    *response.status_mut() = code;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(token: Option<&str>) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        if let Some(t) = token {
+            h.insert(http::header::AUTHORIZATION, format!("Bearer {t}").parse().expect("header"));
+        }
+        h
+    }
+
+    fn auth() -> Auth {
+        let yaml = format!(
+            "version: 1\nprincipals:\n  - {{name: alice, role: user, pools: [/team-a], token_sha256: {}}}\n  - {{name: ops, role: operator, token_sha256: {}}}\n  - {{name: root, role: admin, token_sha256: {}}}\n",
+            token_hash_hex("alice-token"),
+            token_hash_hex("ops-token"),
+            token_hash_hex("root-token")
+        );
+        Auth::from_yaml(&yaml).expect("valid file")
+    }
+
+    /// Every rpc of `proto/paceline/v1`, with what it needs. A new rpc fails
+    /// this test until it is given a line here, so nobody adds a method
+    /// without deciding who may call it.
+    #[test]
+    fn every_rpc_in_the_protos_has_the_intended_requirement() {
+        use Requirement::*;
+        let expected: &[(&str, Requirement)] = &[
+            ("HostService/ListHosts", Read),
+            ("HostService/GetHost", Read),
+            ("HostService/DrainHost", AtLeast(Role::Operator)),
+            ("HostService/DownHost", AtLeast(Role::Operator)),
+            ("HostService/UpHost", AtLeast(Role::Operator)),
+            ("JobService/CreateJob", JobsInPool),
+            ("JobService/GetJob", Read),
+            ("JobService/QueryJobs", Read),
+            ("JobService/UpdateJob", JobsInPool),
+            ("JobService/KillJob", JobsInPool),
+            ("JobService/RestartJob", JobsInPool),
+            ("JobService/DeleteJob", JobsInPool),
+            ("JobService/PauseUpdate", JobsInPool),
+            ("JobService/ResumeUpdate", JobsInPool),
+            ("JobService/AbortUpdate", JobsInPool),
+            ("PluginService/DeployPlugin", AtLeast(Role::Operator)),
+            ("PluginService/ValidatePlugin", Read),
+            ("PluginService/ListPlugins", Read),
+            ("PluginService/ActivatePlugin", AtLeast(Role::Operator)),
+            ("PluginService/RollbackPlugin", AtLeast(Role::Operator)),
+            ("PluginService/ShadowPlugin", AtLeast(Role::Operator)),
+            ("PoolService/CreatePool", AtLeast(Role::Admin)),
+            ("PoolService/GetPool", Read),
+            ("PoolService/UpdatePool", AtLeast(Role::Admin)),
+            ("PoolService/DeletePool", AtLeast(Role::Admin)),
+            ("PoolService/ListPools", Read),
+            ("TaskService/ListTasks", Read),
+            ("TaskService/GetTask", Read),
+            ("TaskService/KillTask", JobsInPool),
+            ("TaskService/RestartTask", JobsInPool),
+            ("TaskService/TaskLogs", Read),
+            ("TaskService/TaskEvents", Read),
+            ("WatchService/Watch", Read),
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/paceline/v1");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("proto dir") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("proto file");
+            let mut service = "";
+            for line in text.lines().map(str::trim) {
+                if let Some(rest) = line.strip_prefix("service ") {
+                    service = rest.split_whitespace().next().unwrap_or_default();
+                } else if let Some(rest) = line.strip_prefix("rpc ") {
+                    let method = rest.split('(').next().unwrap_or_default().trim();
+                    found.push(format!("{service}/{method}"));
+                }
+            }
+        }
+        found.sort();
+        let mut listed: Vec<String> = expected.iter().map(|(m, _)| m.to_string()).collect();
+        listed.sort();
+        assert_eq!(found, listed, "the table above must list exactly the rpcs of proto/paceline/v1");
+        for (method, need) in expected {
+            assert_eq!(requirement(&http::Method::POST, &format!("/paceline.v1.{method}")), *need, "{method}");
+        }
+    }
+
+    #[test]
+    fn grants_cover_a_subtree_and_not_a_sibling_with_the_same_prefix() {
+        assert!(pool_within("/a", "/a"));
+        assert!(pool_within("/a/b", "/a"));
+        assert!(pool_within("/a/b", "/a/"));
+        assert!(!pool_within("/ab", "/a"));
+        assert!(!pool_within("/b", "/a"));
+        assert!(pool_within("/anything", "/"));
+    }
+
+    #[test]
+    fn each_role_gets_what_the_table_says() {
+        let a = auth();
+        let post = http::Method::POST;
+        let call = |token: &str, path: &str| a.admit(&post, path, &headers(Some(token))).map(|p| p.map(|p| p.name.clone()));
+        // Reads: everyone.
+        assert_eq!(call("alice-token", "/paceline.v1.JobService/GetJob").expect("read"), Some("alice".into()));
+        assert!(call("alice-token", "/paceline.v1.WatchService/Watch").is_ok());
+        assert!(call("alice-token", "/paceline.v1.PluginService/ValidatePlugin").is_ok());
+        // Job changes pass the layer for users; the handler checks the pool.
+        assert!(call("alice-token", "/paceline.v1.JobService/CreateJob").is_ok());
+        // Hosts and plugins: operator and above.
+        for path in ["/paceline.v1.HostService/DrainHost", "/paceline.v1.PluginService/ActivatePlugin", "/paceline.v1.PluginService/DeployPlugin"] {
+            assert_eq!(call("alice-token", path).expect_err("user refused").code(), tonic::Code::PermissionDenied, "{path}");
+            assert!(call("ops-token", path).is_ok(), "{path}");
+        }
+        // Pools: admin only.
+        assert_eq!(call("ops-token", "/paceline.v1.PoolService/CreatePool").expect_err("operator refused").code(), tonic::Code::PermissionDenied);
+        assert!(call("root-token", "/paceline.v1.PoolService/DeletePool").is_ok());
+        assert!(call("alice-token", "/paceline.v1.PoolService/ListPools").is_ok());
+        // Unknown methods are closed to all but admin.
+        assert!(call("ops-token", "/paceline.v1.NewService/DoThing").is_err());
+        assert!(call("root-token", "/paceline.v1.NewService/DoThing").is_ok());
+    }
+
+    #[test]
+    fn missing_wrong_or_malformed_tokens_are_unauthenticated_and_health_stays_open() {
+        let a = auth();
+        let post = http::Method::POST;
+        for h in [headers(None), headers(Some("nope"))] {
+            let e = a.admit(&post, "/paceline.v1.JobService/GetJob", &h).expect_err("refused");
+            assert_eq!(e.code(), tonic::Code::Unauthenticated);
+        }
+        let mut basic = http::HeaderMap::new();
+        basic.insert(http::header::AUTHORIZATION, "Basic abc".parse().expect("header"));
+        assert_eq!(a.admit(&post, "/paceline.v1.JobService/GetJob", &basic).expect_err("refused").code(), tonic::Code::Unauthenticated);
+        assert_eq!(a.admit(&post, "/grpc.health.v1.Health/Check", &headers(None)).expect("open"), None);
+        assert_eq!(a.admit(&http::Method::GET, "/ui/", &headers(None)).expect("open"), None);
+        assert_eq!(a.admit(&http::Method::GET, "/ui/api/jobs", &headers(None)).expect_err("data needs a token").code(), tonic::Code::Unauthenticated);
+    }
+
+    #[test]
+    fn users_change_jobs_only_in_granted_pools() {
+        let a = auth();
+        let alice = a.authenticate(&headers(Some("alice-token"))).expect("known");
+        assert!(alice.check_pool("/team-a").is_ok());
+        assert!(alice.check_pool("/team-a/batch").is_ok());
+        let e = alice.check_pool("/team-b").expect_err("not granted");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("/team-b") && e.message().contains("/team-a"), "{}", e.message());
+        let ops = a.authenticate(&headers(Some("ops-token"))).expect("known");
+        assert!(ops.check_pool("/team-b").is_ok());
+    }
+
+    #[test]
+    fn an_open_api_makes_everyone_the_anonymous_admin() {
+        let a = Auth::open();
+        assert!(!a.is_enforced());
+        let who = a.admit(&http::Method::POST, "/paceline.v1.PoolService/CreatePool", &headers(None)).expect("open").expect("principal");
+        assert_eq!(who.name, "anonymous");
+        assert_eq!(who.role, Role::Admin);
+    }
+
+    #[test]
+    fn bad_tokens_files_name_the_entry() {
+        let cases = [
+            ("version: 2\n", "version"),
+            ("version: 1\nprincipals:\n  - {name: a, role: user, token_sha256: abc}\n", "principals[0].token_sha256"),
+            ("version: 1\nprincipals:\n  - {name: a, role: king, token_sha256: abc}\n", "role"),
+            (
+                &format!(
+                    "version: 1\nprincipals:\n  - {{name: a, role: user, token_sha256: {h}}}\n  - {{name: b, role: user, token_sha256: {h}}}\n",
+                    h = token_hash_hex("same")
+                ),
+                "principals[1].token_sha256",
+            ),
+            (&format!("version: 1\nprincipals:\n  - {{name: a, role: user, pools: [team], token_sha256: {}}}\n", token_hash_hex("t")), "principals[0].pools[0]"),
+            ("version: 1\nprincipls: []\n", "principls"),
+        ];
+        for (text, field) in cases {
+            let e = Auth::from_yaml(text).expect_err(text).to_string();
+            assert!(e.contains(field), "{e} should name {field}");
+        }
+    }
+}
