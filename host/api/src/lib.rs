@@ -86,6 +86,17 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Who may call what ([`auth`]); open unless a tokens file is given.
     pub auth: Arc<auth::Auth>,
+    /// Serve TLS with this certificate and key (PEM); plain HTTP/2 without.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A server certificate chain and its private key, both PEM.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert_pem: Vec<u8>,
+    /// The leaf's private key.
+    pub key_pem: Vec<u8>,
 }
 
 impl Default for ApiConfig {
@@ -95,6 +106,7 @@ impl Default for ApiConfig {
             max_encoding_message_size: 64 << 20,
             request_timeout: Duration::from_secs(30),
             auth: Arc::new(auth::Auth::open()),
+            tls: None,
         }
     }
 }
@@ -135,7 +147,12 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    Ok(tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+        server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    Ok(server
         .timeout(config.request_timeout)
         .layer(auth::AuthLayer(config.auth.clone()))
         .add_service(health)

@@ -109,6 +109,18 @@ pub struct ServerConfig {
     /// Principals and their token hashes (see docs/operations.md, "Authentication").
     /// Without it the API is open: every caller acts as an admin.
     pub tokens_file: Option<PathBuf>,
+    /// Serve the API over TLS with this certificate and key (see docs/operations.md, "TLS").
+    pub tls: Option<TlsConfig>,
+}
+
+/// The API's TLS certificate and key files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain, the server's own certificate first.
+    pub cert_file: PathBuf,
+    /// PEM private key of that certificate.
+    pub key_file: PathBuf,
 }
 
 impl Default for ServerConfig {
@@ -128,6 +140,7 @@ impl Default for ServerConfig {
             advertise_api: None,
             advertise_agent: None,
             tokens_file: None,
+            tls: None,
         }
     }
 }
@@ -169,6 +182,21 @@ fn load_auth(tokens_file: Option<&std::path::Path>) -> Result<paceline_api::auth
     let auth = paceline_api::auth::Auth::load(path).map_err(|e| ServerError::Other(format!("authentication: {e}")))?;
     info!(tokens_file = %path.display(), "API calls need a bearer token");
     Ok(auth)
+}
+
+/// The API's certificate and key, read now so a missing file stops the start.
+fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, ServerError> {
+    let Some(tls) = tls else { return Ok(None) };
+    let read = |path: &std::path::Path| std::fs::read(path).map_err(|e| ServerError::Other(format!("tls: reading {}: {e}", path.display())));
+    let files = paceline_api::TlsFiles { cert_pem: read(&tls.cert_file)?, key_pem: read(&tls.key_file)? };
+    if !files.cert_pem.starts_with(b"-----BEGIN") || !String::from_utf8_lossy(&files.key_pem).contains("PRIVATE KEY-----") {
+        return Err(ServerError::Other(format!(
+            "tls: {} must be a PEM certificate and {} a PEM private key",
+            tls.cert_file.display(),
+            tls.key_file.display()
+        )));
+    }
+    Ok(Some(files))
 }
 
 /// The pool every job may use on a fresh `dev` cluster.
@@ -223,7 +251,11 @@ impl Server {
     /// Starts every role, the agent listener and the API on `api`.
     pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<Server, ServerError> {
         // Read first: a broken tokens file must stop the start before anything listens.
-        let api_config = paceline_api::ApiConfig { auth: Arc::new(load_auth(config.tokens_file.as_deref())?), ..paceline_api::ApiConfig::default() };
+        let api_config = paceline_api::ApiConfig {
+            auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
+            tls: load_tls(config.tls.as_ref())?,
+            ..paceline_api::ApiConfig::default()
+        };
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
         let storage = config
             .storage

@@ -454,3 +454,67 @@ fn a_broken_tokens_file_stops_the_server_before_it_listens() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("principals[0].token_sha256"), "the error names the entry: {err}");
 }
+
+/// A certificate authority and a `localhost` server certificate it signed,
+/// made with the `openssl` command line: (ca.pem, cert.pem, key.pem).
+fn test_certificates(dir: &Path) -> (String, String, String) {
+    let p = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("openssl runs (Debian's openssl package)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
+    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline test CA", "-out", &p("ca.pem")]);
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
+    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
+    openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
+    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
+    openssl(&[
+        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
+        &p("cert.pem"),
+    ]);
+    (p("ca.pem"), p("cert.pem"), p("key.pem"))
+}
+
+#[test]
+fn the_api_over_tls_serves_clients_that_trust_its_authority_and_no_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = test_certificates(dir.path());
+    let api = free_port();
+    let config = dir.path().join("server.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 2, resources: {{cpu_millis: 4000, memory_mib: 8192, disk_mib: 10000, gpus: 0}}, zones: 1}}\ntls: {{cert_file: {cert}, key_file: {key}}}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .expect("write");
+    let _server = start(&["server", "--config", config.to_str().expect("utf-8")], "API on https://");
+    let https = format!("https://localhost:{api}");
+    let run = |args: &[&str], ca: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(args).env("PACELINE_SERVER", &https).env_remove("PACELINE_CA_CERT");
+        if let Some(ca) = ca {
+            c.env("PACELINE_CA_CERT", ca);
+        }
+        c.output().expect("cli runs")
+    };
+    // Trusting the authority: the whole API works.
+    let created = ok(run(&["job", "create", &example("hello.yaml"), "-o", "json"], Some(&ca)));
+    let id = serde_json::from_str::<serde_json::Value>(&created).expect("json")["id"].as_str().expect("id").to_string();
+    eventually(60, "the job runs over TLS", || {
+        let out = run(&["job", "get", &id, "-o", "json"], Some(&ca));
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"state\"")
+    });
+    // No authority given, or the wrong one, or plain HTTP: refused with a clear error.
+    refused(&run(&["job", "list"], None), "--ca-cert");
+    let (other_ca, _, _) = test_certificates(&{
+        let d = dir.path().join("other");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    });
+    refused(&run(&["job", "list"], Some(&other_ca)), "cannot connect");
+    let plain = Command::new(BIN).args(["job", "list"]).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("runs");
+    assert!(!plain.status.success(), "plain HTTP/2 is not served on a TLS port");
+}

@@ -96,9 +96,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         runtime()?.block_on(paceline::ha::run(config, &Stdout, until_signal()))?;
         return Ok(ExitCode::SUCCESS);
     }
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
     runtime()?.block_on(async move {
         let server = Server::start(config).await.context("starting the server")?;
-        println!("paceline server: API on http://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+        println!("paceline server: API on {scheme}://{} · agents dial http://{}", server.api_addr, server.agent_addr);
         until_signal().await;
         server.shutdown().await;
         anyhow::Ok(())

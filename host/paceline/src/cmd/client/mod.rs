@@ -49,6 +49,10 @@ pub struct ClientOpts {
     /// a flag shows in the process list.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+    /// PEM certificate of the authority that signed an `https://` server's
+    /// certificate (the server is checked against it and its host name).
+    #[arg(long, env = "PACELINE_CA_CERT", global = true)]
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 /// The channel client commands talk through: the server's, with the
@@ -203,7 +207,7 @@ async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
         if !tried.insert(url.clone()) {
             continue;
         }
-        let channel = match connect_one(&server, &url).await {
+        let channel = match connect_one(&server, &url, opts.ca_cert.as_deref()).await {
             Ok(c) => c,
             Err(e) if single => return Err(e),
             Err(e) => {
@@ -235,10 +239,17 @@ fn server_url(server: &str) -> String {
     if server.contains("://") { server.to_owned() } else { format!("http://{server}") }
 }
 
-async fn connect_one(server: &str, url: &str) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(url.to_owned())
+async fn connect_one(server: &str, url: &str, ca_cert: Option<&std::path::Path>) -> anyhow::Result<Channel> {
+    let mut endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|e| bad_input(format!("--server {server:?} is not a URL: {e}")))?
         .connect_timeout(Duration::from_secs(5));
+    if url.starts_with("https://") {
+        // No system roots are built in: a cluster's API is signed by its own authority.
+        let path = ca_cert.ok_or_else(|| bad_input(format!("{server} is https: give the authority's certificate with --ca-cert or PACELINE_CA_CERT")))?;
+        let pem = read_file(path)?;
+        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        endpoint = endpoint.tls_config(tls).map_err(|e| bad_input(format!("--ca-cert {}: {e}", path.display())))?;
+    }
     endpoint.connect().await.map_err(|e| {
         // tonic's transport error says only "transport error"; the cause
         // (connection refused, DNS, …) is in its source chain.
