@@ -178,6 +178,27 @@ impl ApiPort {
     }
 }
 
+/// Exits with [`EXIT_LOST_LEADERSHIP`] as soon as the store reports this
+/// server fenced by a later leader's epoch (a process paused past its session
+/// and resumed: its writes already fail; stop acting at all). A thread of its
+/// own, like the leadership guard, so a busy runtime cannot delay it.
+fn watch_fence(store: Arc<dyn paceline_storage::Store>) {
+    let spawned = std::thread::Builder::new().name("fence-guard".into()).spawn(move || {
+        loop {
+            if store.is_fenced() {
+                error!("fenced: another server claimed leadership of the store; exiting now with code {EXIT_LOST_LEADERSHIP}");
+                eprintln!("paceline server: fenced by a newer leader; exiting with code {EXIT_LOST_LEADERSHIP}");
+                std::process::exit(EXIT_LOST_LEADERSHIP);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    if let Err(e) = spawned {
+        error!(error = %e, "cannot start the fence guard thread; exiting");
+        std::process::exit(EXIT_LOST_LEADERSHIP);
+    }
+}
+
 fn unspecified_warning(what: &str, addr: SocketAddr) {
     if addr.ip().is_unspecified() {
         warn!(%addr, "{what} is bound to an unspecified address and published as such; set advertise_{what} to an address others can reach");
@@ -310,7 +331,12 @@ pub async fn run(
 
     // 3. Serve.
     let connections = port.switch();
-    let started = Server::start_with(config, ApiSocket::Incoming { connections, addr: api_addr }).await;
+    // The jobmgr epoch fences the store: every later leader's is larger.
+    let epoch = match *jobmgr.watch(Role::Jobmgr).borrow() {
+        Leadership::Leader { epoch } => Some(epoch),
+        _ => None,
+    };
+    let started = Server::start_with(config, ApiSocket::Incoming { connections, addr: api_addr }, epoch).await;
     let _ = stop_standby.send(true);
     follow.abort();
     let server = match started {
@@ -322,6 +348,7 @@ pub async fn run(
             return Err(anyhow::Error::new(e).context("starting the server as leader"));
         }
     };
+    watch_fence(server.cluster.store.clone());
     announce.leading(&server);
     shutdown.await;
 

@@ -245,11 +245,17 @@ pub enum ApiSocket {
 impl Server {
     /// Starts every role and both listeners.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
-        Server::start_with(config, ApiSocket::Bind).await
+        Server::start_with(config, ApiSocket::Bind, None).await
     }
 
     /// Starts every role, the agent listener and the API on `api`.
-    pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<Server, ServerError> {
+    ///
+    /// `leader_epoch`: when this server won an election, its epoch; it is
+    /// claimed in the store before anything is recovered or written, so a
+    /// server that led before it can no longer write ([`Store::claim_leadership`]).
+    ///
+    /// [`Store::claim_leadership`]: paceline_storage::Store::claim_leadership
+    pub async fn start_with(config: ServerConfig, api: ApiSocket, leader_epoch: Option<u64>) -> Result<Server, ServerError> {
         // Read first: a broken tokens file must stop the start before anything listens.
         let api_config = paceline_api::ApiConfig {
             auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
@@ -263,6 +269,9 @@ impl Server {
             .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
         let store = paceline_storage::config::open(&storage).await?;
         info!(?storage, "store open");
+        if let Some(epoch) = leader_epoch {
+            store.claim_leadership(epoch).await?;
+        }
 
         let runtime_config = RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
         let versions = Arc::new(StoreVersions::new(store.clone(), tokio::runtime::Handle::current()));

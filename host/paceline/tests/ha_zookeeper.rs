@@ -392,6 +392,17 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     }
     let _ = ok(cli(&all, &["job", "kill", &a]));
     eventually(30, "a killed", || tasks(&all, &a).iter().all(|t| state_is(t, "KILLED")));
+
+    // Each leader claimed its election epoch in the store before writing, so
+    // a handle claiming an old epoch (a paused, resumed ex-leader) is fenced.
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
+        use paceline_storage::Store as _;
+        let store = paceline_storage::sqlite::SqliteStore::open(data.join("paceline.db")).expect("open the shared store");
+        match store.claim_leadership(1).await {
+            Err(paceline_storage::StoreError::Fenced { mine, current }) => assert!(current > mine, "{current} > {mine}"),
+            other => panic!("the leaders' epochs must fence an old one, got {other:?}"),
+        }
+    });
 }
 
 /// A TCP proxy in front of ZooKeeper that can be cut: from then on it forwards nothing and

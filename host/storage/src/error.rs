@@ -75,12 +75,26 @@ pub enum StoreError {
     /// Any other database error.
     #[error("storage backend error: {0}")]
     Backend(String),
+    /// Another server claimed leadership with a larger epoch: this handle
+    /// writes nothing more (see [`crate::Store::claim_leadership`]).
+    #[error("fenced: another server leads (the store's leader epoch is {current}, this server's {mine}); nothing was written")]
+    Fenced {
+        /// The epoch this handle claimed.
+        mine: u64,
+        /// The larger epoch found in the store.
+        current: u64,
+    },
 }
 
 impl StoreError {
     /// True for a lost compare-and-set.
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
+    }
+
+    /// True when a later leader has fenced this store handle.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, StoreError::Fenced { .. })
     }
 
     /// True for a missing record.

@@ -29,6 +29,7 @@ pub mod bench;
 pub mod cassandra;
 pub mod config;
 pub mod error;
+pub mod fence;
 pub mod sqlite;
 pub mod store;
 pub mod types;

@@ -25,6 +25,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `sqlite` or `cassandra`.
     fn backend(&self) -> &'static str;
 
+    // ---- leader fencing ------------------------------------------------------
+
+    /// Makes this handle the leader's: records `epoch` as the store's leader
+    /// epoch, unless a larger one is recorded already ([`StoreError::Fenced`]).
+    /// From then on every write of this handle first checks the recorded
+    /// epoch and fails with [`StoreError::Fenced`], writing nothing, once
+    /// another handle has claimed a larger one. Epochs come from the
+    /// membership (each gain of leadership has a larger one); claiming the
+    /// same epoch again is allowed. A handle that never claims is never
+    /// fenced (one server without an election). How atomic the check is
+    /// depends on the backend: see docs/storage.md, "Leader fencing".
+    async fn claim_leadership(&self, epoch: u64) -> Result<()>;
+
+    /// True once a larger epoch has fenced this handle (sticky).
+    fn is_fenced(&self) -> bool;
+
     // ---- jobs --------------------------------------------------------------
 
     /// Creates a job: config version 1 and the runtime at version 1

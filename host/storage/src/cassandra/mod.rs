@@ -182,6 +182,10 @@ statements! {
     del_host: "DELETE FROM hosts WHERE hostname = ?", Plain;
     ins_provider: "INSERT INTO provider_ids (provider, id) VALUES (?, ?)", Plain;
     sel_provider: "SELECT id FROM provider_ids WHERE provider = ?", Plain;
+    ins_fence: "INSERT INTO leader_fence (id, epoch) VALUES ('leader', ?) IF NOT EXISTS", Lwt;
+    raise_fence: "UPDATE leader_fence SET epoch = ? WHERE id = 'leader' IF epoch < ?", Lwt;
+    sel_fence_serial: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Serial;
+    sel_fence: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Plain;
 }
 
 /// The Cassandra store.
@@ -192,6 +196,8 @@ pub struct CassandraStore {
     tries: u32,
     event_ttl_secs: i32,
     keyspace: String,
+    /// Leader fencing: checked by a read before each write once claimed.
+    fence: Arc<crate::fence::Fence>,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -261,6 +267,7 @@ impl CassandraStore {
             tries: cfg.retries.max(1),
             event_ttl_secs: (cfg.event_ttl_days.max(1) as i32).saturating_mul(86_400),
             keyspace: ks.clone(),
+            fence: Arc::default(),
         })
     }
 
@@ -422,6 +429,27 @@ impl CassandraStore {
         }
     }
 
+    /// Before a write: refuses it if a later leader's epoch is recorded.
+    /// A read at the configured consistency, not part of the write (see
+    /// docs/storage.md, "Leader fencing", for the window this leaves).
+    async fn fence_check(&self) -> Result<()> {
+        if self.fence.claimed().is_none() {
+            return Ok(());
+        }
+        self.fence.refuse_if_fenced()?;
+        let rows: Vec<(i64,)> = self.rows("leader fence", &self.s.sel_fence, ()).await?;
+        self.fence.check(rows.first().map_or(0, |r| r.0.max(0) as u64))
+    }
+
+    /// Runs a lightweight transaction once and says whether it applied.
+    async fn applied(&self, what: &str, st: &PreparedStatement, values: impl SerializeRow) -> Result<bool> {
+        let bound = st.clone().bind(&values).map_err(be)?;
+        let qr = self.session.execute_bound_unpaged(&bound).await.map_err(|e| StoreError::Unavailable(format!("{what}: {e}")))?;
+        let rows = qr.into_rows_result().map_err(be)?;
+        let row: Row = rows.first_row::<Row>().map_err(be)?;
+        Ok(matches!(row.columns.first(), Some(Some(CqlValue::Boolean(true)))))
+    }
+
     async fn job_exists(&self, id: &str) -> Result<bool> {
         Ok(!self.rows::<(String,)>("job", &self.s.sel_job_exists, (id,)).await?.is_empty())
     }
@@ -435,6 +463,7 @@ impl CassandraStore {
     /// benchmark to measure writes without LWT. Not a compare-and-set:
     /// do not use it beside concurrent writers.
     pub async fn put_tasks_unconditional(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         let mut rows = Vec::with_capacity(tasks.len());
         let mut buckets = BTreeSet::new();
@@ -470,11 +499,36 @@ fn job_summary(r: JobRow) -> Result<JobSummary> {
 
 #[async_trait]
 impl Store for CassandraStore {
+    async fn claim_leadership(&self, epoch: u64) -> Result<()> {
+        if epoch == 0 {
+            return Err(StoreError::Invalid("leader epoch 0: epochs start at 1".into()));
+        }
+        let e = epoch as i64;
+        // Paxos on the one fence row: create it, or raise it if ours is larger;
+        // then read it back at serial consistency to learn who won.
+        if !self.applied("leader fence", &self.s.ins_fence, (e,)).await? {
+            self.applied("leader fence", &self.s.raise_fence, (e, e)).await?;
+        }
+        let rows: Vec<(i64,)> = self.rows("leader fence", &self.s.sel_fence_serial, ()).await?;
+        let recorded = rows.first().map_or(0, |r| r.0.max(0) as u64);
+        if recorded > epoch {
+            return Err(StoreError::Fenced { mine: epoch, current: recorded });
+        }
+        self.fence.set_claimed(epoch);
+        tracing::info!(epoch, "cassandra: leader epoch claimed; writes are fenced against older leaders");
+        Ok(())
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fence.is_fenced()
+    }
+
     fn backend(&self) -> &'static str {
         "cassandra"
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
+        self.fence_check().await?;
         let NewJob { config: body, runtime: rt, runtime_body: rt_body, labels } = new_job(id, config, runtime)?;
         // The config first (plain, idempotent) would overwrite version 1 of
         // an existing job; so the LWT claims the id first.
@@ -505,6 +559,7 @@ impl Store for CassandraStore {
     }
 
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
+        self.fence_check().await?;
         let body = encode_config(id, config)?;
         let labels = encode(|| format!("labels of job {id}"), &config.labels, limits::MAX_RECORD)?;
         if version < 2 {
@@ -555,6 +610,7 @@ impl Store for CassandraStore {
     }
 
     async fn cas_job_runtime(&self, id: &str, expected_version: u64, runtime: &JobRuntime) -> Result<JobRuntime> {
+        self.fence_check().await?;
         check_id("job", id)?;
         runtime.validate()?;
         let mut stored = runtime.clone();
@@ -609,6 +665,7 @@ impl Store for CassandraStore {
     }
 
     async fn delete_job(&self, id: &str) -> Result<()> {
+        self.fence_check().await?;
         if !self.job_exists(id).await? {
             return Err(StoreError::not_found("job", id));
         }
@@ -630,6 +687,7 @@ impl Store for CassandraStore {
     }
 
     async fn create_tasks(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         let mut rows = Vec::with_capacity(tasks.len());
         let mut wanted: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
@@ -675,6 +733,7 @@ impl Store for CassandraStore {
     }
 
     async fn cas_task(&self, job_id: &str, instance: u32, expected_version: u64, runtime: &TaskRuntime) -> Result<TaskRuntime> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         runtime.validate()?;
         let mut stored = runtime.clone();
@@ -700,6 +759,7 @@ impl Store for CassandraStore {
     }
 
     async fn cas_tasks(&self, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         for w in writes {
             w.runtime.validate()?;
@@ -755,6 +815,7 @@ impl Store for CassandraStore {
     }
 
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         let mut rows = Vec::with_capacity(events.len());
         for e in events {
@@ -770,6 +831,7 @@ impl Store for CassandraStore {
     }
 
     async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
+        self.fence_check().await?;
         check_id("job", job_id)?;
         let mut rows = Vec::with_capacity(events.len());
         for (instance, e) in events {
@@ -793,6 +855,7 @@ impl Store for CassandraStore {
     }
 
     async fn create_update(&self, update: &Update) -> Result<Update> {
+        self.fence_check().await?;
         update.validate()?;
         check_id("update", &update.id)?;
         let mut stored = update.clone();
@@ -817,6 +880,7 @@ impl Store for CassandraStore {
     }
 
     async fn cas_update(&self, id: &str, expected_version: u64, update: &Update) -> Result<Update> {
+        self.fence_check().await?;
         update.validate()?;
         if update.id != id {
             return Err(StoreError::Invalid(format!("update id `{}` differs from `{id}`", update.id)));
@@ -850,6 +914,7 @@ impl Store for CassandraStore {
     }
 
     async fn put_update_progress(&self, update_id: &str, progress: &[InstanceProgress]) -> Result<()> {
+        self.fence_check().await?;
         check_id("update", update_id)?;
         let mut rows = Vec::with_capacity(progress.len());
         let mut buckets = BTreeSet::new();
@@ -883,6 +948,7 @@ impl Store for CassandraStore {
     }
 
     async fn put_pool(&self, path: &str, spec: &[u8]) -> Result<()> {
+        self.fence_check().await?;
         validate::pool(path, spec)?;
         self.exec("pool", &self.s.ins_pool, (path, spec)).await?;
         Ok(())
@@ -900,11 +966,13 @@ impl Store for CassandraStore {
     }
 
     async fn delete_pool(&self, path: &str) -> Result<()> {
+        self.fence_check().await?;
         self.exec("pool", &self.s.del_pool, (path,)).await?;
         Ok(())
     }
 
     async fn put_plugin_version(&self, version: &PluginVersion, bytes: &[u8]) -> Result<()> {
+        self.fence_check().await?;
         validate::plugin(version, bytes)?;
         let meta = encode(|| format!("plugin {}", version.id()), version, limits::MAX_RECORD)?;
         let chunks = bytes.len().div_ceil(PLUGIN_CHUNK);
@@ -931,6 +999,7 @@ impl Store for CassandraStore {
     }
 
     async fn set_plugin_state(&self, slot: &str, name: &str, version: &str, state: &str) -> Result<()> {
+        self.fence_check().await?;
         check_id("plugin state", state)?;
         let rows: Vec<(String, i32)> = self.rows("plugin", &self.s.sel_plugin, (slot, name, version)).await?;
         let (meta, _) =
@@ -970,6 +1039,7 @@ impl Store for CassandraStore {
     }
 
     async fn set_slot_history(&self, slot: &str, history: &[String]) -> Result<()> {
+        self.fence_check().await?;
         check_id("plugin slot", slot)?;
         let body = encode(|| format!("history of slot {slot}"), &history, limits::MAX_RECORD)?;
         self.exec("plugin slot", &self.s.ins_slot, (slot, &body)).await?;
@@ -982,6 +1052,7 @@ impl Store for CassandraStore {
     }
 
     async fn put_host(&self, host: &HostRecord) -> Result<()> {
+        self.fence_check().await?;
         validate::host(host)?;
         let body = encode(|| format!("host {}", host.hostname), host, limits::MAX_RECORD)?;
         self.exec("host", &self.s.ins_host, (&host.hostname, &body)).await?;
@@ -1002,11 +1073,13 @@ impl Store for CassandraStore {
     }
 
     async fn delete_host(&self, hostname: &str) -> Result<()> {
+        self.fence_check().await?;
         self.exec("host", &self.s.del_host, (hostname,)).await?;
         Ok(())
     }
 
     async fn put_provider_id(&self, provider: &str, id: &str) -> Result<()> {
+        self.fence_check().await?;
         check_id("provider", provider)?;
         check_id("provider id", id)?;
         self.exec("provider id", &self.s.ins_provider, (provider, id)).await?;

@@ -47,6 +47,9 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
         "CREATE TABLE IF NOT EXISTS hosts (hostname text PRIMARY KEY, record text)",
         "CREATE TABLE IF NOT EXISTS provider_ids (provider text PRIMARY KEY, id text)",
     ],
+), (
+    "leader fence",
+    &["CREATE TABLE IF NOT EXISTS leader_fence (id text PRIMARY KEY, epoch bigint)"],
 )];
 
 /// The newest schema version this build knows.

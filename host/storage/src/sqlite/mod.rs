@@ -46,6 +46,8 @@ pub struct SqliteStore {
     /// Events appended per task since its history was last trimmed, by job
     /// (touched only on the writer thread). See `append_job_events`.
     trims: Arc<Mutex<TrimCounts>>,
+    /// Leader fencing (checked by the writer inside each group's transaction).
+    fence: Arc<crate::fence::Fence>,
 }
 
 /// Job id → instance → events appended since the last trim.
@@ -84,8 +86,9 @@ impl SqliteStore {
         conn.pragma_update(None, "cache_size", -65_536).map_err(db)?;
         schema::migrate(&mut conn)?;
         tracing::info!(path = %path.display(), schema = SCHEMA_VERSION, "sqlite store open");
-        let writer = Writer::start(conn)?;
-        Ok(SqliteStore { path, writer, readers: Arc::new(Mutex::new(Vec::new())), trims: Arc::default() })
+        let fence = Arc::new(crate::fence::Fence::default());
+        let writer = Writer::start(conn, fence.clone())?;
+        Ok(SqliteStore { path, writer, readers: Arc::new(Mutex::new(Vec::new())), trims: Arc::default(), fence })
     }
 
     /// The database file.
@@ -220,6 +223,35 @@ fn cas_task_in(conn: &Connection, job_id: &str, c: &PreparedCas) -> Result<u64> 
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn claim_leadership(&self, epoch: u64) -> Result<()> {
+        if epoch == 0 {
+            return Err(StoreError::Invalid("leader epoch 0: epochs start at 1".into()));
+        }
+        let recorded = self
+            .write(move |conn| {
+                // Raise the recorded epoch unless a larger one is there; the
+                // writer's transaction holds the database's write lock.
+                conn.prepare_cached(
+                    "INSERT INTO leader_fence (id, epoch) VALUES (1, ?1)
+                     ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch WHERE excluded.epoch > leader_fence.epoch",
+                )
+                .and_then(|mut s| s.execute(params![epoch]))
+                .map_err(db)?;
+                writer::recorded_epoch(conn).map_err(db)
+            })
+            .await?;
+        if recorded > epoch {
+            return Err(StoreError::Fenced { mine: epoch, current: recorded });
+        }
+        self.fence.set_claimed(epoch);
+        tracing::info!(epoch, "sqlite: leader epoch claimed; writes are fenced against older leaders");
+        Ok(())
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fence.is_fenced()
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {

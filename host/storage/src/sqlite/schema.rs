@@ -98,6 +98,13 @@ const MIGRATIONS: &[&str] = &[
         id TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 2: the leader epoch that fences stale leaders' writes (one row, id 1).
+    r#"
+    CREATE TABLE leader_fence (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        epoch INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema version this build knows.

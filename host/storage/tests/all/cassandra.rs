@@ -56,6 +56,12 @@ async fn make() -> Arc<dyn Store> {
 crate::conformance_suite!(make);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_fencing() {
+    // Two sessions on the test keyspace; only these handles ever claim.
+    crate::conformance::leader_fencing(make().await, make().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_schema_is_refused() {
     let _first = FIRST.lock().await;
     let ks = format!("{}_newer", keyspace());

@@ -415,3 +415,40 @@ pub async fn cas_race_two_writers_exactly_one_wins(s: Arc<dyn Store>) {
     assert_eq!(wins[0] + wins[1], rounds as u32);
     println!("{}: writer wins {wins:?} over {rounds} rounds", s.backend());
 }
+
+/// Leader fencing with two handles on the same database (two servers that
+/// both believe they lead): the later claim fences the earlier handle, whose
+/// writes then fail and change nothing, while reads go on.
+pub async fn leader_fencing(a: Arc<dyn Store>, b: Arc<dyn Store>) {
+    let base = 1_000;
+    let id = unique("fenced");
+    assert!(!a.is_fenced() && !b.is_fenced());
+    a.claim_leadership(base + 5).await.expect("first claim");
+    let rt = a.create_job(&id, &config("o", 1), &JobRuntime::initial(1, 0)).await.expect("the leader writes");
+    a.claim_leadership(base + 5).await.expect("claiming the same epoch again is fine");
+
+    // An older epoch cannot take over.
+    match b.claim_leadership(base + 3).await {
+        Err(StoreError::Fenced { mine, current }) => assert_eq!((mine, current), (base + 3, base + 5)),
+        other => panic!("an older epoch must be refused, got {other:?}"),
+    }
+    // A newer one does, and from then on `a` writes nothing.
+    b.claim_leadership(base + 7).await.expect("newer claim");
+    let mut next = rt.clone();
+    next.state = JobState::Running;
+    match a.cas_job_runtime(&id, rt.version, &next).await {
+        Err(StoreError::Fenced { mine, current }) => assert_eq!((mine, current), (base + 5, base + 7)),
+        other => panic!("the old leader's write must be fenced, got {other:?}"),
+    }
+    assert!(a.is_fenced(), "fenced for good");
+    assert!(a.create_job(&unique("late"), &config("o", 1), &JobRuntime::initial(1, 0)).await.expect_err("still fenced").is_fenced());
+    assert!(a.put_pool(&format!("/{}", unique("p")), b"x").await.expect_err("every kind of write").is_fenced());
+    assert_eq!(b.get_job_runtime(&id).await.expect("read").version, rt.version, "the fenced write changed nothing");
+    assert_eq!(a.get_job_runtime(&id).await.expect("the fenced handle still reads").version, rt.version);
+    assert!(a.claim_leadership(base + 6).await.expect_err("cannot come back with an older epoch").is_fenced());
+
+    // The new leader writes.
+    let done = b.cas_job_runtime(&id, rt.version, &next).await.expect("the new leader writes");
+    assert_eq!(done.version, rt.version + 1);
+    assert!(!b.is_fenced());
+}

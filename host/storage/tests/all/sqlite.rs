@@ -19,6 +19,15 @@ async fn make() -> Arc<dyn Store> {
 
 crate::conformance_suite!(make);
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_fencing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shared.db");
+    let a: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open a"));
+    let b: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open b"));
+    crate::conformance::leader_fencing(a, b).await;
+}
+
 #[tokio::test]
 async fn newer_schema_is_refused_unchanged() {
     let dir = tempfile::tempdir().expect("tempdir");
