@@ -8,12 +8,12 @@ use std::time::Duration;
 use paceline_model::view::{TaskView, build_placement_request};
 use paceline_plugin::Registry;
 use paceline_plugin_sdk::types::{PlacementResult, UnplacedReason};
-use paceline_resmgr::{ReadyTask, ResourceManager, TaskEvent};
+use paceline_resmgr::{ReadyTask, ResourceManager};
 use paceline_plugin_sdk::types::JobKind;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::group::{self, Group};
-use crate::{Need, OfferSource, Placement, PlacementSink, lease_request_for};
+use crate::{LocalQueue, Need, OfferSource, Placement, PlacementSink, ReadyQueue, lease_request_for};
 
 /// Tuning of the engine.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ pub struct RoundReport {
 
 /// The placement engine. Stateless between rounds; see the crate docs.
 pub struct Engine {
-    resmgr: Arc<Mutex<ResourceManager>>,
+    queue: Arc<dyn ReadyQueue>,
     registry: Arc<Registry>,
     offers: Arc<dyn OfferSource>,
     sink: Arc<dyn PlacementSink>,
@@ -67,7 +67,7 @@ impl std::fmt::Debug for Engine {
 const KINDS: [JobKind; 4] = [JobKind::Stateful, JobKind::Daemon, JobKind::Stateless, JobKind::Batch];
 
 impl Engine {
-    /// An engine over the given roles.
+    /// An engine over the roles of this process.
     pub fn new(
         resmgr: Arc<Mutex<ResourceManager>>,
         registry: Arc<Registry>,
@@ -75,7 +75,19 @@ impl Engine {
         sink: Arc<dyn PlacementSink>,
         config: EngineConfig,
     ) -> Engine {
-        Engine { resmgr, registry, offers, sink, config, round: AtomicU64::new(0) }
+        let queue = Arc::new(LocalQueue::new(resmgr, sink.clone()));
+        Engine::with_queue(queue, registry, offers, sink, config)
+    }
+
+    /// An engine over any queue, host side and job side (in-process or remote).
+    pub fn with_queue(
+        queue: Arc<dyn ReadyQueue>,
+        registry: Arc<Registry>,
+        offers: Arc<dyn OfferSource>,
+        sink: Arc<dyn PlacementSink>,
+        config: EngineConfig,
+    ) -> Engine {
+        Engine { queue, registry, offers, sink, config, round: AtomicU64::new(0) }
     }
 
     /// Runs rounds until `shutdown` resolves; `now_ms` gives the clock.
@@ -94,31 +106,16 @@ impl Engine {
     /// One round over every job kind.
     pub async fn run_round(&self, now_ms: u64) -> RoundReport {
         let mut report = RoundReport::default();
-        let mut ready = Vec::new();
         for kind in KINDS {
-            ready.clear();
-            {
-                let Ok(mut rm) = self.resmgr.lock() else {
-                    warn!("resource manager lock poisoned; skipping round");
-                    return report;
-                };
-                rm.take_ready(kind, self.config.batch_size, now_ms, &mut ready);
-            }
-            if ready.is_empty() {
+            let taken = self.queue.take_ready(kind, self.config.batch_size, now_ms).await;
+            if taken.ready.is_empty() && taken.orphans.is_empty() {
                 continue;
             }
-            report.taken += ready.len();
-            let mut batch = Vec::with_capacity(ready.len());
-            let mut orphans = Vec::new();
-            for t in ready.drain(..) {
-                match self.sink.need(t.job, t.instance) {
-                    Some(need) => batch.push((t, need)),
-                    None => orphans.push(t),
-                }
-            }
+            report.taken += taken.ready.len() + taken.orphans.len();
             // A task whose job is gone cannot be placed; deferring it lets the
             // job manager's cleanup (or a recreated job) decide its fate.
-            self.send_back(orphans.iter().map(|t| (t, UnplacedReason::Deferred)), now_ms, &mut report);
+            self.send_back(taken.orphans.iter().map(|t| (t, UnplacedReason::Deferred)), now_ms, &mut report).await;
+            let batch = taken.ready;
             for group in group::by_slot(batch) {
                 self.place_group(group, now_ms, &mut report).await;
             }
@@ -136,7 +133,7 @@ impl Engine {
             Err(e) => {
                 warn!(slot = %group.slot, error = %e, "lease failed; tasks go back to the queue");
                 report.lease_errors += 1;
-                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report);
+                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report).await;
                 return;
             }
         };
@@ -147,7 +144,7 @@ impl Engine {
             } else {
                 UnplacedReason::ConstraintsUnsatisfiable
             };
-            self.send_back(group.tasks.iter().map(|(t, _)| (t, reason)), now_ms, report);
+            self.send_back(group.tasks.iter().map(|(t, _)| (t, reason)), now_ms, report).await;
             return;
         }
 
@@ -169,42 +166,36 @@ impl Engine {
             Ok(Err(e)) => {
                 warn!(slot = %group.slot, error = %e, "placement slot failed");
                 self.offers.release(&lease.id).await;
-                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report);
+                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report).await;
                 return;
             }
             Err(e) => {
                 warn!(slot = %group.slot, error = %e, "placement call panicked");
                 self.offers.release(&lease.id).await;
-                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report);
+                self.send_back(group.tasks.iter().map(|(t, _)| (t, UnplacedReason::Deferred)), now_ms, report).await;
                 return;
             }
         };
 
-        let mut placements = Vec::with_capacity(result.assignments.len());
-        {
-            let Ok(mut rm) = self.resmgr.lock() else {
-                self.offers.release(&lease.id).await;
-                return;
-            };
-            for a in &result.assignments {
-                // Indices were validated by the registry against this request.
-                let (Some((task, _)), Some(host)) = (group.tasks.get(a.task as usize), lease.hosts.get(a.host as usize)) else {
-                    continue;
-                };
-                match rm.task_event(task.id, TaskEvent::Placed, now_ms) {
-                    Ok(_) => placements.push(Placement { task: task.clone(), host: host.name.clone() }),
-                    // Killed or preempted while we were deciding: skip it.
-                    Err(e) => debug!(task = ?task.id, error = %e, "placed task no longer placing"),
-                }
-            }
-            for u in &result.unplaced {
-                if let Some((task, _)) = group.tasks.get(u.task as usize) {
-                    if let Err(e) = rm.placement_failed(task.id, u.reason, now_ms) {
-                        debug!(task = ?task.id, error = %e, "unplaced task no longer placing");
-                    }
-                    report.unplaced += 1;
-                }
-            }
+        // Indices were validated by the registry against this request.
+        let chosen: Vec<(&ReadyTask, &str)> = result
+            .assignments
+            .iter()
+            .filter_map(|a| Some((&group.tasks.get(a.task as usize)?.0, lease.hosts.get(a.host as usize)?.name.as_str())))
+            .collect();
+        let ids: Vec<_> = chosen.iter().map(|(t, _)| t.id).collect();
+        let still = self.queue.placed(&ids, now_ms).await;
+        // A task killed or preempted while we decided is skipped.
+        let placements: Vec<Placement> = chosen
+            .into_iter()
+            .zip(still)
+            .filter(|(_, ok)| *ok)
+            .map(|((task, host), _)| Placement { task: *task, host: host.to_string() })
+            .collect();
+        let unplaced: Vec<_> = result.unplaced.iter().filter_map(|u| Some((group.tasks.get(u.task as usize)?.0.id, u.reason))).collect();
+        if !unplaced.is_empty() {
+            self.queue.unplaced(&unplaced, now_ms).await;
+            report.unplaced += unplaced.len();
         }
         report.placed += placements.len();
         if !placements.is_empty() {
@@ -213,12 +204,10 @@ impl Engine {
         self.offers.release(&lease.id).await;
     }
 
-    fn send_back<'a>(&self, tasks: impl Iterator<Item = (&'a ReadyTask, UnplacedReason)>, now_ms: u64, report: &mut RoundReport) {
-        let Ok(mut rm) = self.resmgr.lock() else { return };
-        for (t, reason) in tasks {
-            if rm.placement_failed(t.id, reason, now_ms).is_ok() {
-                report.unplaced += 1;
-            }
+    async fn send_back<'a>(&self, tasks: impl Iterator<Item = (&'a ReadyTask, UnplacedReason)>, now_ms: u64, report: &mut RoundReport) {
+        let back: Vec<_> = tasks.map(|(t, reason)| (t.id, reason)).collect();
+        if !back.is_empty() {
+            report.unplaced += self.queue.unplaced(&back, now_ms).await;
         }
     }
 }

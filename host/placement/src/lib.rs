@@ -17,15 +17,18 @@
 //! itself, or trust a plugin's answer: the plugin registry validates each
 //! answer (capacity, constraints, whole gangs, indices within the leased
 //! hosts) and falls back to the previous good version or the native policy.
-//! The host side ([`OfferSource`]) and the job side ([`PlacementSink`]) are
-//! traits so that the engine can run in-process beside the other roles or,
-//! later, against them over the network.
+//! The queue side ([`ReadyQueue`]), the host side ([`OfferSource`]) and the
+//! job side ([`PlacementSink`]) are traits so that the engine runs
+//! in-process beside the other roles ([`LocalQueue`]) or in a process of its
+//! own against them over the network (`paceline server --roles placement`).
 
 mod engine;
 mod group;
+mod queue;
 
 pub use engine::{Engine, EngineConfig, RoundReport};
 pub use group::lease_request_for;
+pub use queue::{LocalQueue, ReadyQueue, Taken};
 
 use std::sync::Arc;
 
