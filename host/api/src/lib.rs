@@ -88,6 +88,10 @@ pub struct ApiConfig {
     pub auth: Arc<auth::Auth>,
     /// Serve TLS with this certificate and key (PEM); plain HTTP/2 without.
     pub tls: Option<TlsFiles>,
+    /// Internal services served beside the public API on the same port (the
+    /// placement protocol for engines in other processes). They pass the
+    /// same authentication layer; unknown to its table, they need `admin`.
+    pub internal: Option<tonic::service::Routes>,
 }
 
 /// A server certificate chain and its private key, both PEM.
@@ -107,6 +111,7 @@ impl Default for ApiConfig {
             request_timeout: Duration::from_secs(30),
             auth: Arc::new(auth::Auth::open()),
             tls: None,
+            internal: None,
         }
     }
 }
@@ -152,10 +157,12 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
         server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
-    Ok(server
-        .timeout(config.request_timeout)
-        .layer(auth::AuthLayer(config.auth.clone()))
-        .add_service(health)
+    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let router = match &config.internal {
+        Some(routes) => server.add_routes(routes.clone()).add_service(health),
+        None => server.add_service(health),
+    };
+    Ok(router
         .add_service(reflection)
         .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))

@@ -14,7 +14,7 @@ use crate::labels::Labels;
 use crate::resources::Resources;
 
 /// A host as placement sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HostView {
     /// Host name, unique in the cluster.
     pub name: String,

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use paceline_hostmgr::{HostEvent, HostEvents, HostManager, LeaseId};
 use paceline_jobmgr::{JobManager, TaskLauncher};
 use paceline_model::Resources;
-use paceline_placement::{Engine, Lease, LeaseRequest, Need, OfferError, OfferSource, Placement, PlacementSink};
+use paceline_placement::{Engine, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink};
 use paceline_resmgr::ResourceManager;
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
@@ -75,8 +75,7 @@ impl TaskLauncher for HostLauncher {
 #[derive(Debug, Clone)]
 pub struct JobSink(pub Arc<JobManager>);
 
-#[async_trait]
-impl PlacementSink for JobSink {
+impl NeedSource for JobSink {
     fn need(&self, job_key: u64, instance: u32) -> Option<Need> {
         let n = self.0.placement_need(job_key, instance)?;
         Some(Need {
@@ -89,6 +88,10 @@ impl PlacementSink for JobSink {
         })
     }
 
+}
+
+#[async_trait]
+impl PlacementSink for JobSink {
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let placements = placements
             .into_iter()
@@ -124,6 +127,7 @@ pub struct Cluster {
     /// The store every role writes to.
     pub store: Arc<dyn paceline_storage::Store>,
     events: AsyncMutex<HostEvents>,
+    place_here: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -172,6 +176,7 @@ impl Cluster {
             registry,
             store,
             events: AsyncMutex::new(events),
+            place_here: true,
         }
     }
 
@@ -270,7 +275,9 @@ impl Cluster {
         }
         report.ticks_time = started.elapsed();
         let started = Instant::now();
-        report.placed = self.engine.run_round(now_ms).await.placed;
+        if self.place_here {
+            report.placed = self.engine.run_round(now_ms).await.placed;
+        }
         report.placement_time = started.elapsed();
         let started = Instant::now();
         report.host_events += self.pump_host_events().await;
@@ -322,6 +329,10 @@ pub struct AssembleConfig {
     pub jobs: paceline_jobmgr::JobManagerConfig,
     /// Deploy the built-in Wasm policies into empty slots.
     pub install_default_plugins: bool,
+    /// Run no placement round in [`Cluster::step`]: placement engines run in
+    /// other processes (`--roles jobmgr,resmgr,hostmgr`) and reach this
+    /// cluster through [`crate::placement_peer`].
+    pub no_placement: bool,
 }
 
 impl Cluster {
@@ -379,7 +390,9 @@ impl Cluster {
             Arc::new(JobSink(jobs.clone())),
             config.engine,
         ));
-        let cluster = Arc::new(Cluster::new(hosts, jobs, resmgr, engine, registry, store));
+        let mut cluster = Cluster::new(hosts, jobs, resmgr, engine, registry, store);
+        cluster.place_here = !config.no_placement;
+        let cluster = Arc::new(cluster);
         cluster.hosts_changed().await;
         Ok(cluster)
     }

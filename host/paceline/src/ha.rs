@@ -39,10 +39,25 @@ pub const EXIT_LOST_LEADERSHIP: i32 = 75;
 /// The roles that follow `jobmgr`'s leader.
 const FOLLOWING_ROLES: [Role; 3] = [Role::Resmgr, Role::Hostmgr, Role::Placement];
 
-/// Parses `--roles`: `all`, or a comma-separated list of roles. Only every role together is
-/// supported: splitting the roles across processes needs remote joints between them, which
-/// are not built (they are joined in-process, see `crate::cluster`).
-pub fn parse_roles(s: &str) -> Result<Vec<Role>, String> {
+/// Which roles one server process runs (`--roles`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleSet {
+    /// Every role (the default).
+    All,
+    /// `jobmgr,resmgr,hostmgr`: the core without a placement engine; engines
+    /// run in `placement` processes and reach it on its API port.
+    Core,
+    /// `placement`: placement engines only, against a core (`--core`).
+    /// Stateless, so any number may run at once (active-active).
+    Placement,
+}
+
+/// Parses `--roles`: `all`, or a comma-separated list of roles. The sets
+/// that can run today are every role, the core without placement
+/// (`jobmgr,resmgr,hostmgr`), and `placement` alone. Other subsets (the
+/// job manager apart from the resource manager, the host manager apart) need
+/// remote joints that are not built (docs/decisions/0011-role-split-plan.md).
+pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
     let mut roles = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if part == "all" {
@@ -59,16 +74,24 @@ pub fn parse_roles(s: &str) -> Result<Vec<Role>, String> {
     if roles.is_empty() {
         return Err(format!("--roles {s:?}: no role named (use `all` or jobmgr,resmgr,hostmgr,placement)"));
     }
-    if roles != all {
-        let named: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
-        return Err(format!(
-            "--roles {}: running a subset of the roles is not supported yet — splitting roles across processes \
-             is not built (the roles are joined in-process). Run every role in each server process \
-             (`--roles all`, the default); with `membership: zookeeper` one server leads all four and the others stand by",
-            named.join(",")
-        ));
+    if roles == all {
+        return Ok(RoleSet::All);
     }
-    Ok(all)
+    let mut core = vec![Role::Jobmgr, Role::Resmgr, Role::Hostmgr];
+    core.sort();
+    if roles == core {
+        return Ok(RoleSet::Core);
+    }
+    if roles == [Role::Placement] {
+        return Ok(RoleSet::Placement);
+    }
+    let named: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+    Err(format!(
+        "--roles {}: this subset is not supported yet. Supported: `all` (the default), \
+         `jobmgr,resmgr,hostmgr` (no placement engine here) and `placement` (engines only, \
+         with --core naming the core's API); splitting jobmgr, resmgr and hostmgr apart is not built",
+        named.join(",")
+    ))
 }
 
 /// `<hostname>-<pid>`.
@@ -368,13 +391,13 @@ mod tests {
 
     #[test]
     fn roles_all_or_every_role() {
-        let mut all = Role::ALL.to_vec();
-        all.sort();
-        assert_eq!(parse_roles("all").ok(), Some(all.clone()));
-        assert_eq!(parse_roles("jobmgr,resmgr,hostmgr,placement").ok(), Some(all.clone()));
-        assert_eq!(parse_roles("placement, hostmgr,resmgr,jobmgr,jobmgr").ok(), Some(all));
+        assert_eq!(parse_roles("all"), Ok(RoleSet::All));
+        assert_eq!(parse_roles("jobmgr,resmgr,hostmgr,placement"), Ok(RoleSet::All));
+        assert_eq!(parse_roles("placement, hostmgr,resmgr,jobmgr,jobmgr"), Ok(RoleSet::All));
+        assert_eq!(parse_roles("hostmgr,jobmgr,resmgr"), Ok(RoleSet::Core));
+        assert_eq!(parse_roles("placement"), Ok(RoleSet::Placement));
         let subset = parse_roles("jobmgr,resmgr").unwrap_err();
-        assert!(subset.contains("not supported") && subset.contains("splitting roles"), "{subset}");
+        assert!(subset.contains("not supported") && subset.contains("jobmgr,resmgr,hostmgr"), "{subset}");
         assert!(parse_roles("jobmgr,leader").unwrap_err().contains("unknown role"));
         assert!(parse_roles("").is_err());
     }

@@ -3,5 +3,6 @@
 
 pub mod cluster;
 pub mod ha;
+pub mod placement_peer;
 pub mod server;
 pub mod wiring;

@@ -111,6 +111,10 @@ pub struct ServerConfig {
     pub tokens_file: Option<PathBuf>,
     /// Serve the API over TLS with this certificate and key (see docs/operations.md, "TLS").
     pub tls: Option<TlsConfig>,
+    /// Run a placement engine in this process (default). `false` when engines run in
+    /// processes of their own (`--roles jobmgr,resmgr,hostmgr` here, `--roles placement`
+    /// there); they reach this server through its API port.
+    pub placement_engine: bool,
 }
 
 /// The API's TLS certificate and key files.
@@ -141,6 +145,7 @@ impl Default for ServerConfig {
             advertise_agent: None,
             tokens_file: None,
             tls: None,
+            placement_engine: true,
         }
     }
 }
@@ -349,8 +354,8 @@ impl Server {
             store,
             registry,
             hosts,
-            clock,
-            AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
+            clock.clone(),
+            AssembleConfig { install_default_plugins: true, no_placement: !config.placement_engine, ..AssembleConfig::default() },
             |rm| {
                 for (path, spec) in &pools {
                     if let Err(e) = rm.create_pool(path, *spec) {
@@ -362,6 +367,9 @@ impl Server {
         .await?;
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
 
+        // Placement engines in other processes reach the roles on the API port.
+        let mut api_config = api_config;
+        api_config.internal = Some(tonic::service::Routes::new(crate::placement_peer::PeerService::new(&cluster, clock).into_server()));
         let roles = cluster.roles();
         let stop_api = stopped.clone();
         let api_addr = match api {

@@ -13,7 +13,7 @@ use paceline_plugin_sdk::types::JobKind;
 use tracing::warn;
 
 use crate::group::{self, Group};
-use crate::{LocalQueue, Need, OfferSource, Placement, PlacementSink, ReadyQueue, lease_request_for};
+use crate::{LocalQueue, Need, NeedSource, OfferSource, Placement, PlacementSink, ReadyQueue, lease_request_for};
 
 /// Tuning of the engine.
 #[derive(Clone, Debug)]
@@ -67,15 +67,17 @@ impl std::fmt::Debug for Engine {
 const KINDS: [JobKind; 4] = [JobKind::Stateful, JobKind::Daemon, JobKind::Stateless, JobKind::Batch];
 
 impl Engine {
-    /// An engine over the roles of this process.
-    pub fn new(
+    /// An engine over the roles of this process (`jobs` both answers needs
+    /// and launches).
+    pub fn new<J: NeedSource + PlacementSink + 'static>(
         resmgr: Arc<Mutex<ResourceManager>>,
         registry: Arc<Registry>,
         offers: Arc<dyn OfferSource>,
-        sink: Arc<dyn PlacementSink>,
+        jobs: Arc<J>,
         config: EngineConfig,
     ) -> Engine {
-        let queue = Arc::new(LocalQueue::new(resmgr, sink.clone()));
+        let queue = Arc::new(LocalQueue::new(resmgr, jobs.clone()));
+        let sink: Arc<dyn PlacementSink> = jobs;
         Engine::with_queue(queue, registry, offers, sink, config)
     }
 

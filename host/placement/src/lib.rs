@@ -102,11 +102,16 @@ pub struct Placement {
     pub host: String,
 }
 
+/// The job manager's answer to "what does this task need", for a
+/// [`LocalQueue`] (a remote queue sends needs with the tasks).
+pub trait NeedSource: Send + Sync {
+    /// What an admitted task needs; `None` when its job is gone.
+    fn need(&self, job_key: u64, instance: u32) -> Option<Need>;
+}
+
 /// The job manager as the engine sees it.
 #[async_trait]
 pub trait PlacementSink: Send + Sync {
-    /// What an admitted task needs; `None` when its job is gone.
-    fn need(&self, job_key: u64, instance: u32) -> Option<Need>;
     /// Launches placed tasks on the hosts of `lease_id`. Returns when the
     /// launches were handed to the host manager (the lease is released after).
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>);

@@ -8,7 +8,7 @@ use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
 use paceline_resmgr::{ReadyTask, ResourceManager, TaskEvent, TaskId};
 use tracing::{debug, warn};
 
-use crate::{Need, PlacementSink};
+use crate::{Need, NeedSource};
 
 /// What one [`ReadyQueue::take_ready`] handed out. Every task is PLACING
 /// until it is reported [`ReadyQueue::placed`] or [`ReadyQueue::unplaced`]
@@ -37,11 +37,11 @@ pub trait ReadyQueue: Send + Sync {
     async fn unplaced(&self, tasks: &[(TaskId, UnplacedReason)], now_ms: u64) -> usize;
 }
 
-/// The resource manager in this process, with needs from the job manager's
-/// [`PlacementSink::need`].
+/// The resource manager in this process, with needs from the job manager
+/// ([`NeedSource`]).
 pub struct LocalQueue {
     resmgr: Arc<Mutex<ResourceManager>>,
-    sink: Arc<dyn PlacementSink>,
+    needs: Arc<dyn NeedSource>,
 }
 
 impl std::fmt::Debug for LocalQueue {
@@ -52,8 +52,8 @@ impl std::fmt::Debug for LocalQueue {
 
 impl LocalQueue {
     /// Over the process's resource manager and job manager.
-    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, sink: Arc<dyn PlacementSink>) -> LocalQueue {
-        LocalQueue { resmgr, sink }
+    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, needs: Arc<dyn NeedSource>) -> LocalQueue {
+        LocalQueue { resmgr, needs }
     }
 }
 
@@ -70,7 +70,7 @@ impl ReadyQueue for LocalQueue {
         }
         let mut taken = Taken { ready: Vec::with_capacity(ready.len()), orphans: Vec::new() };
         for t in ready {
-            match self.sink.need(t.job, t.instance) {
+            match self.needs.need(t.job, t.instance) {
                 Some(need) => taken.ready.push((t, need)),
                 None => taken.orphans.push(t),
             }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use paceline_model::task::TaskSpec;
 use paceline_model::view::HostView;
 use paceline_model::{Constraint, Labels, Resources};
-use paceline_placement::{Engine, EngineConfig, Lease, LeaseRequest, Need, OfferError, OfferSource, Placement, PlacementSink};
+use paceline_placement::{Engine, EngineConfig, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink};
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
 use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskState};
@@ -70,8 +70,7 @@ struct Jobs {
     pin: Option<String>,
 }
 
-#[async_trait]
-impl PlacementSink for Jobs {
+impl NeedSource for Jobs {
     fn need(&self, job_key: u64, _instance: u32) -> Option<Need> {
         let (id, spec) = self.specs.get(&job_key)?;
         Some(Need {
@@ -84,6 +83,10 @@ impl PlacementSink for Jobs {
         })
     }
 
+}
+
+#[async_trait]
+impl PlacementSink for Jobs {
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let leased = self.hosts.leased.lock().map(|l| l.get(lease_id).cloned().unwrap_or_default()).unwrap_or_default();
         let mut free = self.hosts.free.lock().expect("hosts");

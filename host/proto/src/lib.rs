@@ -8,6 +8,8 @@
 //!   hosts, plugins, watch), one service per file under `proto/paceline/v1/`.
 //! - [`agent::v1`]: the internal protocol between `paceline agent` and the
 //!   host manager (see `proto/paceline/agent/v1/agent.proto`).
+//! - [`placement::v1`]: the internal protocol between a placement engine in
+//!   a process of its own and the core roles.
 
 /// The node-agent protocol.
 pub mod agent {
@@ -18,6 +20,16 @@ pub mod agent {
 
         /// The protocol version this build speaks (`Register.protocol_version`).
         pub const PROTOCOL_VERSION: u32 = 1;
+    }
+}
+
+/// The internal protocol between a placement engine in a process of its own
+/// and the core roles (see `proto/paceline/placement/v1/placement.proto`).
+pub mod placement {
+    /// Version 1 of the placement protocol.
+    pub mod v1 {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("paceline.placement.v1");
     }
 }
 

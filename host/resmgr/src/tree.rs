@@ -32,6 +32,17 @@ impl PoolId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The handle as a number, for the placement protocol between processes.
+    pub fn to_wire(self) -> u32 {
+        self.0
+    }
+
+    /// A handle received over the placement protocol. It is only carried
+    /// back to the resource manager that issued it, which checks it.
+    pub fn from_wire(raw: u32) -> PoolId {
+        PoolId(raw)
+    }
 }
 
 /// One pool: spec, accounting over its subtree, entitlement.

@@ -5,5 +5,6 @@ pub mod bench;
 pub mod bench_hosts;
 pub mod client;
 pub mod demo;
+pub mod placement;
 pub mod plugin;
 pub mod server;

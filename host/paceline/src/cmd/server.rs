@@ -26,11 +26,22 @@ pub struct ServerArgs {
     /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
-    /// Roles this process runs: `all`, or `jobmgr,resmgr,hostmgr,placement`. Every role
-    /// together is the only supported set today (splitting them across processes is not
-    /// built); with `membership: zookeeper` in the config, one of several servers leads.
+    /// Roles this process runs: `all` (the default), `jobmgr,resmgr,hostmgr` (the core,
+    /// with placement engines in other processes), or `placement` (engines only, against
+    /// the core named by --core; run as many as you like). See docs/operations.md,
+    /// "Placement engines in their own processes".
     #[arg(long, default_value = "all")]
     roles: String,
+    /// With `--roles placement`: the core's API address (several, comma-separated, for a
+    /// highly available core: the leader is found and followed).
+    #[arg(long, env = "PACELINE_CORE")]
+    core: Option<String>,
+    /// With `--roles placement`: the token for a core with a tokens file (an admin's).
+    #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// With `--roles placement`: the authority that signed an `https://` core's certificate.
+    #[arg(long, env = "PACELINE_CA_CERT")]
+    ca_cert: Option<PathBuf>,
 }
 
 /// Arguments of `paceline dev`.
@@ -56,11 +67,11 @@ pub struct DevArgs {
     tokens_file: Option<PathBuf>,
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
 }
 
-async fn until_signal() {
+pub(crate) async fn until_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(_) => return std::future::pending().await,
@@ -72,7 +83,7 @@ async fn until_signal() {
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    paceline::ha::parse_roles(&args.roles).map_err(anyhow::Error::msg)?;
+    let roles = paceline::ha::parse_roles(&args.roles).map_err(anyhow::Error::msg)?;
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -91,6 +102,14 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(t) = args.tokens_file {
         config.tokens_file = Some(t);
+    }
+    match roles {
+        paceline::ha::RoleSet::All => {}
+        paceline::ha::RoleSet::Core => config.placement_engine = false,
+        paceline::ha::RoleSet::Placement => {
+            let core = args.core.ok_or_else(|| anyhow::anyhow!("--roles placement needs --core (or PACELINE_CORE): the core's API address"))?;
+            return super::placement::run(config, core, args.token, args.ca_cert);
+        }
     }
     if config.membership != paceline_membership::MembershipConfig::Embedded {
         runtime()?.block_on(paceline::ha::run(config, &Stdout, until_signal()))?;

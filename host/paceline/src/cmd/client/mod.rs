@@ -191,7 +191,7 @@ pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
     Ok(tonic::service::interceptor::InterceptedService::new(channel, bearer))
 }
 
-async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
+pub(crate) async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
     let mut queue: std::collections::VecDeque<String> =
         opts.server.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
     if queue.is_empty() {
@@ -269,7 +269,7 @@ async fn connect_one(server: &str, url: &str, ca_cert: Option<&std::path::Path>)
 
 /// `None` when the server serves (or predates health checks); `Some(leader)`
 /// when it is a standby, with the leader it names.
-async fn standby_leader(channel: Channel) -> Option<Option<String>> {
+pub(crate) async fn standby_leader(channel: Channel) -> Option<Option<String>> {
     use paceline_api::tonic_health::pb::health_client::HealthClient;
     use paceline_api::tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
     let mut health = HealthClient::new(channel);

@@ -1,0 +1,118 @@
+//! `paceline server --roles placement`: placement engines in a process of
+//! their own, against a core (`--roles all` or `jobmgr,resmgr,hostmgr`)
+//! reached through the internal placement protocol on the core's API port
+//! (`paceline::placement_peer`). Stateless: run as many as you like; the
+//! core's host manager leases each host to one engine at a time.
+//!
+//! The process reads plugin versions from the cluster's store (it never
+//! writes there) and rebuilds its registry when a slot's history changes,
+//! so an activation or rollback on the core reaches it within a few seconds.
+//! It follows the core's leader when the core is highly available.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use paceline::placement_peer::RemoteCore;
+use paceline::server::ServerConfig;
+use paceline_placement::{Engine, EngineConfig};
+use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
+use paceline_storage::{SqliteConfig, StorageConfig};
+use tracing::{info, warn};
+
+use super::client::{ClientOpts, Output, leading_channel, standby_leader};
+use super::server::{runtime, until_signal};
+
+/// How often the engine checks that the core still serves and that no
+/// plugin slot changed.
+const CHECK_EVERY: Duration = Duration::from_secs(2);
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or_default()
+}
+
+pub fn run(config: ServerConfig, core: String, token: Option<String>, ca_cert: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let storage = config
+            .storage
+            .clone()
+            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
+        let store = paceline_storage::config::open(&storage).await.context("opening the cluster's store (for plugin versions)")?;
+        let opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
+        println!("paceline server: placement engine for the core at {core}");
+        let shutdown = until_signal();
+        tokio::pin!(shutdown);
+        loop {
+            let channel = tokio::select! {
+                () = &mut shutdown => return anyhow::Ok(()),
+                c = connect(&opts) => c,
+            };
+            let remote = Arc::new(RemoteCore::new(channel.clone(), token.as_deref()).map_err(anyhow::Error::msg)?);
+            let histories = store.slot_histories().await.context("reading plugin slots")?;
+            let registry = open_registry(&config, store.clone()).await?;
+            info!(core = %core, "placement engine connected");
+            let engine = Engine::with_queue(remote.clone(), registry, remote.clone(), remote, EngineConfig::default());
+            let mut checked = Instant::now();
+            loop {
+                let report = tokio::select! {
+                    () = &mut shutdown => return anyhow::Ok(()),
+                    r = engine.run_round(now_ms()) => r,
+                };
+                if report.placed > 0 || report.unplaced > 0 {
+                    info!(placed = report.placed, unplaced = report.unplaced, plugin_calls = report.plugin_calls, "placement round");
+                }
+                if report.taken == 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if checked.elapsed() >= CHECK_EVERY {
+                    checked = Instant::now();
+                    if standby_leader(channel.clone()).await.is_some() {
+                        warn!("the core no longer leads; finding its leader");
+                        break;
+                    }
+                    match store.slot_histories().await {
+                        Ok(now) if now != histories => {
+                            info!("a plugin slot changed; reloading plugins");
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => warn!(error = %e, "cannot read plugin slots; keeping the loaded ones"),
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The core's leading server, retried every second until one answers.
+async fn connect(opts: &ClientOpts) -> tonic::transport::Channel {
+    let mut logged = false;
+    loop {
+        match leading_channel(opts).await {
+            Ok(c) => return c,
+            Err(e) => {
+                if !logged {
+                    warn!(error = %format!("{e:#}"), "cannot reach the core; retrying every second");
+                    logged = true;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Every plugin version and slot history of the store, compiled (from this
+/// process's compile cache when it has them).
+async fn open_registry(config: &ServerConfig, store: Arc<dyn paceline_storage::Store>) -> anyhow::Result<Arc<Registry>> {
+    let runtime_config = RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
+    let versions = Arc::new(paceline::wiring::StoreVersions::new(store, tokio::runtime::Handle::current()));
+    let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
+        Registry::open(Arc::new(PluginRuntime::new(runtime_config)?), versions)
+    })
+    .await
+    .context("loading plugins")??;
+    Ok(Arc::new(registry))
+}

@@ -1,0 +1,227 @@
+//! Roles split across processes, through the real binary: a core
+//! (`--roles jobmgr,resmgr,hostmgr`, simulated hosts) and placement engines
+//! in processes of their own (`--roles placement`), active-active.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_paceline");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A child process, its stdout and stderr lines kept; SIGTERM on drop.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn start(args: &[&str], ready: &str) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("PACELINE_LOG", "paceline=info,warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for stream in [Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>, Box::new(child.stderr.take().expect("stderr"))] {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                }
+            });
+        }
+        let p = Proc { child, lines };
+        eventually(60, &format!("`{ready}` from paceline {args:?}"), || p.said(ready) > 0);
+        p
+    }
+
+    fn said(&self, needle: &str) -> usize {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|l| l.contains(needle)).count()
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).stderr(Stdio::null()).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out: {what}");
+}
+
+fn cli(api: u16, args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
+}
+
+fn json(api: u16, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = cli(api, &all);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// A batch job of `n` instances of one core each, running `duration_ms` on the simulator.
+fn job(dir: &Path, name: &str, n: u32, duration_ms: u64) -> String {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name: {name}\nowner: test\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"{duration_ms}\"}}\n  resources: {{cpu_millis: 1000, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n"
+        ),
+    )
+    .expect("write");
+    path.to_str().expect("utf-8").to_string()
+}
+
+fn create(api: u16, spec: &str) -> String {
+    json(api, &["job", "create", spec])["id"].as_str().expect("id").to_string()
+}
+
+fn tasks(api: u16, id: &str) -> Vec<serde_json::Value> {
+    json(api, &["task", "list", id]).as_array().cloned().unwrap_or_default()
+}
+
+fn all_in(api: u16, id: &str, state: &str) -> bool {
+    let ts = tasks(api, id);
+    !ts.is_empty() && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with(state)))
+}
+
+#[test]
+fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitting_a_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let core_dir = dir.join("core");
+    let core_yaml = dir.join("core.yaml");
+    // Four hosts of four cores: sixteen one-core tasks fill them exactly.
+    std::fs::write(
+        &core_yaml,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: 4000, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
+            core_dir.display()
+        ),
+    )
+    .expect("write");
+    let _core = Proc::start(&["server", "--config", core_yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on");
+    let engine = |name: &str| {
+        let yaml = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &yaml,
+            format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join(name).display(), core_dir.join("paceline.db").display()),
+        )
+        .expect("write");
+        Proc::start(
+            &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
+            "placement engine connected",
+        )
+    };
+    // The core places nothing itself: before any engine runs, job a waits.
+    let a = create(api, &job(dir, "a", 8, 600_000));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(tasks(api, &a).iter().all(|t| t["host"].as_str().unwrap_or_default().is_empty()), "placed with no engine: {:?}", tasks(api, &a));
+
+    let mut first = engine("p1");
+    let second = engine("p2");
+    eventually(60, "job a: 8 running", || all_in(api, &a, "RUNNING"));
+
+    // One engine dies; the other keeps placing.
+    first.kill9();
+    let rounds_before = second.said("placement round");
+    let b = create(api, &job(dir, "b", 8, 600_000));
+    eventually(60, "job b: 8 running with one engine left", || all_in(api, &b, "RUNNING"));
+    assert!(second.said("placement round") > rounds_before, "the surviving engine placed job b");
+
+    // Sixteen slots, sixteen tasks: every host exactly full, none over.
+    let mut per_host = std::collections::BTreeMap::<String, usize>::new();
+    for t in tasks(api, &a).into_iter().chain(tasks(api, &b)) {
+        *per_host.entry(t["host"].as_str().expect("placed on a host").to_string()).or_default() += 1;
+    }
+    assert_eq!(per_host.len(), 4, "{per_host:?}");
+    assert!(per_host.values().all(|n| *n == 4), "no host holds more than its four cores: {per_host:?}");
+
+    // A seventeenth task waits, with the engine's reason.
+    let c = create(api, &job(dir, "c", 1, 500));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!all_in(api, &c, "RUNNING"), "no room: job c must wait");
+
+    // Freeing room lets it run to the end, as in the all-in-one server.
+    let killed = cli(api, &["job", "kill", &a]);
+    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    eventually(60, "job c SUCCEEDED once job a is gone", || {
+        json(api, &["job", "get", &c])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
+}
+
+#[test]
+fn a_placement_process_without_a_core_or_with_an_unsupported_subset_says_so() {
+    let out = Command::new(BIN).args(["server", "--roles", "placement"]).env_remove("PACELINE_CORE").output().expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--core"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN).args(["server", "--roles", "jobmgr,placement"]).output().expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_plugin_activated_on_the_core_reaches_a_placement_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let core_dir = dir.join("core");
+    let core_yaml = dir.join("core.yaml");
+    std::fs::write(
+        &core_yaml,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: 8000, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
+            core_dir.display()
+        ),
+    )
+    .expect("write");
+    let _core = Proc::start(&["server", "--config", core_yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on");
+    let yaml = dir.join("p.yaml");
+    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join("p").display(), core_dir.join("paceline.db").display()))
+        .expect("write");
+    let engine = Proc::start(
+        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
+        "placement engine connected",
+    );
+    let hosts_of = |id: &str| -> std::collections::BTreeSet<String> {
+        tasks(api, id).iter().filter_map(|t| t["host"].as_str().filter(|h| !h.is_empty()).map(str::to_string)).collect()
+    };
+    let packed = create(api, &job(dir, "packed", 4, 600_000));
+    eventually(60, "packed running", || all_in(api, &packed, "RUNNING"));
+    assert_eq!(hosts_of(&packed).len(), 1, "binpack (the built-in) packs");
+
+    let deploy = cli(api, &["plugin", "deploy", "placement/batch", "spread", "9", paceline_plugin_artifacts::SPREAD_PATH]);
+    assert!(deploy.status.success(), "{}", String::from_utf8_lossy(&deploy.stderr));
+    let activate = cli(api, &["plugin", "activate", "placement/batch", "spread@9"]);
+    assert!(activate.status.success(), "{}", String::from_utf8_lossy(&activate.stderr));
+    eventually(30, "the engine reloads its plugins", || engine.said("reloading plugins") > 0);
+    eventually(30, "the engine is back", || engine.said("placement engine connected") > 1);
+    let spread = create(api, &job(dir, "spread", 4, 600_000));
+    eventually(60, "spread running", || all_in(api, &spread, "RUNNING"));
+    assert!(hosts_of(&spread).len() >= 2, "spread spreads once the engine reloaded: {:?}", hosts_of(&spread));
+}
