@@ -225,3 +225,61 @@ fn a_plugin_activated_on_the_core_reaches_a_placement_process() {
     eventually(60, "spread running", || all_in(api, &spread, "RUNNING"));
     assert!(hosts_of(&spread).len() >= 2, "spread spreads once the engine reloaded: {:?}", hosts_of(&spread));
 }
+
+#[test]
+fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let (api, agents) = (free_port(), free_port());
+    let core_dir = dir.join("core");
+    let _core = Proc::start(
+        &[
+            "server",
+            "--roles",
+            "jobmgr,resmgr,hostmgr",
+            "--data-dir",
+            core_dir.to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+            "--agent-listen",
+            &format!("127.0.0.1:{agents}"),
+        ],
+        "API on",
+    );
+    let _agents: Vec<Proc> = [("a1", "33000-33499"), ("a2", "33500-33999")]
+        .iter()
+        .map(|(name, ports)| {
+            Proc::start(
+                &[
+                    "agent",
+                    "--manager",
+                    &format!("http://127.0.0.1:{agents}"),
+                    "--hostname",
+                    name,
+                    "--data-dir",
+                    dir.join(name).to_str().expect("utf-8"),
+                    "--cpu-millis",
+                    "2000",
+                    "--memory-mib",
+                    "2048",
+                    "--port-range",
+                    ports,
+                ],
+                "registered with the host manager",
+            )
+        })
+        .collect();
+    let yaml = dir.join("p.yaml");
+    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join("p").display(), core_dir.join("paceline.db").display()))
+        .expect("write");
+    let _engine = Proc::start(
+        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
+        "placement engine connected",
+    );
+    eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
+    let id = create(api, hello.to_str().expect("utf-8"));
+    eventually(60, "hello SUCCEEDED", || json(api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    let logs = cli(api, &["task", "logs", &id, "1"]);
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("hello from instance"), "{}", String::from_utf8_lossy(&logs.stdout));
+}
