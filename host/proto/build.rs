@@ -29,6 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &protos,
             std::slice::from_ref(&root),
         )?;
+    // serde for the public API's messages (proto3 JSON mapping with the
+    // proto field names): the web UI's JSON routes answer with them.
+    let set = std::fs::read(PathBuf::from(std::env::var("OUT_DIR")?).join("paceline_descriptor.bin"))?;
+    pbjson_build::Builder::new().register_descriptors(&set)?.preserve_proto_field_names().build(&[".paceline.v1"])?;
     compile_mesos(&root, protoc)?;
     Ok(())
 }

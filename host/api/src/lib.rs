@@ -19,6 +19,7 @@
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
 //!   module per service of `proto/paceline/v1/`.
+//! - [`web`]: the web UI (a page and its JSON routes) on the same port.
 //! - [`serve`] / [`router`]: every service plus `grpc.health.v1` and server
 //!   reflection (v1), with message size limits and a per-request timeout.
 //!
@@ -47,6 +48,7 @@ pub mod standby;
 pub mod status;
 pub mod tasks;
 pub mod watch;
+pub mod web;
 
 pub use pools::{RestoreError, apply_pools, restore_pools};
 /// Re-exported so clients (and tests) can check health without their own dependency.
@@ -157,12 +159,15 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
         server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
-    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
-    let router = match &config.internal {
-        Some(routes) => server.add_routes(routes.clone()).add_service(health),
-        None => server.add_service(health),
-    };
-    Ok(router
+    // Browsers speak HTTP/1.1 to the web UI; gRPC clients HTTP/2 as before.
+    let mut server = server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let mut http = web::routes(roles.clone());
+    if let Some(internal) = &config.internal {
+        http = http.merge(internal.clone().into_axum_router());
+    }
+    Ok(server
+        .add_routes(tonic::service::Routes::from(http))
+        .add_service(health)
         .add_service(reflection)
         .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))

@@ -47,6 +47,17 @@ fn task_ref(field: &str, t: Option<&pb::TaskRef>) -> Result<pb::TaskRef, Status>
 pub type LogStreamOut = Pin<Box<dyn Stream<Item = Result<pb::LogChunk, Status>> + Send>>;
 
 impl TaskApi {
+    /// A pending task's reason from admission when its gang is still queued
+    /// in the resource manager (that is why it waits, not placement).
+    fn with_admission(&self, mut task: pb::Task) -> pb::Task {
+        if task.state == pb::TaskState::Pending as i32
+            && let Some(reason) = self.jobs.admission_reason(&task.job_id, task.instance)
+        {
+            task.pending_reason = reason;
+        }
+        task
+    }
+
     async fn runtime(&self, t: &pb::TaskRef) -> Result<paceline_model::task::TaskRuntime, Status> {
         if let Some(rt) = self.jobs.task(&t.job_id, t.instance) {
             return Ok(rt);
@@ -77,7 +88,7 @@ impl TaskService for TaskApi {
             .iter()
             .enumerate()
             .filter(|(_, t)| states.is_empty() || states.contains(&t.state))
-            .map(|(i, t)| convert::task_pb(&info.id, i as u32, t))
+            .map(|(i, t)| self.with_admission(convert::task_pb(&info.id, i as u32, t)))
             .collect();
         Ok(Response::new(pb::ListTasksResponse { tasks }))
     }
@@ -85,7 +96,7 @@ impl TaskService for TaskApi {
     async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let t = task_ref("task", request.get_ref().task.as_ref())?;
         let rt = self.runtime(&t).await?;
-        Ok(Response::new(pb::GetTaskResponse { task: Some(convert::task_pb(&t.job_id, t.instance, &rt)) }))
+        Ok(Response::new(pb::GetTaskResponse { task: Some(self.with_admission(convert::task_pb(&t.job_id, t.instance, &rt))) }))
     }
 
     async fn kill_task(&self, request: Request<pb::TaskRef>) -> Result<Response<pb::KillTaskResponse>, Status> {

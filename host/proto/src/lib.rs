@@ -37,6 +37,7 @@ pub mod placement {
 pub mod v1 {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("paceline.v1");
+    include!(concat!(env!("OUT_DIR"), "/paceline.v1.serde.rs"));
 
     /// The encoded `FileDescriptorSet` of every compiled `.proto` (the
     /// public API and the agent protocol), for gRPC server reflection.

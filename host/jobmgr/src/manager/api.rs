@@ -311,4 +311,16 @@ impl JobManager {
             .and_then(|j| j.tasks.get(instance as usize))
             .map(|t| t.rt.clone())
     }
+
+    /// Why the resource manager has not admitted a task yet ("waiting on
+    /// reservation: …", "over entitlement by …"), while its gang is queued
+    /// there; `None` once admitted (or for an unknown task).
+    pub fn admission_reason(&self, id: &str, instance: u32) -> Option<String> {
+        let gang = {
+            let m = self.mem();
+            m.key_of(id).and_then(|k| m.jobs.get(&k)).and_then(|j| j.tasks.get(instance as usize)).and_then(|t| t.gang)?
+        };
+        let rm = self.resmgr.lock().ok()?;
+        rm.why_pending(gang).map(|info| info.to_string())
+    }
 }

@@ -118,7 +118,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     runtime()?.block_on(async move {
         let server = Server::start(config).await.context("starting the server")?;
-        println!("paceline server: API on {scheme}://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+        println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}", server.api_addr, server.api_addr, server.agent_addr);
         until_signal().await;
         server.shutdown().await;
         anyhow::Ok(())
@@ -198,6 +198,7 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
             }
         }
         println!("paceline dev: API on http://{}", server.api_addr);
+        println!("  web UI: http://{}/ui/", server.api_addr);
         println!("  export PACELINE_SERVER=http://{}", server.api_addr);
         println!("  data dir {} · pool /default", data_dir.display());
         match args.sim_hosts {

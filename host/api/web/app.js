@@ -1,0 +1,199 @@
+// The Paceline web UI: one page over the JSON routes of the API process
+// (/ui/api/...), which answer with the public API's messages in their
+// proto3 JSON mapping. No framework and no build step.
+"use strict";
+
+const state = { tab: "jobs", job: null };
+
+function token() {
+  return localStorage.getItem("paceline-token") || "";
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {});
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  const response = await fetch("/ui/api/" + path, Object.assign({}, options, { headers }));
+  const body = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) {
+    const error = new Error(body.error || response.statusText);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function showError(error) {
+  const p = document.getElementById("error");
+  if (!error) {
+    p.hidden = true;
+    return;
+  }
+  p.hidden = false;
+  p.textContent = error.status === 401 || error.status === 403
+    ? "Not allowed: " + error.message + " (enter a token above)"
+    : "Error: " + error.message;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else if (k === "style") e.setAttribute("style", v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c ?? "")));
+  return e;
+}
+
+// Enum names without their prefix: TASK_STATE_RUNNING -> RUNNING.
+function short(name, prefix) {
+  return String(name || "").replace(prefix, "");
+}
+
+function num(v) {
+  return Number(v || 0);
+}
+
+function pct(part, whole) {
+  return whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
+}
+
+async function renderJobs() {
+  const body = await api("jobs");
+  const tbody = document.querySelector("#jobs-table tbody");
+  tbody.replaceChildren();
+  for (const job of body.jobs || []) {
+    const spec = job.spec || {};
+    const status = job.status || {};
+    const counts = Object.entries(status.task_counts || {}).map(([k, v]) => k + "=" + v).join(" ");
+    const row = el("tr", { class: "clickable" + (state.job === job.id ? " selected" : ""), "data-job-id": job.id },
+      el("td", {}, job.id), el("td", {}, spec.name), el("td", {}, short(spec.kind, "JOB_KIND_")),
+      el("td", {}, spec.pool), el("td", { class: "state" }, short(status.state, "JOB_STATE_")), el("td", {}, counts));
+    row.addEventListener("click", () => { state.job = job.id; render(); });
+    tbody.append(row);
+  }
+  const detail = document.getElementById("job-detail");
+  if (!state.job) {
+    detail.hidden = true;
+    return;
+  }
+  const one = await api("jobs/" + encodeURIComponent(state.job));
+  detail.hidden = false;
+  detail.setAttribute("data-job-id", state.job);
+  document.getElementById("job-title").textContent = "Tasks of " + state.job;
+  const tasks = document.querySelector("#tasks-table tbody");
+  tasks.replaceChildren();
+  for (const t of one.tasks || []) {
+    tasks.append(el("tr", { "data-instance": String(t.instance || 0), "data-state": short(t.state, "TASK_STATE_") },
+      el("td", {}, t.instance || 0), el("td", {}, short(t.state, "TASK_STATE_")), el("td", {}, t.host || ""),
+      el("td", {}, t.run_id || ""), el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || "")));
+  }
+}
+
+function bar(kind, entitlement, allocation, capacity, unit) {
+  return [
+    el("span", {}, kind),
+    el("div", { class: "bar", "data-kind": kind },
+      el("span", { class: "entitlement", style: "width:" + pct(entitlement, capacity).toFixed(2) + "%" }),
+      el("span", { class: "allocation", style: "width:" + pct(allocation, capacity).toFixed(2) + "%" })),
+    el("span", { class: "num" }, allocation + " / " + entitlement + " " + unit + " (allocated / entitled)"),
+  ];
+}
+
+async function renderPools() {
+  const body = await api("pools");
+  const capacity = body.capacity || {};
+  const tree = document.getElementById("pool-tree");
+  tree.replaceChildren();
+  for (const pool of body.pools || []) {
+    const path = pool.path || "/";
+    const depth = path === "/" ? 0 : path.split("/").length - 1;
+    const ent = pool.entitlement || {};
+    const alloc = pool.allocation || {};
+    const box = el("div", { class: "pool", "data-pool": path, style: "margin-left:" + 1.5 * depth + "rem" },
+      el("span", { class: "name" }, path),
+      el("span", { class: "num" }, "  demand cpu " + num((pool.demand || {}).cpu) + " · share cpu " + num(((pool.spec || {}).share || {}).cpu)));
+    const bars = el("div", { class: "bars" });
+    bars.append(...bar("cpu", num(ent.cpu), num(alloc.cpu), num(capacity.cpu_millis), "millicores"));
+    bars.append(...bar("memory", num(ent.memory), num(alloc.memory), num(capacity.memory_mib), "MiB"));
+    box.append(bars);
+    tree.append(box);
+  }
+}
+
+async function renderHosts() {
+  const body = await api("hosts");
+  const tbody = document.querySelector("#hosts-table tbody");
+  tbody.replaceChildren();
+  for (const h of body.hosts || []) {
+    const total = h.total || {};
+    const used = h.allocated || {};
+    const util = (u, t) => el("td", {}, el("div", { class: "bar util" }, el("span", { class: "used", style: "width:" + pct(num(u), num(t)).toFixed(2) + "%" })),
+      el("span", { class: "num" }, num(u) + " / " + num(t)));
+    tbody.append(el("tr", { "data-host": h.hostname, "data-cpu-used": String(num(used.cpu_millis)) },
+      el("td", {}, h.hostname), el("td", {}, short(h.state, "HOST_STATE_") + (h.reachable ? "" : " (unreachable)")),
+      util(used.cpu_millis, total.cpu_millis), util(used.memory_mib, total.memory_mib)));
+  }
+}
+
+async function renderPlugins() {
+  const body = await api("plugins");
+  const list = document.getElementById("plugin-slots");
+  list.replaceChildren();
+  for (const slot of body.slots || []) {
+    const active = slot.active || "";
+    const rollback = el("button", { class: "rollback", "data-slot": slot.slot }, "Roll back");
+    // Rolling back needs an earlier version (or the native policy) to go to.
+    rollback.disabled = !active;
+    rollback.addEventListener("click", async () => {
+      if (!confirm("Roll back " + slot.slot + " from " + (active || "the native policy") + "?")) return;
+      try {
+        await api("plugins/rollback", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ slot: slot.slot }) });
+        showError(null);
+      } catch (e) {
+        showError(e);
+      }
+      render();
+    });
+    const versions = el("ul", {});
+    for (const v of slot.versions || []) {
+      const id = v.id;
+      versions.append(el("li", { class: id === active ? "active" : "", "data-version": id },
+        id + (id === active ? " (active)" : "") + " · " + v.state
+        + " · calls " + num(v.calls) + " · p99 " + num(v.p99_us) + " µs" + (v.batched ? " · batched" : "")));
+    }
+    list.append(el("div", { class: "slot", "data-slot": slot.slot, "data-active-version": active },
+      el("h3", {}, slot.slot, rollback), versions));
+  }
+}
+
+const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins };
+
+async function render() {
+  try {
+    await renderers[state.tab]();
+    showError(null);
+  } catch (e) {
+    showError(e);
+  }
+  document.body.setAttribute("data-rendered", String(Date.now()));
+}
+
+for (const button of document.querySelectorAll("#tabs button")) {
+  button.addEventListener("click", () => {
+    state.tab = button.dataset.tab;
+    for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b === button);
+    for (const s of document.querySelectorAll("section.tab")) s.hidden = s.id !== state.tab;
+    render();
+  });
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  localStorage.setItem("paceline-token", document.getElementById("token").value.trim());
+  render();
+});
+
+render();
+setInterval(render, 3000);
