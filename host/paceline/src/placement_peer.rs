@@ -8,6 +8,9 @@
 //! - [`RemoteCore`]: the engine's side, implementing [`ReadyQueue`],
 //!   [`OfferSource`] and [`PlacementSink`] with one call per batch (a round
 //!   costs a handful of calls per job kind and group, not one per task).
+//!   Marking tasks PLACED and launching them is one call (`Launch`), so a
+//!   lost reply leaves tasks PLACING (which times out back to READY), never
+//!   PLACED without a launch.
 //!
 //! Several engines, local and remote, may run at once: the host manager
 //! leases each host to one engine at a time. An engine that dies mid-round
@@ -27,7 +30,7 @@ use paceline_proto::placement::v1::placement_peer_client::PlacementPeerClient;
 use paceline_proto::placement::v1::placement_peer_server::PlacementPeer;
 use paceline_resmgr::{PoolId, ReadyTask, TaskId};
 use tonic::{Request, Response, Status};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::cluster::{HostOffers, JobSink};
 
@@ -167,12 +170,6 @@ impl PlacementPeer for PeerService {
         Ok(Response::new(pb::TakeReadyResponse { ready, orphans: taken.orphans.iter().map(task_pb).collect() }))
     }
 
-    async fn mark_placed(&self, request: Request<pb::MarkPlacedRequest>) -> Result<Response<pb::MarkPlacedResponse>, Status> {
-        let ids: Vec<TaskId> = request.get_ref().tasks.iter().map(|t| TaskId(*t)).collect();
-        let placed = self.queue.placed(&ids, self.now_ms.now_ms()).await;
-        Ok(Response::new(pb::MarkPlacedResponse { placed }))
-    }
-
     async fn unplaced(&self, request: Request<pb::UnplacedRequest>) -> Result<Response<pb::UnplacedResponse>, Status> {
         let mut back = Vec::with_capacity(request.get_ref().tasks.len());
         for (i, t) in request.get_ref().tasks.iter().enumerate() {
@@ -185,13 +182,21 @@ impl PlacementPeer for PeerService {
 
     async fn launch(&self, request: Request<pb::LaunchRequest>) -> Result<Response<pb::LaunchResponse>, Status> {
         let r = request.into_inner();
-        let placements = r
+        let placements: Vec<Placement> = r
             .placements
             .iter()
             .map(|p| Placement { task: task_of(&p.task.clone().unwrap_or_default()), host: p.host.clone() })
             .collect();
-        self.sink.placed(&r.lease_id, placements).await;
-        Ok(Response::new(pb::LaunchResponse {}))
+        // PLACED and launched in one call (see the protocol): a task no longer
+        // PLACING was killed or preempted meanwhile and is not launched.
+        let ids: Vec<TaskId> = placements.iter().map(|p| p.task.id).collect();
+        let still = self.queue.placed(&ids, self.now_ms.now_ms()).await;
+        let launch: Vec<Placement> = placements.into_iter().zip(still).filter(|(_, ok)| *ok).map(|(p, _)| p).collect();
+        let launched = launch.len() as u32;
+        if !launch.is_empty() {
+            self.sink.placed(&r.lease_id, launch).await;
+        }
+        Ok(Response::new(pb::LaunchResponse { launched }))
     }
 
     async fn lease(&self, request: Request<pb::LeaseRequest>) -> Result<Response<pb::LeaseResponse>, Status> {
@@ -283,21 +288,12 @@ impl ReadyQueue for RemoteCore {
         taken
     }
 
+    /// Answers "all still placing" without a call: the core marks them
+    /// PLACED inside [`PlacementSink::placed`] (the `Launch` call) and skips
+    /// the ones killed meanwhile, so that the two steps cannot be separated
+    /// by a lost reply.
     async fn placed(&self, tasks: &[TaskId], _now_ms: u64) -> Vec<bool> {
-        let request = pb::MarkPlacedRequest { tasks: tasks.iter().map(|t| t.0).collect() };
-        match self.client.clone().mark_placed(request).await {
-            Ok(a) if a.get_ref().placed.len() == tasks.len() => a.into_inner().placed,
-            Ok(_) => {
-                warn!("the core answered mark-placed for a different number of tasks; launching none");
-                vec![false; tasks.len()]
-            }
-            Err(e) => {
-                // Unknown outcome: launching nothing is safe (a PLACED task
-                // with no launch times out back to READY in the core).
-                warn!(error = %e, "mark-placed failed; launching none of these tasks");
-                vec![false; tasks.len()]
-            }
-        }
+        vec![true; tasks.len()]
     }
 
     async fn unplaced(&self, tasks: &[(TaskId, UnplacedReason)], _now_ms: u64) -> usize {
@@ -343,8 +339,12 @@ impl PlacementSink for RemoteCore {
             lease_id: lease_id.into(),
             placements: placements.iter().map(|p| pb::Placement { task: Some(task_pb(&p.task)), host: p.host.clone() }).collect(),
         };
-        if let Err(e) = self.client.clone().launch(request).await {
-            warn!(lease_id, error = %e, "launch through the core failed; the tasks time out back to READY");
+        match self.client.clone().launch(request).await {
+            Ok(a) if (a.get_ref().launched as usize) < placements.len() => {
+                debug!(lease_id, launched = a.get_ref().launched, placed = placements.len(), "some tasks were killed while being placed");
+            }
+            Ok(_) => {}
+            Err(e) => warn!(lease_id, error = %e, "launch through the core failed; unlaunched tasks return to READY after the PLACING timeout"),
         }
     }
 }
