@@ -3,20 +3,16 @@
 //! waits for it, and the Rust CLI sees the job they made; with a tokens file,
 //! each is refused without the right token and served with it.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Once;
-use std::time::Duration;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_paceline");
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Once;
+
+use common::{BIN, Dev, free_port, tokens_file};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
 /// Builds every client once per test binary; a failure fails the tests.
@@ -26,38 +22,6 @@ fn build_clients() {
         let out = Command::new("bash").arg(repo().join("clients/build.sh")).arg("all").output().expect("runs clients/build.sh");
         assert!(out.status.success(), "clients/build.sh all failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     });
-}
-
-struct Dev(Child);
-
-impl Dev {
-    fn start(dir: &Path, api: u16, extra: &[&str]) -> Dev {
-        let mut child = Command::new(BIN)
-            .args(["dev", "--sim-hosts", "2", "--data-dir", dir.join("dev").to_str().expect("utf-8"), "--api-listen", &format!("127.0.0.1:{api}")])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("API on") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
-        Dev(child)
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
 }
 
 /// The command that runs one language's `submit` example.
@@ -98,7 +62,7 @@ fn each_client_submits_a_job_that_runs_to_success() {
     build_clients();
     let dir = tempfile::tempdir().expect("tempdir");
     let api = free_port();
-    let _dev = Dev::start(dir.path(), api, &[]);
+    let _dev = Dev::start(dir.path(), api, 2, &[]);
     for lang in ["python", "go", "java"] {
         let name = format!("{lang}-hello");
         let out = submit(lang, &name, None, api);
@@ -118,14 +82,10 @@ fn each_client_submits_a_job_that_runs_to_success() {
 fn each_client_sends_its_token_and_a_wrong_one_is_refused() {
     build_clients();
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(BIN).args(["auth", "token", "--name", "ci", "--role", "user", "--pool", "/default"]).output().expect("runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let token = text.lines().find_map(|l| l.strip_prefix("token: ")).expect("token").to_string();
-    let entry: String = text.lines().filter(|l| l.starts_with("  ")).map(|l| format!("{l}\n")).collect();
     let tokens = dir.path().join("tokens.yaml");
-    std::fs::write(&tokens, format!("version: 1\nprincipals:\n{entry}")).expect("write");
+    let token = tokens_file(&tokens, &["--name", "ci", "--role", "user", "--pool", "/default"]);
     let api = free_port();
-    let _dev = Dev::start(dir.path(), api, &["--tokens-file", tokens.to_str().expect("utf-8")]);
+    let _dev = Dev::start(dir.path(), api, 2, &["--tokens-file", tokens.to_str().expect("utf-8")]);
     for lang in ["python", "go", "java"] {
         let refused = submit(lang, &format!("{lang}-denied"), Some("wrong-token"), api);
         assert!(!refused.status.success(), "{lang} must be refused");

@@ -2,17 +2,15 @@
 //! (`--roles jobmgr,resmgr,hostmgr`, simulated hosts) and placement engines
 //! in processes of their own (`--roles placement`), active-active.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_paceline");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
+use common::{BIN, eventually, free_port};
 
 /// A child process, its stdout and stderr lines kept; SIGTERM on drop.
 struct Proc {
@@ -60,17 +58,6 @@ impl Drop for Proc {
     }
 }
 
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("timed out: {what}");
-}
-
 fn cli(api: u16, args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
 }
@@ -81,6 +68,33 @@ fn json(api: u16, args: &[&str]) -> serde_json::Value {
     let out = cli(api, &all);
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Starts a core (`--roles jobmgr,resmgr,hostmgr`) on four simulated hosts of
+/// `cores` cores each, with its data in `dir/core`.
+fn core(dir: &Path, api: u16, cores: u64) -> Proc {
+    let yaml = dir.join("core.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
+            dir.join("core").display(),
+            cores * 1000
+        ),
+    )
+    .expect("write");
+    Proc::start(&["server", "--config", yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on")
+}
+
+/// Starts a placement process `name` against the core on `api`, reading the core's store.
+fn engine(dir: &Path, api: u16, name: &str) -> Proc {
+    let yaml = dir.join(format!("{name}.yaml"));
+    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join(name).display(), dir.join("core/paceline.db").display()))
+        .expect("write");
+    Proc::start(
+        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
+        "placement engine connected",
+    )
 }
 
 /// A batch job of `n` instances of one core each, running `duration_ms` on the simulator.
@@ -114,37 +128,15 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
     let api = free_port();
-    let core_dir = dir.join("core");
-    let core_yaml = dir.join("core.yaml");
     // Four hosts of four cores: sixteen one-core tasks fill them exactly.
-    std::fs::write(
-        &core_yaml,
-        format!(
-            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: 4000, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
-            core_dir.display()
-        ),
-    )
-    .expect("write");
-    let _core = Proc::start(&["server", "--config", core_yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on");
-    let engine = |name: &str| {
-        let yaml = dir.join(format!("{name}.yaml"));
-        std::fs::write(
-            &yaml,
-            format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join(name).display(), core_dir.join("paceline.db").display()),
-        )
-        .expect("write");
-        Proc::start(
-            &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
-            "placement engine connected",
-        )
-    };
+    let _core = core(dir, api, 4);
     // The core places nothing itself: before any engine runs, job a waits.
     let a = create(api, &job(dir, "a", 8, 600_000));
     std::thread::sleep(Duration::from_millis(1500));
     assert!(tasks(api, &a).iter().all(|t| t["host"].as_str().unwrap_or_default().is_empty()), "placed with no engine: {:?}", tasks(api, &a));
 
-    let mut first = engine("p1");
-    let second = engine("p2");
+    let mut first = engine(dir, api, "p1");
+    let second = engine(dir, api, "p2");
     eventually(60, "job a: 8 running", || all_in(api, &a, "RUNNING"));
 
     // One engine dies; the other keeps placing.
@@ -190,24 +182,8 @@ fn a_plugin_activated_on_the_core_reaches_a_placement_process() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
     let api = free_port();
-    let core_dir = dir.join("core");
-    let core_yaml = dir.join("core.yaml");
-    std::fs::write(
-        &core_yaml,
-        format!(
-            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: 8000, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
-            core_dir.display()
-        ),
-    )
-    .expect("write");
-    let _core = Proc::start(&["server", "--config", core_yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on");
-    let yaml = dir.join("p.yaml");
-    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join("p").display(), core_dir.join("paceline.db").display()))
-        .expect("write");
-    let engine = Proc::start(
-        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
-        "placement engine connected",
-    );
+    let _core = core(dir, api, 8);
+    let engine = engine(dir, api, "p");
     let hosts_of = |id: &str| -> std::collections::BTreeSet<String> {
         tasks(api, id).iter().filter_map(|t| t["host"].as_str().filter(|h| !h.is_empty()).map(str::to_string)).collect()
     };
@@ -269,13 +245,7 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
             )
         })
         .collect();
-    let yaml = dir.join("p.yaml");
-    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join("p").display(), core_dir.join("paceline.db").display()))
-        .expect("write");
-    let _engine = Proc::start(
-        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
-        "placement engine connected",
-    );
+    let _engine = engine(dir, api, "p");
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
     let id = create(api, hello.to_str().expect("utf-8"));

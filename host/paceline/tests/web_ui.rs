@@ -2,16 +2,13 @@
 //! Chromium (installed by `deploy/browser/chromium.sh`) driven through the
 //! DevTools protocol by `tests/web/cdp.py`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_paceline");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
+use common::{BIN, Dev, eventually, free_port, tokens_file};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -43,39 +40,6 @@ fn browse(steps: serde_json::Value) -> (Vec<serde_json::Value>, Vec<String>) {
     (v["values"].as_array().cloned().unwrap_or_default(), dialogs)
 }
 
-/// `paceline dev` on simulated hosts, stopped with SIGTERM on drop.
-struct Dev(Child);
-
-impl Dev {
-    fn start(dir: &Path, api: u16, extra: &[&str]) -> Dev {
-        let mut child = Command::new(BIN)
-            .args(["dev", "--sim-hosts", "4", "--data-dir", dir.join("dev").to_str().expect("utf-8"), "--api-listen", &format!("127.0.0.1:{api}")])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("API on") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
-        Dev(child)
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
 fn cli(api: u16, token: Option<&str>, args: &[&str]) -> Output {
     let mut c = Command::new(BIN);
     c.args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).env_remove("PACELINE_TOKEN");
@@ -94,17 +58,6 @@ fn json(api: u16, token: Option<&str>, args: &[&str]) -> serde_json::Value {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     serde_json::from_str(&ok(cli(api, token, &all))).expect("json")
-}
-
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("timed out: {what}");
 }
 
 /// A long batch job of `n` one-core instances in `pool`.
@@ -141,7 +94,7 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
     let api = free_port();
-    let _dev = Dev::start(dir, api, &[]);
+    let _dev = Dev::start(dir, api, 4, &[]);
     let pool = dir.join("pool.yaml");
     std::fs::write(&pool, "reservation: {cpu: 4000, memory: 4096, disk: 1000}\n").expect("write");
     ok(cli(api, None, &["pool", "create", "/team", pool.to_str().expect("utf-8")]));
@@ -204,13 +157,10 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
 fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
-    let out = ok(Command::new(BIN).args(["auth", "token", "--name", "ann", "--role", "user", "--pool", "/default"]).output().expect("runs"));
-    let token = out.lines().find_map(|l| l.strip_prefix("token: ")).expect("token").to_string();
-    let entry: String = out.lines().filter(|l| l.starts_with("  ")).map(|l| format!("{l}\n")).collect();
     let tokens = dir.join("tokens.yaml");
-    std::fs::write(&tokens, format!("version: 1\nprincipals:\n{entry}")).expect("write");
+    let token = tokens_file(&tokens, &["--name", "ann", "--role", "user", "--pool", "/default"]);
     let api = free_port();
-    let _dev = Dev::start(dir, api, &["--tokens-file", tokens.to_str().expect("utf-8")]);
+    let _dev = Dev::start(dir, api, 4, &["--tokens-file", tokens.to_str().expect("utf-8")]);
     let id = json(api, Some(&token), &["job", "create", &job_file(dir, "secret", "/default", 1)])["id"].as_str().expect("id").to_string();
 
     // The page is open; its data is not.
