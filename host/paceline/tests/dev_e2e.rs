@@ -2,16 +2,14 @@
 //! with agents started here) and the `paceline` CLI, with real agents
 //! running real processes.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_paceline");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
+use common::{BIN, eventually, free_port};
 
 /// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
 struct Proc(Child);
@@ -75,17 +73,6 @@ fn example(name: &str) -> String {
     examples().join(name).to_str().expect("utf-8").to_string()
 }
 
-/// Polls `f` every 200 ms until it returns true or `secs` pass.
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("timed out: {what}");
-}
 
 fn job_state(api: u16, id: &str) -> String {
     json(api, &["job", "get", id])["status"]["state"].as_str().unwrap_or_default().to_string()

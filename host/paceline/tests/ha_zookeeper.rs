@@ -7,6 +7,8 @@
 //! time (they start many processes on a small machine, and a 3 s session timeout must not
 //! be starved).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_paceline");
+use common::{BIN, eventually, free_port};
 const SESSION_TIMEOUT_MS: u64 = 3_000;
 const EXIT_LOST_LEADERSHIP: i32 = 75;
 
@@ -24,9 +26,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh")
@@ -230,16 +229,6 @@ fn try_json(servers: &str, args: &[&str]) -> Option<serde_json::Value> {
     out.status.success().then(|| serde_json::from_slice(&out.stdout).ok()).flatten()
 }
 
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("timed out: {what}");
-}
 
 fn tasks(servers: &str, id: &str) -> Vec<serde_json::Value> {
     try_json(servers, &["task", "list", id]).and_then(|v| v.as_array().cloned()).unwrap_or_default()

@@ -1,6 +1,6 @@
 //! Helpers shared by the tests that run the real `paceline` binary
-//! (`clients.rs`, `split_roles.rs`, `web_ui.rs`). Each test binary uses a
-//! part of them.
+//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `split_roles.rs`,
+//! `web_ui.rs`). Each test binary uses a part of them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
