@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{BIN, eventually, free_port};
+
 const SESSION_TIMEOUT_MS: u64 = 3_000;
 const EXIT_LOST_LEADERSHIP: i32 = 75;
 
