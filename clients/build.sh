@@ -22,6 +22,11 @@ PROTOS=(paceline/v1/types.proto paceline/v1/job.proto paceline/v1/task.proto pac
 log() { echo "clients/build.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 
+# One build at a time: two test processes (or a person and a test) building
+# at once would delete each other's generated code mid-compile.
+exec 9>"$CLIENTS/.build.lock"
+flock 9
+
 PY="$CLIENTS/python/.venv/bin/python"
 
 python_env() {
@@ -87,7 +92,9 @@ build_go() {
 
 build_java() {
     command -v mvn >/dev/null || die "maven is not installed"
-    (cd java && mvn -q -B package -DskipTests && mvn -q -B dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
+    # One Maven run (each start costs seconds): package, then write the
+    # runtime classpath for clients/java/submit.
+    (cd java && mvn -q -B package dependency:build-classpath -DskipTests -Dmdep.outputFile=target/classpath.txt)
     log "java: ok"
 }
 

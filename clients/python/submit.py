@@ -30,7 +30,11 @@ def main():
     p.add_argument("command", nargs="+")
     a = p.parse_args()
 
-    client = pc.connect()
+    try:
+        client = pc.connect()
+    except (ValueError, OSError) as e:  # an https server without a readable CA certificate
+        print("error:", e, file=sys.stderr)
+        return 1
     task = pc.types_pb2.TaskSpec(
         command=a.command[0], args=a.command[1:],
         env=dict(kv.split("=", 1) for kv in a.env),

@@ -1,13 +1,16 @@
 //! The Python, Go and Java clients (`clients/`) against a real `paceline dev`:
 //! each builds from the protos (`clients/build.sh`), submits a batch job,
 //! waits for it, and the Rust CLI sees the job they made; with a tokens file,
-//! each is refused without the right token and served with it.
+//! each is refused without the right token and served with it; over TLS,
+//! each trusts the authority it is given and no other.
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Once;
+use std::time::Duration;
 
 use common::{BIN, Dev, free_port, tokens_file};
 
@@ -24,8 +27,9 @@ fn build_clients() {
     });
 }
 
-/// The command that runs one language's `submit` example.
-fn submit(lang: &str, name: &str, token: Option<&str>, api: u16) -> Output {
+/// Runs one language's `submit` example against `server`, with only the
+/// token and CA certificate given (none inherited from the environment).
+fn submit(lang: &str, name: &str, server: &str, token: Option<&str>, ca: Option<&str>) -> Output {
     let clients = repo().join("clients");
     let mut c = match lang {
         "python" => {
@@ -45,9 +49,12 @@ fn submit(lang: &str, name: &str, token: Option<&str>, api: u16) -> Output {
         }
         other => panic!("no client for {other}"),
     };
-    c.env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).env_remove("PACELINE_TOKEN").env_remove("PACELINE_CA_CERT");
+    c.env("PACELINE_SERVER", server).env_remove("PACELINE_TOKEN").env_remove("PACELINE_CA_CERT");
     if let Some(t) = token {
         c.env("PACELINE_TOKEN", t);
+    }
+    if let Some(ca) = ca {
+        c.env("PACELINE_CA_CERT", ca);
     }
     c.output().expect("the client runs")
 }
@@ -62,19 +69,21 @@ fn each_client_submits_a_job_that_runs_to_success() {
     build_clients();
     let dir = tempfile::tempdir().expect("tempdir");
     let api = free_port();
-    let _dev = Dev::start(dir.path(), api, 2, &[]);
+    let server = format!("http://127.0.0.1:{api}");
+    let _dev = Dev::start(dir.path(), api, 4, &[]);
     for lang in ["python", "go", "java"] {
         let name = format!("{lang}-hello");
-        let out = submit(lang, &name, None, api);
+        let out = submit(lang, &name, &server, None, None);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{lang}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("state SUCCEEDED SUCCEEDED=2"), "{lang}: {stdout}");
         let id = job_of(&out);
         // The Rust CLI sees the same job, with the name the client gave it.
-        let got = Command::new(BIN).args(["job", "get", &id, "-o", "json"]).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli");
+        let got = Command::new(BIN).args(["job", "get", &id, "-o", "json"]).env("PACELINE_SERVER", &server).output().expect("cli");
         let job: serde_json::Value = serde_json::from_slice(&got.stdout).expect("json");
         assert_eq!(job["spec"]["name"], name.as_str(), "{lang}: {job}");
         assert_eq!(job["spec"]["owner"], format!("{lang}-client").as_str(), "{lang}: {job}");
+        assert_eq!(job["status"]["state"], "SUCCEEDED", "{lang}: {job}");
     }
 }
 
@@ -85,13 +94,113 @@ fn each_client_sends_its_token_and_a_wrong_one_is_refused() {
     let tokens = dir.path().join("tokens.yaml");
     let token = tokens_file(&tokens, &["--name", "ci", "--role", "user", "--pool", "/default"]);
     let api = free_port();
-    let _dev = Dev::start(dir.path(), api, 2, &["--tokens-file", tokens.to_str().expect("utf-8")]);
+    let server = format!("http://127.0.0.1:{api}");
+    let _dev = Dev::start(dir.path(), api, 4, &["--tokens-file", tokens.to_str().expect("utf-8")]);
     for lang in ["python", "go", "java"] {
-        let refused = submit(lang, &format!("{lang}-denied"), Some("wrong-token"), api);
-        assert!(!refused.status.success(), "{lang} must be refused");
-        let err = String::from_utf8_lossy(&refused.stderr).to_ascii_uppercase();
-        assert!(err.contains("UNAUTHENTICATED"), "{lang}: {err}");
-        let served = submit(lang, &format!("{lang}-allowed"), Some(&token), api);
-        assert!(served.status.success(), "{lang}: {}\n{}", String::from_utf8_lossy(&served.stdout), String::from_utf8_lossy(&served.stderr));
+        for wrong in [None, Some("wrong-token")] {
+            let refused = submit(lang, &format!("{lang}-denied"), &server, wrong, None);
+            assert!(!refused.status.success(), "{lang} with token {wrong:?} must be refused");
+            assert_eq!(job_of(&refused), "", "{lang}: no job is made");
+            let err = String::from_utf8_lossy(&refused.stderr).to_ascii_uppercase();
+            assert!(err.contains("UNAUTHENTICATED"), "{lang} with token {wrong:?}: {err}");
+        }
+        let served = submit(lang, &format!("{lang}-allowed"), &server, Some(&token), None);
+        let stdout = String::from_utf8_lossy(&served.stdout);
+        assert!(served.status.success(), "{lang}: {stdout}\n{}", String::from_utf8_lossy(&served.stderr));
+        assert!(stdout.contains("state SUCCEEDED"), "{lang}: {stdout}");
+    }
+}
+
+/// A certificate authority and a `localhost` server certificate it signed,
+/// made with the `openssl` command line: (ca.pem, cert.pem, key.pem).
+fn test_certificates(dir: &Path) -> (String, String, String) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let p = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("openssl runs (Debian's openssl package)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
+    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline clients test CA", "-out", &p("ca.pem")]);
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
+    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
+    openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
+    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
+    openssl(&[
+        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
+        &p("cert.pem"),
+    ]);
+    (p("ca.pem"), p("cert.pem"), p("key.pem"))
+}
+
+/// `paceline server` (`paceline dev` has no TLS options), stopped with SIGTERM on drop.
+struct Server(Child);
+
+impl Server {
+    fn start(config: &Path) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["server", "--config", config.to_str().expect("utf-8")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("API on https://") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let server = Server(child);
+        rx.recv_timeout(Duration::from_secs(60)).expect("the server came up on https");
+        server
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn each_client_over_tls_trusts_the_authority_it_is_given_and_no_other() {
+    build_clients();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = test_certificates(&dir.path().join("tls"));
+    let (other_ca, _, _) = test_certificates(&dir.path().join("other"));
+    // Tokens too: over TLS they travel as call credentials, not as plain metadata.
+    let tokens = dir.path().join("tokens.yaml");
+    let token = tokens_file(&tokens, &["--name", "ci", "--role", "user", "--pool", "/default"]);
+    let api = free_port();
+    let config = dir.path().join("server.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: 4000, memory_mib: 8192, disk_mib: 10000, gpus: 0}}, zones: 1}}\ntls: {{cert_file: {cert}, key_file: {key}}}\ntokens_file: {}\n",
+            dir.path().join("data").display(),
+            tokens.display()
+        ),
+    )
+    .expect("write");
+    let _server = Server::start(&config);
+    let https = format!("https://localhost:{api}");
+    for lang in ["python", "go", "java"] {
+        let served = submit(lang, &format!("{lang}-tls"), &https, Some(&token), Some(&ca));
+        let stdout = String::from_utf8_lossy(&served.stdout);
+        assert!(served.status.success(), "{lang}: {stdout}\n{}", String::from_utf8_lossy(&served.stderr));
+        assert!(stdout.contains("state SUCCEEDED"), "{lang}: {stdout}");
+        // Another authority's certificate: the handshake fails and nothing is made.
+        let untrusted = submit(lang, &format!("{lang}-untrusted"), &https, Some(&token), Some(&other_ca));
+        assert!(!untrusted.status.success(), "{lang} must not trust a certificate its authority did not sign");
+        assert_eq!(job_of(&untrusted), "", "{lang}: no job is made");
+        // No authority at all: refused before connecting, naming what is missing.
+        let missing = submit(lang, &format!("{lang}-no-ca"), &https, Some(&token), None);
+        assert!(!missing.status.success(), "{lang} must refuse https without a CA certificate");
+        let err = String::from_utf8_lossy(&missing.stderr);
+        assert!(err.contains("PACELINE_CA_CERT"), "{lang}: {err}");
     }
 }

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paceline/paceline/clients/go/paceline"
 	pb "github.com/paceline/paceline/clients/go/gen/paceline/v1"
+	"github.com/paceline/paceline/clients/go/paceline"
 	"google.golang.org/grpc/status"
 )
 

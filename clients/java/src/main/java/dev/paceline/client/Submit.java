@@ -1,6 +1,7 @@
 package dev.paceline.client;
 
 import io.grpc.StatusRuntimeException;
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -64,7 +65,16 @@ public final class Submit {
         .setName(name).setOwner("java-client").setPool(pool).setKind(JobKind.JOB_KIND_BATCH)
         .setInstanceCount(instances).setDefaultTask(task)
         .build();
-    try (Paceline client = Paceline.connect()) {
+    Paceline connected;
+    try {
+      connected = Paceline.connect();
+    } catch (IllegalArgumentException | IOException e) {
+      // An https server without a readable CA certificate: say so, without a stack trace.
+      System.err.println("error: " + e.getMessage());
+      System.exit(1);
+      return;
+    }
+    try (Paceline client = connected) {
       String id;
       try {
         id = client.jobs.createJob(CreateJobRequest.newBuilder().setSpec(spec).build()).getId();
