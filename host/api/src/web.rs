@@ -7,14 +7,17 @@
 //! gRPC clients reach. So the UI shows exactly what `paceline … -o json`
 //! and every gRPC client see, and has no data model of its own:
 //!
-//! | route | answer |
-//! |---|---|
-//! | `GET /ui/api/jobs` | `QueryJobsResponse` (every job, newest first, first page) |
-//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task]}` |
-//! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree in breadth-first order, with entitlement, allocation and demand) |
-//! | `GET /ui/api/hosts` | `ListHostsResponse` |
-//! | `GET /ui/api/plugins` | `ListPluginsResponse` |
-//! | `POST /ui/api/plugins/rollback` `{"slot": "placement/batch"}` | the `PluginSlot` after the rollback |
+//! | route | answer | fields the page reads |
+//! |---|---|---|
+//! | `GET /ui/api/jobs` | `QueryJobsResponse` (every job, newest first, first page) | `jobs[].id`, `.spec.{name,kind,pool}`, `.status.{state,task_counts}` |
+//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task]}` | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}` |
+//! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) | `capacity.{cpu_millis,memory_mib}`; `pools[].path`, `.spec.share`, `.{entitlement,allocation,demand}.{cpu,memory}` |
+//! | `GET /ui/api/hosts` | `ListHostsResponse` | `hosts[].{hostname,state,reachable}`, `.{total,allocated}.{cpu_millis,memory_mib}` |
+//! | `GET /ui/api/plugins` | `ListPluginsResponse` | `slots[].{slot,active}`, `.versions[].{id,state,calls,p99_us,batched}` |
+//! | `POST /ui/api/plugins/rollback` `{"slot": "placement/batch"}` | the `PluginSlot` after the rollback | (re-renders) |
+//!
+//! Omitted fields are the proto3 defaults (0, "", false): the page reads a
+//! missing number as 0.
 //!
 //! Errors are `{"error": "..."}` with an HTTP status that follows the gRPC
 //! code (400 invalid, 404 not found, 409 failed precondition, 503

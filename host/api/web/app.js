@@ -28,10 +28,15 @@ function showError(error) {
     p.hidden = true;
     return;
   }
+  const fresh = p.hidden;
   p.hidden = false;
-  p.textContent = error.status === 401 || error.status === 403
+  const refused = error.status === 401 || error.status === 403;
+  p.textContent = refused
     ? "Not allowed: " + error.message + " (enter a token above)"
     : "Error: " + error.message;
+  // Point at the field that fixes it, once (not on every refresh, which
+  // would pull the focus away from whatever the user clicked since).
+  if (refused && fresh) document.getElementById("token").focus();
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -189,6 +194,8 @@ for (const button of document.querySelectorAll("#tabs button")) {
   });
 }
 
+// Show the kept token (masked) so the user sees one is in use.
+document.getElementById("token").value = token();
 document.getElementById("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   localStorage.setItem("paceline-token", document.getElementById("token").value.trim());

@@ -121,10 +121,10 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         {"eval": "document.querySelector('#tasks-table tr[data-instance=\"0\"] td.reason').textContent"},
         {"click": "button[data-tab=\"pools\"]"},
         {"wait": "document.querySelector('[data-pool=\"/team\"]')"},
-        {"eval": "[...document.querySelectorAll('[data-pool]')].map(p => [p.dataset.pool, parseFloat(p.querySelector('[data-kind=cpu] .entitlement').style.width), parseFloat(p.querySelector('[data-kind=cpu] .allocation').style.width)])"},
+        {"eval": "[...document.querySelectorAll('[data-pool]')].map(p => [p.dataset.pool, ...['cpu', 'memory'].flatMap(k => ['entitlement', 'allocation'].map(b => parseFloat(p.querySelector(`[data-kind=${k}] .${b}`).style.width)))])"},
         {"click": "button[data-tab=\"hosts\"]"},
         {"wait": "document.querySelectorAll('#hosts-table tr[data-host]').length === 4"},
-        {"eval": "[...document.querySelectorAll('#hosts-table tr[data-host]')].map(r => Number(r.dataset.cpuUsed))"},
+        {"eval": "[...document.querySelectorAll('#hosts-table tr[data-host]')].map(r => [r.dataset.host, Number(r.dataset.cpuUsed), parseFloat(r.querySelector('.used').style.width)])"},
         {"click": "button[data-tab=\"plugins\"]"},
         {"wait": "document.querySelector('div.slot[data-slot=\"placement/batch\"][data-active-version=\"spread@9\"]')"},
         {"click": "button.rollback[data-slot=\"placement/batch\"]"},
@@ -141,8 +141,34 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     assert!((allocated - 12.5).abs() < 0.01, "allocation bar follows the allocation: {allocated}");
     assert!(entitled >= allocated, "entitlement bar {entitled} covers the allocation {allocated}");
     assert!(pools.iter().any(|p| p[0] == "/") && pools.iter().any(|p| p[0] == "/default"), "the tree: {pools:?}");
-    let used: f64 = values[4].as_array().expect("hosts").iter().filter_map(|v| v.as_f64()).sum();
+    // Every bar of every pool is its amount over the cluster's capacity, as
+    // the gRPC API reports them (demand is steady, so entitlement is too).
+    let listed = json(api, None, &["pool", "list"]);
+    let capacity = |k: &str| listed["capacity"][k].as_f64().expect("capacity");
+    for drawn in pools {
+        let pool = listed["pools"].as_array().expect("pools").iter().find(|p| p["path"] == drawn[0]).expect("drawn pools exist");
+        let expected = [
+            pool["entitlement"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
+            pool["allocation"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
+            pool["entitlement"]["memory"].as_f64().expect("memory") / capacity("memory_mib"),
+            pool["allocation"]["memory"].as_f64().expect("memory") / capacity("memory_mib"),
+        ];
+        for (i, share) in expected.iter().enumerate() {
+            let width = drawn[i + 1].as_f64().expect("width");
+            assert!((width - (100.0 * share).min(100.0)).abs() < 0.01, "bar {i} of {}: width {width}%, API {pool}", drawn[0]);
+        }
+    }
+    let drawn_hosts = values[4].as_array().expect("hosts");
+    let used: f64 = drawn_hosts.iter().filter_map(|h| h[1].as_f64()).sum();
     assert_eq!(used, 4000.0, "host utilization adds up to the four running cores");
+    let hosts = json(api, None, &["host", "list"]);
+    for h in drawn_hosts {
+        let total = hosts.as_array().expect("hosts").iter().find(|x| x["hostname"] == h[0]).expect("a listed host")["total"]["cpu_millis"]
+            .as_f64()
+            .expect("total");
+        let (used, width) = (h[1].as_f64().expect("used"), h[2].as_f64().expect("width"));
+        assert!((width - 100.0 * used / total).abs() < 0.01, "cpu bar of {}: {width}% for {used}/{total}", h[0]);
+    }
     assert_eq!(dialogs.len(), 1, "one confirmation: {dialogs:?}");
     assert!(dialogs[0].contains("placement/batch"), "{dialogs:?}");
     assert_ne!(values[5], "spread@9");
@@ -151,6 +177,32 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let batch = slots.as_array().expect("slots").iter().find(|s| s["slot"] == "placement/batch").expect("slot").clone();
     assert_eq!(batch["active"], values[5], "{batch}");
     assert_ne!(batch["active"], "spread@9");
+
+    // The routes a browser does not show: the bare address leads to the
+    // page, assets carry their types, and bad requests get JSON errors with
+    // a status that says why.
+    let (code, text) = http(api, "GET", "/", None, "");
+    assert!(code == 307 && text.to_ascii_lowercase().contains("location: /ui/"), "{text}");
+    let (code, text) = http(api, "GET", "/ui/app.js", None, "");
+    assert!(code == 200 && text.to_ascii_lowercase().contains("content-type: text/javascript"), "{text}");
+    for (method, path, body, want) in [
+        ("GET", "/ui/api/jobs/no-such-job", "", 404),
+        ("POST", "/ui/api/plugins/rollback", "{not json", 400),
+        ("POST", "/ui/api/plugins/rollback", "{\"slot\": \"no-slash\"}", 400),
+    ] {
+        let (code, text) = http(api, method, path, None, body);
+        assert_eq!(code, want, "{method} {path} {body}: {text}");
+        assert!(text.contains("{\"error\":"), "a JSON error: {text}");
+    }
+    // Rolling back past the first version is refused as a conflict.
+    let mut last = (200, String::new());
+    for _ in 0..10 {
+        last = http(api, "POST", "/ui/api/plugins/rollback", None, "{\"slot\": \"placement/batch\"}");
+        if last.0 != 200 {
+            break;
+        }
+    }
+    assert_eq!(last.0, 409, "{}", last.1);
 }
 
 #[test]
@@ -178,10 +230,17 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
         {"goto": url},
         {"wait": "!document.getElementById('error').hidden"},
         {"eval": "document.getElementById('error').textContent"},
-        {"local_storage": {"paceline-token": token}},
+        // The user types the token into the field and presses Use.
+        {"type": ["#token", token]},
+        {"click": "#token-form button[type=submit]"},
         {"wait": format!("document.querySelector('tr[data-job-id=\"{id}\"]')")},
         {"eval": "document.getElementById('error').hidden"},
+        // It is kept in this browser: after a reload the data comes without typing it again.
+        {"reload": true},
+        {"wait": format!("document.querySelector('tr[data-job-id=\"{id}\"]')")},
+        {"eval": "document.getElementById('token').value"},
     ]));
     assert!(values[0].as_str().is_some_and(|t| t.contains("Not allowed")), "the page says why: {values:?}");
     assert_eq!(values[1], true, "with the token the error is gone");
+    assert_eq!(values[2], token.as_str(), "the token field shows the kept token");
 }

@@ -10,7 +10,8 @@ STEPS_JSON is a list of steps, run in order:
     {"wait": JS, "timeout": SECONDS}       poll JS (an expression) until truthy
     {"eval": JS}                           evaluate JS; its JSON value is printed
     {"click": CSS}                         click the first element matching CSS
-    {"local_storage": {KEY: VALUE}}        set localStorage entries, then reload
+    {"type": [CSS, TEXT]}                  set the value of the first input matching CSS
+    {"reload": true}                       reload the page
 
 JavaScript dialogs (confirm, alert) are accepted, and each is recorded.
 Prints {"values": [...], "dialogs": [...]} on success; on failure prints the
@@ -146,9 +147,13 @@ def main():
                 found = browser.evaluate("(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()" % selector)
                 if not found:
                     raise RuntimeError("nothing matches %s" % step["click"])
-            elif "local_storage" in step:
-                for key, value in step["local_storage"].items():
-                    browser.evaluate("localStorage.setItem(%s, %s)" % (json.dumps(key), json.dumps(value)))
+            elif "type" in step:
+                selector, text = step["type"]
+                found = browser.evaluate("(() => { const e = document.querySelector(%s); if (!e) return false; e.value = %s; return true; })()"
+                                         % (json.dumps(selector), json.dumps(text)))
+                if not found:
+                    raise RuntimeError("nothing matches %s" % selector)
+            elif "reload" in step:
                 browser.send("Page.reload")
             else:
                 raise RuntimeError("unknown step %r" % step)
