@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Once;
-use std::time::Duration;
 
-use common::{BIN, Dev, free_port, tokens_file};
+use common::{BIN, Dev, free_port, test_certificates, tokens_file};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -111,61 +109,6 @@ fn each_client_sends_its_token_and_a_wrong_one_is_refused() {
     }
 }
 
-/// A certificate authority and a `localhost` server certificate it signed,
-/// made with the `openssl` command line: (ca.pem, cert.pem, key.pem).
-fn test_certificates(dir: &Path) -> (String, String, String) {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    let p = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).output().expect("openssl runs (Debian's openssl package)");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
-    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline clients test CA", "-out", &p("ca.pem")]);
-    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
-    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
-    openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
-    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
-    openssl(&[
-        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
-        &p("cert.pem"),
-    ]);
-    (p("ca.pem"), p("cert.pem"), p("key.pem"))
-}
-
-/// `paceline server` (`paceline dev` has no TLS options), stopped with SIGTERM on drop.
-struct Server(Child);
-
-impl Server {
-    fn start(config: &Path) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["server", "--config", config.to_str().expect("utf-8")])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("API on https://") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let server = Server(child);
-        rx.recv_timeout(Duration::from_secs(60)).expect("the server came up on https");
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn each_client_over_tls_trusts_the_authority_it_is_given_and_no_other() {
     build_clients();
@@ -186,7 +129,7 @@ fn each_client_over_tls_trusts_the_authority_it_is_given_and_no_other() {
         ),
     )
     .expect("write");
-    let _server = Server::start(&config);
+    let _server = Dev::spawn(&["server", "--config", config.to_str().expect("utf-8")], "API on https://");
     let https = format!("https://localhost:{api}");
     for lang in ["python", "go", "java"] {
         let served = submit(lang, &format!("{lang}-tls"), &https, Some(&token), Some(&ca));

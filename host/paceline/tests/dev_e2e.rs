@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{BIN, eventually, free_port};
+use common::{BIN, eventually, free_port, test_certificates};
 
 /// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
 struct Proc(Child);
@@ -442,26 +442,6 @@ fn a_broken_tokens_file_stops_the_server_before_it_listens() {
     assert!(err.contains("principals[0].token_sha256"), "the error names the entry: {err}");
 }
 
-/// A certificate authority and a `localhost` server certificate it signed,
-/// made with the `openssl` command line: (ca.pem, cert.pem, key.pem).
-fn test_certificates(dir: &Path) -> (String, String, String) {
-    let p = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).output().expect("openssl runs (Debian's openssl package)");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
-    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline test CA", "-out", &p("ca.pem")]);
-    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
-    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
-    openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
-    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
-    openssl(&[
-        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
-        &p("cert.pem"),
-    ]);
-    (p("ca.pem"), p("cert.pem"), p("key.pem"))
-}
 
 #[test]
 fn the_api_over_tls_serves_clients_that_trust_its_authority_and_no_others() {

@@ -28,31 +28,37 @@ pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     panic!("timed out: {what}");
 }
 
-/// `paceline dev` on `sim_hosts` simulated hosts, stopped with SIGTERM on drop.
+/// A `paceline` process (`dev` or `server`), stopped with SIGTERM on drop.
 pub struct Dev(Child);
 
 impl Dev {
-    /// Starts it on `api` with data in `dir/dev` and waits for "API on".
+    /// `paceline dev` on `sim_hosts` simulated hosts, on `api`, with data in
+    /// `dir/dev`; returns once it says "API on".
     pub fn start(dir: &Path, api: u16, sim_hosts: usize, extra: &[&str]) -> Dev {
-        let mut child = Command::new(BIN)
-            .args(["dev", "--sim-hosts", &sim_hosts.to_string(), "--data-dir", dir.join("dev").to_str().expect("utf-8")])
-            .args(["--api-listen", &format!("127.0.0.1:{api}")])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts");
+        let mut args = vec!["dev".to_string(), "--sim-hosts".into(), sim_hosts.to_string()];
+        args.extend(["--data-dir".into(), dir.join("dev").to_str().expect("utf-8").to_string()]);
+        args.extend(["--api-listen".into(), format!("127.0.0.1:{api}")]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Dev::spawn(&args, "API on")
+    }
+
+    /// `paceline <args>`; returns once a line of its stdout contains `ready`.
+    pub fn spawn(args: &[&str], ready: &str) -> Dev {
+        let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("starts");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let ready = ready.to_string();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("API on") {
+                if line.contains(&ready) {
                     let _ = tx.send(());
                 }
             }
         });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
-        Dev(child)
+        let process = Dev(child);
+        rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("paceline {args:?} did not come up"));
+        process
     }
 }
 
@@ -75,4 +81,27 @@ pub fn tokens_file(path: &Path, args: &[&str]) -> String {
     let entry: String = text.lines().filter(|l| l.starts_with("  ")).map(|l| format!("{l}\n")).collect();
     std::fs::write(path, format!("version: 1\nprincipals:\n{entry}")).expect("write the tokens file");
     token
+}
+
+/// A certificate authority and a `localhost` server certificate it signed,
+/// made with the `openssl` command line in `dir` (created if missing):
+/// (ca.pem, cert.pem, key.pem).
+pub fn test_certificates(dir: &Path) -> (String, String, String) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let p = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("openssl runs (Debian's openssl package)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
+    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline test CA", "-out", &p("ca.pem")]);
+    openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
+    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
+    openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
+    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
+    openssl(&[
+        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
+        &p("cert.pem"),
+    ]);
+    (p("ca.pem"), p("cert.pem"), p("key.pem"))
 }
