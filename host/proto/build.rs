@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let protos: Vec<PathBuf> = ["agent/v1/agent", "placement/v1/placement", "v1/types", "v1/job", "v1/task", "v1/pool", "v1/host", "v1/plugin", "v1/watch"]
+    let protos: Vec<PathBuf> = ["agent/v1/agent", "hostmgr/v1/hostmgr", "placement/v1/placement", "v1/types", "v1/job", "v1/task", "v1/pool", "v1/host", "v1/plugin", "v1/watch"]
         .iter()
         .map(|p| root.join(format!("paceline/{p}.proto")))
         .collect();

@@ -1,9 +1,10 @@
 //! `HostService`: the inventory and maintenance (drain, down, up) over
-//! [`paceline_hostmgr::HostManager`].
+//! the host manager ([`HostAccess`]: in this process, or in one of its own).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use paceline_hostmgr::{HostInfo, HostManager};
+use paceline_hostmgr::{HostAccess, HostInfo};
 use paceline_model::host::MaintenanceState;
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::host_service_server::HostService;
@@ -18,19 +19,19 @@ const DRAINED_POLL: Duration = Duration::from_millis(500);
 /// The host service.
 #[derive(Clone, Debug)]
 pub struct HostApi {
-    hosts: HostManager,
+    hosts: Arc<dyn HostAccess>,
 }
 
 impl HostApi {
     /// Over the cluster's host manager.
-    pub fn new(hosts: HostManager) -> HostApi {
+    pub fn new(hosts: Arc<dyn HostAccess>) -> HostApi {
         HostApi { hosts }
     }
 
     fn host_pb(&self, h: &HostInfo) -> pb::Host {
         pb::Host {
             hostname: h.view.name.clone(),
-            provider: self.hosts.provider_name().to_string(),
+            provider: self.hosts.provider_name(),
             state: state_pb(h.state) as i32,
             reachable: h.reachable,
             total: Some(resources_pb(&h.view.total)),

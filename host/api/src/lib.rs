@@ -60,8 +60,9 @@ pub use tonic_health;
 pub struct Roles {
     /// Jobs and tasks.
     pub jobs: Arc<paceline_jobmgr::JobManager>,
-    /// Hosts and runs.
-    pub hosts: paceline_hostmgr::HostManager,
+    /// Hosts and runs: the host manager in this process, or one in a
+    /// process of its own (`--roles hostmgr`).
+    pub hosts: Arc<dyn paceline_hostmgr::HostAccess>,
     /// Pools, entitlement, admission.
     pub resmgr: Arc<Mutex<paceline_resmgr::ResourceManager>>,
     /// Plugin slots.
@@ -175,6 +176,44 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
         .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
+}
+
+/// The API of a host manager in a process of its own (`paceline server
+/// --roles hostmgr`): `HostService` over `hosts`, health (it SERVING) and
+/// reflection, plus `config.internal` (the host manager protocol the job
+/// manager speaks), behind the same authentication layer. The job, task,
+/// pool, plugin and watch services are the job manager's: callers reach them
+/// there.
+pub async fn serve_hosts_incoming<I, IO, IE>(
+    hosts: Arc<dyn paceline_hostmgr::HostAccess>,
+    incoming: I,
+    config: ApiConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ApiError>
+where
+    I: futures::Stream<Item = Result<IO, IE>>,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<HostServiceServer<hosts::HostApi>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+        server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let router = server
+        .add_routes(config.internal.clone().unwrap_or_default())
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(limited!(HostServiceServer, hosts::HostApi::new(hosts), config));
+    tracing::info!("host manager API serving");
+    router.serve_with_incoming_shutdown(incoming, shutdown).await?;
+    Ok(())
 }
 
 /// Serves the API on `listener` until `shutdown` completes (then in-flight

@@ -6,7 +6,7 @@
 //! the object's state FAILED_PRECONDITION, and a dependency that failed
 //! UNAVAILABLE (retryable) or INTERNAL (a bug).
 
-use paceline_hostmgr::{HostError, ProviderError};
+use paceline_hostmgr::{HostError, ProviderError, RemoteErrorKind};
 use paceline_jobmgr::JobError;
 use paceline_plugin::PluginError;
 use paceline_resmgr::{PoolError, PoolErrorReason};
@@ -40,6 +40,14 @@ pub fn host(e: HostError) -> Status {
         HostError::Provider(_) | HostError::HostUnreachable(_) | HostError::Store(_) | HostError::Stopped => {
             Status::unavailable(msg)
         }
+        HostError::Remote { kind, .. } => match kind {
+            RemoteErrorKind::NotFound => Status::not_found(msg),
+            RemoteErrorKind::InvalidRequest => Status::invalid_argument(msg),
+            RemoteErrorKind::FailedPrecondition => Status::failed_precondition(msg),
+            RemoteErrorKind::Unsupported => Status::unimplemented(msg),
+            RemoteErrorKind::Unavailable => Status::unavailable(msg),
+            RemoteErrorKind::Other => Status::internal(msg),
+        },
         _ => Status::internal(msg),
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use paceline_hostmgr::{HostManager, LogStream};
+use paceline_hostmgr::{HostAccess, LogStream};
 use paceline_jobmgr::JobManager;
 use paceline_model::task::{TaskId, TaskState};
 use paceline_proto::v1 as pb;
@@ -27,12 +27,12 @@ const DEFAULT_EVENTS: u32 = 100;
 #[derive(Clone, Debug)]
 pub struct TaskApi {
     jobs: Arc<JobManager>,
-    hosts: HostManager,
+    hosts: Arc<dyn HostAccess>,
 }
 
 impl TaskApi {
     /// Over the cluster's job and host managers.
-    pub fn new(jobs: Arc<JobManager>, hosts: HostManager) -> TaskApi {
+    pub fn new(jobs: Arc<JobManager>, hosts: Arc<dyn HostAccess>) -> TaskApi {
         TaskApi { jobs, hosts }
     }
 }

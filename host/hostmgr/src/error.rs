@@ -132,4 +132,31 @@ pub enum HostError {
     /// The manager's event loop has stopped.
     #[error("host manager stopped")]
     Stopped,
+    /// A host manager in another process refused the call or could not be
+    /// reached (`paceline server --roles hostmgr`); `kind` keeps the class
+    /// of its answer so that the API maps it to the same gRPC code.
+    #[error("host manager: {message}")]
+    Remote {
+        /// What class of failure the other process reported.
+        kind: RemoteErrorKind,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// The class of a [`HostError::Remote`] failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteErrorKind {
+    /// Unknown host, run or lease.
+    NotFound,
+    /// A request field out of range.
+    InvalidRequest,
+    /// The state forbids it (maintenance transition, host not accepting tasks, fenced).
+    FailedPrecondition,
+    /// Unimplemented by the host manager's provider.
+    Unsupported,
+    /// Not reachable, or no leader right now: try again.
+    Unavailable,
+    /// Anything else.
+    Other,
 }

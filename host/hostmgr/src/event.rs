@@ -6,7 +6,10 @@ use paceline_model::{Labels, Resources};
 use tokio::sync::mpsc;
 
 /// An event for the subscriber (the job manager and resource manager, fanned out by the caller).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Serializable: a host manager in a process of its own streams these to the
+/// job manager (`paceline.hostmgr.v1`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HostEvent {
     /// A run changed state. Acknowledge it with
     /// [`crate::HostManager::acknowledge`] once durably handled; until then
@@ -52,6 +55,12 @@ pub struct HostEvents {
 }
 
 impl HostEvents {
+    /// A stream fed by `rx`: for a host manager reached over the network,
+    /// whose events arrive on a connection rather than from this process.
+    pub fn from_channel(rx: mpsc::UnboundedReceiver<HostEvent>) -> HostEvents {
+        HostEvents { rx }
+    }
+
     /// The next event, or `None` once the stream has ended.
     pub async fn recv(&mut self) -> Option<HostEvent> {
         self.rx.recv().await

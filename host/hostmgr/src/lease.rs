@@ -11,7 +11,7 @@ use paceline_model::Resources;
 use paceline_model::view::HostView;
 
 /// Identifies a lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct LeaseId(pub u64);
 
 impl fmt::Display for LeaseId {
@@ -21,7 +21,7 @@ impl fmt::Display for LeaseId {
 }
 
 /// Which hosts to lease.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LeaseRequest {
     /// A host must have at least this much free.
     pub min_free: Resources,
@@ -55,7 +55,7 @@ impl LeaseRequest {
 }
 
 /// Hosts leased to the caller until `expires_at_ms`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lease {
     /// Its id, for `launch` and `release`.
     pub id: LeaseId,

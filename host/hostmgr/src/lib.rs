@@ -63,6 +63,8 @@
 //! - [`agent`]: [`AgentProvider`], the gRPC server `paceline agent` dials.
 //! - [`mesos`]: [`MesosProvider`], a Mesos framework (v1 scheduler HTTP API).
 //! - [`manager`]: [`HostManager`] (async shell) over its state and rules.
+//! - [`access`]: [`HostAccess`], the manager as the other roles see it, in
+//!   this process or another.
 //! - [`lease`]: lease requests, leases, ids.
 //! - [`event`]: [`HostEvent`] and the subscriber stream.
 //! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
@@ -70,6 +72,7 @@
 //! - [`bench`]: the `paceline bench hosts` figures.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod agent;
 pub mod bench;
 pub mod clock;
@@ -81,9 +84,10 @@ pub mod mesos;
 pub mod provider;
 pub mod sim;
 
+pub use access::HostAccess;
 pub use agent::{AgentConfig, AgentProvider};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{HostError, ProviderError};
+pub use error::{HostError, ProviderError, RemoteErrorKind};
 pub use event::{HostEvent, HostEvents};
 pub use lease::{Lease, LeaseId, LeaseRequest};
 pub use mesos::{MesosConfig, MesosProvider};

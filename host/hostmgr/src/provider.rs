@@ -91,7 +91,8 @@ pub enum ProviderEvent {
 }
 
 /// Which log of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LogStream {
     /// Standard output.
     Stdout,

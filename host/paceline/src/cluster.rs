@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use paceline_hostmgr::{HostEvent, HostEvents, HostManager, LeaseId};
+use paceline_hostmgr::{HostAccess, HostEvent, HostEvents, LeaseId};
 use paceline_jobmgr::{JobManager, TaskLauncher};
 use paceline_model::Resources;
 use paceline_placement::{Engine, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink};
@@ -34,7 +34,7 @@ const LEASE_TTL_MS: u64 = 30_000;
 
 /// The host manager as the placement engine's offer source.
 #[derive(Debug, Clone)]
-pub struct HostOffers(pub HostManager);
+pub struct HostOffers(pub Arc<dyn HostAccess>);
 
 #[async_trait]
 impl OfferSource for HostOffers {
@@ -43,13 +43,13 @@ impl OfferSource for HostOffers {
         req.constraints = request.constraints.clone();
         req.only_hosts = request.only_hosts.clone();
         req.prefer_hosts = request.include_hosts.clone();
-        let lease = self.0.lease(&req).map_err(|e| OfferError(e.to_string()))?;
+        let lease = self.0.lease(&req).await.map_err(|e| OfferError(e.to_string()))?;
         Ok(Lease { id: lease.id.0.to_string(), hosts: lease.offers })
     }
 
     async fn release(&self, lease_id: &str) {
         let Ok(id) = lease_id.parse::<u64>() else { return };
-        if let Err(e) = self.0.release(LeaseId(id)) {
+        if let Err(e) = self.0.release(LeaseId(id)).await {
             debug!(lease_id, error = %e, "lease already gone");
         }
     }
@@ -57,7 +57,7 @@ impl OfferSource for HostOffers {
 
 /// The host manager as the job manager's launcher.
 #[derive(Debug, Clone)]
-pub struct HostLauncher(pub HostManager);
+pub struct HostLauncher(pub Arc<dyn HostAccess>);
 
 #[async_trait]
 impl TaskLauncher for HostLauncher {
@@ -114,8 +114,9 @@ impl paceline_jobmgr::Clock for SimTime {
 
 /// The roles of one process and the joints between them.
 pub struct Cluster {
-    /// Host inventory and runs.
-    pub hosts: HostManager,
+    /// Host inventory and runs: the host manager in this process, or a
+    /// client of one in its own process (`--roles hostmgr`).
+    pub hosts: Arc<dyn HostAccess>,
     /// Jobs and tasks.
     pub jobs: Arc<JobManager>,
     /// Pools, admission, preemption.
@@ -160,7 +161,7 @@ impl Cluster {
     /// Joins started roles. The host manager must already be subscribed to
     /// nothing else; the cluster takes its one subscription.
     pub fn new(
-        hosts: HostManager,
+        hosts: Arc<dyn HostAccess>,
         jobs: Arc<JobManager>,
         resmgr: Arc<Mutex<ResourceManager>>,
         engine: Arc<Engine>,
@@ -218,12 +219,15 @@ impl Cluster {
         // updates together. Each is acknowledged only once it is written.
         if !runs.is_empty() {
             let results = self.jobs.on_run_updates(&runs).await;
-            for (update, result) in runs.iter().zip(results) {
+            let mut written = Vec::with_capacity(runs.len());
+            for (update, result) in runs.into_iter().zip(results) {
                 match result {
-                    Ok(()) => self.hosts.acknowledge(&update.run_id, update.seq).await,
+                    Ok(()) => written.push((update.run_id, update.seq)),
                     Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
                 }
             }
+            // One call for the burst (one round trip to a host manager in its own process).
+            self.hosts.acknowledge_all(&written).await;
         }
         if inventory_changed {
             self.hosts_changed().await;
@@ -304,6 +308,21 @@ impl Cluster {
     }
 }
 
+/// The runs the job manager's records place on hosts, as the host manager's
+/// expectations (reconciliation after a restart or a failover).
+pub fn expected_runs(jobs: &JobManager) -> Vec<paceline_hostmgr::ExpectedRun> {
+    jobs.expected_runs()
+        .into_iter()
+        .map(|(host, run_id, resources, last_seq)| paceline_hostmgr::ExpectedRun {
+            task_id: run_id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default(),
+            host,
+            run_id,
+            resources,
+            last_seq,
+        })
+        .collect()
+}
+
 /// A wiring step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AssembleError {
@@ -346,11 +365,12 @@ impl Cluster {
     pub async fn assemble(
         store: Arc<dyn paceline_storage::Store>,
         registry: Arc<paceline_plugin::Registry>,
-        hosts: HostManager,
+        hosts: impl Into<Arc<dyn HostAccess>>,
         clock: Arc<dyn paceline_jobmgr::Clock>,
         config: AssembleConfig,
         pools_before_recovery: impl FnOnce(&mut ResourceManager),
     ) -> Result<Arc<Cluster>, AssembleError> {
+        let hosts: Arc<dyn HostAccess> = hosts.into();
         paceline_jobmgr::plugins::register_native_lifecycles(&registry)?;
         if config.install_default_plugins {
             let r = registry.clone();
@@ -371,18 +391,7 @@ impl Cluster {
             config.jobs,
         ));
         jobs.recover().await?;
-        let expected = jobs
-            .expected_runs()
-            .into_iter()
-            .map(|(host, run_id, resources)| paceline_hostmgr::ExpectedRun {
-                task_id: run_id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default(),
-                host,
-                run_id,
-                resources,
-                last_seq: 0,
-            })
-            .collect();
-        hosts.expect_runs(expected).await;
+        hosts.expect_runs(expected_runs(&jobs)).await;
         let engine = Arc::new(Engine::new(
             resmgr.clone(),
             registry.clone(),

@@ -36,8 +36,6 @@ use crate::server::{ApiSocket, Server, ServerConfig};
 /// Exit code of a server that lost leadership (`EX_TEMPFAIL`): restart it.
 pub const EXIT_LOST_LEADERSHIP: i32 = 75;
 
-/// The roles that follow `jobmgr`'s leader.
-const FOLLOWING_ROLES: [Role; 3] = [Role::Resmgr, Role::Hostmgr, Role::Placement];
 
 /// Which roles one server process runs (`--roles`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,13 +48,54 @@ pub enum RoleSet {
     /// `placement`: placement engines only, against a core (`--core`).
     /// Stateless, so any number may run at once (active-active).
     Placement,
+    /// `jobmgr,resmgr` (with `placement` when `placement` is true): the job
+    /// and resource managers, with a host manager in another process
+    /// (`--hostmgr`).
+    Jobs {
+        /// A placement engine runs here too.
+        placement: bool,
+    },
+    /// `hostmgr`: the host manager alone (the agent port, the inventory,
+    /// leases, launches, the run-update pipeline), for a `Jobs` process.
+    Hosts,
+}
+
+impl RoleSet {
+    /// The role whose election decides whether this process leads: the
+    /// others are campaigned for only once it leads this one.
+    pub fn primary(self) -> Role {
+        match self {
+            RoleSet::Hosts => Role::Hostmgr,
+            RoleSet::Placement => Role::Placement,
+            _ => Role::Jobmgr,
+        }
+    }
+
+    /// The roles campaigned for after [`RoleSet::primary`], by its leader only.
+    pub fn following(self) -> Vec<Role> {
+        match self {
+            RoleSet::All => vec![Role::Resmgr, Role::Hostmgr, Role::Placement],
+            RoleSet::Core => vec![Role::Resmgr, Role::Hostmgr],
+            RoleSet::Jobs { placement: true } => vec![Role::Resmgr, Role::Placement],
+            RoleSet::Jobs { placement: false } => vec![Role::Resmgr],
+            RoleSet::Hosts | RoleSet::Placement => Vec::new(),
+        }
+    }
+
+    /// Every role of the set.
+    pub fn roles(self) -> Vec<Role> {
+        let mut roles = vec![self.primary()];
+        roles.extend(self.following());
+        roles
+    }
 }
 
 /// Parses `--roles`: `all`, or a comma-separated list of roles. The sets
-/// that can run today are every role, the core without placement
-/// (`jobmgr,resmgr,hostmgr`), and `placement` alone. Other subsets (the
-/// job manager apart from the resource manager, the host manager apart) need
-/// remote joints that are not built (docs/decisions/0011-role-split-plan.md).
+/// that can run: every role; the core without placement
+/// (`jobmgr,resmgr,hostmgr`); `jobmgr,resmgr` with or without `placement`
+/// (the host manager elsewhere); `hostmgr` alone; `placement` alone. The job
+/// manager apart from the resource manager needs remote joints that are not
+/// built (docs/decisions/0011-role-split-plan.md).
 pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
     let mut roles = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -85,11 +124,25 @@ pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
     if roles == [Role::Placement] {
         return Ok(RoleSet::Placement);
     }
+    if roles == [Role::Hostmgr] {
+        return Ok(RoleSet::Hosts);
+    }
+    let mut jobs = vec![Role::Jobmgr, Role::Resmgr];
+    jobs.sort();
+    if roles == jobs {
+        return Ok(RoleSet::Jobs { placement: false });
+    }
+    jobs.push(Role::Placement);
+    jobs.sort();
+    if roles == jobs {
+        return Ok(RoleSet::Jobs { placement: true });
+    }
     let named: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
     Err(format!(
-        "--roles {}: this subset is not supported yet. Supported: `all` (the default), \
-         `jobmgr,resmgr,hostmgr` (no placement engine here) and `placement` (engines only, \
-         with --core naming the core's API); splitting jobmgr, resmgr and hostmgr apart is not built",
+        "--roles {}: this subset is not supported yet. Supported: `all` (the default); \
+         `jobmgr,resmgr,hostmgr` (placement engines elsewhere); `jobmgr,resmgr` or \
+         `jobmgr,resmgr,placement` (with --hostmgr naming a host manager); `hostmgr`; and \
+         `placement` (with --core); the job manager apart from the resource manager is not built",
         named.join(",")
     ))
 }
@@ -109,8 +162,24 @@ pub fn default_member_id() -> String {
 pub trait Announce: Send + Sync {
     /// The standby API is up.
     fn standby(&self, member_id: &str, api_addr: SocketAddr);
-    /// This server leads and serves.
-    fn leading(&self, server: &Server);
+    /// This server leads and serves: its API, and where agents dial (`None`
+    /// when it has no host manager of its own).
+    fn leading(&self, api_addr: SocketAddr, agent_addr: Option<SocketAddr>);
+}
+
+/// A started leader: every role of the set, or the host manager alone.
+enum Started {
+    Roles(Server),
+    Hosts(crate::server::HostServer),
+}
+
+impl Started {
+    async fn shutdown(self) {
+        match self {
+            Started::Roles(s) => s.shutdown().await,
+            Started::Hosts(s) => s.shutdown().await,
+        }
+    }
 }
 
 /// Ends the process with [`EXIT_LOST_LEADERSHIP`] when any watched role stops being led,
@@ -232,6 +301,7 @@ fn unspecified_warning(what: &str, addr: SocketAddr) {
 /// leadership is lost (then the process exits with [`EXIT_LOST_LEADERSHIP`]).
 pub async fn run(
     mut config: ServerConfig,
+    set: RoleSet,
     announce: &dyn Announce,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -255,7 +325,15 @@ pub async fn run(
         unspecified_warning("agent", config.agent_listen);
         config.agent_listen.to_string()
     });
-    let member = MemberInfo { id: member_id.clone(), api_addr: advertise_api.clone(), agent_addr: advertise_agent, roles: Role::ALL.to_vec() };
+    let serves_agents = !matches!(config.hosts, crate::server::HostsConfig::Hostmgr { .. });
+    let member = MemberInfo {
+        id: member_id.clone(),
+        api_addr: advertise_api.clone(),
+        agent_addr: if serves_agents { advertise_agent } else { String::new() },
+        roles: set.roles(),
+    };
+    let primary = set.primary();
+    let following = set.following();
 
     let (port, standby_connections) = ApiPort::start(listener);
     let (leader_tx, leader_rx) = watch::channel::<Option<String>>(None);
@@ -272,12 +350,12 @@ pub async fn run(
         }
     });
 
-    let jobmgr = paceline_membership::from_config(&config.membership, member.clone(), vec![Role::Jobmgr]).context("membership")?;
-    info!(member = %member_id, api = %advertise_api, "standing by: campaigning for jobmgr");
+    let jobmgr = paceline_membership::from_config(&config.membership, member.clone(), vec![primary]).context("membership")?;
+    info!(member = %member_id, api = %advertise_api, "standing by: campaigning for {primary}");
     announce.standby(&member_id, api_addr);
 
     // Keep the standby API's idea of the leader current.
-    let mut jobmgr_rx = jobmgr.watch(Role::Jobmgr);
+    let mut jobmgr_rx = jobmgr.watch(primary);
     let follow = {
         let mut rx = jobmgr_rx.clone();
         tokio::spawn(async move {
@@ -291,7 +369,7 @@ pub async fn run(
                     Leadership::Follower { leader: Some(info) } => info!(leader = %info.id, api = %info.api_addr, "following"),
                     Leadership::Follower { leader: None } => info!("no leader right now"),
                     Leadership::Unknown => info!("no ZooKeeper session: leader unknown"),
-                    Leadership::Leader { epoch } => info!(epoch, "leading jobmgr"),
+                    Leadership::Leader { epoch } => info!(epoch, "leading {primary}"),
                 }
                 leader_tx.send_replace(leader);
                 if rx.changed().await.is_err() {
@@ -301,7 +379,7 @@ pub async fn run(
         })
     };
 
-    // 1. Lead jobmgr.
+    // 1. Lead the primary role (jobmgr; hostmgr for a host manager alone).
     let led = tokio::select! {
         r = jobmgr_rx.wait_for(Leadership::is_leader) => r.is_ok(),
         () = &mut shutdown => false,
@@ -314,13 +392,13 @@ pub async fn run(
         return Ok(());
     }
     let guard = Guard::new();
-    guard.watch(&*jobmgr, &[Role::Jobmgr]);
-    info!("leading jobmgr: campaigning for resmgr, hostmgr and placement");
+    guard.watch(&*jobmgr, &[primary]);
+    info!("leading {primary}: campaigning for {following:?}");
 
-    // 2. Lead the other roles (only the jobmgr leader campaigns for them).
-    let others = paceline_membership::from_config(&config.membership, member.clone(), FOLLOWING_ROLES.to_vec()).context("membership")?;
+    // 2. Lead the other roles (only the primary's leader campaigns for them).
+    let others = paceline_membership::from_config(&config.membership, member.clone(), following.clone()).context("membership")?;
     let all_led = async {
-        for role in FOLLOWING_ROLES {
+        for role in following.iter().copied() {
             let mut rx = others.watch(role);
             loop {
                 let state = rx.borrow_and_update().clone();
@@ -349,17 +427,22 @@ pub async fn run(
         let _ = standby.await;
         return Ok(());
     }
-    guard.watch(&*others, &FOLLOWING_ROLES);
-    info!("leading every role: opening the store and starting the roles");
+    guard.watch(&*others, &following);
+    info!("leading every role of this process: opening the store and starting them");
 
     // 3. Serve.
     let connections = port.switch();
-    // The jobmgr epoch fences the store: every later leader's is larger.
-    let epoch = match *jobmgr.watch(Role::Jobmgr).borrow() {
+    // The jobmgr epoch fences the store (every later leader's is larger) and
+    // a host manager in another process.
+    let epoch = match *jobmgr.watch(primary).borrow() {
         Leadership::Leader { epoch } => Some(epoch),
         _ => None,
     };
-    let started = Server::start_with(config, ApiSocket::Incoming { connections, addr: api_addr }, epoch).await;
+    let api = ApiSocket::Incoming { connections, addr: api_addr };
+    let started = match set {
+        RoleSet::Hosts => crate::server::HostServer::start_with(config, api).await.map(Started::Hosts),
+        _ => Server::start_with(config, api, epoch).await.map(Started::Roles),
+    };
     let _ = stop_standby.send(true);
     follow.abort();
     let server = match started {
@@ -371,8 +454,13 @@ pub async fn run(
             return Err(anyhow::Error::new(e).context("starting the server as leader"));
         }
     };
-    watch_fence(server.cluster.store.clone());
-    announce.leading(&server);
+    match &server {
+        Started::Roles(s) => {
+            watch_fence(s.cluster.store.clone());
+            announce.leading(s.api_addr, serves_agents.then_some(s.agent_addr));
+        }
+        Started::Hosts(s) => announce.leading(s.api_addr, Some(s.agent_addr)),
+    }
     shutdown.await;
 
     // Clean shutdown: stop acting, then leave the election so a successor leads at once.
@@ -396,9 +484,17 @@ mod tests {
         assert_eq!(parse_roles("placement, hostmgr,resmgr,jobmgr,jobmgr"), Ok(RoleSet::All));
         assert_eq!(parse_roles("hostmgr,jobmgr,resmgr"), Ok(RoleSet::Core));
         assert_eq!(parse_roles("placement"), Ok(RoleSet::Placement));
-        let subset = parse_roles("jobmgr,resmgr").unwrap_err();
-        assert!(subset.contains("not supported") && subset.contains("jobmgr,resmgr,hostmgr"), "{subset}");
-        assert!(parse_roles("jobmgr,leader").unwrap_err().contains("unknown role"));
+        assert_eq!(parse_roles("resmgr,jobmgr"), Ok(RoleSet::Jobs { placement: false }));
+        assert_eq!(parse_roles("jobmgr,resmgr,placement"), Ok(RoleSet::Jobs { placement: true }));
+        assert_eq!(parse_roles("hostmgr"), Ok(RoleSet::Hosts));
+        for subset in ["jobmgr", "resmgr", "jobmgr,hostmgr", "resmgr,hostmgr,placement"] {
+            let refused = parse_roles(subset).expect_err("refused");
+            assert!(refused.contains("not supported") && refused.contains("jobmgr,resmgr,hostmgr"), "{refused}");
+        }
+        assert_eq!(RoleSet::Hosts.roles(), vec![Role::Hostmgr]);
+        assert_eq!(RoleSet::Jobs { placement: false }.roles(), vec![Role::Jobmgr, Role::Resmgr]);
+        assert_eq!(RoleSet::All.roles().len(), 4);
+        assert!(parse_roles("jobmgr,leader").expect_err("refused").contains("unknown role"));
         assert!(parse_roles("").is_err());
     }
 }

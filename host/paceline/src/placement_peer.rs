@@ -239,13 +239,20 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
+impl Bearer {
+    /// `authorization: Bearer <token>` on every call; nothing without a token.
+    pub fn new(token: Option<&str>) -> Result<Bearer, String> {
+        Ok(match token.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => Bearer(Some(format!("Bearer {t}").parse().map_err(|_| "the token is not a valid header value".to_string())?)),
+            None => Bearer(None),
+        })
+    }
+}
+
 impl RemoteCore {
     /// Over a channel to the core, with an optional bearer token.
     pub fn new(channel: tonic::transport::Channel, token: Option<&str>) -> Result<RemoteCore, String> {
-        let bearer = match token.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(t) => Bearer(Some(format!("Bearer {t}").parse().map_err(|_| "the token is not a valid header value".to_string())?)),
-            None => Bearer(None),
-        };
+        let bearer = Bearer::new(token)?;
         let client = PlacementPeerClient::with_interceptor(channel, bearer).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
         Ok(RemoteCore { client })
     }

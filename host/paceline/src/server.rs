@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider, SimConfig, SimProvider};
+use paceline_hostmgr::{AgentConfig, AgentProvider, HostAccess, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider, SimConfig, SimProvider};
 use paceline_membership::MembershipConfig;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
@@ -52,6 +52,21 @@ pub enum HostsConfig {
         /// How long the master keeps our tasks while we are away, seconds.
         #[serde(default = "mesos_failover_timeout_secs")]
         failover_timeout_secs: u64,
+    },
+    /// A host manager in a process of its own (`paceline server --roles
+    /// hostmgr`, which has the agent port and a provider of its own); this
+    /// server runs the job and resource managers (`--roles jobmgr,resmgr`,
+    /// with or without `placement`) and reaches it on its API port.
+    Hostmgr {
+        /// The host manager's API addresses: several for a highly available
+        /// host manager (the leader is found and followed).
+        servers: Vec<String>,
+        /// An admin token, when the host manager has a tokens file.
+        #[serde(default)]
+        token: Option<String>,
+        /// The authority that signed an `https://` host manager's certificate.
+        #[serde(default)]
+        ca_cert: Option<PathBuf>,
     },
 }
 
@@ -224,6 +239,7 @@ pub struct Server {
     pub agent_addr: SocketAddr,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    remote_hosts: Option<crate::hostmgr_peer::RemoteHosts>,
 }
 
 impl std::fmt::Debug for Server {
@@ -288,60 +304,31 @@ impl Server {
         .map_err(|e| ServerError::Other(e.to_string()))??;
         let registry = Arc::new(registry);
 
-        let manager_config = ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
-        let (hosts, clock, agent_addr): (HostManager, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) = match &config.hosts {
-            HostsConfig::Agent => {
-                let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: config.agent_heartbeat_ms, ..AgentConfig::default() });
-                let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
-                let listener = tokio::net::TcpListener::bind(config.agent_listen)
-                    .await
-                    .map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
-                let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
-                let stop_agents = stopped.clone();
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = provider.serve_with_listener(listener, async move { stop_agents.wait().await }).await {
-                        tracing::error!(error = %e, "agent listener stopped");
-                    }
-                }));
-                (hosts, Arc::new(paceline_jobmgr::SystemClock), addr)
+        let mut remote_hosts = None;
+        let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) = match &config.hosts {
+            HostsConfig::Hostmgr { servers, token, ca_cert } => {
+                let remote = crate::hostmgr_peer::RemoteHosts::connect(
+                    &servers.join(","),
+                    token.as_deref(),
+                    ca_cert.clone(),
+                    leader_epoch.unwrap_or(0),
+                    HOSTMGR_WAIT,
+                )
+                .await
+                .map_err(ServerError::Other)?;
+                info!(servers = %servers.join(","), "host manager reached");
+                remote_hosts = Some(remote.clone());
+                (Arc::new(remote), Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
             }
-            HostsConfig::Sim { hosts: n, resources, zones } => {
-                let zones = (*zones).max(1);
-                let per_zone = n.div_ceil(zones);
-                let shapes = (0..zones)
-                    .map(|z| HostShape::new(per_zone.min(n.saturating_sub(z * per_zone)), format!("sim-z{z}-"), *resources).attribute("zone", format!("z{z}")))
-                    .filter(|s| s.count > 0)
-                    .collect();
-                let now = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
-                let sim = Arc::new(SimProvider::new(SimConfig { shapes, start_ms: now, ..SimConfig::default() }));
-                let clock = sim.clock();
-                let hosts = HostManager::builder(sim.clone()).store(store.clone()).clock(Arc::new(clock.clone())).config(manager_config).start().await?;
-                tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
-                (hosts, Arc::new(SimTime(clock)), config.agent_listen)
-            }
-            HostsConfig::Mesos { masters, framework_name, role, failover_timeout_secs } => {
-                let mesos = MesosConfig {
-                    masters: masters.clone(),
-                    framework_name: framework_name.clone(),
-                    role: role.clone(),
-                    failover_timeout: Duration::from_secs(*failover_timeout_secs),
-                    ..MesosConfig::default()
-                };
-                let provider = MesosProvider::new(mesos, Some(store.clone()));
-                let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
-                // The subscription ends with the server (the task is aborted at shutdown).
-                let guard = provider.stop_on_drop();
-                tasks.push(tokio::spawn(async move {
-                    let _guard = guard;
-                    std::future::pending::<()>().await
-                }));
-                (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+            _ => {
+                let (hosts, clock, addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
+                hosts.sync().await?;
+                (Arc::new(hosts), clock, addr)
             }
         };
-        hosts.sync().await?;
 
         let mut pools = paceline_api::restore_pools(&*store).await.map_err(|e| ServerError::Other(format!("restoring pools: {e}")))?;
         if pools.is_empty() && config.default_pool {
@@ -365,6 +352,13 @@ impl Server {
             },
         )
         .await?;
+        if let Some(remote) = &remote_hosts {
+            // A new host manager leader reconciles against the job manager's
+            // live runs, not the list it had at start. Weak: the job manager
+            // holds the host manager client, not the other way round.
+            let jobs = Arc::downgrade(&cluster.jobs);
+            remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| crate::cluster::expected_runs(&j)).unwrap_or_default()));
+        }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
 
         // Placement engines in other processes reach the roles on the API port.
@@ -398,10 +392,165 @@ impl Server {
             }
         };
         info!(%api_addr, %agent_addr, "paceline server up");
-        Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop) })
+        Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop), remote_hosts })
     }
 
     /// Stops the listeners and loops (tasks on hosts keep running).
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(remote) = self.remote_hosts.take() {
+            remote.stop();
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// How long a job manager waits at start for a host manager in another process.
+const HOSTMGR_WAIT: Duration = Duration::from_secs(30);
+
+/// Starts a host manager in this process over the configured provider (our
+/// agents on `agent_listen`, simulated hosts, or Mesos); its background
+/// tasks go to `tasks` and stop with `stopped`.
+async fn start_local_hosts(
+    config: &ServerConfig,
+    store: &Arc<dyn paceline_storage::Store>,
+    stopped: &Stopped,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(HostManager, Arc<dyn paceline_jobmgr::Clock>, SocketAddr), ServerError> {
+    let manager_config = ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
+Ok(match &config.hosts {
+        HostsConfig::Agent => {
+            let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: config.agent_heartbeat_ms, ..AgentConfig::default() });
+            let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+            let listener = tokio::net::TcpListener::bind(config.agent_listen)
+                .await
+                .map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
+            let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
+            let stop_agents = stopped.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = provider.serve_with_listener(listener, async move { stop_agents.wait().await }).await {
+                    tracing::error!(error = %e, "agent listener stopped");
+                }
+            }));
+            (hosts, Arc::new(paceline_jobmgr::SystemClock), addr)
+        }
+        HostsConfig::Sim { hosts: n, resources, zones } => {
+            let zones = (*zones).max(1);
+            let per_zone = n.div_ceil(zones);
+            let shapes = (0..zones)
+                .map(|z| HostShape::new(per_zone.min(n.saturating_sub(z * per_zone)), format!("sim-z{z}-"), *resources).attribute("zone", format!("z{z}")))
+                .filter(|s| s.count > 0)
+                .collect();
+            let now = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+            let sim = Arc::new(SimProvider::new(SimConfig { shapes, start_ms: now, ..SimConfig::default() }));
+            let clock = sim.clock();
+            let hosts = HostManager::builder(sim.clone()).store(store.clone()).clock(Arc::new(clock.clone())).config(manager_config).start().await?;
+            tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
+            (hosts, Arc::new(SimTime(clock)), config.agent_listen)
+        }
+        HostsConfig::Mesos { masters, framework_name, role, failover_timeout_secs } => {
+            let mesos = MesosConfig {
+                masters: masters.clone(),
+                framework_name: framework_name.clone(),
+                role: role.clone(),
+                failover_timeout: Duration::from_secs(*failover_timeout_secs),
+                ..MesosConfig::default()
+            };
+            let provider = MesosProvider::new(mesos, Some(store.clone()));
+            let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+            // The subscription ends with the server (the task is aborted at shutdown).
+            let guard = provider.stop_on_drop();
+            tasks.push(tokio::spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await
+            }));
+            (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+        }
+        HostsConfig::Hostmgr { .. } => {
+            return Err(ServerError::Other("a host manager in another process is not started here".into()));
+        }
+    })
+}
+
+/// A host manager in a process of its own (`paceline server --roles
+/// hostmgr`): the configured provider (agents on `agent_listen`, simulated
+/// hosts or Mesos), host records in the store, and on the API port the
+/// public `HostService` plus `paceline.hostmgr.v1` for the job manager.
+pub struct HostServer {
+    /// The host manager.
+    pub hosts: HostManager,
+    /// Where the API listens.
+    pub api_addr: SocketAddr,
+    /// Where agents dial.
+    pub agent_addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for HostServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostServer").field("api_addr", &self.api_addr).field("agent_addr", &self.agent_addr).finish_non_exhaustive()
+    }
+}
+
+impl HostServer {
+    /// Starts the host manager, the agent listener and its API on `api`.
+    pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<HostServer, ServerError> {
+        if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
+            return Err(ServerError::Other(
+                "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim or mesos, not another hostmgr".into(),
+            ));
+        }
+        let api_config = paceline_api::ApiConfig {
+            auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
+            tls: load_tls(config.tls.as_ref())?,
+            ..paceline_api::ApiConfig::default()
+        };
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+        let storage = config
+            .storage
+            .clone()
+            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
+        // Host records (maintenance states) only; no leadership claim: the
+        // store's fence belongs to the job manager's writes.
+        let store = paceline_storage::config::open(&storage).await?;
+        let mut tasks = Vec::new();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stopped = futures_shared(stopped);
+        let (hosts, _clock, agent_addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
+        hosts.sync().await?;
+        let mut api_config = api_config;
+        api_config.internal = Some(tonic::service::Routes::new(crate::hostmgr_peer::HostPeerService::new(hosts.clone()).into_server()));
+        let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
+        let (incoming, api_addr): (IncomingStream, SocketAddr) = match api {
+            ApiSocket::Bind => {
+                let listener = tokio::net::TcpListener::bind(config.api_listen)
+                    .await
+                    .map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+                let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
+                (Box::pin(tokio_stream::wrappers::TcpListenerStream::new(listener)), addr)
+            }
+            ApiSocket::Incoming { connections, addr } => {
+                use futures::StreamExt as _;
+                (Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>)), addr)
+            }
+        };
+        let stop_api = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = paceline_api::serve_hosts_incoming(access, incoming, api_config, async move { stop_api.wait().await }).await {
+                tracing::error!(error = %e, "host manager API stopped");
+            }
+        }));
+        info!(%api_addr, %agent_addr, provider = hosts.provider_name(), "paceline host manager up");
+        Ok(HostServer { hosts, api_addr, agent_addr, tasks, stop: Some(stop) })
+    }
+
+    /// Stops the listeners (tasks on hosts keep running).
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -412,6 +561,8 @@ impl Server {
         }
     }
 }
+
+type IncomingStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> + Send>>;
 
 /// A one-shot stop signal many tasks can wait on.
 #[derive(Clone)]

@@ -395,6 +395,100 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     });
 }
 
+fn start_with_roles(name: &str, n: &Node, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["server", "--config", n.config.to_str().expect("utf-8")])
+        .args(extra)
+        .env("PACELINE_LOG", "paceline=info,paceline_membership=info,warn");
+    Proc::spawn(name, &mut cmd, &n.log)
+}
+
+/// The host manager and the job manager in processes of their own, each
+/// with a standby: killing either leader with SIGKILL costs a session
+/// timeout, not a run. The host manager's standby leads and the agents
+/// re-register with it; the job manager's standby leads and subscribes to
+/// the host manager with a larger epoch; every run carries on under its id.
+#[test]
+fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
+    let _serial = serial();
+    let zk = zookeeper();
+    let cluster = unique_cluster("split");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let hm: Vec<Node> = ["hm1", "hm2"].iter().map(|n| node(dir, n, zk, &cluster, &dir.join("hm-data"))).collect();
+    let jm: Vec<Node> = ["jm1", "jm2"].iter().map(|n| node(dir, n, zk, &cluster, &dir.join("jm-data"))).collect();
+    let list = |nodes: &[Node]| nodes.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
+    let (hm_apis, jm_apis) = (list(&hm), list(&jm));
+    let jobs_roles = ["--roles", "jobmgr,resmgr,placement", "--hostmgr", hm_apis.as_str()];
+
+    let mut hms = vec![start_with_roles("hm1", &hm[0], &["--roles", "hostmgr"])];
+    hms[0].wait_line("leading", 60);
+    hms.push(start_with_roles("hm2", &hm[1], &["--roles", "hostmgr"]));
+    hms[1].wait_line("standby", 60);
+    let mut jms = vec![start_with_roles("jm1", &jm[0], &jobs_roles)];
+    jms[0].wait_line("leading", 60);
+    jms.push(start_with_roles("jm2", &jm[1], &jobs_roles));
+    jms[1].wait_line("standby", 60);
+    // Agents dial the host managers, not the job managers.
+    let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
+    let _agents: Vec<Proc> = [("a1", "35000-35499"), ("a2", "35500-35999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    let agent_names = ["a1", "a2"];
+    let both_reachable = || {
+        try_json(&jm_apis, &["host", "list"])
+            .and_then(|h| h.as_array().cloned())
+            .is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
+    };
+    eventually(30, "two agents, seen through the job manager", both_reachable);
+
+    let long = dir.join("long.yaml");
+    let spec = std::fs::read_to_string(examples().join("hello.yaml"))
+        .expect("example")
+        .replace("instance_count: 3", "instance_count: 4")
+        .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 300");
+    std::fs::write(&long, spec).expect("spec");
+    let a = ok(cli(&jm_apis, &["job", "create", long.to_str().expect("utf-8")]));
+    eventually(60, "job a: 4 running", || {
+        let ts = tasks(&jm_apis, &a);
+        ts.len() == 4 && ts.iter().all(|t| state_is(t, "RUNNING"))
+    });
+    let runs: Vec<serde_json::Value> = tasks(&jm_apis, &a).iter().map(|t| t["run_id"].clone()).collect();
+    let hello = examples().join("hello.yaml");
+    let hello = hello.to_str().expect("utf-8");
+
+    // 1. The host manager's leader dies.
+    hms[0].kill9();
+    let killed = Instant::now();
+    let led = hms[1].wait_line("leading", SESSION_TIMEOUT_MS / 1000 + 5);
+    eprintln!("host manager failover after SIGKILL: {:?}", led.saturating_duration_since(killed));
+    eventually(30, "both agents back, with the new host manager", both_reachable);
+    let b = ok(cli(&jm_apis, &["job", "create", hello]));
+    eventually(60, "job b SUCCEEDED through the new host manager", || {
+        try_json(&jm_apis, &["job", "get", &b]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+    });
+    eprintln!("host manager failover, SIGKILL to a job placed and run: {:?}", killed.elapsed());
+    let ts = tasks(&jm_apis, &a);
+    assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
+    assert_eq!(runs, ts.iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>(), "the same runs carry on");
+    assert!(jms[0].alive() && jms[0].line_at("leading").is_some(), "the job manager kept its leadership");
+
+    // 2. The job manager's leader dies.
+    jms[0].kill9();
+    let killed = Instant::now();
+    let led = jms[1].wait_line("leading", SESSION_TIMEOUT_MS / 1000 + 5);
+    eprintln!("job manager failover after SIGKILL: {:?}", led.saturating_duration_since(killed));
+    let c = ok(cli(&jm_apis, &["job", "create", hello]));
+    eventually(60, "job c SUCCEEDED on the new job manager", || {
+        try_json(&jm_apis, &["job", "get", &c]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+    });
+    let ts = tasks(&jm_apis, &a);
+    assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
+    assert_eq!(runs, ts.iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>(), "still the same runs");
+    assert!(hms[1].alive(), "the host manager kept its leadership");
+    for job in [&a, &b, &c] {
+        assert_launched_once(dir, &agent_names, &jm_apis, job);
+    }
+}
+
 /// A TCP proxy in front of ZooKeeper that can be cut: from then on it forwards nothing and
 /// answers nothing (a partition), keeping every socket open.
 struct Proxy {
@@ -521,7 +615,7 @@ fn an_unreachable_zookeeper_at_start_is_retried_and_losing_it_ends_leadership() 
 
 #[test]
 fn a_subset_of_roles_is_refused_with_a_clear_error() {
-    let out = Command::new(BIN).args(["server", "--roles", "jobmgr,resmgr"]).output().expect("runs");
+    let out = Command::new(BIN).args(["server", "--roles", "jobmgr,hostmgr"]).output().expect("runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not supported") && err.contains("jobmgr,resmgr,hostmgr"), "{err}");

@@ -175,6 +175,20 @@ fn a_placement_process_without_a_core_or_with_an_unsupported_subset_says_so() {
     let out = Command::new(BIN).args(["server", "--roles", "jobmgr,placement"]).output().expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not supported"), "{}", String::from_utf8_lossy(&out.stderr));
+    // The job and resource managers without a host manager to reach.
+    let out = Command::new(BIN).args(["server", "--roles", "jobmgr,resmgr"]).env_remove("PACELINE_HOSTMGR").output().expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hostmgr"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A host manager that is not there: a clear error, after a wait, not a hang.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["server", "--roles", "jobmgr,resmgr", "--hostmgr", &format!("127.0.0.1:{}", free_port()), "--api-listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no host manager at"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -252,4 +266,190 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
     eventually(60, "hello SUCCEEDED", || json(api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
     let logs = cli(api, &["task", "logs", &id, "1"]);
     assert!(String::from_utf8_lossy(&logs.stdout).contains("hello from instance"), "{}", String::from_utf8_lossy(&logs.stdout));
+}
+
+// ---- the host manager in a process of its own ----------------------------
+
+/// Starts `--roles hostmgr` on `api` with its data in `dir/<name>`; `hosts`
+/// is the YAML of its provider.
+fn host_manager(dir: &Path, name: &str, api: u16, agents: u16, hosts: &str) -> Proc {
+    let yaml = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &yaml,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agents}\nheartbeat_timeout_ms: 10000\nagent_heartbeat_ms: 500\nhosts: {hosts}\n",
+            dir.join(name).display()
+        ),
+    )
+    .expect("write");
+    Proc::start(&["server", "--config", yaml.to_str().expect("utf-8"), "--roles", "hostmgr"], "host manager; API on")
+}
+
+/// Starts `--roles jobmgr,resmgr,placement` on `api` against the host manager on `hostmgr`.
+fn job_manager(dir: &Path, api: u16, hostmgr: u16) -> Proc {
+    Proc::start(
+        &[
+            "server",
+            "--roles",
+            "jobmgr,resmgr,placement",
+            "--hostmgr",
+            &format!("127.0.0.1:{hostmgr}"),
+            "--data-dir",
+            dir.join("jobs").to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+        ],
+        "hosts from the host manager",
+    )
+}
+
+fn sim_hosts(n: usize, cores: u64) -> String {
+    format!("{{provider: sim, hosts: {n}, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}", cores * 1000)
+}
+
+fn runs_of(api: u16, id: &str) -> std::collections::BTreeSet<String> {
+    tasks(api, id).iter().filter_map(|t| t["run_id"].as_str().filter(|r| !r.is_empty()).map(str::to_string)).collect()
+}
+
+#[test]
+fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let (hm_api, jm_api) = (free_port(), free_port());
+    let mut hm = host_manager(dir, "hm", hm_api, 0, &sim_hosts(4, 4));
+    let _jm = job_manager(dir, jm_api, hm_api);
+
+    // The job manager's API lists the host manager's hosts.
+    eventually(30, "four sim hosts through the job manager", || json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 4));
+    // Maintenance through the job manager's API reaches the host manager,
+    // and the answer already shows the new state.
+    let host = "sim-z0-00003";
+    let drained = json(jm_api, &["host", "drain", host]);
+    assert!(drained.to_string().contains("DRAIN"), "{drained}");
+    assert!(json(hm_api, &["host", "get", host])["state"].as_str().is_some_and(|s| s.contains("DRAIN")));
+    let up = cli(jm_api, &["host", "up", host]);
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert_eq!(json(hm_api, &["host", "get", host])["state"].as_str(), Some("UP"));
+
+    // Restarted when lost (as when its host manager and simulated hosts die).
+    let spec = job(dir, "a", 8, 600_000);
+    let text = std::fs::read_to_string(&spec).expect("read") + "  restart_policy: {on_failure: true, max_restarts: 3, backoff_secs: 1}\n";
+    std::fs::write(&spec, text).expect("write");
+    let a = create(jm_api, &spec);
+    eventually(60, "job a: 8 running", || all_in(jm_api, &a, "RUNNING"));
+    // Both APIs see the allocation the launches made (8 of 16 cores).
+    let allocated = |api: u16| -> u64 {
+        json(api, &["host", "list"]).as_array().map(|hs| hs.iter().filter_map(|h| h["allocated"]["cpu_millis"].as_u64()).sum()).unwrap_or(0)
+    };
+    eventually(10, "8 cores allocated on the host manager", || allocated(hm_api) == 8_000);
+    eventually(10, "and as the job manager sees it", || allocated(jm_api) == 8_000);
+    let a_runs = runs_of(jm_api, &a);
+    assert_eq!(a_runs.len(), 8, "{a_runs:?}");
+
+
+    // The host manager dies; its simulated hosts and their runs die with it.
+    // A new one starts on the same port: the job manager resubscribes with
+    // its expectations, the new host manager reports the runs it does not
+    // have LOST, and the job manager runs them again.
+    hm.kill9();
+    let _hm2 = host_manager(dir, "hm", hm_api, 0, &sim_hosts(4, 4));
+    eventually(60, "job a running again on the new host manager", || {
+        let runs = runs_of(jm_api, &a);
+        all_in(jm_api, &a, "RUNNING") && runs.len() == 8 && runs.is_disjoint(&a_runs)
+    });
+    // Each first run was reported LOST by the new host manager (it did not
+    // have it), not forgotten: the task's history says so.
+    let history = json(jm_api, &["task", "events", &a, "0"]);
+    assert!(history.to_string().contains("RUN_MISSING"), "{history}");
+    eventually(10, "its hosts hold job a's new runs", || allocated(hm_api) == 8_000);
+    let b = create(jm_api, &job(dir, "b", 4, 500));
+    eventually(60, "job b SUCCEEDED after the restart", || {
+        json(jm_api, &["job", "get", &b])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
+}
+
+fn agent(dir: &Path, name: &str, agents: u16, ports: &str) -> Proc {
+    Proc::start(
+        &[
+            "agent",
+            "--manager",
+            &format!("http://127.0.0.1:{agents}"),
+            "--hostname",
+            name,
+            "--data-dir",
+            dir.join(name).to_str().expect("utf-8"),
+            "--cpu-millis",
+            "2000",
+            "--memory-mib",
+            "2048",
+            "--port-range",
+            ports,
+        ],
+        "registered with the host manager",
+    )
+}
+
+#[test]
+fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let (hm_api, hm_agents, jm_api) = (free_port(), free_port(), free_port());
+    let mut hm = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");
+    let mut jm = job_manager(dir, jm_api, hm_api);
+    let _agents = [agent(dir, "a1", hm_agents, "34000-34499"), agent(dir, "a2", hm_agents, "34500-34999")];
+    eventually(30, "two agents through the job manager", || json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+
+    // The end-to-end scenario of the all-in-one server: hello, and its logs.
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
+    let id = create(jm_api, hello.to_str().expect("utf-8"));
+    eventually(60, "hello SUCCEEDED", || json(jm_api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    let logs = cli(jm_api, &["task", "logs", &id, "1"]);
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("hello from instance"), "{}", String::from_utf8_lossy(&logs.stdout));
+
+    // Long runs, then each manager is killed in turn: the runs stay where
+    // they are, under the same run ids, and nothing is launched twice.
+    let sleeper = dir.join("sleeper.yaml");
+    std::fs::write(
+        &sleeper,
+        "name: sleeper\nowner: test\npool: /default\nkind: batch\ninstance_count: 4\ndefault_task:\n  command: sleep\n  args: [\"600\"]\n  resources: {cpu_millis: 200, memory_mib: 32, disk_mib: 10, gpus: 0, ports: 0}\n",
+    )
+    .expect("write");
+    let s = create(jm_api, sleeper.to_str().expect("utf-8"));
+    eventually(60, "sleepers running", || all_in(jm_api, &s, "RUNNING"));
+    let runs = runs_of(jm_api, &s);
+    assert_eq!(runs.len(), 4);
+
+    hm.kill9();
+    let _hm2 = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");
+    eventually(30, "both agents back with the new host manager", || {
+        json(hm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
+    });
+    // Runs adopted, not lost: the job manager keeps them RUNNING, same ids.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_in(jm_api, &s, "RUNNING"), "{:?}", tasks(jm_api, &s));
+    assert_eq!(runs_of(jm_api, &s), runs, "the same runs, none relaunched");
+    eventually(10, "the new host manager holds them", || {
+        json(hm_api, &["host", "list"]).as_array().map(|hs| hs.iter().filter_map(|h| h["runs"].as_u64()).sum::<u64>()) == Some(4)
+    });
+
+    jm.kill9();
+    let _jm2 = job_manager(dir, jm_api, hm_api);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_in(jm_api, &s, "RUNNING"), "{:?}", tasks(jm_api, &s));
+    assert_eq!(runs_of(jm_api, &s), runs, "the same runs after the job manager's restart");
+    // And it still schedules: a second hello succeeds through both new processes.
+    let again = create(jm_api, hello.to_str().expect("utf-8"));
+    eventually(60, "hello SUCCEEDED again", || json(jm_api, &["job", "get", &again])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    // Each run of the sleepers exists once, on one agent.
+    let mut sandboxes = std::collections::BTreeMap::<String, usize>::new();
+    for a in ["a1", "a2"] {
+        for e in std::fs::read_dir(dir.join(a).join("runs")).expect("runs dir").flatten() {
+            *sandboxes.entry(e.file_name().to_string_lossy().into_owned()).or_default() += 1;
+        }
+    }
+    let mine: std::collections::BTreeSet<String> = sandboxes.iter().filter(|(k, _)| k.starts_with(&format!("{s}-"))).map(|(k, n)| {
+        assert_eq!(*n, 1, "{k} on two agents");
+        k.clone()
+    }).collect();
+    assert_eq!(mine, runs, "the agents ran exactly the runs the job manager reports");
 }

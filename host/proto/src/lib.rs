@@ -8,6 +8,8 @@
 //!   hosts, plugins, watch), one service per file under `proto/paceline/v1/`.
 //! - [`agent::v1`]: the internal protocol between `paceline agent` and the
 //!   host manager (see `proto/paceline/agent/v1/agent.proto`).
+//! - [`hostmgr::v1`]: the internal protocol between the job manager and a
+//!   host manager in a process of its own.
 //! - [`placement::v1`]: the internal protocol between a placement engine in
 //!   a process of its own and the core roles.
 
@@ -20,6 +22,16 @@ pub mod agent {
 
         /// The protocol version this build speaks (`Register.protocol_version`).
         pub const PROTOCOL_VERSION: u32 = 1;
+    }
+}
+
+/// The internal protocol between a job manager and a host manager in a
+/// process of its own (see `proto/paceline/hostmgr/v1/hostmgr.proto`).
+pub mod hostmgr {
+    /// Version 1 of the host manager protocol.
+    pub mod v1 {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("paceline.hostmgr.v1");
     }
 }
 

@@ -58,7 +58,7 @@ impl Default for ManagerConfig {
 }
 
 /// A run the owner (the job manager's storage) says should be on a host.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExpectedRun {
     /// The host.
     pub host: String,
@@ -73,7 +73,7 @@ pub struct ExpectedRun {
 }
 
 /// A host as the inventory sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HostInfo {
     /// Name, capacity, allocation, attributes, labels and job counts.
     pub view: HostView,

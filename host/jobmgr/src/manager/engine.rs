@@ -970,10 +970,12 @@ impl JobManager {
     }
 
     /// Runs the host side should hold: every run between LAUNCHING and its
-    /// end, as (host, run id, resources). The host manager reconciles its
-    /// hosts against this after a restart (reporting LOST what is missing,
-    /// killing what is not expected).
-    pub fn expected_runs(&self) -> Vec<(String, String, paceline_model::Resources)> {
+    /// end, as (host, run id, resources, the last update seq handled). The
+    /// host manager reconciles its hosts against this after a restart or a
+    /// failover (reporting LOST what is missing, with a seq after the last
+    /// one handled so that it is not taken for a duplicate; killing what is
+    /// not expected).
+    pub fn expected_runs(&self) -> Vec<(String, String, paceline_model::Resources, u64)> {
         let m = self.mem();
         let mut out = Vec::new();
         for job in m.jobs.values() {

@@ -173,12 +173,18 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     // A duplicate or stale update changes nothing.
     h.report("b5-0-1", RunState::Failed, None).await;
     assert_eq!(h.jm.task("b5", 0).expect("task").state, TaskState::Running);
+    // Expected with the last seq handled, so that a LOST a new host manager
+    // makes up for it follows that seq rather than passing for a duplicate.
+    let handled = h.jm.task("b5", 0).expect("task");
     assert_eq!(
         h.jm.expected_runs(),
         vec![(
             "h1".to_string(),
             "b5-0-2".to_string(),
-            paceline_model::Resources::new(100, 64, 10, 0)
+            paceline_model::Resources::new(100, 64, 10, 0),
+            // The harness reported RUNNING as the run's first update.
+            1
         )]
     );
+    assert_eq!(handled.run, 2);
 }

@@ -22,7 +22,9 @@ use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::{SqliteConfig, StorageConfig};
 use tracing::{info, warn};
 
-use super::client::{ClientOpts, Output, leading_channel, standby_leader};
+use paceline::leader::standby_leader;
+
+use super::client::{ClientOpts, Output, leading_channel};
 use super::server::{runtime, until_signal};
 
 /// How often the engine checks that the core still serves and that no

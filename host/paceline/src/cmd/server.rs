@@ -26,20 +26,27 @@ pub struct ServerArgs {
     /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
-    /// Roles this process runs: `all` (the default), `jobmgr,resmgr,hostmgr` (the core,
-    /// with placement engines in other processes), or `placement` (engines only, against
-    /// the core named by --core; run as many as you like). See docs/operations.md,
-    /// "Placement engines in their own processes".
+    /// Roles this process runs: `all` (the default); `jobmgr,resmgr,hostmgr` (the core,
+    /// with placement engines in other processes); `placement` (engines only, against
+    /// the core named by --core; run as many as you like); `hostmgr` (the host manager
+    /// alone: agents dial it); `jobmgr,resmgr` or `jobmgr,resmgr,placement` (against the
+    /// host manager named by --hostmgr). See docs/operations.md, "Roles in separate processes".
     #[arg(long, default_value = "all")]
     roles: String,
+    /// With `--roles jobmgr,resmgr[,placement]`: the host manager's API address (several,
+    /// comma-separated, for a highly available host manager: the leader is found and followed).
+    #[arg(long, env = "PACELINE_HOSTMGR")]
+    hostmgr: Option<String>,
     /// With `--roles placement`: the core's API address (several, comma-separated, for a
     /// highly available core: the leader is found and followed).
     #[arg(long, env = "PACELINE_CORE")]
     core: Option<String>,
-    /// With `--roles placement`: the token for a core with a tokens file (an admin's).
+    /// With `--roles placement` or `--hostmgr`: the admin token of a core or host manager
+    /// with a tokens file.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// With `--roles placement`: the authority that signed an `https://` core's certificate.
+    /// With `--roles placement` or `--hostmgr`: the authority that signed an `https://`
+    /// core's or host manager's certificate.
     #[arg(long, env = "PACELINE_CA_CERT")]
     ca_cert: Option<PathBuf>,
 }
@@ -110,15 +117,48 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
             let core = args.core.ok_or_else(|| anyhow::anyhow!("--roles placement needs --core (or PACELINE_CORE): the core's API address"))?;
             return super::placement::run(config, core, args.token, args.ca_cert);
         }
+        paceline::ha::RoleSet::Jobs { placement } => {
+            config.placement_engine = placement;
+            if let Some(servers) = args.hostmgr {
+                let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+                config.hosts = HostsConfig::Hostmgr { servers, token: args.token, ca_cert: args.ca_cert };
+            }
+            if !matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
+                anyhow::bail!(
+                    "--roles {} runs no host manager: name one with --hostmgr (or PACELINE_HOSTMGR, or `hosts: {{provider: hostmgr, servers: [...]}}` in the config)",
+                    args.roles
+                );
+            }
+        }
+        paceline::ha::RoleSet::Hosts => {
+            if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
+                anyhow::bail!("--roles hostmgr is the host manager: its `hosts` provider must be agent, sim or mesos");
+            }
+        }
     }
     if config.membership != paceline_membership::MembershipConfig::Embedded {
-        runtime()?.block_on(paceline::ha::run(config, &Stdout, until_signal()))?;
+        runtime()?.block_on(paceline::ha::run(config, roles, &Stdout, until_signal()))?;
         return Ok(ExitCode::SUCCESS);
     }
     let scheme = if config.tls.is_some() { "https" } else { "http" };
+    if roles == paceline::ha::RoleSet::Hosts {
+        runtime()?.block_on(async move {
+            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind).await.context("starting the host manager")?;
+            println!("paceline server: host manager; API on {scheme}://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+            until_signal().await;
+            server.shutdown().await;
+            anyhow::Ok(())
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let remote_hosts = matches!(config.hosts, HostsConfig::Hostmgr { .. });
     runtime()?.block_on(async move {
         let server = Server::start(config).await.context("starting the server")?;
-        println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}", server.api_addr, server.api_addr, server.agent_addr);
+        if remote_hosts {
+            println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · hosts from the host manager", server.api_addr, server.api_addr);
+        } else {
+            println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}", server.api_addr, server.api_addr, server.agent_addr);
+        }
         until_signal().await;
         server.shutdown().await;
         anyhow::Ok(())
@@ -134,8 +174,11 @@ impl paceline::ha::Announce for Stdout {
         println!("paceline server: standby {member_id}, API on http://{api_addr} (answers UNAVAILABLE naming the leader)");
     }
 
-    fn leading(&self, server: &Server) {
-        println!("paceline server: leading; API on http://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+    fn leading(&self, api_addr: SocketAddr, agent_addr: Option<SocketAddr>) {
+        match agent_addr {
+            Some(agents) => println!("paceline server: leading; API on http://{api_addr} · agents dial http://{agents}"),
+            None => println!("paceline server: leading; API on http://{api_addr} · hosts from the host manager"),
+        }
     }
 }
 

@@ -17,10 +17,9 @@
 
 use std::future::Future;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub mod host;
 pub mod job;
@@ -192,97 +191,10 @@ pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
 }
 
 pub(crate) async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
-    let mut queue: std::collections::VecDeque<String> =
-        opts.server.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-    if queue.is_empty() {
-        return Err(bad_input("--server is empty"));
-    }
-    let single = queue.len() == 1;
-    let mut tried = std::collections::HashSet::new();
-    let mut failures = Vec::new();
-    // A standby names the leader; following at most a few names avoids a loop.
-    let mut hops = 0;
-    while let Some(server) = queue.pop_front() {
-        let url = server_url(&server);
-        if !tried.insert(url.clone()) {
-            continue;
-        }
-        let channel = match connect_one(&server, &url, opts.ca_cert.as_deref()).await {
-            Ok(c) => c,
-            Err(e) if single => return Err(e),
-            Err(e) => {
-                failures.push(format!("{e:#}"));
-                continue;
-            }
-        };
-        match standby_leader(channel.clone()).await {
-            None => return Ok(channel),
-            Some(leader) => {
-                match &leader {
-                    Some(addr) => failures.push(format!("{server} is a standby (leader: {addr})")),
-                    None => failures.push(format!("{server} is a standby and knows no leader right now")),
-                }
-                if let Some(addr) = leader
-                    && hops < 4
-                {
-                    hops += 1;
-                    queue.push_front(addr);
-                }
-            }
-        }
-    }
-    Err(anyhow::anyhow!("no leading server among {}: {}", opts.server, failures.join("; ")))
-}
-
-/// `host:port` alone is taken to mean plain HTTP, as `paceline dev` serves.
-fn server_url(server: &str) -> String {
-    if server.contains("://") { server.to_owned() } else { format!("http://{server}") }
-}
-
-async fn connect_one(server: &str, url: &str, ca_cert: Option<&std::path::Path>) -> anyhow::Result<Channel> {
-    let mut endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| bad_input(format!("--server {server:?} is not a URL: {e}")))?
-        .connect_timeout(Duration::from_secs(5));
-    if url.starts_with("https://") {
-        // No system roots are built in: a cluster's API is signed by its own authority.
-        let path = ca_cert.ok_or_else(|| bad_input(format!("{server} is https: give the authority's certificate with --ca-cert or PACELINE_CA_CERT")))?;
-        let pem = read_file(path)?;
-        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(pem));
-        endpoint = endpoint.tls_config(tls).map_err(|e| bad_input(format!("--ca-cert {}: {e}", path.display())))?;
-    }
-    endpoint.connect().await.map_err(|e| {
-        // tonic's transport error says only "transport error"; the cause
-        // (connection refused, DNS, …) is in its source chain.
-        let mut why = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            // hyper nests errors that print the same words; say them once.
-            let text = s.to_string();
-            if !why.ends_with(&text) {
-                why = format!("{why}: {text}");
-            }
-            src = s.source();
-        }
-        anyhow::anyhow!("cannot connect to {server}: {why}")
+    paceline::leader::leading_channel(&opts.server, opts.ca_cert.as_deref()).await.map_err(|e| match e {
+        paceline::leader::ConnectError::BadInput(msg) => bad_input(msg),
+        other => anyhow::Error::msg(other.to_string()),
     })
-}
-
-/// `None` when the server serves (or predates health checks); `Some(leader)`
-/// when it is a standby, with the leader it names.
-pub(crate) async fn standby_leader(channel: Channel) -> Option<Option<String>> {
-    use paceline_api::tonic_health::pb::health_client::HealthClient;
-    use paceline_api::tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
-    let mut health = HealthClient::new(channel);
-    let request = tonic::Request::new(HealthCheckRequest { service: String::new() });
-    match tokio::time::timeout(Duration::from_secs(5), health.check(request)).await {
-        Ok(Ok(response)) => {
-            let leader = paceline_api::standby::leader_of_metadata(response.metadata());
-            (response.get_ref().status == ServingStatus::NotServing as i32).then_some(leader)
-        }
-        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => Some(paceline_api::standby::leader_of_status(&status)),
-        // No health service, or a slow one: let the call itself say what is wrong.
-        Ok(Err(_)) | Err(_) => None,
-    }
 }
 
 /// Reads a file given on the command line; a missing file is bad input.

@@ -1,0 +1,131 @@
+//! [`HostAccess`]: what the other roles may ask of the host manager, whether
+//! it runs in their process ([`HostManager`]) or in a process of its own
+//! (`paceline server --roles hostmgr`, reached over `paceline.hostmgr.v1`).
+//!
+//! The job manager, the placement joints and the API hold an
+//! `Arc<dyn HostAccess>` and never learn which one they talk to. The methods
+//! are [`HostManager`]'s own, with the same meaning; see each there.
+//! `host` and `hosts` stay synchronous (the API and the capacity fan-out call
+//! them often): a remote implementation answers from an inventory snapshot
+//! its host manager streams to it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paceline_model::run::LaunchRequest;
+
+use crate::{ExpectedRun, HostError, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream};
+
+/// The host manager as the other roles see it. Object safe.
+#[async_trait]
+pub trait HostAccess: Send + Sync + std::fmt::Debug {
+    /// The provider's name (`agent`, `sim`, `mesos`).
+    fn provider_name(&self) -> String;
+    /// One host.
+    fn host(&self, name: &str) -> Option<HostInfo>;
+    /// Every host, in the order they became known.
+    fn hosts(&self) -> Vec<HostInfo>;
+    /// Waits until the events the provider sent before the call are applied.
+    async fn sync(&self) -> Result<(), HostError>;
+    /// Checks deadlines now (virtual clocks; the manager also ticks alone).
+    async fn tick(&self);
+    /// The one subscriber's stream of events; replaces any earlier one and
+    /// first replays every run update not yet acknowledged.
+    fn subscribe(&self) -> HostEvents;
+    /// The subscriber has durably handled these `(run id, seq)` updates.
+    async fn acknowledge_all(&self, updates: &[(String, u64)]);
+    /// Leases hosts to a placement engine.
+    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, HostError>;
+    /// Returns a lease's remaining hosts.
+    async fn release(&self, lease: LeaseId) -> Result<(), HostError>;
+    /// Launches runs on a host of a lease.
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError>;
+    /// Stops a run, overriding its grace period when `grace` is set.
+    async fn kill_with_grace(&self, run_id: &str, grace: Option<Duration>) -> Result<(), HostError>;
+    /// Reads part of a run's log on a named host.
+    async fn read_log_on(&self, host: &str, run_id: &str, stream: LogStream, offset: u64, max_bytes: u64) -> Result<LogChunk, HostError>;
+    /// Which runs the owner expects (reconciliation after a restart or failover).
+    async fn expect_runs(&self, runs: Vec<ExpectedRun>);
+    /// UP → DRAINING.
+    async fn drain(&self, host: &str) -> Result<(), HostError>;
+    /// DRAINED → DOWN.
+    async fn down(&self, host: &str) -> Result<(), HostError>;
+    /// DOWN, DRAINING or DRAINED → UP.
+    async fn up(&self, host: &str) -> Result<(), HostError>;
+}
+
+#[async_trait]
+impl HostAccess for HostManager {
+    fn provider_name(&self) -> String {
+        HostManager::provider_name(self).to_string()
+    }
+
+    fn host(&self, name: &str) -> Option<HostInfo> {
+        HostManager::host(self, name)
+    }
+
+    fn hosts(&self) -> Vec<HostInfo> {
+        HostManager::hosts(self)
+    }
+
+    async fn sync(&self) -> Result<(), HostError> {
+        HostManager::sync(self).await
+    }
+
+    async fn tick(&self) {
+        HostManager::tick(self).await
+    }
+
+    fn subscribe(&self) -> HostEvents {
+        HostManager::subscribe(self)
+    }
+
+    async fn acknowledge_all(&self, updates: &[(String, u64)]) {
+        for (run_id, seq) in updates {
+            HostManager::acknowledge(self, run_id, *seq).await;
+        }
+    }
+
+    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, HostError> {
+        HostManager::lease(self, request)
+    }
+
+    async fn release(&self, lease: LeaseId) -> Result<(), HostError> {
+        HostManager::release(self, lease)
+    }
+
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError> {
+        HostManager::launch(self, lease, host, runs).await
+    }
+
+    async fn kill_with_grace(&self, run_id: &str, grace: Option<Duration>) -> Result<(), HostError> {
+        HostManager::kill_with_grace(self, run_id, grace).await
+    }
+
+    async fn read_log_on(&self, host: &str, run_id: &str, stream: LogStream, offset: u64, max_bytes: u64) -> Result<LogChunk, HostError> {
+        HostManager::read_log_on(self, host, run_id, stream, offset, max_bytes).await
+    }
+
+    async fn expect_runs(&self, runs: Vec<ExpectedRun>) {
+        HostManager::expect_runs(self, runs).await
+    }
+
+    async fn drain(&self, host: &str) -> Result<(), HostError> {
+        HostManager::drain(self, host).await
+    }
+
+    async fn down(&self, host: &str) -> Result<(), HostError> {
+        HostManager::down(self, host).await
+    }
+
+    async fn up(&self, host: &str) -> Result<(), HostError> {
+        HostManager::up(self, host).await
+    }
+}
+
+impl From<HostManager> for Arc<dyn HostAccess> {
+    fn from(hosts: HostManager) -> Self {
+        Arc::new(hosts)
+    }
+}
