@@ -887,6 +887,10 @@ impl JobManager {
             job.marked = state.is_terminal();
             let mut rt = job.runtime.clone();
             rt.state = state;
+            // Counted now, with the state: a reader must not see SUCCEEDED
+            // beside the counts from before the last tasks ended (the job's
+            // counts are otherwise refreshed after the lifecycle's actions).
+            rt.task_counts = job.counts();
             rt.message = format!("marked {state} by the lifecycle");
             if state.is_terminal() {
                 rt.completed_at_ms = Some(self.now());
@@ -991,6 +995,7 @@ impl JobManager {
                         h.clone(),
                         TaskId::new(job.id.clone(), i as u32).run_id(t.rt.run),
                         res,
+                        t.last_seq,
                     ));
                 }
             }
