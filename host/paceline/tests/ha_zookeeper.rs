@@ -709,3 +709,100 @@ fn failover_bench() {
     println!("failover (session timeout {session_ms} ms, {kills} kills): p50 {p50:?}, max {max:?}");
     assert!(max <= Duration::from_secs(10), "max {max:?} over the 10 s budget");
 }
+
+/// The index of the process among `procs` whose latest standby/leading line says it leads.
+fn leading_index(procs: &[Proc]) -> Option<usize> {
+    (0..procs.len()).find(|i| {
+        let lines = procs[*i].lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().rev().find(|(_, l)| l.contains("standby") || l.contains("leading")).is_some_and(|(_, l)| l.contains("leading"))
+    })
+}
+
+/// Failover benchmark of each role when the host manager and the job manager
+/// run in processes of their own (not run by default):
+/// `PACELINE_FAILOVER_KILLS=10 cargo test -p paceline --test ha_zookeeper -- --ignored failover_bench_split --nocapture`.
+/// Two `--roles hostmgr` and two `--roles jobmgr,resmgr,placement` processes
+/// (6 s session timeout), two agents; rounds alternate between SIGKILLing the
+/// host manager's leader and the job manager's; each times SIGKILL → a job
+/// submitted right after has a task placed (which needs both roles led); the
+/// killed process is restarted as a standby. Prints p50 and max per role;
+/// fails when a max exceeds 10 s.
+#[test]
+#[ignore = "benchmark: several minutes"]
+fn failover_bench_split() {
+    let _serial = serial();
+    let kills: usize = std::env::var("PACELINE_FAILOVER_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let session_ms: u64 = std::env::var("PACELINE_FAILOVER_SESSION_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
+    let zk = zookeeper();
+    let cluster = unique_cluster("bench-split");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let make = |name: &str, data: &str| {
+        let node = node(dir, name, zk, &cluster, &dir.join(data));
+        let text = std::fs::read_to_string(&node.config).expect("config");
+        std::fs::write(&node.config, text.replace(&format!("session_timeout_ms: {SESSION_TIMEOUT_MS}"), &format!("session_timeout_ms: {session_ms}"))).expect("config");
+        node
+    };
+    let hm = [make("bh1", "hm-data"), make("bh2", "hm-data")];
+    let jm = [make("bj1", "jm-data"), make("bj2", "jm-data")];
+    let hm_apis = hm.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
+    let jm_apis = jm.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
+    let hm_args: Vec<String> = vec!["--roles".into(), "hostmgr".into()];
+    let jm_args: Vec<String> = vec!["--roles".into(), "jobmgr,resmgr,placement".into(), "--hostmgr".into(), hm_apis.clone()];
+    let start = |name: &str, n: &Node, args: &[String], first: bool| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut p = start_with_roles(name, n, &args);
+        p.wait_line(if first { "leading" } else { "standby" }, 60);
+        p
+    };
+    let mut hms = vec![start("bh1", &hm[0], &hm_args, true), start("bh2", &hm[1], &hm_args, false)];
+    let mut jms = vec![start("bj1", &jm[0], &jm_args, true), start("bj2", &jm[1], &jm_args, false)];
+    let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
+    let _agents: Vec<Proc> = [("bsa1", "36000-36499"), ("bsa2", "36500-36999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    eventually(30, "agents up", || try_json(&jm_apis, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2));
+    let spec = dir.join("one.yaml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(examples().join("hello.yaml"))
+            .expect("example")
+            .replace("instance_count: 3", "instance_count: 1")
+            .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 600")
+            .replace("cpu_millis: 100", "cpu_millis: 10"),
+    )
+    .expect("spec");
+    let (mut hm_times, mut jm_times) = (Vec::new(), Vec::new());
+    for round in 0..kills * 2 {
+        let host_round = round % 2 == 0;
+        let (procs, nodes, args, names) =
+            if host_round { (&mut hms, &hm, &hm_args, ["bh1", "bh2"]) } else { (&mut jms, &jm, &jm_args, ["bj1", "bj2"]) };
+        let leader = leading_index(procs).expect("a leader");
+        procs[leader].kill9();
+        let killed = Instant::now();
+        let id = loop {
+            let out = cli(&jm_apis, &["job", "create", spec.to_str().expect("utf-8")]);
+            if out.status.success() {
+                break String::from_utf8_lossy(&out.stdout).trim().to_string();
+            }
+            assert!(killed.elapsed() < Duration::from_secs(60), "no job manager within 60 s");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        loop {
+            if tasks(&jm_apis, &id).iter().any(|t| state_is(t, "RUNNING") || state_is(t, "LAUNCHED")) {
+                break;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(60), "nothing launched within 60 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let took = killed.elapsed();
+        let role = if host_round { "hostmgr" } else { "jobmgr" };
+        eprintln!("round {round}: SIGKILL of the {role} leader {} → first launch in {took:?}", names[leader]);
+        if host_round { hm_times.push(took) } else { jm_times.push(took) }
+        procs[leader] = start(names[leader], &nodes[leader], args, false);
+    }
+    for (role, times) in [("hostmgr", &mut hm_times), ("jobmgr+resmgr", &mut jm_times)] {
+        times.sort();
+        let (p50, max) = (times[times.len() / 2], times[times.len() - 1]);
+        println!("failover of {role} (session timeout {session_ms} ms, {} kills): p50 {p50:?}, max {max:?}", times.len());
+        assert!(max <= Duration::from_secs(10), "{role}: max {max:?} over the 10 s budget");
+    }
+}
