@@ -21,25 +21,13 @@ find_chromium() {
     return 1
 }
 
-install() {
-    command -v apt-get >/dev/null || die "no chromium and no apt-get: install Debian's chromium package"
-    local -a sudo=()
-    if [[ "$(id -u)" != 0 ]]; then
-        command -v sudo >/dev/null || die "no chromium; run as root or install sudo (apt-get install -y chromium)"
-        sudo=(sudo -n)
-    fi
-    log "installing Debian's chromium package with apt-get (once; about a minute)"
-    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2; then
-        "${sudo[@]}" apt-get update -qq >&2 || true
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2 \
-            || die "apt-get could not install chromium"
-    fi
-}
+# shellcheck source=../lib/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
 
 case "${1:-}" in
     path)
         if ! find_chromium; then
-            install
+            apt_install chromium find_chromium >/dev/null
             find_chromium || die "chromium still missing after installing it"
         fi
         ;;

@@ -47,22 +47,15 @@ fi
 
 # --- install -----------------------------------------------------------------
 
+# shellcheck source=../lib/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
+
+installed() {
+    [[ -f "$JAR" ]] && command -v java >/dev/null
+}
+
 install() {
-    if [[ -f "$JAR" ]] && command -v java >/dev/null; then
-        return 0
-    fi
-    command -v apt-get >/dev/null || die "$JAR missing and no apt-get: install Debian's zookeeper package"
-    local -a sudo=()
-    if [[ "$(id -u)" != 0 ]]; then
-        command -v sudo >/dev/null || die "$JAR missing; run as root or install sudo (apt-get install -y zookeeper)"
-        sudo=(sudo -n)
-    fi
-    log "installing Debian's zookeeper package with apt-get"
-    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >&2; then
-        "${sudo[@]}" apt-get update -qq >&2 || true
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >&2 \
-            || die "apt-get could not install zookeeper"
-    fi
+    apt_install zookeeper installed
     [[ -f "$JAR" ]] || die "$JAR still missing after installing zookeeper"
     command -v java >/dev/null || die "java not found after installing zookeeper"
 }
