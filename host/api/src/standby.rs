@@ -1,15 +1,23 @@
 //! The API of a standby server (a follower in a highly available setup).
 //!
-//! A standby does not run the roles, so it serves no calls. It answers
-//! `grpc.health.v1.Health/Check` with `NOT_SERVING`, and every other call
-//! with `UNAVAILABLE` and a message naming the leader's API address. The
-//! leader's address (when known) is also in the `paceline-leader` metadata
-//! entry of both answers, so clients can follow it without parsing text.
+//! A standby does not run the roles. It answers
+//! `grpc.health.v1.Health/Check` with `NOT_SERVING` (so that clients that can
+//! look for the leader, like the CLI, go to it directly) and **forwards every
+//! other call to the leader**, unchanged (headers, bearer token, streams), so
+//! that any client may be given any server. When no leader is known, or the
+//! leader cannot be reached, or the API is served over TLS (a standby holds
+//! no authority to check the leader's certificate with), the call is
+//! answered `UNAVAILABLE` with a message naming the leader's API address
+//! instead. The leader's address (when known) is also in the
+//! `paceline-leader` metadata entry of those answers and of the health
+//! answer, so clients can follow it without parsing text.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use paceline_proto::v1 as pb;
 use pb::host_service_server::HostServiceServer;
@@ -55,39 +63,99 @@ pub fn standby_status(leader: Option<&str>) -> tonic::Status {
     tonic::Status::with_metadata(tonic::Code::Unavailable, message, metadata)
 }
 
-/// Answers every method of the service named like `S` with [`standby_status`].
-struct Redirect<S> {
+/// The connection to the current leader, made when first needed and
+/// replaced when the leader changes. Shared by every forwarded service.
+#[derive(Clone)]
+struct LeaderLink {
     leader: watch::Receiver<Option<String>>,
-    _service: PhantomData<fn() -> S>,
+    /// Forward at all (off over TLS: see the module comment).
+    forward: bool,
+    channel: Arc<Mutex<Option<(String, tonic::transport::Channel)>>>,
 }
 
-impl<S> Clone for Redirect<S> {
-    fn clone(&self) -> Self {
-        Redirect { leader: self.leader.clone(), _service: PhantomData }
+impl LeaderLink {
+    /// The leader's address and a channel to it, if one is known.
+    fn channel(&self) -> (Option<String>, Option<tonic::transport::Channel>) {
+        let Some(addr) = self.leader.borrow().clone() else { return (None, None) };
+        if !self.forward {
+            return (Some(addr), None);
+        }
+        let mut slot = self.channel.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((known, channel)) = slot.as_ref()
+            && *known == addr
+        {
+            return (Some(addr), Some(channel.clone()));
+        }
+        let endpoint = match tonic::transport::Endpoint::from_shared(format!("http://{addr}")) {
+            Ok(e) => e.connect_timeout(Duration::from_secs(2)),
+            Err(_) => return (Some(addr), None),
+        };
+        let channel = endpoint.connect_lazy();
+        *slot = Some((addr.clone(), channel.clone()));
+        (Some(addr), Some(channel))
+    }
+
+    fn forget(&self, addr: &str) {
+        let mut slot = self.channel.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|(known, _)| known == addr) {
+            *slot = None;
+        }
     }
 }
 
-impl<S: NamedService> NamedService for Redirect<S> {
+/// Forwards every method of the service named like `S` to the leader, or
+/// answers [`standby_status`] when it cannot.
+struct Forward<S> {
+    link: LeaderLink,
+    _service: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for Forward<S> {
+    fn clone(&self) -> Self {
+        Forward { link: self.link.clone(), _service: PhantomData }
+    }
+}
+
+impl<S: NamedService> NamedService for Forward<S> {
     const NAME: &'static str = S::NAME;
 }
 
-impl<S, B> tonic::codegen::Service<http::Request<B>> for Redirect<S> {
+impl<S> tonic::codegen::Service<http::Request<tonic::body::Body>> for Forward<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _req: http::Request<B>) -> Self::Future {
-        let leader = self.leader.borrow().clone();
-        std::future::ready(Ok(standby_status(leader.as_deref()).into_http()))
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let link = self.link.clone();
+        Box::pin(async move {
+            let (addr, channel) = link.channel();
+            let (Some(addr), Some(mut channel)) = (addr.clone(), channel) else {
+                return Ok(standby_status(addr.as_deref()).into_http());
+            };
+            // The channel sets the leader as the request's origin; the path,
+            // headers (the bearer token among them) and body go unchanged.
+            let forwarded = async {
+                tower::ServiceExt::ready(&mut channel).await?;
+                tonic::codegen::Service::call(&mut channel, request).await
+            };
+            match forwarded.await {
+                Ok(response) => Ok(response),
+                Err(e) => {
+                    tracing::warn!(leader = %addr, error = %e, "forwarding to the leader failed; answering with its address");
+                    link.forget(&addr);
+                    Ok(standby_status(Some(&addr)).into_http())
+                }
+            }
+        })
     }
 }
 
-fn redirect<S>(leader: &watch::Receiver<Option<String>>) -> Redirect<S> {
-    Redirect { leader: leader.clone(), _service: PhantomData }
+fn forward<S>(link: &LeaderLink) -> Forward<S> {
+    Forward { link: link.clone(), _service: PhantomData }
 }
 
 /// Health of a standby: `NOT_SERVING` for every service, with the leader.
@@ -116,8 +184,11 @@ impl Health for StandbyHealth {
 
 /// Serves the standby API on `incoming` until `shutdown` completes.
 /// `leader` holds the leader's API address (`host:port`) when known.
+/// `forward`: forward calls to the leader (plain HTTP/2 only); otherwise
+/// every call is answered with the leader's address.
 pub async fn serve_standby<I, IO, IE>(
     leader: watch::Receiver<Option<String>>,
+    forward_calls: bool,
     incoming: I,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ApiError>
@@ -126,14 +197,15 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
     IE: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let link = LeaderLink { leader: leader.clone(), forward: forward_calls, channel: Arc::new(Mutex::new(None)) };
     tonic::transport::Server::builder()
         .add_service(HealthServer::new(StandbyHealth { leader: leader.clone() }))
-        .add_service(redirect::<JobServiceServer<crate::jobs::JobApi>>(&leader))
-        .add_service(redirect::<TaskServiceServer<crate::tasks::TaskApi>>(&leader))
-        .add_service(redirect::<PoolServiceServer<crate::pools::PoolApi>>(&leader))
-        .add_service(redirect::<HostServiceServer<crate::hosts::HostApi>>(&leader))
-        .add_service(redirect::<PluginServiceServer<crate::plugins::PluginApi>>(&leader))
-        .add_service(redirect::<WatchServiceServer<crate::watch::WatchApi>>(&leader))
+        .add_service(forward::<JobServiceServer<crate::jobs::JobApi>>(&link))
+        .add_service(forward::<TaskServiceServer<crate::tasks::TaskApi>>(&link))
+        .add_service(forward::<PoolServiceServer<crate::pools::PoolApi>>(&link))
+        .add_service(forward::<HostServiceServer<crate::hosts::HostApi>>(&link))
+        .add_service(forward::<PluginServiceServer<crate::plugins::PluginApi>>(&link))
+        .add_service(forward::<WatchServiceServer<crate::watch::WatchApi>>(&link))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())

@@ -5,8 +5,8 @@
 //! together so that leadership is never split between processes:
 //!
 //! 1. Bind the API port and serve the *standby* API on it
-//!    ([`paceline_api::standby`]: health `NOT_SERVING`, every call `UNAVAILABLE` naming the
-//!    leader). Do not listen on the agent port (agents get "connection refused" and try the
+//!    ([`paceline_api::standby`]: health `NOT_SERVING` naming the leader, every other call
+//!    forwarded to the leader). Do not listen on the agent port (agents get "connection refused" and try the
 //!    next address of their list).
 //! 2. Campaign for `jobmgr` only (one membership handle, one ZooKeeper session).
 //! 3. Once leading `jobmgr`, campaign for `resmgr`, `hostmgr` and `placement` (a second
@@ -338,6 +338,8 @@ pub async fn run(
     let (port, standby_connections) = ApiPort::start(listener);
     let (leader_tx, leader_rx) = watch::channel::<Option<String>>(None);
     let (stop_standby, standby_stopped) = watch::channel(false);
+    // Over TLS a standby cannot check the leader's certificate: it redirects.
+    let forward_calls = config.tls.is_none();
     let standby = tokio::spawn(async move {
         use futures::StreamExt as _;
         let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(standby_connections).map(Ok::<_, std::io::Error>);
@@ -345,7 +347,7 @@ pub async fn run(
         let stop = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        if let Err(e) = paceline_api::standby::serve_standby(leader_rx, incoming, stop).await {
+        if let Err(e) = paceline_api::standby::serve_standby(leader_rx, forward_calls, incoming, stop).await {
             error!(error = %e, "standby API stopped");
         }
     });

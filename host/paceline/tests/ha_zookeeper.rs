@@ -294,24 +294,35 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
         try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
     });
 
-    // A standby answers every call UNAVAILABLE naming the leader, and health NOT_SERVING.
+    // A standby forwards every call to the leader (a client given only a
+    // standby's address works), and answers health NOT_SERVING naming the
+    // leader (so the CLI goes to the leader directly).
     let standby_api = format!("http://127.0.0.1:{}", nodes[1].api);
     let leader_api = format!("127.0.0.1:{}", nodes[0].api);
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
+    let hello_config: paceline_model::job::JobConfig =
+        serde_yaml::from_str(&std::fs::read_to_string(examples().join("hello.yaml")).expect("example")).expect("hello.yaml");
+    let through_standby_id = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
         use paceline_proto::v1 as pb;
         let channel = tonic::transport::Endpoint::from_shared(standby_api.clone()).expect("url").connect().await.expect("connects");
-        let err = pb::job_service_client::JobServiceClient::new(channel.clone())
-            .query_jobs(pb::QueryJobsRequest::default())
+        let mut jobs = pb::job_service_client::JobServiceClient::new(channel.clone());
+        let created = jobs
+            .create_job(pb::CreateJobRequest { spec: Some(paceline_api::convert::job_spec_pb(&hello_config)) })
             .await
-            .expect_err("a standby serves no calls");
-        assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
-        assert!(err.message().contains(&leader_api), "the message names the leader: {}", err.message());
-        assert_eq!(err.metadata().get("paceline-leader").and_then(|v| v.to_str().ok()), Some(leader_api.as_str()));
+            .expect("a write through a standby reaches the leader")
+            .into_inner()
+            .id;
+        let listed = jobs.query_jobs(pb::QueryJobsRequest::default()).await.expect("a read through a standby").into_inner();
+        assert!(listed.jobs.iter().any(|j| j.id == created), "the leader's answer: {listed:?}");
         let health = paceline_api::tonic_health::pb::health_client::HealthClient::new(channel)
             .check(paceline_api::tonic_health::pb::HealthCheckRequest { service: String::new() })
             .await
             .expect("health answers");
         assert_eq!(health.get_ref().status, paceline_api::tonic_health::pb::health_check_response::ServingStatus::NotServing as i32);
+        assert_eq!(health.metadata().get("paceline-leader").and_then(|v| v.to_str().ok()), Some(leader_api.as_str()));
+        created
+    });
+    eventually(60, "the job created through a standby SUCCEEDED", || {
+        try_json(&all, &["job", "get", &through_standby_id]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
 
     // Jobs submitted through a standby (the CLI follows it to the leader).
