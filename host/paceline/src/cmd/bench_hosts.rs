@@ -187,6 +187,44 @@ pub struct PipelineBenchArgs {
     /// Simulated hosts.
     #[arg(long, default_value_t = 10_000)]
     hosts: usize,
+    /// Place through `paceline.placement.v1` on a loopback port, as an engine
+    /// in a process of its own does (`--roles placement`), instead of in the loop.
+    #[arg(long)]
+    remote_placement: bool,
+}
+
+/// A placement engine reaching `cluster` over gRPC on a loopback port (the
+/// `--roles placement` path), running rounds on the simulator's clock until
+/// the returned task is aborted.
+async fn remote_engine(
+    cluster: &Arc<paceline::cluster::Cluster>,
+    clock: paceline_hostmgr::ManualClock,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let peer = paceline::placement_peer::PeerService::new(cluster, Arc::new(paceline::cluster::SimTime(clock.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(peer.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
+    let remote = Arc::new(paceline::placement_peer::RemoteCore::new(channel, None).map_err(anyhow::Error::msg)?);
+    let engine = paceline_placement::Engine::with_queue(
+        remote.clone(),
+        cluster.registry.clone(),
+        remote.clone(),
+        remote,
+        paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
+    );
+    Ok(tokio::spawn(async move {
+        loop {
+            let report = engine.run_round(paceline_hostmgr::Clock::now_ms(&clock)).await;
+            if report.taken == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }))
 }
 
 /// Every role over simulated hosts (SQLite, the built-in Wasm policies):
@@ -225,6 +263,7 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
         let config = AssembleConfig {
             install_default_plugins: true,
             engine: paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
+            no_placement: args.remote_placement,
             ..AssembleConfig::default()
         };
         let cluster = Cluster::assemble(store, registry, hosts, Arc::new(SimTime(clock.clone())), config, |rm| {
@@ -232,6 +271,7 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             let _ = rm.create_pool("/bench", PoolSpec { reservation: all, ..PoolSpec::default() });
         })
         .await?;
+        let engine = if args.remote_placement { Some(remote_engine(&cluster, clock.clone()).await?) } else { None };
         let total = u64::from(args.jobs) * u64::from(args.instances);
         let wall = Instant::now();
         let mut last = Instant::now();
@@ -292,6 +332,9 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
+        if let Some(engine) = &engine {
+            engine.abort();
+        }
         let (created, create_time) = clients.await?;
         spent.create = create_time;
         let mut ids = Vec::with_capacity(created.len());
@@ -318,10 +361,11 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
         latencies.sort_unstable();
         let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0);
         println!(
-            "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
+            "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts, placement {}: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
             args.jobs,
             args.instances,
             args.hosts,
+            if args.remote_placement { "over gRPC on loopback (--remote-placement)" } else { "in the loop" },
             ms(submitted),
             ms(launched),
             total as f64 / launched.as_secs_f64()
