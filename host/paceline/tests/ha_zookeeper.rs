@@ -339,6 +339,10 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
         ts.len() == 4 && ts.iter().all(|t| state_is(t, "RUNNING"))
     });
     let runs_before: Vec<serde_json::Value> = tasks(&all, &a).iter().map(|t| t["run_id"].clone()).collect();
+    // Only job a runs now: the pool holds its four tasks.
+    let pool_before = json(&all, &["pool", "get", "/default"]);
+    assert_eq!(pool_before["live_tasks"].as_u64(), Some(4), "{pool_before}");
+    assert_eq!(pool_before["allocation"]["cpu"].as_u64(), Some(400), "four tasks of 100 millicores: {pool_before}");
 
     // SIGKILL the leader: a standby leads within the session timeout + 5 s.
     servers[0].kill9();
@@ -366,6 +370,11 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
     let runs_after: Vec<serde_json::Value> = ts.iter().map(|t| t["run_id"].clone()).collect();
     assert_eq!(runs_before, runs_after, "the same runs carry on");
+    // The new leader's resource manager rebuilt the pool's allocation and
+    // live tasks from the recovered task states (job b has ended).
+    let pool_after = json(&all, &["pool", "get", "/default"]);
+    assert_eq!(pool_after["allocation"], pool_before["allocation"], "allocation rebuilt: {pool_after}");
+    assert_eq!(pool_after["live_tasks"], pool_before["live_tasks"], "{pool_after}");
     assert_launched_once(dir, &agent_names, &all, &a);
     assert_launched_once(dir, &agent_names, &all, &b);
 

@@ -18,7 +18,8 @@ impl JobManager {
     /// Reloads every job that is not terminal and drives its tasks:
     /// runs that had not reached a host (INITIALIZED … PLACED) are handed to
     /// the resource manager again (its queues do not survive a restart);
-    /// runs on hosts are expected there ([`JobManager::expected_runs`]) and
+    /// runs on hosts are adopted by the resource manager (their pools are
+    /// charged again) and expected there ([`JobManager::expected_runs`]) and
     /// wait for their hosts' updates; kills under way are sent again; runs
     /// that ended while their goal is to run are shown to the lifecycle
     /// again (restart timers do not survive); an update in progress resumes.
@@ -112,7 +113,52 @@ impl JobManager {
         Ok(keys.len())
     }
 
+    /// Hands the runs on hosts to the resource manager, which keeps no state
+    /// across a restart or failover: without this its pools would show none
+    /// of the resources these runs hold, and admit past every reservation
+    /// and limit. Each run is adopted in its pool as LAUNCHING or RUNNING and
+    /// keeps the handle, so its end releases the allocation as usual.
+    fn adopt_runs(&self, key: u64) -> Result<usize, JobError> {
+        let now = self.now();
+        let mut rm = self.rm();
+        let mut m = self.mem();
+        let Some(job) = m.jobs.get_mut(&key) else {
+            return Ok(0);
+        };
+        let mut adopted = 0;
+        for i in 0..job.tasks.len() {
+            let (state, version) = {
+                let t = &job.tasks[i];
+                if !t.rt.state.is_on_host() || t.rm_task.is_some() {
+                    continue;
+                }
+                (t.rt.state, t.rt.config_version)
+            };
+            let cfg = job.config_at(version).clone();
+            let spec = paceline_resmgr::GangSpec {
+                job: job.key,
+                first_instance: i as u32,
+                kind: views::kind(cfg.kind),
+                priority: cfg.sla.priority,
+                preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
+                revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
+                kill_on_preempt: false,
+                tasks: 1,
+                per_task: cfg.task_spec(i as u32).resources,
+            };
+            let rm_state = match state {
+                TaskState::Launching | TaskState::Launched => paceline_resmgr::TaskState::Launching,
+                _ => paceline_resmgr::TaskState::Running,
+            };
+            let ids = rm.adopt(&cfg.pool, spec, rm_state, now).map_err(|e| JobError::Resmgr(e.to_string()))?;
+            job.tasks[i].rm_task = ids.first().copied();
+            adopted += 1;
+        }
+        Ok(adopted)
+    }
+
     async fn recover_job(&self, key: u64) -> Result<(), JobError> {
+        self.adopt_runs(key)?;
         let (resubmit, rewrite, kill, ended) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {

@@ -80,3 +80,30 @@ async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
     );
     let _ = Arc::strong_count(&h.jm);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_manager_charges_the_pool_for_the_runs_already_on_hosts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jobs.sqlite");
+    let allocation = |h: &Harness| {
+        let rm = h.resmgr.lock().expect("resmgr");
+        let s = rm.pool_status("/test").expect("pool");
+        (s.allocation.cpu_millis, s.live_tasks)
+    };
+    {
+        let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
+        h.jm.create("svc", config(JobKind::Stateless, 3)).await.expect("create");
+        h.pump(&no_health, 20).await;
+        assert!((0..3).all(|i| h.jm.task("svc", i).expect("task").state == TaskState::Running));
+        assert_eq!(allocation(&h), (300, 3));
+    }
+    // A new job manager and a fresh resource manager over the same store.
+    let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
+    assert_eq!(allocation(&h), (0, 0), "a fresh resource manager knows nothing");
+    assert_eq!(h.jm.recover().await.expect("recover"), 1);
+    assert_eq!(allocation(&h), (300, 3), "the three runs on hosts hold their pool again");
+    // Their end releases it, as for runs placed by this manager.
+    h.jm.kill("svc", None).await.expect("kill");
+    h.pump(&no_health, 20).await;
+    assert_eq!(allocation(&h), (0, 0));
+}

@@ -1,0 +1,65 @@
+//! Runs handed over by a recovering job manager (`ResourceManager::adopt`):
+//! they hold their pool's resources at once, admission counts them, and
+//! their end releases them.
+
+use paceline_model::Resources;
+use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_plugin_sdk::types::JobKind;
+use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskEvent, TaskState};
+
+fn manager() -> ResourceManager {
+    let mut rm = ResourceManager::new(Config::default());
+    rm.set_capacity(Resources::new(4_000, 8_192, 100_000, 0));
+    // /team may use at most two cores, whatever the cluster has free.
+    let spec = PoolSpec {
+        reservation: PerKind { cpu: 2_000, memory: 4_096, disk: 10_000, gpu: 0 },
+        limit: PerKind { cpu: 2_000, memory: 4_096, disk: 10_000, gpu: 0 },
+        ..PoolSpec::default()
+    };
+    rm.create_pool("/team", spec).expect("pool");
+    rm
+}
+
+fn one(job: u64, instance: u32, cpu: u64) -> GangSpec {
+    GangSpec { job, first_instance: instance, kind: JobKind::Batch, priority: 1, tasks: 1, per_task: Resources::new(cpu, 64, 10, 0), ..GangSpec::default() }
+}
+
+#[test]
+fn adopted_runs_hold_their_pool_and_admission_counts_them() {
+    let mut rm = manager();
+    let a = rm.adopt("/team", one(1, 0, 1_000), TaskState::Running, 0).expect("adopt");
+    let b = rm.adopt("/team", one(1, 1, 500), TaskState::Launching, 0).expect("adopt");
+    let status = rm.pool_status("/team").expect("status");
+    assert_eq!(status.allocation.cpu_millis, 1_500, "{status:?}");
+    assert_eq!(status.live_tasks, 2);
+    assert_eq!(rm.task(a[0]).expect("known").state, TaskState::Running);
+    assert_eq!(rm.task(b[0]).expect("known").state, TaskState::Launching);
+
+    // A new gang of one core would pass the limit (1.5 + 1 > 2): it waits.
+    let waiting = rm.submit("/team", one(2, 0, 1_000), 1).expect("queued");
+    rm.tick(10);
+    let mut ready = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 10, &mut ready);
+    assert!(ready.is_empty(), "admitted past the limit: {ready:?}");
+    assert!(rm.why_pending(waiting).is_some());
+
+    // The adopted run ends: its core comes back and the gang is admitted.
+    rm.task_event(a[0], TaskEvent::Succeeded, 20).expect("ends");
+    assert_eq!(rm.pool_status("/team").expect("status").allocation.cpu_millis, 500);
+    rm.tick(30);
+    rm.take_ready(JobKind::Batch, 10, 30, &mut ready);
+    assert_eq!(ready.len(), 1, "admitted once the adopted run ended");
+    // The launching one reaches RUNNING as a placed task's launch does.
+    assert_eq!(rm.task_event(b[0], TaskEvent::Running, 40).expect("runs"), TaskState::Running);
+}
+
+#[test]
+fn adopting_into_a_missing_or_inner_pool_is_refused_and_changes_nothing() {
+    let mut rm = manager();
+    rm.create_pool("/org", PoolSpec::default()).expect("org");
+    rm.create_pool("/org/leaf", PoolSpec::default()).expect("leaf");
+    assert!(rm.adopt("/nowhere", one(1, 0, 100), TaskState::Running, 0).is_err());
+    assert!(rm.adopt("/org", one(1, 0, 100), TaskState::Running, 0).is_err(), "not a leaf");
+    assert!(rm.adopt("/team", GangSpec { tasks: 0, ..one(1, 0, 100) }, TaskState::Running, 0).is_err(), "no tasks");
+    assert_eq!(rm.pool_status("/team").expect("status").allocation, Resources::default());
+}
