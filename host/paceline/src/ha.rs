@@ -94,8 +94,8 @@ impl RoleSet {
 /// that can run: every role; the core without placement
 /// (`jobmgr,resmgr,hostmgr`); `jobmgr,resmgr` with or without `placement`
 /// (the host manager elsewhere); `hostmgr` alone; `placement` alone. The job
-/// manager apart from the resource manager needs remote joints that are not
-/// built (docs/decisions/0011-role-split-plan.md).
+/// manager and the resource manager always share a process
+/// (docs/decisions/0012-jobmgr-and-resmgr-together.md).
 pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
     let mut roles = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -142,7 +142,7 @@ pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
         "--roles {}: this subset is not supported yet. Supported: `all` (the default); \
          `jobmgr,resmgr,hostmgr` (placement engines elsewhere); `jobmgr,resmgr` or \
          `jobmgr,resmgr,placement` (with --hostmgr naming a host manager); `hostmgr`; and \
-         `placement` (with --core); the job manager apart from the resource manager is not built",
+         `placement` (with --core). jobmgr and resmgr always run together (docs/decisions/0012-jobmgr-and-resmgr-together.md)",
         named.join(",")
     ))
 }
