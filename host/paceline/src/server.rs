@@ -582,3 +582,21 @@ fn futures_shared(rx: tokio::sync::oneshot::Receiver<()>) -> Stopped {
     });
     Stopped(watch)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_manager_config_names_its_host_managers() {
+        let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: secret\n";
+        let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
+        assert_eq!(
+            config.hosts,
+            HostsConfig::Hostmgr { servers: vec!["hm1:7410".into(), "hm2:7410".into()], token: Some("secret".into()), ca_cert: None }
+        );
+        let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
+        let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
+        assert!(err.to_string().contains("server"), "{err}");
+    }
+}
