@@ -141,6 +141,18 @@ macro_rules! limited {
 /// The router [`router`] builds: every request passes [`auth::AuthLayer`] first.
 pub type ApiRouter = tonic::transport::server::Router<tower::layer::util::Stack<auth::AuthLayer, tower::layer::util::Identity>>;
 
+/// A tonic server with the API's TLS identity, when it has one.
+fn server_builder(config: &ApiConfig) -> Result<tonic::transport::Server, ApiError> {
+    let server = tonic::transport::Server::builder();
+    Ok(match &config.tls {
+        Some(tls) => {
+            let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+            server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?
+        }
+        None => server,
+    })
+}
+
 /// Every service over `roles`, with health (each service SERVING) and
 /// reflection, behind the authentication layer, ready to serve on any
 /// incoming stream.
@@ -155,11 +167,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let mut server = tonic::transport::Server::builder();
-    if let Some(tls) = &config.tls {
-        let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-        server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
-    }
+    let server = server_builder(config)?;
     // Browsers speak HTTP/1.1 to the web UI; gRPC clients HTTP/2 as before.
     let mut server = server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
     let mut http = web::routes(roles.clone());
@@ -200,11 +208,7 @@ where
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let mut server = tonic::transport::Server::builder();
-    if let Some(tls) = &config.tls {
-        let identity = tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-        server = server.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
-    }
+    let server = server_builder(&config)?;
     let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
     let router = server
         .add_routes(config.internal.clone().unwrap_or_default())

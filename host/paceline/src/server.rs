@@ -219,6 +219,25 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
     Ok(Some(files))
 }
 
+/// What every kind of server does first: read the tokens file and the TLS
+/// files (a broken one must stop the start before anything listens), create
+/// the data directory and open the store (default SQLite in it).
+async fn prepare(config: &ServerConfig) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+    let api_config = paceline_api::ApiConfig {
+        auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
+        tls: load_tls(config.tls.as_ref())?,
+        ..paceline_api::ApiConfig::default()
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+    let storage = config
+        .storage
+        .clone()
+        .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
+    let store = paceline_storage::config::open(&storage).await?;
+    info!(?storage, "store open");
+    Ok((api_config, store))
+}
+
 /// The pool every job may use on a fresh `dev` cluster.
 pub const DEFAULT_POOL: &str = "/default";
 
@@ -277,19 +296,7 @@ impl Server {
     ///
     /// [`Store::claim_leadership`]: paceline_storage::Store::claim_leadership
     pub async fn start_with(config: ServerConfig, api: ApiSocket, leader_epoch: Option<u64>) -> Result<Server, ServerError> {
-        // Read first: a broken tokens file must stop the start before anything listens.
-        let api_config = paceline_api::ApiConfig {
-            auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
-            tls: load_tls(config.tls.as_ref())?,
-            ..paceline_api::ApiConfig::default()
-        };
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
-        let storage = config
-            .storage
-            .clone()
-            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
-        let store = paceline_storage::config::open(&storage).await?;
-        info!(?storage, "store open");
+        let (api_config, store) = prepare(&config).await?;
         if let Some(epoch) = leader_epoch {
             store.claim_leadership(epoch).await?;
         }
@@ -506,19 +513,9 @@ impl HostServer {
                 "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim or mesos, not another hostmgr".into(),
             ));
         }
-        let api_config = paceline_api::ApiConfig {
-            auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
-            tls: load_tls(config.tls.as_ref())?,
-            ..paceline_api::ApiConfig::default()
-        };
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
-        let storage = config
-            .storage
-            .clone()
-            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
         // Host records (maintenance states) only; no leadership claim: the
         // store's fence belongs to the job manager's writes.
-        let store = paceline_storage::config::open(&storage).await?;
+        let (api_config, store) = prepare(&config).await?;
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);

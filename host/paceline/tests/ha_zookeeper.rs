@@ -692,30 +692,9 @@ fn failover_bench() {
     .expect("spec");
     let mut times = Vec::new();
     for round in 0..kills {
-        let leader = (0..servers.len()).find(|i| {
-            let lines = servers[*i].lines.lock().unwrap_or_else(|p| p.into_inner());
-            // The latest "standby"/"leading" line of this process run says what it is.
-            lines.iter().rev().find(|(_, l)| l.contains("standby") || l.contains("leading")).is_some_and(|(_, l)| l.contains("leading"))
-        });
-        let leader = leader.expect("a leader");
+        let leader = leading_index(&servers).expect("a leader");
         servers[leader].kill9();
-        let killed = Instant::now();
-        let id = loop {
-            let out = cli(&all, &["job", "create", spec.to_str().expect("utf-8")]);
-            if out.status.success() {
-                break String::from_utf8_lossy(&out.stdout).trim().to_string();
-            }
-            assert!(killed.elapsed() < Duration::from_secs(60), "no leader within 60 s");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        loop {
-            if tasks(&all, &id).iter().any(|t| t["host"].as_str().is_some_and(|h| !h.is_empty())) {
-                break;
-            }
-            assert!(killed.elapsed() < Duration::from_secs(60), "nothing placed within 60 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let took = killed.elapsed();
+        let took = first_placement_after(&all, &spec, Instant::now());
         eprintln!("round {round}: SIGKILL of {} → first placement by the new leader in {took:?}", names[leader]);
         times.push(took);
         // The supervisor restarts the killed server; it joins as a standby.
@@ -728,6 +707,24 @@ fn failover_bench() {
     let max = times[times.len() - 1];
     println!("failover (session timeout {session_ms} ms, {kills} kills): p50 {p50:?}, max {max:?}");
     assert!(max <= Duration::from_secs(10), "max {max:?} over the 10 s budget");
+}
+
+/// Submits `spec` through `servers` until one accepts it, then waits until a
+/// task of it is placed on a host; the time since `killed`.
+fn first_placement_after(servers: &str, spec: &Path, killed: Instant) -> Duration {
+    let id = loop {
+        let out = cli(servers, &["job", "create", spec.to_str().expect("utf-8")]);
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).trim().to_string();
+        }
+        assert!(killed.elapsed() < Duration::from_secs(60), "no leader within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    while !tasks(servers, &id).iter().any(|t| t["host"].as_str().is_some_and(|h| !h.is_empty())) {
+        assert!(killed.elapsed() < Duration::from_secs(60), "nothing placed within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    killed.elapsed()
 }
 
 /// The index of the process among `procs` whose latest standby/leading line says it leads.
@@ -797,25 +794,9 @@ fn failover_bench_split() {
             if host_round { (&mut hms, &hm, &hm_args, ["bh1", "bh2"]) } else { (&mut jms, &jm, &jm_args, ["bj1", "bj2"]) };
         let leader = leading_index(procs).expect("a leader");
         procs[leader].kill9();
-        let killed = Instant::now();
-        let id = loop {
-            let out = cli(&jm_apis, &["job", "create", spec.to_str().expect("utf-8")]);
-            if out.status.success() {
-                break String::from_utf8_lossy(&out.stdout).trim().to_string();
-            }
-            assert!(killed.elapsed() < Duration::from_secs(60), "no job manager within 60 s");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        loop {
-            if tasks(&jm_apis, &id).iter().any(|t| state_is(t, "RUNNING") || state_is(t, "LAUNCHED")) {
-                break;
-            }
-            assert!(killed.elapsed() < Duration::from_secs(60), "nothing launched within 60 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let took = killed.elapsed();
+        let took = first_placement_after(&jm_apis, &spec, Instant::now());
         let role = if host_round { "hostmgr" } else { "jobmgr" };
-        eprintln!("round {round}: SIGKILL of the {role} leader {} → first launch in {took:?}", names[leader]);
+        eprintln!("round {round}: SIGKILL of the {role} leader {} → first placement in {took:?}", names[leader]);
         if host_round { hm_times.push(took) } else { jm_times.push(took) }
         procs[leader] = start(names[leader], &nodes[leader], args, false);
     }

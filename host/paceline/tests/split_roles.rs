@@ -236,29 +236,7 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
         ],
         "API on",
     );
-    let _agents: Vec<Proc> = [("a1", "33000-33499"), ("a2", "33500-33999")]
-        .iter()
-        .map(|(name, ports)| {
-            Proc::start(
-                &[
-                    "agent",
-                    "--manager",
-                    &format!("http://127.0.0.1:{agents}"),
-                    "--hostname",
-                    name,
-                    "--data-dir",
-                    dir.join(name).to_str().expect("utf-8"),
-                    "--cpu-millis",
-                    "2000",
-                    "--memory-mib",
-                    "2048",
-                    "--port-range",
-                    ports,
-                ],
-                "registered with the host manager",
-            )
-        })
-        .collect();
+    let _agents = [agent(dir, "a1", agents, "33000-33499"), agent(dir, "a2", agents, "33500-33999")];
     let _engine = engine(dir, api, "p");
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");

@@ -416,83 +416,16 @@ impl ResourceManager {
         let Some(slot) = self.gangs.get(id) else { return };
         let (p, spec, total) = (slot.pool, slot.spec, slot.total);
         self.gangs.remove(id);
-        let gang = self.next_gang;
-        self.next_gang += 1;
-        let ready = &mut self.ready[kind_index(spec.kind)];
-        for t in 0..spec.tasks {
-            let rec = TaskRec {
-                generation: 0,
-                live: true,
-                state: TaskState::Ready,
-                epoch: 0,
-                pool: p,
-                job: spec.job,
-                instance: spec.first_instance.wrapping_add(t),
-                gang,
-                kind: spec.kind,
-                priority: spec.priority,
-                preemptible: spec.preemptible,
-                revocable: spec.revocable,
-                kill_on_preempt: spec.kill_on_preempt,
-                resources: spec.per_task,
-                attempts: 0,
-                since_ms: now_ms,
-                started_ms: 0,
-                last_unplaced: None,
-            };
-            let tid = match self.free_tasks.pop() {
-                Some(i) => {
-                    let generation = self.tasks[i as usize].generation.wrapping_add(1);
-                    self.tasks[i as usize] = TaskRec { generation, ..rec };
-                    TaskId::new(i, generation)
-                }
-                None => {
-                    self.tasks.push(rec);
-                    TaskId::new((self.tasks.len() - 1) as u32, 0)
-                }
-            };
-            ready.push_back(tid.0);
-        }
-        let (revocable, np, n) = (spec.revocable, !spec.preemptible && !spec.revocable, u64::from(spec.tasks));
-        self.tree.walk_up(p, |node| {
-            if revocable {
-                node.queued_rev = amounts::sub(&node.queued_rev, &total);
-                node.alloc_rev = amounts::add(&node.alloc_rev, &total);
-            } else {
-                node.queued_nr = amounts::sub(&node.queued_nr, &total);
-                node.alloc_nr = amounts::add(&node.alloc_nr, &total);
-                if np {
-                    node.alloc_np = amounts::add(&node.alloc_np, &total);
-                }
-            }
-            node.gangs -= 1;
-            node.tasks += n;
-        });
+        let kind = kind_index(spec.kind);
+        self.create_tasks(p, &spec, TaskState::Ready, now_ms, |rm, tid| rm.ready[kind].push_back(tid.0));
+        self.charge(p, &spec, &total, true);
     }
 
-    /// Registers tasks that already hold resources on hosts, without queueing
-    /// or admission: a job manager recovering after a restart or a failover
-    /// hands over its runs on hosts, since this manager's state does not
-    /// survive either. Each task gets a record in `state` (`Launching` for a
-    /// run not yet confirmed running, `Running` otherwise; any other state is
-    /// taken as `Running`) and its pool is charged as an admitted gang is, so
-    /// allocation, entitlement, admission and preemption see them. A pool
-    /// over its entitlement afterwards is left to preemption, as for any
-    /// other pool. Returns the tasks' ids in instance order.
-    pub fn adopt(&mut self, pool: &str, spec: GangSpec, state: TaskState, now_ms: u64) -> Result<Vec<TaskId>, SubmitError> {
-        let p = self.tree.lookup(pool)?;
-        let node = &self.tree.nodes[p as usize];
-        if p == 0 || !node.children.is_empty() {
-            return Err(PoolError::new(&node.path, "path", PoolErrorReason::NotLeaf).into());
-        }
-        if spec.tasks == 0 {
-            return Err(SubmitError::Empty { job: spec.job });
-        }
-        let state = if state == TaskState::Launching { TaskState::Launching } else { TaskState::Running };
-        let total = amounts::times(&amounts::of(&spec.per_task), u64::from(spec.tasks));
+    /// Creates one record per task of `spec` in `state`, all of one new gang
+    /// number, and hands each new id (in instance order) to `each`.
+    fn create_tasks(&mut self, p: u32, spec: &GangSpec, state: TaskState, now_ms: u64, mut each: impl FnMut(&mut Self, TaskId)) {
         let gang = self.next_gang;
         self.next_gang += 1;
-        let mut ids = Vec::with_capacity(spec.tasks as usize);
         for t in 0..spec.tasks {
             let rec = TaskRec {
                 generation: 0,
@@ -525,20 +458,59 @@ impl ResourceManager {
                     TaskId::new((self.tasks.len() - 1) as u32, 0)
                 }
             };
-            ids.push(tid);
+            each(self, tid);
         }
+    }
+
+    /// Charges pool `p` and its ancestors with a gang's `total`; `from_queue`:
+    /// the gang was queued there (its queued amounts and count go).
+    fn charge(&mut self, p: u32, spec: &GangSpec, total: &Amounts, from_queue: bool) {
         let (revocable, np, n) = (spec.revocable, !spec.preemptible && !spec.revocable, u64::from(spec.tasks));
         self.tree.walk_up(p, |node| {
             if revocable {
-                node.alloc_rev = amounts::add(&node.alloc_rev, &total);
-            } else {
-                node.alloc_nr = amounts::add(&node.alloc_nr, &total);
-                if np {
-                    node.alloc_np = amounts::add(&node.alloc_np, &total);
+                if from_queue {
+                    node.queued_rev = amounts::sub(&node.queued_rev, total);
                 }
+                node.alloc_rev = amounts::add(&node.alloc_rev, total);
+            } else {
+                if from_queue {
+                    node.queued_nr = amounts::sub(&node.queued_nr, total);
+                }
+                node.alloc_nr = amounts::add(&node.alloc_nr, total);
+                if np {
+                    node.alloc_np = amounts::add(&node.alloc_np, total);
+                }
+            }
+            if from_queue {
+                node.gangs -= 1;
             }
             node.tasks += n;
         });
+    }
+
+    /// Registers tasks that already hold resources on hosts, without queueing
+    /// or admission: a job manager recovering after a restart or a failover
+    /// hands over its runs on hosts, since this manager's state does not
+    /// survive either. Each task gets a record in `state` (`Launching` for a
+    /// run not yet confirmed running, `Running` otherwise; any other state is
+    /// taken as `Running`) and its pool is charged as an admitted gang is, so
+    /// allocation, entitlement, admission and preemption see them. A pool
+    /// over its entitlement afterwards is left to preemption, as for any
+    /// other pool. Returns the tasks' ids in instance order.
+    pub fn adopt(&mut self, pool: &str, spec: GangSpec, state: TaskState, now_ms: u64) -> Result<Vec<TaskId>, SubmitError> {
+        let p = self.tree.lookup(pool)?;
+        let node = &self.tree.nodes[p as usize];
+        if p == 0 || !node.children.is_empty() {
+            return Err(PoolError::new(&node.path, "path", PoolErrorReason::NotLeaf).into());
+        }
+        if spec.tasks == 0 {
+            return Err(SubmitError::Empty { job: spec.job });
+        }
+        let state = if state == TaskState::Launching { TaskState::Launching } else { TaskState::Running };
+        let total = amounts::times(&amounts::of(&spec.per_task), u64::from(spec.tasks));
+        let mut ids = Vec::with_capacity(spec.tasks as usize);
+        self.create_tasks(p, &spec, state, now_ms, |_, tid| ids.push(tid));
+        self.charge(p, &spec, &total, false);
         self.mark_dirty(p);
         Ok(ids)
     }
