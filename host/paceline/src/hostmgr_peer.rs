@@ -238,8 +238,9 @@ fn unavailable(message: impl Into<String>) -> HostError {
     HostError::Remote { kind: RemoteErrorKind::Unavailable, message: message.into() }
 }
 
-/// Computes the job manager's expectations afresh at each (re)subscription.
-pub type Expectations = Arc<dyn Fn() -> Vec<ExpectedRun> + Send + Sync>;
+/// Computes the job manager's expectations afresh at each (re)subscription;
+/// `None` when the job manager is gone.
+pub type Expectations = Arc<dyn Fn() -> Option<Vec<ExpectedRun>> + Send + Sync>;
 
 type Client = HostManagerPeerClient<tonic::service::interceptor::InterceptedService<tonic::transport::Channel, crate::placement_peer::Bearer>>;
 
@@ -376,11 +377,14 @@ impl RemoteHosts {
         Ok(())
     }
 
-    fn expectations_now(&self) -> Vec<ExpectedRun> {
+    /// The runs to send with a subscription; `None` once the job manager is
+    /// gone (shutting down): then nothing is sent, since an empty list would
+    /// tell a freshly started host manager to kill every run its agents report.
+    fn expectations_now(&self) -> Option<Vec<ExpectedRun>> {
         let hook = self.shared.expectations.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match hook {
             Some(f) => f(),
-            None => self.shared.expected.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            None => Some(self.shared.expected.lock().unwrap_or_else(|p| p.into_inner()).clone()),
         }
     }
 
@@ -392,7 +396,8 @@ impl RemoteHosts {
             if tx.is_closed() {
                 return;
             }
-            let request = pb::EventsRequest { epoch: self.shared.epoch, expected_runs_json: json(&self.expectations_now()) };
+            let Some(expected) = self.expectations_now() else { return };
+            let request = pb::EventsRequest { epoch: self.shared.epoch, expected_runs_json: json(&expected) };
             let opened = self.call(|mut c| async move { c.events(request).await }).await;
             let mut stream = match opened {
                 Ok(s) => {

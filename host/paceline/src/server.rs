@@ -364,7 +364,7 @@ impl Server {
             // live runs, not the list it had at start. Weak: the job manager
             // holds the host manager client, not the other way round.
             let jobs = Arc::downgrade(&cluster.jobs);
-            remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| crate::cluster::expected_runs(&j)).unwrap_or_default()));
+            remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| crate::cluster::expected_runs(&j))));
         }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
 
