@@ -246,6 +246,8 @@ type Client = HostManagerPeerClient<tonic::service::interceptor::InterceptedServ
 
 struct Shared {
     servers: String,
+    /// Finds the host manager's leader in ZooKeeper instead of `servers`.
+    discovery: Option<Arc<dyn paceline_membership::Membership>>,
     ca_cert: Option<std::path::PathBuf>,
     bearer: crate::placement_peer::Bearer,
     epoch: u64,
@@ -283,8 +285,13 @@ impl RemoteHosts {
     /// Towards the host managers at `servers` (comma-separated API
     /// addresses; the leader is found and followed), calling with `epoch`.
     /// Connects now: fails when no host manager leads within `wait`.
+    ///
+    /// With `discovery`, `servers` may be empty: the leader of the `hostmgr`
+    /// role is looked up in the membership (its published API address) each
+    /// time a connection is needed.
     pub async fn connect(
         servers: &str,
+        discovery: Option<Arc<dyn paceline_membership::Membership>>,
         token: Option<&str>,
         ca_cert: Option<std::path::PathBuf>,
         epoch: u64,
@@ -294,6 +301,7 @@ impl RemoteHosts {
         let remote = RemoteHosts {
             shared: Arc::new(Shared {
                 servers: servers.to_string(),
+                discovery,
                 ca_cert,
                 bearer,
                 epoch,
@@ -309,16 +317,23 @@ impl RemoteHosts {
         loop {
             match remote.refresh_inventory().await {
                 Ok(()) => return Ok(remote),
-                Err(e) if tokio::time::Instant::now() >= deadline => return Err(format!("no host manager at {servers}: {e}")),
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    let at = if remote.shared.discovery.is_some() && servers.is_empty() { "leading in ZooKeeper" } else { servers };
+                    return Err(format!("no host manager at {at}: {e}"));
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             }
         }
     }
 
-    /// Stops following the host manager (the event stream ends).
-    pub fn stop(&self) {
+    /// Stops following the host manager (the event stream ends) and closes
+    /// the discovery session, if any.
+    pub async fn stop(&self) {
         if let Some(t) = self.shared.events_task.lock().unwrap_or_else(|p| p.into_inner()).take() {
             t.abort();
+        }
+        if let Some(m) = &self.shared.discovery {
+            m.shutdown().await;
         }
     }
 
@@ -334,7 +349,15 @@ impl RemoteHosts {
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
-        let channel = crate::leader::leading_channel(&self.shared.servers, self.shared.ca_cert.as_deref())
+        let servers = match (&self.shared.discovery, self.shared.servers.is_empty()) {
+            (Some(membership), true) => match membership.leader_of(paceline_membership::Role::Hostmgr).await {
+                Ok(Some(leader)) => leader.api_addr,
+                Ok(None) => return Err(unavailable("no host manager leads right now (election in progress)")),
+                Err(e) => return Err(unavailable(format!("asking who leads hostmgr: {e}"))),
+            },
+            _ => self.shared.servers.clone(),
+        };
+        let channel = crate::leader::leading_channel(&servers, self.shared.ca_cert.as_deref())
             .await
             .map_err(|e| unavailable(format!("finding the leading host manager: {e}")))?;
         *slot = Some(channel.clone());

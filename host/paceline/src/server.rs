@@ -317,8 +317,26 @@ impl Server {
         let mut remote_hosts = None;
         let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) = match &config.hosts {
             HostsConfig::Hostmgr { servers, token, ca_cert } => {
+                // No addresses: ask the membership who leads hostmgr.
+                let discovery = if servers.is_empty() {
+                    if config.membership == paceline_membership::MembershipConfig::Embedded {
+                        return Err(ServerError::Other(
+                            "hosts: provider hostmgr needs `servers` (or --hostmgr), or a zookeeper membership to find the host manager's leader in".into(),
+                        ));
+                    }
+                    let me = paceline_membership::MemberInfo {
+                        id: format!("{}-discovery", config.member_id.clone().unwrap_or_else(crate::ha::default_member_id)),
+                        api_addr: String::new(),
+                        agent_addr: String::new(),
+                        roles: Vec::new(),
+                    };
+                    Some(paceline_membership::from_config(&config.membership, me, Vec::new()).map_err(|e| ServerError::Other(format!("membership: {e}")))?)
+                } else {
+                    None
+                };
                 let remote = crate::hostmgr_peer::RemoteHosts::connect(
                     &servers.join(","),
+                    discovery,
                     token.as_deref(),
                     ca_cert.clone(),
                     leader_epoch.unwrap_or(0),
@@ -326,7 +344,7 @@ impl Server {
                 )
                 .await
                 .map_err(ServerError::Other)?;
-                info!(servers = %servers.join(","), "host manager reached");
+                info!(servers = %servers.join(","), discovered = servers.is_empty(), "host manager reached");
                 remote_hosts = Some(remote.clone());
                 (Arc::new(remote), Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
             }
@@ -408,7 +426,7 @@ impl Server {
             let _ = stop.send(());
         }
         if let Some(remote) = self.remote_hosts.take() {
-            remote.stop();
+            remote.stop().await;
         }
         for t in self.tasks.drain(..) {
             t.abort();

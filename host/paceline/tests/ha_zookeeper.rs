@@ -424,8 +424,9 @@ fn start_with_roles(name: &str, n: &Node, extra: &[&str]) -> Proc {
 }
 
 /// The host manager and the job manager in processes of their own, each
-/// with a standby: killing either leader with SIGKILL costs a session
-/// timeout, not a run. The host manager's standby leads and the agents
+/// with a standby (one job manager given the host managers' addresses, the
+/// other finding their leader in ZooKeeper): killing either leader with
+/// SIGKILL costs a session timeout, not a run. The host manager's standby leads and the agents
 /// re-register with it; the job manager's standby leads and subscribes to
 /// the host manager with a larger epoch; every run carries on under its id.
 #[test]
@@ -447,7 +448,9 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     hms[1].wait_line("standby", 60);
     let mut jms = vec![start_with_roles("jm1", &jm[0], &jobs_roles)];
     jms[0].wait_line("leading", 60);
-    jms.push(start_with_roles("jm2", &jm[1], &jobs_roles));
+    // The second job manager is given no host manager addresses: it finds
+    // the host manager's leader in ZooKeeper when it comes to lead.
+    jms.push(start_with_roles("jm2", &jm[1], &["--roles", "jobmgr,resmgr,placement"]));
     jms[1].wait_line("standby", 60);
     // Agents dial the host managers, not the job managers.
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
@@ -504,6 +507,9 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
     assert_eq!(runs, ts.iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>(), "still the same runs");
     assert!(hms[1].alive(), "the host manager kept its leadership");
+    // The log has colour codes around `=`: compare without them.
+    let jm2_log: String = std::fs::read_to_string(&jm[1].log).unwrap_or_default().split('\x1b').map(|p| p.split_once('m').map_or(p, |(_, rest)| rest)).collect();
+    assert!(jm2_log.contains("host manager reached servers= discovered=true"), "jm2 found the host manager through ZooKeeper: {jm2_log}");
     for job in [&a, &b, &c] {
         assert_launched_once(dir, &agent_names, &jm_apis, job);
     }

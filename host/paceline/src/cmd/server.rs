@@ -121,13 +121,17 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
             config.placement_engine = placement;
             if let Some(servers) = args.hostmgr {
                 let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-                config.hosts = HostsConfig::Hostmgr { servers, token: args.token, ca_cert: args.ca_cert };
+                config.hosts = HostsConfig::Hostmgr { servers, token: args.token.clone(), ca_cert: args.ca_cert.clone() };
             }
             if !matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
-                anyhow::bail!(
-                    "--roles {} runs no host manager: name one with --hostmgr (or PACELINE_HOSTMGR, or `hosts: {{provider: hostmgr, servers: [...]}}` in the config)",
-                    args.roles
-                );
+                if config.membership == paceline_membership::MembershipConfig::Embedded {
+                    anyhow::bail!(
+                        "--roles {} runs no host manager: name one with --hostmgr (or PACELINE_HOSTMGR, or `hosts: {{provider: hostmgr, servers: [...]}}` in the config), or use a zookeeper membership to find its leader",
+                        args.roles
+                    );
+                }
+                // Found through ZooKeeper: whoever leads hostmgr.
+                config.hosts = HostsConfig::Hostmgr { servers: Vec::new(), token: args.token, ca_cert: args.ca_cert };
             }
         }
         paceline::ha::RoleSet::Hosts => {
