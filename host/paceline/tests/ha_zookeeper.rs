@@ -423,10 +423,11 @@ fn start_with_roles(name: &str, n: &Node, extra: &[&str]) -> Proc {
     Proc::spawn(name, &mut cmd, &n.log)
 }
 
-/// The host manager and the job manager in processes of their own, each
-/// with a standby (one job manager given the host managers' addresses, the
-/// other finding their leader in ZooKeeper): killing either leader with
-/// SIGKILL costs a session timeout, not a run. The host manager's standby leads and the agents
+/// The host manager, the job manager and a placement engine in processes of
+/// their own, the two managers each with a standby (one job manager given the
+/// host managers' addresses, the other, like the engine, finding leaders in
+/// ZooKeeper): killing either leader with SIGKILL costs a session timeout,
+/// not a run. The host manager's standby leads and the agents
 /// re-register with it; the job manager's standby leads and subscribes to
 /// the host manager with a larger epoch; every run carries on under its id.
 #[test]
@@ -440,7 +441,7 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     let jm: Vec<Node> = ["jm1", "jm2"].iter().map(|n| node(dir, n, zk, &cluster, &dir.join("jm-data"))).collect();
     let list = |nodes: &[Node]| nodes.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
     let (hm_apis, jm_apis) = (list(&hm), list(&jm));
-    let jobs_roles = ["--roles", "jobmgr,resmgr,placement", "--hostmgr", hm_apis.as_str()];
+    let jobs_roles = ["--roles", "jobmgr,resmgr", "--hostmgr", hm_apis.as_str()];
 
     let mut hms = vec![start_with_roles("hm1", &hm[0], &["--roles", "hostmgr"])];
     hms[0].wait_line("leading", 60);
@@ -450,8 +451,14 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     jms[0].wait_line("leading", 60);
     // The second job manager is given no host manager addresses: it finds
     // the host manager's leader in ZooKeeper when it comes to lead.
-    jms.push(start_with_roles("jm2", &jm[1], &["--roles", "jobmgr,resmgr,placement"]));
+    jms.push(start_with_roles("jm2", &jm[1], &["--roles", "jobmgr,resmgr"]));
     jms[1].wait_line("standby", 60);
+    // The placement engine, in a process of its own, finds the job
+    // manager's leader in ZooKeeper too (no --core), and reads plugin
+    // versions from the job managers' store.
+    let pl = node(dir, "pl", zk, &cluster, &dir.join("jm-data"));
+    let mut engine = start_with_roles("pl", &pl, &["--roles", "placement"]);
+    engine.wait_line("placement engine for the core leading in ZooKeeper", 30);
     // Agents dial the host managers, not the job managers.
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
     let _agents: Vec<Proc> = [("a1", "35000-35499"), ("a2", "35500-35999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
@@ -507,6 +514,7 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
     assert_eq!(runs, ts.iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>(), "still the same runs");
     assert!(hms[1].alive(), "the host manager kept its leadership");
+    assert!(engine.alive(), "the placement engine followed the new job manager");
     // The log has colour codes around `=`: compare without them.
     let jm2_log: String = std::fs::read_to_string(&jm[1].log).unwrap_or_default().split('\x1b').map(|p| p.split_once('m').map_or(p, |(_, rest)| rest)).collect();
     assert!(jm2_log.contains("host manager reached servers= discovered=true"), "jm2 found the host manager through ZooKeeper: {jm2_log}");

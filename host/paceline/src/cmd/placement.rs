@@ -22,8 +22,6 @@ use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::{SqliteConfig, StorageConfig};
 use tracing::{info, warn};
 
-use paceline::leader::standby_leader;
-
 use super::client::{ClientOpts, Output, leading_channel};
 use super::server::{runtime, until_signal};
 
@@ -35,26 +33,44 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or_default()
 }
 
-pub fn run(config: ServerConfig, core: String, token: Option<String>, ca_cert: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+/// `core`: the core's API addresses; `None` with a zookeeper membership:
+/// the leader of `jobmgr` is looked up there each time a connection is needed.
+pub fn run(config: ServerConfig, core: Option<String>, token: Option<String>, ca_cert: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
+        let discovery = match &core {
+            Some(_) => None,
+            None => {
+                let me = paceline_membership::MemberInfo {
+                    id: format!("{}-placement", config.member_id.clone().unwrap_or_else(paceline::ha::default_member_id)),
+                    api_addr: String::new(),
+                    agent_addr: String::new(),
+                    roles: Vec::new(),
+                };
+                Some(paceline_membership::from_config(&config.membership, me, Vec::new()).context("membership")?)
+            }
+        };
+        let core = core.unwrap_or_default();
         let storage = config
             .storage
             .clone()
             .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
         let store = paceline_storage::config::open(&storage).await.context("opening the cluster's store (for plugin versions)")?;
-        let opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
-        println!("paceline server: placement engine for the core at {core}");
+        let mut opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
+        match &discovery {
+            Some(_) => println!("paceline server: placement engine for the core leading in ZooKeeper"),
+            None => println!("paceline server: placement engine for the core at {core}"),
+        }
         let shutdown = until_signal();
         tokio::pin!(shutdown);
         loop {
             let channel = tokio::select! {
                 () = &mut shutdown => return anyhow::Ok(()),
-                c = connect(&opts) => c,
+                c = connect(&mut opts, discovery.as_deref()) => c,
             };
             let remote = Arc::new(RemoteCore::new(channel.clone(), token.as_deref()).map_err(anyhow::Error::msg)?);
             let histories = store.slot_histories().await.context("reading plugin slots")?;
             let registry = open_registry(&config, store.clone()).await?;
-            info!(core = %core, "placement engine connected");
+            info!(core = %opts.server, "placement engine connected");
             let engine = Engine::with_queue(remote.clone(), registry, remote.clone(), remote, EngineConfig::default());
             let mut checked = Instant::now();
             loop {
@@ -70,8 +86,8 @@ pub fn run(config: ServerConfig, core: String, token: Option<String>, ca_cert: O
                 }
                 if checked.elapsed() >= CHECK_EVERY {
                     checked = Instant::now();
-                    if standby_leader(channel.clone()).await.is_some() {
-                        warn!("the core no longer leads; finding its leader");
+                    if !core_serves(channel.clone()).await {
+                        warn!("the core no longer leads or does not answer; finding its leader");
                         break;
                     }
                     match store.slot_histories().await {
@@ -89,10 +105,34 @@ pub fn run(config: ServerConfig, core: String, token: Option<String>, ca_cert: O
     Ok(ExitCode::SUCCESS)
 }
 
-/// The core's leading server, retried every second until one answers.
-async fn connect(opts: &ClientOpts) -> tonic::transport::Channel {
+/// The core answers its health check with SERVING (a standby answers
+/// NOT_SERVING; a dead or unreachable one not at all).
+async fn core_serves(channel: tonic::transport::Channel) -> bool {
+    use paceline_api::tonic_health::pb::health_client::HealthClient;
+    use paceline_api::tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let mut health = HealthClient::new(channel);
+    let check = health.check(HealthCheckRequest { service: String::new() });
+    matches!(tokio::time::timeout(Duration::from_secs(2), check).await, Ok(Ok(r)) if r.get_ref().status == ServingStatus::Serving as i32)
+}
+
+/// The core's leading server, retried every second until one answers. With
+/// `discovery`, the addresses are those of the `jobmgr` leader ZooKeeper names.
+async fn connect(opts: &mut ClientOpts, discovery: Option<&dyn paceline_membership::Membership>) -> tonic::transport::Channel {
     let mut logged = false;
     loop {
+        if let Some(membership) = discovery {
+            match membership.leader_of(paceline_membership::Role::Jobmgr).await {
+                Ok(Some(leader)) => opts.server = leader.api_addr,
+                Ok(None) | Err(_) => {
+                    if !logged {
+                        warn!("no core leads in ZooKeeper right now; asking every second");
+                        logged = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+        }
         match leading_channel(opts).await {
             Ok(c) => return c,
             Err(e) => {

@@ -114,8 +114,10 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         paceline::ha::RoleSet::All => {}
         paceline::ha::RoleSet::Core => config.placement_engine = false,
         paceline::ha::RoleSet::Placement => {
-            let core = args.core.ok_or_else(|| anyhow::anyhow!("--roles placement needs --core (or PACELINE_CORE): the core's API address"))?;
-            return super::placement::run(config, core, args.token, args.ca_cert);
+            if args.core.is_none() && config.membership == paceline_membership::MembershipConfig::Embedded {
+                anyhow::bail!("--roles placement needs --core (or PACELINE_CORE): the core's API address, or a zookeeper membership to find its leader in");
+            }
+            return super::placement::run(config, args.core, args.token, args.ca_cert);
         }
         paceline::ha::RoleSet::Jobs { placement } => {
             config.placement_engine = placement;
