@@ -391,47 +391,22 @@ impl Server {
         api_config.internal = Some(tonic::service::Routes::new(crate::placement_peer::PeerService::new(&cluster, clock).into_server()));
         let roles = cluster.roles();
         let stop_api = stopped.clone();
-        let api_addr = match api {
-            ApiSocket::Bind => {
-                let listener = tokio::net::TcpListener::bind(config.api_listen)
-                    .await
-                    .map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
-                let api_addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = paceline_api::serve(roles, listener, api_config, async move { stop_api.wait().await }).await {
-                        tracing::error!(error = %e, "API stopped");
-                    }
-                }));
-                api_addr
+        let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = paceline_api::serve_incoming(roles, incoming, api_config, async move { stop_api.wait().await }).await {
+                tracing::error!(error = %e, "API stopped");
             }
-            ApiSocket::Incoming { connections, addr } => {
-                use futures::StreamExt as _;
-                let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>);
-                tasks.push(tokio::spawn(async move {
-                    let shutdown = async move { stop_api.wait().await };
-                    if let Err(e) = paceline_api::serve_incoming(roles, incoming, api_config, shutdown).await {
-                        tracing::error!(error = %e, "API stopped");
-                    }
-                }));
-                addr
-            }
-        };
+        }));
         info!(%api_addr, %agent_addr, "paceline server up");
         Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop), remote_hosts })
     }
 
     /// Stops the listeners and loops (tasks on hosts keep running).
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
         if let Some(remote) = self.remote_hosts.take() {
             remote.stop().await;
         }
-        for t in self.tasks.drain(..) {
-            t.abort();
-            let _ = t.await;
-        }
+        stop_all(self.stop.take(), &mut self.tasks).await;
     }
 }
 
@@ -542,19 +517,7 @@ impl HostServer {
         let mut api_config = api_config;
         api_config.internal = Some(tonic::service::Routes::new(crate::hostmgr_peer::HostPeerService::new(hosts.clone()).into_server()));
         let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
-        let (incoming, api_addr): (IncomingStream, SocketAddr) = match api {
-            ApiSocket::Bind => {
-                let listener = tokio::net::TcpListener::bind(config.api_listen)
-                    .await
-                    .map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
-                let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.api_listen, source })?;
-                (Box::pin(tokio_stream::wrappers::TcpListenerStream::new(listener)), addr)
-            }
-            ApiSocket::Incoming { connections, addr } => {
-                use futures::StreamExt as _;
-                (Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>)), addr)
-            }
-        };
+        let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = paceline_api::serve_hosts_incoming(access, incoming, api_config, async move { stop_api.wait().await }).await {
@@ -567,17 +530,39 @@ impl HostServer {
 
     /// Stops the listeners (tasks on hosts keep running).
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        for t in self.tasks.drain(..) {
-            t.abort();
-            let _ = t.await;
-        }
+        stop_all(self.stop.take(), &mut self.tasks).await;
     }
 }
 
 type IncomingStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> + Send>>;
+
+/// The API's connections: a listener bound on `listen` now, or those
+/// accepted elsewhere; with the address they arrive on.
+async fn api_incoming(api: ApiSocket, listen: SocketAddr) -> Result<(IncomingStream, SocketAddr), ServerError> {
+    Ok(match api {
+        ApiSocket::Bind => {
+            let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServerError::Listen { addr: listen, source })?;
+            let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: listen, source })?;
+            tracing::info!(%addr, "API listening");
+            (Box::pin(tokio_stream::wrappers::TcpListenerStream::new(listener)), addr)
+        }
+        ApiSocket::Incoming { connections, addr } => {
+            use futures::StreamExt as _;
+            (Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>)), addr)
+        }
+    })
+}
+
+/// Signals `stop` and ends every background task.
+async fn stop_all(stop: Option<tokio::sync::oneshot::Sender<()>>, tasks: &mut Vec<tokio::task::JoinHandle<()>>) {
+    if let Some(stop) = stop {
+        let _ = stop.send(());
+    }
+    for t in tasks.drain(..) {
+        t.abort();
+        let _ = t.await;
+    }
+}
 
 /// A one-shot stop signal many tasks can wait on.
 #[derive(Clone)]

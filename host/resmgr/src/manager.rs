@@ -346,7 +346,8 @@ impl ResourceManager {
         self.submit_to(pool.0, spec, now_ms)
     }
 
-    pub(crate) fn submit_to(&mut self, p: u32, spec: GangSpec, now_ms: u64) -> Result<GangId, SubmitError> {
+    /// A gang may go to pool `p`: a leaf, and at least one task.
+    fn check_gang(&self, p: u32, spec: &GangSpec) -> Result<(), SubmitError> {
         let node = &self.tree.nodes[p as usize];
         if p == 0 || !node.children.is_empty() {
             return Err(PoolError::new(&node.path, "path", PoolErrorReason::NotLeaf).into());
@@ -354,6 +355,12 @@ impl ResourceManager {
         if spec.tasks == 0 {
             return Err(SubmitError::Empty { job: spec.job });
         }
+        Ok(())
+    }
+
+    pub(crate) fn submit_to(&mut self, p: u32, spec: GangSpec, now_ms: u64) -> Result<GangId, SubmitError> {
+        self.check_gang(p, &spec)?;
+        let node = &self.tree.nodes[p as usize];
         let total = amounts::times(&amounts::of(&spec.per_task), u64::from(spec.tasks));
         let id = self.gangs.insert(GangSlot {
             generation: 0,
@@ -499,13 +506,7 @@ impl ResourceManager {
     /// other pool. Returns the tasks' ids in instance order.
     pub fn adopt(&mut self, pool: &str, spec: GangSpec, state: TaskState, now_ms: u64) -> Result<Vec<TaskId>, SubmitError> {
         let p = self.tree.lookup(pool)?;
-        let node = &self.tree.nodes[p as usize];
-        if p == 0 || !node.children.is_empty() {
-            return Err(PoolError::new(&node.path, "path", PoolErrorReason::NotLeaf).into());
-        }
-        if spec.tasks == 0 {
-            return Err(SubmitError::Empty { job: spec.job });
-        }
+        self.check_gang(p, &spec)?;
         let state = if state == TaskState::Launching { TaskState::Launching } else { TaskState::Running };
         let total = amounts::times(&amounts::of(&spec.per_task), u64::from(spec.tasks));
         let mut ids = Vec::with_capacity(spec.tasks as usize);

@@ -377,19 +377,7 @@ impl JobManager {
         let mut queued = Vec::new();
         for g in groups {
             let first = g[0];
-            let spec = GangSpec {
-                job: job.key,
-                first_instance: first,
-                kind: views::kind(cfg.kind),
-                priority: cfg.sla.priority,
-                // Stateful work is never preempted: its volume ties it to a host.
-                preemptible: (cfg.sla.preemptible || cfg.sla.revocable)
-                    && cfg.kind != JobKind::Stateful,
-                revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
-                kill_on_preempt: false,
-                tasks: g.len() as u32,
-                per_task: res_of(job, first),
-            };
+            let spec = gang_spec(job.key, &cfg, first, g.len() as u32, res_of(job, first));
             let gang = rm
                 .submit(&cfg.pool, spec, now)
                 .map_err(|e| JobError::Resmgr(e.to_string()))?;
@@ -1771,5 +1759,28 @@ mod tests {
     fn run_ids_parse_from_the_right() {
         assert_eq!(parse_run_id("my-job-3-7"), Some(("my-job", 3, 7)));
         assert_eq!(parse_run_id("x-1"), None);
+    }
+}
+
+/// The resource manager's view of `tasks` instances of a job from `first`,
+/// each needing `per_task`: its kind, priority and preemption rules.
+pub(crate) fn gang_spec(
+    job_key: u64,
+    cfg: &paceline_model::job::JobConfig,
+    first: u32,
+    tasks: u32,
+    per_task: paceline_model::Resources,
+) -> GangSpec {
+    GangSpec {
+        job: job_key,
+        first_instance: first,
+        kind: views::kind(cfg.kind),
+        priority: cfg.sla.priority,
+        // Stateful work is never preempted: its volume ties it to a host.
+        preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
+        revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
+        kill_on_preempt: false,
+        tasks,
+        per_task,
     }
 }

@@ -135,17 +135,7 @@ impl JobManager {
                 (t.rt.state, t.rt.config_version)
             };
             let cfg = job.config_at(version).clone();
-            let spec = paceline_resmgr::GangSpec {
-                job: job.key,
-                first_instance: i as u32,
-                kind: views::kind(cfg.kind),
-                priority: cfg.sla.priority,
-                preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
-                revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
-                kill_on_preempt: false,
-                tasks: 1,
-                per_task: cfg.task_spec(i as u32).resources,
-            };
+            let spec = super::engine::gang_spec(job.key, &cfg, i as u32, 1, cfg.task_spec(i as u32).resources);
             let rm_state = match state {
                 TaskState::Launching | TaskState::Launched => paceline_resmgr::TaskState::Launching,
                 _ => paceline_resmgr::TaskState::Running,
