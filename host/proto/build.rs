@@ -5,10 +5,21 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let protos: Vec<PathBuf> = ["agent/v1/agent", "hostmgr/v1/hostmgr", "placement/v1/placement", "v1/types", "v1/job", "v1/task", "v1/pool", "v1/host", "v1/plugin", "v1/watch"]
-        .iter()
-        .map(|p| root.join(format!("paceline/{p}.proto")))
-        .collect();
+    let protos: Vec<PathBuf> = [
+        "agent/v1/agent",
+        "hostmgr/v1/hostmgr",
+        "placement/v1/placement",
+        "v1/types",
+        "v1/job",
+        "v1/task",
+        "v1/pool",
+        "v1/host",
+        "v1/plugin",
+        "v1/watch",
+    ]
+    .iter()
+    .map(|p| root.join(format!("paceline/{p}.proto")))
+    .collect();
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());
     }
@@ -41,7 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// API is HTTP, not gRPC), plus serde impls from `pbjson-build` for Mesos'
 /// JSON encoding (proto field names, enum names as strings).
 fn compile_mesos(root: &std::path::Path, protoc: PathBuf) -> Result<(), Box<dyn std::error::Error>> {
-    let protos: Vec<PathBuf> = ["mesos", "scheduler"].iter().map(|p| root.join(format!("mesos/v1/{p}.proto"))).collect();
+    let protos: Vec<PathBuf> =
+        ["mesos", "scheduler"].iter().map(|p| root.join(format!("mesos/v1/{p}.proto"))).collect();
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());
     }

@@ -54,13 +54,7 @@ pub async fn bench_launch(
 ) -> Result<BenchFigures, AgentError> {
     let sup = Supervisor::open(SupervisorConfig {
         data_dir: data_dir.to_owned(),
-        total: Resources {
-            cpu_millis: 1_000_000,
-            memory_mib: 1_000_000,
-            disk_mib: 1_000_000,
-            gpus: 0,
-            ports: 0,
-        },
+        total: Resources { cpu_millis: 1_000_000, memory_mib: 1_000_000, disk_mib: 1_000_000, gpus: 0, ports: 0 },
         port_range: (40000, 40099),
         isolation,
         default_kill_grace: Duration::from_secs(1),
@@ -76,13 +70,7 @@ pub async fn bench_launch(
             command: "true".to_owned(),
             args: Vec::new(),
             env: Default::default(),
-            resources: Resources {
-                cpu_millis: 10,
-                memory_mib: 64,
-                disk_mib: 0,
-                gpus: 0,
-                ports: 0,
-            },
+            resources: Resources { cpu_millis: 10, memory_mib: 64, disk_mib: 0, gpus: 0, ports: 0 },
             port_names: Vec::new(),
             health_check: None,
             volume: None,
@@ -103,13 +91,8 @@ pub async fn bench_launch(
         };
         updates += 1;
         let state = pb::RunState::try_from(update.state).unwrap_or(pb::RunState::Unspecified);
-        if matches!(
-            state,
-            pb::RunState::Succeeded
-                | pb::RunState::Failed
-                | pb::RunState::Killed
-                | pb::RunState::Lost
-        ) && ended.insert(update.run_id.clone())
+        if matches!(state, pb::RunState::Succeeded | pb::RunState::Failed | pb::RunState::Killed | pb::RunState::Lost)
+            && ended.insert(update.run_id.clone())
             && state == pb::RunState::Succeeded
         {
             succeeded += 1;
@@ -117,11 +100,5 @@ pub async fn bench_launch(
     }
     let ended_after = start.elapsed();
     sup.detach();
-    Ok(BenchFigures {
-        tasks: n,
-        succeeded,
-        accepted_after,
-        ended_after,
-        updates,
-    })
+    Ok(BenchFigures { tasks: n, succeeded, accepted_after, ended_after, updates })
 }

@@ -58,13 +58,7 @@ impl Default for AgentConfig {
             data_dir: PathBuf::from("/var/lib/paceline/agent"),
             hostname: None,
             resources: ResourceOverrides::default(),
-            reserve: Resources {
-                cpu_millis: 0,
-                memory_mib: 256,
-                disk_mib: 1024,
-                gpus: 0,
-                ports: 0,
-            },
+            reserve: Resources { cpu_millis: 0, memory_mib: 256, disk_mib: 1024, gpus: 0, ports: 0 },
             attributes: BTreeMap::new(),
             port_range_first: 31000,
             port_range_last: 31999,
@@ -116,13 +110,7 @@ impl AgentConfig {
             .split(',')
             .map(str::trim)
             .filter(|m| !m.is_empty())
-            .map(|m| {
-                if m.contains("://") {
-                    m.to_owned()
-                } else {
-                    format!("http://{m}")
-                }
-            })
+            .map(|m| if m.contains("://") { m.to_owned() } else { format!("http://{m}") })
             .collect()
     }
 
@@ -144,55 +132,27 @@ impl AgentConfig {
         };
         let gpu_models = detect_gpu_models();
         let detected = Resources {
-            cpu_millis: std::thread::available_parallelism()
-                .map(|n| n.get() as u64 * 1000)
-                .unwrap_or(1000),
+            cpu_millis: std::thread::available_parallelism().map(|n| n.get() as u64 * 1000).unwrap_or(1000),
             memory_mib: detect_memory_mib().unwrap_or(0),
             disk_mib: detect_disk_mib(&self.data_dir).unwrap_or(0),
-            gpus: if gpu_models.is_empty() {
-                count_gpu_devices()
-            } else {
-                gpu_models.len() as u64
-            },
+            gpus: if gpu_models.is_empty() { count_gpu_devices() } else { gpu_models.len() as u64 },
             ports: 0,
         };
         let o = &self.resources;
         let total = Resources {
-            cpu_millis: o
-                .cpu_millis
-                .unwrap_or(detected.cpu_millis)
-                .saturating_sub(self.reserve.cpu_millis),
-            memory_mib: o
-                .memory_mib
-                .unwrap_or(detected.memory_mib)
-                .saturating_sub(self.reserve.memory_mib),
-            disk_mib: o
-                .disk_mib
-                .unwrap_or(detected.disk_mib)
-                .saturating_sub(self.reserve.disk_mib),
-            gpus: o
-                .gpus
-                .unwrap_or(detected.gpus)
-                .saturating_sub(self.reserve.gpus),
+            cpu_millis: o.cpu_millis.unwrap_or(detected.cpu_millis).saturating_sub(self.reserve.cpu_millis),
+            memory_mib: o.memory_mib.unwrap_or(detected.memory_mib).saturating_sub(self.reserve.memory_mib),
+            disk_mib: o.disk_mib.unwrap_or(detected.disk_mib).saturating_sub(self.reserve.disk_mib),
+            gpus: o.gpus.unwrap_or(detected.gpus).saturating_sub(self.reserve.gpus),
             ports: u64::from(self.port_range_last.saturating_sub(self.port_range_first)) + 1,
         };
         let isolation = Isolation::detect(self.isolation);
         let mut attributes = self.attributes.clone();
-        attributes
-            .entry("isolation".to_owned())
-            .or_insert_with(|| isolation.name().to_owned());
+        attributes.entry("isolation".to_owned()).or_insert_with(|| isolation.name().to_owned());
         if let Some(model) = gpu_models.first() {
-            attributes
-                .entry("gpu_model".to_owned())
-                .or_insert_with(|| model.clone());
+            attributes.entry("gpu_model".to_owned()).or_insert_with(|| model.clone());
         }
-        Ok(HostInfo {
-            hostname,
-            total,
-            attributes,
-            gpu_models,
-            isolation,
-        })
+        Ok(HostInfo { hostname, total, attributes, gpu_models, isolation })
     }
 }
 
@@ -227,9 +187,7 @@ pub fn detect_gpu_models() -> Vec<String> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -238,20 +196,10 @@ pub fn detect_gpu_models() -> Vec<String> {
         }
     };
     let mut out = String::new();
-    if !status.is_some_and(|s| s.success())
-        || child
-            .stdout
-            .take()
-            .map(|mut o| o.read_to_string(&mut out))
-            .is_none()
-    {
+    if !status.is_some_and(|s| s.success()) || child.stdout.take().map(|mut o| o.read_to_string(&mut out)).is_none() {
         return Vec::new();
     }
-    out.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
+    out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
 /// `/dev/nvidia<N>` device nodes (GPUs without a working `nvidia-smi`).
@@ -264,9 +212,7 @@ fn count_gpu_devices() -> u64 {
                     e.file_name()
                         .to_str()
                         .and_then(|n| n.strip_prefix("nvidia"))
-                        .is_some_and(|rest| {
-                            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
-                        })
+                        .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
                 })
                 .count() as u64
         })

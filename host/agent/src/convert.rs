@@ -35,10 +35,7 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
         resources: Some(proto_resources(&spec.resources)),
         port_names: spec.ports.clone(),
         health_check,
-        volume: spec.volume.as_ref().map(|v| pb::Volume {
-            name: v.name.clone(),
-            size_mib: v.size_mib,
-        }),
+        volume: spec.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
     }
 }
@@ -105,17 +102,11 @@ mod tests {
             args: vec!["--port".into()],
             ports: vec!["http".into()],
             kill_grace_period_secs: 7,
-            volume: Some(VolumeSpec {
-                name: "data".into(),
-                size_mib: 5,
-            }),
+            volume: Some(VolumeSpec { name: "data".into(), size_mib: 5 }),
             health_check: Some(HealthCheck {
                 command: String::new(),
                 args: Vec::new(),
-                http: Some(HttpProbe {
-                    port: "http".into(),
-                    path: "/ready".into(),
-                }),
+                http: Some(HttpProbe { port: "http".into(), path: "/ready".into() }),
                 tcp: None,
                 initial_delay_secs: 0,
                 interval_secs: 2,
@@ -127,29 +118,15 @@ mod tests {
         spec.env.insert("A".into(), "spec".into());
         spec.resources.memory_mib = 128;
         spec.resources.ports = 1;
-        let mut req = LaunchRequest {
-            run_id: "j-0-1".into(),
-            task_id: "j-0".into(),
-            spec,
-            env: BTreeMap::new(),
-        };
+        let mut req = LaunchRequest { run_id: "j-0-1".into(), task_id: "j-0".into(), spec, env: BTreeMap::new() };
         req.env.insert("A".into(), "request".into());
         let launch = launch_from_request(&req);
         let run = RunSpec::from_launch(&launch).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(run.env["A"], "request");
         assert_eq!(run.kill_grace_period_secs, 7);
         assert_eq!(run.resources.memory_mib, 128);
-        let hc = run
-            .health_check
-            .clone()
-            .unwrap_or_else(|| panic!("health check lost"));
-        assert_eq!(
-            hc.probe,
-            Probe::Http {
-                port: "http".into(),
-                path: "/ready".into()
-            }
-        );
+        let hc = run.health_check.clone().unwrap_or_else(|| panic!("health check lost"));
+        assert_eq!(hc.probe, Probe::Http { port: "http".into(), path: "/ready".into() });
         assert_eq!(hc.interval_secs, 2);
         assert_eq!(run.to_launch().port_names, vec!["http".to_owned()]);
     }
@@ -165,10 +142,7 @@ mod tests {
             ..Default::default()
         };
         let model = run_update_from_status("h1", &update).unwrap_or_else(|| panic!("state lost"));
-        assert_eq!(
-            (model.state, model.exit_code, model.ports["http"]),
-            (RunState::Failed, Some(3), 31000)
-        );
+        assert_eq!((model.state, model.exit_code, model.ports["http"]), (RunState::Failed, Some(3), 31000));
         assert!(run_update_from_status("h1", &pb::StatusUpdate::default()).is_none());
         assert_eq!(run_state_to_proto(RunState::Lost), pb::RunState::Lost);
     }

@@ -17,10 +17,7 @@ pub struct LaunchError {
 
 impl LaunchError {
     pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
+        Self { field: field.into(), message: message.into() }
     }
 }
 

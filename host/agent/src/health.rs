@@ -33,12 +33,7 @@ async fn run_probe(
     sandbox: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<(), String> {
-    let port_of = |name: &str| {
-        ports
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("no port named `{name}`"))
-    };
+    let port_of = |name: &str| ports.get(name).copied().ok_or_else(|| format!("no port named `{name}`"));
     match probe {
         Probe::Command { command, args } => {
             let status = Command::new(command)
@@ -53,39 +48,23 @@ async fn run_probe(
                 .status()
                 .await
                 .map_err(|e| format!("starting `{command}`: {e}"))?;
-            if status.success() {
-                Ok(())
-            } else {
-                Err(format!("`{command}` ended with {status}"))
-            }
+            if status.success() { Ok(()) } else { Err(format!("`{command}` ended with {status}")) }
         }
         Probe::Tcp { port } => {
             let port = port_of(port)?;
-            TcpStream::connect(("127.0.0.1", port))
-                .await
-                .map(drop)
-                .map_err(|e| format!("connect to port {port}: {e}"))
+            TcpStream::connect(("127.0.0.1", port)).await.map(drop).map_err(|e| format!("connect to port {port}: {e}"))
         }
         Probe::Http { port, path } => {
             let port = port_of(port)?;
-            let mut stream = TcpStream::connect(("127.0.0.1", port))
-                .await
-                .map_err(|e| format!("connect to port {port}: {e}"))?;
-            let request = format!(
-                "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-            );
-            stream
-                .write_all(request.as_bytes())
-                .await
-                .map_err(|e| format!("sending request: {e}"))?;
+            let mut stream =
+                TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| format!("connect to port {port}: {e}"))?;
+            let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.map_err(|e| format!("sending request: {e}"))?;
             // The status line is all we need; 256 bytes hold it.
             let mut buf = vec![0u8; 256];
             let mut len = 0;
             while len < buf.len() {
-                let n = stream
-                    .read(&mut buf[len..])
-                    .await
-                    .map_err(|e| format!("reading answer: {e}"))?;
+                let n = stream.read(&mut buf[len..]).await.map_err(|e| format!("reading answer: {e}"))?;
                 if n == 0 || buf[..len + n].contains(&b'\n') {
                     len += n;
                     break;
@@ -97,17 +76,8 @@ async fn run_probe(
                 .split_whitespace()
                 .nth(1)
                 .and_then(|c| c.parse().ok())
-                .ok_or_else(|| {
-                    format!(
-                        "not an HTTP answer: {:?}",
-                        head.lines().next().unwrap_or("")
-                    )
-                })?;
-            if (200..400).contains(&code) {
-                Ok(())
-            } else {
-                Err(format!("HTTP {code} from {path}"))
-            }
+                .ok_or_else(|| format!("not an HTTP answer: {:?}", head.lines().next().unwrap_or("")))?;
+            if (200..400).contains(&code) { Ok(()) } else { Err(format!("HTTP {code} from {path}")) }
         }
     }
 }

@@ -88,26 +88,17 @@ fn cgroup2_mount() -> Option<PathBuf> {
 
 fn setup_cgroup_v2() -> Result<PathBuf, String> {
     let mount = cgroup2_mount().ok_or("no cgroup2 mount")?;
-    let own =
-        fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let rel = own
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .ok_or("process is not in a cgroup v2 hierarchy")?;
+    let own = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::")).ok_or("process is not in a cgroup v2 hierarchy")?;
     let dir = mount.join(rel.trim_start_matches('/'));
     let controllers = fs::read_to_string(dir.join("cgroup.controllers"))
         .map_err(|e| format!("{}: {e}", dir.join("cgroup.controllers").display()))?;
     for needed in ["cpu", "memory"] {
         if !controllers.split_whitespace().any(|c| c == needed) {
-            return Err(format!(
-                "controller `{needed}` not delegated to {} (have: {controllers:?})",
-                dir.display()
-            ));
+            return Err(format!("controller `{needed}` not delegated to {} (have: {controllers:?})", dir.display()));
         }
     }
-    let write = |path: &Path, value: &str| {
-        fs::write(path, value).map_err(|e| format!("{}: {e}", path.display()))
-    };
+    let write = |path: &Path, value: &str| fs::write(path, value).map_err(|e| format!("{}: {e}", path.display()));
     let mkdir = |path: &Path| match fs::create_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
@@ -124,8 +115,7 @@ fn setup_cgroup_v2() -> Result<PathBuf, String> {
     }
     let leaf = dir.join("agent");
     mkdir(&leaf)?;
-    let procs =
-        fs::read_to_string(dir.join("cgroup.procs")).map_err(|e| format!("cgroup.procs: {e}"))?;
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).map_err(|e| format!("cgroup.procs: {e}"))?;
     for pid in procs.split_whitespace() {
         // Processes may have exited since the read; only the agent itself matters.
         if let Err(e) = fs::write(leaf.join("cgroup.procs"), pid) {
@@ -152,10 +142,7 @@ pub(crate) fn create_run_cgroup(
         Err(e) => return Err(e),
     }
     if memory_mib > 0 {
-        fs::write(
-            dir.join("memory.max"),
-            (memory_mib * 1024 * 1024).to_string(),
-        )?;
+        fs::write(dir.join("memory.max"), (memory_mib * 1024 * 1024).to_string())?;
         // Without this the kernel swaps instead of enforcing the limit.
         let _ = fs::write(dir.join("memory.swap.max"), "0");
     }
@@ -168,15 +155,11 @@ pub(crate) fn create_run_cgroup(
 
 /// Whether the kernel's OOM killer struck inside the run's cgroup.
 pub(crate) fn oom_killed(cgroup: &Path) -> bool {
-    fs::read_to_string(cgroup.join("memory.events"))
-        .ok()
-        .is_some_and(|events| {
-            events.lines().any(|l| {
-                l.strip_prefix("oom_kill ")
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-                    .is_some_and(|n| n > 0)
-            })
-        })
+    fs::read_to_string(cgroup.join("memory.events")).ok().is_some_and(|events| {
+        events
+            .lines()
+            .any(|l| l.strip_prefix("oom_kill ").and_then(|n| n.trim().parse::<u64>().ok()).is_some_and(|n| n > 0))
+    })
 }
 
 /// Removes a run's cgroup (after its processes are gone).
@@ -201,11 +184,7 @@ mod tests {
         assert_eq!(read("memory.max"), (64u64 << 20).to_string());
         assert_eq!(read("cpu.max"), "150000 100000");
         assert!(!oom_killed(&cg));
-        fs::write(
-            cg.join("memory.events"),
-            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
-        )
-        .unwrap_or_default();
+        fs::write(cg.join("memory.events"), "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").unwrap_or_default();
         assert!(oom_killed(&cg));
     }
 }

@@ -87,11 +87,7 @@ impl RunLog {
         buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         buf.extend_from_slice(payload);
         let ctx = || format!("appending to {}", self.path.display());
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(io_ctx(ctx()))?;
+        let mut file = OpenOptions::new().create(true).append(true).open(&self.path).map_err(io_ctx(ctx()))?;
         file.write_all(&buf).map_err(io_ctx(ctx()))?;
         file.sync_data().map_err(io_ctx(ctx()))?;
         Ok(())
@@ -122,10 +118,7 @@ impl Outbox {
             let log = replay(&path)?;
             runs.insert(run_id, Arc::new(Mutex::new(log)));
         }
-        Ok(Self {
-            root: root.to_owned(),
-            runs: Mutex::new(runs),
-        })
+        Ok(Self { root: root.to_owned(), runs: Mutex::new(runs) })
     }
 
     fn run_log(&self, run_id: &str) -> Arc<Mutex<RunLog>> {
@@ -200,10 +193,8 @@ impl Outbox {
     /// Unacknowledged updates whose `seq` is above `sent[run_id]`, in order
     /// per run. The session uses it to send each update once per stream.
     pub fn pending_after(&self, sent: &HashMap<String, u64>) -> Vec<pb::StatusUpdate> {
-        let mut logs: Vec<(String, Arc<Mutex<RunLog>>)> = lock(&self.runs)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut logs: Vec<(String, Arc<Mutex<RunLog>>)> =
+            lock(&self.runs).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         logs.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out = Vec::new();
         for (run_id, log) in logs {
@@ -221,25 +212,17 @@ impl Outbox {
 
     /// The last `seq` given to an update of `run_id` (0 when none).
     pub fn last_seq(&self, run_id: &str) -> u64 {
-        lock(&self.runs)
-            .get(run_id)
-            .map(|l| lock(l).last_seq)
-            .unwrap_or(0)
+        lock(&self.runs).get(run_id).map(|l| lock(l).last_seq).unwrap_or(0)
     }
 
     /// The state of the run's last update, acknowledged or not.
     pub fn last_state(&self, run_id: &str) -> Option<pb::RunState> {
-        lock(&self.runs)
-            .get(run_id)
-            .and_then(|l| lock(l).last_state)
+        lock(&self.runs).get(run_id).and_then(|l| lock(l).last_state)
     }
 
     /// The highest acknowledged `seq` of `run_id` (0 when none).
     pub fn acked(&self, run_id: &str) -> u64 {
-        lock(&self.runs)
-            .get(run_id)
-            .map(|l| lock(l).acked)
-            .unwrap_or(0)
+        lock(&self.runs).get(run_id).map(|l| lock(l).acked).unwrap_or(0)
     }
 
     /// Drops a run from memory (its directory is removed by the caller).
@@ -272,11 +255,8 @@ fn replay(path: &Path) -> Result<RunLog, AgentError> {
         let payload = &bytes[pos + 5..pos + 5 + len];
         match kind {
             KIND_UPDATE => {
-                let update =
-                    pb::StatusUpdate::decode(payload).map_err(|e| AgentError::Corrupt {
-                        path: path.to_owned(),
-                        message: e.to_string(),
-                    })?;
+                let update = pb::StatusUpdate::decode(payload)
+                    .map_err(|e| AgentError::Corrupt { path: path.to_owned(), message: e.to_string() })?;
                 log.last_seq = log.last_seq.max(update.seq);
                 log.last_state = pb::RunState::try_from(update.state).ok();
                 log.last = Some(update.clone());
@@ -299,12 +279,8 @@ fn replay(path: &Path) -> Result<RunLog, AgentError> {
     }
     if pos < bytes.len() {
         tracing::warn!(path = %path.display(), kept = pos, dropped = bytes.len() - pos, "cutting a torn record off a status log");
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io_ctx(format!("opening {}", path.display())))?;
-        file.set_len(pos as u64)
-            .map_err(io_ctx(format!("truncating {}", path.display())))?;
+        let file = OpenOptions::new().write(true).open(path).map_err(io_ctx(format!("opening {}", path.display())))?;
+        file.set_len(pos as u64).map_err(io_ctx(format!("truncating {}", path.display())))?;
     }
     let acked = log.acked;
     log.last_seq = log.last_seq.max(acked);

@@ -18,21 +18,11 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn ports(first: u16, last: u16) -> Self {
-        Self {
-            all: (u32::from(first)..=u32::from(last)).collect(),
-            used: BTreeSet::new(),
-            cursor: 0,
-            probe_bind: true,
-        }
+        Self { all: (u32::from(first)..=u32::from(last)).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: true }
     }
 
     pub(crate) fn indexes(count: u32) -> Self {
-        Self {
-            all: (0..count).collect(),
-            used: BTreeSet::new(),
-            cursor: 0,
-            probe_bind: false,
-        }
+        Self { all: (0..count).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: false }
     }
 
     pub(crate) fn free(&self) -> usize {

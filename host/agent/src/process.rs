@@ -44,14 +44,8 @@ pub(crate) struct SpawnSpec<'a> {
 
 /// Starts the wrapper in its own process group (pgid = its pid).
 pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
-    let stdout = File::options()
-        .create(true)
-        .append(true)
-        .open(spec.stdout)?;
-    let stderr = File::options()
-        .create(true)
-        .append(true)
-        .open(spec.stderr)?;
+    let stdout = File::options().create(true).append(true).open(spec.stdout)?;
+    let stderr = File::options().create(true).append(true).open(spec.stderr)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(WRAPPER)
@@ -59,11 +53,7 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
         .arg("paceline-run")
         .arg(spec.exit_file)
         .arg(spec.cgroup_procs.map(Path::as_os_str).unwrap_or_default())
-        .arg(
-            spec.address_space_kib
-                .map(|k| k.to_string())
-                .unwrap_or_default(),
-        )
+        .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default())
         .arg(spec.program)
         .args(spec.args)
         .envs(spec.env)
@@ -111,39 +101,22 @@ pub(crate) fn still_running(pid: u32, start_time: u64) -> bool {
 
 /// Looks `command` up like `execvp` would; paths with a `/` are taken
 /// relative to `cwd`.
-pub(crate) fn resolve_command(
-    command: &str,
-    path_var: Option<&str>,
-    cwd: &Path,
-) -> Option<PathBuf> {
+pub(crate) fn resolve_command(command: &str, path_var: Option<&str>, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let executable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if command.contains('/') {
         let p = cwd.join(command);
         return executable(&p).then_some(p);
     }
-    let path_var = path_var
-        .map(str::to_owned)
-        .or_else(|| std::env::var("PATH").ok())?;
-    path_var
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(command))
-        .find(|p| executable(p))
+    let path_var = path_var.map(str::to_owned).or_else(|| std::env::var("PATH").ok())?;
+    path_var.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(command)).find(|p| executable(p))
 }
 
 /// How the wrapper's exit status reads: `(exit_code, signal)`. The shell
 /// reports a task killed by signal N as 128+N; that convention is the only
 /// way to tell, so a task that itself exits 129..=192 reads as signalled.
 pub(crate) fn decode_wrapper_code(code: i32) -> (Option<i32>, Option<i32>) {
-    if (129..=128 + 64).contains(&code) {
-        (None, Some(code - 128))
-    } else {
-        (Some(code), None)
-    }
+    if (129..=128 + 64).contains(&code) { (None, Some(code - 128)) } else { (Some(code), None) }
 }
 
 #[cfg(test)]

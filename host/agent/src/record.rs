@@ -54,14 +54,11 @@ pub(crate) struct RunRecord {
 
 impl RunRecord {
     pub(crate) fn save(&self, state_dir: &Path) -> Result<(), AgentError> {
-        fs::create_dir_all(state_dir)
-            .map_err(io_ctx(format!("creating {}", state_dir.display())))?;
+        fs::create_dir_all(state_dir).map_err(io_ctx(format!("creating {}", state_dir.display())))?;
         let path = state_dir.join(RECORD_FILE);
         let tmp = state_dir.join(format!("{RECORD_FILE}.tmp"));
-        let bytes = serde_json::to_vec(self).map_err(|e| AgentError::Corrupt {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes =
+            serde_json::to_vec(self).map_err(|e| AgentError::Corrupt { path: path.clone(), message: e.to_string() })?;
         let ctx = || format!("writing {}", tmp.display());
         let mut file = fs::File::create(&tmp).map_err(io_ctx(ctx()))?;
         file.write_all(&bytes).map_err(io_ctx(ctx()))?;
@@ -77,20 +74,11 @@ impl RunRecord {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_ctx(format!("reading {}", path.display()))(e)),
         };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| AgentError::Corrupt {
-                path,
-                message: e.to_string(),
-            })
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| AgentError::Corrupt { path, message: e.to_string() })
     }
 }
 
 /// The exit status the wrapper recorded, if it got to.
 pub(crate) fn read_exit_file(state_dir: &Path) -> Option<i32> {
-    fs::read_to_string(state_dir.join(EXIT_FILE))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    fs::read_to_string(state_dir.join(EXIT_FILE)).ok()?.trim().parse().ok()
 }

@@ -29,10 +29,7 @@ use crate::supervisor::{Supervisor, SupervisorConfig};
 /// supervisor on the data dir (re-adopting what still runs), and keeps a
 /// session with the host manager. Tasks keep running after shutdown; the
 /// next agent on the same data dir takes them over.
-pub async fn run(
-    config: AgentConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), AgentError> {
+pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     Agent::start(config).await?.serve(shutdown).await
 }
 
@@ -48,10 +45,8 @@ pub struct Agent {
 impl Agent {
     /// Detects the host and opens the supervisor.
     pub async fn start(config: AgentConfig) -> Result<Self, AgentError> {
-        let host = config.detect_host().map_err(io_ctx(format!(
-            "detecting the host in {}",
-            config.data_dir.display()
-        )))?;
+        let host =
+            config.detect_host().map_err(io_ctx(format!("detecting the host in {}", config.data_dir.display())))?;
         tracing::info!(
             hostname = host.hostname,
             cpu_millis = host.total.cpu_millis,
@@ -63,12 +58,7 @@ impl Agent {
         );
         let supervisor = Supervisor::open(SupervisorConfig::from_host(&config, &host)).await?;
         let agent_id = agent_id(&config.data_dir)?;
-        Ok(Self {
-            config,
-            host,
-            supervisor,
-            agent_id,
-        })
+        Ok(Self { config, host, supervisor, agent_id })
     }
 
     /// The supervisor (for tests and local tooling).
@@ -93,12 +83,7 @@ impl Agent {
             agent_id: self.agent_id.clone(),
             hostname: self.host.hostname.clone(),
             total: Some(proto_resources(&self.host.total)),
-            attributes: self
-                .host
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            attributes: self.host.attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             running: self.supervisor.registration_runs(),
             isolation: self.host.isolation.proto() as i32,
             port_range_first: u32::from(self.config.port_range_first),
@@ -131,9 +116,7 @@ impl Agent {
     ) -> Result<(), AgentError> {
         let managers = self.config.managers();
         if managers.is_empty() {
-            return Err(AgentError::Config(
-                "no manager address configured".to_owned(),
-            ));
+            return Err(AgentError::Config("no manager address configured".to_owned()));
         }
         // Which manager to dial: stays on one while it works, moves to the next when a
         // dial or a session fails (the leader of highly available servers is the only one
@@ -288,10 +271,7 @@ impl Agent {
 /// Exponential backoff with jitter: uniform in [d/2, d] where d doubles per
 /// attempt up to `max_ms`, so a fleet of agents does not redial in step.
 pub fn backoff(initial_ms: u64, max_ms: u64, attempt: u32) -> Duration {
-    let d = initial_ms
-        .max(1)
-        .saturating_mul(1u64 << attempt.min(20))
-        .min(max_ms.max(1));
+    let d = initial_ms.max(1).saturating_mul(1u64 << attempt.min(20)).min(max_ms.max(1));
     Duration::from_millis(d / 2 + fastrand::u64(0..=d / 2))
 }
 
@@ -317,18 +297,9 @@ mod tests {
 
     #[test]
     fn managers_are_a_comma_separated_list() {
-        let config = AgentConfig {
-            manager: "http://a:1, b:2,,https://c:3".to_owned(),
-            ..AgentConfig::default()
-        };
-        assert_eq!(
-            config.managers(),
-            vec!["http://a:1", "http://b:2", "https://c:3"]
-        );
-        assert_eq!(
-            AgentConfig::default().managers(),
-            vec!["http://127.0.0.1:7070"]
-        );
+        let config = AgentConfig { manager: "http://a:1, b:2,,https://c:3".to_owned(), ..AgentConfig::default() };
+        assert_eq!(config.managers(), vec!["http://a:1", "http://b:2", "https://c:3"]);
+        assert_eq!(AgentConfig::default().managers(), vec!["http://127.0.0.1:7070"]);
     }
 
     #[test]
@@ -336,11 +307,7 @@ mod tests {
         for attempt in 0..30 {
             let d = backoff(100, 5000, attempt).as_millis() as u64;
             let full = (100u64 << attempt.min(20)).min(5000);
-            assert!(
-                d >= full / 2 && d <= full,
-                "attempt {attempt}: {d} not in [{}, {full}]",
-                full / 2
-            );
+            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d} not in [{}, {full}]", full / 2);
         }
     }
 }

@@ -98,26 +98,15 @@ fn check_path_name(field: &str, value: &str) -> Result<(), LaunchError> {
         return Err(LaunchError::new(field, "is empty"));
     }
     if value.len() > 200 {
-        return Err(LaunchError::new(
-            field,
-            format!("is {} bytes, at most 200", value.len()),
-        ));
+        return Err(LaunchError::new(field, format!("is {} bytes, at most 200", value.len())));
     }
     if value == "." || value == ".." {
-        return Err(LaunchError::new(
-            field,
-            format!("`{value}` is not a valid name"),
-        ));
+        return Err(LaunchError::new(field, format!("`{value}` is not a valid name")));
     }
-    if let Some(c) = value
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
+    if let Some(c) = value.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
         return Err(LaunchError::new(
             field,
-            format!(
-                "`{value}` contains {c:?}; only ASCII letters, digits, `.`, `_` and `-` are allowed"
-            ),
+            format!("`{value}` contains {c:?}; only ASCII letters, digits, `.`, `_` and `-` are allowed"),
         ));
     }
     Ok(())
@@ -127,9 +116,7 @@ fn check_port_name(field: &str, value: &str) -> Result<(), LaunchError> {
     if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(LaunchError::new(
             field,
-            format!(
-                "`{value}` must be non-empty ASCII letters, digits or `_` (it becomes PORT_<NAME>)"
-            ),
+            format!("`{value}` must be non-empty ASCII letters, digits or `_` (it becomes PORT_<NAME>)"),
         ));
     }
     Ok(())
@@ -152,27 +139,14 @@ impl RunSpec {
             None => None,
             Some(hc) if *hc == pb::HealthCheck::default() => None,
             Some(hc) => {
-                let set = [
-                    !hc.command.is_empty(),
-                    !hc.http_port.is_empty(),
-                    !hc.tcp_port.is_empty(),
-                ];
+                let set = [!hc.command.is_empty(), !hc.http_port.is_empty(), !hc.tcp_port.is_empty()];
                 let probe = match set {
-                    [true, false, false] => Probe::Command {
-                        command: hc.command.clone(),
-                        args: hc.args.clone(),
-                    },
+                    [true, false, false] => Probe::Command { command: hc.command.clone(), args: hc.args.clone() },
                     [false, true, false] => Probe::Http {
                         port: hc.http_port.clone(),
-                        path: if hc.http_path.is_empty() {
-                            "/".to_owned()
-                        } else {
-                            hc.http_path.clone()
-                        },
+                        path: if hc.http_path.is_empty() { "/".to_owned() } else { hc.http_path.clone() },
                     },
-                    [false, false, true] => Probe::Tcp {
-                        port: hc.tcp_port.clone(),
-                    },
+                    [false, false, true] => Probe::Tcp { port: hc.tcp_port.clone() },
                     _ => {
                         return Err(LaunchError::new(
                             "health_check",
@@ -190,10 +164,7 @@ impl RunSpec {
             }
         };
         let volume = match &launch.volume {
-            Some(v) if *v != pb::Volume::default() => Some(VolumeRef {
-                name: v.name.clone(),
-                size_mib: v.size_mib,
-            }),
+            Some(v) if *v != pb::Volume::default() => Some(VolumeRef { name: v.name.clone(), size_mib: v.size_mib }),
             _ => None,
         };
         let spec = RunSpec {
@@ -201,11 +172,7 @@ impl RunSpec {
             task_id: launch.task_id.clone(),
             command: launch.command.clone(),
             args: launch.args.clone(),
-            env: launch
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            env: launch.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             resources,
             port_names: launch.port_names.clone(),
             health_check,
@@ -221,31 +188,21 @@ impl RunSpec {
         check_path_name("run_id", &self.run_id)?;
         check_path_name("task_id", &self.task_id)?;
         if self.command.trim().is_empty() {
-            return Err(LaunchError::new(
-                "command",
-                "is empty; the agent runs a command as a process",
-            ));
+            return Err(LaunchError::new("command", "is empty; the agent runs a command as a process"));
         }
         if self.command.contains('\0') || self.args.iter().any(|a| a.contains('\0')) {
             return Err(LaunchError::new("args", "contains a NUL byte"));
         }
         for (name, value) in &self.env {
-            if name.is_empty() || name.contains('=') || name.contains('\0') || value.contains('\0')
-            {
-                return Err(LaunchError::new(
-                    format!("env.{name}"),
-                    "is not a valid environment variable",
-                ));
+            if name.is_empty() || name.contains('=') || name.contains('\0') || value.contains('\0') {
+                return Err(LaunchError::new(format!("env.{name}"), "is not a valid environment variable"));
             }
         }
         let mut seen = BTreeSet::new();
         for (i, name) in self.port_names.iter().enumerate() {
             check_port_name(&format!("port_names[{i}]"), name)?;
             if !seen.insert(name.to_ascii_uppercase()) {
-                return Err(LaunchError::new(
-                    format!("port_names[{i}]"),
-                    format!("`{name}` is named twice"),
-                ));
+                return Err(LaunchError::new(format!("port_names[{i}]"), format!("`{name}` is named twice")));
             }
         }
         let wanted = self.port_names.len() as u64;
@@ -267,10 +224,7 @@ impl RunSpec {
             {
                 return Err(LaunchError::new(
                     field,
-                    format!(
-                        "`{port}` is not one of the launch's port_names {:?}",
-                        self.port_names
-                    ),
+                    format!("`{port}` is not one of the launch's port_names {:?}", self.port_names),
                 ));
             }
             if hc.interval_secs == 0 {
@@ -317,18 +271,11 @@ impl RunSpec {
             task_id: self.task_id.clone(),
             command: self.command.clone(),
             args: self.args.clone(),
-            env: self
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             resources: Some(proto_resources(&self.resources)),
             port_names: self.port_names.clone(),
             health_check,
-            volume: self.volume.as_ref().map(|v| pb::Volume {
-                name: v.name.clone(),
-                size_mib: v.size_mib,
-            }),
+            volume: self.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
             kill_grace_period_secs: self.kill_grace_period_secs,
         }
     }

@@ -131,7 +131,11 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
     let Some((service, method)) = path.trim_start_matches('/').split_once('/') else {
         return Requirement::AtLeast(Role::Admin);
     };
-    let read = |m: &str| ["Get", "List", "Query", "Watch", "Validate"].iter().any(|p| m.starts_with(p)) || m == "TaskLogs" || m == "TaskEvents";
+    let read = |m: &str| {
+        ["Get", "List", "Query", "Watch", "Validate"].iter().any(|p| m.starts_with(p))
+            || m == "TaskLogs"
+            || m == "TaskEvents"
+    };
     match service {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
@@ -202,7 +206,8 @@ impl Auth {
 
     /// Reads a tokens file (see `docs/operations.md`, "Authentication").
     pub fn load(path: &Path) -> Result<Auth, AuthError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| AuthError::Read { path: path.display().to_string(), source })?;
         Auth::from_yaml(&text)
     }
 
@@ -223,10 +228,13 @@ impl Auth {
             if !names.insert(p.name.clone()) {
                 return Err(AuthError::Invalid(format!("{at}.name: `{}` appears twice", p.name)));
             }
-            let hash = parse_hash(&p.token_sha256).map_err(|e| AuthError::Invalid(format!("{at}.token_sha256: {e}")))?;
+            let hash =
+                parse_hash(&p.token_sha256).map_err(|e| AuthError::Invalid(format!("{at}.token_sha256: {e}")))?;
             for (j, pool) in p.pools.iter().enumerate() {
                 if !pool.starts_with('/') {
-                    return Err(AuthError::Invalid(format!("{at}.pools[{j}]: `{pool}` is not a pool path (it starts with /)")));
+                    return Err(AuthError::Invalid(format!(
+                        "{at}.pools[{j}]: `{pool}` is not a pool path (it starts with /)"
+                    )));
                 }
             }
             let principal = Arc::new(Principal { name: p.name, role: p.role, pools: p.pools });
@@ -242,9 +250,11 @@ impl Auth {
         let Some(by_hash) = &self.by_hash else {
             return Ok(self.anonymous.clone());
         };
-        let value = headers
-            .get(http::header::AUTHORIZATION)
-            .ok_or_else(|| Status::unauthenticated("no token: send `authorization: Bearer <token>` (paceline --token or PACELINE_TOKEN)"))?;
+        let value = headers.get(http::header::AUTHORIZATION).ok_or_else(|| {
+            Status::unauthenticated(
+                "no token: send `authorization: Bearer <token>` (paceline --token or PACELINE_TOKEN)",
+            )
+        })?;
         let token = value
             .to_str()
             .ok()
@@ -259,7 +269,12 @@ impl Auth {
     }
 
     /// Authenticates and checks the role-level requirement of a method.
-    pub fn admit(&self, method: &http::Method, path: &str, headers: &http::HeaderMap) -> Result<Option<Arc<Principal>>, Status> {
+    pub fn admit(
+        &self,
+        method: &http::Method,
+        path: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<Arc<Principal>>, Status> {
         let need = requirement(method, path);
         if need == Requirement::Open {
             return Ok(None);
@@ -268,7 +283,10 @@ impl Auth {
         if let Requirement::AtLeast(role) = need
             && who.role < role
         {
-            return Err(Status::permission_denied(format!("{path} needs role {role} or above; {} has role {}", who.name, who.role)));
+            return Err(Status::permission_denied(format!(
+                "{path} needs role {role} or above; {} has role {}",
+                who.name, who.role
+            )));
         }
         Ok(Some(who))
     }
@@ -314,7 +332,11 @@ pub fn check_pool<T>(request: &tonic::Request<T>, pool: &str) -> Result<(), Stat
 
 /// Refuses the request's caller unless they may change job `id` (its pool
 /// is looked up only for callers whose role does not cover every pool).
-pub async fn check_job<T>(request: &tonic::Request<T>, jobs: &paceline_jobmgr::JobManager, id: &str) -> Result<(), Status> {
+pub async fn check_job<T>(
+    request: &tonic::Request<T>,
+    jobs: &paceline_jobmgr::JobManager,
+    id: &str,
+) -> Result<(), Status> {
     let who = principal(request)?;
     if who.role >= Role::Operator {
         return Ok(());
@@ -382,7 +404,11 @@ where
 
 /// A refusal on the web UI's JSON routes: HTTP 401/403 with `{"error": ...}`.
 fn json_refusal(status: &Status) -> http::Response<tonic::body::Body> {
-    let code = if status.code() == tonic::Code::Unauthenticated { http::StatusCode::UNAUTHORIZED } else { http::StatusCode::FORBIDDEN };
+    let code = if status.code() == tonic::Code::Unauthenticated {
+        http::StatusCode::UNAUTHORIZED
+    } else {
+        http::StatusCode::FORBIDDEN
+    };
     let body = serde_json::json!({ "error": status.message() }).to_string();
     let mut response = http::Response::new(tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(body))));
     *response.status_mut() = code;
@@ -490,7 +516,8 @@ mod tests {
     fn each_role_gets_what_the_table_says() {
         let a = auth();
         let post = http::Method::POST;
-        let call = |token: &str, path: &str| a.admit(&post, path, &headers(Some(token))).map(|p| p.map(|p| p.name.clone()));
+        let call =
+            |token: &str, path: &str| a.admit(&post, path, &headers(Some(token))).map(|p| p.map(|p| p.name.clone()));
         // Reads: everyone.
         assert_eq!(call("alice-token", "/paceline.v1.JobService/GetJob").expect("read"), Some("alice".into()));
         assert!(call("alice-token", "/paceline.v1.WatchService/Watch").is_ok());
@@ -498,12 +525,23 @@ mod tests {
         // Job changes pass the layer for users; the handler checks the pool.
         assert!(call("alice-token", "/paceline.v1.JobService/CreateJob").is_ok());
         // Hosts and plugins: operator and above.
-        for path in ["/paceline.v1.HostService/DrainHost", "/paceline.v1.PluginService/ActivatePlugin", "/paceline.v1.PluginService/DeployPlugin"] {
-            assert_eq!(call("alice-token", path).expect_err("user refused").code(), tonic::Code::PermissionDenied, "{path}");
+        for path in [
+            "/paceline.v1.HostService/DrainHost",
+            "/paceline.v1.PluginService/ActivatePlugin",
+            "/paceline.v1.PluginService/DeployPlugin",
+        ] {
+            assert_eq!(
+                call("alice-token", path).expect_err("user refused").code(),
+                tonic::Code::PermissionDenied,
+                "{path}"
+            );
             assert!(call("ops-token", path).is_ok(), "{path}");
         }
         // Pools: admin only.
-        assert_eq!(call("ops-token", "/paceline.v1.PoolService/CreatePool").expect_err("operator refused").code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            call("ops-token", "/paceline.v1.PoolService/CreatePool").expect_err("operator refused").code(),
+            tonic::Code::PermissionDenied
+        );
         assert!(call("root-token", "/paceline.v1.PoolService/DeletePool").is_ok());
         assert!(call("alice-token", "/paceline.v1.PoolService/ListPools").is_ok());
         // Unknown methods are closed to all but admin.
@@ -521,10 +559,16 @@ mod tests {
         }
         let mut basic = http::HeaderMap::new();
         basic.insert(http::header::AUTHORIZATION, "Basic abc".parse().expect("header"));
-        assert_eq!(a.admit(&post, "/paceline.v1.JobService/GetJob", &basic).expect_err("refused").code(), tonic::Code::Unauthenticated);
+        assert_eq!(
+            a.admit(&post, "/paceline.v1.JobService/GetJob", &basic).expect_err("refused").code(),
+            tonic::Code::Unauthenticated
+        );
         assert_eq!(a.admit(&post, "/grpc.health.v1.Health/Check", &headers(None)).expect("open"), None);
         assert_eq!(a.admit(&http::Method::GET, "/ui/", &headers(None)).expect("open"), None);
-        assert_eq!(a.admit(&http::Method::GET, "/ui/api/jobs", &headers(None)).expect_err("data needs a token").code(), tonic::Code::Unauthenticated);
+        assert_eq!(
+            a.admit(&http::Method::GET, "/ui/api/jobs", &headers(None)).expect_err("data needs a token").code(),
+            tonic::Code::Unauthenticated
+        );
     }
 
     #[test]
@@ -544,7 +588,10 @@ mod tests {
     fn an_open_api_makes_everyone_the_anonymous_admin() {
         let a = Auth::open();
         assert!(!a.is_enforced());
-        let who = a.admit(&http::Method::POST, "/paceline.v1.PoolService/CreatePool", &headers(None)).expect("open").expect("principal");
+        let who = a
+            .admit(&http::Method::POST, "/paceline.v1.PoolService/CreatePool", &headers(None))
+            .expect("open")
+            .expect("principal");
         assert_eq!(who.name, "anonymous");
         assert_eq!(who.role, Role::Admin);
     }
@@ -562,7 +609,13 @@ mod tests {
                 ),
                 "principals[1].token_sha256",
             ),
-            (&format!("version: 1\nprincipals:\n  - {{name: a, role: user, pools: [team], token_sha256: {}}}\n", token_hash_hex("t")), "principals[0].pools[0]"),
+            (
+                &format!(
+                    "version: 1\nprincipals:\n  - {{name: a, role: user, pools: [team], token_sha256: {}}}\n",
+                    token_hash_hex("t")
+                ),
+                "principals[0].pools[0]",
+            ),
             ("version: 1\nprincipls: []\n", "principls"),
         ];
         for (text, field) in cases {

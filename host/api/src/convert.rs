@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use paceline_model::job::{JobConfig, JobKind, JobRuntime, JobState, Sla, Update, UpdateSpec, UpdateState};
 use paceline_model::task::{
-    HealthCheck, HttpProbe, RestartPolicy, SpecError, TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskSpec, TaskState, TcpProbe, VolumeSpec,
+    HealthCheck, HttpProbe, RestartPolicy, SpecError, TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskSpec, TaskState,
+    TcpProbe, VolumeSpec,
 };
 use paceline_model::{Constraint, Preference, Resources};
 use paceline_proto::v1 as pb;
@@ -38,13 +39,25 @@ impl From<FieldError> for tonic::Status {
 
 /// Resources from the wire.
 pub fn resources(r: Option<&pb::Resources>) -> Resources {
-    r.map(|r| Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports })
-        .unwrap_or_default()
+    r.map(|r| Resources {
+        cpu_millis: r.cpu_millis,
+        memory_mib: r.memory_mib,
+        disk_mib: r.disk_mib,
+        gpus: r.gpus,
+        ports: r.ports,
+    })
+    .unwrap_or_default()
 }
 
 /// Resources to the wire.
 pub fn resources_pb(r: &Resources) -> pb::Resources {
-    pb::Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports }
+    pb::Resources {
+        cpu_millis: r.cpu_millis,
+        memory_mib: r.memory_mib,
+        disk_mib: r.disk_mib,
+        gpus: r.gpus,
+        ports: r.ports,
+    }
 }
 
 /// A job kind from the wire.
@@ -54,7 +67,9 @@ pub fn job_kind(field: &str, k: i32) -> Result<JobKind, FieldError> {
         Ok(pb::JobKind::Stateless) => Ok(JobKind::Stateless),
         Ok(pb::JobKind::Stateful) => Ok(JobKind::Stateful),
         Ok(pb::JobKind::Daemon) => Ok(JobKind::Daemon),
-        Ok(pb::JobKind::Unspecified) => Err(FieldError::new(field, "must be set (batch, stateless, stateful or daemon)")),
+        Ok(pb::JobKind::Unspecified) => {
+            Err(FieldError::new(field, "must be set (batch, stateless, stateful or daemon)"))
+        }
         Err(_) => Err(FieldError::new(field, format!("unknown job kind {k}"))),
     }
 }
@@ -85,10 +100,7 @@ pub fn job_state_pb(s: JobState) -> pb::JobState {
 /// A job state from the wire (for filters).
 pub fn job_state(field: &str, s: i32) -> Result<JobState, FieldError> {
     let state = pb::JobState::try_from(s).map_err(|_| FieldError::new(field, format!("unknown job state {s}")))?;
-    JobState::ALL
-        .into_iter()
-        .find(|m| job_state_pb(*m) == state)
-        .ok_or_else(|| FieldError::new(field, "must be set"))
+    JobState::ALL.into_iter().find(|m| job_state_pb(*m) == state).ok_or_else(|| FieldError::new(field, "must be set"))
 }
 
 /// A task state to the wire.
@@ -116,10 +128,7 @@ pub fn task_state_pb(s: TaskState) -> pb::TaskState {
 /// A task state from the wire (for filters).
 pub fn task_state(field: &str, s: i32) -> Result<TaskState, FieldError> {
     let state = pb::TaskState::try_from(s).map_err(|_| FieldError::new(field, format!("unknown task state {s}")))?;
-    TaskState::ALL
-        .into_iter()
-        .find(|m| task_state_pb(*m) == state)
-        .ok_or_else(|| FieldError::new(field, "must be set"))
+    TaskState::ALL.into_iter().find(|m| task_state_pb(*m) == state).ok_or_else(|| FieldError::new(field, "must be set"))
 }
 
 fn constraint(field: &str, c: &pb::Constraint) -> Result<Constraint, FieldError> {
@@ -155,7 +164,9 @@ fn constraint_pb(c: &Constraint) -> pb::Constraint {
     let kind = match c {
         Constraint::AttributeEquals { key, value } => Kind::AttributeEquals(kv(key, value)),
         Constraint::AttributeNotEquals { key, value } => Kind::AttributeNotEquals(kv(key, value)),
-        Constraint::AttributeIn { key, values } => Kind::AttributeIn(KeyValues { key: key.clone(), values: values.clone() }),
+        Constraint::AttributeIn { key, values } => {
+            Kind::AttributeIn(KeyValues { key: key.clone(), values: values.clone() })
+        }
         Constraint::AttributeExists { key } => Kind::AttributeExists(key.clone()),
         Constraint::WithTaskLabel { key, value } => Kind::WithTaskLabel(kv(key, value)),
         Constraint::WithoutTaskLabel { key, value } => Kind::WithoutTaskLabel(kv(key, value)),
@@ -211,13 +222,22 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
         resources: resources(t.resources.as_ref()),
         ports: t.ports.clone(),
         constraints,
-        preferences: t.preferences.iter().map(|p| Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight }).collect(),
+        preferences: t
+            .preferences
+            .iter()
+            .map(|p| Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight })
+            .collect(),
         labels: t.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         health_check: t.health_check.as_ref().map(health_check),
         restart_policy: t
             .restart_policy
             .as_ref()
-            .map(|r| RestartPolicy { on_failure: r.on_failure, on_success: r.on_success, max_restarts: r.max_restarts, backoff_secs: r.backoff_secs })
+            .map(|r| RestartPolicy {
+                on_failure: r.on_failure,
+                on_success: r.on_success,
+                max_restarts: r.max_restarts,
+                backoff_secs: r.backoff_secs,
+            })
             .unwrap_or_default(),
         volume: t.volume.as_ref().map(|v| VolumeSpec { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: t.kill_grace_period_secs,
@@ -228,7 +248,9 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
 fn spec_error(prefix: &str, e: &SpecError) -> FieldError {
     let field = match e {
         SpecError::Empty(f) => Some(*f),
-        SpecError::TooLong { field, .. } | SpecError::TooMany { field, .. } | SpecError::Invalid { field, .. } => Some(*field),
+        SpecError::TooLong { field, .. } | SpecError::TooMany { field, .. } | SpecError::Invalid { field, .. } => {
+            Some(*field)
+        }
         _ => None,
     };
     match field {
@@ -260,7 +282,11 @@ pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
         resources: Some(resources_pb(&t.resources)),
         ports: t.ports.clone(),
         constraints: t.constraints.iter().map(constraint_pb).collect(),
-        preferences: t.preferences.iter().map(|p| pb::Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight }).collect(),
+        preferences: t
+            .preferences
+            .iter()
+            .map(|p| pb::Preference { key: p.key.clone(), value: p.value.clone(), weight: p.weight })
+            .collect(),
         labels: t.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         health_check: t.health_check.as_ref().map(health_check_pb),
         restart_policy: Some(pb::RestartPolicy {
@@ -380,7 +406,8 @@ pub fn task_goal_str(g: TaskGoal) -> &'static str {
 
 /// A task runtime to the wire.
 pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
-    let waiting = matches!(rt.state, TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing);
+    let waiting =
+        matches!(rt.state, TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing);
     pb::Task {
         job_id: job_id.to_string(),
         instance,
@@ -455,7 +482,10 @@ pub fn update_pb(u: &Update, tasks: &[TaskRuntime]) -> pb::UpdateStatus {
     for &i in &u.instances {
         match tasks.get(i as usize) {
             Some(t) if t.state == TaskState::Failed => failed.push(i),
-            Some(t) if t.config_version == u.to_config_version && matches!(t.state, TaskState::Running | TaskState::Succeeded) => {
+            Some(t)
+                if t.config_version == u.to_config_version
+                    && matches!(t.state, TaskState::Running | TaskState::Succeeded) =>
+            {
                 done.push(i)
             }
             // An instance removed by the update (shrink) has no task left.

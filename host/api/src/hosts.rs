@@ -45,7 +45,10 @@ impl HostApi {
 
     fn get(&self, name: &str) -> Result<pb::Host, Status> {
         status::required("hostname", name)?;
-        self.hosts.host(name).map(|h| self.host_pb(&h)).ok_or_else(|| Status::not_found(format!("hostname: no host {name}")))
+        self.hosts
+            .host(name)
+            .map(|h| self.host_pb(&h))
+            .ok_or_else(|| Status::not_found(format!("hostname: no host {name}")))
     }
 }
 
@@ -61,7 +64,10 @@ pub fn state_pb(s: MaintenanceState) -> pb::HostState {
 
 #[tonic::async_trait]
 impl HostService for HostApi {
-    async fn list_hosts(&self, _request: Request<pb::ListHostsRequest>) -> Result<Response<pb::ListHostsResponse>, Status> {
+    async fn list_hosts(
+        &self,
+        _request: Request<pb::ListHostsRequest>,
+    ) -> Result<Response<pb::ListHostsResponse>, Status> {
         let mut hosts: Vec<pb::Host> = self.hosts.hosts().iter().map(|h| self.host_pb(h)).collect();
         hosts.sort_by(|a, b| a.hostname.cmp(&b.hostname));
         Ok(Response::new(pb::ListHostsResponse { hosts }))
@@ -71,7 +77,10 @@ impl HostService for HostApi {
         Ok(Response::new(pb::GetHostResponse { host: Some(self.get(&request.get_ref().hostname)?) }))
     }
 
-    async fn drain_host(&self, request: Request<pb::DrainHostRequest>) -> Result<Response<pb::DrainHostResponse>, Status> {
+    async fn drain_host(
+        &self,
+        request: Request<pb::DrainHostRequest>,
+    ) -> Result<Response<pb::DrainHostResponse>, Status> {
         let r = request.get_ref();
         self.get(&r.hostname)?;
         self.hosts.drain(&r.hostname).await.map_err(status::host)?;

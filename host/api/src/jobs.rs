@@ -63,7 +63,8 @@ fn instances_of(list: &[u32]) -> Option<Vec<u32>> {
 /// (`command: "a" → "b"`). Fields are compared through their JSON form so
 /// every field the model has is covered without listing them here.
 pub fn task_spec_diff(old: &TaskSpec, new: &TaskSpec) -> Vec<String> {
-    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) = (serde_json::to_value(old), serde_json::to_value(new))
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+        (serde_json::to_value(old), serde_json::to_value(new))
     else {
         return if old == new { vec![] } else { vec!["default_task: changed".into()] };
     };
@@ -93,20 +94,27 @@ impl JobApi {
         let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
         let n = info.tasks.len();
         if let Some((i, bad)) = list.iter().enumerate().find(|(_, x)| **x as usize >= n) {
-            return Err(Status::invalid_argument(format!("instances[{i}]: job {id} has no instance {bad} (it has {n})")));
+            return Err(Status::invalid_argument(format!(
+                "instances[{i}]: job {id} has no instance {bad} (it has {n})"
+            )));
         }
         Ok(info)
     }
 
     async fn update_status(&self, id: &str) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
-        Ok(Response::new(pb::UpdateControlResponse { update: info.update.as_ref().map(|u| convert::update_pb(u, &info.tasks)) }))
+        Ok(Response::new(pb::UpdateControlResponse {
+            update: info.update.as_ref().map(|u| convert::update_pb(u, &info.tasks)),
+        }))
     }
 }
 
 #[tonic::async_trait]
 impl JobService for JobApi {
-    async fn create_job(&self, request: Request<pb::CreateJobRequest>) -> Result<Response<pb::CreateJobResponse>, Status> {
+    async fn create_job(
+        &self,
+        request: Request<pb::CreateJobRequest>,
+    ) -> Result<Response<pb::CreateJobResponse>, Status> {
         let config = spec_of("spec", request.get_ref().spec.as_ref())?;
         auth::check_pool(&request, &config.pool)?;
         let id = new_job_id(&config.name);
@@ -122,7 +130,10 @@ impl JobService for JobApi {
         Ok(Response::new(pb::GetJobResponse { job: Some(convert::job_pb(&info)) }))
     }
 
-    async fn query_jobs(&self, request: Request<pb::QueryJobsRequest>) -> Result<Response<pb::QueryJobsResponse>, Status> {
+    async fn query_jobs(
+        &self,
+        request: Request<pb::QueryJobsRequest>,
+    ) -> Result<Response<pb::QueryJobsResponse>, Status> {
         let r = request.get_ref();
         let states = r
             .states
@@ -143,7 +154,9 @@ impl JobService for JobApi {
         };
         let page = self.jobs.query(&query).await.map_err(|e| match e {
             // A cursor the store cannot read is the caller's token.
-            paceline_jobmgr::JobError::Invalid { reason, .. } => Status::invalid_argument(format!("page_token: {reason}")),
+            paceline_jobmgr::JobError::Invalid { reason, .. } => {
+                Status::invalid_argument(format!("page_token: {reason}"))
+            }
             e => status::job(e, ""),
         })?;
         // The store has no name filter; it applies to the page, so a page may
@@ -157,7 +170,10 @@ impl JobService for JobApi {
         Ok(Response::new(pb::QueryJobsResponse { jobs, next_page_token: page.next.unwrap_or_default() }))
     }
 
-    async fn update_job(&self, request: Request<pb::UpdateJobRequest>) -> Result<Response<pb::UpdateJobResponse>, Status> {
+    async fn update_job(
+        &self,
+        request: Request<pb::UpdateJobRequest>,
+    ) -> Result<Response<pb::UpdateJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
         let config = spec_of("spec", r.spec.as_ref())?;
@@ -169,13 +185,19 @@ impl JobService for JobApi {
         }
         let (changed, added, removed) = instance_diff(&current.config, &config);
         let diff = task_spec_diff(&current.config.default_task, &config.default_task);
-        let mut response =
-            pb::UpdateJobResponse { update_id: String::new(), changed_instances: changed, added_instances: added, removed_instances: removed, diff };
+        let mut response = pb::UpdateJobResponse {
+            update_id: String::new(),
+            changed_instances: changed,
+            added_instances: added,
+            removed_instances: removed,
+            diff,
+        };
         if r.dry_run {
             return Ok(Response::new(response));
         }
         let spec = r.update.as_ref().map(convert::update_spec);
-        response.update_id = self.jobs.update(&r.id, config, UpdateRequest { spec }).await.map_err(|e| status::job(e, "spec"))?;
+        response.update_id =
+            self.jobs.update(&r.id, config, UpdateRequest { spec }).await.map_err(|e| status::job(e, "spec"))?;
         tracing::info!(job = %r.id, update = %response.update_id, "job update started");
         Ok(Response::new(response))
     }
@@ -189,7 +211,10 @@ impl JobService for JobApi {
         Ok(Response::new(pb::KillJobResponse {}))
     }
 
-    async fn restart_job(&self, request: Request<pb::RestartJobRequest>) -> Result<Response<pb::RestartJobResponse>, Status> {
+    async fn restart_job(
+        &self,
+        request: Request<pb::RestartJobRequest>,
+    ) -> Result<Response<pb::RestartJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
         auth::check_job(&request, &self.jobs, &r.id).await?;
@@ -201,7 +226,10 @@ impl JobService for JobApi {
         Ok(Response::new(pb::RestartJobResponse {}))
     }
 
-    async fn delete_job(&self, request: Request<pb::DeleteJobRequest>) -> Result<Response<pb::DeleteJobResponse>, Status> {
+    async fn delete_job(
+        &self,
+        request: Request<pb::DeleteJobRequest>,
+    ) -> Result<Response<pb::DeleteJobResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
         auth::check_job(&request, &self.jobs, id).await?;
@@ -209,7 +237,10 @@ impl JobService for JobApi {
         Ok(Response::new(pb::DeleteJobResponse {}))
     }
 
-    async fn pause_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+    async fn pause_update(
+        &self,
+        request: Request<pb::UpdateControlRequest>,
+    ) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
         auth::check_job(&request, &self.jobs, id).await?;
@@ -217,7 +248,10 @@ impl JobService for JobApi {
         self.update_status(id).await
     }
 
-    async fn resume_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+    async fn resume_update(
+        &self,
+        request: Request<pb::UpdateControlRequest>,
+    ) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
         auth::check_job(&request, &self.jobs, id).await?;
@@ -225,7 +259,10 @@ impl JobService for JobApi {
         self.update_status(id).await
     }
 
-    async fn abort_update(&self, request: Request<pb::UpdateControlRequest>) -> Result<Response<pb::UpdateControlResponse>, Status> {
+    async fn abort_update(
+        &self,
+        request: Request<pb::UpdateControlRequest>,
+    ) -> Result<Response<pb::UpdateControlResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
         auth::check_job(&request, &self.jobs, id).await?;

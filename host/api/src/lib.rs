@@ -139,7 +139,8 @@ macro_rules! limited {
 }
 
 /// The router [`router`] builds: every request passes [`auth::AuthLayer`] first.
-pub type ApiRouter = tonic::transport::server::Router<tower::layer::util::Stack<auth::AuthLayer, tower::layer::util::Identity>>;
+pub type ApiRouter =
+    tonic::transport::server::Router<tower::layer::util::Stack<auth::AuthLayer, tower::layer::util::Identity>>;
 
 /// A tonic server with the API's TLS identity, when it has one.
 fn server_builder(config: &ApiConfig) -> Result<tonic::transport::Server, ApiError> {
@@ -169,7 +170,8 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .build_v1()?;
     let server = server_builder(config)?;
     // Browsers speak HTTP/1.1 to the web UI; gRPC clients HTTP/2 as before.
-    let mut server = server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let mut server =
+        server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
     let mut http = web::routes(roles.clone());
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
@@ -180,7 +182,11 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(reflection)
         .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
-        .add_service(limited!(PoolServiceServer, pools::PoolApi::new(roles.resmgr.clone(), roles.store.clone()), config))
+        .add_service(limited!(
+            PoolServiceServer,
+            pools::PoolApi::new(roles.resmgr.clone(), roles.store.clone()),
+            config
+        ))
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
         .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))

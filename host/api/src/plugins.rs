@@ -46,7 +46,10 @@ impl PluginApi {
 
     /// Reads an upload: `meta` first, then the bytes, checked against the
     /// runtime's upload limit as they arrive (and against `meta.size`).
-    async fn upload(&self, mut stream: Streaming<pb::DeployPluginRequest>) -> Result<(pb::deploy_plugin_request::Meta, Vec<u8>), Status> {
+    async fn upload(
+        &self,
+        mut stream: Streaming<pb::DeployPluginRequest>,
+    ) -> Result<(pb::deploy_plugin_request::Meta, Vec<u8>), Status> {
         let max = self.registry.runtime().config().max_upload_bytes;
         let meta = match stream.message().await?.and_then(|m| m.part) {
             Some(Part::Meta(meta)) => meta,
@@ -54,7 +57,10 @@ impl PluginApi {
         };
         slot_world(&meta.slot).map_err(|e| Status::invalid_argument(format!("meta.slot: {e}")))?;
         if meta.size > max as u64 {
-            return Err(Status::invalid_argument(format!("meta.size: {} bytes is over the {max}-byte upload limit", meta.size)));
+            return Err(Status::invalid_argument(format!(
+                "meta.size: {} bytes is over the {max}-byte upload limit",
+                meta.size
+            )));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0).min(max));
         let mut n = 1usize;
@@ -66,12 +72,20 @@ impl PluginApi {
                     }
                     bytes.extend_from_slice(&chunk);
                 }
-                _ => return Err(Status::invalid_argument(format!("message {n}: after meta, every message must carry a chunk"))),
+                _ => {
+                    return Err(Status::invalid_argument(format!(
+                        "message {n}: after meta, every message must carry a chunk"
+                    )));
+                }
             }
             n += 1;
         }
         if meta.size != 0 && meta.size != bytes.len() as u64 {
-            return Err(Status::invalid_argument(format!("meta.size: says {} bytes, {} arrived", meta.size, bytes.len())));
+            return Err(Status::invalid_argument(format!(
+                "meta.size: says {} bytes, {} arrived",
+                meta.size,
+                bytes.len()
+            )));
         }
         if bytes.is_empty() {
             return Err(Status::invalid_argument("chunk: no component bytes were sent"));
@@ -82,7 +96,11 @@ impl PluginApi {
     async fn slot(&self, name: &str) -> Result<pb::PluginSlot, Status> {
         let name = name.to_string();
         let slots = self.blocking(|r| Ok(r.list())).await?;
-        Ok(slots.iter().find(|s| s.slot == name).map(slot_pb).unwrap_or(pb::PluginSlot { slot: name, ..Default::default() }))
+        Ok(slots
+            .iter()
+            .find(|s| s.slot == name)
+            .map(slot_pb)
+            .unwrap_or(pb::PluginSlot { slot: name, ..Default::default() }))
     }
 }
 
@@ -129,7 +147,10 @@ fn slot_ref(field: &str, slot: &str) -> Result<(), Status> {
 
 #[tonic::async_trait]
 impl PluginService for PluginApi {
-    async fn deploy_plugin(&self, request: Request<Streaming<pb::DeployPluginRequest>>) -> Result<Response<pb::DeployPluginResponse>, Status> {
+    async fn deploy_plugin(
+        &self,
+        request: Request<Streaming<pb::DeployPluginRequest>>,
+    ) -> Result<Response<pb::DeployPluginResponse>, Status> {
         let (meta, bytes) = self.upload(request.into_inner()).await?;
         let options = DeployOptions { self_test: !meta.skip_self_test };
         let (slot, name, version) = (meta.slot.clone(), meta.name.clone(), meta.version.clone());
@@ -156,7 +177,10 @@ impl PluginService for PluginApi {
         Ok(Response::new(pb::ValidatePluginResponse { error: result.map(|e| e.to_string()).unwrap_or_default() }))
     }
 
-    async fn list_plugins(&self, _request: Request<pb::ListPluginsRequest>) -> Result<Response<pb::ListPluginsResponse>, Status> {
+    async fn list_plugins(
+        &self,
+        _request: Request<pb::ListPluginsRequest>,
+    ) -> Result<Response<pb::ListPluginsResponse>, Status> {
         let slots = self.blocking(|r| Ok(r.list())).await?;
         Ok(Response::new(pb::ListPluginsResponse { slots: slots.iter().map(slot_pb).collect() }))
     }
@@ -180,7 +204,10 @@ impl PluginService for PluginApi {
         Ok(Response::new(self.slot(&r.slot).await?))
     }
 
-    async fn shadow_plugin(&self, request: Request<pb::ShadowPluginRequest>) -> Result<Response<pb::ShadowPluginResponse>, Status> {
+    async fn shadow_plugin(
+        &self,
+        request: Request<pb::ShadowPluginRequest>,
+    ) -> Result<Response<pb::ShadowPluginResponse>, Status> {
         let r = request.into_inner();
         let p = r.plugin.ok_or_else(|| Status::invalid_argument("plugin: must be set"))?;
         slot_ref("plugin.slot", &p.slot)?;

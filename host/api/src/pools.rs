@@ -215,7 +215,10 @@ fn spec_in(spec: Option<&pb::PoolSpec>) -> Result<PoolSpec, Status> {
 
 #[tonic::async_trait]
 impl PoolService for PoolApi {
-    async fn create_pool(&self, request: Request<pb::CreatePoolRequest>) -> Result<Response<pb::CreatePoolResponse>, Status> {
+    async fn create_pool(
+        &self,
+        request: Request<pb::CreatePoolRequest>,
+    ) -> Result<Response<pb::CreatePoolResponse>, Status> {
         let r = request.get_ref();
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
@@ -234,18 +237,23 @@ impl PoolService for PoolApi {
     async fn get_pool(&self, request: Request<pb::GetPoolRequest>) -> Result<Response<pb::GetPoolResponse>, Status> {
         let path = &request.get_ref().path;
         path_of(path)?;
-        let pool = Self::pool_pb(&*self.rm()?, path).ok_or_else(|| Status::not_found(format!("path: no pool {path}")))?;
+        let pool =
+            Self::pool_pb(&*self.rm()?, path).ok_or_else(|| Status::not_found(format!("path: no pool {path}")))?;
         Ok(Response::new(pb::GetPoolResponse { pool: Some(pool) }))
     }
 
-    async fn update_pool(&self, request: Request<pb::UpdatePoolRequest>) -> Result<Response<pb::UpdatePoolResponse>, Status> {
+    async fn update_pool(
+        &self,
+        request: Request<pb::UpdatePoolRequest>,
+    ) -> Result<Response<pb::UpdatePoolResponse>, Status> {
         let r = request.get_ref();
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
         let _serial = self.changes.lock().await;
         let before = {
             let mut rm = self.rm()?;
-            let before = rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
+            let before =
+                rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
             rm.update_pool(&r.path, spec).map_err(status::pool)?;
             before
         };
@@ -259,7 +267,10 @@ impl PoolService for PoolApi {
         Ok(Response::new(pb::UpdatePoolResponse {}))
     }
 
-    async fn delete_pool(&self, request: Request<pb::DeletePoolRequest>) -> Result<Response<pb::DeletePoolResponse>, Status> {
+    async fn delete_pool(
+        &self,
+        request: Request<pb::DeletePoolRequest>,
+    ) -> Result<Response<pb::DeletePoolResponse>, Status> {
         let path = &request.get_ref().path;
         path_of(path)?;
         let _serial = self.changes.lock().await;
@@ -279,7 +290,10 @@ impl PoolService for PoolApi {
         Ok(Response::new(pb::DeletePoolResponse {}))
     }
 
-    async fn list_pools(&self, _request: Request<pb::ListPoolsRequest>) -> Result<Response<pb::ListPoolsResponse>, Status> {
+    async fn list_pools(
+        &self,
+        _request: Request<pb::ListPoolsRequest>,
+    ) -> Result<Response<pb::ListPoolsResponse>, Status> {
         let rm = self.rm()?;
         Ok(Response::new(pb::ListPoolsResponse { pools: Self::all(&rm), capacity: Some(resources_pb(&rm.capacity())) }))
     }

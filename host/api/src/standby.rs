@@ -45,7 +45,12 @@ pub fn leader_of_status(status: &tonic::Status) -> Option<String> {
 
 /// The leader's API address in `metadata`, if any.
 pub fn leader_of_metadata(metadata: &tonic::metadata::MetadataMap) -> Option<String> {
-    metadata.get(LEADER_METADATA).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+    metadata
+        .get(LEADER_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 /// The answer to every call on a standby.
@@ -58,7 +63,10 @@ pub fn standby_status(leader: Option<&str>) -> tonic::Status {
             }
             format!("this paceline server is a standby; the leader's API is at {addr}")
         }
-        None => "this paceline server is a standby and no leader is known right now (election in progress); retry shortly".to_owned(),
+        None => {
+            "this paceline server is a standby and no leader is known right now (election in progress); retry shortly"
+                .to_owned()
+        }
     };
     tonic::Status::with_metadata(tonic::Code::Unavailable, message, metadata)
 }
@@ -165,7 +173,10 @@ struct StandbyHealth {
 
 #[tonic::async_trait]
 impl Health for StandbyHealth {
-    async fn check(&self, _request: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
+    async fn check(
+        &self,
+        _request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
         let mut response = tonic::Response::new(HealthCheckResponse { status: ServingStatus::NotServing as i32 });
         if let Some(addr) = self.leader.borrow().clone()
             && let Ok(v) = addr.parse()
@@ -177,7 +188,10 @@ impl Health for StandbyHealth {
 
     type WatchStream = futures::stream::Empty<Result<HealthCheckResponse, tonic::Status>>;
 
-    async fn watch(&self, _request: tonic::Request<HealthCheckRequest>) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+    async fn watch(
+        &self,
+        _request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
         Err(standby_status(self.leader.borrow().clone().as_deref()))
     }
 }

@@ -35,7 +35,9 @@ pub fn host(e: HostError) -> Status {
     match e {
         HostError::UnknownHost(_) | HostError::UnknownRun(_) => Status::not_found(msg),
         HostError::InvalidRequest { .. } => Status::invalid_argument(msg),
-        HostError::InvalidTransition { .. } | HostError::HostNotAcceptingTasks { .. } => Status::failed_precondition(msg),
+        HostError::InvalidTransition { .. } | HostError::HostNotAcceptingTasks { .. } => {
+            Status::failed_precondition(msg)
+        }
         HostError::Provider(ProviderError::Unsupported { .. }) => Status::unimplemented(msg),
         HostError::Provider(_) | HostError::HostUnreachable(_) | HostError::Store(_) | HostError::Stopped => {
             Status::unavailable(msg)

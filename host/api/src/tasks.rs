@@ -73,7 +73,10 @@ impl TaskApi {
 
 #[tonic::async_trait]
 impl TaskService for TaskApi {
-    async fn list_tasks(&self, request: Request<pb::ListTasksRequest>) -> Result<Response<pb::ListTasksResponse>, Status> {
+    async fn list_tasks(
+        &self,
+        request: Request<pb::ListTasksRequest>,
+    ) -> Result<Response<pb::ListTasksResponse>, Status> {
         let r = request.get_ref();
         status::required("job_id", &r.job_id)?;
         let states = r
@@ -96,7 +99,9 @@ impl TaskService for TaskApi {
     async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let t = task_ref("task", request.get_ref().task.as_ref())?;
         let rt = self.runtime(&t).await?;
-        Ok(Response::new(pb::GetTaskResponse { task: Some(self.with_admission(convert::task_pb(&t.job_id, t.instance, &rt))) }))
+        Ok(Response::new(pb::GetTaskResponse {
+            task: Some(self.with_admission(convert::task_pb(&t.job_id, t.instance, &rt))),
+        }))
     }
 
     async fn kill_task(&self, request: Request<pb::TaskRef>) -> Result<Response<pb::KillTaskResponse>, Status> {
@@ -144,7 +149,8 @@ impl TaskService for TaskApi {
         // The first read happens before the stream opens so that an error
         // (unknown host, a provider without logs) is the call's status.
         let first = self.hosts.read_log_on(&host, &run_id, stream, 0, 0).await.map_err(status::host)?;
-        let mut offset = if r.offset < 0 { first.file_size.saturating_sub(r.offset.unsigned_abs()) } else { r.offset as u64 };
+        let mut offset =
+            if r.offset < 0 { first.file_size.saturating_sub(r.offset.unsigned_abs()) } else { r.offset as u64 };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (hosts, jobs) = (self.hosts.clone(), self.jobs.clone());
         tokio::spawn(async move {
@@ -184,7 +190,10 @@ impl TaskService for TaskApi {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
-    async fn task_events(&self, request: Request<pb::TaskEventsRequest>) -> Result<Response<pb::TaskEventsResponse>, Status> {
+    async fn task_events(
+        &self,
+        request: Request<pb::TaskEventsRequest>,
+    ) -> Result<Response<pb::TaskEventsResponse>, Status> {
         let r = request.get_ref();
         let t = task_ref("task", r.task.as_ref())?;
         // Confirms the task exists, so an unknown one is NOT_FOUND, not empty.

@@ -129,22 +129,27 @@ impl WatchService for WatchApi {
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let r = request.into_inner();
-        let mut filter = Filter { job: r.kinds.is_empty(), task: r.kinds.is_empty(), pool: r.kinds.is_empty(), job_id: r.job_id };
+        let mut filter =
+            Filter { job: r.kinds.is_empty(), task: r.kinds.is_empty(), pool: r.kinds.is_empty(), job_id: r.job_id };
         for (i, k) in r.kinds.iter().enumerate() {
             match k.as_str() {
                 "job" => filter.job = true,
                 "task" => filter.task = true,
                 "pool" => filter.pool = true,
-                other => return Err(Status::invalid_argument(format!("kinds[{i}]: `{other}` is not job, task or pool"))),
+                other => {
+                    return Err(Status::invalid_argument(format!("kinds[{i}]: `{other}` is not job, task or pool")));
+                }
             }
         }
         if !filter.job_id.is_empty() && r.kinds.is_empty() {
             // A job filter says nothing about pools.
             filter.pool = false;
         }
-        let (replay, mut live) = self.jobs.feed().subscribe(r.from_revision).map_err(|e| {
-            Status::out_of_range(format!("from_revision: {e}; re-read, then watch from 0"))
-        })?;
+        let (replay, mut live) = self
+            .jobs
+            .feed()
+            .subscribe(r.from_revision)
+            .map_err(|e| Status::out_of_range(format!("from_revision: {e}; re-read, then watch from 0")))?;
         let (tx, rx) = mpsc::channel(256);
         let jobs = self.jobs.clone();
         tokio::spawn(async move {

@@ -118,7 +118,12 @@ async fn jobs(State(web): State<Arc<Web>>) -> Answer<pb::QueryJobsResponse> {
 
 async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Answer<serde_json::Value> {
     let job = web.jobs.get_job(Request::new(pb::GetJobRequest { id: id.clone() })).await?.into_inner().job;
-    let tasks = web.tasks.list_tasks(Request::new(pb::ListTasksRequest { job_id: id, states: vec![] })).await?.into_inner().tasks;
+    let tasks = web
+        .tasks
+        .list_tasks(Request::new(pb::ListTasksRequest { job_id: id, states: vec![] }))
+        .await?
+        .into_inner()
+        .tasks;
     Ok(Json(serde_json::json!({ "job": job, "tasks": tasks })))
 }
 
@@ -140,8 +145,13 @@ struct RollbackBody {
     slot: String,
 }
 
-async fn rollback(State(web): State<Arc<Web>>, body: Result<Json<RollbackBody>, axum::extract::rejection::JsonRejection>) -> Answer<pb::PluginSlot> {
-    let Json(body) = body.map_err(|e| Failure(Status::invalid_argument(format!("body: {e} (expected {{\"slot\": \"placement/batch\"}})"))))?;
+async fn rollback(
+    State(web): State<Arc<Web>>,
+    body: Result<Json<RollbackBody>, axum::extract::rejection::JsonRejection>,
+) -> Answer<pb::PluginSlot> {
+    let Json(body) = body.map_err(|e| {
+        Failure(Status::invalid_argument(format!("body: {e} (expected {{\"slot\": \"placement/batch\"}})")))
+    })?;
     let slot = web.plugins.rollback_plugin(Request::new(pb::SlotRef { slot: body.slot.clone() })).await?.into_inner();
     tracing::info!(slot = %body.slot, "plugin rolled back from the web UI");
     Ok(Json(slot))

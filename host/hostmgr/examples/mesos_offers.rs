@@ -12,10 +12,15 @@ use paceline_mesos_fake::{AgentSpec, FakeConfig, FakeMaster};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
     for encoding in [Encoding::Protobuf, Encoding::Json] {
-        let fake = FakeMaster::start(FakeConfig { allocation_interval: Duration::from_millis(5), ..FakeConfig::default() }).await?;
+        let fake =
+            FakeMaster::start(FakeConfig { allocation_interval: Duration::from_millis(5), ..FakeConfig::default() })
+                .await?;
         let config = MesosConfig { masters: vec![fake.url()], encoding, idle_suppress: None, ..MesosConfig::default() };
         let figures = mesos_offers(config, n, || async {
-            fake.add_agents((0..n).map(|i| AgentSpec::new(&format!("bench-{i:05}"), 32.0, 131_072.0).attribute("zone", if i % 2 == 0 { "a" } else { "b" })));
+            fake.add_agents((0..n).map(|i| {
+                AgentSpec::new(&format!("bench-{i:05}"), 32.0, 131_072.0)
+                    .attribute("zone", if i % 2 == 0 { "a" } else { "b" })
+            }));
         })
         .await?;
         println!(

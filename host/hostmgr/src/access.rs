@@ -15,7 +15,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use paceline_model::run::LaunchRequest;
 
-use crate::{ExpectedRun, HostError, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream};
+use crate::{
+    ExpectedRun, HostError, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream,
+};
 
 /// The host manager as the other roles see it. Object safe.
 #[async_trait]
@@ -44,7 +46,14 @@ pub trait HostAccess: Send + Sync + std::fmt::Debug {
     /// Stops a run, overriding its grace period when `grace` is set.
     async fn kill_with_grace(&self, run_id: &str, grace: Option<Duration>) -> Result<(), HostError>;
     /// Reads part of a run's log on a named host.
-    async fn read_log_on(&self, host: &str, run_id: &str, stream: LogStream, offset: u64, max_bytes: u64) -> Result<LogChunk, HostError>;
+    async fn read_log_on(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, HostError>;
     /// Which runs the owner expects (reconciliation after a restart or failover).
     async fn expect_runs(&self, runs: Vec<ExpectedRun>);
     /// UP → DRAINING.
@@ -103,7 +112,14 @@ impl HostAccess for HostManager {
         HostManager::kill_with_grace(self, run_id, grace).await
     }
 
-    async fn read_log_on(&self, host: &str, run_id: &str, stream: LogStream, offset: u64, max_bytes: u64) -> Result<LogChunk, HostError> {
+    async fn read_log_on(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, HostError> {
         HostManager::read_log_on(self, host, run_id, stream, offset, max_bytes).await
     }
 

@@ -173,7 +173,11 @@ pub struct OfferFigures {
 /// OFFERS event read off the stream until every agent is a host in the
 /// inventory: decoding, offer bookkeeping, registration and the manager's
 /// inventory included; the master's time to produce the offers is not.
-pub async fn mesos_offers<F, Fut>(mut config: crate::mesos::MesosConfig, hosts: usize, add_hosts: F) -> Result<OfferFigures, HostError>
+pub async fn mesos_offers<F, Fut>(
+    mut config: crate::mesos::MesosConfig,
+    hosts: usize,
+    add_hosts: F,
+) -> Result<OfferFigures, HostError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -210,7 +214,10 @@ where
         }
     };
     if tokio::time::timeout(Duration::from_secs(120), wait).await.is_err() || joined.len() < hosts {
-        return Err(HostError::InvalidRequest { field: "hosts", reason: format!("{} of {hosts} joined in 120 s", joined.len()) });
+        return Err(HostError::InvalidRequest {
+            field: "hosts",
+            reason: format!("{} of {hosts} joined in 120 s", joined.len()),
+        });
     }
     // From the first byte of offers decoded (the master's own time to make
     // them is not ours), to the last host in the inventory.

@@ -90,7 +90,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{HostError, ProviderError, RemoteErrorKind};
 pub use event::{HostEvent, HostEvents};
 pub use lease::{Lease, LeaseId, LeaseRequest};
-pub use mesos::{MesosConfig, MesosProvider};
 pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
+pub use mesos::{MesosConfig, MesosProvider};
 pub use provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
 pub use sim::{HostShape, SimConfig, SimProvider};

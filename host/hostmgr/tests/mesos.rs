@@ -50,8 +50,13 @@ struct Harness {
 
 async fn harness(cfg: MesosConfig, store: Arc<dyn Store>, expected: Vec<ExpectedRun>) -> Harness {
     let provider = MesosProvider::new(cfg, Some(store.clone()));
-    let mc = ManagerConfig { heartbeat_timeout_ms: 3_000, tick_interval: Some(Duration::from_millis(100)), ..ManagerConfig::default() };
-    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store).config(mc).start().await.expect("manager");
+    let mc = ManagerConfig {
+        heartbeat_timeout_ms: 3_000,
+        tick_interval: Some(Duration::from_millis(100)),
+        ..ManagerConfig::default()
+    };
+    let hosts =
+        HostManager::builder(Arc::new(provider.clone())).store(store).config(mc).start().await.expect("manager");
     hosts.expect_runs(expected).await;
     let events = hosts.subscribe();
     Harness { provider, hosts, events }
@@ -153,7 +158,10 @@ async fn offers_become_inventory_and_the_framework_id_is_kept() {
         let h = harness(config(vec![fake.url()], encoding), store.clone(), vec![]).await;
         until("both hosts registered", 10, || h.reachable("h1") && h.reachable("h2")).await;
         let info = h.hosts.host("h1").expect("h1");
-        assert_eq!(info.view.total, Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpus: 0, ports: 100 });
+        assert_eq!(
+            info.view.total,
+            Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpus: 0, ports: 100 }
+        );
         assert_eq!(info.view.attributes.get("zone").map(String::as_str), Some("z1"));
         assert_eq!(info.agent_id, fake.agent_id("h1"));
         let id = fake.framework_id().expect("subscribed");
@@ -195,7 +203,9 @@ async fn a_launch_accepts_the_offer_and_updates_are_acknowledged_only_once_handl
     let accept = fake.calls().into_iter().find(|c| c.kind == "ACCEPT").expect("ACCEPT").call;
     let a = accept.accept.expect("accept");
     let task = &a.operations[0].launch.as_ref().expect("launch").task_infos[0];
-    let amount = |n: &str| task.resources.iter().filter(|r| r.name == n).filter_map(|r| r.scalar.as_ref()).map(|s| s.value).sum::<f64>();
+    let amount = |n: &str| {
+        task.resources.iter().filter(|r| r.name == n).filter_map(|r| r.scalar.as_ref()).map(|s| s.value).sum::<f64>()
+    };
     assert_eq!((amount("cpus"), amount("mem"), amount("disk")), (0.5, 256.0, 10.0));
     assert_eq!(fake.task_script("job-0-1").as_deref(), Some("sleep 0.5"));
     let env = task.command.as_ref().and_then(|c| c.environment.as_ref()).expect("env");
@@ -226,7 +236,11 @@ async fn failed_tasks_invalid_launches_and_kills_map_to_run_states() {
     assert_eq!(u.state, RunState::Running);
     h.hosts.kill_with_grace("svc-0-1", Some(Duration::from_millis(100))).await.expect("kill");
     let seen = h.until_end("svc-0-1", 10).await;
-    assert_eq!(seen.last().map(|u| (u.state, u.reason.as_str())), Some((RunState::Killed, "KILLED_BY_REQUEST")), "{seen:?}");
+    assert_eq!(
+        seen.last().map(|u| (u.state, u.reason.as_str())),
+        Some((RunState::Killed, "KILLED_BY_REQUEST")),
+        "{seen:?}"
+    );
     h.provider.shutdown();
 }
 
@@ -292,7 +306,10 @@ async fn failover_keeps_the_framework_reconciles_and_launches_nothing_twice() {
     assert_eq!(info.id.as_ref().map(|f| f.value.as_str()), Some(id.as_str()), "FrameworkInfo.id");
     assert!(info.failover_timeout.is_some_and(|t| t > 0.0));
     let explicit = |fake: &FakeMaster| {
-        fake.calls().iter().filter(|c| c.kind == "RECONCILE" && c.call.reconcile.as_ref().is_some_and(|r| !r.tasks.is_empty())).count()
+        fake.calls()
+            .iter()
+            .filter(|c| c.kind == "RECONCILE" && c.call.reconcile.as_ref().is_some_and(|r| !r.tasks.is_empty()))
+            .count()
     };
     until("explicit reconciliation", 5, || explicit(&fake) >= 1).await;
 
@@ -443,7 +460,8 @@ async fn golden_call_bodies() {
     };
     let hex: String = ack.encode_to_vec().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(hex, "0a030a01661008420d0a030a016112030a01741a01ab");
-    let json = String::from_utf8(paceline_hostmgr::mesos::encode_call(&ack, Encoding::Json).expect("json")).expect("utf8");
+    let json =
+        String::from_utf8(paceline_hostmgr::mesos::encode_call(&ack, Encoding::Json).expect("json")).expect("utf8");
     assert_eq!(
         json,
         r#"{"framework_id":{"value":"f"},"type":"ACKNOWLEDGE","acknowledge":{"agent_id":{"value":"a"},"task_id":{"value":"t"},"uuid":"qw=="}}"#
@@ -461,7 +479,8 @@ async fn unused_offers_are_declined_idle_suppresses_and_a_launch_revives() {
     let mut h = harness(cfg, store(&dir), vec![]).await;
     until("h1", 10, || h.reachable("h1")).await;
     until("a DECLINE", 5, || fake.count_calls("DECLINE") >= 1).await;
-    let decline = fake.calls().into_iter().find(|c| c.kind == "DECLINE").expect("decline").call.decline.expect("decline");
+    let decline =
+        fake.calls().into_iter().find(|c| c.kind == "DECLINE").expect("decline").call.decline.expect("decline");
     assert_eq!(decline.filters.and_then(|f| f.refuse_seconds), Some(30.0));
     until("suppressed", 5, || fake.suppressed()).await;
     assert_eq!(h.provider.held_offers(), 0);
@@ -505,7 +524,13 @@ impl Zk {
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let dir = tempfile::tempdir().expect("dir");
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh");
-        let out = std::process::Command::new("bash").arg(&script).arg("start").arg(dir.path()).arg(port.to_string()).output().expect("script");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .output()
+            .expect("script");
         assert!(out.status.success(), "zookeeper.sh start: {}", String::from_utf8_lossy(&out.stderr));
         Zk { addr: format!("127.0.0.1:{port}"), dir: Some(dir) }
     }
@@ -535,8 +560,10 @@ async fn a_zookeeper_url_finds_the_leading_master() {
     // Lowest: not a MasterInfo (skipped with a warning); then the leader; then
     // a standby that nothing answers at; and a node of another kind.
     client.create(&prefix, b"garbage", &contender).await.expect("malformed node");
-    let port = fake.url().rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse::<u32>().ok()).expect("fake port");
-    let leader = format!(r#"{{"address":{{"hostname":"127.0.0.1","ip":"127.0.0.1","port":{port}}},"id":"m1","port":{port}}}"#);
+    let port =
+        fake.url().rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse::<u32>().ok()).expect("fake port");
+    let leader =
+        format!(r#"{{"address":{{"hostname":"127.0.0.1","ip":"127.0.0.1","port":{port}}},"id":"m1","port":{port}}}"#);
     client.create(&prefix, leader.as_bytes(), &contender).await.expect("leader node");
     client.create(&prefix, br#"{"address":{"ip":"127.0.0.1","port":1}}"#, &contender).await.expect("standby node");
     client.create(&format!("{group}/log_replicas"), b"", &persistent).await.expect("other node");

@@ -32,11 +32,8 @@ pub struct BenchReport {
 /// Runs both measurements; `dir` holds the SQLite file.
 pub async fn run(dir: &std::path::Path, instances: u32) -> Result<BenchReport, String> {
     let store = Harness::sqlite(&dir.join("bench.sqlite"));
-    let runtime =
-        Arc::new(PluginRuntime::new(RuntimeConfig::default()).map_err(|e| e.to_string())?);
-    let registry = Arc::new(
-        Registry::open(runtime, Arc::new(MemoryStore::default())).map_err(|e| e.to_string())?,
-    );
+    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).map_err(|e| e.to_string())?);
+    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).map_err(|e| e.to_string())?);
     let h = Harness::new(store, registry, &["h1"], 1_000);
     let config = JobConfig {
         name: "bench".into(),
@@ -52,9 +49,7 @@ pub async fn run(dir: &std::path::Path, instances: u32) -> Result<BenchReport, S
         ..JobConfig::default()
     };
     let started = Instant::now();
-    h.jm.create("bench-job", config)
-        .await
-        .map_err(|e| e.to_string())?;
+    h.jm.create("bench-job", config).await.map_err(|e| e.to_string())?;
     let create_ms = started.elapsed().as_secs_f64() * 1000.0;
     let gangs_submitted = h
         .resmgr
@@ -93,8 +88,8 @@ pub fn transitions_in_memory(tasks: usize) -> (u64, f64) {
         for (i, rt) in rts.iter_mut().enumerate() {
             let a = table::action(rt.state, TaskGoal::Run);
             // PENDING → PLACED is the resource manager's part (READY, PLACING) seen from here.
-            let allowed = rt.state.can_transition(step)
-                || (rt.state == TaskState::Pending && step == TaskState::Placed);
+            let allowed =
+                rt.state.can_transition(step) || (rt.state == TaskState::Pending && step == TaskState::Placed);
             if allowed && std::hint::black_box(a) != GoalAction::Done {
                 rt.state = step;
                 rt.updated_at_ms = i as u64;

@@ -78,18 +78,9 @@ mod tests {
     fn due_in_order() {
         let mut q = DeadlineQueue::default();
         for at in [30, 10, 20] {
-            q.push(Deadline {
-                at_ms: at,
-                job_key: 1,
-                instance: 0,
-                run: 1,
-                kind: DeadlineKind::Restart,
-            });
+            q.push(Deadline { at_ms: at, job_key: 1, instance: 0, run: 1, kind: DeadlineKind::Restart });
         }
-        assert_eq!(
-            q.due(25).iter().map(|d| d.at_ms).collect::<Vec<_>>(),
-            vec![10, 20]
-        );
+        assert_eq!(q.due(25).iter().map(|d| d.at_ms).collect::<Vec<_>>(), vec![10, 20]);
         assert_eq!(q.next_at(), Some(30));
     }
 }

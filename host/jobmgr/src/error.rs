@@ -35,10 +35,7 @@ pub enum JobError {
 impl JobError {
     /// An invalid-spec error for `field`.
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        JobError::Invalid {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        JobError::Invalid { field: field.into(), reason: reason.into() }
     }
 }
 
@@ -46,14 +43,11 @@ impl From<SpecError> for JobError {
     fn from(e: SpecError) -> Self {
         let field = match &e {
             SpecError::Empty(f) => (*f).to_string(),
-            SpecError::TooLong { field, .. }
-            | SpecError::TooMany { field, .. }
-            | SpecError::Invalid { field, .. } => (*field).to_string(),
+            SpecError::TooLong { field, .. } | SpecError::TooMany { field, .. } | SpecError::Invalid { field, .. } => {
+                (*field).to_string()
+            }
             SpecError::Constraint(_) => "constraints".to_string(),
         };
-        JobError::Invalid {
-            field,
-            reason: e.to_string(),
-        }
+        JobError::Invalid { field, reason: e.to_string() }
     }
 }

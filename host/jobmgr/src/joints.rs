@@ -22,12 +22,7 @@ pub trait TaskLauncher: Send + Sync {
     /// comes back as `RunUpdate`s through [`crate::JobManager::on_run_update`].
     /// `Err` means none was started: the job manager sends them back to
     /// READY (with a new run id).
-    async fn launch(
-        &self,
-        lease_id: &str,
-        host: &str,
-        runs: Vec<LaunchRequest>,
-    ) -> Result<(), String>;
+    async fn launch(&self, lease_id: &str, host: &str, runs: Vec<LaunchRequest>) -> Result<(), String>;
 
     /// Asks `host` to stop run `run_id`, with a grace period in seconds
     /// (`None`: the provider's default). The end comes back as a

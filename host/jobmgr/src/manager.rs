@@ -42,11 +42,7 @@ pub struct JobManagerConfig {
 
 impl Default for JobManagerConfig {
     fn default() -> Self {
-        JobManagerConfig {
-            max_instances: 100_000,
-            kill_retry_ms: 30_000,
-            events_limit: 100,
-        }
+        JobManagerConfig { max_instances: 100_000, kill_retry_ms: 30_000, events_limit: 100 }
     }
 }
 
@@ -118,10 +114,7 @@ impl JobManager {
             config,
             ops: tokio::sync::Mutex::new(()),
             feed: Arc::new(crate::feed::Feed::new()),
-            mem: Mutex::new(Mem {
-                next_key: 1,
-                ..Mem::default()
-            }),
+            mem: Mutex::new(Mem { next_key: 1, ..Mem::default() }),
         }
     }
 

@@ -59,36 +59,19 @@ impl RecordingLauncher {
 
 #[async_trait]
 impl TaskLauncher for RecordingLauncher {
-    async fn launch(
-        &self,
-        lease_id: &str,
-        host: &str,
-        runs: Vec<LaunchRequest>,
-    ) -> Result<(), String> {
-        if self
-            .refuse
-            .lock()
-            .map_err(|e| e.to_string())?
-            .contains(host)
-        {
+    async fn launch(&self, lease_id: &str, host: &str, runs: Vec<LaunchRequest>) -> Result<(), String> {
+        if self.refuse.lock().map_err(|e| e.to_string())?.contains(host) {
             return Err(format!("host {host} refused"));
         }
         let mut l = self.launches.lock().map_err(|e| e.to_string())?;
         for run in runs {
-            l.push(Launched {
-                lease: lease_id.to_string(),
-                host: host.to_string(),
-                run,
-            });
+            l.push(Launched { lease: lease_id.to_string(), host: host.to_string(), run });
         }
         Ok(())
     }
 
     async fn kill(&self, host: &str, run_id: &str, _grace_secs: Option<u32>) -> Result<(), String> {
-        self.kills
-            .lock()
-            .map_err(|e| e.to_string())?
-            .push((host.to_string(), run_id.to_string()));
+        self.kills.lock().map_err(|e| e.to_string())?.push((host.to_string(), run_id.to_string()));
         Ok(())
     }
 }
@@ -97,22 +80,9 @@ impl TaskLauncher for RecordingLauncher {
 /// everything (so non-preemptible work is admitted) on a large cluster.
 pub fn test_resmgr() -> ResourceManager {
     let mut rm = ResourceManager::new(Config::default());
-    rm.set_capacity(Resources::new(
-        1_000_000_000,
-        1_000_000_000,
-        1_000_000_000,
-        1_000,
-    ));
-    let big = PerKind {
-        cpu: 1_000_000_000,
-        memory: 1_000_000_000,
-        disk: 1_000_000_000,
-        gpu: 1_000,
-    };
-    let spec = PoolSpec {
-        reservation: big,
-        ..PoolSpec::default()
-    };
+    rm.set_capacity(Resources::new(1_000_000_000, 1_000_000_000, 1_000_000_000, 1_000));
+    let big = PerKind { cpu: 1_000_000_000, memory: 1_000_000_000, disk: 1_000_000_000, gpu: 1_000 };
+    let spec = PoolSpec { reservation: big, ..PoolSpec::default() };
     if let Err(e) = rm.create_pool("/test", spec) {
         tracing::error!(error = %e, "test pool");
     }
@@ -141,21 +111,14 @@ pub struct Harness {
 
 impl std::fmt::Debug for Harness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Harness")
-            .field("hosts", &self.hosts)
-            .finish_non_exhaustive()
+        f.debug_struct("Harness").field("hosts", &self.hosts).finish_non_exhaustive()
     }
 }
 
 impl Harness {
     /// A harness over `store` and `registry` (lifecycle natives are
     /// registered here), starting at `clock_ms`.
-    pub fn new(
-        store: Arc<dyn Store>,
-        registry: Arc<Registry>,
-        hosts: &[&str],
-        clock_ms: u64,
-    ) -> Harness {
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, hosts: &[&str], clock_ms: u64) -> Harness {
         if let Err(e) = crate::plugins::register_native_lifecycles(&registry) {
             tracing::error!(error = %e, "native lifecycles");
         }
@@ -196,22 +159,14 @@ impl Harness {
         let kills = {
             let mut rm = self.resmgr.lock().expect("resmgr lock");
             let report = rm.tick(now);
-            for k in [
-                PluginKind::Batch,
-                PluginKind::Stateless,
-                PluginKind::Stateful,
-                PluginKind::Daemon,
-            ] {
+            for k in [PluginKind::Batch, PluginKind::Stateless, PluginKind::Stateful, PluginKind::Daemon] {
                 rm.take_ready(k, usize::MAX, now, &mut ready);
             }
             report.kills
         };
         // What the wiring does with the tick's kill requests (preemption victims).
         if !kills.is_empty() {
-            self.jm
-                .on_resmgr_kills(kills)
-                .await
-                .expect("resmgr kills handled");
+            self.jm.on_resmgr_kills(kills).await.expect("resmgr kills handled");
         }
         let mut placements = Vec::new();
         for (n, r) in ready.iter().enumerate() {
@@ -224,12 +179,7 @@ impl Harness {
                 Some(h) if need.host_required || self.hosts.contains(h) => h.clone(),
                 _ => self.hosts[(r.instance as usize + n) % self.hosts.len()].clone(),
             };
-            placements.push(Placement {
-                job_key: r.job,
-                instance: r.instance,
-                resmgr_task: r.id,
-                host,
-            });
+            placements.push(Placement { job_key: r.job, instance: r.instance, resmgr_task: r.id, host });
         }
         let count = placements.len();
         if count > 0 {
@@ -293,29 +243,17 @@ impl Harness {
     /// Reports RUNNING (with `healthy(run)` as health) for every launched run
     /// not yet reported, and KILLED for every kill not yet confirmed.
     /// Returns how many updates were sent.
-    pub async fn settle_hosts(
-        &self,
-        healthy: &(dyn Fn(&LaunchRequest) -> Option<bool> + Sync),
-    ) -> usize {
+    pub async fn settle_hosts(&self, healthy: &(dyn Fn(&LaunchRequest) -> Option<bool> + Sync)) -> usize {
         let mut sent = 0;
         for l in self.launcher.launches() {
-            let fresh = self
-                .reported
-                .lock()
-                .expect("reported lock")
-                .insert(format!("start {}", l.run.run_id));
+            let fresh = self.reported.lock().expect("reported lock").insert(format!("start {}", l.run.run_id));
             if fresh {
-                self.report(&l.run.run_id, RunState::Running, healthy(&l.run))
-                    .await;
+                self.report(&l.run.run_id, RunState::Running, healthy(&l.run)).await;
                 sent += 1;
             }
         }
         for (_, run) in self.launcher.kills() {
-            let fresh = self
-                .reported
-                .lock()
-                .expect("reported lock")
-                .insert(format!("kill {run}"));
+            let fresh = self.reported.lock().expect("reported lock").insert(format!("kill {run}"));
             if fresh {
                 self.report(&run, RunState::Killed, None).await;
                 sent += 1;
@@ -325,11 +263,7 @@ impl Harness {
     }
 
     /// Places and settles until nothing moves (at most `rounds` rounds).
-    pub async fn pump(
-        &self,
-        healthy: &(dyn Fn(&LaunchRequest) -> Option<bool> + Sync),
-        rounds: usize,
-    ) {
+    pub async fn pump(&self, healthy: &(dyn Fn(&LaunchRequest) -> Option<bool> + Sync), rounds: usize) {
         for _ in 0..rounds {
             let placed = self.place().await;
             let sent = self.settle_hosts(healthy).await;

@@ -8,9 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use paceline_model::Labels;
-use paceline_model::job::{
-    InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, Update, UpdateState,
-};
+use paceline_model::job::{InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, Update, UpdateState};
 use paceline_model::task::{TaskGoal, TaskRuntime, TaskState};
 use paceline_resmgr::GangId;
 
@@ -71,11 +69,7 @@ impl JobEntry {
 
     /// Desired instance count (daemon: one per bound host slot).
     pub fn instance_count(&self) -> u32 {
-        if self.kind() == JobKind::Daemon {
-            self.daemon_hosts.len() as u32
-        } else {
-            self.config().instance_count
-        }
+        if self.kind() == JobKind::Daemon { self.daemon_hosts.len() as u32 } else { self.config().instance_count }
     }
 
     /// Task counts per state over the instances below the count.
@@ -144,11 +138,7 @@ pub(crate) struct UpdateEntry {
 
 impl UpdateEntry {
     pub fn of_state(&self, s: InstanceUpdateState) -> Vec<u32> {
-        self.progress
-            .values()
-            .filter(|p| p.state == s)
-            .map(|p| p.instance)
-            .collect()
+        self.progress.values().filter(|p| p.state == s).map(|p| p.instance).collect()
     }
 
     pub fn is_active(&self) -> bool {

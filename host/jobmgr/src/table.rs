@@ -36,49 +36,13 @@ use TaskState as S;
 /// unit test checks every (state, goal) pair matches exactly one row.
 pub const TABLE: &[(&[TaskState], &[TaskGoal], GoalAction)] = &[
     (&[S::Initialized], &[G::Run, G::Succeed], A::Submit),
-    (
-        &[S::Pending, S::Ready, S::Placing],
-        &[G::Run, G::Succeed],
-        A::Wait,
-    ),
+    (&[S::Pending, S::Ready, S::Placing], &[G::Run, G::Succeed], A::Wait),
     (&[S::Placed], &[G::Run, G::Succeed], A::Launch),
-    (
-        &[
-            S::Launching,
-            S::Launched,
-            S::Starting,
-            S::Running,
-            S::Preempting,
-        ],
-        &[G::Run, G::Succeed],
-        A::Wait,
-    ),
-    (
-        &[S::Killing],
-        &[G::Run, G::Succeed, G::Kill, G::Delete],
-        A::ResendKill,
-    ),
-    (
-        &[S::Initialized, S::Pending, S::Ready, S::Placing, S::Placed],
-        &[G::Kill, G::Delete],
-        A::Release,
-    ),
-    (
-        &[
-            S::Launching,
-            S::Launched,
-            S::Starting,
-            S::Running,
-            S::Preempting,
-        ],
-        &[G::Kill, G::Delete],
-        A::KillRun,
-    ),
-    (
-        &[S::Succeeded, S::Failed, S::Lost, S::Killed],
-        &[G::Run, G::Succeed, G::Kill, G::Delete],
-        A::Done,
-    ),
+    (&[S::Launching, S::Launched, S::Starting, S::Running, S::Preempting], &[G::Run, G::Succeed], A::Wait),
+    (&[S::Killing], &[G::Run, G::Succeed, G::Kill, G::Delete], A::ResendKill),
+    (&[S::Initialized, S::Pending, S::Ready, S::Placing, S::Placed], &[G::Kill, G::Delete], A::Release),
+    (&[S::Launching, S::Launched, S::Starting, S::Running, S::Preempting], &[G::Kill, G::Delete], A::KillRun),
+    (&[S::Succeeded, S::Failed, S::Lost, S::Killed], &[G::Run, G::Succeed, G::Kill, G::Delete], A::Done),
 ];
 
 /// The row for `(state, goal)`.
@@ -103,10 +67,7 @@ mod tests {
     fn every_pair_has_exactly_one_row() {
         for s in TaskState::ALL {
             for g in GOALS {
-                let n = TABLE
-                    .iter()
-                    .filter(|(ss, gg, _)| ss.contains(&s) && gg.contains(&g))
-                    .count();
+                let n = TABLE.iter().filter(|(ss, gg, _)| ss.contains(&s) && gg.contains(&g)).count();
                 assert_eq!(n, 1, "({s}, {g:?}) matches {n} rows");
             }
         }

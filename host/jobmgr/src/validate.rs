@@ -10,11 +10,7 @@ use paceline_resmgr::ResourceManager;
 
 use crate::error::JobError;
 
-pub(crate) fn check(
-    config: &JobConfig,
-    max_instances: u32,
-    resmgr: &ResourceManager,
-) -> Result<(), JobError> {
+pub(crate) fn check(config: &JobConfig, max_instances: u32, resmgr: &ResourceManager) -> Result<(), JobError> {
     config.validate()?;
     if config.kind != JobKind::Daemon && config.instance_count == 0 {
         return Err(JobError::invalid("instance_count", "must be at least 1"));
@@ -22,42 +18,24 @@ pub(crate) fn check(
     if config.instance_count > max_instances {
         return Err(JobError::invalid(
             "instance_count",
-            format!(
-                "{} is more than this cluster's limit of {max_instances}",
-                config.instance_count
-            ),
+            format!("{} is more than this cluster's limit of {max_instances}", config.instance_count),
         ));
     }
     if config.sla.min_running_instances == Some(0) {
-        return Err(JobError::invalid(
-            "sla.min_running_instances",
-            "must be at least 1 when set",
-        ));
+        return Err(JobError::invalid("sla.min_running_instances", "must be at least 1 when set"));
     }
     if config.sla.max_run_time_secs == Some(0) {
-        return Err(JobError::invalid(
-            "sla.max_run_time_secs",
-            "must be at least 1 when set",
-        ));
+        return Err(JobError::invalid("sla.max_run_time_secs", "must be at least 1 when set"));
     }
     if config.update.batch_size > config.instance_count.max(1) {
-        return Err(JobError::invalid(
-            "update.batch_size",
-            "is larger than the instance count",
-        ));
+        return Err(JobError::invalid("update.batch_size", "is larger than the instance count"));
     }
     let tree = resmgr.tree();
     let Some(pool) = tree.id(&config.pool) else {
-        return Err(JobError::invalid(
-            "pool",
-            format!("pool `{}` does not exist", config.pool),
-        ));
+        return Err(JobError::invalid("pool", format!("pool `{}` does not exist", config.pool)));
     };
     if tree.children(pool).next().is_some() || tree.parent(pool).is_none() {
-        return Err(JobError::invalid(
-            "pool",
-            format!("pool `{}` is not a leaf pool", config.pool),
-        ));
+        return Err(JobError::invalid("pool", format!("pool `{}` is not a leaf pool", config.pool)));
     }
     check_spec("default_task", &config.default_task)?;
     for (i, spec) in &config.instance_overrides {
@@ -73,10 +51,7 @@ pub(crate) fn check(
         }
     }
     if config.kind == JobKind::Stateful && config.sla.preemptible {
-        return Err(JobError::invalid(
-            "sla.preemptible",
-            "stateful jobs are never preempted",
-        ));
+        return Err(JobError::invalid("sla.preemptible", "stateful jobs are never preempted"));
     }
     Ok(())
 }
@@ -84,10 +59,8 @@ pub(crate) fn check(
 fn check_spec(field: &str, spec: &TaskSpec) -> Result<(), JobError> {
     let mut seen = BTreeSet::new();
     for p in &spec.ports {
-        let valid = !p.is_empty()
-            && p.len() <= 63
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let valid =
+            !p.is_empty() && p.len() <= 63 && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid {
             return Err(JobError::invalid(
                 format!("{field}.ports"),
@@ -95,10 +68,7 @@ fn check_spec(field: &str, spec: &TaskSpec) -> Result<(), JobError> {
             ));
         }
         if !seen.insert(p.as_str()) {
-            return Err(JobError::invalid(
-                format!("{field}.ports"),
-                format!("port name {p:?} appears twice"),
-            ));
+            return Err(JobError::invalid(format!("{field}.ports"), format!("port name {p:?} appears twice")));
         }
     }
     Ok(())

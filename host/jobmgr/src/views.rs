@@ -66,34 +66,23 @@ pub(crate) fn kind(k: JobKind) -> sdk::JobKind {
 /// Failures allowed per instance: the restart policy's budget (batch).
 pub(crate) fn max_failures(job: &JobEntry) -> u32 {
     let p = &job.config().default_task.restart_policy;
-    if p.on_failure {
-        p.max_restarts.unwrap_or(u32::MAX)
-    } else {
-        0
-    }
+    if p.on_failure { p.max_restarts.unwrap_or(u32::MAX) } else { 0 }
 }
 
-pub(crate) fn job_view(
-    job: &JobEntry,
-    draining: &std::collections::BTreeSet<String>,
-) -> sdk::JobView {
+pub(crate) fn job_view(job: &JobEntry, draining: &std::collections::BTreeSet<String>) -> sdk::JobView {
     let cfg = job.config();
-    let update = job
-        .update
-        .as_ref()
-        .filter(|u| u.is_active())
-        .map(|u| sdk::UpdateView {
-            target_version: job.target_version(),
-            batch_size: u.update.spec.batch_size,
-            max_unavailable: cfg.sla.max_unavailable_instances.unwrap_or(0),
-            max_failures: u.update.spec.max_failed_instances,
-            rollback_on_failure: u.update.spec.rollback_on_failure
-                && u.update.state != paceline_model::job::UpdateState::RollingBackward,
-            paused: u.paused(),
-            done: u.of_state(InstanceUpdateState::Succeeded),
-            in_flight: u.of_state(InstanceUpdateState::InProgress),
-            failed: u.of_state(InstanceUpdateState::Failed),
-        });
+    let update = job.update.as_ref().filter(|u| u.is_active()).map(|u| sdk::UpdateView {
+        target_version: job.target_version(),
+        batch_size: u.update.spec.batch_size,
+        max_unavailable: cfg.sla.max_unavailable_instances.unwrap_or(0),
+        max_failures: u.update.spec.max_failed_instances,
+        rollback_on_failure: u.update.spec.rollback_on_failure
+            && u.update.state != paceline_model::job::UpdateState::RollingBackward,
+        paused: u.paused(),
+        done: u.of_state(InstanceUpdateState::Succeeded),
+        in_flight: u.of_state(InstanceUpdateState::InProgress),
+        failed: u.of_state(InstanceUpdateState::Failed),
+    });
     sdk::JobView {
         kind: kind(cfg.kind),
         state: job_state(job.runtime.state),
@@ -106,13 +95,7 @@ pub(crate) fn job_view(
         matching_hosts: job
             .daemon_hosts
             .iter()
-            .map(|h| {
-                if draining.contains(h) {
-                    String::new()
-                } else {
-                    h.clone()
-                }
-            })
+            .map(|h| if draining.contains(h) { String::new() } else { h.clone() })
             .collect(),
     }
 }

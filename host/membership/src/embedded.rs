@@ -23,22 +23,13 @@ impl Embedded {
     pub fn new(member: MemberInfo, roles: Vec<Role>) -> Self {
         let roles = roles
             .into_iter()
-            .map(|role| {
-                (
-                    role,
-                    watch::Sender::new(Leadership::Leader {
-                        epoch: EMBEDDED_EPOCH,
-                    }),
-                )
-            })
+            .map(|role| (role, watch::Sender::new(Leadership::Leader { epoch: EMBEDDED_EPOCH })))
             .collect();
         Embedded { member, roles }
     }
 
     fn leads(&self, role: Role) -> bool {
-        self.roles
-            .get(&role)
-            .is_some_and(|tx| tx.borrow().is_leader())
+        self.roles.get(&role).is_some_and(|tx| tx.borrow().is_leader())
     }
 }
 
@@ -56,11 +47,7 @@ impl Membership for Embedded {
     }
 
     async fn members(&self, role: Role) -> Result<Vec<MemberInfo>> {
-        Ok(if self.leads(role) {
-            vec![self.member.clone()]
-        } else {
-            Vec::new()
-        })
+        Ok(if self.leads(role) { vec![self.member.clone()] } else { Vec::new() })
     }
 
     async fn shutdown(&self) {

@@ -205,18 +205,10 @@ fn default_session_timeout_ms() -> u64 {
 /// For ZooKeeper this returns at once, also when ZooKeeper is unreachable: roles read
 /// [`Leadership::Unknown`] until a session is established, and connecting is retried in the
 /// background. Must be called inside a tokio runtime.
-pub fn from_config(
-    config: &MembershipConfig,
-    member: MemberInfo,
-    roles: Vec<Role>,
-) -> Result<Arc<dyn Membership>> {
+pub fn from_config(config: &MembershipConfig, member: MemberInfo, roles: Vec<Role>) -> Result<Arc<dyn Membership>> {
     match config {
         MembershipConfig::Embedded => Ok(Arc::new(Embedded::new(member, roles))),
-        MembershipConfig::ZooKeeper {
-            connect,
-            cluster,
-            session_timeout_ms,
-        } => {
+        MembershipConfig::ZooKeeper { connect, cluster, session_timeout_ms } => {
             let config = ZooKeeperConfig {
                 connect: connect.clone(),
                 cluster: cluster.clone(),
@@ -243,10 +235,7 @@ mod tests {
     fn role_names_round_trip() {
         for role in Role::ALL {
             assert_eq!(role.as_str().parse::<Role>().ok(), Some(role));
-            assert_eq!(
-                serde_json::to_string(&role).ok(),
-                Some(format!("\"{}\"", role.as_str()))
-            );
+            assert_eq!(serde_json::to_string(&role).ok(), Some(format!("\"{}\"", role.as_str())));
         }
         assert!("leader".parse::<Role>().is_err());
     }
@@ -256,8 +245,7 @@ mod tests {
         let embedded: MembershipConfig = serde_yaml::from_str("kind: embedded").expect("embedded");
         assert_eq!(embedded, MembershipConfig::Embedded);
         let zk: MembershipConfig =
-            serde_yaml::from_str("kind: zookeeper\nconnect: 127.0.0.1:2181\ncluster: c1\n")
-                .expect("zk");
+            serde_yaml::from_str("kind: zookeeper\nconnect: 127.0.0.1:2181\ncluster: c1\n").expect("zk");
         assert_eq!(
             zk,
             MembershipConfig::ZooKeeper {
@@ -266,26 +254,18 @@ mod tests {
                 session_timeout_ms: 6000
             }
         );
-        let alias: MembershipConfig = serde_yaml::from_str(
-            "kind: zoo_keeper\nconnect: a:1\ncluster: c\nsession_timeout_ms: 2000\n",
-        )
-        .expect("alias");
-        assert!(matches!(
-            alias,
-            MembershipConfig::ZooKeeper {
-                session_timeout_ms: 2000,
-                ..
-            }
-        ));
+        let alias: MembershipConfig =
+            serde_yaml::from_str("kind: zoo_keeper\nconnect: a:1\ncluster: c\nsession_timeout_ms: 2000\n")
+                .expect("alias");
+        assert!(matches!(alias, MembershipConfig::ZooKeeper { session_timeout_ms: 2000, .. }));
         assert!(serde_yaml::from_str::<MembershipConfig>("kind: etcd").is_err());
     }
 
     #[test]
     fn member_info_ignores_unknown_fields() {
-        let info: MemberInfo = serde_json::from_str(
-            r#"{"id":"a","api_addr":"x:1","agent_addr":"","roles":["jobmgr"],"later":true}"#,
-        )
-        .expect("parse");
+        let info: MemberInfo =
+            serde_json::from_str(r#"{"id":"a","api_addr":"x:1","agent_addr":"","roles":["jobmgr"],"later":true}"#)
+                .expect("parse");
         assert_eq!(info.roles, vec![Role::Jobmgr]);
     }
 }

@@ -94,12 +94,7 @@ pub struct ZooKeeperConfig {
 
 impl ZooKeeperConfig {
     /// A configuration with the default session timeout.
-    pub fn new(
-        connect: impl Into<String>,
-        cluster: impl Into<String>,
-        member: MemberInfo,
-        roles: Vec<Role>,
-    ) -> Self {
+    pub fn new(connect: impl Into<String>, cluster: impl Into<String>, member: MemberInfo, roles: Vec<Role>) -> Self {
         ZooKeeperConfig {
             connect: connect.into(),
             cluster: cluster.into(),
@@ -117,9 +112,7 @@ impl ZooKeeperConfig {
             )));
         }
         if cluster.chars().any(|c| c.is_control()) {
-            return Err(MembershipError::Config(format!(
-                "cluster name {cluster:?} has control characters"
-            )));
+            return Err(MembershipError::Config(format!("cluster name {cluster:?} has control characters")));
         }
         let hosts = self.connect.split('/').next().unwrap_or_default();
         if hosts.trim().is_empty() || hosts.split(',').any(|h| h.trim().is_empty()) {
@@ -132,16 +125,11 @@ impl ZooKeeperConfig {
             if let Some((_, port)) = host.trim().rsplit_once(':')
                 && port.parse::<u16>().is_err()
             {
-                return Err(MembershipError::Config(format!(
-                    "bad port in {host:?} of {:?}",
-                    self.connect
-                )));
+                return Err(MembershipError::Config(format!("bad port in {host:?} of {:?}", self.connect)));
             }
         }
         if self.session_timeout.is_zero() {
-            return Err(MembershipError::Config(
-                "session timeout must be positive".into(),
-            ));
+            return Err(MembershipError::Config("session timeout must be positive".into()));
         }
         Ok(())
     }
@@ -186,14 +174,11 @@ impl ZooKeeperMembership {
     /// Errors: an invalid configuration, or no tokio runtime.
     pub fn start(config: ZooKeeperConfig) -> Result<Self> {
         config.validate()?;
-        let runtime =
-            tokio::runtime::Handle::try_current().map_err(|_| MembershipError::NoRuntime)?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| MembershipError::NoRuntime)?;
         let data = serde_json::to_vec(&config.member)?;
         let mut roles = BTreeMap::new();
         for role in &config.roles {
-            roles
-                .entry(*role)
-                .or_insert_with(|| watch::Sender::new(Leadership::Unknown));
+            roles.entry(*role).or_insert_with(|| watch::Sender::new(Leadership::Unknown));
         }
         let inner = Arc::new(Inner {
             config,
@@ -221,28 +206,18 @@ impl ZooKeeperMembership {
                 _ = shutdown.wait_for(|s| *s) => Err(MembershipError::Shutdown),
             }
         };
-        tokio::time::timeout(timeout, wait)
-            .await
-            .map_err(|_| MembershipError::ConnectTimeout(timeout))?
+        tokio::time::timeout(timeout, wait).await.map_err(|_| MembershipError::ConnectTimeout(timeout))?
     }
 
     /// The current session (id and password), if one is established: for diagnostics and
     /// tests (which session a member holds, to tell a new session from the old).
     pub fn session(&self) -> Option<zk::SessionInfo> {
-        self.inner
-            .session
-            .borrow()
-            .as_ref()
-            .map(|c| c.session().clone())
+        self.inner.session.borrow().as_ref().map(|c| c.session().clone())
     }
 
     /// The id of the current session, if one is established.
     pub fn session_id(&self) -> Option<i64> {
-        self.inner
-            .session
-            .borrow()
-            .as_ref()
-            .map(|c| c.session_id().0)
+        self.inner.session.borrow().as_ref().map(|c| c.session_id().0)
     }
 
     /// The configuration this member runs with.
@@ -254,9 +229,7 @@ impl ZooKeeperMembership {
         let client = self.inner.session.borrow().clone();
         match client {
             Some(c) if c.state() == zk::SessionState::SyncConnected => Ok(c),
-            _ => Err(MembershipError::NotConnected {
-                connect: self.inner.config.connect.clone(),
-            }),
+            _ => Err(MembershipError::NotConnected { connect: self.inner.config.connect.clone() }),
         }
     }
 }
@@ -287,9 +260,7 @@ impl Membership for ZooKeeperMembership {
         let timeout = client.session_timeout();
         let read = tokio::time::timeout(timeout, self.inner.read_members(&client, &dir))
             .await
-            .map_err(|_| MembershipError::NotConnected {
-                connect: self.inner.config.connect.clone(),
-            })?;
+            .map_err(|_| MembershipError::NotConnected { connect: self.inner.config.connect.clone() })?;
         Ok(read?.into_iter().map(|m| m.info).collect())
     }
 
@@ -318,10 +289,8 @@ async fn run(inner: Arc<Inner>) {
     let mut shutdown = inner.shutdown.subscribe();
     let mut failures: u32 = 0;
     while !*shutdown.borrow() {
-        let connect = zk::Client::connector()
-            .with_session_timeout(cfg.session_timeout)
-            .with_fail_eagerly()
-            .connect(&cfg.connect);
+        let connect =
+            zk::Client::connector().with_session_timeout(cfg.session_timeout).with_fail_eagerly().connect(&cfg.connect);
         // Connecting gives up on its own after about a session timeout; the outer limit
         // guards against a server that accepts but never answers.
         let limit = cfg.session_timeout * 2 + Duration::from_secs(1);
@@ -364,10 +333,8 @@ fn backoff(failures: u32) -> Duration {
     let exp = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(10));
     let capped = exp.min(BACKOFF_MAX);
     // Up to 10% jitter so that members restarted together do not retry in step.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     capped + capped / 10 * (nanos % 100) / 100
 }
 
@@ -406,9 +373,7 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
             dir: inner.role_dir(*role),
             mine: None,
         };
-        tasks.push(tokio::spawn(
-            campaign.run(nudge.subscribe(), stop.subscribe()),
-        ));
+        tasks.push(tokio::spawn(campaign.run(nudge.subscribe(), stop.subscribe())));
     }
 
     let mut shutdown = inner.shutdown.subscribe();
@@ -460,10 +425,8 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
     inner.session.send_replace(None);
     drop(client);
     if *shutdown.borrow() && states.peek_state() == zk::SessionState::SyncConnected {
-        let closed = tokio::time::timeout(CLOSE_TIMEOUT, async {
-            while !states.changed().await.is_terminated() {}
-        })
-        .await;
+        let closed =
+            tokio::time::timeout(CLOSE_TIMEOUT, async { while !states.changed().await.is_terminated() {} }).await;
         match closed {
             Ok(()) => {
                 info!(cluster = %cfg.cluster, session = %session_id, "ZooKeeper session closed")
@@ -497,9 +460,7 @@ impl Inner {
         }
         for (role, tx) in &self.roles {
             let was_leader = tx.borrow().is_leader();
-            tx.send_if_modified(|s| {
-                std::mem::replace(s, Leadership::Unknown) != Leadership::Unknown
-            });
+            tx.send_if_modified(|s| std::mem::replace(s, Leadership::Unknown) != Leadership::Unknown);
             if was_leader {
                 warn!(cluster = %self.config.cluster, %role, "stepped down");
             }
@@ -529,10 +490,7 @@ impl Inner {
     }
 
     fn current(&self, role: Role) -> Leadership {
-        self.roles
-            .get(&role)
-            .map(|tx| tx.borrow().clone())
-            .unwrap_or(Leadership::Unknown)
+        self.roles.get(&role).map(|tx| tx.borrow().clone()).unwrap_or(Leadership::Unknown)
     }
 
     fn warn_once(&self, path: &str, why: &str) {
@@ -549,11 +507,7 @@ impl Inner {
             Ok(c) => c,
             Err(zk::Error::NoNode) => return Ok(Vec::new()),
             Err(source) => {
-                return Err(MembershipError::ZooKeeper {
-                    op: "list",
-                    path: dir.to_string(),
-                    source,
-                });
+                return Err(MembershipError::ZooKeeper { op: "list", path: dir.to_string(), source });
             }
         };
         let mut named = Vec::new();
@@ -565,21 +519,14 @@ impl Inner {
             }
         }
         // Pipelined: every request is sent before the first reply is awaited.
-        let reads: Vec<_> = named
-            .iter()
-            .map(|(_, path)| client.get_data(path))
-            .collect();
+        let reads: Vec<_> = named.iter().map(|(_, path)| client.get_data(path)).collect();
         let mut nodes = Vec::new();
         for ((seq, path), read) in named.into_iter().zip(reads) {
             let (data, stat) = match read.await {
                 Ok(r) => r,
                 Err(zk::Error::NoNode) => continue, // left between list and read
                 Err(source) => {
-                    return Err(MembershipError::ZooKeeper {
-                        op: "get",
-                        path,
-                        source,
-                    });
+                    return Err(MembershipError::ZooKeeper { op: "get", path, source });
                 }
             };
             if stat.ephemeral_owner == 0 {
@@ -639,9 +586,7 @@ impl Campaign {
                     let terminal = matches!(
                         err,
                         MembershipError::ZooKeeper {
-                            source: zk::Error::SessionExpired
-                                | zk::Error::ClientClosed
-                                | zk::Error::AuthFailed,
+                            source: zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed,
                             ..
                         }
                     );
@@ -663,9 +608,7 @@ impl Campaign {
                     }
                 }
                 Next::Watch(watchers) => {
-                    let any = futures::future::select_all(
-                        watchers.into_iter().map(|w| Box::pin(w.changed())),
-                    );
+                    let any = futures::future::select_all(watchers.into_iter().map(|w| Box::pin(w.changed())));
                     tokio::select! {
                         (event, _, _) = any => debug!(role = %self.role, ?event, "watch fired"),
                         _ = nudge.changed() => {}
@@ -692,34 +635,18 @@ impl Campaign {
         }
     }
 
-    fn zk_err<'a>(
-        op: &'static str,
-        path: &'a str,
-    ) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
-        move |source| MembershipError::ZooKeeper {
-            op,
-            path: path.to_string(),
-            source,
-        }
+    fn zk_err<'a>(op: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
+        move |source| MembershipError::ZooKeeper { op, path: path.to_string(), source }
     }
 
     async fn create_node(&mut self) -> Result<(i64, String)> {
         let prefix = format!("{}/{MEMBER_PREFIX}", self.dir);
         let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-        let created = match self
-            .client
-            .create(&prefix, &self.inner.data, &ephemeral)
-            .await
-        {
+        let created = match self.client.create(&prefix, &self.inner.data, &ephemeral).await {
             Err(zk::Error::NoNode) => {
                 let dir_opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                self.client
-                    .mkdir(&self.dir, &dir_opts)
-                    .await
-                    .map_err(Self::zk_err("mkdir", &self.dir))?;
-                self.client
-                    .create(&prefix, &self.inner.data, &ephemeral)
-                    .await
+                self.client.mkdir(&self.dir, &dir_opts).await.map_err(Self::zk_err("mkdir", &self.dir))?;
+                self.client.create(&prefix, &self.inner.data, &ephemeral).await
             }
             other => other,
         };
@@ -740,10 +667,7 @@ impl Campaign {
             }
         };
         let nodes = self.inner.read_members(&self.client, &self.dir).await?;
-        let Some(pos) = nodes
-            .iter()
-            .position(|n| n.seq == my_seq && n.path == my_path)
-        else {
+        let Some(pos) = nodes.iter().position(|n| n.seq == my_seq && n.path == my_path) else {
             // Our node is gone (deleted by hand?): step down, then join again.
             warn!(cluster = %self.inner.config.cluster, role = %self.role, node = %my_path,
                 "our member node vanished; joining again");
@@ -766,33 +690,20 @@ impl Campaign {
                     info!(cluster = %self.inner.config.cluster, role = %self.role, epoch, node = %my_path, "leading");
                 }
             }
-            let (stat, watcher) = self
-                .client
-                .check_and_watch_stat(&my_path)
-                .await
-                .map_err(Self::zk_err("exists", &my_path))?;
-            return Ok(if stat.is_some() {
-                Next::Watch(vec![watcher])
-            } else {
-                Next::Again
-            });
+            let (stat, watcher) =
+                self.client.check_and_watch_stat(&my_path).await.map_err(Self::zk_err("exists", &my_path))?;
+            return Ok(if stat.is_some() { Next::Watch(vec![watcher]) } else { Next::Again });
         }
         let leader = &nodes[0];
         let predecessor = &nodes[pos - 1];
-        self.publish(Leadership::Follower {
-            leader: Some(leader.info.clone()),
-        });
+        self.publish(Leadership::Follower { leader: Some(leader.info.clone()) });
         let mut watchers = Vec::new();
         let mut watch_paths = vec![predecessor.path.as_str()];
         if leader.path != predecessor.path {
             watch_paths.push(leader.path.as_str());
         }
         for path in watch_paths {
-            let (stat, watcher) = self
-                .client
-                .check_and_watch_stat(path)
-                .await
-                .map_err(Self::zk_err("exists", path))?;
+            let (stat, watcher) = self.client.check_and_watch_stat(path).await.map_err(Self::zk_err("exists", path))?;
             if stat.is_none() {
                 return Ok(Next::Again);
             }
@@ -804,9 +715,7 @@ impl Campaign {
 
     fn publish(&self, state: Leadership) -> bool {
         let was_leader = self.inner.current(self.role).is_leader();
-        let published = self
-            .inner
-            .publish(self.role, self.generation, &self.client, state.clone());
+        let published = self.inner.publish(self.role, self.generation, &self.client, state.clone());
         if published && was_leader && !state.is_leader() {
             warn!(cluster = %self.inner.config.cluster, role = %self.role, "stepped down");
         }
@@ -841,12 +750,7 @@ mod tests {
     }
 
     fn config(connect: &str, cluster: &str) -> ZooKeeperConfig {
-        let member = MemberInfo {
-            id: "m".into(),
-            api_addr: "a:1".into(),
-            agent_addr: String::new(),
-            roles: vec![],
-        };
+        let member = MemberInfo { id: "m".into(), api_addr: "a:1".into(), agent_addr: String::new(), roles: vec![] };
         ZooKeeperConfig::new(connect, cluster, member, vec![])
     }
 

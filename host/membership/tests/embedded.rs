@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use paceline_membership::{
-    Embedded, Leadership, MemberInfo, Membership, MembershipConfig, Role, from_config,
-};
+use paceline_membership::{Embedded, Leadership, MemberInfo, Membership, MembershipConfig, Role, from_config};
 
 fn me(roles: &[Role]) -> MemberInfo {
     MemberInfo {
@@ -35,15 +33,9 @@ async fn embedded_leads_every_role_it_was_given() {
 async fn embedded_only_leads_roles_given_and_from_config_builds_it() {
     let config: MembershipConfig = serde_yaml::from_str("kind: embedded").unwrap();
     let m = from_config(&config, me(&[Role::Placement]), vec![Role::Placement]).unwrap();
-    assert_eq!(
-        *m.watch(Role::Placement).borrow(),
-        Leadership::Leader { epoch: 1 }
-    );
+    assert_eq!(*m.watch(Role::Placement).borrow(), Leadership::Leader { epoch: 1 });
     assert_eq!(*m.watch(Role::Jobmgr).borrow(), Leadership::Unknown);
     assert_eq!(m.leader_of(Role::Jobmgr).await.unwrap(), None);
     assert!(m.members(Role::Jobmgr).await.unwrap().is_empty());
-    assert_eq!(
-        m.leader_of(Role::Placement).await.unwrap().map(|i| i.id),
-        Some("solo".into())
-    );
+    assert_eq!(m.leader_of(Role::Placement).await.unwrap().map(|i| i.id), Some("solo".into()));
 }

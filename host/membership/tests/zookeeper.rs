@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use paceline_membership::{
-    Leadership, MemberInfo, Membership, MembershipConfig, MembershipError, Role,
-    ZooKeeperMembership, from_config,
+    Leadership, MemberInfo, Membership, MembershipConfig, MembershipError, Role, ZooKeeperMembership, from_config,
 };
 use zookeeper_client as zk;
 
@@ -34,10 +33,7 @@ async fn start_members(cluster: &str, role: Role, ids: &[&str]) -> Vec<ZooKeeper
         let m = ZooKeeperMembership::start(zk_config(zookeeper(), cluster, id, &[role])).unwrap();
         m.wait_connected(SETTLE).await.unwrap();
         let mut rx = m.watch(role);
-        wait_for(&mut rx, SETTLE, &format!("{id} joins"), |l| {
-            !matches!(l, Leadership::Unknown)
-        })
-        .await;
+        wait_for(&mut rx, SETTLE, &format!("{id} joins"), |l| !matches!(l, Leadership::Unknown)).await;
         members.push(m);
     }
     members
@@ -54,36 +50,16 @@ async fn three_members_one_leader_others_name_it() {
     assert!(leader_epoch(&first).unwrap() > 0);
     for (i, id) in ["b", "c"].iter().enumerate() {
         let mut rx = members[i + 1].watch(Role::Jobmgr);
-        wait_for(&mut rx, SETTLE, &format!("{id} follows a"), |l| {
-            follows(l, "a")
-        })
-        .await;
+        wait_for(&mut rx, SETTLE, &format!("{id} follows a"), |l| follows(l, "a")).await;
     }
-    let leaders = members
-        .iter()
-        .filter(|m| m.watch(Role::Jobmgr).borrow().is_leader())
-        .count();
+    let leaders = members.iter().filter(|m| m.watch(Role::Jobmgr).borrow().is_leader()).count();
     assert_eq!(leaders, 1, "exactly one leader");
 
     // Discovery from a member that campaigns for nothing.
-    let observer =
-        ZooKeeperMembership::start(zk_config(zookeeper(), &cluster, "observer", &[])).unwrap();
+    let observer = ZooKeeperMembership::start(zk_config(zookeeper(), &cluster, "observer", &[])).unwrap();
     observer.wait_connected(SETTLE).await.unwrap();
-    assert_eq!(
-        observer
-            .leader_of(Role::Jobmgr)
-            .await
-            .unwrap()
-            .map(|m| m.id),
-        Some("a".to_string())
-    );
-    let ids: Vec<String> = observer
-        .members(Role::Jobmgr)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
+    assert_eq!(observer.leader_of(Role::Jobmgr).await.unwrap().map(|m| m.id), Some("a".to_string()));
+    let ids: Vec<String> = observer.members(Role::Jobmgr).await.unwrap().into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["a", "b", "c"]);
     let info = observer.leader_of(Role::Jobmgr).await.unwrap().unwrap();
     assert_eq!(info, member("a", &[Role::Jobmgr]));
@@ -96,11 +72,7 @@ async fn three_members_one_leader_others_name_it() {
     for m in members.iter().chain([&observer]) {
         m.shutdown().await;
     }
-    assert!(
-        members
-            .iter()
-            .all(|m| *m.watch(Role::Jobmgr).borrow() == Leadership::Unknown)
-    );
+    assert!(members.iter().all(|m| *m.watch(Role::Jobmgr).borrow() == Leadership::Unknown));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,51 +81,25 @@ async fn leader_shutdown_hands_over_quickly() {
     let cluster = unique_cluster("handover");
     let members = start_members(&cluster, Role::Resmgr, &["a", "b", "c"]).await;
     let mut a = members[0].watch(Role::Resmgr);
-    let first =
-        leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
+    let first = leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
     let mut c = members[2].watch(Role::Resmgr);
     wait_for(&mut c, SETTLE, "c follows a", |l| follows(l, "a")).await;
 
     let overlaps = detect_two_leaders(members.iter().map(|m| m.watch(Role::Resmgr)).collect());
     let t0 = Instant::now();
     members[0].shutdown().await;
-    assert_eq!(
-        *members[0].watch(Role::Resmgr).borrow(),
-        Leadership::Unknown
-    );
+    assert_eq!(*members[0].watch(Role::Resmgr).borrow(), Leadership::Unknown);
     let mut b = members[1].watch(Role::Resmgr);
-    let second = wait_for(
-        &mut b,
-        Duration::from_secs(2),
-        "b leads within 2 s",
-        Leadership::is_leader,
-    )
-    .await;
+    let second = wait_for(&mut b, Duration::from_secs(2), "b leads within 2 s", Leadership::is_leader).await;
     let took = t0.elapsed();
-    assert!(
-        leader_epoch(&second).unwrap() > first,
-        "epochs grow: {first} then {second:?}"
-    );
+    assert!(leader_epoch(&second).unwrap() > first, "epochs grow: {first} then {second:?}");
     // c watched b (its predecessor) and the leader: it names the new leader.
-    wait_for(&mut c, Duration::from_secs(2), "c follows b", |l| {
-        follows(l, "b")
-    })
-    .await;
+    wait_for(&mut c, Duration::from_secs(2), "c follows b", |l| follows(l, "b")).await;
     println!("handover after leader shutdown took {took:?}");
-    assert!(
-        overlaps.lock().unwrap().is_empty(),
-        "two leaders at once: {:?}",
-        overlaps.lock().unwrap()
-    );
+    assert!(overlaps.lock().unwrap().is_empty(), "two leaders at once: {:?}", overlaps.lock().unwrap());
 
     // The old leader's node vanished at once: discovery sees only b and c.
-    let ids: Vec<String> = members[1]
-        .members(Role::Resmgr)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
+    let ids: Vec<String> = members[1].members(Role::Resmgr).await.unwrap().into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["b", "c"]);
     for m in &members[1..] {
         m.shutdown().await;
@@ -172,8 +118,7 @@ async fn expired_leader_steps_down_before_successor_leads() {
     let mut members = vec![a_member];
     members.extend(start_members(&cluster, Role::Hostmgr, &["b", "c"]).await);
     let mut a = members[0].watch(Role::Hostmgr);
-    let first =
-        leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
+    let first = leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
     let mut b = members[1].watch(Role::Hostmgr);
     wait_for(&mut b, SETTLE, "b follows a", |l| follows(l, "a")).await;
 
@@ -187,58 +132,24 @@ async fn expired_leader_steps_down_before_successor_leads() {
     // only then can b lead. a must have stepped down long before.
     proxy.cut();
     wait_for(&mut a, SETTLE, "a steps down when cut off", |l| !l.is_leader()).await;
-    let second = wait_for(
-        &mut b,
-        SETTLE,
-        "b leads after a expires",
-        Leadership::is_leader,
-    )
-    .await;
+    let second = wait_for(&mut b, SETTLE, "b leads after a expires", Leadership::is_leader).await;
     assert!(leader_epoch(&second).unwrap() > first);
     // a comes back with a fresh session, as a follower of b.
     proxy.restore();
     wait_for(&mut a, SETTLE, "a follows b", |l| follows(l, "b")).await;
-    assert_ne!(
-        members[0].session_id(),
-        Some(old_session),
-        "a opened a new session"
-    );
+    assert_ne!(members[0].session_id(), Some(old_session), "a opened a new session");
 
     // a may lead again for a moment in the same session (its client can take the session
     // back before the second client closes it); what must hold is that a is not leader at
     // the moment b starts leading, and never after. The recorders run as their own tasks:
     // give them a moment to catch up.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        overlaps.lock().unwrap().is_empty(),
-        "two leaders at once: {:?}",
-        overlaps.lock().unwrap()
-    );
+    assert!(overlaps.lock().unwrap().is_empty(), "two leaders at once: {:?}", overlaps.lock().unwrap());
     let a_log = a_log.lock().unwrap().clone();
-    let b_up = b_log
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(_, l)| l.is_leader())
-        .map(|(t, _)| *t)
-        .expect("b led");
-    let (a_down, a_then) = a_log
-        .iter()
-        .rev()
-        .find(|(t, _)| *t <= b_up)
-        .cloned()
-        .expect("a's state before b led");
-    assert!(
-        !a_then.is_leader(),
-        "a was still leader when b started leading: {a_log:?}"
-    );
-    assert!(
-        a_log
-            .iter()
-            .filter(|(t, _)| *t > b_up)
-            .all(|(_, l)| !l.is_leader()),
-        "a led again: {a_log:?}"
-    );
+    let b_up = b_log.lock().unwrap().iter().find(|(_, l)| l.is_leader()).map(|(t, _)| *t).expect("b led");
+    let (a_down, a_then) = a_log.iter().rev().find(|(t, _)| *t <= b_up).cloned().expect("a's state before b led");
+    assert!(!a_then.is_leader(), "a was still leader when b started leading: {a_log:?}");
+    assert!(a_log.iter().filter(|(t, _)| *t > b_up).all(|(_, l)| !l.is_leader()), "a led again: {a_log:?}");
     println!("a stepped down {:?} before b led", b_up - a_down);
 
     for m in &members {
@@ -258,69 +169,31 @@ async fn malformed_nodes_are_ignored() {
     raw.mkdir(&dir, &persistent).await.unwrap();
     let good_json = serde_json::to_vec(&member("intruder", &[Role::Placement])).unwrap();
     // Valid JSON, lowest possible sequence, but persistent (would block the election forever).
-    raw.create(&format!("{dir}/member-0000000000"), &good_json, &persistent)
-        .await
-        .unwrap();
+    raw.create(&format!("{dir}/member-0000000000"), &good_json, &persistent).await.unwrap();
     // Next lowest sequence, ephemeral, but its data is not member JSON.
-    let (_, seq) = raw
-        .create(&format!("{dir}/member-"), b"not json", &ephemeral_seq)
-        .await
-        .unwrap();
+    let (_, seq) = raw.create(&format!("{dir}/member-"), b"not json", &ephemeral_seq).await.unwrap();
     assert_eq!(seq.into_i64(), 1);
     // Valid JSON, ephemeral, but not a member name.
-    raw.create(&format!("{dir}/garbage"), &good_json, &ephemeral)
-        .await
-        .unwrap();
-    raw.create(&format!("{dir}/member-12x"), &good_json, &ephemeral)
-        .await
-        .unwrap();
+    raw.create(&format!("{dir}/garbage"), &good_json, &ephemeral).await.unwrap();
+    raw.create(&format!("{dir}/member-12x"), &good_json, &ephemeral).await.unwrap();
 
     let members = start_members(&cluster, Role::Placement, &["a", "b"]).await;
     let mut a = members[0].watch(Role::Placement);
-    wait_for(
-        &mut a,
-        SETTLE,
-        "a leads despite malformed nodes",
-        Leadership::is_leader,
-    )
-    .await;
+    wait_for(&mut a, SETTLE, "a leads despite malformed nodes", Leadership::is_leader).await;
     let mut b = members[1].watch(Role::Placement);
     wait_for(&mut b, SETTLE, "b follows a", |l| follows(l, "a")).await;
-    let ids: Vec<String> = members[1]
-        .members(Role::Placement)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
+    let ids: Vec<String> = members[1].members(Role::Placement).await.unwrap().into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["a", "b"]);
-    assert_eq!(
-        members[1]
-            .leader_of(Role::Placement)
-            .await
-            .unwrap()
-            .map(|m| m.id),
-        Some("a".into())
-    );
+    assert_eq!(members[1].leader_of(Role::Placement).await.unwrap().map(|m| m.id), Some("a".into()));
     // The junk is still there: it was ignored, not removed.
     assert_eq!(raw.list_children(&dir).await.unwrap().len(), 6);
 
     // A malformed node appearing later changes nothing; the election still hands over.
-    raw.create(&format!("{dir}/member-"), b"{\"id\":1}", &ephemeral_seq)
-        .await
-        .unwrap();
+    raw.create(&format!("{dir}/member-"), b"{\"id\":1}", &ephemeral_seq).await.unwrap();
     members[0].shutdown().await;
-    wait_for(
-        &mut b,
-        Duration::from_secs(3),
-        "b leads",
-        Leadership::is_leader,
-    )
-    .await;
+    wait_for(&mut b, Duration::from_secs(3), "b leads", Leadership::is_leader).await;
     members[1].shutdown().await;
-    raw.delete(&format!("{dir}/member-0000000000"), None)
-        .await
-        .unwrap();
+    raw.delete(&format!("{dir}/member-0000000000"), None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,13 +202,7 @@ async fn unreachable_at_start_then_connects() {
     let port = free_port();
     let cluster = unique_cluster("unreachable");
     let connect = format!("127.0.0.1:{port}");
-    let m = ZooKeeperMembership::start(zk_config(
-        &connect,
-        &cluster,
-        "a",
-        &[Role::Jobmgr, Role::Resmgr],
-    ))
-    .unwrap();
+    let m = ZooKeeperMembership::start(zk_config(&connect, &cluster, "a", &[Role::Jobmgr, Role::Resmgr])).unwrap();
     let mut jobmgr = m.watch(Role::Jobmgr);
     assert_eq!(*jobmgr.borrow(), Leadership::Unknown);
 
@@ -346,10 +213,7 @@ async fn unreachable_at_start_then_connects() {
     }
     assert_eq!(*jobmgr.borrow(), Leadership::Unknown);
     assert_eq!(*m.watch(Role::Resmgr).borrow(), Leadership::Unknown);
-    assert!(matches!(
-        m.leader_of(Role::Jobmgr).await,
-        Err(MembershipError::NotConnected { .. })
-    ));
+    assert!(matches!(m.leader_of(Role::Jobmgr).await, Err(MembershipError::NotConnected { .. })));
 
     // ZooKeeper appears on that port: the retry loop finds it and the election runs.
     let server = ZkServer::start(port);
@@ -357,20 +221,12 @@ async fn unreachable_at_start_then_connects() {
     wait_for(&mut jobmgr, SETTLE, "a leads jobmgr", Leadership::is_leader).await;
     let mut resmgr = m.watch(Role::Resmgr);
     wait_for(&mut resmgr, SETTLE, "a leads resmgr", Leadership::is_leader).await;
-    assert_eq!(
-        m.leader_of(Role::Jobmgr).await.unwrap().map(|i| i.id),
-        Some("a".into())
-    );
+    assert_eq!(m.leader_of(Role::Jobmgr).await.unwrap().map(|i| i.id), Some("a".into()));
 
     // ZooKeeper goes away: step down at once (Unknown), and nothing panics while it retries.
     server.stop();
-    wait_for(
-        &mut jobmgr,
-        Duration::from_secs(3),
-        "a steps down when ZooKeeper stops",
-        |l| *l == Leadership::Unknown,
-    )
-    .await;
+    wait_for(&mut jobmgr, Duration::from_secs(3), "a steps down when ZooKeeper stops", |l| *l == Leadership::Unknown)
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(*jobmgr.borrow(), Leadership::Unknown);
     m.shutdown().await;
@@ -380,48 +236,27 @@ async fn unreachable_at_start_then_connects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn port_one_never_answers_and_shutdown_still_returns() {
     init_tracing();
-    let m = ZooKeeperMembership::start(zk_config(
-        "127.0.0.1:1",
-        &unique_cluster("port1"),
-        "a",
-        &[Role::Hostmgr],
-    ))
-    .unwrap();
+    let m =
+        ZooKeeperMembership::start(zk_config("127.0.0.1:1", &unique_cluster("port1"), "a", &[Role::Hostmgr])).unwrap();
     assert!(m.wait_connected(Duration::from_secs(2)).await.is_err());
     assert_eq!(*m.watch(Role::Hostmgr).borrow(), Leadership::Unknown);
     let t0 = Instant::now();
     m.shutdown().await;
-    assert!(
-        t0.elapsed() < Duration::from_secs(2),
-        "shutdown took {:?}",
-        t0.elapsed()
-    );
-    assert!(matches!(
-        m.wait_connected(Duration::from_millis(100)).await,
-        Err(MembershipError::Shutdown)
-    ));
+    assert!(t0.elapsed() < Duration::from_secs(2), "shutdown took {:?}", t0.elapsed());
+    assert!(matches!(m.wait_connected(Duration::from_millis(100)).await, Err(MembershipError::Shutdown)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_config_zookeeper_campaigns_for_every_role_given() {
     init_tracing();
     let cluster = unique_cluster("fromconfig");
-    let yaml = format!(
-        "kind: zookeeper\nconnect: \"{}\"\ncluster: {cluster}\nsession_timeout_ms: 2000\n",
-        zookeeper()
-    );
+    let yaml = format!("kind: zookeeper\nconnect: \"{}\"\ncluster: {cluster}\nsession_timeout_ms: 2000\n", zookeeper());
     let config: MembershipConfig = serde_yaml::from_str(&yaml).unwrap();
     let me: MemberInfo = member("solo", &Role::ALL);
     let m = from_config(&config, me.clone(), Role::ALL.to_vec()).unwrap();
     for role in Role::ALL {
         let mut rx = m.watch(role);
-        wait_for(
-            &mut rx,
-            SETTLE,
-            &format!("solo leads {role}"),
-            Leadership::is_leader,
-        )
-        .await;
+        wait_for(&mut rx, SETTLE, &format!("solo leads {role}"), Leadership::is_leader).await;
         assert_eq!(m.leader_of(role).await.unwrap(), Some(me.clone()));
     }
     m.shutdown().await;
@@ -429,13 +264,6 @@ async fn from_config_zookeeper_campaigns_for_every_role_given() {
         assert_eq!(*m.watch(role).borrow(), Leadership::Unknown);
     }
 
-    let bad = MembershipConfig::ZooKeeper {
-        connect: "x:1".into(),
-        cluster: "a/b".into(),
-        session_timeout_ms: 2000,
-    };
-    assert!(matches!(
-        from_config(&bad, me, vec![]),
-        Err(MembershipError::Config(_))
-    ));
+    let bad = MembershipConfig::ZooKeeper { connect: "x:1".into(), cluster: "a/b".into(), session_timeout_ms: 2000 };
+    assert!(matches!(from_config(&bad, me, vec![]), Err(MembershipError::Config(_))));
 }

@@ -130,7 +130,15 @@ pub struct AgentSpec {
 impl AgentSpec {
     /// An agent of `cpus` cores and `mem` MB, 10 GB disk, ports 31000–31099.
     pub fn new(hostname: &str, cpus: f64, mem: f64) -> Self {
-        AgentSpec { hostname: hostname.into(), cpus, mem, disk: 10_000.0, gpus: 0.0, ports: (31_000, 31_099), attributes: Vec::new() }
+        AgentSpec {
+            hostname: hostname.into(),
+            cpus,
+            mem,
+            disk: 10_000.0,
+            gpus: 0.0,
+            ports: (31_000, 31_099),
+            attributes: Vec::new(),
+        }
     }
 
     /// Adds a text attribute.
@@ -306,14 +314,25 @@ fn plan(script: &str, now: Instant) -> Plan {
 
 fn script_of(info: &mesos::TaskInfo) -> String {
     let Some(c) = &info.command else { return String::new() };
-    if c.shell.unwrap_or(true) || c.arguments.is_empty() { c.value.clone().unwrap_or_default() } else { c.arguments.join(" ") }
+    if c.shell.unwrap_or(true) || c.arguments.is_empty() {
+        c.value.clone().unwrap_or_default()
+    } else {
+        c.arguments.join(" ")
+    }
 }
 
 fn is_terminal(s: mesos::TaskState) -> bool {
     use mesos::TaskState as T;
     matches!(
         s,
-        T::TaskFinished | T::TaskFailed | T::TaskKilled | T::TaskError | T::TaskLost | T::TaskDropped | T::TaskGone | T::TaskGoneByOperator
+        T::TaskFinished
+            | T::TaskFailed
+            | T::TaskKilled
+            | T::TaskError
+            | T::TaskLost
+            | T::TaskDropped
+            | T::TaskGone
+            | T::TaskGoneByOperator
     )
 }
 
@@ -329,7 +348,10 @@ impl Master {
 
     fn partition_aware(&self, default: bool) -> bool {
         self.framework.as_ref().map_or(default, |f| {
-            f.info.capabilities.iter().any(|c| c.r#type == Some(mesos::framework_info::capability::Type::PartitionAware as i32))
+            f.info
+                .capabilities
+                .iter()
+                .any(|c| c.r#type == Some(mesos::framework_info::capability::Type::PartitionAware as i32))
         })
     }
 
@@ -409,7 +431,10 @@ impl Master {
             .agents
             .values()
             .filter(|a| {
-                a.alive && a.offer.is_none() && a.filtered_until.is_none_or(|t| t <= now) && a.taken_until.is_none_or(|t| t <= now)
+                a.alive
+                    && a.offer.is_none()
+                    && a.filtered_until.is_none_or(|t| t <= now)
+                    && a.taken_until.is_none_or(|t| t <= now)
             })
             .map(|a| a.id.clone())
             .collect();
@@ -456,7 +481,14 @@ impl Master {
         }
     }
 
-    fn status(&mut self, task_id: &str, state: mesos::TaskState, message: &str, reason: Option<mesos::task_status::Reason>, uuid: bool) -> mesos::TaskStatus {
+    fn status(
+        &mut self,
+        task_id: &str,
+        state: mesos::TaskState,
+        message: &str,
+        reason: Option<mesos::task_status::Reason>,
+        uuid: bool,
+    ) -> mesos::TaskStatus {
         let agent = self.tasks.get(task_id).map(|t| t.agent_id.clone());
         let uuid = uuid.then(|| {
             self.next_id += 1;
@@ -466,7 +498,11 @@ impl Master {
             task_id: mesos::TaskId { value: task_id.into() },
             state: state as i32,
             message: (!message.is_empty()).then(|| message.to_string()),
-            source: Some(if uuid.is_some() { mesos::task_status::Source::Executor } else { mesos::task_status::Source::Master } as i32),
+            source: Some(if uuid.is_some() {
+                mesos::task_status::Source::Executor
+            } else {
+                mesos::task_status::Source::Master
+            } as i32),
             reason: reason.map(|r| r as i32),
             agent_id: agent.map(|value| mesos::AgentId { value }),
             timestamp: Some(now_secs()),
@@ -476,7 +512,13 @@ impl Master {
     }
 
     /// Moves a task to `state` and queues the update (sent when it reaches the head).
-    fn transition(&mut self, task_id: &str, state: mesos::TaskState, message: &str, reason: Option<mesos::task_status::Reason>) {
+    fn transition(
+        &mut self,
+        task_id: &str,
+        state: mesos::TaskState,
+        message: &str,
+        reason: Option<mesos::task_status::Reason>,
+    ) {
         let st = self.status(task_id, state, message, reason, true);
         if let Some(t) = self.tasks.get_mut(task_id) {
             t.state = state;
@@ -527,9 +569,16 @@ impl Master {
         }
         for (id, code) in ends {
             match code {
-                None => self.transition(&id, mesos::TaskState::TaskKilled, "Command terminated with signal Terminated", None),
+                None => self.transition(
+                    &id,
+                    mesos::TaskState::TaskKilled,
+                    "Command terminated with signal Terminated",
+                    None,
+                ),
                 Some(0) => self.transition(&id, mesos::TaskState::TaskFinished, "Command exited with status 0", None),
-                Some(c) => self.transition(&id, mesos::TaskState::TaskFailed, &format!("Command exited with status {c}"), None),
+                Some(c) => {
+                    self.transition(&id, mesos::TaskState::TaskFailed, &format!("Command exited with status {c}"), None)
+                }
             }
         }
     }
@@ -573,10 +622,18 @@ async fn scheduler(State(shared): State<Arc<Shared>>, method: Method, headers: H
     let json = match media(headers.get(header::CONTENT_TYPE)) {
         Some(JSON) => true,
         Some(PROTOBUF) => false,
-        other => return text(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("Expecting 'Content-Type' of {JSON} or {PROTOBUF}, got {other:?}")),
+        other => {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Expecting 'Content-Type' of {JSON} or {PROTOBUF}, got {other:?}"),
+            );
+        }
     };
-    let decoded: Result<Call, String> =
-        if json { serde_json::from_slice(&body).map_err(|e| e.to_string()) } else { Call::decode(&body[..]).map_err(|e| e.to_string()) };
+    let decoded: Result<Call, String> = if json {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    } else {
+        Call::decode(&body[..]).map_err(|e| e.to_string())
+    };
     let c = match decoded {
         Ok(c) => c,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("Failed to parse body into Call protobuf: {e}")),
@@ -702,17 +759,26 @@ fn other_call(shared: &Shared, c: &Call, kind: call::Type, stream: Option<&str>)
         return text(StatusCode::FORBIDDEN, "Framework is not subscribed");
     }
     match stream {
-        None => return text(StatusCode::BAD_REQUEST, "All non-subscribe calls should include the 'Mesos-Stream-Id' header"),
+        None => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "All non-subscribe calls should include the 'Mesos-Stream-Id' header",
+            );
+        }
         Some(s) if s != f.stream_id => {
             return text(
                 StatusCode::BAD_REQUEST,
-                format!("The stream ID '{s}' included in this request didn't match the stream ID currently associated with framework ID {fid}"),
+                format!(
+                    "The stream ID '{s}' included in this request didn't match the stream ID currently associated with framework ID {fid}"
+                ),
             );
         }
         Some(_) => {}
     }
     let now = Instant::now();
-    let refuse = |fl: &Option<mesos::Filters>| Duration::from_secs_f64(fl.as_ref().and_then(|f| f.refuse_seconds).unwrap_or(5.0).clamp(0.0, 1e9));
+    let refuse = |fl: &Option<mesos::Filters>| {
+        Duration::from_secs_f64(fl.as_ref().and_then(|f| f.refuse_seconds).unwrap_or(5.0).clamp(0.0, 1e9))
+    };
     match kind {
         call::Type::Accept => {
             let Some(a) = &c.accept else { return text(StatusCode::BAD_REQUEST, "Expecting 'accept' to be present") };
@@ -762,7 +828,13 @@ fn other_call(shared: &Shared, c: &Call, kind: call::Type, stream: Option<&str>)
                 None => {
                     let pa = m.partition_aware(shared.config.partition_aware_default);
                     let state = if pa { mesos::TaskState::TaskUnknown } else { mesos::TaskState::TaskLost };
-                    let st = m.status(&id, state, "Attempted to kill an unknown task", Some(mesos::task_status::Reason::Reconciliation), false);
+                    let st = m.status(
+                        &id,
+                        state,
+                        "Attempted to kill an unknown task",
+                        Some(mesos::task_status::Reason::Reconciliation),
+                        false,
+                    );
                     let mut e = ev(event::Type::Update);
                     e.update = Some(event::Update { status: st });
                     m.send(&e);
@@ -770,7 +842,9 @@ fn other_call(shared: &Shared, c: &Call, kind: call::Type, stream: Option<&str>)
             }
         }
         call::Type::Acknowledge => {
-            let Some(a) = &c.acknowledge else { return text(StatusCode::BAD_REQUEST, "Expecting 'acknowledge' to be present") };
+            let Some(a) = &c.acknowledge else {
+                return text(StatusCode::BAD_REQUEST, "Expecting 'acknowledge' to be present");
+            };
             let mut next = None;
             if let Some(t) = m.tasks.get_mut(&a.task_id.value)
                 && t.queue.front().and_then(|h| h.uuid.as_ref()) == Some(&a.uuid)
@@ -784,7 +858,9 @@ fn other_call(shared: &Shared, c: &Call, kind: call::Type, stream: Option<&str>)
             }
         }
         call::Type::Reconcile => {
-            let Some(r) = &c.reconcile else { return text(StatusCode::BAD_REQUEST, "Expecting 'reconcile' to be present") };
+            let Some(r) = &c.reconcile else {
+                return text(StatusCode::BAD_REQUEST, "Expecting 'reconcile' to be present");
+            };
             reconcile(&mut m, r, shared.config.partition_aware_default);
         }
         call::Type::AcceptInverseOffers | call::Type::DeclineInverseOffers => {
@@ -803,12 +879,22 @@ fn other_call(shared: &Shared, c: &Call, kind: call::Type, stream: Option<&str>)
             let ids: Vec<String> = m.tasks.keys().cloned().collect();
             for id in ids {
                 if m.tasks.get(&id).is_some_and(|t| !is_terminal(t.state)) {
-                    m.transition(&id, mesos::TaskState::TaskKilled, "Framework removed", Some(mesos::task_status::Reason::FrameworkRemoved));
+                    m.transition(
+                        &id,
+                        mesos::TaskState::TaskKilled,
+                        "Framework removed",
+                        Some(mesos::task_status::Reason::FrameworkRemoved),
+                    );
                 }
             }
             m.framework = None;
         }
-        _ => return text(StatusCode::BAD_REQUEST, format!("Call {} is not supported by the fake master", kind.as_str_name())),
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("Call {} is not supported by the fake master", kind.as_str_name()),
+            );
+        }
     }
     StatusCode::ACCEPTED.into_response()
 }
@@ -849,7 +935,13 @@ fn accept(m: &mut Master, a: &call::Accept, now: Instant, refuse: Duration, pa_d
     if !valid {
         let state = if pa { mesos::TaskState::TaskDropped } else { mesos::TaskState::TaskLost };
         for t in tasks {
-            let st = m.status(&t.task_id.value, state, "Task launched with invalid offers", Some(mesos::task_status::Reason::InvalidOffers), true);
+            let st = m.status(
+                &t.task_id.value,
+                state,
+                "Task launched with invalid offers",
+                Some(mesos::task_status::Reason::InvalidOffers),
+                true,
+            );
             let mut e = ev(event::Type::Update);
             e.update = Some(event::Update { status: mesos::TaskStatus { agent_id: Some(t.agent_id.clone()), ..st } });
             m.send(&e);
@@ -885,7 +977,12 @@ fn accept(m: &mut Master, a: &call::Accept, now: Instant, refuse: Duration, pa_d
                 "mem" => need.mem += v,
                 "disk" => need.disk += v,
                 "gpus" => need.gpus += v,
-                "ports" => want_ports.extend(r.ranges.iter().flat_map(|x| x.range.iter()).flat_map(|rg| rg.begin..=rg.end.min(rg.begin + 65_535))),
+                "ports" => want_ports.extend(
+                    r.ranges
+                        .iter()
+                        .flat_map(|x| x.range.iter())
+                        .flat_map(|rg| rg.begin..=rg.end.min(rg.begin + 65_535)),
+                ),
                 _ => {}
             }
         }
@@ -894,7 +991,11 @@ fn accept(m: &mut Master, a: &call::Accept, now: Instant, refuse: Duration, pa_d
             Some(format!("Task {id} already exists"))
         } else if t.agent_id.value != aid {
             Some(format!("Task uses agent {} but the offers are of {aid}", t.agent_id.value))
-        } else if need.cpus > left.cpus + EPS || need.mem > left.mem + EPS || need.disk > left.disk + EPS || need.gpus > left.gpus + EPS {
+        } else if need.cpus > left.cpus + EPS
+            || need.mem > left.mem + EPS
+            || need.disk > left.disk + EPS
+            || need.gpus > left.gpus + EPS
+        {
             Some("Task uses more resources than available in the offers".into())
         } else if !want_ports.iter().all(|p| ports.contains(p)) {
             Some("Task uses ports not in the offers".into())
@@ -904,7 +1005,8 @@ fn accept(m: &mut Master, a: &call::Accept, now: Instant, refuse: Duration, pa_d
             None
         };
         if let Some(msg) = error {
-            let st = m.status(&id, mesos::TaskState::TaskError, &msg, Some(mesos::task_status::Reason::TaskInvalid), true);
+            let st =
+                m.status(&id, mesos::TaskState::TaskError, &msg, Some(mesos::task_status::Reason::TaskInvalid), true);
             let st = mesos::TaskStatus { agent_id: Some(t.agent_id.clone()), ..st };
             debug!(task = id, msg, "fake master: task refused");
             // Queued like any update: re-sent until acknowledged.
@@ -969,18 +1071,28 @@ fn accept(m: &mut Master, a: &call::Accept, now: Instant, refuse: Duration, pa_d
 fn reconcile(m: &mut Master, r: &call::Reconcile, pa_default: bool) {
     let pa = m.partition_aware(pa_default);
     let answers: Vec<(String, mesos::TaskState, Option<String>)> = if r.tasks.is_empty() {
-        m.tasks.iter().filter(|(_, t)| !is_terminal(t.state)).map(|(id, t)| (id.clone(), t.state, Some(t.agent_id.clone()))).collect()
+        m.tasks
+            .iter()
+            .filter(|(_, t)| !is_terminal(t.state))
+            .map(|(id, t)| (id.clone(), t.state, Some(t.agent_id.clone())))
+            .collect()
     } else {
         r.tasks
             .iter()
             .map(|q| {
                 let id = q.task_id.value.clone();
                 match m.tasks.get(&id) {
-                    Some(t) if !m.agents.get(&t.agent_id).is_some_and(|a| a.alive) && !is_terminal(t.state) => {
-                        (id, if pa { mesos::TaskState::TaskUnreachable } else { mesos::TaskState::TaskLost }, Some(t.agent_id.clone()))
-                    }
+                    Some(t) if !m.agents.get(&t.agent_id).is_some_and(|a| a.alive) && !is_terminal(t.state) => (
+                        id,
+                        if pa { mesos::TaskState::TaskUnreachable } else { mesos::TaskState::TaskLost },
+                        Some(t.agent_id.clone()),
+                    ),
                     Some(t) => (id, t.state, Some(t.agent_id.clone())),
-                    None => (id, if pa { mesos::TaskState::TaskUnknown } else { mesos::TaskState::TaskLost }, q.agent_id.as_ref().map(|a| a.value.clone())),
+                    None => (
+                        id,
+                        if pa { mesos::TaskState::TaskUnknown } else { mesos::TaskState::TaskLost },
+                        q.agent_id.as_ref().map(|a| a.value.clone()),
+                    ),
                 }
             })
             .collect()
@@ -1024,7 +1136,9 @@ impl FakeMaster {
                     }
                     let beat = shared.config.heartbeat_interval;
                     let due = !m.heartbeats_paused
-                        && m.framework.as_ref().is_some_and(|f| f.tx.is_some() && now.duration_since(f.last_heartbeat) >= beat);
+                        && m.framework
+                            .as_ref()
+                            .is_some_and(|f| f.tx.is_some() && now.duration_since(f.last_heartbeat) >= beat);
                     if due {
                         if let Some(f) = m.framework.as_mut() {
                             f.last_heartbeat = now;
@@ -1050,7 +1164,10 @@ impl FakeMaster {
     pub fn add_agent(&self, spec: AgentSpec) -> String {
         let mut m = self.lock();
         let id = format!("agent-{}-S{}", spec.hostname, m.agents.len());
-        m.agents.insert(id.clone(), SimAgent { id: id.clone(), spec, alive: true, offer: None, filtered_until: None, taken_until: None });
+        m.agents.insert(
+            id.clone(),
+            SimAgent { id: id.clone(), spec, alive: true, offer: None, filtered_until: None, taken_until: None },
+        );
         id
     }
 
@@ -1059,7 +1176,10 @@ impl FakeMaster {
         let mut m = self.lock();
         for spec in specs {
             let id = format!("agent-{}-S{}", spec.hostname, m.agents.len());
-            m.agents.insert(id.clone(), SimAgent { id, spec, alive: true, offer: None, filtered_until: None, taken_until: None });
+            m.agents.insert(
+                id.clone(),
+                SimAgent { id, spec, alive: true, offer: None, filtered_until: None, taken_until: None },
+            );
         }
     }
 
@@ -1082,12 +1202,20 @@ impl FakeMaster {
             m.send(&e);
         }
         let mut e = ev(event::Type::Failure);
-        e.failure = Some(event::Failure { agent_id: Some(mesos::AgentId { value: agent_id.into() }), executor_id: None, status: None });
+        e.failure = Some(event::Failure {
+            agent_id: Some(mesos::AgentId { value: agent_id.into() }),
+            executor_id: None,
+            status: None,
+        });
         m.send(&e);
         let pa = m.partition_aware(self.shared.config.partition_aware_default);
         let state = if pa { mesos::TaskState::TaskUnreachable } else { mesos::TaskState::TaskLost };
-        let ids: Vec<String> =
-            m.tasks.iter().filter(|(_, t)| t.agent_id == agent_id && !is_terminal(t.state)).map(|(id, _)| id.clone()).collect();
+        let ids: Vec<String> = m
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.agent_id == agent_id && !is_terminal(t.state))
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in ids {
             if let Some(t) = m.tasks.get_mut(&id) {
                 t.queue.clear();
@@ -1251,7 +1379,8 @@ impl FakeMaster {
 
     /// Non-terminal tasks.
     pub fn live_tasks(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.lock().tasks.iter().filter(|(_, t)| !is_terminal(t.state)).map(|(id, _)| id.clone()).collect();
+        let mut v: Vec<String> =
+            self.lock().tasks.iter().filter(|(_, t)| !is_terminal(t.state)).map(|(id, _)| id.clone()).collect();
         v.sort();
         v
     }

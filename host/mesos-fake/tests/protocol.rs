@@ -20,7 +20,14 @@ fn client() -> C {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
-async fn post(c: &C, url: &str, method: &str, ctype: &str, stream: Option<&str>, body: Vec<u8>) -> hyper::Response<Incoming> {
+async fn post(
+    c: &C,
+    url: &str,
+    method: &str,
+    ctype: &str,
+    stream: Option<&str>,
+    body: Vec<u8>,
+) -> hyper::Response<Incoming> {
     let mut b = hyper::Request::builder().method(method).uri(format!("{url}{API_PATH}")).header("Content-Type", ctype);
     if let Some(s) = stream {
         b = b.header("Mesos-Stream-Id", s);
@@ -75,7 +82,10 @@ fn kind(e: &Event) -> event::Type {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_codes_and_stream_rules() {
-    let fake = FakeMaster::start(FakeConfig { heartbeat_interval: Duration::from_millis(100), ..FakeConfig::default() }).await.expect("fake");
+    let fake =
+        FakeMaster::start(FakeConfig { heartbeat_interval: Duration::from_millis(100), ..FakeConfig::default() })
+            .await
+            .expect("fake");
     fake.add_agent(AgentSpec::new("h1", 2.0, 1024.0));
     let c = client();
     let url = fake.url();
@@ -85,7 +95,11 @@ async fn status_codes_and_stream_rules() {
     assert_eq!(status(&post(&c, &url, "GET", pb, None, vec![]).await), 405);
     assert_eq!(status(&post(&c, &url, "POST", "text/plain", None, vec![]).await), 415);
     assert_eq!(status(&post(&c, &url, "POST", pb, None, b"\xff\xff garbage".to_vec()).await), 400);
-    assert_eq!(status(&post(&c, &url, "POST", pb, Some("x"), subscribe(None).encode_to_vec()).await), 400, "stream id on SUBSCRIBE");
+    assert_eq!(
+        status(&post(&c, &url, "POST", pb, Some("x"), subscribe(None).encode_to_vec()).await),
+        400,
+        "stream id on SUBSCRIBE"
+    );
     let mut revive = Call { r#type: Some(call::Type::Revive as i32), ..Default::default() };
     revive.framework_id = Some(mesos::FrameworkId { value: "nobody".into() });
     assert_eq!(status(&post(&c, &url, "POST", pb, Some("x"), revive.encode_to_vec()).await), 403, "not subscribed");
@@ -101,7 +115,11 @@ async fn status_codes_and_stream_rules() {
 
     revive.framework_id = Some(mesos::FrameworkId { value: fid.clone() });
     assert_eq!(status(&post(&c, &url, "POST", pb, None, revive.encode_to_vec()).await), 400, "missing stream id");
-    assert_eq!(status(&post(&c, &url, "POST", pb, Some("wrong"), revive.encode_to_vec()).await), 400, "wrong stream id");
+    assert_eq!(
+        status(&post(&c, &url, "POST", pb, Some("wrong"), revive.encode_to_vec()).await),
+        400,
+        "wrong stream id"
+    );
     assert_eq!(status(&post(&c, &url, "POST", pb, Some(&stream), revive.encode_to_vec()).await), 202);
     let json = serde_json::to_vec(&revive).expect("json");
     assert_eq!(status(&post(&c, &url, "POST", "application/json", Some(&stream), json).await), 202);
@@ -134,7 +152,11 @@ async fn status_codes_and_stream_rules() {
     let last = last.expect("an event before the end");
     assert_eq!(kind(&last), event::Type::Error);
     assert_eq!(last.error.map(|e| e.message).as_deref(), Some("Framework failed over"));
-    assert_eq!(status(&post(&c, &url, "POST", pb, Some(&stream), revive.encode_to_vec()).await), 400, "the old stream id");
+    assert_eq!(
+        status(&post(&c, &url, "POST", pb, Some(&stream), revive.encode_to_vec()).await),
+        400,
+        "the old stream id"
+    );
     let mut events2 = Records { body: resp.into_body(), buf: Vec::new() };
     assert_eq!(kind(&events2.next().await.expect("subscribed")), event::Type::Subscribed);
 
@@ -180,7 +202,11 @@ fn launch(offers: Vec<mesos::OfferId>, task: &str, agent: &str, cpus: f64, scrip
                         task_id: mesos::TaskId { value: task.into() },
                         agent_id: mesos::AgentId { value: agent.into() },
                         resources: vec![res("cpus", cpus), res("mem", 64.0)],
-                        command: Some(mesos::CommandInfo { shell: Some(true), value: Some(script.into()), ..Default::default() }),
+                        command: Some(mesos::CommandInfo {
+                            shell: Some(true),
+                            value: Some(script.into()),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     }],
                 }),
@@ -193,14 +219,17 @@ fn launch(offers: Vec<mesos::OfferId>, task: &str, agent: &str, cpus: f64, scrip
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_is_validated_and_updates_wait_for_acknowledgement() {
-    let fake = FakeMaster::start(FakeConfig { status_retry: Duration::from_millis(100), ..FakeConfig::default() }).await.expect("fake");
+    let fake = FakeMaster::start(FakeConfig { status_retry: Duration::from_millis(100), ..FakeConfig::default() })
+        .await
+        .expect("fake");
     let agent = fake.add_agent(AgentSpec::new("h1", 2.0, 1024.0));
     let c = client();
     let url = fake.url();
     let pb = "application/x-protobuf";
     let mut sub = subscribe(None);
-    sub.subscribe.as_mut().expect("sub").framework_info.capabilities =
-        vec![mesos::framework_info::Capability { r#type: Some(mesos::framework_info::capability::Type::PartitionAware as i32) }];
+    sub.subscribe.as_mut().expect("sub").framework_info.capabilities = vec![mesos::framework_info::Capability {
+        r#type: Some(mesos::framework_info::capability::Type::PartitionAware as i32),
+    }];
     let resp = post(&c, &url, "POST", pb, None, sub.encode_to_vec()).await;
     let stream = resp.headers().get("Mesos-Stream-Id").and_then(|v| v.to_str().ok()).expect("id").to_string();
     let mut events = Records { body: resp.into_body(), buf: Vec::new() };
@@ -260,7 +289,9 @@ async fn accept_is_validated_and_updates_wait_for_acknowledgement() {
     assert_eq!(fake.task_script("t2").as_deref(), Some("sleep 0.2; exit 0"));
     // Explicit reconciliation of an unknown task: TASK_UNKNOWN, no uuid.
     let mut rec = Call { r#type: Some(call::Type::Reconcile as i32), ..Default::default() };
-    rec.reconcile = Some(call::Reconcile { tasks: vec![call::reconcile::Task { task_id: mesos::TaskId { value: "ghost".into() }, agent_id: None }] });
+    rec.reconcile = Some(call::Reconcile {
+        tasks: vec![call::reconcile::Task { task_id: mesos::TaskId { value: "ghost".into() }, agent_id: None }],
+    });
     assert_eq!(send(rec).await, 202);
     let st = loop {
         let st = next_update(&mut events).await;

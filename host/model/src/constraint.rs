@@ -117,7 +117,8 @@ impl Constraint {
 
     /// Checks that the constraint is well-formed; `index` names it in errors.
     pub fn validate(&self, index: usize) -> Result<(), ConstraintError> {
-        let nonempty = |s: &str, field| if s.is_empty() { Err(ConstraintError::Empty { index, field }) } else { Ok(()) };
+        let nonempty =
+            |s: &str, field| if s.is_empty() { Err(ConstraintError::Empty { index, field }) } else { Ok(()) };
         match self {
             Constraint::AttributeEquals { key, value }
             | Constraint::AttributeNotEquals { key, value }
@@ -131,7 +132,13 @@ impl Constraint {
                 if values.is_empty() { Err(ConstraintError::Empty { index, field: "values" }) } else { Ok(()) }
             }
             Constraint::AttributeExists { key } | Constraint::SpreadOver { key } => nonempty(key, "key"),
-            Constraint::MaxPerHost { max } => if *max == 0 { Err(ConstraintError::ZeroMax { index }) } else { Ok(()) },
+            Constraint::MaxPerHost { max } => {
+                if *max == 0 {
+                    Err(ConstraintError::ZeroMax { index })
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
 }
@@ -169,10 +176,9 @@ mod tests {
 
     #[test]
     fn parses_from_yaml_and_rejects_bad_ones() {
-        let c: Vec<Constraint> = serde_yaml::from_str(
-            "- { kind: attribute_equals, key: zone, value: a }\n- { kind: max_per_host, max: 2 }",
-        )
-        .expect("parses");
+        let c: Vec<Constraint> =
+            serde_yaml::from_str("- { kind: attribute_equals, key: zone, value: a }\n- { kind: max_per_host, max: 2 }")
+                .expect("parses");
         assert_eq!(c.len(), 2);
         assert!(serde_yaml::from_str::<Constraint>("{ kind: attribute_equals, key: zone }").is_err());
         assert_eq!(Constraint::MaxPerHost { max: 0 }.validate(3), Err(ConstraintError::ZeroMax { index: 3 }));

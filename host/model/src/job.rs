@@ -131,7 +131,10 @@ impl JobConfig {
             return Err(SpecError::Empty("owner"));
         }
         if !self.pool.starts_with('/') {
-            return Err(SpecError::Invalid { field: "pool", reason: format!("`{}` is not a path starting with /", self.pool) });
+            return Err(SpecError::Invalid {
+                field: "pool",
+                reason: format!("`{}` is not a path starting with /", self.pool),
+            });
         }
         check_len("name", &self.name)?;
         check_len("owner", &self.owner)?;
@@ -436,7 +439,11 @@ impl Update {
         check_len("id", &self.id)?;
         check_len("message", &self.message)?;
         if self.instances.len() > MAX_INSTANCES as usize {
-            return Err(SpecError::TooMany { field: "instances", len: self.instances.len(), max: MAX_INSTANCES as usize });
+            return Err(SpecError::TooMany {
+                field: "instances",
+                len: self.instances.len(),
+                max: MAX_INSTANCES as usize,
+            });
         }
         Ok(())
     }

@@ -105,10 +105,7 @@ pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView
         .iter()
         .map(|k| AttributeColumn {
             key: (*k).to_string(),
-            values: hosts
-                .iter()
-                .map(|h| h.attributes.get(*k).map_or(NO_VALUE, |v| intern(v, &mut symbols)))
-                .collect(),
+            values: hosts.iter().map(|h| h.attributes.get(*k).map_or(NO_VALUE, |v| intern(v, &mut symbols))).collect(),
         })
         .collect();
 
@@ -141,7 +138,8 @@ pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView
         });
         let avoid = t.avoid_host.as_deref();
         let set = *set_index.entry((t.constraints.as_slice(), t.preferences.as_slice(), avoid)).or_insert_with(|| {
-            let hard: Vec<&Constraint> = t.constraints.iter().filter(|c| c.admits(&HostView::default()).is_some()).collect();
+            let hard: Vec<&Constraint> =
+                t.constraints.iter().filter(|c| c.admits(&HostView::default()).is_some()).collect();
             let eligible = if hard.is_empty() && avoid.is_none_or(|a| !host_index.contains_key(a)) {
                 HostFilter::All
             } else {
@@ -246,7 +244,11 @@ mod tests {
             HostFilter::All => panic!("h1 must be excluded"),
         }
         assert_eq!(req.constraints[req.tasks[1].constraints as usize].eligible, HostFilter::All);
-        assert_eq!(req.constraints[req.tasks[2].constraints as usize].eligible, HostFilter::All, "a host not offered changes nothing");
+        assert_eq!(
+            req.constraints[req.tasks[2].constraints as usize].eligible,
+            HostFilter::All,
+            "a host not offered changes nothing"
+        );
     }
 
     #[test]

@@ -24,7 +24,9 @@ use async_trait::async_trait;
 use paceline_hostmgr::{HostAccess, HostEvent, HostEvents, LeaseId};
 use paceline_jobmgr::{JobManager, TaskLauncher};
 use paceline_model::Resources;
-use paceline_placement::{Engine, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink};
+use paceline_placement::{
+    Engine, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink,
+};
 use paceline_resmgr::ResourceManager;
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
@@ -61,13 +63,21 @@ pub struct HostLauncher(pub Arc<dyn HostAccess>);
 
 #[async_trait]
 impl TaskLauncher for HostLauncher {
-    async fn launch(&self, lease_id: &str, host: &str, runs: Vec<paceline_model::run::LaunchRequest>) -> Result<(), String> {
+    async fn launch(
+        &self,
+        lease_id: &str,
+        host: &str,
+        runs: Vec<paceline_model::run::LaunchRequest>,
+    ) -> Result<(), String> {
         let id = lease_id.parse::<u64>().map_err(|_| format!("lease id `{lease_id}` is not one of ours"))?;
         self.0.launch(LeaseId(id), host, runs).await.map_err(|e| e.to_string())
     }
 
     async fn kill(&self, _host: &str, run_id: &str, grace_secs: Option<u32>) -> Result<(), String> {
-        self.0.kill_with_grace(run_id, grace_secs.map(|s| Duration::from_secs(u64::from(s)))).await.map_err(|e| e.to_string())
+        self.0
+            .kill_with_grace(run_id, grace_secs.map(|s| Duration::from_secs(u64::from(s))))
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -87,7 +97,6 @@ impl NeedSource for JobSink {
             avoid_host: n.avoid_host,
         })
     }
-
 }
 
 #[async_trait]
@@ -95,7 +104,12 @@ impl PlacementSink for JobSink {
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let placements = placements
             .into_iter()
-            .map(|p| paceline_jobmgr::Placement { job_key: p.task.job, instance: p.task.instance, resmgr_task: p.task.id, host: p.host })
+            .map(|p| paceline_jobmgr::Placement {
+                job_key: p.task.job,
+                instance: p.task.instance,
+                resmgr_task: p.task.id,
+                host: p.host,
+            })
             .collect();
         self.0.on_placed(lease_id, placements).await;
     }
@@ -169,16 +183,7 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
     ) -> Cluster {
         let events = hosts.subscribe();
-        Cluster {
-            hosts,
-            jobs,
-            resmgr,
-            engine,
-            registry,
-            store,
-            events: AsyncMutex::new(events),
-            place_here: true,
-        }
+        Cluster { hosts, jobs, resmgr, engine, registry, store, events: AsyncMutex::new(events), place_here: true }
     }
 
     /// The roles the API serves.
@@ -223,7 +228,9 @@ impl Cluster {
             for (update, result) in runs.into_iter().zip(results) {
                 match result {
                     Ok(()) => written.push((update.run_id, update.seq)),
-                    Err(e) => warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again"),
+                    Err(e) => {
+                        warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again")
+                    }
                 }
             }
             // One call for the burst (one round trip to a host manager in its own process).

@@ -36,7 +36,6 @@ use crate::server::{ApiSocket, Server, ServerConfig};
 /// Exit code of a server that lost leadership (`EX_TEMPFAIL`): restart it.
 pub const EXIT_LOST_LEADERSHIP: i32 = 75;
 
-
 /// Which roles one server process runs (`--roles`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RoleSet {
@@ -196,7 +195,8 @@ impl Guard {
 
     fn watch(&self, membership: &dyn Membership, roles: &[Role]) {
         let disarmed = self.disarmed.clone();
-        let receivers: Vec<(Role, watch::Receiver<Leadership>)> = roles.iter().map(|r| (*r, membership.watch(*r))).collect();
+        let receivers: Vec<(Role, watch::Receiver<Leadership>)> =
+            roles.iter().map(|r| (*r, membership.watch(*r))).collect();
         let spawned = std::thread::Builder::new().name("leadership-guard".into()).spawn(move || {
             futures::executor::block_on(async move {
                 let waits = receivers.into_iter().map(|(role, mut rx)| {
@@ -307,13 +307,16 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
     tokio::pin!(shutdown);
-    let listener = tokio::net::TcpListener::bind(config.api_listen).await.with_context(|| format!("listening on {}", config.api_listen))?;
+    let listener = tokio::net::TcpListener::bind(config.api_listen)
+        .await
+        .with_context(|| format!("listening on {}", config.api_listen))?;
     let api_addr = listener.local_addr().context("the API address")?;
     config.api_listen = api_addr;
     if config.agent_listen.port() == 0 {
         // Followers do not listen for agents, but the leader's agent address is published
         // with its node from the start: fix the port now.
-        let probe = std::net::TcpListener::bind(config.agent_listen).with_context(|| format!("listening on {}", config.agent_listen))?;
+        let probe = std::net::TcpListener::bind(config.agent_listen)
+            .with_context(|| format!("listening on {}", config.agent_listen))?;
         config.agent_listen = probe.local_addr().context("the agent address")?;
     }
     let member_id = config.member_id.clone().unwrap_or_else(default_member_id);
@@ -342,7 +345,8 @@ pub async fn run(
     let forward_calls = config.tls.is_none();
     let standby = tokio::spawn(async move {
         use futures::StreamExt as _;
-        let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(standby_connections).map(Ok::<_, std::io::Error>);
+        let incoming =
+            tokio_stream::wrappers::UnboundedReceiverStream::new(standby_connections).map(Ok::<_, std::io::Error>);
         let mut stopped = standby_stopped;
         let stop = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -352,7 +356,8 @@ pub async fn run(
         }
     });
 
-    let jobmgr = paceline_membership::from_config(&config.membership, member.clone(), vec![primary]).context("membership")?;
+    let jobmgr =
+        paceline_membership::from_config(&config.membership, member.clone(), vec![primary]).context("membership")?;
     info!(member = %member_id, api = %advertise_api, "standing by: campaigning for {primary}");
     announce.standby(&member_id, api_addr);
 
@@ -368,7 +373,9 @@ pub async fn run(
                     _ => None,
                 };
                 match &state {
-                    Leadership::Follower { leader: Some(info) } => info!(leader = %info.id, api = %info.api_addr, "following"),
+                    Leadership::Follower { leader: Some(info) } => {
+                        info!(leader = %info.id, api = %info.api_addr, "following")
+                    }
                     Leadership::Follower { leader: None } => info!("no leader right now"),
                     Leadership::Unknown => info!("no ZooKeeper session: leader unknown"),
                     Leadership::Leader { epoch } => info!(epoch, "leading {primary}"),
@@ -398,7 +405,8 @@ pub async fn run(
     info!("leading {primary}: campaigning for {following:?}");
 
     // 2. Lead the other roles (only the primary's leader campaigns for them).
-    let others = paceline_membership::from_config(&config.membership, member.clone(), following.clone()).context("membership")?;
+    let others = paceline_membership::from_config(&config.membership, member.clone(), following.clone())
+        .context("membership")?;
     let all_led = async {
         for role in following.iter().copied() {
             let mut rx = others.watch(role);

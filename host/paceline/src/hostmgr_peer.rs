@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use paceline_hostmgr::{
-    ExpectedRun, HostAccess, HostError, HostEvent, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream,
-    RemoteErrorKind,
+    ExpectedRun, HostAccess, HostError, HostEvent, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest,
+    LogChunk, LogStream, RemoteErrorKind,
 };
 use paceline_model::run::LaunchRequest;
 use paceline_proto::hostmgr::v1 as pb;
@@ -113,7 +113,8 @@ impl HostManagerPeer for HostPeerService {
             )));
         }
         if !r.expected_runs_json.is_empty() {
-            let expected: Vec<ExpectedRun> = from_json("expected_runs_json", &r.expected_runs_json).map_err(Status::invalid_argument)?;
+            let expected: Vec<ExpectedRun> =
+                from_json("expected_runs_json", &r.expected_runs_json).map_err(Status::invalid_argument)?;
             info!(runs = expected.len(), epoch = r.epoch, "job manager subscribed with its expectations");
             self.hosts.expect_runs(expected).await;
         }
@@ -167,7 +168,10 @@ impl HostManagerPeer for HostPeerService {
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
-    async fn acknowledge(&self, request: Request<pb::AcknowledgeRequest>) -> Result<Response<pb::AcknowledgeResponse>, Status> {
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<pb::AcknowledgeResponse>, Status> {
         let r = request.into_inner();
         self.fence(r.epoch)?;
         for ack in &r.acks {
@@ -210,12 +214,19 @@ impl HostManagerPeer for HostPeerService {
     async fn read_log(&self, request: Request<pb::ReadLogRequest>) -> Result<Response<pb::ReadLogResponse>, Status> {
         let r = request.into_inner();
         let stream = stream_of(&r.stream)?;
-        let chunk = self.hosts.read_log_on(&r.host, &r.run_id, stream, r.offset, r.max_bytes).await.map_err(host_status)?;
+        let chunk =
+            self.hosts.read_log_on(&r.host, &r.run_id, stream, r.offset, r.max_bytes).await.map_err(host_status)?;
         Ok(Response::new(pb::ReadLogResponse { data: chunk.data, offset: chunk.offset, file_size: chunk.file_size }))
     }
 
-    async fn inventory(&self, _request: Request<pb::InventoryRequest>) -> Result<Response<pb::InventoryResponse>, Status> {
-        Ok(Response::new(pb::InventoryResponse { hosts_json: json(&self.hosts.hosts()), provider: self.hosts.provider_name().to_string() }))
+    async fn inventory(
+        &self,
+        _request: Request<pb::InventoryRequest>,
+    ) -> Result<Response<pb::InventoryResponse>, Status> {
+        Ok(Response::new(pb::InventoryResponse {
+            hosts_json: json(&self.hosts.hosts()),
+            provider: self.hosts.provider_name().to_string(),
+        }))
     }
 }
 
@@ -242,7 +253,9 @@ fn unavailable(message: impl Into<String>) -> HostError {
 /// `None` when the job manager is gone.
 pub type Expectations = Arc<dyn Fn() -> Option<Vec<ExpectedRun>> + Send + Sync>;
 
-type Client = HostManagerPeerClient<tonic::service::interceptor::InterceptedService<tonic::transport::Channel, crate::placement_peer::Bearer>>;
+type Client = HostManagerPeerClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, crate::placement_peer::Bearer>,
+>;
 
 struct Shared {
     servers: String,
@@ -269,7 +282,10 @@ pub struct RemoteHosts {
 
 impl std::fmt::Debug for RemoteHosts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteHosts").field("servers", &self.shared.servers).field("epoch", &self.shared.epoch).finish_non_exhaustive()
+        f.debug_struct("RemoteHosts")
+            .field("servers", &self.shared.servers)
+            .field("epoch", &self.shared.epoch)
+            .finish_non_exhaustive()
     }
 }
 
@@ -318,7 +334,11 @@ impl RemoteHosts {
             match remote.refresh_inventory().await {
                 Ok(()) => return Ok(remote),
                 Err(e) if tokio::time::Instant::now() >= deadline => {
-                    let at = if remote.shared.discovery.is_some() && servers.is_empty() { "leading in ZooKeeper" } else { servers };
+                    let at = if remote.shared.discovery.is_some() && servers.is_empty() {
+                        "leading in ZooKeeper"
+                    } else {
+                        servers
+                    };
                     return Err(format!("no host manager at {at}: {e}"));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -394,7 +414,8 @@ impl RemoteHosts {
 
     async fn refresh_inventory(&self) -> Result<(), HostError> {
         let answer = self.call(|mut c| async move { c.inventory(pb::InventoryRequest {}).await }).await?;
-        let hosts: Vec<HostInfo> = from_json("hosts_json", &answer.hosts_json).map_err(|e| HostError::Remote { kind: RemoteErrorKind::Other, message: e })?;
+        let hosts: Vec<HostInfo> = from_json("hosts_json", &answer.hosts_json)
+            .map_err(|e| HostError::Remote { kind: RemoteErrorKind::Other, message: e })?;
         *self.shared.inventory.write().unwrap_or_else(|p| p.into_inner()) = hosts;
         *self.shared.provider.write().unwrap_or_else(|p| p.into_inner()) = answer.provider;
         Ok(())
@@ -463,7 +484,9 @@ impl RemoteHosts {
                         }
                     }
                     Ok(None) => {
-                        warn!("the host manager ended the event stream (it stopped, or lost its leadership); resubscribing");
+                        warn!(
+                            "the host manager ended the event stream (it stopped, or lost its leadership); resubscribing"
+                        );
                         break;
                     }
                     Err(status) => {
@@ -523,7 +546,8 @@ impl HostAccess for RemoteHosts {
     async fn lease(&self, request: &LeaseRequest) -> Result<Lease, HostError> {
         let request = pb::LeaseRequest { epoch: self.shared.epoch, request_json: json(request) };
         let answer = self.call(|mut c| async move { c.lease(request).await }).await?;
-        from_json("lease_json", &answer.lease_json).map_err(|e| HostError::Remote { kind: RemoteErrorKind::Other, message: e })
+        from_json("lease_json", &answer.lease_json)
+            .map_err(|e| HostError::Remote { kind: RemoteErrorKind::Other, message: e })
     }
 
     async fn release(&self, lease: LeaseId) -> Result<(), HostError> {
@@ -532,7 +556,12 @@ impl HostAccess for RemoteHosts {
     }
 
     async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError> {
-        let request = pb::LaunchRequest { epoch: self.shared.epoch, lease_id: lease.0, host: host.to_string(), runs_json: json(&runs) };
+        let request = pb::LaunchRequest {
+            epoch: self.shared.epoch,
+            lease_id: lease.0,
+            host: host.to_string(),
+            runs_json: json(&runs),
+        };
         self.call(|mut c| async move { c.launch(request).await }).await.map(|_| ())
     }
 
@@ -545,8 +574,21 @@ impl HostAccess for RemoteHosts {
         self.call(|mut c| async move { c.kill(request).await }).await.map(|_| ())
     }
 
-    async fn read_log_on(&self, host: &str, run_id: &str, stream: LogStream, offset: u64, max_bytes: u64) -> Result<LogChunk, HostError> {
-        let request = pb::ReadLogRequest { host: host.to_string(), run_id: run_id.to_string(), stream: stream_name(stream).into(), offset, max_bytes };
+    async fn read_log_on(
+        &self,
+        host: &str,
+        run_id: &str,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<LogChunk, HostError> {
+        let request = pb::ReadLogRequest {
+            host: host.to_string(),
+            run_id: run_id.to_string(),
+            stream: stream_name(stream).into(),
+            offset,
+            max_bytes,
+        };
         let answer = self.call(|mut c| async move { c.read_log(request).await }).await?;
         Ok(LogChunk { data: answer.data, offset: answer.offset, file_size: answer.file_size })
     }
@@ -579,7 +621,10 @@ impl RemoteHosts {
         let mut hosts = HostServiceClient::with_interceptor(self.channel().await?, self.shared.bearer.clone());
         let reference = paceline_proto::v1::HostRef { hostname: host.to_string() };
         let answer = match action {
-            "drain" => hosts.drain_host(paceline_proto::v1::DrainHostRequest { hostname: host.to_string(), then_down: false }).await.map(|_| ()),
+            "drain" => hosts
+                .drain_host(paceline_proto::v1::DrainHostRequest { hostname: host.to_string(), then_down: false })
+                .await
+                .map(|_| ()),
             "down" => hosts.down_host(reference).await.map(|_| ()),
             _ => hosts.up_host(reference).await.map(|_| ()),
         };

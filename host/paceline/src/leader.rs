@@ -31,7 +31,8 @@ pub fn server_url(server: &str) -> String {
 /// leader a standby names (at most four hops). `ca_cert`: the authority of
 /// `https://` servers.
 pub async fn leading_channel(servers: &str, ca_cert: Option<&std::path::Path>) -> Result<Channel, ConnectError> {
-    let mut queue: std::collections::VecDeque<String> = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let mut queue: std::collections::VecDeque<String> =
+        servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
     if queue.is_empty() {
         return Err(ConnectError::BadInput("--server is empty".into()));
     }
@@ -78,11 +79,17 @@ async fn connect_one(server: &str, url: &str, ca_cert: Option<&std::path::Path>)
         .connect_timeout(Duration::from_secs(5));
     if url.starts_with("https://") {
         // No system roots are built in: a cluster's API is signed by its own authority.
-        let path = ca_cert
-            .ok_or_else(|| ConnectError::BadInput(format!("{server} is https: give the authority's certificate with --ca-cert or PACELINE_CA_CERT")))?;
-        let pem = std::fs::read(path).map_err(|e| ConnectError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+        let path = ca_cert.ok_or_else(|| {
+            ConnectError::BadInput(format!(
+                "{server} is https: give the authority's certificate with --ca-cert or PACELINE_CA_CERT"
+            ))
+        })?;
+        let pem =
+            std::fs::read(path).map_err(|e| ConnectError::BadInput(format!("cannot read {}: {e}", path.display())))?;
         let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(pem));
-        endpoint = endpoint.tls_config(tls).map_err(|e| ConnectError::BadInput(format!("--ca-cert {}: {e}", path.display())))?;
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| ConnectError::BadInput(format!("--ca-cert {}: {e}", path.display())))?;
     }
     endpoint.connect().await.map_err(|e| {
         // tonic's transport error says only "transport error"; the cause
@@ -113,7 +120,9 @@ pub async fn standby_leader(channel: Channel) -> Option<Option<String>> {
             let leader = paceline_api::standby::leader_of_metadata(response.metadata());
             (response.get_ref().status == ServingStatus::NotServing as i32).then_some(leader)
         }
-        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => Some(paceline_api::standby::leader_of_status(&status)),
+        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
+            Some(paceline_api::standby::leader_of_status(&status))
+        }
         // No health service, or a slow one: let the call itself say what is wrong.
         Ok(Err(_)) | Err(_) => None,
     }

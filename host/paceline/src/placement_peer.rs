@@ -23,7 +23,9 @@ use async_trait::async_trait;
 use paceline_model::task::TaskSpec;
 use paceline_model::view::HostView;
 use paceline_model::{Constraint, Resources};
-use paceline_placement::{Lease, LeaseRequest, LocalQueue, Need, OfferError, OfferSource, Placement, PlacementSink, ReadyQueue, Taken};
+use paceline_placement::{
+    Lease, LeaseRequest, LocalQueue, Need, OfferError, OfferSource, Placement, PlacementSink, ReadyQueue, Taken,
+};
 use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
 use paceline_proto::placement::v1 as pb;
 use paceline_proto::placement::v1::placement_peer_client::PlacementPeerClient;
@@ -35,12 +37,24 @@ use tracing::{debug, warn};
 use crate::cluster::{HostOffers, JobSink};
 
 fn resources_pb(r: &Resources) -> pb::Resources {
-    pb::Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports }
+    pb::Resources {
+        cpu_millis: r.cpu_millis,
+        memory_mib: r.memory_mib,
+        disk_mib: r.disk_mib,
+        gpus: r.gpus,
+        ports: r.ports,
+    }
 }
 
 fn resources_of(r: Option<&pb::Resources>) -> Resources {
-    r.map(|r| Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports })
-        .unwrap_or_default()
+    r.map(|r| Resources {
+        cpu_millis: r.cpu_millis,
+        memory_mib: r.memory_mib,
+        disk_mib: r.disk_mib,
+        gpus: r.gpus,
+        ports: r.ports,
+    })
+    .unwrap_or_default()
 }
 
 fn task_pb(t: &ReadyTask) -> pb::ReadyTask {
@@ -142,13 +156,18 @@ impl PeerService {
 
     /// The gRPC service.
     pub fn into_server(self) -> pb::placement_peer_server::PlacementPeerServer<PeerService> {
-        pb::placement_peer_server::PlacementPeerServer::new(self).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
+        pb::placement_peer_server::PlacementPeerServer::new(self)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
     }
 }
 
 #[tonic::async_trait]
 impl PlacementPeer for PeerService {
-    async fn take_ready(&self, request: Request<pb::TakeReadyRequest>) -> Result<Response<pb::TakeReadyResponse>, Status> {
+    async fn take_ready(
+        &self,
+        request: Request<pb::TakeReadyRequest>,
+    ) -> Result<Response<pb::TakeReadyResponse>, Status> {
         let r = request.get_ref();
         let kind = kind_of(&r.kind)?;
         let taken = self.queue.take_ready(kind, r.max.max(1) as usize, self.now_ms.now_ms()).await;
@@ -173,7 +192,8 @@ impl PlacementPeer for PeerService {
     async fn unplaced(&self, request: Request<pb::UnplacedRequest>) -> Result<Response<pb::UnplacedResponse>, Status> {
         let mut back = Vec::with_capacity(request.get_ref().tasks.len());
         for (i, t) in request.get_ref().tasks.iter().enumerate() {
-            let reason = reason_of(&t.reason).map_err(|e| Status::invalid_argument(format!("tasks[{i}].{}", e.message())))?;
+            let reason =
+                reason_of(&t.reason).map_err(|e| Status::invalid_argument(format!("tasks[{i}].{}", e.message())))?;
             back.push((TaskId(t.task), reason));
         }
         let returned = self.queue.unplaced(&back, self.now_ms.now_ms()).await;
@@ -201,8 +221,11 @@ impl PlacementPeer for PeerService {
 
     async fn lease(&self, request: Request<pb::LeaseRequest>) -> Result<Response<pb::LeaseResponse>, Status> {
         let r = request.get_ref();
-        let constraints: Vec<Constraint> =
-            if r.constraints_json.is_empty() { Vec::new() } else { from_json("constraints_json", &r.constraints_json).map_err(Status::invalid_argument)? };
+        let constraints: Vec<Constraint> = if r.constraints_json.is_empty() {
+            Vec::new()
+        } else {
+            from_json("constraints_json", &r.constraints_json).map_err(Status::invalid_argument)?
+        };
         let req = LeaseRequest {
             min_free: resources_of(r.min_free.as_ref()),
             constraints,
@@ -243,7 +266,9 @@ impl Bearer {
     /// `authorization: Bearer <token>` on every call; nothing without a token.
     pub fn new(token: Option<&str>) -> Result<Bearer, String> {
         Ok(match token.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(t) => Bearer(Some(format!("Bearer {t}").parse().map_err(|_| "the token is not a valid header value".to_string())?)),
+            Some(t) => Bearer(Some(
+                format!("Bearer {t}").parse().map_err(|_| "the token is not a valid header value".to_string())?,
+            )),
             None => Bearer(None),
         })
     }
@@ -253,7 +278,9 @@ impl RemoteCore {
     /// Over a channel to the core, with an optional bearer token.
     pub fn new(channel: tonic::transport::Channel, token: Option<&str>) -> Result<RemoteCore, String> {
         let bearer = Bearer::new(token)?;
-        let client = PlacementPeerClient::with_interceptor(channel, bearer).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
+        let client = PlacementPeerClient::with_interceptor(channel, bearer)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
         Ok(RemoteCore { client })
     }
 }
@@ -269,7 +296,10 @@ impl ReadyQueue for RemoteCore {
                 return Taken::default();
             }
         };
-        let mut taken = Taken { ready: Vec::with_capacity(answer.ready.len()), orphans: answer.orphans.iter().map(task_of).collect() };
+        let mut taken = Taken {
+            ready: Vec::with_capacity(answer.ready.len()),
+            orphans: answer.orphans.iter().map(task_of).collect(),
+        };
         for t in answer.ready {
             let task = task_of(&t.task.unwrap_or_default());
             let need = t.need.unwrap_or_default();
@@ -327,7 +357,13 @@ impl OfferSource for RemoteCore {
             only_hosts: request.only_hosts.clone(),
             max_hosts: request.max_hosts.min(u32::MAX as usize) as u32,
         };
-        let answer = self.client.clone().lease(r).await.map_err(|e| OfferError(format!("lease from the core: {}", e.message())))?.into_inner();
+        let answer = self
+            .client
+            .clone()
+            .lease(r)
+            .await
+            .map_err(|e| OfferError(format!("lease from the core: {}", e.message())))?
+            .into_inner();
         let hosts: Vec<HostView> = from_json("hosts_json", &answer.hosts_json).map_err(OfferError)?;
         Ok(Lease { id: answer.id, hosts })
     }
@@ -344,14 +380,24 @@ impl PlacementSink for RemoteCore {
     async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let request = pb::LaunchRequest {
             lease_id: lease_id.into(),
-            placements: placements.iter().map(|p| pb::Placement { task: Some(task_pb(&p.task)), host: p.host.clone() }).collect(),
+            placements: placements
+                .iter()
+                .map(|p| pb::Placement { task: Some(task_pb(&p.task)), host: p.host.clone() })
+                .collect(),
         };
         match self.client.clone().launch(request).await {
             Ok(a) if (a.get_ref().launched as usize) < placements.len() => {
-                debug!(lease_id, launched = a.get_ref().launched, placed = placements.len(), "some tasks were killed while being placed");
+                debug!(
+                    lease_id,
+                    launched = a.get_ref().launched,
+                    placed = placements.len(),
+                    "some tasks were killed while being placed"
+                );
             }
             Ok(_) => {}
-            Err(e) => warn!(lease_id, error = %e, "launch through the core failed; unlaunched tasks return to READY after the PLACING timeout"),
+            Err(e) => {
+                warn!(lease_id, error = %e, "launch through the core failed; unlaunched tasks return to READY after the PLACING timeout")
+            }
         }
     }
 }

@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline_hostmgr::{AgentConfig, AgentProvider, HostAccess, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider, SimConfig, SimProvider};
+use paceline_hostmgr::{
+    AgentConfig, AgentProvider, HostAccess, HostManager, HostShape, ManagerConfig, MesosConfig, MesosProvider,
+    SimConfig, SimProvider,
+};
 use paceline_membership::MembershipConfig;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
@@ -207,9 +210,13 @@ fn load_auth(tokens_file: Option<&std::path::Path>) -> Result<paceline_api::auth
 /// The API's certificate and key, read now so a missing file stops the start.
 fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, ServerError> {
     let Some(tls) = tls else { return Ok(None) };
-    let read = |path: &std::path::Path| std::fs::read(path).map_err(|e| ServerError::Other(format!("tls: reading {}: {e}", path.display())));
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| ServerError::Other(format!("tls: reading {}: {e}", path.display())))
+    };
     let files = paceline_api::TlsFiles { cert_pem: read(&tls.cert_file)?, key_pem: read(&tls.key_file)? };
-    if !files.cert_pem.starts_with(b"-----BEGIN") || !String::from_utf8_lossy(&files.key_pem).contains("PRIVATE KEY-----") {
+    if !files.cert_pem.starts_with(b"-----BEGIN")
+        || !String::from_utf8_lossy(&files.key_pem).contains("PRIVATE KEY-----")
+    {
         return Err(ServerError::Other(format!(
             "tls: {} must be a PEM certificate and {} a PEM private key",
             tls.cert_file.display(),
@@ -222,13 +229,16 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
 /// What every kind of server does first: read the tokens file and the TLS
 /// files (a broken one must stop the start before anything listens), create
 /// the data directory and open the store (default SQLite in it).
-async fn prepare(config: &ServerConfig) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+async fn prepare(
+    config: &ServerConfig,
+) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         tls: load_tls(config.tls.as_ref())?,
         ..paceline_api::ApiConfig::default()
     };
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
     let storage = config
         .storage
         .clone()
@@ -263,7 +273,10 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("api_addr", &self.api_addr).field("agent_addr", &self.agent_addr).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("api_addr", &self.api_addr)
+            .field("agent_addr", &self.agent_addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -295,13 +308,18 @@ impl Server {
     /// server that led before it can no longer write ([`Store::claim_leadership`]).
     ///
     /// [`Store::claim_leadership`]: paceline_storage::Store::claim_leadership
-    pub async fn start_with(config: ServerConfig, api: ApiSocket, leader_epoch: Option<u64>) -> Result<Server, ServerError> {
+    pub async fn start_with(
+        config: ServerConfig,
+        api: ApiSocket,
+        leader_epoch: Option<u64>,
+    ) -> Result<Server, ServerError> {
         let (api_config, store) = prepare(&config).await?;
         if let Some(epoch) = leader_epoch {
             store.claim_leadership(epoch).await?;
         }
 
-        let runtime_config = RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
+        let runtime_config =
+            RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
         let versions = Arc::new(StoreVersions::new(store.clone(), tokio::runtime::Handle::current()));
         let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
             let runtime = Arc::new(PluginRuntime::new(runtime_config)?);
@@ -315,47 +333,56 @@ impl Server {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
         let mut remote_hosts = None;
-        let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) = match &config.hosts {
-            HostsConfig::Hostmgr { servers, token, ca_cert } => {
-                // No addresses: ask the membership who leads hostmgr.
-                let discovery = if servers.is_empty() {
-                    if config.membership == paceline_membership::MembershipConfig::Embedded {
-                        return Err(ServerError::Other(
+        let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) =
+            match &config.hosts {
+                HostsConfig::Hostmgr { servers, token, ca_cert } => {
+                    // No addresses: ask the membership who leads hostmgr.
+                    let discovery = if servers.is_empty() {
+                        if config.membership == paceline_membership::MembershipConfig::Embedded {
+                            return Err(ServerError::Other(
                             "hosts: provider hostmgr needs `servers` (or --hostmgr), or a zookeeper membership to find the host manager's leader in".into(),
                         ));
-                    }
-                    let me = paceline_membership::MemberInfo {
-                        id: format!("{}-discovery", config.member_id.clone().unwrap_or_else(crate::ha::default_member_id)),
-                        api_addr: String::new(),
-                        agent_addr: String::new(),
-                        roles: Vec::new(),
+                        }
+                        let me = paceline_membership::MemberInfo {
+                            id: format!(
+                                "{}-discovery",
+                                config.member_id.clone().unwrap_or_else(crate::ha::default_member_id)
+                            ),
+                            api_addr: String::new(),
+                            agent_addr: String::new(),
+                            roles: Vec::new(),
+                        };
+                        Some(
+                            paceline_membership::from_config(&config.membership, me, Vec::new())
+                                .map_err(|e| ServerError::Other(format!("membership: {e}")))?,
+                        )
+                    } else {
+                        None
                     };
-                    Some(paceline_membership::from_config(&config.membership, me, Vec::new()).map_err(|e| ServerError::Other(format!("membership: {e}")))?)
-                } else {
-                    None
-                };
-                let remote = crate::hostmgr_peer::RemoteHosts::connect(
-                    &servers.join(","),
-                    discovery,
-                    token.as_deref(),
-                    ca_cert.clone(),
-                    leader_epoch.unwrap_or(0),
-                    HOSTMGR_WAIT,
-                )
-                .await
-                .map_err(ServerError::Other)?;
-                info!(servers = %servers.join(","), discovered = servers.is_empty(), "host manager reached");
-                remote_hosts = Some(remote.clone());
-                (Arc::new(remote), Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
-            }
-            _ => {
-                let (hosts, clock, addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
-                hosts.sync().await?;
-                (Arc::new(hosts), clock, addr)
-            }
-        };
+                    let remote = crate::hostmgr_peer::RemoteHosts::connect(
+                        &servers.join(","),
+                        discovery,
+                        token.as_deref(),
+                        ca_cert.clone(),
+                        leader_epoch.unwrap_or(0),
+                        HOSTMGR_WAIT,
+                    )
+                    .await
+                    .map_err(ServerError::Other)?;
+                    info!(servers = %servers.join(","), discovered = servers.is_empty(), "host manager reached");
+                    remote_hosts = Some(remote.clone());
+                    (Arc::new(remote), Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+                }
+                _ => {
+                    let (hosts, clock, addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
+                    hosts.sync().await?;
+                    (Arc::new(hosts), clock, addr)
+                }
+            };
 
-        let mut pools = paceline_api::restore_pools(&*store).await.map_err(|e| ServerError::Other(format!("restoring pools: {e}")))?;
+        let mut pools = paceline_api::restore_pools(&*store)
+            .await
+            .map_err(|e| ServerError::Other(format!("restoring pools: {e}")))?;
         if pools.is_empty() && config.default_pool {
             let spec = default_pool_spec();
             let bytes = serde_json::to_vec(&spec).map_err(|e| ServerError::Other(e.to_string()))?;
@@ -367,7 +394,11 @@ impl Server {
             registry,
             hosts,
             clock.clone(),
-            AssembleConfig { install_default_plugins: true, no_placement: !config.placement_engine, ..AssembleConfig::default() },
+            AssembleConfig {
+                install_default_plugins: true,
+                no_placement: !config.placement_engine,
+                ..AssembleConfig::default()
+            },
             |rm| {
                 for (path, spec) in &pools {
                     if let Err(e) = rm.create_pool(path, *spec) {
@@ -388,12 +419,15 @@ impl Server {
 
         // Placement engines in other processes reach the roles on the API port.
         let mut api_config = api_config;
-        api_config.internal = Some(tonic::service::Routes::new(crate::placement_peer::PeerService::new(&cluster, clock).into_server()));
+        api_config.internal =
+            Some(tonic::service::Routes::new(crate::placement_peer::PeerService::new(&cluster, clock).into_server()));
         let roles = cluster.roles();
         let stop_api = stopped.clone();
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = paceline_api::serve_incoming(roles, incoming, api_config, async move { stop_api.wait().await }).await {
+            if let Err(e) =
+                paceline_api::serve_incoming(roles, incoming, api_config, async move { stop_api.wait().await }).await
+            {
                 tracing::error!(error = %e, "API stopped");
             }
         }));
@@ -422,15 +456,24 @@ async fn start_local_hosts(
     stopped: &Stopped,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(HostManager, Arc<dyn paceline_jobmgr::Clock>, SocketAddr), ServerError> {
-    let manager_config = ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
-Ok(match &config.hosts {
+    let manager_config =
+        ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
+    Ok(match &config.hosts {
         HostsConfig::Agent => {
-            let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: config.agent_heartbeat_ms, ..AgentConfig::default() });
-            let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+            let provider = AgentProvider::new(AgentConfig {
+                heartbeat_interval_ms: config.agent_heartbeat_ms,
+                ..AgentConfig::default()
+            });
+            let hosts = HostManager::builder(Arc::new(provider.clone()))
+                .store(store.clone())
+                .config(manager_config)
+                .start()
+                .await?;
             let listener = tokio::net::TcpListener::bind(config.agent_listen)
                 .await
                 .map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
-            let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
+            let addr =
+                listener.local_addr().map_err(|source| ServerError::Listen { addr: config.agent_listen, source })?;
             let stop_agents = stopped.clone();
             tasks.push(tokio::spawn(async move {
                 if let Err(e) = provider.serve_with_listener(listener, async move { stop_agents.wait().await }).await {
@@ -443,13 +486,21 @@ Ok(match &config.hosts {
             let zones = (*zones).max(1);
             let per_zone = n.div_ceil(zones);
             let shapes = (0..zones)
-                .map(|z| HostShape::new(per_zone.min(n.saturating_sub(z * per_zone)), format!("sim-z{z}-"), *resources).attribute("zone", format!("z{z}")))
+                .map(|z| {
+                    HostShape::new(per_zone.min(n.saturating_sub(z * per_zone)), format!("sim-z{z}-"), *resources)
+                        .attribute("zone", format!("z{z}"))
+                })
                 .filter(|s| s.count > 0)
                 .collect();
             let now = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
             let sim = Arc::new(SimProvider::new(SimConfig { shapes, start_ms: now, ..SimConfig::default() }));
             let clock = sim.clock();
-            let hosts = HostManager::builder(sim.clone()).store(store.clone()).clock(Arc::new(clock.clone())).config(manager_config).start().await?;
+            let hosts = HostManager::builder(sim.clone())
+                .store(store.clone())
+                .clock(Arc::new(clock.clone()))
+                .config(manager_config)
+                .start()
+                .await?;
             tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
             (hosts, Arc::new(SimTime(clock)), config.agent_listen)
         }
@@ -462,7 +513,11 @@ Ok(match &config.hosts {
                 ..MesosConfig::default()
             };
             let provider = MesosProvider::new(mesos, Some(store.clone()));
-            let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(manager_config).start().await?;
+            let hosts = HostManager::builder(Arc::new(provider.clone()))
+                .store(store.clone())
+                .config(manager_config)
+                .start()
+                .await?;
             // The subscription ends with the server (the task is aborted at shutdown).
             let guard = provider.stop_on_drop();
             tasks.push(tokio::spawn(async move {
@@ -494,7 +549,10 @@ pub struct HostServer {
 
 impl std::fmt::Debug for HostServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostServer").field("api_addr", &self.api_addr).field("agent_addr", &self.agent_addr).finish_non_exhaustive()
+        f.debug_struct("HostServer")
+            .field("api_addr", &self.api_addr)
+            .field("agent_addr", &self.agent_addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -515,12 +573,16 @@ impl HostServer {
         let (hosts, _clock, agent_addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
         hosts.sync().await?;
         let mut api_config = api_config;
-        api_config.internal = Some(tonic::service::Routes::new(crate::hostmgr_peer::HostPeerService::new(hosts.clone()).into_server()));
+        api_config.internal =
+            Some(tonic::service::Routes::new(crate::hostmgr_peer::HostPeerService::new(hosts.clone()).into_server()));
         let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = paceline_api::serve_hosts_incoming(access, incoming, api_config, async move { stop_api.wait().await }).await {
+            if let Err(e) =
+                paceline_api::serve_hosts_incoming(access, incoming, api_config, async move { stop_api.wait().await })
+                    .await
+            {
                 tracing::error!(error = %e, "host manager API stopped");
             }
         }));
@@ -534,21 +596,29 @@ impl HostServer {
     }
 }
 
-type IncomingStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> + Send>>;
+type IncomingStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> + Send>>;
 
 /// The API's connections: a listener bound on `listen` now, or those
 /// accepted elsewhere; with the address they arrive on.
 async fn api_incoming(api: ApiSocket, listen: SocketAddr) -> Result<(IncomingStream, SocketAddr), ServerError> {
     Ok(match api {
         ApiSocket::Bind => {
-            let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServerError::Listen { addr: listen, source })?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|source| ServerError::Listen { addr: listen, source })?;
             let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: listen, source })?;
             tracing::info!(%addr, "API listening");
             (Box::pin(tokio_stream::wrappers::TcpListenerStream::new(listener)), addr)
         }
         ApiSocket::Incoming { connections, addr } => {
             use futures::StreamExt as _;
-            (Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>)), addr)
+            (
+                Box::pin(
+                    tokio_stream::wrappers::UnboundedReceiverStream::new(connections).map(Ok::<_, std::io::Error>),
+                ),
+                addr,
+            )
         }
     })
 }
@@ -593,7 +663,11 @@ mod tests {
         let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
         assert_eq!(
             config.hosts,
-            HostsConfig::Hostmgr { servers: vec!["hm1:7410".into(), "hm2:7410".into()], token: Some("secret".into()), ca_cert: None }
+            HostsConfig::Hostmgr {
+                servers: vec!["hm1:7410".into(), "hm2:7410".into()],
+                token: Some("secret".into()),
+                ca_cert: None
+            }
         );
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");

@@ -191,7 +191,9 @@ pub fn install_default_plugins(registry: &Registry) -> Result<Vec<&'static str>,
             continue;
         }
         let id = format!("{name}@{BUILTIN_VERSION}");
-        let known = registry.list().into_iter().any(|s| s.slot == slot && s.versions.iter().any(|v| v.record.name == name && v.record.version == BUILTIN_VERSION));
+        let known = registry.list().into_iter().any(|s| {
+            s.slot == slot && s.versions.iter().any(|v| v.record.name == name && v.record.version == BUILTIN_VERSION)
+        });
         if !known {
             registry.deploy(slot, name, BUILTIN_VERSION, bytes, paceline_plugin::DeployOptions::default())?;
         }

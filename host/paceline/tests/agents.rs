@@ -30,10 +30,24 @@ async fn manager(store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>) -
     manager_with_timeout(store, port, expected, 3_000).await
 }
 
-async fn manager_with_timeout(store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>, heartbeat_timeout_ms: u64) -> Manager {
+async fn manager_with_timeout(
+    store: Arc<dyn Store>,
+    port: u16,
+    expected: Vec<ExpectedRun>,
+    heartbeat_timeout_ms: u64,
+) -> Manager {
     let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() });
-    let config = ManagerConfig { heartbeat_timeout_ms, tick_interval: Some(Duration::from_millis(100)), ..ManagerConfig::default() };
-    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store).config(config).start().await.expect("host manager");
+    let config = ManagerConfig {
+        heartbeat_timeout_ms,
+        tick_interval: Some(Duration::from_millis(100)),
+        ..ManagerConfig::default()
+    };
+    let hosts = HostManager::builder(Arc::new(provider.clone()))
+        .store(store)
+        .config(config)
+        .start()
+        .await
+        .expect("host manager");
     hosts.expect_runs(expected).await;
     let events = hosts.subscribe();
     let listener = loop {
@@ -96,7 +110,8 @@ impl Manager {
     async fn wait_hosts(&self, names: &[&str], within: Duration) -> bool {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            let up: BTreeSet<String> = self.hosts.hosts().into_iter().filter(|h| h.reachable).map(|h| h.view.name).collect();
+            let up: BTreeSet<String> =
+                self.hosts.hosts().into_iter().filter(|h| h.reachable).map(|h| h.view.name).collect();
             if names.iter().all(|n| up.contains(*n)) {
                 return true;
             }
@@ -126,14 +141,24 @@ fn spawn_agent(manager: &str, dir: &Path, name: &str, cpu: u64, mem: u64, extra:
     let data = dir.join(name);
     std::fs::create_dir_all(&data).expect("agent dir");
     let config = data.join("agent.yaml");
-    std::fs::write(&config, "heartbeat_interval_ms: 200\nreconnect_initial_ms: 50\nreconnect_max_ms: 300\n").expect("config");
+    std::fs::write(&config, "heartbeat_interval_ms: 200\nreconnect_initial_ms: 50\nreconnect_max_ms: 300\n")
+        .expect("config");
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data.join("agent.log")).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_paceline"))
         .args(["agent", "--config"])
         .arg(&config)
         .args(["--manager", manager, "--data-dir"])
         .arg(data.join("data"))
-        .args(["--hostname", name, "--cpu-millis", &cpu.to_string(), "--memory-mib", &mem.to_string(), "--disk-mib", "10000"])
+        .args([
+            "--hostname",
+            name,
+            "--cpu-millis",
+            &cpu.to_string(),
+            "--memory-mib",
+            &mem.to_string(),
+            "--disk-mib",
+            "10000",
+        ])
         .args(extra)
         .env("PACELINE_LOG", "info")
         .stdout(Stdio::null())
@@ -187,7 +212,9 @@ fn processes(argv: &[&str]) -> usize {
             })
     };
     std::fs::read_dir("/proc")
-        .map(|d| d.filter_map(Result::ok).filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(matches)).count())
+        .map(|d| {
+            d.filter_map(Result::ok).filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(matches)).count()
+        })
         .unwrap_or(0)
 }
 
@@ -208,7 +235,8 @@ async fn three_agents_run_real_processes_to_every_end() {
     let _b = spawn_agent(&m.addr, dir.path(), "h2", 4_000, 4_096, &["--attribute", "zone=b"]);
     let _c = spawn_agent(&m.addr, dir.path(), "h3", 1_000, 1_024, &[]);
     assert!(m.wait_hosts(&["h1", "h2", "h3"], Duration::from_secs(30)).await, "three agents registered");
-    let totals: BTreeMap<String, u64> = m.hosts.hosts().into_iter().map(|h| (h.view.name, h.view.total.cpu_millis)).collect();
+    let totals: BTreeMap<String, u64> =
+        m.hosts.hosts().into_iter().map(|h| (h.view.name, h.view.total.cpu_millis)).collect();
     assert_eq!(totals, BTreeMap::from([("h1".into(), 2_000), ("h2".into(), 4_000), ("h3".into(), 1_000)]));
     let h2 = m.hosts.host("h2").expect("h2");
     assert_eq!(h2.view.attributes.get("zone").map(String::as_str), Some("b"));
@@ -217,7 +245,9 @@ async fn three_agents_run_real_processes_to_every_end() {
 
     let mut seen = Vec::new();
     // Output, exit 0 → SUCCEEDED, output readable through the manager.
-    m.launch_on("h1", vec![run("ok-0-1", "sh", &["-c", "echo hello from paceline; exit 0"], 64, 5)]).await.expect("launch");
+    m.launch_on("h1", vec![run("ok-0-1", "sh", &["-c", "echo hello from paceline; exit 0"], 64, 5)])
+        .await
+        .expect("launch");
     let end = m.until_end("ok-0-1", Duration::from_secs(20), &mut seen).await.expect("ends");
     assert_eq!(end.state, RunState::Succeeded);
     let states: Vec<RunState> = seen.iter().filter(|u| u.run_id == "ok-0-1").map(|u| u.state).collect();
@@ -252,7 +282,8 @@ async fn three_agents_run_real_processes_to_every_end() {
     assert_eq!(end.signal, Some(9), "SIGKILL ended it: {end:?}");
 
     // Over its memory limit → stopped.
-    let hog = "import sys\nblocks = [bytearray(16 * 1024 * 1024) for _ in range(32)]\nprint('allocated', len(blocks))\n";
+    let hog =
+        "import sys\nblocks = [bytearray(16 * 1024 * 1024) for _ in range(32)]\nprint('allocated', len(blocks))\n";
     m.launch_on("h2", vec![run("hog-0-1", "python3", &["-c", hog], 64, 1)]).await.expect("launch");
     let end = m.until_end("hog-0-1", Duration::from_secs(30), &mut seen).await.expect("ends");
     assert_eq!(end.state, RunState::Failed, "stopped over its 64 MiB limit ({isolation}): {end:?}");
@@ -340,8 +371,20 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
     // The new manager expects `known` (as the job manager's storage would
     // say) and a run that no agent has; it knows nothing of `orphan`.
     let expected = vec![
-        ExpectedRun { host: "h1".into(), run_id: "known-0-1".into(), task_id: "known-0".into(), resources: Resources::new(100, 64, 10, 0), last_seq: 2 },
-        ExpectedRun { host: "h2".into(), run_id: "ghost-0-1".into(), task_id: "ghost-0".into(), resources: Resources::new(100, 64, 10, 0), last_seq: 2 },
+        ExpectedRun {
+            host: "h1".into(),
+            run_id: "known-0-1".into(),
+            task_id: "known-0".into(),
+            resources: Resources::new(100, 64, 10, 0),
+            last_seq: 2,
+        },
+        ExpectedRun {
+            host: "h2".into(),
+            run_id: "ghost-0-1".into(),
+            task_id: "ghost-0".into(),
+            resources: Resources::new(100, 64, 10, 0),
+            last_seq: 2,
+        },
     ];
     let mut m = manager(store, port, expected).await;
     assert!(m.wait_hosts(&["h1", "h2"], Duration::from_secs(30)).await, "agents reconnected");
@@ -383,7 +426,8 @@ async fn bad_launches_and_a_bad_registration_get_clear_errors() {
     let mut req = LeaseRequest::new(Resources::ZERO, 1, 10_000);
     req.only_hosts = vec!["h1".into()];
     let lease = m.hosts.lease(&req).expect("lease");
-    let e = m.hosts.launch(lease.id, "nowhere", vec![run("x-0-1", "true", &[], 64, 1)]).await.expect_err("unknown host");
+    let e =
+        m.hosts.launch(lease.id, "nowhere", vec![run("x-0-1", "true", &[], 64, 1)]).await.expect_err("unknown host");
     assert!(e.to_string().contains("nowhere"), "{e}");
     let _ = m.hosts.release(lease.id);
 

@@ -116,7 +116,8 @@ async fn a_batch_job_created_over_grpc_runs_to_success() {
 
     let done = api.sc.run_until(250, 400, async |c| c.job_state(&id).await.is_terminal()).await;
     assert!(done, "the job finished");
-    let job = api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job =
+        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
     let status = job.status.expect("status");
     assert_eq!(status.state, pb::JobState::Succeeded as i32);
     assert_eq!(status.task_counts.get("SUCCEEDED"), Some(&3));
@@ -239,7 +240,8 @@ async fn invalid_specs_are_rejected_naming_the_field_and_nothing_is_stored() {
 
     let e = api.jobs().get_job(pb::GetJobRequest { id: String::new() }).await.expect_err("empty id");
     assert_eq!((e.code(), e.message().starts_with("id:")), (Code::InvalidArgument, true));
-    let e = api.jobs().kill_job(pb::KillJobRequest { id: "missing".into(), instances: vec![] }).await.expect_err("unknown");
+    let e =
+        api.jobs().kill_job(pb::KillJobRequest { id: "missing".into(), instances: vec![] }).await.expect_err("unknown");
     assert_eq!(e.code(), Code::NotFound);
     api.stop().await;
 }
@@ -315,13 +317,17 @@ async fn an_update_dry_run_reports_the_diff_and_changes_nothing() {
     assert_eq!(diff.added_instances, vec![2]);
     assert!(diff.removed_instances.is_empty());
     assert_eq!(diff.diff, vec![r#"command: "serve" → "serve2""#.to_string()]);
-    let job = api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job =
+        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
     assert_eq!(job.status.expect("status").desired_config_version, 1, "a dry run changes nothing");
     assert!(job.update.is_none());
 
     let mut bad = next.clone();
     bad.kind = pb::JobKind::Batch as i32;
-    let e = api.jobs().update_job(pb::UpdateJobRequest { id: id.clone(), spec: Some(bad), update: None, dry_run: true }).await;
+    let e = api
+        .jobs()
+        .update_job(pb::UpdateJobRequest { id: id.clone(), spec: Some(bad), update: None, dry_run: true })
+        .await;
     assert_eq!(e.expect_err("kind change").code(), Code::InvalidArgument);
 
     // A real update, created paused through the request's override; then
@@ -330,7 +336,8 @@ async fn an_update_dry_run_reports_the_diff_and_changes_nothing() {
     let real = pb::UpdateJobRequest { id: id.clone(), spec: Some(next), update: Some(paused), dry_run: false };
     let started = api.jobs().update_job(real).await.expect("update").into_inner();
     assert!(!started.update_id.is_empty());
-    let job = api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job =
+        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
     assert_eq!(job.status.expect("status").desired_config_version, 2);
     let update = job.update.expect("update");
     assert_eq!((update.id.as_str(), update.state), (started.update_id.as_str(), pb::UpdateState::Paused as i32));
@@ -354,7 +361,10 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
         ..Default::default()
     };
     pools.create_pool(pb::CreatePoolRequest { path: "/ml".into(), spec: Some(spec(2_000)) }).await.expect("create");
-    pools.create_pool(pb::CreatePoolRequest { path: "/ml/train".into(), spec: Some(spec(1_000)) }).await.expect("child");
+    pools
+        .create_pool(pb::CreatePoolRequest { path: "/ml/train".into(), spec: Some(spec(1_000)) })
+        .await
+        .expect("child");
 
     let list = pools.list_pools(pb::ListPoolsRequest {}).await.expect("list").into_inner();
     let paths: Vec<&str> = list.pools.iter().map(|p| p.path.as_str()).collect();
@@ -364,8 +374,18 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
     let ml = list.pools.iter().find(|p| p.path == "/ml").expect("/ml");
     assert_eq!(ml.children, vec!["/ml/train".to_string()]);
     assert!(ml.entitlement.is_some() && ml.allocation.is_some() && ml.demand.is_some());
-    let got = pools.get_pool(pb::GetPoolRequest { path: "/ml/train".into() }).await.expect("get").into_inner().pool.expect("pool");
-    assert_eq!(got.spec.as_ref().and_then(|s| s.limit.as_ref()).map(|l| (l.cpu, l.memory)), Some((8_000, 0)), "0 is unlimited");
+    let got = pools
+        .get_pool(pb::GetPoolRequest { path: "/ml/train".into() })
+        .await
+        .expect("get")
+        .into_inner()
+        .pool
+        .expect("pool");
+    assert_eq!(
+        got.spec.as_ref().and_then(|s| s.limit.as_ref()).map(|l| (l.cpu, l.memory)),
+        Some((8_000, 0)),
+        "0 is unlimited"
+    );
 
     // Reservation above the limit, a child reserving more than its parent,
     // a missing parent: each refused, naming what is wrong.
@@ -374,15 +394,23 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
         limit: Some(pb::PerKind { cpu: 1_000, ..Default::default() }),
         ..Default::default()
     };
-    let e = pools.update_pool(pb::UpdatePoolRequest { path: "/ml".into(), spec: Some(bad) }).await.expect_err("bad spec");
+    let e =
+        pools.update_pool(pb::UpdatePoolRequest { path: "/ml".into(), spec: Some(bad) }).await.expect_err("bad spec");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("spec.reservation.cpu:"), "{}", e.message());
-    let e = pools.create_pool(pb::CreatePoolRequest { path: "/ml/big".into(), spec: Some(spec(5_000)) }).await.expect_err("over parent");
+    let e = pools
+        .create_pool(pb::CreatePoolRequest { path: "/ml/big".into(), spec: Some(spec(5_000)) })
+        .await
+        .expect_err("over parent");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("reservation"), "{}", e.message());
-    let e = pools.create_pool(pb::CreatePoolRequest { path: "/nope/x".into(), spec: Some(spec(0)) }).await.expect_err("no parent");
+    let e = pools
+        .create_pool(pb::CreatePoolRequest { path: "/nope/x".into(), spec: Some(spec(0)) })
+        .await
+        .expect_err("no parent");
     assert!(e.message().contains("/nope"), "{}", e.message());
-    let e = pools.create_pool(pb::CreatePoolRequest { path: "/ml".into(), spec: Some(spec(0)) }).await.expect_err("exists");
+    let e =
+        pools.create_pool(pb::CreatePoolRequest { path: "/ml".into(), spec: Some(spec(0)) }).await.expect_err("exists");
     assert_eq!(e.code(), Code::AlreadyExists);
     let e = pools.delete_pool(pb::DeletePoolRequest { path: "/ml".into() }).await.expect_err("has children");
     assert_eq!(e.code(), Code::FailedPrecondition);
@@ -412,7 +440,8 @@ async fn hosts_are_listed_drained_and_returned_to_service() {
     assert!(list[0].total.as_ref().is_some_and(|t| t.cpu_millis == 4_000));
     let name = list[0].hostname.clone();
 
-    let drained = hosts.drain_host(pb::DrainHostRequest { hostname: name.clone(), then_down: false }).await.expect("drain");
+    let drained =
+        hosts.drain_host(pb::DrainHostRequest { hostname: name.clone(), then_down: false }).await.expect("drain");
     let state = drained.into_inner().host.expect("host").state;
     assert!(state == pb::HostState::Draining as i32 || state == pb::HostState::Drained as i32, "{state}");
     api.sc.step(250).await;
@@ -428,7 +457,13 @@ async fn hosts_are_listed_drained_and_returned_to_service() {
 
 fn upload(slot: &str, name: &str, version: &str, bytes: &[u8], chunk: usize) -> Vec<pb::DeployPluginRequest> {
     use pb::deploy_plugin_request::{Meta, Part};
-    let meta = Meta { slot: slot.into(), name: name.into(), version: version.into(), size: bytes.len() as u64, skip_self_test: false };
+    let meta = Meta {
+        slot: slot.into(),
+        name: name.into(),
+        version: version.into(),
+        size: bytes.len() as u64,
+        skip_self_test: false,
+    };
     std::iter::once(pb::DeployPluginRequest { part: Some(Part::Meta(meta)) })
         .chain(bytes.chunks(chunk).map(|c| pb::DeployPluginRequest { part: Some(Part::Chunk(c.to_vec())) }))
         .collect()
@@ -456,7 +491,8 @@ async fn plugins_are_deployed_in_chunks_activated_and_rolled_back() {
 
     let bytes = paceline_plugin_artifacts::SPREAD;
     let chunk = bytes.len() / 5 + 1;
-    let deployed = plugins.deploy_plugin(tokio_stream_iter(upload(slot, "spread", "v1", bytes, chunk))).await.expect("deploy");
+    let deployed =
+        plugins.deploy_plugin(tokio_stream_iter(upload(slot, "spread", "v1", bytes, chunk))).await.expect("deploy");
     let deployed = deployed.into_inner();
     assert_eq!(deployed.id, "spread@v1");
     assert_eq!(deployed.sha256.len(), 64);
@@ -464,19 +500,27 @@ async fn plugins_are_deployed_in_chunks_activated_and_rolled_back() {
     let v = listed.versions.iter().find(|v| v.id == "spread@v1").expect("listed");
     assert_eq!((v.state.as_str(), v.sha256.as_str()), ("deployed", deployed.sha256.as_str()));
 
-    let after = plugins.activate_plugin(pb::PluginRef { slot: slot.into(), id: "spread@v1".into() }).await.expect("activate");
+    let after =
+        plugins.activate_plugin(pb::PluginRef { slot: slot.into(), id: "spread@v1".into() }).await.expect("activate");
     assert_eq!(after.into_inner().active, "spread@v1");
     let back = plugins.rollback_plugin(pb::SlotRef { slot: slot.into() }).await.expect("rollback").into_inner();
     assert_eq!(back.active, builtin);
 
-    let e = plugins.deploy_plugin(tokio_stream_iter(upload(slot, "spread", "v1", bytes, chunk))).await.expect_err("again");
+    let e =
+        plugins.deploy_plugin(tokio_stream_iter(upload(slot, "spread", "v1", bytes, chunk))).await.expect_err("again");
     assert_eq!(e.code(), Code::AlreadyExists);
 
     // Garbage is refused before anything is stored.
-    let e = plugins.deploy_plugin(tokio_stream_iter(upload(slot, "junk", "1", b"not wasm at all", 4))).await.expect_err("garbage");
+    let e = plugins
+        .deploy_plugin(tokio_stream_iter(upload(slot, "junk", "1", b"not wasm at all", 4)))
+        .await
+        .expect_err("garbage");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("WebAssembly"), "{}", e.message());
-    let e = plugins.deploy_plugin(tokio_stream_iter(upload("placement/", "x", "1", bytes, chunk))).await.expect_err("bad slot");
+    let e = plugins
+        .deploy_plugin(tokio_stream_iter(upload("placement/", "x", "1", bytes, chunk)))
+        .await
+        .expect_err("bad slot");
     assert!(e.message().starts_with("meta.slot:"), "{}", e.message());
     let mut no_meta = upload(slot, "x", "1", bytes, chunk);
     no_meta.remove(0);
@@ -486,20 +530,27 @@ async fn plugins_are_deployed_in_chunks_activated_and_rolled_back() {
     assert!(listed.versions.iter().all(|v| !v.id.starts_with("junk") && !v.id.starts_with("x@")), "nothing stored");
 
     // Validate checks without storing.
-    let ok = plugins.validate_plugin(tokio_stream_iter(upload(slot, "spread", "v2", bytes, chunk))).await.expect("validate");
+    let ok =
+        plugins.validate_plugin(tokio_stream_iter(upload(slot, "spread", "v2", bytes, chunk))).await.expect("validate");
     assert_eq!(ok.into_inner().error, "");
-    let bad = plugins.validate_plugin(tokio_stream_iter(upload(slot, "junk", "1", b"\0asm garbage", 64))).await.expect("validate");
+    let bad = plugins
+        .validate_plugin(tokio_stream_iter(upload(slot, "junk", "1", b"\0asm garbage", 64)))
+        .await
+        .expect("validate");
     assert!(!bad.into_inner().error.is_empty());
     let listed = active(&mut plugins).await;
     assert!(listed.versions.iter().all(|v| v.id != "spread@v2" && v.id != "candidate@0"), "validate stores nothing");
 
-    let e = plugins.activate_plugin(pb::PluginRef { slot: slot.into(), id: "nope@1".into() }).await.expect_err("unknown");
+    let e =
+        plugins.activate_plugin(pb::PluginRef { slot: slot.into(), id: "nope@1".into() }).await.expect_err("unknown");
     assert_eq!(e.code(), Code::NotFound);
     api.stop().await;
 }
 
 /// A request stream from a list of messages.
-fn tokio_stream_iter(items: Vec<pb::DeployPluginRequest>) -> impl tonic::IntoStreamingRequest<Message = pb::DeployPluginRequest> {
+fn tokio_stream_iter(
+    items: Vec<pb::DeployPluginRequest>,
+) -> impl tonic::IntoStreamingRequest<Message = pb::DeployPluginRequest> {
     tonic::codegen::tokio_stream::iter(items)
 }
 
@@ -530,7 +581,8 @@ async fn health_reports_serving_and_watch_streams_job_changes() {
     }
     let stale = pb::WatchRequest { from_revision: event.revision + 100, ..Default::default() };
     assert_eq!(watch.watch(stale).await.expect_err("not held").code(), Code::OutOfRange);
-    let e = watch.watch(pb::WatchRequest { kinds: vec!["host".into()], ..Default::default() }).await.expect_err("bad kind");
+    let e =
+        watch.watch(pb::WatchRequest { kinds: vec!["host".into()], ..Default::default() }).await.expect_err("bad kind");
     assert_eq!(e.code(), Code::InvalidArgument);
     drop(events);
     api.stop().await;
@@ -568,13 +620,20 @@ async fn watch_resumes_from_a_revision_without_gaps() {
         };
         seen.push((ev.revision, what));
     }
-    assert!(seen.iter().any(|(_, w)| w.starts_with("job")) && seen.iter().any(|(_, w)| w.starts_with("task")), "{seen:?}");
+    assert!(
+        seen.iter().any(|(_, w)| w.starts_with("job")) && seen.iter().any(|(_, w)| w.starts_with("task")),
+        "{seen:?}"
+    );
     // A second watcher resuming after the first event gets the same changes
     // with the same revisions, none missing.
     let resume = pb::WatchRequest { from_revision: seen[0].0, ..all };
     let mut again = watch.watch(resume).await.expect("resume").into_inner();
     for (revision, what) in &seen[1..] {
-        let ev = tokio::time::timeout(Duration::from_secs(10), again.message()).await.expect("in time").expect("stream").expect("event");
+        let ev = tokio::time::timeout(Duration::from_secs(10), again.message())
+            .await
+            .expect("in time")
+            .expect("stream")
+            .expect("event");
         assert_eq!(ev.revision, *revision, "{what}");
     }
     drop((live, again));

@@ -34,7 +34,10 @@ fn validate_refuses_bad_files_with_a_clear_error() {
     let cases: [(Vec<&str>, &str); 4] = [
         (vec!["plugin", "validate", junk.to_str().expect("utf-8")], "not a WebAssembly file"),
         (vec!["plugin", "validate", "/nonexistent/x.wasm"], "cannot read /nonexistent/x.wasm"),
-        (vec!["plugin", "validate", artifacts::PRIORITY_PREEMPT_PATH, "--slot", "placement/batch"], "does not fit slot placement/batch"),
+        (
+            vec!["plugin", "validate", artifacts::PRIORITY_PREEMPT_PATH, "--slot", "placement/batch"],
+            "does not fit slot placement/batch",
+        ),
         (vec!["plugin", "validate", artifacts::GUEST_PANIC_PATH], "self-test failed"),
     ];
     for (args, message) in cases {
@@ -59,7 +62,8 @@ fn run_prints_the_same_decision_in_every_process() {
 #[test]
 fn run_exits_non_zero_when_the_decision_differs_from_the_scenario() {
     // spread on binpack's best-fit scenario gives another answer.
-    let out = paceline(&["plugin", "run", artifacts::SPREAD_PATH, "--scenario", &scenario("binpack", "01-best-fit.yaml")]);
+    let out =
+        paceline(&["plugin", "run", artifacts::SPREAD_PATH, "--scenario", &scenario("binpack", "01-best-fit.yaml")]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("scenario check failed"));
 }
@@ -90,7 +94,10 @@ fn bench_pipeline_launches_every_task_and_says_where_the_time_went() {
     // Lifecycle calls: one per job at least (its creation), and fewer than
     // one per task: a job's burst of RUNNING updates is one `on-events` call.
     let calls = |slot: &str| -> u64 {
-        let line = stdout.lines().find(|l| l.starts_with(&format!("plugin {slot} "))).unwrap_or_else(|| panic!("no {slot} line: {stdout}"));
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("plugin {slot} ")))
+            .unwrap_or_else(|| panic!("no {slot} line: {stdout}"));
         let after = line.split("): ").nth(1).expect("calls");
         after.split(' ').next().expect("number").parse().expect("a count")
     };

@@ -20,8 +20,17 @@ fn repo() -> PathBuf {
 fn build_clients() {
     static BUILT: Once = Once::new();
     BUILT.call_once(|| {
-        let out = Command::new("bash").arg(repo().join("clients/build.sh")).arg("all").output().expect("runs clients/build.sh");
-        assert!(out.status.success(), "clients/build.sh all failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg(repo().join("clients/build.sh"))
+            .arg("all")
+            .output()
+            .expect("runs clients/build.sh");
+        assert!(
+            out.status.success(),
+            "clients/build.sh all failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
 }
 
@@ -32,7 +41,15 @@ fn submit(lang: &str, name: &str, server: &str, token: Option<&str>, ca: Option<
     let mut c = match lang {
         "python" => {
             let mut c = Command::new(clients.join("python/.venv/bin/python"));
-            c.arg(clients.join("python/submit.py")).args(["--instances", "2", "--env", "SIM_DURATION_MS=300", name, "--", "work"]);
+            c.arg(clients.join("python/submit.py")).args([
+                "--instances",
+                "2",
+                "--env",
+                "SIM_DURATION_MS=300",
+                name,
+                "--",
+                "work",
+            ]);
             c
         }
         "go" => {
@@ -77,7 +94,11 @@ fn each_client_submits_a_job_that_runs_to_success() {
         assert!(stdout.contains("state SUCCEEDED SUCCEEDED=2"), "{lang}: {stdout}");
         let id = job_of(&out);
         // The Rust CLI sees the same job, with the name the client gave it.
-        let got = Command::new(BIN).args(["job", "get", &id, "-o", "json"]).env("PACELINE_SERVER", &server).output().expect("cli");
+        let got = Command::new(BIN)
+            .args(["job", "get", &id, "-o", "json"])
+            .env("PACELINE_SERVER", &server)
+            .output()
+            .expect("cli");
         let job: serde_json::Value = serde_json::from_slice(&got.stdout).expect("json");
         assert_eq!(job["spec"]["name"], name.as_str(), "{lang}: {job}");
         assert_eq!(job["spec"]["owner"], format!("{lang}-client").as_str(), "{lang}: {job}");

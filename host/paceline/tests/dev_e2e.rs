@@ -30,7 +30,8 @@ impl Drop for Proc {
 
 /// Starts `paceline <args>` and waits for the line that says the API is up.
 fn start(args: &[&str], ready: &str) -> Proc {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starts");
+    let mut child =
+        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starts");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     let ready = ready.to_string();
@@ -47,7 +48,18 @@ fn start(args: &[&str], ready: &str) -> Proc {
 
 fn dev(dir: &Path, api: u16) -> Proc {
     let data = dir.join("dev");
-    start(&["dev", "--agents", "2", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &format!("127.0.0.1:{api}")], "API on")
+    start(
+        &[
+            "dev",
+            "--agents",
+            "2",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+        ],
+        "API on",
+    )
 }
 
 fn cli(api: u16, args: &[&str]) -> Output {
@@ -55,7 +67,12 @@ fn cli(api: u16, args: &[&str]) -> Output {
 }
 
 fn ok(out: Output) -> String {
-    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -72,7 +89,6 @@ fn examples() -> std::path::PathBuf {
 fn example(name: &str) -> String {
     examples().join(name).to_str().expect("utf-8").to_string()
 }
-
 
 fn job_state(api: u16, id: &str) -> String {
     json(api, &["job", "get", id])["status"]["state"].as_str().unwrap_or_default().to_string()
@@ -106,7 +122,10 @@ fn a_service_rolls_through_an_update_in_batches_and_is_killed() {
     let id = ok(cli(api, &["job", "create", &example("web.yaml")]));
     let running = |api: u16, id: &str, run: u64| {
         let ts = tasks(api, id);
-        ts.len() == 4 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(run))
+        ts.len() == 4
+            && ts
+                .iter()
+                .all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(run))
     };
     eventually(60, "4 instances running", || running(api, &id, 1));
     let v2 = dir.path().join("web-v2.yaml");
@@ -121,7 +140,10 @@ fn a_service_rolls_through_an_update_in_batches_and_is_killed() {
     let mut max_in_flight = 0;
     eventually(90, "the update rolled through", || {
         let ts = tasks(api, &id);
-        let moving = ts.iter().filter(|t| t["run"].as_u64() == Some(2) && !t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count();
+        let moving = ts
+            .iter()
+            .filter(|t| t["run"].as_u64() == Some(2) && !t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")))
+            .count();
         max_in_flight = max_in_flight.max(moving);
         running(api, &id, 2)
     });
@@ -130,7 +152,9 @@ fn a_service_rolls_through_an_update_in_batches_and_is_killed() {
         json(api, &["job", "get", &id])["update"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
     });
     ok(cli(api, &["job", "kill", &id]));
-    eventually(30, "all KILLED", || tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))));
+    eventually(30, "all KILLED", || {
+        tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED")))
+    });
 }
 
 #[test]
@@ -147,10 +171,10 @@ fn a_plugin_deployed_through_the_cli_changes_placement_and_rollback_restores_it(
         ts.len() == 4 && ts.iter().all(|t| t["host"].as_str().is_some_and(|h| !h.is_empty()))
     };
     // A long batch job of 4 small instances: binpack (the default) packs them on one host.
-    let spec = std::fs::read_to_string(example("hello.yaml")).expect("example").replace("instance_count: 3", "instance_count: 4").replace(
-        "echo hello from instance $PACELINE_TASK_ID",
-        "sleep 30",
-    );
+    let spec = std::fs::read_to_string(example("hello.yaml"))
+        .expect("example")
+        .replace("instance_count: 3", "instance_count: 4")
+        .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 30");
     let file = dir.path().join("packed.yaml");
     std::fs::write(&file, &spec).expect("spec");
     let packed = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
@@ -167,7 +191,9 @@ fn a_plugin_deployed_through_the_cli_changes_placement_and_rollback_restores_it(
     ok(cli(api, &["job", "kill", &packed]));
     ok(cli(api, &["job", "kill", &spread]));
     eventually(30, "killed", || {
-        [&packed, &spread].iter().all(|id| tasks(api, id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))))
+        [&packed, &spread]
+            .iter()
+            .all(|id| tasks(api, id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))))
     });
     let again = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
     eventually(30, "placed", || placed(&again));
@@ -182,18 +208,27 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let bad_yaml = dir.path().join("bad.yaml");
     std::fs::write(&bad_yaml, "name: x\n  owner: [oops").expect("write");
     let unknown_pool = dir.path().join("pool.yaml");
-    std::fs::write(&unknown_pool, std::fs::read_to_string(example("hello.yaml")).expect("example").replace("pool: /default", "pool: /nowhere"))
-        .expect("write");
+    std::fs::write(
+        &unknown_pool,
+        std::fs::read_to_string(example("hello.yaml")).expect("example").replace("pool: /default", "pool: /nowhere"),
+    )
+    .expect("write");
     let negative = dir.path().join("negative.yaml");
-    std::fs::write(&negative, std::fs::read_to_string(example("hello.yaml")).expect("example").replace("cpu_millis: 100", "cpu_millis: -5"))
-        .expect("write");
+    std::fs::write(
+        &negative,
+        std::fs::read_to_string(example("hello.yaml")).expect("example").replace("cpu_millis: 100", "cpu_millis: -5"),
+    )
+    .expect("write");
     let not_wasm = dir.path().join("plugin.wasm");
     std::fs::write(&not_wasm, b"this is not a component").expect("write");
     for (args, needle) in [
         (vec!["job", "create", bad_yaml.to_str().expect("utf-8")], "bad.yaml"),
         (vec!["job", "create", unknown_pool.to_str().expect("utf-8")], "pool"),
         (vec!["job", "create", negative.to_str().expect("utf-8")], "cpu_millis"),
-        (vec!["plugin", "deploy", "placement/batch", "junk", "1", not_wasm.to_str().expect("utf-8")], "not a WebAssembly"),
+        (
+            vec!["plugin", "deploy", "placement/batch", "junk", "1", not_wasm.to_str().expect("utf-8")],
+            "not a WebAssembly",
+        ),
     ] {
         let out = cli(api, &args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -227,10 +262,28 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     // Two agents on one machine: distinct port ranges, as on two machines.
     for (name, ports) in [("a1", "31000-31499"), ("a2", "31500-31999")] {
         let cfg = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n").expect("config");
+        std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
+            .expect("config");
         let child = Command::new(BIN)
-            .args(["agent", "--config", cfg.to_str().expect("utf-8"), "--manager", &format!("http://127.0.0.1:{agents_port}"), "--hostname", name])
-            .args(["--data-dir", dir.path().join(name).to_str().expect("utf-8"), "--cpu-millis", "2000", "--memory-mib", "2048", "--port-range", ports])
+            .args([
+                "agent",
+                "--config",
+                cfg.to_str().expect("utf-8"),
+                "--manager",
+                &format!("http://127.0.0.1:{agents_port}"),
+                "--hostname",
+                name,
+            ])
+            .args([
+                "--data-dir",
+                dir.path().join(name).to_str().expect("utf-8"),
+                "--cpu-millis",
+                "2000",
+                "--memory-mib",
+                "2048",
+                "--port-range",
+                ports,
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -244,7 +297,10 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     let id = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
     let all_running_run1 = |api: u16| {
         let ts = tasks(api, &id);
-        ts.len() == 4 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(1))
+        ts.len() == 4
+            && ts
+                .iter()
+                .all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")) && t["run"].as_u64() == Some(1))
     };
     eventually(60, "4 running", || all_running_run1(api));
     let before: Vec<serde_json::Value> = tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect();
@@ -253,7 +309,9 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     std::thread::sleep(Duration::from_secs(1));
     let _server = start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "API on");
     eventually(30, "agents back", || {
-        json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
+        json(api, &["host", "list"])
+            .as_array()
+            .is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
     });
     // Give reconciliation and the loops time to act, then check nothing moved.
     std::thread::sleep(Duration::from_secs(3));
@@ -266,7 +324,9 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     let hello = ok(cli(api, &["job", "create", &example("hello.yaml")]));
     eventually(60, "hello SUCCEEDED after the restart", || job_state(api, &hello).ends_with("SUCCEEDED"));
     ok(cli(api, &["job", "kill", &id]));
-    eventually(30, "killed", || tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED"))));
+    eventually(30, "killed", || {
+        tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED")))
+    });
     drop(agents);
 }
 
@@ -287,8 +347,23 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     let mut agents = Vec::new();
     for (name, ports) in [("p1", "33000-33499"), ("p2", "33500-33999")] {
         let child = Command::new(BIN)
-            .args(["agent", "--manager", &format!("http://127.0.0.1:{agents_port}"), "--hostname", name, "--port-range", ports])
-            .args(["--data-dir", dir.path().join(name).to_str().expect("utf-8"), "--cpu-millis", "1000", "--memory-mib", "2048"])
+            .args([
+                "agent",
+                "--manager",
+                &format!("http://127.0.0.1:{agents_port}"),
+                "--hostname",
+                name,
+                "--port-range",
+                ports,
+            ])
+            .args([
+                "--data-dir",
+                dir.path().join(name).to_str().expect("utf-8"),
+                "--cpu-millis",
+                "1000",
+                "--memory-mib",
+                "2048",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -311,10 +386,18 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
         std::fs::write(&file, spec).expect("spec");
         ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]))
     };
-    let running = |id: &str| tasks(api, id).iter().filter(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count();
+    let running = |id: &str| {
+        tasks(api, id).iter().filter(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count()
+    };
     let entitlement = |path: &str| -> u64 {
         let pools = json(api, &["pool", "list"]);
-        pools["pools"].as_array().into_iter().flatten().find(|p| p["path"] == path).map(|p| p["entitlement"]["cpu"].as_u64().unwrap_or(0)).unwrap_or(0)
+        pools["pools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["path"] == path)
+            .map(|p| p["entitlement"]["cpu"].as_u64().unwrap_or(0))
+            .unwrap_or(0)
     };
     // /a borrows /b's idle core: four half-core tasks run.
     let borrower = job("borrower", "/a", 4, 1, true);
@@ -329,7 +412,10 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
         .flat_map(|i| json(api, &["task", "events", &borrower, &i.to_string()]).as_array().cloned().unwrap_or_default())
         .filter_map(|e| e["to"].as_str().map(str::to_string))
         .collect();
-    assert!(events.iter().any(|s| s.ends_with("PREEMPTING") || s.ends_with("KILLED") || s.ends_with("PENDING")), "preemption shows in the history: {events:?}");
+    assert!(
+        events.iter().any(|s| s.ends_with("PREEMPTING") || s.ends_with("KILLED") || s.ends_with("PENDING")),
+        "preemption shows in the history: {events:?}"
+    );
     drop(agents);
 }
 
@@ -411,7 +497,8 @@ fn tokens_decide_who_may_do_what_and_a_refused_call_changes_nothing() {
 
     // A job root created in /default is beyond alice's reach; an operator may kill it.
     let other = ok(cli_as(api, &root, &["job", "create", &example("hello.yaml"), "-o", "json"]));
-    let other = serde_json::from_str::<serde_json::Value>(&other).expect("json")["id"].as_str().expect("id").to_string();
+    let other =
+        serde_json::from_str::<serde_json::Value>(&other).expect("json")["id"].as_str().expect("id").to_string();
     refused(&cli_as(api, &alice, &["job", "kill", &other]), "permission denied");
     refused(&cli_as(api, &alice, &["task", "restart", &other, "0"]), "permission denied");
     ok(cli_as(api, &ops, &["job", "kill", &other]));
@@ -419,7 +506,10 @@ fn tokens_decide_who_may_do_what_and_a_refused_call_changes_nothing() {
 
     // Hosts and plugins need an operator.
     let hosts = ok(cli_as(api, &alice, &["host", "list", "-o", "json"]));
-    let host = serde_json::from_str::<serde_json::Value>(&hosts).expect("json")[0]["hostname"].as_str().expect("a host").to_string();
+    let host = serde_json::from_str::<serde_json::Value>(&hosts).expect("json")[0]["hostname"]
+        .as_str()
+        .expect("a host")
+        .to_string();
     refused(&cli_as(api, &alice, &["host", "drain", &host]), "needs role operator");
     refused(&cli_as(api, &alice, &["plugin", "rollback", "placement/batch"]), "needs role operator");
     ok(cli_as(api, &ops, &["host", "drain", &host]));
@@ -429,7 +519,8 @@ fn tokens_decide_who_may_do_what_and_a_refused_call_changes_nothing() {
 fn a_broken_tokens_file_stops_the_server_before_it_listens() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.yaml");
-    std::fs::write(&tokens, "version: 1\nprincipals:\n  - {name: a, role: user, token_sha256: short}\n").expect("write");
+    std::fs::write(&tokens, "version: 1\nprincipals:\n  - {name: a, role: user, token_sha256: short}\n")
+        .expect("write");
     let out = Command::new(BIN)
         .args(["dev", "--sim-hosts", "1", "--api-listen", &format!("127.0.0.1:{}", free_port()), "--tokens-file"])
         .arg(&tokens)
@@ -441,7 +532,6 @@ fn a_broken_tokens_file_stops_the_server_before_it_listens() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("principals[0].token_sha256"), "the error names the entry: {err}");
 }
-
 
 #[test]
 fn the_api_over_tls_serves_clients_that_trust_its_authority_and_no_others() {
@@ -482,6 +572,10 @@ fn the_api_over_tls_serves_clients_that_trust_its_authority_and_no_others() {
         d
     });
     refused(&run(&["job", "list"], Some(&other_ca)), "cannot connect");
-    let plain = Command::new(BIN).args(["job", "list"]).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("runs");
+    let plain = Command::new(BIN)
+        .args(["job", "list"])
+        .env("PACELINE_SERVER", format!("http://127.0.0.1:{api}"))
+        .output()
+        .expect("runs");
     assert!(!plain.status.success(), "plain HTTP/2 is not served on a TLS port");
 }

@@ -31,7 +31,8 @@ fn agent(manager: &str, dir: &Path, name: &str) -> Agent {
     let data = dir.join(name);
     std::fs::create_dir_all(&data).expect("dir");
     let config = data.join("agent.yaml");
-    std::fs::write(&config, "heartbeat_interval_ms: 200\nreconnect_initial_ms: 50\nreconnect_max_ms: 300\n").expect("config");
+    std::fs::write(&config, "heartbeat_interval_ms: 200\nreconnect_initial_ms: 50\nreconnect_max_ms: 300\n")
+        .expect("config");
     let log = std::fs::File::create(data.join("agent.log")).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_paceline"))
         .args(["agent", "--config"])
@@ -49,10 +50,13 @@ fn agent(manager: &str, dir: &Path, name: &str) -> Agent {
 /// Instances of `job` running, by host.
 async fn running_by_host(cluster: &Cluster, job: &str) -> BTreeMap<String, usize> {
     let info = cluster.jobs.get(job).await.expect("job");
-    info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(BTreeMap::new(), |mut m, h| {
-        *m.entry(h).or_default() += 1;
-        m
-    })
+    info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(
+        BTreeMap::new(),
+        |mut m, h| {
+            *m.entry(h).or_default() += 1;
+            m
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +70,12 @@ async fn draining_a_host_moves_its_instances_within_max_unavailable_and_ends_dow
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
     };
-    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(config).start().await.expect("hosts");
+    let hosts = HostManager::builder(Arc::new(provider.clone()))
+        .store(store.clone())
+        .config(config)
+        .start()
+        .await
+        .expect("hosts");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = format!("http://{}", listener.local_addr().expect("addr"));
     let server = tokio::spawn(async move {

@@ -27,7 +27,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/zookeeper/zookeeper.sh")
 }
@@ -41,7 +40,13 @@ struct ZkServer {
 impl ZkServer {
     fn start(port: u16) -> ZkServer {
         let dir = tempfile::Builder::new().prefix("paceline-ha-zk").tempdir().expect("tempdir");
-        let out = Command::new("bash").arg(script()).arg("start").arg(dir.path()).arg(port.to_string()).output().expect("zookeeper.sh");
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .output()
+            .expect("zookeeper.sh");
         assert!(out.status.success(), "zookeeper.sh start failed: {}", String::from_utf8_lossy(&out.stderr));
         ZkServer { dir, port }
     }
@@ -193,16 +198,27 @@ fn node(dir: &Path, name: &str, zk: &str, cluster: &str, data: &Path) -> Node {
 
 fn start_server(name: &str, n: &Node) -> Proc {
     let mut cmd = Command::new(BIN);
-    cmd.args(["server", "--config", n.config.to_str().expect("utf-8")]).env("PACELINE_LOG", "paceline=info,paceline_membership=info,warn");
+    cmd.args(["server", "--config", n.config.to_str().expect("utf-8")])
+        .env("PACELINE_LOG", "paceline=info,paceline_membership=info,warn");
     Proc::spawn(name, &mut cmd, &n.log)
 }
 
 fn start_agent(dir: &Path, name: &str, managers: &str, ports: &str) -> Proc {
     let cfg = dir.join(format!("{name}.yaml"));
-    std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n").expect("config");
+    std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
+        .expect("config");
     let mut cmd = Command::new(BIN);
     cmd.args(["agent", "--config", cfg.to_str().expect("utf-8"), "--manager", managers, "--hostname", name])
-        .args(["--data-dir", dir.join(name).to_str().expect("utf-8"), "--cpu-millis", "2000", "--memory-mib", "2048", "--port-range", ports])
+        .args([
+            "--data-dir",
+            dir.join(name).to_str().expect("utf-8"),
+            "--cpu-millis",
+            "2000",
+            "--memory-mib",
+            "2048",
+            "--port-range",
+            ports,
+        ])
         .env("PACELINE_LOG", "paceline_agent=info,warn");
     Proc::spawn(name, &mut cmd, &dir.join(format!("{name}.log")))
 }
@@ -212,7 +228,12 @@ fn cli(servers: &str, args: &[&str]) -> Output {
 }
 
 fn ok(out: Output) -> String {
-    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -229,7 +250,6 @@ fn try_json(servers: &str, args: &[&str]) -> Option<serde_json::Value> {
     let out = cli(servers, &all);
     out.status.success().then(|| serde_json::from_slice(&out.stdout).ok()).flatten()
 }
-
 
 fn tasks(servers: &str, id: &str) -> Vec<serde_json::Value> {
     try_json(servers, &["task", "list", id]).and_then(|v| v.as_array().cloned()).unwrap_or_default()
@@ -262,7 +282,8 @@ fn assert_launched_once(dir: &Path, agents: &[&str], servers: &str, job: &str) {
     let reported: std::collections::BTreeSet<String> =
         tasks(servers, job).iter().filter_map(|t| t["run_id"].as_str().map(str::to_string)).collect();
     let on_agents = sandboxes(dir, agents);
-    let mine: std::collections::BTreeMap<&String, &usize> = on_agents.iter().filter(|(k, _)| k.starts_with(&format!("{job}-"))).collect();
+    let mine: std::collections::BTreeMap<&String, &usize> =
+        on_agents.iter().filter(|(k, _)| k.starts_with(&format!("{job}-"))).collect();
     assert!(mine.values().all(|n| **n == 1), "a run of {job} on two agents: {mine:?}");
     let mine: std::collections::BTreeSet<String> = mine.keys().map(|k| (*k).clone()).collect();
     assert_eq!(mine, reported, "{job}: the agents ran exactly the runs the server reports");
@@ -277,7 +298,8 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     let dir = dir.path();
     let data = dir.join("shared-data");
     let nodes: Vec<Node> = ["s1", "s2", "s3"].iter().map(|n| node(dir, n, zk, &cluster, &data)).collect();
-    let apis = |order: &[usize]| order.iter().map(|i| format!("127.0.0.1:{}", nodes[*i].api)).collect::<Vec<_>>().join(",");
+    let apis =
+        |order: &[usize]| order.iter().map(|i| format!("127.0.0.1:{}", nodes[*i].api)).collect::<Vec<_>>().join(",");
     let all = apis(&[2, 1, 0]);
     let managers = nodes.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
 
@@ -288,7 +310,8 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
         s.wait_line("standby", 60);
         servers.push(s);
     }
-    let _agents: Vec<Proc> = [("a1", "32000-32499"), ("a2", "32500-32999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    let _agents: Vec<Proc> =
+        [("a1", "32000-32499"), ("a2", "32500-32999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
     let agent_names = ["a1", "a2"];
     eventually(30, "two agents registered with the leader", || {
         try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
@@ -300,37 +323,51 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     let standby_api = format!("http://127.0.0.1:{}", nodes[1].api);
     let leader_api = format!("127.0.0.1:{}", nodes[0].api);
     let hello_config: paceline_model::job::JobConfig =
-        serde_yaml::from_str(&std::fs::read_to_string(examples().join("hello.yaml")).expect("example")).expect("hello.yaml");
-    let through_standby_id = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
-        use paceline_proto::v1 as pb;
-        let channel = tonic::transport::Endpoint::from_shared(standby_api.clone()).expect("url").connect().await.expect("connects");
-        let mut jobs = pb::job_service_client::JobServiceClient::new(channel.clone());
-        let created = jobs
-            .create_job(pb::CreateJobRequest { spec: Some(paceline_api::convert::job_spec_pb(&hello_config)) })
-            .await
-            .expect("a write through a standby reaches the leader")
-            .into_inner()
-            .id;
-        let listed = jobs.query_jobs(pb::QueryJobsRequest::default()).await.expect("a read through a standby").into_inner();
-        assert!(listed.jobs.iter().any(|j| j.id == created), "the leader's answer: {listed:?}");
-        let health = paceline_api::tonic_health::pb::health_client::HealthClient::new(channel)
-            .check(paceline_api::tonic_health::pb::HealthCheckRequest { service: String::new() })
-            .await
-            .expect("health answers");
-        assert_eq!(health.get_ref().status, paceline_api::tonic_health::pb::health_check_response::ServingStatus::NotServing as i32);
-        assert_eq!(health.metadata().get("paceline-leader").and_then(|v| v.to_str().ok()), Some(leader_api.as_str()));
-        created
-    });
+        serde_yaml::from_str(&std::fs::read_to_string(examples().join("hello.yaml")).expect("example"))
+            .expect("hello.yaml");
+    let through_standby_id =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
+            use paceline_proto::v1 as pb;
+            let channel = tonic::transport::Endpoint::from_shared(standby_api.clone())
+                .expect("url")
+                .connect()
+                .await
+                .expect("connects");
+            let mut jobs = pb::job_service_client::JobServiceClient::new(channel.clone());
+            let created = jobs
+                .create_job(pb::CreateJobRequest { spec: Some(paceline_api::convert::job_spec_pb(&hello_config)) })
+                .await
+                .expect("a write through a standby reaches the leader")
+                .into_inner()
+                .id;
+            let listed =
+                jobs.query_jobs(pb::QueryJobsRequest::default()).await.expect("a read through a standby").into_inner();
+            assert!(listed.jobs.iter().any(|j| j.id == created), "the leader's answer: {listed:?}");
+            let health = paceline_api::tonic_health::pb::health_client::HealthClient::new(channel)
+                .check(paceline_api::tonic_health::pb::HealthCheckRequest { service: String::new() })
+                .await
+                .expect("health answers");
+            assert_eq!(
+                health.get_ref().status,
+                paceline_api::tonic_health::pb::health_check_response::ServingStatus::NotServing as i32
+            );
+            assert_eq!(
+                health.metadata().get("paceline-leader").and_then(|v| v.to_str().ok()),
+                Some(leader_api.as_str())
+            );
+            created
+        });
     eventually(60, "the job created through a standby SUCCEEDED", || {
-        try_json(&all, &["job", "get", &through_standby_id]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+        try_json(&all, &["job", "get", &through_standby_id])
+            .is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
 
     // Jobs submitted through a standby (the CLI follows it to the leader).
     let long = dir.join("long.yaml");
-    let spec = std::fs::read_to_string(examples().join("hello.yaml")).expect("example").replace("instance_count: 3", "instance_count: 4").replace(
-        "echo hello from instance $PACELINE_TASK_ID",
-        "sleep 300",
-    );
+    let spec = std::fs::read_to_string(examples().join("hello.yaml"))
+        .expect("example")
+        .replace("instance_count: 3", "instance_count: 4")
+        .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 300");
     std::fs::write(&long, spec).expect("spec");
     let through_standby = format!("127.0.0.1:{}", nodes[2].api);
     let a = ok(cli(&through_standby, &["job", "create", long.to_str().expect("utf-8")]));
@@ -361,10 +398,15 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     });
     let b = ok(cli(&all, &["job", "create", examples().join("hello.yaml").to_str().expect("utf-8")]));
     eventually(60, "job b SUCCEEDED on the new leader", || {
-        try_json(&all, &["job", "get", &b]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+        try_json(&all, &["job", "get", &b])
+            .is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
-    let jobs: Vec<String> =
-        json(&all, &["job", "list"]).as_array().into_iter().flatten().filter_map(|j| j["id"].as_str().map(str::to_string)).collect();
+    let jobs: Vec<String> = json(&all, &["job", "list"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["id"].as_str().map(str::to_string))
+        .collect();
     assert!(jobs.contains(&a) && jobs.contains(&b), "both jobs present: {jobs:?}");
     let ts = tasks(&all, &a);
     assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
@@ -385,7 +427,10 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     servers[last].wait_line("leading", 30);
     let handover = servers[last].line_at("leading").map(|t| t.saturating_duration_since(stopped)).unwrap_or_default();
     eprintln!("handover after SIGTERM: {handover:?}");
-    assert!(handover < Duration::from_millis(SESSION_TIMEOUT_MS), "a clean shutdown hands over before a session timeout: {handover:?}");
+    assert!(
+        handover < Duration::from_millis(SESSION_TIMEOUT_MS),
+        "a clean shutdown hands over before a session timeout: {handover:?}"
+    );
     eventually(30, "agents on the third leader", || {
         try_json(&all, &["host", "list"])
             .and_then(|h| h.as_array().cloned())
@@ -393,7 +438,8 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     });
     let c = ok(cli(&all, &["job", "create", examples().join("hello.yaml").to_str().expect("utf-8")]));
     eventually(60, "job c SUCCEEDED on the third leader", || {
-        try_json(&all, &["job", "get", &c]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+        try_json(&all, &["job", "get", &c])
+            .is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
     let runs_third: Vec<serde_json::Value> = tasks(&all, &a).iter().map(|t| t["run_id"].clone()).collect();
     assert_eq!(runs_before, runs_third, "still the same runs");
@@ -407,9 +453,12 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     // a handle claiming an old epoch (a paused, resumed ex-leader) is fenced.
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
         use paceline_storage::Store as _;
-        let store = paceline_storage::sqlite::SqliteStore::open(data.join("paceline.db")).expect("open the shared store");
+        let store =
+            paceline_storage::sqlite::SqliteStore::open(data.join("paceline.db")).expect("open the shared store");
         match store.claim_leadership(1).await {
-            Err(paceline_storage::StoreError::Fenced { mine, current }) => assert!(current > mine, "{current} > {mine}"),
+            Err(paceline_storage::StoreError::Fenced { mine, current }) => {
+                assert!(current > mine, "{current} > {mine}")
+            }
             other => panic!("the leaders' epochs must fence an old one, got {other:?}"),
         }
     });
@@ -461,7 +510,8 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     engine.wait_line("placement engine for the core leading in ZooKeeper", 30);
     // Agents dial the host managers, not the job managers.
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
-    let _agents: Vec<Proc> = [("a1", "35000-35499"), ("a2", "35500-35999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    let _agents: Vec<Proc> =
+        [("a1", "35000-35499"), ("a2", "35500-35999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
     let agent_names = ["a1", "a2"];
     let both_reachable = || {
         try_json(&jm_apis, &["host", "list"])
@@ -493,7 +543,8 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     eventually(30, "both agents back, with the new host manager", both_reachable);
     let b = ok(cli(&jm_apis, &["job", "create", hello]));
     eventually(60, "job b SUCCEEDED through the new host manager", || {
-        try_json(&jm_apis, &["job", "get", &b]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+        try_json(&jm_apis, &["job", "get", &b])
+            .is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
     eprintln!("host manager failover, SIGKILL to a job placed and run: {:?}", killed.elapsed());
     let ts = tasks(&jm_apis, &a);
@@ -508,7 +559,8 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     eprintln!("job manager failover after SIGKILL: {:?}", led.saturating_duration_since(killed));
     let c = ok(cli(&jm_apis, &["job", "create", hello]));
     eventually(60, "job c SUCCEEDED on the new job manager", || {
-        try_json(&jm_apis, &["job", "get", &c]).is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
+        try_json(&jm_apis, &["job", "get", &c])
+            .is_some_and(|j| j["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")))
     });
     let ts = tasks(&jm_apis, &a);
     assert!(ts.iter().all(|t| state_is(t, "RUNNING")), "job a carries on: {ts:?}");
@@ -516,8 +568,15 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     assert!(hms[1].alive(), "the host manager kept its leadership");
     assert!(engine.alive(), "the placement engine followed the new job manager");
     // The log has colour codes around `=`: compare without them.
-    let jm2_log: String = std::fs::read_to_string(&jm[1].log).unwrap_or_default().split('\x1b').map(|p| p.split_once('m').map_or(p, |(_, rest)| rest)).collect();
-    assert!(jm2_log.contains("host manager reached servers= discovered=true"), "jm2 found the host manager through ZooKeeper: {jm2_log}");
+    let jm2_log: String = std::fs::read_to_string(&jm[1].log)
+        .unwrap_or_default()
+        .split('\x1b')
+        .map(|p| p.split_once('m').map_or(p, |(_, rest)| rest))
+        .collect();
+    assert!(
+        jm2_log.contains("host manager reached servers= discovered=true"),
+        "jm2 found the host manager through ZooKeeper: {jm2_log}"
+    );
     for job in [&a, &b, &c] {
         assert_launched_once(dir, &agent_names, &jm_apis, job);
     }
@@ -669,7 +728,8 @@ fn a_subset_of_roles_is_refused_with_a_clear_error() {
 fn failover_bench() {
     let _serial = serial();
     let kills: usize = std::env::var("PACELINE_FAILOVER_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    let session_ms: u64 = std::env::var("PACELINE_FAILOVER_SESSION_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
+    let session_ms: u64 =
+        std::env::var("PACELINE_FAILOVER_SESSION_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
     let zk = zookeeper();
     let cluster = unique_cluster("bench");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -681,7 +741,14 @@ fn failover_bench() {
         .map(|n| {
             let node = node(dir, n, zk, &cluster, &data);
             let text = std::fs::read_to_string(&node.config).expect("config");
-            std::fs::write(&node.config, text.replace(&format!("session_timeout_ms: {SESSION_TIMEOUT_MS}"), &format!("session_timeout_ms: {session_ms}"))).expect("config");
+            std::fs::write(
+                &node.config,
+                text.replace(
+                    &format!("session_timeout_ms: {SESSION_TIMEOUT_MS}"),
+                    &format!("session_timeout_ms: {session_ms}"),
+                ),
+            )
+            .expect("config");
             node
         })
         .collect();
@@ -693,15 +760,20 @@ fn failover_bench() {
         s.wait_line(if i == 0 { "leading" } else { "standby" }, 60);
         servers.push(s);
     }
-    let _agents: Vec<Proc> = [("ba1", "34000-34499"), ("ba2", "34500-34999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
-    eventually(30, "agents up", || try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2));
+    let _agents: Vec<Proc> = [("ba1", "34000-34499"), ("ba2", "34500-34999")]
+        .iter()
+        .map(|(n, p)| start_agent(dir, n, &managers, p))
+        .collect();
+    eventually(30, "agents up", || {
+        try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
+    });
     let spec = dir.join("one.yaml");
     std::fs::write(
         &spec,
-        std::fs::read_to_string(examples().join("hello.yaml")).expect("example").replace("instance_count: 3", "instance_count: 1").replace(
-            "echo hello from instance $PACELINE_TASK_ID",
-            "sleep 600",
-        ),
+        std::fs::read_to_string(examples().join("hello.yaml"))
+            .expect("example")
+            .replace("instance_count: 3", "instance_count: 1")
+            .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 600"),
     )
     .expect("spec");
     let mut times = Vec::new();
@@ -745,7 +817,11 @@ fn first_placement_after(servers: &str, spec: &Path, killed: Instant) -> Duratio
 fn leading_index(procs: &[Proc]) -> Option<usize> {
     (0..procs.len()).find(|i| {
         let lines = procs[*i].lines.lock().unwrap_or_else(|p| p.into_inner());
-        lines.iter().rev().find(|(_, l)| l.contains("standby") || l.contains("leading")).is_some_and(|(_, l)| l.contains("leading"))
+        lines
+            .iter()
+            .rev()
+            .find(|(_, l)| l.contains("standby") || l.contains("leading"))
+            .is_some_and(|(_, l)| l.contains("leading"))
     })
 }
 
@@ -763,7 +839,8 @@ fn leading_index(procs: &[Proc]) -> Option<usize> {
 fn failover_bench_split() {
     let _serial = serial();
     let kills: usize = std::env::var("PACELINE_FAILOVER_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    let session_ms: u64 = std::env::var("PACELINE_FAILOVER_SESSION_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
+    let session_ms: u64 =
+        std::env::var("PACELINE_FAILOVER_SESSION_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
     let zk = zookeeper();
     let cluster = unique_cluster("bench-split");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -771,7 +848,14 @@ fn failover_bench_split() {
     let make = |name: &str, data: &str| {
         let node = node(dir, name, zk, &cluster, &dir.join(data));
         let text = std::fs::read_to_string(&node.config).expect("config");
-        std::fs::write(&node.config, text.replace(&format!("session_timeout_ms: {SESSION_TIMEOUT_MS}"), &format!("session_timeout_ms: {session_ms}"))).expect("config");
+        std::fs::write(
+            &node.config,
+            text.replace(
+                &format!("session_timeout_ms: {SESSION_TIMEOUT_MS}"),
+                &format!("session_timeout_ms: {session_ms}"),
+            ),
+        )
+        .expect("config");
         node
     };
     let hm = [make("bh1", "hm-data"), make("bh2", "hm-data")];
@@ -779,7 +863,8 @@ fn failover_bench_split() {
     let hm_apis = hm.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
     let jm_apis = jm.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
     let hm_args: Vec<String> = vec!["--roles".into(), "hostmgr".into()];
-    let jm_args: Vec<String> = vec!["--roles".into(), "jobmgr,resmgr,placement".into(), "--hostmgr".into(), hm_apis.clone()];
+    let jm_args: Vec<String> =
+        vec!["--roles".into(), "jobmgr,resmgr,placement".into(), "--hostmgr".into(), hm_apis.clone()];
     let start = |name: &str, n: &Node, args: &[String], first: bool| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut p = start_with_roles(name, n, &args);
@@ -789,8 +874,13 @@ fn failover_bench_split() {
     let mut hms = vec![start("bh1", &hm[0], &hm_args, true), start("bh2", &hm[1], &hm_args, false)];
     let mut jms = vec![start("bj1", &jm[0], &jm_args, true), start("bj2", &jm[1], &jm_args, false)];
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
-    let _agents: Vec<Proc> = [("bsa1", "36000-36499"), ("bsa2", "36500-36999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
-    eventually(30, "agents up", || try_json(&jm_apis, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2));
+    let _agents: Vec<Proc> = [("bsa1", "36000-36499"), ("bsa2", "36500-36999")]
+        .iter()
+        .map(|(n, p)| start_agent(dir, n, &managers, p))
+        .collect();
+    eventually(30, "agents up", || {
+        try_json(&jm_apis, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
+    });
     let spec = dir.join("one.yaml");
     std::fs::write(
         &spec,
@@ -804,20 +894,30 @@ fn failover_bench_split() {
     let (mut hm_times, mut jm_times) = (Vec::new(), Vec::new());
     for round in 0..kills * 2 {
         let host_round = round % 2 == 0;
-        let (procs, nodes, args, names) =
-            if host_round { (&mut hms, &hm, &hm_args, ["bh1", "bh2"]) } else { (&mut jms, &jm, &jm_args, ["bj1", "bj2"]) };
+        let (procs, nodes, args, names) = if host_round {
+            (&mut hms, &hm, &hm_args, ["bh1", "bh2"])
+        } else {
+            (&mut jms, &jm, &jm_args, ["bj1", "bj2"])
+        };
         let leader = leading_index(procs).expect("a leader");
         procs[leader].kill9();
         let took = first_placement_after(&jm_apis, &spec, Instant::now());
         let role = if host_round { "hostmgr" } else { "jobmgr" };
         eprintln!("round {round}: SIGKILL of the {role} leader {} → first placement in {took:?}", names[leader]);
-        if host_round { hm_times.push(took) } else { jm_times.push(took) }
+        if host_round {
+            hm_times.push(took)
+        } else {
+            jm_times.push(took)
+        }
         procs[leader] = start(names[leader], &nodes[leader], args, false);
     }
     for (role, times) in [("hostmgr", &mut hm_times), ("jobmgr+resmgr", &mut jm_times)] {
         times.sort();
         let (p50, max) = (times[times.len() / 2], times[times.len() - 1]);
-        println!("failover of {role} (session timeout {session_ms} ms, {} kills): p50 {p50:?}, max {max:?}", times.len());
+        println!(
+            "failover of {role} (session timeout {session_ms} ms, {} kills): p50 {p50:?}, max {max:?}",
+            times.len()
+        );
         assert!(max <= Duration::from_secs(10), "{role}: max {max:?} over the 10 s budget");
     }
 }

@@ -40,7 +40,11 @@ async fn start(dir: &std::path::Path, agents: &[&str]) -> MesosCluster {
 
 /// Like [`start`]; `front` names masters tried before the fake (e.g. a
 /// non-leader that redirects to it).
-async fn start_with(dir: &std::path::Path, agents: &[&str], front: impl FnOnce(&FakeMaster) -> Vec<String>) -> MesosCluster {
+async fn start_with(
+    dir: &std::path::Path,
+    agents: &[&str],
+    front: impl FnOnce(&FakeMaster) -> Vec<String>,
+) -> MesosCluster {
     let fake = FakeMaster::start(FakeConfig {
         heartbeat_interval: Duration::from_millis(300),
         status_retry: Duration::from_millis(300),
@@ -73,7 +77,12 @@ async fn start_with(dir: &std::path::Path, agents: &[&str], front: impl FnOnce(&
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
     };
-    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(config).start().await.expect("hosts");
+    let hosts = HostManager::builder(Arc::new(provider.clone()))
+        .store(store.clone())
+        .config(config)
+        .start()
+        .await
+        .expect("hosts");
     let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
     let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
     let cluster = Cluster::assemble(
@@ -92,7 +101,10 @@ async fn start_with(dir: &std::path::Path, agents: &[&str], front: impl FnOnce(&
     .expect("cluster");
     let loops = cluster.spawn(Duration::from_millis(50));
     let c = MesosCluster { cluster, fake, provider, loops };
-    c.wait("agents registered", 30, async |c| agents.iter().all(|a| c.cluster.hosts.host(a).is_some_and(|h| h.reachable))).await;
+    c.wait("agents registered", 30, async |c| {
+        agents.iter().all(|a| c.cluster.hosts.host(a).is_some_and(|h| h.reachable))
+    })
+    .await;
     c
 }
 
@@ -111,10 +123,13 @@ impl MesosCluster {
 
     async fn running_by_host(&self, job: &str) -> BTreeMap<String, usize> {
         let info = self.cluster.jobs.get(job).await.expect("job");
-        info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(BTreeMap::new(), |mut m, h| {
-            *m.entry(h).or_default() += 1;
-            m
-        })
+        info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(
+            BTreeMap::new(),
+            |mut m, h| {
+                *m.entry(h).or_default() += 1;
+                m
+            },
+        )
     }
 }
 
@@ -158,7 +173,8 @@ async fn a_failing_batch_job_spends_its_budget_and_fails() {
     let dir = tempfile::tempdir().expect("dir");
     let c = start(dir.path(), &["m1"]).await;
     let mut spec = job(JobKind::Batch, 2, "exit", &["3"]);
-    spec.default_task.restart_policy = RestartPolicy { on_failure: true, max_restarts: Some(1), ..RestartPolicy::default() };
+    spec.default_task.restart_policy =
+        RestartPolicy { on_failure: true, max_restarts: Some(1), ..RestartPolicy::default() };
     c.cluster.jobs.create("doomed", spec).await.expect("create");
     c.wait("the job ended", 60, async |c| c.state("doomed").await.is_terminal()).await;
     let info = c.cluster.jobs.get("doomed").await.expect("job");
@@ -200,7 +216,10 @@ async fn mesos_maintenance_drains_a_host_and_its_instances_move() {
         m.get("m2") == Some(&2) && !m.contains_key("m1")
     })
     .await;
-    c.wait("m1 drained", 20, async |c| c.cluster.hosts.host("m1").is_some_and(|h| h.state == MaintenanceState::Drained)).await;
+    c.wait("m1 drained", 20, async |c| {
+        c.cluster.hosts.host("m1").is_some_and(|h| h.state == MaintenanceState::Drained)
+    })
+    .await;
     c.wait("inverse offer accepted", 10, async |c| c.fake.inverse_offer_responses() == vec![(io.clone(), true)]).await;
 }
 
@@ -248,14 +267,19 @@ async fn a_lost_agent_loses_its_tasks_and_the_lifecycle_replaces_them() {
     let before = c.cluster.jobs.get("web").await.expect("job");
     let victim = before.tasks[0].host.clone().expect("host");
     let survivor = if victim == "m1" { "m2" } else { "m1" };
-    let on_victim: Vec<usize> = before.tasks.iter().enumerate().filter(|(_, t)| t.host.as_deref() == Some(&victim)).map(|(i, _)| i).collect();
+    let on_victim: Vec<usize> =
+        before.tasks.iter().enumerate().filter(|(_, t)| t.host.as_deref() == Some(&victim)).map(|(i, _)| i).collect();
     c.fake.fail_agent(&c.fake.agent_id(&victim).expect("agent"));
-    c.wait("both running on the survivor", 60, async |c| c.running_by_host("web").await.get(survivor) == Some(&2)).await;
+    c.wait("both running on the survivor", 60, async |c| c.running_by_host("web").await.get(survivor) == Some(&2))
+        .await;
     let after = c.cluster.jobs.get("web").await.expect("job");
     for i in on_victim {
         assert_eq!(after.tasks[i].run, before.tasks[i].run + 1, "instance {i} started a new run");
         let events = c.cluster.jobs.task_events("web", i as u32).await.expect("events");
-        assert!(events.iter().any(|e| e.to == TaskState::Lost && e.run == before.tasks[i].run), "instance {i}: {events:?}");
+        assert!(
+            events.iter().any(|e| e.to == TaskState::Lost && e.run == before.tasks[i].run),
+            "instance {i}: {events:?}"
+        );
     }
     assert!(c.cluster.hosts.host(&victim).is_some_and(|h| !h.reachable), "the failed agent is unreachable");
 }
@@ -284,7 +308,12 @@ async fn a_master_failover_behind_a_redirect_loses_and_launches_nothing_twice() 
     assert_ne!(c.fake.stream_id(), stream, "a new stream");
     assert_eq!(c.fake.framework_id().as_deref(), Some(id.as_str()), "the same framework");
     c.wait("explicit reconciliation", 10, async |c| {
-        c.fake.calls().iter().filter(|r| r.kind == "RECONCILE" && r.call.reconcile.as_ref().is_some_and(|x| !x.tasks.is_empty())).count() >= 1
+        c.fake
+            .calls()
+            .iter()
+            .filter(|r| r.kind == "RECONCILE" && r.call.reconcile.as_ref().is_some_and(|x| !x.tasks.is_empty()))
+            .count()
+            >= 1
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -318,7 +347,10 @@ async fn a_rescinded_offer_sends_the_task_to_another_host() {
     let t = &info.tasks[0];
     assert_eq!((t.run, t.host.as_deref()), (2, Some("m2")), "the second run went elsewhere: {t:?}");
     let events = c.cluster.jobs.task_events("etl", 0).await.expect("events");
-    assert!(events.iter().any(|e| e.run == 1 && e.reason == "LAUNCH_FAILED" || e.run == 2 && e.reason == "LAUNCH_FAILED"), "{events:?}");
+    assert!(
+        events.iter().any(|e| e.run == 1 && e.reason == "LAUNCH_FAILED" || e.run == 2 && e.reason == "LAUNCH_FAILED"),
+        "{events:?}"
+    );
     assert_eq!(c.fake.launches("etl-0-1"), 0, "nothing was launched without an offer");
     assert_eq!(c.fake.launches("etl-0-2"), 1);
 }

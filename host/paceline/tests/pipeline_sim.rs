@@ -22,7 +22,8 @@ async fn batch_instances_that_fail_once_are_retried_and_the_job_succeeds() {
     let c = SimCluster::start(dir.path(), shapes(3)).await;
     let mut spec = job(JobKind::Batch, 4);
     spec.default_task.env.insert("SIM_DURATION_MS".into(), "2000".into());
-    spec.default_task.restart_policy = RestartPolicy { on_failure: true, max_restarts: Some(3), ..RestartPolicy::default() };
+    spec.default_task.restart_policy =
+        RestartPolicy { on_failure: true, max_restarts: Some(3), ..RestartPolicy::default() };
     // Instances 0 and 1 fail their first run.
     for i in 0..2 {
         let mut t = spec.default_task.clone();
@@ -48,7 +49,8 @@ async fn a_batch_job_that_spends_its_failure_budget_fails() {
     let c = SimCluster::start(dir.path(), shapes(2)).await;
     let mut spec = job(JobKind::Batch, 2);
     spec.default_task.env.insert("SIM_EXIT_CODE".into(), "3".into());
-    spec.default_task.restart_policy = RestartPolicy { on_failure: true, max_restarts: Some(1), ..RestartPolicy::default() };
+    spec.default_task.restart_policy =
+        RestartPolicy { on_failure: true, max_restarts: Some(1), ..RestartPolicy::default() };
     c.cluster.jobs.create("doomed", spec).await.expect("create");
     let done = c.run_until(250, 400, async |c| c.job_state("doomed").await.is_terminal()).await;
     assert!(done);
@@ -67,7 +69,8 @@ fn service(n: u32) -> paceline_model::job::JobConfig {
 
 async fn all_running(c: &SimCluster, id: &str, n: usize) -> bool {
     let info = c.cluster.jobs.get(id).await.expect("job");
-    running(&info) == n && info.tasks.iter().filter(|t| t.state != TaskState::Killed && t.state != TaskState::Succeeded).count() == n
+    running(&info) == n
+        && info.tasks.iter().filter(|t| t.state != TaskState::Killed && t.state != TaskState::Succeeded).count() == n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +159,8 @@ async fn a_restarted_stateful_instance_keeps_its_host_and_volume() {
     spec.default_task.volume = Some(VolumeSpec { name: "data".into(), size_mib: 10 });
     c.cluster.jobs.create("db", spec).await.expect("create");
     assert!(c.run_until(250, 200, async |c| all_running(c, "db", 2).await).await);
-    let before: Vec<Option<String>> = c.cluster.jobs.get("db").await.expect("job").tasks.iter().map(|t| t.host.clone()).collect();
+    let before: Vec<Option<String>> =
+        c.cluster.jobs.get("db").await.expect("job").tasks.iter().map(|t| t.host.clone()).collect();
     c.cluster.jobs.restart("db", None, 1).await.expect("restart");
     let ok = c
         .run_until(250, 400, async |c| {
@@ -180,10 +184,13 @@ async fn a_daemon_follows_hosts_joining_and_draining() {
     c.cluster.jobs.create("agentd", spec).await.expect("create");
     let per_host = async |c: &SimCluster| -> BTreeMap<String, usize> {
         let info = c.cluster.jobs.get("agentd").await.expect("job");
-        info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(BTreeMap::new(), |mut m, h| {
-            *m.entry(h).or_default() += 1;
-            m
-        })
+        info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(
+            BTreeMap::new(),
+            |mut m, h| {
+                *m.entry(h).or_default() += 1;
+                m
+            },
+        )
     };
     assert!(c.run_until(250, 200, async |c| per_host(c).await.len() == 2).await, "one per host");
     let mut labels = paceline_model::Labels::new();
@@ -191,7 +198,10 @@ async fn a_daemon_follows_hosts_joining_and_draining() {
     c.sim.add_host("late", paceline_model::Resources::new(4_000, 8192, 100_000, 0), labels).await.expect("add");
     assert!(c.run_until(250, 200, async |c| per_host(c).await.contains_key("late")).await, "the new host got one");
     c.cluster.hosts.drain("sim00000").await.expect("drain");
-    assert!(c.run_until(250, 200, async |c| !per_host(c).await.contains_key("sim00000")).await, "the drained host's instance went");
+    assert!(
+        c.run_until(250, 200, async |c| !per_host(c).await.contains_key("sim00000")).await,
+        "the drained host's instance went"
+    );
     let hosts = per_host(&c).await;
     assert_eq!(hosts.values().copied().collect::<Vec<_>>(), vec![1, 1], "one on each remaining host: {hosts:?}");
 }
@@ -229,7 +239,10 @@ async fn a_restarted_control_plane_resumes_the_update_without_double_launches() 
         let info = second.cluster.jobs.get("api").await.expect("job");
         eprintln!("update: {:?}", info.update);
         for t in &info.tasks {
-            eprintln!("task: {:?} run {} v{} host {:?} {} {}", t.state, t.run, t.config_version, t.host, t.reason, t.message);
+            eprintln!(
+                "task: {:?} run {} v{} host {:?} {} {}",
+                t.state, t.run, t.config_version, t.host, t.reason, t.message
+            );
         }
         for h in second.cluster.hosts.hosts() {
             eprintln!("host {} {:?} reachable {} runs {:?}", h.view.name, h.state, h.reachable, h.runs);
@@ -239,6 +252,10 @@ async fn a_restarted_control_plane_resumes_the_update_without_double_launches() 
     let info = second.cluster.jobs.get("api").await.expect("job");
     assert!(info.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running));
     // Each instance ran once on v1 and once on v2: runs 1 and 2, no more.
-    assert!(info.tasks.iter().all(|t| t.run == 2), "no instance launched twice: {:?}", info.tasks.iter().map(|t| t.run).collect::<Vec<_>>());
+    assert!(
+        info.tasks.iter().all(|t| t.run == 2),
+        "no instance launched twice: {:?}",
+        info.tasks.iter().map(|t| t.run).collect::<Vec<_>>()
+    );
     assert_eq!(second.sim.run_count(), 6 + 6, "the hosts saw 12 runs in all");
 }

@@ -21,8 +21,10 @@ fn versions_and_activation_survive_a_restart_in_sqlite() {
     };
     {
         let reg = open();
-        reg.deploy("placement/batch", "binpack", "1", paceline_plugin_artifacts::BINPACK, DeployOptions::default()).expect("deploys");
-        reg.deploy("placement/batch", "spread", "1", paceline_plugin_artifacts::SPREAD, DeployOptions::default()).expect("deploys");
+        reg.deploy("placement/batch", "binpack", "1", paceline_plugin_artifacts::BINPACK, DeployOptions::default())
+            .expect("deploys");
+        reg.deploy("placement/batch", "spread", "1", paceline_plugin_artifacts::SPREAD, DeployOptions::default())
+            .expect("deploys");
         reg.activate("placement/batch", "binpack@1").expect("activates");
         reg.activate("placement/batch", "spread@1").expect("activates");
     }

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use paceline::wiring::SlotPreemption;
+use paceline_model::pool::PoolSpec;
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_plugin_sdk::types::{JobKind, VictimReason};
-use paceline_model::pool::PoolSpec;
 use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent};
 
 fn pool(reservation_cpu: u64) -> PoolSpec {
@@ -20,7 +20,13 @@ fn borrowed_capacity_comes_back_through_the_wasm_policy() {
     let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
     let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
     registry
-        .deploy("preemption", "priority-preempt", "1", paceline_plugin_artifacts::PRIORITY_PREEMPT, DeployOptions::default())
+        .deploy(
+            "preemption",
+            "priority-preempt",
+            "1",
+            paceline_plugin_artifacts::PRIORITY_PREEMPT,
+            DeployOptions::default(),
+        )
         .expect("deploys");
     registry.activate("preemption", "priority-preempt@1").expect("activates");
 
@@ -30,7 +36,13 @@ fn borrowed_capacity_comes_back_through_the_wasm_policy() {
     rm.create_pool("/a", pool(5_000)).expect("a");
     rm.create_pool("/b", pool(5_000)).expect("b");
     for i in 0..10 {
-        let g = GangSpec { job: i, tasks: 1, preemptible: i >= 2, per_task: paceline_model::Resources::new(1_000, 0, 0, 0), ..GangSpec::default() };
+        let g = GangSpec {
+            job: i,
+            tasks: 1,
+            preemptible: i >= 2,
+            per_task: paceline_model::Resources::new(1_000, 0, 0, 0),
+            ..GangSpec::default()
+        };
         rm.submit("/a", g, 0).expect("a job");
     }
     assert_eq!(rm.tick(1).admitted_gangs, 10);
@@ -41,7 +53,12 @@ fn borrowed_capacity_comes_back_through_the_wasm_policy() {
             rm.task_event(t.id, e, 1).expect("runs");
         }
     }
-    let b = GangSpec { job: 100, tasks: 3, per_task: paceline_model::Resources::new(1_000, 0, 0, 0), ..GangSpec::default() };
+    let b = GangSpec {
+        job: 100,
+        tasks: 3,
+        per_task: paceline_model::Resources::new(1_000, 0, 0, 0),
+        ..GangSpec::default()
+    };
     rm.submit("/b", b, 2).expect("b");
     let mut kills = Vec::new();
     for now in 2..6 {

@@ -28,7 +28,10 @@ impl Proc {
             .spawn()
             .expect("starts");
         let lines = Arc::new(Mutex::new(Vec::new()));
-        for stream in [Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>, Box::new(child.stderr.take().expect("stderr"))] {
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
             let lines = lines.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -89,10 +92,25 @@ fn core(dir: &Path, api: u16, cores: u64) -> Proc {
 /// Starts a placement process `name` against the core on `api`, reading the core's store.
 fn engine(dir: &Path, api: u16, name: &str) -> Proc {
     let yaml = dir.join(format!("{name}.yaml"));
-    std::fs::write(&yaml, format!("data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n", dir.join(name).display(), dir.join("core/paceline.db").display()))
-        .expect("write");
+    std::fs::write(
+        &yaml,
+        format!(
+            "data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n",
+            dir.join(name).display(),
+            dir.join("core/paceline.db").display()
+        ),
+    )
+    .expect("write");
     Proc::start(
-        &["server", "--roles", "placement", "--core", &format!("127.0.0.1:{api}"), "--config", yaml.to_str().expect("utf-8")],
+        &[
+            "server",
+            "--roles",
+            "placement",
+            "--core",
+            &format!("127.0.0.1:{api}"),
+            "--config",
+            yaml.to_str().expect("utf-8"),
+        ],
         "placement engine connected",
     )
 }
@@ -133,7 +151,11 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
     // The core places nothing itself: before any engine runs, job a waits.
     let a = create(api, &job(dir, "a", 8, 600_000));
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(tasks(api, &a).iter().all(|t| t["host"].as_str().unwrap_or_default().is_empty()), "placed with no engine: {:?}", tasks(api, &a));
+    assert!(
+        tasks(api, &a).iter().all(|t| t["host"].as_str().unwrap_or_default().is_empty()),
+        "placed with no engine: {:?}",
+        tasks(api, &a)
+    );
 
     let mut first = engine(dir, api, "p1");
     let second = engine(dir, api, "p2");
@@ -169,26 +191,43 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
 
 #[test]
 fn a_placement_process_without_a_core_or_with_an_unsupported_subset_says_so() {
-    let out = Command::new(BIN).args(["server", "--roles", "placement"]).env_remove("PACELINE_CORE").output().expect("runs");
+    let out =
+        Command::new(BIN).args(["server", "--roles", "placement"]).env_remove("PACELINE_CORE").output().expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--core"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(BIN).args(["server", "--roles", "jobmgr,placement"]).output().expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not supported"), "{}", String::from_utf8_lossy(&out.stderr));
     // The job and resource managers without a host manager to reach.
-    let out = Command::new(BIN).args(["server", "--roles", "jobmgr,resmgr"]).env_remove("PACELINE_HOSTMGR").output().expect("runs");
+    let out = Command::new(BIN)
+        .args(["server", "--roles", "jobmgr,resmgr"])
+        .env_remove("PACELINE_HOSTMGR")
+        .output()
+        .expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--hostmgr"), "{}", String::from_utf8_lossy(&out.stderr));
     // A host manager that is not there: a clear error, after a wait, not a hang.
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(BIN)
-        .args(["server", "--roles", "jobmgr,resmgr", "--hostmgr", &format!("127.0.0.1:{}", free_port()), "--api-listen", "127.0.0.1:0"])
+        .args([
+            "server",
+            "--roles",
+            "jobmgr,resmgr",
+            "--hostmgr",
+            &format!("127.0.0.1:{}", free_port()),
+            "--api-listen",
+            "127.0.0.1:0",
+        ])
         .arg("--data-dir")
         .arg(dir.path())
         .output()
         .expect("runs");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no host manager at"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no host manager at"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -205,7 +244,8 @@ fn a_plugin_activated_on_the_core_reaches_a_placement_process() {
     eventually(60, "packed running", || all_in(api, &packed, "RUNNING"));
     assert_eq!(hosts_of(&packed).len(), 1, "binpack (the built-in) packs");
 
-    let deploy = cli(api, &["plugin", "deploy", "placement/batch", "spread", "9", paceline_plugin_artifacts::SPREAD_PATH]);
+    let deploy =
+        cli(api, &["plugin", "deploy", "placement/batch", "spread", "9", paceline_plugin_artifacts::SPREAD_PATH]);
     assert!(deploy.status.success(), "{}", String::from_utf8_lossy(&deploy.stderr));
     let activate = cli(api, &["plugin", "activate", "placement/batch", "spread@9"]);
     assert!(activate.status.success(), "{}", String::from_utf8_lossy(&activate.stderr));
@@ -241,9 +281,15 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
     let id = create(api, hello.to_str().expect("utf-8"));
-    eventually(60, "hello SUCCEEDED", || json(api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    eventually(60, "hello SUCCEEDED", || {
+        json(api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
     let logs = cli(api, &["task", "logs", &id, "1"]);
-    assert!(String::from_utf8_lossy(&logs.stdout).contains("hello from instance"), "{}", String::from_utf8_lossy(&logs.stdout));
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains("hello from instance"),
+        "{}",
+        String::from_utf8_lossy(&logs.stdout)
+    );
 }
 
 // ---- the host manager in a process of its own ----------------------------
@@ -282,7 +328,10 @@ fn job_manager(dir: &Path, api: u16, hostmgr: u16) -> Proc {
 }
 
 fn sim_hosts(n: usize, cores: u64) -> String {
-    format!("{{provider: sim, hosts: {n}, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}", cores * 1000)
+    format!(
+        "{{provider: sim, hosts: {n}, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}",
+        cores * 1000
+    )
 }
 
 fn runs_of(api: u16, id: &str) -> std::collections::BTreeSet<String> {
@@ -298,7 +347,9 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
     let _jm = job_manager(dir, jm_api, hm_api);
 
     // The job manager's API lists the host manager's hosts.
-    eventually(30, "four sim hosts through the job manager", || json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 4));
+    eventually(30, "four sim hosts through the job manager", || {
+        json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 4)
+    });
     // Maintenance through the job manager's API reaches the host manager,
     // and the answer already shows the new state.
     let host = "sim-z0-00003";
@@ -311,19 +362,22 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
 
     // Restarted when lost (as when its host manager and simulated hosts die).
     let spec = job(dir, "a", 8, 600_000);
-    let text = std::fs::read_to_string(&spec).expect("read") + "  restart_policy: {on_failure: true, max_restarts: 3, backoff_secs: 1}\n";
+    let text = std::fs::read_to_string(&spec).expect("read")
+        + "  restart_policy: {on_failure: true, max_restarts: 3, backoff_secs: 1}\n";
     std::fs::write(&spec, text).expect("write");
     let a = create(jm_api, &spec);
     eventually(60, "job a: 8 running", || all_in(jm_api, &a, "RUNNING"));
     // Both APIs see the allocation the launches made (8 of 16 cores).
     let allocated = |api: u16| -> u64 {
-        json(api, &["host", "list"]).as_array().map(|hs| hs.iter().filter_map(|h| h["allocated"]["cpu_millis"].as_u64()).sum()).unwrap_or(0)
+        json(api, &["host", "list"])
+            .as_array()
+            .map(|hs| hs.iter().filter_map(|h| h["allocated"]["cpu_millis"].as_u64()).sum())
+            .unwrap_or(0)
     };
     eventually(10, "8 cores allocated on the host manager", || allocated(hm_api) == 8_000);
     eventually(10, "and as the job manager sees it", || allocated(jm_api) == 8_000);
     let a_runs = runs_of(jm_api, &a);
     assert_eq!(a_runs.len(), 8, "{a_runs:?}");
-
 
     // The host manager dies; its simulated hosts and their runs die with it.
     // A new one starts on the same port: the job manager resubscribes with
@@ -375,14 +429,22 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     let mut hm = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");
     let mut jm = job_manager(dir, jm_api, hm_api);
     let _agents = [agent(dir, "a1", hm_agents, "34000-34499"), agent(dir, "a2", hm_agents, "34500-34999")];
-    eventually(30, "two agents through the job manager", || json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    eventually(30, "two agents through the job manager", || {
+        json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2)
+    });
 
     // The end-to-end scenario of the all-in-one server: hello, and its logs.
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
     let id = create(jm_api, hello.to_str().expect("utf-8"));
-    eventually(60, "hello SUCCEEDED", || json(jm_api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    eventually(60, "hello SUCCEEDED", || {
+        json(jm_api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
     let logs = cli(jm_api, &["task", "logs", &id, "1"]);
-    assert!(String::from_utf8_lossy(&logs.stdout).contains("hello from instance"), "{}", String::from_utf8_lossy(&logs.stdout));
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains("hello from instance"),
+        "{}",
+        String::from_utf8_lossy(&logs.stdout)
+    );
 
     // Long runs, then each manager is killed in turn: the runs stay where
     // they are, under the same run ids, and nothing is launched twice.
@@ -400,14 +462,17 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     hm.kill9();
     let _hm2 = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");
     eventually(30, "both agents back with the new host manager", || {
-        json(hm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
+        json(hm_api, &["host", "list"])
+            .as_array()
+            .is_some_and(|h| h.len() == 2 && h.iter().all(|h| h["reachable"].as_bool() == Some(true)))
     });
     // Runs adopted, not lost: the job manager keeps them RUNNING, same ids.
     std::thread::sleep(Duration::from_secs(3));
     assert!(all_in(jm_api, &s, "RUNNING"), "{:?}", tasks(jm_api, &s));
     assert_eq!(runs_of(jm_api, &s), runs, "the same runs, none relaunched");
     eventually(10, "the new host manager holds them", || {
-        json(hm_api, &["host", "list"]).as_array().map(|hs| hs.iter().filter_map(|h| h["runs"].as_u64()).sum::<u64>()) == Some(4)
+        json(hm_api, &["host", "list"]).as_array().map(|hs| hs.iter().filter_map(|h| h["runs"].as_u64()).sum::<u64>())
+            == Some(4)
     });
 
     jm.kill9();
@@ -417,7 +482,9 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     assert_eq!(runs_of(jm_api, &s), runs, "the same runs after the job manager's restart");
     // And it still schedules: a second hello succeeds through both new processes.
     let again = create(jm_api, hello.to_str().expect("utf-8"));
-    eventually(60, "hello SUCCEEDED again", || json(jm_api, &["job", "get", &again])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")));
+    eventually(60, "hello SUCCEEDED again", || {
+        json(jm_api, &["job", "get", &again])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+    });
     // Each run of the sleepers exists once, on one agent.
     let mut sandboxes = std::collections::BTreeMap::<String, usize>::new();
     for a in ["a1", "a2"] {
@@ -425,9 +492,13 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
             *sandboxes.entry(e.file_name().to_string_lossy().into_owned()).or_default() += 1;
         }
     }
-    let mine: std::collections::BTreeSet<String> = sandboxes.iter().filter(|(k, _)| k.starts_with(&format!("{s}-"))).map(|(k, n)| {
-        assert_eq!(*n, 1, "{k} on two agents");
-        k.clone()
-    }).collect();
+    let mine: std::collections::BTreeSet<String> = sandboxes
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("{s}-")))
+        .map(|(k, n)| {
+            assert_eq!(*n, 1, "{k} on two agents");
+            k.clone()
+        })
+        .collect();
     assert_eq!(mine, runs, "the agents ran exactly the runs the job manager reports");
 }

@@ -17,7 +17,11 @@ fn repo() -> PathBuf {
 /// The browser binary; installs Debian's chromium when missing (fails the
 /// test with the script's reason when it cannot).
 fn chromium() -> String {
-    let out = Command::new("bash").arg(repo().join("deploy/browser/chromium.sh")).arg("path").output().expect("runs chromium.sh");
+    let out = Command::new("bash")
+        .arg(repo().join("deploy/browser/chromium.sh"))
+        .arg("path")
+        .output()
+        .expect("runs chromium.sh");
     assert!(
         out.status.success(),
         "a real browser is needed for the web UI tests; deploy/browser/chromium.sh could not provide one:\n{}",
@@ -36,7 +40,8 @@ fn browse(steps: serde_json::Value) -> (Vec<serde_json::Value>, Vec<String>) {
         .expect("python3 runs");
     assert!(out.status.success(), "browser steps failed: {}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("driver output");
-    let dialogs = v["dialogs"].as_array().into_iter().flatten().filter_map(|d| d.as_str().map(str::to_string)).collect();
+    let dialogs =
+        v["dialogs"].as_array().into_iter().flatten().filter_map(|d| d.as_str().map(str::to_string)).collect();
     (v["values"].as_array().cloned().unwrap_or_default(), dialogs)
 }
 
@@ -98,12 +103,18 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let pool = dir.join("pool.yaml");
     std::fs::write(&pool, "reservation: {cpu: 4000, memory: 4096, disk: 1000}\n").expect("write");
     ok(cli(api, None, &["pool", "create", "/team", pool.to_str().expect("utf-8")]));
-    let id = json(api, None, &["job", "create", &job_file(dir, "webjob", "/team", 4)])["id"].as_str().expect("id").to_string();
+    let id = json(api, None, &["job", "create", &job_file(dir, "webjob", "/team", 4)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     eventually(60, "4 running", || {
-        json(api, None, &["task", "list", &id]).as_array().is_some_and(|t| t.len() == 4 && t.iter().all(|t| t["state"] == "RUNNING"))
+        json(api, None, &["task", "list", &id])
+            .as_array()
+            .is_some_and(|t| t.len() == 4 && t.iter().all(|t| t["state"] == "RUNNING"))
     });
     // A fifth core would exceed /team's reservation: it waits, and says so.
-    let over = json(api, None, &["job", "create", &job_file(dir, "over", "/team", 1)])["id"].as_str().expect("id").to_string();
+    let over =
+        json(api, None, &["job", "create", &job_file(dir, "over", "/team", 1)])["id"].as_str().expect("id").to_string();
     ok(cli(api, None, &["plugin", "deploy", "placement/batch", "spread", "9", paceline_plugin_artifacts::SPREAD_PATH]));
     ok(cli(api, None, &["plugin", "activate", "placement/batch", "spread@9"]));
 
@@ -132,8 +143,16 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         {"eval": "document.querySelector('div.slot[data-slot=\"placement/batch\"]').dataset.activeVersion"},
     ]));
     assert_eq!(values[0], "RUNNING", "the job's state in the jobs table");
-    assert_eq!(values[1], serde_json::json!(["RUNNING", "RUNNING", "RUNNING", "RUNNING"]), "its tasks after clicking it");
-    assert!(values[2].as_str().is_some_and(|r| r.contains("waiting on reservation") && r.contains("/team")), "why pending: {:?}", values[2]);
+    assert_eq!(
+        values[1],
+        serde_json::json!(["RUNNING", "RUNNING", "RUNNING", "RUNNING"]),
+        "its tasks after clicking it"
+    );
+    assert!(
+        values[2].as_str().is_some_and(|r| r.contains("waiting on reservation") && r.contains("/team")),
+        "why pending: {:?}",
+        values[2]
+    );
     let pools = values[3].as_array().expect("pools");
     let team = pools.iter().find(|p| p[0] == "/team").expect("the /team pool is drawn");
     let (entitled, allocated) = (team[1].as_f64().expect("width"), team[2].as_f64().expect("width"));
@@ -146,7 +165,12 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let listed = json(api, None, &["pool", "list"]);
     let capacity = |k: &str| listed["capacity"][k].as_f64().expect("capacity");
     for drawn in pools {
-        let pool = listed["pools"].as_array().expect("pools").iter().find(|p| p["path"] == drawn[0]).expect("drawn pools exist");
+        let pool = listed["pools"]
+            .as_array()
+            .expect("pools")
+            .iter()
+            .find(|p| p["path"] == drawn[0])
+            .expect("drawn pools exist");
         let expected = [
             pool["entitlement"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
             pool["allocation"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
@@ -155,7 +179,11 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         ];
         for (i, share) in expected.iter().enumerate() {
             let width = drawn[i + 1].as_f64().expect("width");
-            assert!((width - (100.0 * share).min(100.0)).abs() < 0.01, "bar {i} of {}: width {width}%, API {pool}", drawn[0]);
+            assert!(
+                (width - (100.0 * share).min(100.0)).abs() < 0.01,
+                "bar {i} of {}: width {width}%, API {pool}",
+                drawn[0]
+            );
         }
     }
     let drawn_hosts = values[4].as_array().expect("hosts");
@@ -213,7 +241,10 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     let token = tokens_file(&tokens, &["--name", "ann", "--role", "user", "--pool", "/default"]);
     let api = free_port();
     let _dev = Dev::start(dir, api, 4, &["--tokens-file", tokens.to_str().expect("utf-8")]);
-    let id = json(api, Some(&token), &["job", "create", &job_file(dir, "secret", "/default", 1)])["id"].as_str().expect("id").to_string();
+    let id = json(api, Some(&token), &["job", "create", &job_file(dir, "secret", "/default", 1)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
 
     // The page is open; its data is not.
     assert_eq!(http(api, "GET", "/ui/", None, "").0, 200);

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use paceline_model::view::{TaskView, build_placement_request};
 use paceline_plugin::Registry;
+use paceline_plugin_sdk::types::JobKind;
 use paceline_plugin_sdk::types::{PlacementResult, UnplacedReason};
 use paceline_resmgr::{ReadyTask, ResourceManager};
-use paceline_plugin_sdk::types::JobKind;
 use tracing::warn;
 
 use crate::group::{self, Group};
@@ -93,7 +93,11 @@ impl Engine {
     }
 
     /// Runs rounds until `shutdown` resolves; `now_ms` gives the clock.
-    pub async fn run(self: Arc<Self>, now_ms: impl Fn() -> u64 + Send + Sync, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        self: Arc<Self>,
+        now_ms: impl Fn() -> u64 + Send + Sync,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         loop {
             let report = self.run_round(now_ms()).await;
@@ -126,7 +130,8 @@ impl Engine {
     }
 
     async fn place_group(&self, group: Group, now_ms: u64, report: &mut RoundReport) {
-        let mut request = lease_request_for(group.tasks.iter().map(|(t, n)| (&t.resources, n)), self.config.max_hosts_per_lease);
+        let mut request =
+            lease_request_for(group.tasks.iter().map(|(t, n)| (&t.resources, n)), self.config.max_hosts_per_lease);
         if let Some(host) = &group.pinned_to {
             request.only_hosts = vec![host.clone()];
         }
@@ -183,7 +188,9 @@ impl Engine {
         let chosen: Vec<(&ReadyTask, &str)> = result
             .assignments
             .iter()
-            .filter_map(|a| Some((&group.tasks.get(a.task as usize)?.0, lease.hosts.get(a.host as usize)?.name.as_str())))
+            .filter_map(|a| {
+                Some((&group.tasks.get(a.task as usize)?.0, lease.hosts.get(a.host as usize)?.name.as_str()))
+            })
             .collect();
         let ids: Vec<_> = chosen.iter().map(|(t, _)| t.id).collect();
         let still = self.queue.placed(&ids, now_ms).await;
@@ -194,7 +201,8 @@ impl Engine {
             .filter(|(_, ok)| *ok)
             .map(|((task, host), _)| Placement { task: *task, host: host.to_string() })
             .collect();
-        let unplaced: Vec<_> = result.unplaced.iter().filter_map(|u| Some((group.tasks.get(u.task as usize)?.0.id, u.reason))).collect();
+        let unplaced: Vec<_> =
+            result.unplaced.iter().filter_map(|u| Some((group.tasks.get(u.task as usize)?.0.id, u.reason))).collect();
         if !unplaced.is_empty() {
             self.queue.unplaced(&unplaced, now_ms).await;
             report.unplaced += unplaced.len();
@@ -206,7 +214,12 @@ impl Engine {
         self.offers.release(&lease.id).await;
     }
 
-    async fn send_back<'a>(&self, tasks: impl Iterator<Item = (&'a ReadyTask, UnplacedReason)>, now_ms: u64, report: &mut RoundReport) {
+    async fn send_back<'a>(
+        &self,
+        tasks: impl Iterator<Item = (&'a ReadyTask, UnplacedReason)>,
+        now_ms: u64,
+        report: &mut RoundReport,
+    ) {
         let back: Vec<_> = tasks.map(|(t, reason)| (t.id, reason)).collect();
         if !back.is_empty() {
             report.unplaced += self.queue.unplaced(&back, now_ms).await;

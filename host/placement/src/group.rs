@@ -33,7 +33,10 @@ pub(crate) fn by_slot(batch: Vec<(ReadyTask, Need)>) -> Vec<Group> {
 /// demand (a host with less cannot take any of its tasks), the hard
 /// constraints every task shares (so the host side can filter on them),
 /// and the hosts some task prefers.
-pub fn lease_request_for<'a>(needs: impl IntoIterator<Item = (&'a Resources, &'a Need)>, max_hosts: usize) -> LeaseRequest {
+pub fn lease_request_for<'a>(
+    needs: impl IntoIterator<Item = (&'a Resources, &'a Need)>,
+    max_hosts: usize,
+) -> LeaseRequest {
     let mut min: Option<Resources> = None;
     let mut shared: Option<&[paceline_model::Constraint]> = None;
     let mut same_constraints = true;

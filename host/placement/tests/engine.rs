@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use paceline_model::task::TaskSpec;
 use paceline_model::view::HostView;
 use paceline_model::{Constraint, Labels, Resources};
-use paceline_placement::{Engine, EngineConfig, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink};
+use paceline_placement::{
+    Engine, EngineConfig, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink,
+};
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
 use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskState};
@@ -82,7 +84,6 @@ impl NeedSource for Jobs {
             avoid_host: None,
         })
     }
-
 }
 
 #[async_trait]
@@ -151,7 +152,13 @@ async fn one_plugin_call_places_a_batch_and_every_lease_is_released() {
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..12 {
-            let g = GangSpec { job: 1, first_instance: i, tasks: 1, per_task: Resources::new(1_000, 256, 0, 0), ..GangSpec::default() };
+            let g = GangSpec {
+                job: 1,
+                first_instance: i,
+                tasks: 1,
+                per_task: Resources::new(1_000, 256, 0, 0),
+                ..GangSpec::default()
+            };
             rm.submit("/team", g, 0).expect("submits");
         }
         rm.tick(1);
@@ -222,7 +229,10 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
     let zone_c = Constraint::AttributeEquals { key: "zone".into(), value: "c".into() };
     let zone_b = Constraint::AttributeEquals { key: "zone".into(), value: "b".into() };
     let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([(1, ("in-b".to_string(), spec(1_000, vec![zone_b.clone()]))), (2, ("in-c".to_string(), spec(1_000, vec![zone_c])))]),
+        specs: BTreeMap::from([
+            (1, ("in-b".to_string(), spec(1_000, vec![zone_b.clone()]))),
+            (2, ("in-c".to_string(), spec(1_000, vec![zone_c]))),
+        ]),
         hosts: hosts.clone(),
         launched: Mutex::new(Vec::new()),
         pin: None,
@@ -235,7 +245,13 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
         }
         rm.tick(1);
     }
-    let engine = Engine::new(rm.clone(), registry(), hosts.clone(), jobs.clone(), EngineConfig { batch_size: 1, ..EngineConfig::default() });
+    let engine = Engine::new(
+        rm.clone(),
+        registry(),
+        hosts.clone(),
+        jobs.clone(),
+        EngineConfig { batch_size: 1, ..EngineConfig::default() },
+    );
     // batch_size 1 → one task per round.
     let first = engine.run_round(2).await;
     let second = engine.run_round(3).await;
@@ -261,7 +277,13 @@ async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..10 {
-            let g = GangSpec { job: 1, first_instance: i, tasks: 1, per_task: Resources::new(1_000, 256, 0, 0), ..GangSpec::default() };
+            let g = GangSpec {
+                job: 1,
+                first_instance: i,
+                tasks: 1,
+                per_task: Resources::new(1_000, 256, 0, 0),
+                ..GangSpec::default()
+            };
             rm.submit("/team", g, 0).expect("submits");
         }
         rm.tick(1);
@@ -292,7 +314,13 @@ async fn a_pinned_task_goes_to_its_host_or_nowhere() {
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..2 {
-            let g = GangSpec { job: 1, first_instance: i, tasks: 1, per_task: Resources::new(1_500, 256, 0, 0), ..GangSpec::default() };
+            let g = GangSpec {
+                job: 1,
+                first_instance: i,
+                tasks: 1,
+                per_task: Resources::new(1_500, 256, 0, 0),
+                ..GangSpec::default()
+            };
             rm.submit("/team", g, 0).expect("submits");
         }
         rm.tick(1);

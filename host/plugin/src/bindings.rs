@@ -8,7 +8,13 @@ macro_rules! resources_conversions {
     () => {
         impl From<sdk::Resources> for paceline::scheduler::types::Resources {
             fn from(r: sdk::Resources) -> Self {
-                Self { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports }
+                Self {
+                    cpu_millis: r.cpu_millis,
+                    memory_mib: r.memory_mib,
+                    disk_mib: r.disk_mib,
+                    gpus: r.gpus,
+                    ports: r.ports,
+                }
             }
         }
     };

@@ -91,7 +91,9 @@ pub enum PluginError {
     #[error("not a WebAssembly file (it does not start with the \\0asm magic number)")]
     NotWasm,
     /// The bytes are a core module, not a component.
-    #[error("a core WebAssembly module, not a component: build with --target wasm32-wasip2 (or wrap it with `wasm-tools component new`)")]
+    #[error(
+        "a core WebAssembly module, not a component: build with --target wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+    )]
     NotComponent,
     /// The component does not compile.
     #[error("the component does not compile: {0}")]
@@ -110,7 +112,9 @@ pub enum PluginError {
     #[error("self-test failed: {0}")]
     SelfTest(CallError),
     /// No such slot name (valid: `placement/<name>`, `preemption`, `lifecycle/<kind>`).
-    #[error("unknown slot `{0}`: slots are placement/<name>, preemption and lifecycle/<batch|stateless|stateful|daemon>")]
+    #[error(
+        "unknown slot `{0}`: slots are placement/<name>, preemption and lifecycle/<batch|stateless|stateful|daemon>"
+    )]
     UnknownSlot(String),
     /// No such version in the slot.
     #[error("slot {slot} has no version {version}")]

@@ -46,7 +46,8 @@ pub struct Answer<T> {
 
 /// A native policy for a lifecycle slot, registered by the job manager: the
 /// policy's `on_events` (one event is a list of one).
-pub type NativeLifecycle = Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &[sdk::Event]) -> Vec<sdk::Action> + Send + Sync>;
+pub type NativeLifecycle =
+    Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &[sdk::Event]) -> Vec<sdk::Action> + Send + Sync>;
 
 /// Options of [`Registry::deploy`].
 #[derive(Clone, Copy, Debug)]
@@ -180,7 +181,9 @@ impl std::fmt::Debug for Registry {
 
 /// The world a slot name requires, or an error for an unknown slot.
 pub fn slot_world(slot: &str) -> Result<World, PluginError> {
-    let valid_tail = |t: &str| !t.is_empty() && t.len() <= 64 && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let valid_tail = |t: &str| {
+        !t.is_empty() && t.len() <= 64 && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
     match slot.split_once('/') {
         None if slot == "preemption" => Ok(World::Preemption),
         Some(("placement", t)) if valid_tail(t) => Ok(World::Placement),
@@ -237,7 +240,8 @@ impl Registry {
         let (component, _) = self.runtime.compile(wasm)?;
         let prepared = self.runtime.prepare(&component, slot.world, &slot.name)?;
         let id = record.id();
-        let version = Arc::new(Version { record: Mutex::new(record), id, prepared, metrics: VersionMetrics::default() });
+        let version =
+            Arc::new(Version { record: Mutex::new(record), id, prepared, metrics: VersionMetrics::default() });
         slot.versions.write().map_err(|e| PluginError::Runtime(e.to_string()))?.push(version);
         Ok(())
     }
@@ -274,13 +278,23 @@ impl Registry {
         if slot_world(slot)? != World::Lifecycle {
             return Err(PluginError::UnknownSlot(slot.to_string()));
         }
-        self.lifecycle_natives.write().map_err(|e| PluginError::Runtime(e.to_string()))?.insert(slot.to_string(), policy);
+        self.lifecycle_natives
+            .write()
+            .map_err(|e| PluginError::Runtime(e.to_string()))?
+            .insert(slot.to_string(), policy);
         Ok(())
     }
 
     /// Compiles, checks against the slot's world, self-tests and stores a
     /// new version. It does not serve until [`Registry::activate`].
-    pub fn deploy(&self, slot_name: &str, name: &str, version: &str, wasm: &[u8], options: DeployOptions) -> Result<Deployed, PluginError> {
+    pub fn deploy(
+        &self,
+        slot_name: &str,
+        name: &str,
+        version: &str,
+        wasm: &[u8],
+        options: DeployOptions,
+    ) -> Result<Deployed, PluginError> {
         check_name("name", name)?;
         check_name("version", version)?;
         let slot = self.slot(slot_name)?;
@@ -300,7 +314,12 @@ impl Registry {
             deployed_at_ms: now_ms(),
             state: VersionState::Ready,
         };
-        let candidate = Version { record: Mutex::new(record.clone()), id: id.clone(), prepared, metrics: VersionMetrics::default() };
+        let candidate = Version {
+            record: Mutex::new(record.clone()),
+            id: id.clone(),
+            prepared,
+            metrics: VersionMetrics::default(),
+        };
         if options.self_test {
             self.self_test(&candidate)?;
             // A version that is not active holds no pooled slots.
@@ -321,26 +340,34 @@ impl Registry {
                 for req in samples::placement() {
                     let hash = crate::runtime::input_hash(&req);
                     let out = self.runtime.call_placement(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_placement(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                    validate::check_placement(&req, &out)
+                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
             }
             PreparedWorld::Preemption(_) => {
                 for req in samples::preemption() {
                     let hash = crate::runtime::input_hash(&req);
                     let out = self.runtime.call_preemption(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_victims(&req, &out).map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                    validate::check_victims(&req, &out)
+                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
             }
             PreparedWorld::Lifecycle(_) | PreparedWorld::LifecycleBatched(_) => {
                 for (job, tasks, event) in samples::lifecycle() {
                     let hash = crate::runtime::input_hash(&(&job, &tasks, &event));
-                    let out = self.runtime.call_lifecycle(&v.prepared, &job, &tasks, &event).map_err(|e| fail(hash.clone(), e))?;
+                    let out = self
+                        .runtime
+                        .call_lifecycle(&v.prepared, &job, &tasks, &event)
+                        .map_err(|e| fail(hash.clone(), e))?;
                     validate::check_actions(&job, &tasks, &out)
                         .map_err(|e| fail(hash.clone(), (FaultKind::InvalidAnswer, e.to_string())))?;
                     // The batched export too, with the event twice: the
                     // path the job manager takes for bursts.
                     let events = [event.clone(), event.clone()];
-                    let out = self.runtime.call_lifecycle_batch(&v.prepared, &job, &tasks, &events).map_err(|e| fail(hash.clone(), e))?;
+                    let out = self
+                        .runtime
+                        .call_lifecycle_batch(&v.prepared, &job, &tasks, &events)
+                        .map_err(|e| fail(hash.clone(), e))?;
                     validate::check_actions(&job, &tasks, &out)
                         .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
                 }
@@ -559,7 +586,9 @@ impl Registry {
             return;
         }
         match self.rollback_locked(slot, Some(v)) {
-            Ok(now) => tracing::error!(slot = %slot.name, failed = %v.id, now_active = ?now, failures = n, "plugin rolled back automatically"),
+            Ok(now) => {
+                tracing::error!(slot = %slot.name, failed = %v.id, now_active = ?now, failures = n, "plugin rolled back automatically")
+            }
             Err(e) => tracing::error!(slot = %slot.name, error = %e, "automatic rollback failed"),
         }
     }
@@ -576,7 +605,11 @@ impl Registry {
     }
 
     /// Places a round through the slot (e.g. `placement/batch`).
-    pub fn place(&self, slot_name: &str, request: &sdk::PlacementRequest) -> Result<Answer<sdk::PlacementResult>, PluginError> {
+    pub fn place(
+        &self,
+        slot_name: &str,
+        request: &sdk::PlacementRequest,
+    ) -> Result<Answer<sdk::PlacementResult>, PluginError> {
         let slot = self.slot(slot_name)?;
         if slot.world != World::Placement {
             return Err(PluginError::UnknownSlot(slot_name.to_string()));
@@ -600,7 +633,9 @@ impl Registry {
             Self::send_shadow(&slot, move |v, report| {
                 let started = Instant::now();
                 let out = runtime.call_placement(&v.prepared, &req).and_then(|o| {
-                    validate::check_placement(&req, &o).map(|_| o).map_err(|e| (FaultKind::InvalidAnswer, e.to_string()))
+                    validate::check_placement(&req, &o)
+                        .map(|_| o)
+                        .map_err(|e| (FaultKind::InvalidAnswer, e.to_string()))
                 });
                 v.metrics.record(started.elapsed(), out.as_ref().err().map(|e| e.0));
                 let Ok(mut r) = report.lock() else { return };
@@ -613,7 +648,11 @@ impl Registry {
                         } else {
                             r.tasks_differing += differing;
                             if r.samples.len() < 10 {
-                                r.samples.push(format!("round {}: {differing} of {} tasks placed differently", req.round, req.tasks.len()));
+                                r.samples.push(format!(
+                                    "round {}: {differing} of {} tasks placed differently",
+                                    req.round,
+                                    req.tasks.len()
+                                ));
                             }
                         }
                     }
@@ -691,8 +730,9 @@ impl Registry {
             return Err(PluginError::UnknownSlot(slot_name.to_string()));
         }
         let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
-        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> =
-            native_fn.map(|f| ("native-lifecycle", Box::new(move || f(job, tasks, events)) as Box<dyn Fn() -> Vec<sdk::Action>>));
+        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> = native_fn.map(|f| {
+            ("native-lifecycle", Box::new(move || f(job, tasks, events)) as Box<dyn Fn() -> Vec<sdk::Action>>)
+        });
         let runtime = &self.runtime;
         self.serve(
             &slot,
@@ -706,7 +746,8 @@ impl Registry {
 
 /// Tasks whose outcome differs between two placement answers.
 fn placement_diff(a: &sdk::PlacementResult, b: &sdk::PlacementResult) -> u64 {
-    let host_of = |r: &sdk::PlacementResult| -> BTreeMap<u32, u32> { r.assignments.iter().map(|x| (x.task, x.host)).collect() };
+    let host_of =
+        |r: &sdk::PlacementResult| -> BTreeMap<u32, u32> { r.assignments.iter().map(|x| (x.task, x.host)).collect() };
     let (ha, hb) = (host_of(a), host_of(b));
     let tasks: std::collections::BTreeSet<u32> = ha.keys().chain(hb.keys()).copied().collect();
     tasks.into_iter().filter(|t| ha.get(t) != hb.get(t)).count() as u64

@@ -4,8 +4,8 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use paceline_plugin_sdk::types as sdk;
@@ -256,16 +256,23 @@ impl PluginRuntime {
             detail: format!("{e:#}"),
         };
         let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
-        Ok(Prepared(match world {
-            World::Placement => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
-            World::Preemption => PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?),
-            // The batched world first; a component without `on-events`
-            // (built against 0.1.0) is called once per event.
-            World::Lifecycle => match bindings::lifecycle::batched::LifecycleBatchedPre::new(pre.clone()) {
-                Ok(batched) => PreparedWorld::LifecycleBatched(batched),
-                Err(_) => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
+        Ok(Prepared(
+            match world {
+                World::Placement => {
+                    PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?)
+                }
+                World::Preemption => {
+                    PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?)
+                }
+                // The batched world first; a component without `on-events`
+                // (built against 0.1.0) is called once per event.
+                World::Lifecycle => match bindings::lifecycle::batched::LifecycleBatchedPre::new(pre.clone()) {
+                    Ok(batched) => PreparedWorld::LifecycleBatched(batched),
+                    Err(_) => PreparedWorld::Lifecycle(bindings::lifecycle::LifecyclePre::new(pre).map_err(wrong)?),
+                },
             },
-        }, Arc::new(Mutex::new(Vec::new()))))
+            Arc::new(Mutex::new(Vec::new())),
+        ))
     }
 
     fn new_store(&self) -> Result<Store<CallState>, (FaultKind, String)> {
@@ -290,14 +297,22 @@ impl PluginRuntime {
 
     /// Calls a loaded placement component once, without validation or
     /// fallback (tools, benchmarks; the registry adds both).
-    pub fn place(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Result<sdk::PlacementResult, CallError> {
+    pub fn place(
+        &self,
+        prepared: &Prepared,
+        request: &sdk::PlacementRequest,
+    ) -> Result<sdk::PlacementResult, CallError> {
         self.call_placement(prepared, request).map_err(|e| call_error("component", request, e))
     }
 
     /// Times the three phases of one placement call (new store, instantiate,
     /// call and drop), for `paceline bench plugin`.
     #[doc(hidden)]
-    pub fn place_phases(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Option<[std::time::Duration; 3]> {
+    pub fn place_phases(
+        &self,
+        prepared: &Prepared,
+        request: &sdk::PlacementRequest,
+    ) -> Option<[std::time::Duration; 3]> {
         let PreparedWorld::Placement(pre) = &prepared.0 else { return None };
         let t0 = std::time::Instant::now();
         let mut store = self.new_store().ok()?;
@@ -331,7 +346,9 @@ impl PluginRuntime {
                     PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
                     PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
                     PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(WarmInstance::Lifecycle),
-                    PreparedWorld::LifecycleBatched(pre) => pre.instantiate(&mut store).map(WarmInstance::LifecycleBatched),
+                    PreparedWorld::LifecycleBatched(pre) => {
+                        pre.instantiate(&mut store).map(WarmInstance::LifecycleBatched)
+                    }
                 }
                 .map_err(|e| classify(e, &store, true))?;
                 Warm { store, instance, calls: 0 }
@@ -366,7 +383,11 @@ impl PluginRuntime {
     }
 
     /// Calls `place` in a sandboxed instance.
-    pub(crate) fn call_placement(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Result<sdk::PlacementResult, (FaultKind, String)> {
+    pub(crate) fn call_placement(
+        &self,
+        prepared: &Prepared,
+        request: &sdk::PlacementRequest,
+    ) -> Result<sdk::PlacementResult, (FaultKind, String)> {
         let wire = bindings::placement::request(request);
         let out = self.with_instance(prepared, |store, instance| match instance {
             WarmInstance::Placement(i) => i.call_place(store, &wire),
@@ -376,7 +397,11 @@ impl PluginRuntime {
     }
 
     /// Calls `select-victims` in a sandboxed instance.
-    pub(crate) fn call_preemption(&self, prepared: &Prepared, request: &sdk::PreemptionRequest) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
+    pub(crate) fn call_preemption(
+        &self,
+        prepared: &Prepared,
+        request: &sdk::PreemptionRequest,
+    ) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
         let wire = bindings::preemption::request(request);
         let out = self.with_instance(prepared, |store, instance| match instance {
             WarmInstance::Preemption(i) => i.call_select_victims(store, &wire),
@@ -393,7 +418,8 @@ impl PluginRuntime {
         tasks: &[sdk::TaskView],
         event: &sdk::Event,
     ) -> Result<Vec<sdk::Action>, (FaultKind, String)> {
-        let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::event(event));
+        let (j, t, e) =
+            (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::event(event));
         let out = self.with_instance(prepared, |store, instance| match instance {
             WarmInstance::Lifecycle(i) => i.call_on_event(store, &j, &t, e),
             WarmInstance::LifecycleBatched(i) => i.call_on_event(store, &j, &t, e),
@@ -412,7 +438,8 @@ impl PluginRuntime {
         tasks: &[sdk::TaskView],
         events: &[sdk::Event],
     ) -> Result<Vec<sdk::Action>, (FaultKind, String)> {
-        let (j, t, e) = (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::events(events));
+        let (j, t, e) =
+            (bindings::lifecycle::job(job), bindings::lifecycle::tasks(tasks), bindings::lifecycle::events(events));
         let out = self.with_instance(prepared, |store, instance| match instance {
             WarmInstance::LifecycleBatched(i) => i.call_on_events(store, &j, &t, &e),
             WarmInstance::Lifecycle(i) => {
@@ -426,7 +453,6 @@ impl PluginRuntime {
         })?;
         Ok(bindings::lifecycle::actions(out))
     }
-
 }
 
 /// Turns a wasmtime error into a fault kind and a message an operator can act on.
@@ -457,7 +483,11 @@ pub(crate) fn input_hash<T: serde::Serialize>(input: &T) -> String {
 }
 
 /// Builds a [`CallError`].
-pub(crate) fn call_error<T: serde::Serialize>(version: &str, input: &T, (kind, message): (FaultKind, String)) -> CallError {
+pub(crate) fn call_error<T: serde::Serialize>(
+    version: &str,
+    input: &T,
+    (kind, message): (FaultKind, String),
+) -> CallError {
     CallError { kind, version: version.to_string(), message, input_hash: input_hash(input) }
 }
 

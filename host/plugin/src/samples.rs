@@ -5,7 +5,8 @@
 use paceline_plugin_sdk::types::*;
 
 pub(crate) fn placement() -> Vec<PlacementRequest> {
-    let host = |cpu, mem| HostOffer { free: Resources::new(cpu, mem, 10_000, 0), total: Resources::new(cpu, mem, 10_000, 0) };
+    let host =
+        |cpu, mem| HostOffer { free: Resources::new(cpu, mem, 10_000, 0), total: Resources::new(cpu, mem, 10_000, 0) };
     let task = |job, gang, cpu, mem, constraints| Task {
         job,
         instance: gang,
@@ -20,7 +21,10 @@ pub(crate) fn placement() -> Vec<PlacementRequest> {
         attributes: vec![AttributeColumn { key: "zone".into(), values: vec![0, 1, 0] }],
         symbols: vec!["a".into(), "b".into()],
         jobs: vec![JobInfo::default(), JobInfo { max_per_host: 1, ..JobInfo::default() }],
-        constraints: vec![ConstraintSet::default(), ConstraintSet { eligible: HostFilter::Only(vec![1]), preferences: vec![] }],
+        constraints: vec![
+            ConstraintSet::default(),
+            ConstraintSet { eligible: HostFilter::Only(vec![1]), preferences: vec![] },
+        ],
         tasks: vec![
             task(0, 0, 1000, 1024, 0),
             task(0, 1, 1500, 1024, 0),

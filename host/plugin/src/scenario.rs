@@ -53,11 +53,9 @@ pub fn detect_world(runtime: &PluginRuntime, wasm: &[u8]) -> Result<World, Plugi
         }
     }
     Err(match last {
-        Some(PluginError::WrongWorld { detail, .. }) => PluginError::WrongWorld {
-            slot: "any".into(),
-            world: "placement, preemption or lifecycle",
-            detail,
-        },
+        Some(PluginError::WrongWorld { detail, .. }) => {
+            PluginError::WrongWorld { slot: "any".into(), world: "placement, preemption or lifecycle", detail }
+        }
         Some(e) => e,
         None => PluginError::Runtime("no world".into()),
     })

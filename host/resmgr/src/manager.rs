@@ -430,7 +430,14 @@ impl ResourceManager {
 
     /// Creates one record per task of `spec` in `state`, all of one new gang
     /// number, and hands each new id (in instance order) to `each`.
-    fn create_tasks(&mut self, p: u32, spec: &GangSpec, state: TaskState, now_ms: u64, mut each: impl FnMut(&mut Self, TaskId)) {
+    fn create_tasks(
+        &mut self,
+        p: u32,
+        spec: &GangSpec,
+        state: TaskState,
+        now_ms: u64,
+        mut each: impl FnMut(&mut Self, TaskId),
+    ) {
         let gang = self.next_gang;
         self.next_gang += 1;
         for t in 0..spec.tasks {
@@ -504,7 +511,13 @@ impl ResourceManager {
     /// allocation, entitlement, admission and preemption see them. A pool
     /// over its entitlement afterwards is left to preemption, as for any
     /// other pool. Returns the tasks' ids in instance order.
-    pub fn adopt(&mut self, pool: &str, spec: GangSpec, state: TaskState, now_ms: u64) -> Result<Vec<TaskId>, SubmitError> {
+    pub fn adopt(
+        &mut self,
+        pool: &str,
+        spec: GangSpec,
+        state: TaskState,
+        now_ms: u64,
+    ) -> Result<Vec<TaskId>, SubmitError> {
         let p = self.tree.lookup(pool)?;
         self.check_gang(p, &spec)?;
         let state = if state == TaskState::Launching { TaskState::Launching } else { TaskState::Running };

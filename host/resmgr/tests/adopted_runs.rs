@@ -21,7 +21,15 @@ fn manager() -> ResourceManager {
 }
 
 fn one(job: u64, instance: u32, cpu: u64) -> GangSpec {
-    GangSpec { job, first_instance: instance, kind: JobKind::Batch, priority: 1, tasks: 1, per_task: Resources::new(cpu, 64, 10, 0), ..GangSpec::default() }
+    GangSpec {
+        job,
+        first_instance: instance,
+        kind: JobKind::Batch,
+        priority: 1,
+        tasks: 1,
+        per_task: Resources::new(cpu, 64, 10, 0),
+        ..GangSpec::default()
+    }
 }
 
 #[test]

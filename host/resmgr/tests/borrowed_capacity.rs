@@ -19,7 +19,16 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
     rm.create_pool("/b", spec).expect("b");
     let task = Resources::new(500, 64, 10, 0);
     for i in 0..4 {
-        let g = GangSpec { job: 1, first_instance: i, kind: JobKind::Batch, priority: 1, preemptible: true, tasks: 1, per_task: task, ..GangSpec::default() };
+        let g = GangSpec {
+            job: 1,
+            first_instance: i,
+            kind: JobKind::Batch,
+            priority: 1,
+            preemptible: true,
+            tasks: 1,
+            per_task: task,
+            ..GangSpec::default()
+        };
         rm.submit("/a", g, 0).expect("borrower");
     }
     let mut now = 1;
@@ -34,7 +43,16 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
     }
     let mut owner = Vec::new();
     for i in 0..2 {
-        let g = GangSpec { job: 2, first_instance: i, kind: JobKind::Batch, priority: 100, preemptible: false, tasks: 1, per_task: task, ..GangSpec::default() };
+        let g = GangSpec {
+            job: 2,
+            first_instance: i,
+            kind: JobKind::Batch,
+            priority: 100,
+            preemptible: false,
+            tasks: 1,
+            per_task: task,
+            ..GangSpec::default()
+        };
         owner.push(rm.submit("/b", g, now).expect("owner"));
     }
     // The runtime's part: confirm kills, start what gets admitted.
@@ -58,7 +76,8 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
             }
         }
     }
-    let why: Vec<String> = owner.iter().map(|g| rm.why_pending(*g).map(|p| p.to_string()).unwrap_or_default()).collect();
+    let why: Vec<String> =
+        owner.iter().map(|g| rm.why_pending(*g).map(|p| p.to_string()).unwrap_or_default()).collect();
     assert_eq!(kills.len(), 2, "exactly the borrowed core comes back: {kills:?} {why:?}");
     assert!(kills.iter().all(|k| k.job == 1), "only the borrower is preempted");
     assert_eq!(owner_running, 2, "the owner's work runs: {why:?}");

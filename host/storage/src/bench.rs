@@ -6,9 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use paceline_model::Resources;
 use paceline_model::job::{JobConfig, JobKind, JobRuntime};
 use paceline_model::task::{TaskRuntime, TaskSpec, TaskState};
-use paceline_model::Resources;
 
 use crate::cassandra::CassandraStore;
 use crate::config::CassandraConfig;
@@ -68,8 +68,16 @@ pub struct BenchReport {
 
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "storage benchmark: one job of {} instances, updates in batches of {}", self.instances, self.batch)?;
-        writeln!(f, "{:<10} {:>14} {:>18} {:>20} {:>12}", "backend", "create job", "CAS updates/s", "plain updates/s", "read all")?;
+        writeln!(
+            f,
+            "storage benchmark: one job of {} instances, updates in batches of {}",
+            self.instances, self.batch
+        )?;
+        writeln!(
+            f,
+            "{:<10} {:>14} {:>18} {:>20} {:>12}",
+            "backend", "create job", "CAS updates/s", "plain updates/s", "read all"
+        )?;
         for b in &self.backends {
             writeln!(
                 f,
@@ -178,7 +186,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let path = match &opts.sqlite_path {
         Some(p) => p.clone(),
         None => {
-            tmp = std::env::temp_dir().join(format!("paceline-bench-{}-{}", std::process::id(), crate::types::now_ms()));
+            tmp =
+                std::env::temp_dir().join(format!("paceline-bench-{}-{}", std::process::id(), crate::types::now_ms()));
             tmp.join("bench.db")
         }
     };

@@ -51,7 +51,9 @@ pub enum StoreError {
     Invalid(String),
     /// The database was written by a newer Paceline (schema version above
     /// what this build knows). Upgrade Paceline; nothing was changed.
-    #[error("the {backend} database has schema version {found}, newer than {supported} which this build supports; upgrade Paceline (nothing was changed)")]
+    #[error(
+        "the {backend} database has schema version {found}, newer than {supported} which this build supports; upgrade Paceline (nothing was changed)"
+    )]
     SchemaTooNew {
         /// `sqlite` or `cassandra`.
         backend: &'static str,
@@ -77,7 +79,9 @@ pub enum StoreError {
     Backend(String),
     /// Another server claimed leadership with a larger epoch: this handle
     /// writes nothing more (see [`crate::Store::claim_leadership`]).
-    #[error("fenced: another server leads (the store's leader epoch is {current}, this server's {mine}); nothing was written")]
+    #[error(
+        "fenced: another server leads (the store's leader epoch is {current}, this server's {mine}); nothing was written"
+    )]
     Fenced {
         /// The epoch this handle claimed.
         mine: u64,

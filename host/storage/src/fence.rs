@@ -40,7 +40,11 @@ impl Fence {
         let Some(mine) = self.claimed() else { return Ok(()) };
         if recorded > mine || self.is_fenced() {
             if !self.fenced.swap(true, Ordering::AcqRel) {
-                tracing::error!(mine, current = recorded, "fenced: another server claimed leadership of the store; refusing every write from now on");
+                tracing::error!(
+                    mine,
+                    current = recorded,
+                    "fenced: another server claimed leadership of the store; refusing every write from now on"
+                );
             }
             return Err(StoreError::Fenced { mine, current: recorded.max(mine) });
         }

@@ -83,7 +83,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn get_task(&self, job_id: &str, instance: u32) -> Result<TaskRuntime>;
 
     /// Compare-and-set of one task runtime. Returns it at `expected_version + 1`.
-    async fn cas_task(&self, job_id: &str, instance: u32, expected_version: u64, runtime: &TaskRuntime) -> Result<TaskRuntime>;
+    async fn cas_task(
+        &self,
+        job_id: &str,
+        instance: u32,
+        expected_version: u64,
+        runtime: &TaskRuntime,
+    ) -> Result<TaskRuntime>;
 
     /// Many compare-and-sets at once (SQLite: one transaction, one fsync;
     /// Cassandra: concurrent conditional writes). Each item succeeds or fails

@@ -4,8 +4,8 @@
 use paceline_model::Labels;
 use paceline_model::job::{JobConfig, JobKind, JobRuntime, JobState};
 use paceline_model::task::{TaskRuntime, TaskState};
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 
@@ -228,8 +228,5 @@ pub(crate) fn matches(q: &JobQuery, s: &JobSummary) -> bool {
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

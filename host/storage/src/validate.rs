@@ -21,7 +21,11 @@ pub(crate) fn pool(path: &str, spec: &[u8]) -> Result<()> {
         return Err(StoreError::Invalid(format!("pool path `{path}` does not start with /")));
     }
     if spec.len() > limits::MAX_POOL_SPEC {
-        return Err(StoreError::TooLarge { what: format!("spec of pool {path}"), size: spec.len(), max: limits::MAX_POOL_SPEC });
+        return Err(StoreError::TooLarge {
+            what: format!("spec of pool {path}"),
+            size: spec.len(),
+            max: limits::MAX_POOL_SPEC,
+        });
     }
     Ok(())
 }
@@ -36,14 +40,22 @@ pub(crate) fn plugin(v: &PluginVersion, bytes: &[u8]) -> Result<()> {
         return Err(StoreError::Invalid(format!("plugin name `{}` contains @", v.name)));
     }
     if bytes.len() > limits::MAX_PLUGIN_BYTES {
-        return Err(StoreError::TooLarge { what: format!("plugin {}", v.id()), size: bytes.len(), max: limits::MAX_PLUGIN_BYTES });
+        return Err(StoreError::TooLarge {
+            what: format!("plugin {}", v.id()),
+            size: bytes.len(),
+            max: limits::MAX_PLUGIN_BYTES,
+        });
     }
     if v.size != bytes.len() as u64 {
         return Err(StoreError::Invalid(format!("plugin {}: size {} but {} bytes given", v.id(), v.size, bytes.len())));
     }
     let digest = hex::encode(Sha256::digest(bytes));
     if !digest.eq_ignore_ascii_case(&v.sha256) {
-        return Err(StoreError::Invalid(format!("plugin {}: sha256 {} does not match the bytes ({digest})", v.id(), v.sha256)));
+        return Err(StoreError::Invalid(format!(
+            "plugin {}: sha256 {} does not match the bytes ({digest})",
+            v.id(),
+            v.sha256
+        )));
     }
     Ok(())
 }

@@ -2,13 +2,7 @@ use super::*;
 use paceline_plugin_sdk::harness::{Expect, Input, Scenario, run_lifecycle};
 
 fn t(instance: u32, state: TaskState, failures: u32) -> TaskView {
-    TaskView {
-        instance,
-        state,
-        failures,
-        run: 1,
-        ..TaskView::default()
-    }
+    TaskView { instance, state, failures, run: 1, ..TaskView::default() }
 }
 
 fn job(n: u32, max_failures: u32) -> JobView {
@@ -21,13 +15,7 @@ fn job(n: u32, max_failures: u32) -> JobView {
     }
 }
 
-fn scenario(
-    name: &str,
-    job: JobView,
-    tasks: Vec<TaskView>,
-    event: Event,
-    expect: Vec<Action>,
-) -> Scenario {
+fn scenario(name: &str, job: JobView, tasks: Vec<TaskView>, event: Event, expect: Vec<Action>) -> Scenario {
     Scenario {
         name: name.into(),
         input: Input::Lifecycle { job, tasks, event },
@@ -55,20 +43,14 @@ fn scenarios() {
             job(2, 3),
             vec![t(0, Failed, 1), t(1, Running, 0)],
             changed(0, Failed),
-            vec![Action::RestartAfter(Restart {
-                instance: 0,
-                delay_ms: 1_000,
-            })],
+            vec![Action::RestartAfter(Restart { instance: 0, delay_ms: 1_000 })],
         ),
         scenario(
             "third failure backs off 4s",
             job(2, 3),
             vec![t(0, Failed, 3), t(1, Running, 0)],
             changed(0, Failed),
-            vec![Action::RestartAfter(Restart {
-                instance: 0,
-                delay_ms: 4_000,
-            })],
+            vec![Action::RestartAfter(Restart { instance: 0, delay_ms: 4_000 })],
         ),
         scenario(
             "budget spent fails the job",
@@ -93,27 +75,15 @@ fn scenarios() {
         ),
         scenario(
             "overrun is killed",
-            JobView {
-                max_run_time_ms: 10_000,
-                ..job(1, 0)
-            },
-            vec![TaskView {
-                running_for_ms: Some(10_000),
-                ..t(0, Running, 0)
-            }],
+            JobView { max_run_time_ms: 10_000, ..job(1, 0) },
+            vec![TaskView { running_for_ms: Some(10_000), ..t(0, Running, 0) }],
             Event::Timer(0),
             vec![Action::Kill(0)],
         ),
         scenario(
             "timer before the limit does nothing",
-            JobView {
-                max_run_time_ms: 10_000,
-                ..job(1, 0)
-            },
-            vec![TaskView {
-                running_for_ms: Some(9_000),
-                ..t(0, Running, 0)
-            }],
+            JobView { max_run_time_ms: 10_000, ..job(1, 0) },
+            vec![TaskView { running_for_ms: Some(9_000), ..t(0, Running, 0) }],
             Event::Timer(0),
             vec![],
         ),
@@ -126,10 +96,7 @@ fn scenarios() {
         ),
         scenario(
             "finished job answers nothing",
-            JobView {
-                state: JobState::Failed,
-                ..job(1, 0)
-            },
+            JobView { state: JobState::Failed, ..job(1, 0) },
             vec![t(0, Failed, 5)],
             changed(0, Failed),
             vec![],

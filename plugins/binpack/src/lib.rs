@@ -58,8 +58,18 @@ impl Compact {
             .map(|h| Slot {
                 // Clamping free capacity down is safe: a task that fits the
                 // clamped value fits the real one.
-                free: [clamp32(h.free.cpu_millis), clamp32(h.free.memory_mib), clamp32(h.free.disk_mib), clamp32(h.free.gpus)],
-                scale: [weight(h.total.cpu_millis), weight(h.total.memory_mib), weight(h.total.disk_mib), weight(h.total.gpus)],
+                free: [
+                    clamp32(h.free.cpu_millis),
+                    clamp32(h.free.memory_mib),
+                    clamp32(h.free.disk_mib),
+                    clamp32(h.free.gpus),
+                ],
+                scale: [
+                    weight(h.total.cpu_millis),
+                    weight(h.total.memory_mib),
+                    weight(h.total.disk_mib),
+                    weight(h.total.gpus),
+                ],
             })
             .collect();
         Compact { slots, seen: 0 }
@@ -69,7 +79,8 @@ impl Compact {
     pub fn sync(&mut self, round: &Round<'_>) {
         for &h in &round.journal()[self.seen..] {
             let f = &round.free[h as usize];
-            self.slots[h as usize].free = [clamp32(f.cpu_millis), clamp32(f.memory_mib), clamp32(f.disk_mib), clamp32(f.gpus)];
+            self.slots[h as usize].free =
+                [clamp32(f.cpu_millis), clamp32(f.memory_mib), clamp32(f.disk_mib), clamp32(f.gpus)];
         }
         self.seen = round.journal().len();
     }

@@ -22,11 +22,7 @@ impl LifecyclePolicy for Daemon {
         if kit::job_done(job) || job.state == JobState::Killing {
             return out;
         }
-        let wanted = |i: u32| {
-            job.matching_hosts
-                .get(i as usize)
-                .is_some_and(|h| !h.is_empty())
-        };
+        let wanted = |i: u32| job.matching_hosts.get(i as usize).is_some_and(|h| !h.is_empty());
         match event {
             Event::KillRequested => {
                 kit::kill_all(tasks, &mut out);
@@ -49,10 +45,7 @@ impl LifecyclePolicy for Daemon {
             Event::TaskChanged(change) => {
                 if let Some(t) = kit::task(tasks, change.instance)
                     && wanted(t.instance)
-                    && matches!(
-                        change.state,
-                        TaskState::Failed | TaskState::Lost | TaskState::Succeeded
-                    )
+                    && matches!(change.state, TaskState::Failed | TaskState::Lost | TaskState::Succeeded)
                 {
                     out.push(kit::restart(t));
                 }

@@ -2,14 +2,7 @@ use super::*;
 use paceline_plugin_sdk::harness::{Expect, Input, Scenario, run_lifecycle};
 
 fn t(instance: u32, state: TaskState) -> TaskView {
-    TaskView {
-        instance,
-        state,
-        config_version: 1,
-        run: 1,
-        host: Some(format!("h{instance}")),
-        ..TaskView::default()
-    }
+    TaskView { instance, state, config_version: 1, run: 1, host: Some(format!("h{instance}")), ..TaskView::default() }
 }
 
 fn job(hosts: &[&str]) -> JobView {
@@ -22,13 +15,7 @@ fn job(hosts: &[&str]) -> JobView {
     }
 }
 
-fn scenario(
-    name: &str,
-    job: JobView,
-    tasks: Vec<TaskView>,
-    event: Event,
-    expect: Vec<Action>,
-) -> Scenario {
+fn scenario(name: &str, job: JobView, tasks: Vec<TaskView>, event: Event, expect: Vec<Action>) -> Scenario {
     Scenario {
         name: name.into(),
         input: Input::Lifecycle { job, tasks, event },
@@ -64,30 +51,15 @@ fn scenarios() {
         scenario(
             "a failed daemon restarts on its host",
             job(&["a"]),
-            vec![TaskView {
-                failures: 1,
-                ..t(0, Failed)
-            }],
-            Event::TaskChanged(TaskChange {
-                instance: 0,
-                state: Failed,
-            }),
-            vec![Action::RestartAfter(Restart {
-                instance: 0,
-                delay_ms: 1_000,
-            })],
+            vec![TaskView { failures: 1, ..t(0, Failed) }],
+            Event::TaskChanged(TaskChange { instance: 0, state: Failed }),
+            vec![Action::RestartAfter(Restart { instance: 0, delay_ms: 1_000 })],
         ),
         scenario(
             "a daemon of a gone host stays down",
             job(&[""]),
-            vec![TaskView {
-                failures: 1,
-                ..t(0, Failed)
-            }],
-            Event::TaskChanged(TaskChange {
-                instance: 0,
-                state: Failed,
-            }),
+            vec![TaskView { failures: 1, ..t(0, Failed) }],
+            Event::TaskChanged(TaskChange { instance: 0, state: Failed }),
             vec![],
         ),
     ];

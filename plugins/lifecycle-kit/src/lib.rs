@@ -22,34 +22,23 @@ pub fn is_live(state: TaskState) -> bool {
 
 /// The run ended.
 pub fn is_terminal(state: TaskState) -> bool {
-    matches!(
-        state,
-        TaskState::Succeeded | TaskState::Failed | TaskState::Lost | TaskState::Killed
-    )
+    matches!(state, TaskState::Succeeded | TaskState::Failed | TaskState::Lost | TaskState::Killed)
 }
 
 /// The job ended: a policy answers nothing more for it.
 pub fn job_done(job: &JobView) -> bool {
-    matches!(
-        job.state,
-        JobState::Succeeded | JobState::Failed | JobState::Killed
-    )
+    matches!(job.state, JobState::Succeeded | JobState::Failed | JobState::Killed)
 }
 
 /// Exponential restart backoff after `failures` consecutive failures (1 = first).
 pub fn backoff_ms(failures: u32) -> u64 {
     let shift = failures.saturating_sub(1).min(16);
-    BACKOFF_BASE_MS
-        .saturating_mul(1u64 << shift)
-        .min(BACKOFF_MAX_MS)
+    BACKOFF_BASE_MS.saturating_mul(1u64 << shift).min(BACKOFF_MAX_MS)
 }
 
 /// A restart of `instance` after its backoff.
 pub fn restart(t: &TaskView) -> Action {
-    Action::RestartAfter(Restart {
-        instance: t.instance,
-        delay_ms: backoff_ms(t.failures.max(1)),
-    })
+    Action::RestartAfter(Restart { instance: t.instance, delay_ms: backoff_ms(t.failures.max(1)) })
 }
 
 /// The view of instance `i`, if the runtime sent one.
@@ -67,10 +56,7 @@ pub fn converge_count(job: &JobView, tasks: &[TaskView], out: &mut Vec<Action>) 
     for t in tasks {
         if t.instance < job.instance_count && t.state == TaskState::Initialized {
             out.push(Action::Launch(t.instance));
-        } else if t.instance >= job.instance_count
-            && is_live(t.state)
-            && t.state != TaskState::Killing
-        {
+        } else if t.instance >= job.instance_count && is_live(t.state) && t.state != TaskState::Killing {
             out.push(Action::Kill(t.instance));
         }
     }
@@ -79,10 +65,7 @@ pub fn converge_count(job: &JobView, tasks: &[TaskView], out: &mut Vec<Action>) 
 /// Kill every live instance (the job is being killed).
 pub fn kill_all(tasks: &[TaskView], out: &mut Vec<Action>) {
     out.extend(
-        tasks
-            .iter()
-            .filter(|t| is_live(t.state) && t.state != TaskState::Killing)
-            .map(|t| Action::Kill(t.instance)),
+        tasks.iter().filter(|t| is_live(t.state) && t.state != TaskState::Killing).map(|t| Action::Kill(t.instance)),
     );
 }
 
@@ -97,12 +80,7 @@ pub fn kill_all(tasks: &[TaskView], out: &mut Vec<Action>) {
 ///   the job's count that do not run the target version, lowest first
 ///   (`one_at_a_time` forces batches of one, for stateful jobs); none left
 ///   means the update succeeded.
-pub fn rolling_update(
-    job: &JobView,
-    tasks: &[TaskView],
-    one_at_a_time: bool,
-    out: &mut Vec<Action>,
-) {
+pub fn rolling_update(job: &JobView, tasks: &[TaskView], one_at_a_time: bool, out: &mut Vec<Action>) {
     let Some(u) = &job.update else { return };
     if u.paused {
         return;
@@ -114,11 +92,7 @@ pub fn rolling_update(
     if !u.in_flight.is_empty() {
         return;
     }
-    let mut size = if u.batch_size == 0 {
-        job.instance_count
-    } else {
-        u.batch_size
-    };
+    let mut size = if u.batch_size == 0 { job.instance_count } else { u.batch_size };
     if u.max_unavailable > 0 {
         size = size.min(u.max_unavailable);
     }
@@ -148,30 +122,18 @@ mod tests {
 
     #[test]
     fn backoff_doubles_to_a_ceiling() {
-        assert_eq!(
-            (backoff_ms(1), backoff_ms(2), backoff_ms(3)),
-            (1_000, 2_000, 4_000)
-        );
+        assert_eq!((backoff_ms(1), backoff_ms(2), backoff_ms(3)), (1_000, 2_000, 4_000));
         assert_eq!(backoff_ms(50), BACKOFF_MAX_MS);
     }
 
     #[test]
     fn rolling_update_picks_batches_and_finishes() {
         let tasks: Vec<TaskView> = (0..5)
-            .map(|i| TaskView {
-                instance: i,
-                state: TaskState::Running,
-                config_version: 1,
-                ..Default::default()
-            })
+            .map(|i| TaskView { instance: i, state: TaskState::Running, config_version: 1, ..Default::default() })
             .collect();
         let mut job = JobView {
             instance_count: 5,
-            update: Some(UpdateView {
-                target_version: 2,
-                batch_size: 2,
-                ..Default::default()
-            }),
+            update: Some(UpdateView { target_version: 2, batch_size: 2, ..Default::default() }),
             ..Default::default()
         };
         let mut out = vec![];
@@ -204,7 +166,9 @@ pub fn service(job: &JobView, tasks: &[TaskView], event: &Event, one_at_a_time: 
             kill_all(tasks, &mut out);
             return out;
         }
-        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => converge_count(job, tasks, &mut out),
+        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => {
+            converge_count(job, tasks, &mut out)
+        }
         Event::TaskChanged(change) => {
             if let Some(t) = task(tasks, change.instance)
                 && t.instance < job.instance_count

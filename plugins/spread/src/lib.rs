@@ -47,7 +47,12 @@ fn choose(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
         let free = &round.free[h as usize];
         let total = round.request.hosts[h as usize].total;
         let used_after = total.saturating_sub(&free.saturating_sub(&task.demand));
-        (-round.preference_score(task, h), value_count(h), round.job_count(task.job, h), round.scales[h as usize].score(&used_after))
+        (
+            -round.preference_score(task, h),
+            value_count(h),
+            round.job_count(task.job, h),
+            round.scales[h as usize].score(&used_after),
+        )
     })
 }
 

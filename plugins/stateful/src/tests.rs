@@ -12,13 +12,7 @@ fn t(instance: u32, state: TaskState, version: u64) -> TaskView {
     }
 }
 
-fn scenario(
-    name: &str,
-    job: JobView,
-    tasks: Vec<TaskView>,
-    event: Event,
-    expect: Vec<Action>,
-) -> Scenario {
+fn scenario(name: &str, job: JobView, tasks: Vec<TaskView>, event: Event, expect: Vec<Action>) -> Scenario {
     Scenario {
         name: name.into(),
         input: Input::Lifecycle { job, tasks, event },
@@ -36,34 +30,14 @@ fn scenarios() {
         update,
         ..JobView::default()
     };
-    let upd = |done: Vec<u32>| {
-        Some(UpdateView {
-            target_version: 2,
-            batch_size: 3,
-            done,
-            ..UpdateView::default()
-        })
-    };
+    let upd = |done: Vec<u32>| Some(UpdateView { target_version: 2, batch_size: 3, done, ..UpdateView::default() });
     let cases = vec![
         scenario(
             "restart in place after a failure",
             job(None),
-            vec![
-                TaskView {
-                    failures: 1,
-                    ..t(0, Failed, 1)
-                },
-                t(1, Running, 1),
-                t(2, Running, 1),
-            ],
-            Event::TaskChanged(TaskChange {
-                instance: 0,
-                state: Failed,
-            }),
-            vec![Action::RestartAfter(Restart {
-                instance: 0,
-                delay_ms: 1_000,
-            })],
+            vec![TaskView { failures: 1, ..t(0, Failed, 1) }, t(1, Running, 1), t(2, Running, 1)],
+            Event::TaskChanged(TaskChange { instance: 0, state: Failed }),
+            vec![Action::RestartAfter(Restart { instance: 0, delay_ms: 1_000 })],
         ),
         scenario(
             "update one at a time even with batch 3",
@@ -76,10 +50,7 @@ fn scenarios() {
             "update in order",
             job(upd(vec![0])),
             vec![t(0, Running, 2), t(1, Running, 1), t(2, Running, 1)],
-            Event::TaskChanged(TaskChange {
-                instance: 0,
-                state: Running,
-            }),
+            Event::TaskChanged(TaskChange { instance: 0, state: Running }),
             vec![Action::UpdateBatch(vec![1])],
         ),
     ];

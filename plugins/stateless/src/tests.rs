@@ -2,13 +2,7 @@ use super::*;
 use paceline_plugin_sdk::harness::{Expect, Input, Scenario, run_lifecycle};
 
 fn t(instance: u32, state: TaskState, version: u64) -> TaskView {
-    TaskView {
-        instance,
-        state,
-        config_version: version,
-        run: 1,
-        ..TaskView::default()
-    }
+    TaskView { instance, state, config_version: version, run: 1, ..TaskView::default() }
 }
 
 fn job(n: u32, update: Option<UpdateView>) -> JobView {
@@ -35,13 +29,7 @@ fn upd(batch: u32, done: Vec<u32>, in_flight: Vec<u32>, failed: Vec<u32>) -> Opt
     })
 }
 
-fn scenario(
-    name: &str,
-    job: JobView,
-    tasks: Vec<TaskView>,
-    event: Event,
-    expect: Vec<Action>,
-) -> Scenario {
+fn scenario(name: &str, job: JobView, tasks: Vec<TaskView>, event: Event, expect: Vec<Action>) -> Scenario {
     Scenario {
         name: name.into(),
         input: Input::Lifecycle { job, tasks, event },
@@ -71,21 +59,9 @@ fn scenarios() {
         scenario(
             "failure restarts with backoff",
             job(2, None),
-            vec![
-                TaskView {
-                    failures: 2,
-                    ..t(0, Failed, 1)
-                },
-                t(1, Running, 1),
-            ],
-            Event::TaskChanged(TaskChange {
-                instance: 0,
-                state: Failed,
-            }),
-            vec![Action::RestartAfter(Restart {
-                instance: 0,
-                delay_ms: 2_000,
-            })],
+            vec![TaskView { failures: 2, ..t(0, Failed, 1) }, t(1, Running, 1)],
+            Event::TaskChanged(TaskChange { instance: 0, state: Failed }),
+            vec![Action::RestartAfter(Restart { instance: 0, delay_ms: 2_000 })],
         ),
         scenario(
             "update starts first batch",
@@ -104,26 +80,15 @@ fn scenarios() {
         scenario(
             "update next batch",
             job(4, upd(2, vec![0, 1], vec![], vec![])),
-            vec![
-                t(0, Running, 2),
-                t(1, Running, 2),
-                t(2, Running, 1),
-                t(3, Running, 1),
-            ],
-            Event::TaskChanged(TaskChange {
-                instance: 1,
-                state: Running,
-            }),
+            vec![t(0, Running, 2), t(1, Running, 2), t(2, Running, 1), t(3, Running, 1)],
+            Event::TaskChanged(TaskChange { instance: 1, state: Running }),
             vec![Action::UpdateBatch(vec![2, 3])],
         ),
         scenario(
             "update done",
             job(2, upd(2, vec![0, 1], vec![], vec![])),
             vec![t(0, Running, 2), t(1, Running, 2)],
-            Event::TaskChanged(TaskChange {
-                instance: 1,
-                state: Running,
-            }),
+            Event::TaskChanged(TaskChange { instance: 1, state: Running }),
             vec![Action::UpdateFinished(false)],
         ),
         scenario(
@@ -135,21 +100,12 @@ fn scenarios() {
         ),
         scenario(
             "paused does nothing",
-            job(
-                4,
-                upd(2, vec![], vec![], vec![]).map(|u| UpdateView { paused: true, ..u }),
-            ),
+            job(4, upd(2, vec![], vec![], vec![]).map(|u| UpdateView { paused: true, ..u })),
             run4(),
             Event::UpdateChanged,
             vec![],
         ),
-        scenario(
-            "kill",
-            job(4, None),
-            run4(),
-            Event::KillRequested,
-            (0..4).map(Action::Kill).collect(),
-        ),
+        scenario("kill", job(4, None), run4(), Event::KillRequested, (0..4).map(Action::Kill).collect()),
     ];
     for s in &cases {
         run_lifecycle::<Stateless>(s).unwrap_or_else(|e| panic!("{}: {e}", s.name));

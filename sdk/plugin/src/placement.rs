@@ -46,11 +46,8 @@ impl<'a> Round<'a> {
     fn with_tracking(request: &'a PlacementRequest, every_job: bool) -> Self {
         let free = request.hosts.iter().map(|h| h.free).collect();
         let scales = request.hosts.iter().map(|h| ScoreScale::for_total(&h.total)).collect();
-        let tracked_jobs: Vec<bool> = request
-            .jobs
-            .iter()
-            .map(|j| every_job || j.max_per_host > 0 || j.spread_over.is_some())
-            .collect();
+        let tracked_jobs: Vec<bool> =
+            request.jobs.iter().map(|j| every_job || j.max_per_host > 0 || j.spread_over.is_some()).collect();
         let mut counts = BTreeMap::new();
         for (j, job) in request.jobs.iter().enumerate() {
             if tracked_jobs[j] {
@@ -66,10 +63,7 @@ impl<'a> Round<'a> {
             counts,
             tracked_jobs,
             journal: Vec::new(),
-            result: PlacementResult {
-                assignments: Vec::with_capacity(request.tasks.len()),
-                unplaced: Vec::new(),
-            },
+            result: PlacementResult { assignments: Vec::with_capacity(request.tasks.len()), unplaced: Vec::new() },
         }
     }
 
@@ -256,7 +250,11 @@ where
                 if t == culprit {
                     round.leave(t, reason, "");
                 } else {
-                    round.leave(t, UnplacedReason::GangIncomplete, format!("task {culprit} of the gang could not be placed"));
+                    round.leave(
+                        t,
+                        UnplacedReason::GangIncomplete,
+                        format!("task {culprit} of the gang could not be placed"),
+                    );
                 }
             }
         }

@@ -104,7 +104,12 @@ impl ScoreScale {
         fn w(t: u64) -> u64 {
             if t == 0 { 0 } else { (1u64 << 32) / t }
         }
-        ScoreScale { cpu: w(total.cpu_millis), memory: w(total.memory_mib), disk: w(total.disk_mib), gpus: w(total.gpus) }
+        ScoreScale {
+            cpu: w(total.cpu_millis),
+            memory: w(total.memory_mib),
+            disk: w(total.disk_mib),
+            gpus: w(total.gpus),
+        }
     }
 
     /// Sum over kinds of `amount / total` in 2^-32 units: 0 is empty, 4·2^32 is

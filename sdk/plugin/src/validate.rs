@@ -71,8 +71,12 @@ impl fmt::Display for Violation {
             Self::OverCapacity { host, assigned, free } => {
                 write!(f, "host {host} is over capacity: assigned {assigned:?}, free {free:?}")
             }
-            Self::Ineligible { task, host } => write!(f, "task {task} was put on host {host}, which its hard constraints exclude"),
-            Self::MaxPerHost { job, host, count } => write!(f, "job {job} has {count} tasks on host {host}, above its per-host maximum"),
+            Self::Ineligible { task, host } => {
+                write!(f, "task {task} was put on host {host}, which its hard constraints exclude")
+            }
+            Self::MaxPerHost { job, host, count } => {
+                write!(f, "job {job} has {count} tasks on host {host}, above its per-host maximum")
+            }
             Self::PartialGang(g) => write!(f, "gang {g} was placed only in part"),
             Self::NotPreemptible(t) => write!(f, "victim {t} is not preemptible"),
             Self::UnknownNeed(n) => write!(f, "need index {n} is not in the request"),
@@ -271,7 +275,11 @@ mod tests {
 
 /// Checks lifecycle actions: every instance they name exists (below the
 /// larger of the job's instance count and its task list).
-pub fn check_actions(job: &crate::types::JobView, tasks: &[crate::types::TaskView], actions: &[crate::types::Action]) -> Result<(), Violation> {
+pub fn check_actions(
+    job: &crate::types::JobView,
+    tasks: &[crate::types::TaskView],
+    actions: &[crate::types::Action],
+) -> Result<(), Violation> {
     use crate::types::Action;
     let bound = (job.instance_count as usize).max(tasks.len()) as u32;
     let known = |i: u32| if i < bound { Ok(()) } else { Err(Violation::UnknownTask(i)) };

@@ -300,7 +300,11 @@ pub mod lifecycle {
     }
 
     /// Runs a policy's `on_events` on lifted inputs.
-    pub fn run_batch<P: crate::LifecyclePolicy>(j: w::JobView, t: Vec<w::TaskView>, e: Vec<w::Event>) -> Vec<w::Action> {
+    pub fn run_batch<P: crate::LifecyclePolicy>(
+        j: w::JobView,
+        t: Vec<w::TaskView>,
+        e: Vec<w::Event>,
+    ) -> Vec<w::Action> {
         let events: Vec<sdk::Event> = e.into_iter().map(event).collect();
         actions(P::on_events(&job(j), &tasks(t), &events))
     }

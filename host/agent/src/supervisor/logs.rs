@@ -9,56 +9,30 @@ use crate::error::{AgentError, io_ctx};
 
 impl Supervisor {
     /// Reads part of a run's `stdout` or `stderr` (at most [`MAX_LOG_CHUNK`]).
-    pub fn read_log(
-        &self,
-        run_id: &str,
-        stream: &str,
-        offset: u64,
-        max_bytes: u64,
-    ) -> Result<LogData, AgentError> {
+    pub fn read_log(&self, run_id: &str, stream: &str, offset: u64, max_bytes: u64) -> Result<LogData, AgentError> {
         let Some(rec) = self.record(run_id) else {
             return Err(AgentError::UnknownRun(run_id.to_owned()));
         };
         if stream != "stdout" && stream != "stderr" {
-            return Err(AgentError::Config(format!(
-                "stream must be \"stdout\" or \"stderr\", not {stream:?}"
-            )));
+            return Err(AgentError::Config(format!("stream must be \"stdout\" or \"stderr\", not {stream:?}")));
         }
         let path = rec.sandbox.join(stream);
-        let max = if max_bytes == 0 {
-            MAX_LOG_CHUNK
-        } else {
-            max_bytes.min(MAX_LOG_CHUNK)
-        };
+        let max = if max_bytes == 0 { MAX_LOG_CHUNK } else { max_bytes.min(MAX_LOG_CHUNK) };
         let mut file = match std::fs::File::open(&path) {
             Ok(f) => f,
             // Not started yet: an empty log, not an error.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LogData {
-                    data: Vec::new(),
-                    offset,
-                    file_size: 0,
-                });
+                return Ok(LogData { data: Vec::new(), offset, file_size: 0 });
             }
             Err(e) => return Err(io_ctx(format!("opening {}", path.display()))(e)),
         };
-        let file_size = file
-            .metadata()
-            .map_err(io_ctx(format!("reading {}", path.display())))?
-            .len();
+        let file_size = file.metadata().map_err(io_ctx(format!("reading {}", path.display())))?.len();
         let mut data = Vec::new();
         if offset < file_size {
-            file.seek(SeekFrom::Start(offset))
-                .map_err(io_ctx(format!("reading {}", path.display())))?;
-            file.take(max)
-                .read_to_end(&mut data)
-                .map_err(io_ctx(format!("reading {}", path.display())))?;
+            file.seek(SeekFrom::Start(offset)).map_err(io_ctx(format!("reading {}", path.display())))?;
+            file.take(max).read_to_end(&mut data).map_err(io_ctx(format!("reading {}", path.display())))?;
         }
-        Ok(LogData {
-            data,
-            offset,
-            file_size,
-        })
+        Ok(LogData { data, offset, file_size })
     }
 
     /// Answers a `ReadLog` (errors go into the chunk).

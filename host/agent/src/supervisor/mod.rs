@@ -122,10 +122,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn add(a: &mut Resources, b: &Resources) {
@@ -157,11 +154,7 @@ enum Waiter {
     /// Our child: `wait()` gives its status.
     Child(tokio::process::Child),
     /// Re-adopted after a restart: not our child, so poll `/proc`.
-    Adopted {
-        pid: u32,
-        start_time: u64,
-        poll: Duration,
-    },
+    Adopted { pid: u32, start_time: u64, poll: Duration },
 }
 
 impl Waiter {
@@ -178,11 +171,7 @@ impl Waiter {
                     _ => None,
                 }
             }
-            Waiter::Adopted {
-                pid,
-                start_time,
-                poll,
-            } => {
+            Waiter::Adopted { pid, start_time, poll } => {
                 while process::still_running(*pid, *start_time) {
                     tokio::time::sleep(*poll).await;
                 }
@@ -199,11 +188,7 @@ impl Supervisor {
     /// wrapper recorded). Must be called inside a tokio runtime.
     pub async fn open(cfg: SupervisorConfig) -> Result<Self, AgentError> {
         let state_root = cfg.data_dir.join("state");
-        for dir in [
-            &state_root,
-            &cfg.data_dir.join("runs"),
-            &cfg.data_dir.join("volumes"),
-        ] {
+        for dir in [&state_root, &cfg.data_dir.join("runs"), &cfg.data_dir.join("volumes")] {
             std::fs::create_dir_all(dir).map_err(io_ctx(format!("creating {}", dir.display())))?;
         }
         let outbox = Outbox::open(&state_root)?;
@@ -230,8 +215,7 @@ impl Supervisor {
     }
 
     async fn recover(&self, state_root: &Path) -> Result<(), AgentError> {
-        let entries = std::fs::read_dir(state_root)
-            .map_err(io_ctx(format!("listing {}", state_root.display())))?;
+        let entries = std::fs::read_dir(state_root).map_err(io_ctx(format!("listing {}", state_root.display())))?;
         let mut records = Vec::new();
         for entry in entries.flatten() {
             match RunRecord::load(&entry.path()) {
@@ -243,11 +227,7 @@ impl Supervisor {
         }
         for mut rec in records {
             let run_id = rec.spec.run_id.clone();
-            let last_terminal = self
-                .inner
-                .outbox
-                .last_state(&run_id)
-                .is_some_and(is_terminal);
+            let last_terminal = self.inner.outbox.last_state(&run_id).is_some_and(is_terminal);
             if rec.phase == Phase::Ended || last_terminal {
                 if rec.phase != Phase::Ended {
                     rec.phase = Phase::Ended;
@@ -258,9 +238,7 @@ impl Supervisor {
                 continue;
             }
             let alive = match (rec.pid, rec.start_time) {
-                (Some(pid), Some(start)) if process::still_running(pid, start) => {
-                    Some((pid, start))
-                }
+                (Some(pid), Some(start)) if process::still_running(pid, start) => Some((pid, start)),
                 _ => None,
             };
             {
@@ -273,20 +251,10 @@ impl Supervisor {
             let gate = self.insert_entry(rec.clone(), Some(kill_tx), false);
             match alive {
                 Some((pid, start_time)) => {
-                    tracing::info!(
-                        run_id,
-                        pid,
-                        "re-adopting a run that survived the agent restart"
-                    );
-                    let waiter = Waiter::Adopted {
-                        pid,
-                        start_time,
-                        poll: self.inner.cfg.adopt_poll,
-                    };
+                    tracing::info!(run_id, pid, "re-adopting a run that survived the agent restart");
+                    let waiter = Waiter::Adopted { pid, start_time, poll: self.inner.cfg.adopt_poll };
                     let sup = self.clone();
-                    self.spawn_task(
-                        async move { sup.supervise(run_id, waiter, kill_rx, gate).await },
-                    );
+                    self.spawn_task(async move { sup.supervise(run_id, waiter, kill_rx, gate).await });
                 }
                 None => {
                     let outcome = match (rec.pid, record::read_exit_file(&self.state_dir(&run_id))) {
@@ -317,14 +285,9 @@ impl Supervisor {
         kill_tx: Option<mpsc::UnboundedSender<Option<u32>>>,
         ended: bool,
     ) -> Arc<tokio::sync::Mutex<Gate>> {
-        let gate = Arc::new(tokio::sync::Mutex::new(Gate {
-            ended,
-            healthy: None,
-        }));
+        let gate = Arc::new(tokio::sync::Mutex::new(Gate { ended, healthy: None }));
         let run_id = record.spec.run_id.clone();
-        lock(&self.inner.state)
-            .runs
-            .insert(run_id, Entry { record, kill_tx });
+        lock(&self.inner.state).runs.insert(run_id, Entry { record, kill_tx });
         gate
     }
 
@@ -440,24 +403,9 @@ impl Supervisor {
             let used = st.used;
             let r = &spec.resources;
             for (field, want, have, used) in [
-                (
-                    "resources.cpu_millis",
-                    r.cpu_millis,
-                    total.cpu_millis,
-                    used.cpu_millis,
-                ),
-                (
-                    "resources.memory_mib",
-                    r.memory_mib,
-                    total.memory_mib,
-                    used.memory_mib,
-                ),
-                (
-                    "resources.disk_mib",
-                    r.disk_mib,
-                    total.disk_mib,
-                    used.disk_mib,
-                ),
+                ("resources.cpu_millis", r.cpu_millis, total.cpu_millis, used.cpu_millis),
+                ("resources.memory_mib", r.memory_mib, total.memory_mib, used.memory_mib),
+                ("resources.disk_mib", r.disk_mib, total.disk_mib, used.disk_mib),
                 ("resources.gpus", r.gpus, total.gpus, used.gpus),
             ] {
                 let free = have.saturating_sub(used);
@@ -484,12 +432,8 @@ impl Supervisor {
                 return Err(LaunchError::new("resources.gpus", "no free GPU devices"));
             };
             add(&mut st.used, &spec.resources);
-            let ports: BTreeMap<String, u16> = spec
-                .port_names
-                .iter()
-                .cloned()
-                .zip(ports.into_iter().map(|p| p as u16))
-                .collect();
+            let ports: BTreeMap<String, u16> =
+                spec.port_names.iter().cloned().zip(ports.into_iter().map(|p| p as u16)).collect();
             RunRecord {
                 sandbox: self.sandbox_dir(&run_id),
                 spec,
@@ -516,10 +460,7 @@ impl Supervisor {
     /// run that already ended is a no-op.
     pub fn kill(&self, run_id: &str, grace_secs: Option<u32>) -> Result<(), AgentError> {
         let st = lock(&self.inner.state);
-        let entry = st
-            .runs
-            .get(run_id)
-            .ok_or_else(|| AgentError::UnknownRun(run_id.to_owned()))?;
+        let entry = st.runs.get(run_id).ok_or_else(|| AgentError::UnknownRun(run_id.to_owned()))?;
         if let Some(tx) = &entry.kill_tx {
             // A closed channel means the monitor is finishing the run anyway.
             let _ = tx.send(grace_secs);
@@ -582,10 +523,7 @@ impl Supervisor {
     }
 
     fn record(&self, run_id: &str) -> Option<RunRecord> {
-        lock(&self.inner.state)
-            .runs
-            .get(run_id)
-            .map(|e| e.record.clone())
+        lock(&self.inner.state).runs.get(run_id).map(|e| e.record.clone())
     }
 
     fn update_record(&self, run_id: &str, f: impl FnOnce(&mut RunRecord)) -> Option<RunRecord> {
@@ -616,11 +554,7 @@ impl Supervisor {
             reason: reason.to_owned(),
             message: message.to_owned(),
             at_ms: now_ms(),
-            ports: rec
-                .ports
-                .iter()
-                .map(|(k, v)| (k.clone(), u32::from(*v)))
-                .collect(),
+            ports: rec.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
             sandbox: rec.sandbox.display().to_string(),
         };
         match self.inner.outbox.append(update) {
@@ -636,13 +570,7 @@ impl Supervisor {
         }
     }
 
-    async fn emit_progress(
-        &self,
-        run_id: &str,
-        gate: &tokio::sync::Mutex<Gate>,
-        state: pb::RunState,
-        reason: &str,
-    ) {
+    async fn emit_progress(&self, run_id: &str, gate: &tokio::sync::Mutex<Gate>, state: pb::RunState, reason: &str) {
         let g = gate.lock().await;
         if g.ended {
             return;
@@ -654,18 +582,9 @@ impl Supervisor {
 }
 
 fn is_terminal(state: pb::RunState) -> bool {
-    matches!(
-        state,
-        pb::RunState::Succeeded | pb::RunState::Failed | pb::RunState::Killed | pb::RunState::Lost
-    )
+    matches!(state, pb::RunState::Succeeded | pb::RunState::Failed | pb::RunState::Killed | pb::RunState::Lost)
 }
 
 fn launch_failed(message: String) -> Outcome {
-    Outcome {
-        state: pb::RunState::Failed,
-        exit_code: None,
-        signal: None,
-        reason: "LAUNCH_FAILED",
-        message,
-    }
+    Outcome { state: pb::RunState::Failed, exit_code: None, signal: None, reason: "LAUNCH_FAILED", message }
 }

@@ -34,8 +34,7 @@ impl Supervisor {
             let outcome = launch_failed(format!("saving the run record: {e}"));
             return self.finish(&run_id, &gate, outcome).await;
         }
-        self.emit_progress(&run_id, &gate, pb::RunState::Starting, "LAUNCHED")
-            .await;
+        self.emit_progress(&run_id, &gate, pb::RunState::Starting, "LAUNCHED").await;
         if kill_rx.try_recv().is_ok() {
             self.update_record(&run_id, |r| r.kill_requested = true);
             let outcome = Outcome {
@@ -51,87 +50,49 @@ impl Supervisor {
             Ok(child) => child,
             Err(message) => return self.finish(&run_id, &gate, launch_failed(message)).await,
         };
-        self.supervise(run_id, Waiter::Child(child), kill_rx, gate)
-            .await;
+        self.supervise(run_id, Waiter::Child(child), kill_rx, gate).await;
     }
 
     fn task_env(&self, rec: &RunRecord) -> BTreeMap<String, String> {
         let spec = &rec.spec;
         let mut env = spec.env.clone();
         for (name, port) in &rec.ports {
-            env.insert(
-                format!("PORT_{}", name.to_ascii_uppercase()),
-                port.to_string(),
-            );
+            env.insert(format!("PORT_{}", name.to_ascii_uppercase()), port.to_string());
         }
         env.insert("PACELINE_RUN_ID".to_owned(), spec.run_id.clone());
         env.insert("PACELINE_TASK_ID".to_owned(), spec.task_id.clone());
-        env.insert(
-            "PACELINE_SANDBOX".to_owned(),
-            rec.sandbox.display().to_string(),
-        );
+        env.insert("PACELINE_SANDBOX".to_owned(), rec.sandbox.display().to_string());
         if let Some(volume) = &spec.volume {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
             env.insert("PACELINE_VOLUME".to_owned(), dir.display().to_string());
         }
         if self.inner.cfg.total.gpus > 0 {
             // Also set when empty: a task without GPUs must not see any.
-            let list = rec
-                .gpus
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",");
+            let list = rec.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
             env.insert("CUDA_VISIBLE_DEVICES".to_owned(), list.clone());
-            env.insert(
-                "NVIDIA_VISIBLE_DEVICES".to_owned(),
-                if list.is_empty() {
-                    "none".to_owned()
-                } else {
-                    list
-                },
-            );
+            env.insert("NVIDIA_VISIBLE_DEVICES".to_owned(), if list.is_empty() { "none".to_owned() } else { list });
         }
         env
     }
 
     fn volume_dir(&self, task_id: &str, name: &str) -> PathBuf {
-        self.inner
-            .cfg
-            .data_dir
-            .join("volumes")
-            .join(task_id)
-            .join(name)
+        self.inner.cfg.data_dir.join("volumes").join(task_id).join(name)
     }
 
     /// Creates the sandbox (and volume, and cgroup) and starts the wrapper.
-    fn start_process(
-        &self,
-        rec: &RunRecord,
-        state_dir: &Path,
-    ) -> Result<tokio::process::Child, String> {
+    fn start_process(&self, rec: &RunRecord, state_dir: &Path) -> Result<tokio::process::Child, String> {
         let spec = &rec.spec;
         std::fs::create_dir_all(&rec.sandbox)
             .map_err(|e| format!("creating sandbox {}: {e}", rec.sandbox.display()))?;
         if let Some(volume) = &spec.volume {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("creating volume {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(&dir).map_err(|e| format!("creating volume {}: {e}", dir.display()))?;
         }
         let exit_file = state_dir.join(record::EXIT_FILE);
         let _ = std::fs::remove_file(&exit_file);
         let env = self.task_env(rec);
-        let program = process::resolve_command(
-            &spec.command,
-            env.get("PATH").map(String::as_str),
-            &rec.sandbox,
-        )
-        .ok_or_else(|| {
-            format!(
-                "command: `{}` is not an executable file (looked up in PATH)",
-                spec.command
-            )
-        })?;
+        let program = process::resolve_command(&spec.command, env.get("PATH").map(String::as_str), &rec.sandbox)
+            .ok_or_else(|| format!("command: `{}` is not an executable file (looked up in PATH)", spec.command))?;
         let (cgroup, address_space_kib) = match &self.inner.cfg.isolation {
             Isolation::CgroupV2 { runs } => {
                 let dir = isolation::create_run_cgroup(
@@ -143,10 +104,7 @@ impl Supervisor {
                 .map_err(|e| format!("creating the run's cgroup: {e}"))?;
                 (Some(dir), None)
             }
-            Isolation::Rlimits => (
-                None,
-                (spec.resources.memory_mib > 0).then_some(spec.resources.memory_mib * 1024),
-            ),
+            Isolation::Rlimits => (None, (spec.resources.memory_mib > 0).then_some(spec.resources.memory_mib * 1024)),
         };
         let procs = cgroup.as_ref().map(|c| c.join("cgroup.procs"));
         let child = process::spawn(&SpawnSpec {
@@ -161,9 +119,7 @@ impl Supervisor {
             address_space_kib,
         })
         .map_err(|e| format!("starting `{}`: {e}", program.display()))?;
-        let pid = child
-            .id()
-            .ok_or("the process exited before its pid was read")?;
+        let pid = child.id().ok_or("the process exited before its pid was read")?;
         let start_time = process::proc_stat(pid).map(|(_, start)| start);
         let updated = self.update_record(&spec.run_id, |r| {
             r.pid = Some(pid);
@@ -195,8 +151,7 @@ impl Supervisor {
         let Some(pid) = rec.pid else { return };
         let adopted = matches!(waiter, Waiter::Adopted { .. });
         if !adopted {
-            self.emit_progress(&run_id, &gate, pb::RunState::Running, "STARTED")
-                .await;
+            self.emit_progress(&run_id, &gate, pb::RunState::Running, "STARTED").await;
         }
         let health = rec.spec.health_check.clone().map(|hc| {
             let sup = self.clone();
@@ -254,11 +209,7 @@ impl Supervisor {
         };
         let rec = self.record(&run_id).unwrap_or(rec);
         let mut outcome = self.outcome_from(&rec, status);
-        if outcome.state == pb::RunState::Killed
-            && outcome.signal.is_none()
-            && status.is_none()
-            && sent_kill
-        {
+        if outcome.state == pb::RunState::Killed && outcome.signal.is_none() && status.is_none() && sent_kill {
             outcome.signal = Some(Signal::SIGKILL as i32);
         }
         self.finish(&run_id, &gate, outcome).await;
@@ -270,19 +221,13 @@ impl Supervisor {
     fn leader_is_ours(&self, waiter: &Waiter) -> bool {
         match waiter {
             Waiter::Child(_) => true,
-            Waiter::Adopted {
-                pid, start_time, ..
-            } => process::still_running(*pid, *start_time),
+            Waiter::Adopted { pid, start_time, .. } => process::still_running(*pid, *start_time),
         }
     }
 
     /// Reads the end of a process: the wrapper's code or signal, the kill
     /// request and the cgroup's OOM counter.
-    pub(super) fn outcome_from(
-        &self,
-        rec: &RunRecord,
-        status: Option<Result<i32, i32>>,
-    ) -> Outcome {
+    pub(super) fn outcome_from(&self, rec: &RunRecord, status: Option<Result<i32, i32>>) -> Outcome {
         let (exit_code, signal) = match status {
             Some(Ok(code)) => process::decode_wrapper_code(code),
             Some(Err(sig)) => (None, Some(sig)),
@@ -290,19 +235,14 @@ impl Supervisor {
         };
         let describe = match (exit_code, signal) {
             (Some(c), _) => format!("exited with status {c}"),
-            (None, Some(s)) => format!(
-                "ended by signal {s} ({})",
-                Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown")
-            ),
+            (None, Some(s)) => {
+                format!("ended by signal {s} ({})", Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown"))
+            }
             (None, None) => "ended with an unknown status".to_owned(),
         };
         let oom = rec.cgroup.as_deref().is_some_and(isolation::oom_killed);
         let (state, reason, message) = if rec.kill_requested {
-            (
-                pb::RunState::Killed,
-                "KILLED_BY_REQUEST",
-                format!("killed on request; {describe}"),
-            )
+            (pb::RunState::Killed, "KILLED_BY_REQUEST", format!("killed on request; {describe}"))
         } else if oom {
             (
                 pb::RunState::Failed,
@@ -316,58 +256,35 @@ impl Supervisor {
             (
                 pb::RunState::Lost,
                 "AGENT_RESTARTED",
-                "the process ended while the agent could not wait for it and left no status"
-                    .to_owned(),
+                "the process ended while the agent could not wait for it and left no status".to_owned(),
             )
         } else if exit_code == Some(0) {
             (pb::RunState::Succeeded, "EXITED", describe)
         } else if exit_code == Some(125) && rec.pid.is_some() && self.wrapper_setup_failed(rec) {
-            (
-                pb::RunState::Failed,
-                "LAUNCH_FAILED",
-                "the launch wrapper could not apply the run's limits".to_owned(),
-            )
+            (pb::RunState::Failed, "LAUNCH_FAILED", "the launch wrapper could not apply the run's limits".to_owned())
         } else if signal.is_some() {
             (pb::RunState::Failed, "SIGNALED", describe)
         } else {
             let hint = self.memory_hint(rec);
             (pb::RunState::Failed, "EXITED", format!("{describe}{hint}"))
         };
-        Outcome {
-            state,
-            exit_code,
-            signal,
-            reason,
-            message,
-        }
+        Outcome { state, exit_code, signal, reason, message }
     }
 
     fn wrapper_setup_failed(&self, rec: &RunRecord) -> bool {
         std::fs::read_to_string(rec.sandbox.join("stderr"))
-            .map(|s| {
-                s.lines()
-                    .next()
-                    .is_some_and(|l| l.contains("ulimit") || l.contains("cgroup.procs"))
-            })
+            .map(|s| s.lines().next().is_some_and(|l| l.contains("ulimit") || l.contains("cgroup.procs")))
             .unwrap_or(false)
     }
 
     /// Under rlimits, a task that ran into its address-space limit fails an
     /// allocation rather than being killed; say so when its stderr shows it.
     fn memory_hint(&self, rec: &RunRecord) -> &'static str {
-        if !matches!(self.inner.cfg.isolation, Isolation::Rlimits)
-            || rec.spec.resources.memory_mib == 0
-        {
+        if !matches!(self.inner.cfg.isolation, Isolation::Rlimits) || rec.spec.resources.memory_mib == 0 {
             return "";
         }
         let tail = read_tail(&rec.sandbox.join("stderr"), 4096);
-        let needles = [
-            "MemoryError",
-            "Cannot allocate memory",
-            "out of memory",
-            "bad_alloc",
-            "memory allocation",
-        ];
+        let needles = ["MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc", "memory allocation"];
         if needles.iter().any(|n| tail.contains(n)) {
             " (its stderr shows an allocation failure: likely over its memory limit, enforced as an address-space rlimit)"
         } else {
@@ -378,22 +295,13 @@ impl Supervisor {
     /// Emits the terminal update (once) and releases what the run held.
     /// The in-memory state changes first, so whoever sees the update also
     /// sees the run ended and its resources free.
-    pub(super) async fn finish(
-        &self,
-        run_id: &str,
-        gate: &tokio::sync::Mutex<Gate>,
-        outcome: Outcome,
-    ) {
+    pub(super) async fn finish(&self, run_id: &str, gate: &tokio::sync::Mutex<Gate>, outcome: Outcome) {
         let mut g = gate.lock().await;
         if g.ended {
             return;
         }
         g.ended = true;
-        let ended_as = outcome
-            .state
-            .as_str_name()
-            .trim_start_matches("RUN_STATE_")
-            .to_owned();
+        let ended_as = outcome.state.as_str_name().trim_start_matches("RUN_STATE_").to_owned();
         let rec = {
             let mut st = lock(&self.inner.state);
             let Some(entry) = st.runs.get_mut(run_id) else {
@@ -409,14 +317,7 @@ impl Supervisor {
             sub(&mut st.used, &rec.spec.resources);
             rec
         };
-        self.emit(
-            &rec,
-            &g,
-            outcome.state,
-            Some(&outcome),
-            outcome.reason,
-            &outcome.message,
-        );
+        self.emit(&rec, &g, outcome.state, Some(&outcome), outcome.reason, &outcome.message);
         if let Err(e) = rec.save(&self.state_dir(run_id)) {
             tracing::error!(run_id, error = %e, "saving the ended run record");
         }
@@ -425,12 +326,7 @@ impl Supervisor {
         }
     }
 
-    async fn health_loop(
-        self,
-        rec: RunRecord,
-        hc: HealthSpec,
-        gate: Arc<tokio::sync::Mutex<Gate>>,
-    ) {
+    async fn health_loop(self, rec: RunRecord, hc: HealthSpec, gate: Arc<tokio::sync::Mutex<Gate>>) {
         let env = self.task_env(&rec);
         tokio::time::sleep(Duration::from_secs(u64::from(hc.initial_delay_secs))).await;
         let timeout = Duration::from_secs(u64::from(hc.timeout_secs));
@@ -462,14 +358,7 @@ impl Supervisor {
                         }
                     };
                     let current = self.record(&rec.spec.run_id).unwrap_or_else(|| rec.clone());
-                    self.emit(
-                        &current,
-                        &g,
-                        pb::RunState::Running,
-                        None,
-                        "HEALTH_CHANGED",
-                        &message,
-                    );
+                    self.emit(&current, &g, pb::RunState::Running, None, "HEALTH_CHANGED", &message);
                 }
             }
             tokio::time::sleep(interval).await;

@@ -30,13 +30,7 @@ pub struct Harness {
 pub fn config(dir: &std::path::Path, range: (u16, u16)) -> SupervisorConfig {
     SupervisorConfig {
         data_dir: dir.to_owned(),
-        total: Resources {
-            cpu_millis: 8000,
-            memory_mib: 16384,
-            disk_mib: 100_000,
-            gpus: 0,
-            ports: 0,
-        },
+        total: Resources { cpu_millis: 8000, memory_mib: 16384, disk_mib: 100_000, gpus: 0, ports: 0 },
         port_range: range,
         isolation: isolation(),
         default_kill_grace: Duration::from_secs(5),
@@ -53,21 +47,14 @@ pub async fn harness() -> Harness {
     let range = port_range();
     let sup = Supervisor::open(config(dir.path(), range)).await.unwrap();
     let events = sup.subscribe();
-    Harness {
-        dir,
-        sup,
-        events,
-        range,
-    }
+    Harness { dir, sup, events, range }
 }
 
 impl Harness {
     /// Reopens a supervisor on the same data dir (after `detach`).
     pub async fn reopen(&mut self) {
         self.sup.detach();
-        self.sup = Supervisor::open(config(self.dir.path(), self.range))
-            .await
-            .unwrap();
+        self.sup = Supervisor::open(config(self.dir.path(), self.range)).await.unwrap();
         self.events = self.sup.subscribe();
     }
 }
@@ -75,20 +62,11 @@ impl Harness {
 pub fn spec(run_id: &str, command: &str, args: &[&str]) -> RunSpec {
     RunSpec {
         run_id: run_id.to_owned(),
-        task_id: run_id
-            .rsplit_once('-')
-            .map(|(t, _)| t.to_owned())
-            .unwrap_or_else(|| run_id.to_owned()),
+        task_id: run_id.rsplit_once('-').map(|(t, _)| t.to_owned()).unwrap_or_else(|| run_id.to_owned()),
         command: command.to_owned(),
         args: args.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::new(),
-        resources: Resources {
-            cpu_millis: 100,
-            memory_mib: 0,
-            disk_mib: 0,
-            gpus: 0,
-            ports: 0,
-        },
+        resources: Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpus: 0, ports: 0 },
         port_names: Vec::new(),
         health_check: None,
         volume: None,
@@ -101,13 +79,7 @@ pub fn sh(run_id: &str, script: &str) -> RunSpec {
 }
 
 pub fn health(probe: Probe, interval_secs: u32, failures: u32) -> HealthSpec {
-    HealthSpec {
-        probe,
-        initial_delay_secs: 0,
-        interval_secs,
-        timeout_secs: 2,
-        max_consecutive_failures: failures,
-    }
+    HealthSpec { probe, initial_delay_secs: 0, interval_secs, timeout_secs: 2, max_consecutive_failures: failures }
 }
 
 pub fn state(u: &pb::StatusUpdate) -> pb::RunState {
@@ -115,10 +87,7 @@ pub fn state(u: &pb::StatusUpdate) -> pb::RunState {
 }
 
 pub fn is_terminal(u: &pb::StatusUpdate) -> bool {
-    matches!(
-        state(u),
-        pb::RunState::Succeeded | pb::RunState::Failed | pb::RunState::Killed | pb::RunState::Lost
-    )
+    matches!(state(u), pb::RunState::Succeeded | pb::RunState::Failed | pb::RunState::Killed | pb::RunState::Lost)
 }
 
 /// Collects `run_id`'s updates until one satisfies `until` (included).

@@ -7,13 +7,8 @@ use crate::common::*;
 #[tokio::test]
 async fn a_killed_sleep_ends_killed_by_sigterm_within_the_grace() {
     let mut h = harness().await;
-    h.sup
-        .launch_spec(spec("sleep-1", "sleep", &["60"]))
-        .unwrap();
-    wait_for(&mut h.events, "sleep-1", Duration::from_secs(10), |u| {
-        state(u) == RunState::Running
-    })
-    .await;
+    h.sup.launch_spec(spec("sleep-1", "sleep", &["60"])).unwrap();
+    wait_for(&mut h.events, "sleep-1", Duration::from_secs(10), |u| state(u) == RunState::Running).await;
     let start = Instant::now();
     h.sup.kill("sleep-1", Some(5)).unwrap();
     let updates = wait_terminal(&mut h.events, "sleep-1", Duration::from_secs(10)).await;
@@ -31,12 +26,7 @@ async fn a_killed_sleep_ends_killed_by_sigterm_within_the_grace() {
 #[tokio::test]
 async fn a_task_ignoring_sigterm_is_killed_after_the_grace() {
     let mut h = harness().await;
-    h.sup
-        .launch_spec(sh(
-            "stubborn-1",
-            "trap '' TERM; echo ready; while :; do sleep 0.1; done",
-        ))
-        .unwrap();
+    h.sup.launch_spec(sh("stubborn-1", "trap '' TERM; echo ready; while :; do sleep 0.1; done")).unwrap();
     wait_stdout(&h.sup, "stubborn-1", "ready").await;
     let start = Instant::now();
     h.sup.kill("stubborn-1", Some(1)).unwrap();
@@ -45,22 +35,14 @@ async fn a_task_ignoring_sigterm_is_killed_after_the_grace() {
     let last = updates.last().unwrap();
     assert_eq!(state(last), RunState::Killed);
     assert_eq!(last.signal, Some(9), "{last:?}");
-    assert!(
-        elapsed >= Duration::from_secs(1),
-        "SIGKILL came early: {elapsed:?}"
-    );
+    assert!(elapsed >= Duration::from_secs(1), "SIGKILL came early: {elapsed:?}");
     assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
 }
 
 #[tokio::test]
 async fn a_task_exiting_0_on_sigterm_still_ends_killed() {
     let mut h = harness().await;
-    h.sup
-        .launch_spec(sh(
-            "polite-1",
-            "trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done",
-        ))
-        .unwrap();
+    h.sup.launch_spec(sh("polite-1", "trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done")).unwrap();
     wait_stdout(&h.sup, "polite-1", "ready").await;
     h.sup.kill("polite-1", None).unwrap();
     let updates = wait_terminal(&mut h.events, "polite-1", Duration::from_secs(10)).await;

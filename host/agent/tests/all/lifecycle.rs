@@ -14,14 +14,8 @@ async fn a_task_that_exits_0_succeeds_and_its_output_is_readable() {
     s.port_names = vec!["http".into()];
     h.sup.launch_spec(s).unwrap();
     let updates = wait_terminal(&mut h.events, "life-1", Duration::from_secs(10)).await;
-    assert_eq!(
-        states(&updates),
-        vec![RunState::Starting, RunState::Running, RunState::Succeeded]
-    );
-    assert_eq!(
-        updates.iter().map(|u| u.seq).collect::<Vec<_>>(),
-        vec![1, 2, 3]
-    );
+    assert_eq!(states(&updates), vec![RunState::Starting, RunState::Running, RunState::Succeeded]);
+    assert_eq!(updates.iter().map(|u| u.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
     let last = updates.last().unwrap();
     assert_eq!(last.exit_code, Some(0));
     assert_eq!(last.reason, "EXITED");
@@ -30,26 +24,14 @@ async fn a_task_that_exits_0_succeeds_and_its_output_is_readable() {
     let sandbox = h.sup.sandbox_dir("life-1");
     assert_eq!(last.sandbox, sandbox.display().to_string());
     let out = stdout(&h.sup, "life-1");
-    assert_eq!(
-        out,
-        format!(
-            "hello from life-1 task=life port={port} sandbox={}\n",
-            sandbox.display()
-        )
-    );
+    assert_eq!(out, format!("hello from life-1 task=life port={port} sandbox={}\n", sandbox.display()));
     let err = h.sup.read_log("life-1", "stderr", 0, 0).unwrap();
     assert_eq!(err.data, b"oops\n");
     // Offsets and caps.
     let part = h.sup.read_log("life-1", "stdout", 6, 4).unwrap();
     assert_eq!(part.data, b"from");
     assert_eq!(part.file_size, out.len() as u64);
-    assert!(
-        h.sup
-            .read_log("nope-1", "stdout", 0, 0)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown run")
-    );
+    assert!(h.sup.read_log("nope-1", "stdout", 0, 0).unwrap_err().to_string().contains("unknown run"));
     assert!(h.sup.read_log("life-1", "syslog", 0, 0).is_err());
     let chunk = h.sup.handle_read_log(&paceline_proto::agent::v1::ReadLog {
         request_id: 7,
@@ -77,9 +59,7 @@ async fn a_nonzero_exit_fails_with_its_code() {
 #[tokio::test]
 async fn a_missing_executable_fails_the_launch() {
     let mut h = harness().await;
-    h.sup
-        .launch_spec(spec("missing-1", "no-such-program-paceline", &[]))
-        .unwrap();
+    h.sup.launch_spec(spec("missing-1", "no-such-program-paceline", &[])).unwrap();
     let updates = wait_terminal(&mut h.events, "missing-1", Duration::from_secs(10)).await;
     let last = updates.last().unwrap();
     assert_eq!(states(&updates), vec![RunState::Starting, RunState::Failed]);

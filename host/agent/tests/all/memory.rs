@@ -10,11 +10,7 @@ async fn a_task_over_its_memory_limit_is_stopped() {
     let mut h = harness().await;
     let isolation = h.sup.isolation().clone();
     println!("isolation path: {}", isolation.name());
-    let mut s = spec(
-        "hog-1",
-        "python3",
-        &["-c", "x = bytearray(512 << 20); print('allocated', len(x))"],
-    );
+    let mut s = spec("hog-1", "python3", &["-c", "x = bytearray(512 << 20); print('allocated', len(x))"]);
     s.resources.memory_mib = 64;
     h.sup.launch_spec(s).unwrap();
     let updates = wait_terminal(&mut h.events, "hog-1", Duration::from_secs(30)).await;
@@ -33,11 +29,7 @@ async fn a_task_over_its_memory_limit_is_stopped() {
         Isolation::CgroupV2 { .. } => assert_eq!(last.reason, "MEMORY_LIMIT"),
         Isolation::Rlimits => {
             assert_ne!(last.exit_code, Some(0));
-            assert!(
-                last.message.contains("allocation failure"),
-                "{}",
-                last.message
-            );
+            assert!(last.message.contains("allocation failure"), "{}", last.message);
         }
     }
 }
@@ -45,17 +37,9 @@ async fn a_task_over_its_memory_limit_is_stopped() {
 #[tokio::test]
 async fn a_task_within_its_memory_limit_runs() {
     let mut h = harness().await;
-    let mut s = spec(
-        "small-1",
-        "python3",
-        &["-c", "x = bytearray(8 << 20); print('ok')"],
-    );
+    let mut s = spec("small-1", "python3", &["-c", "x = bytearray(8 << 20); print('ok')"]);
     s.resources.memory_mib = 256;
     h.sup.launch_spec(s).unwrap();
     let updates = wait_terminal(&mut h.events, "small-1", Duration::from_secs(30)).await;
-    assert_eq!(
-        state(updates.last().unwrap()),
-        RunState::Succeeded,
-        "{updates:#?}"
-    );
+    assert_eq!(state(updates.last().unwrap()), RunState::Succeeded, "{updates:#?}");
 }

@@ -6,20 +6,11 @@ use paceline_proto::agent::v1 as pb;
 use crate::common::*;
 
 fn update(run_id: &str, state: pb::RunState) -> pb::StatusUpdate {
-    pb::StatusUpdate {
-        run_id: run_id.into(),
-        task_id: "t".into(),
-        state: state as i32,
-        ..Default::default()
-    }
+    pb::StatusUpdate { run_id: run_id.into(), task_id: "t".into(), state: state as i32, ..Default::default() }
 }
 
 fn seqs(pending: &[pb::StatusUpdate], run_id: &str) -> Vec<u64> {
-    pending
-        .iter()
-        .filter(|u| u.run_id == run_id)
-        .map(|u| u.seq)
-        .collect()
+    pending.iter().filter(|u| u.run_id == run_id).map(|u| u.seq).collect()
 }
 
 #[test]
@@ -27,11 +18,7 @@ fn unacknowledged_updates_survive_reopening_in_order() {
     let dir = tempfile::tempdir().unwrap();
     {
         let outbox = Outbox::open(dir.path()).unwrap();
-        for s in [
-            pb::RunState::Starting,
-            pb::RunState::Running,
-            pb::RunState::Succeeded,
-        ] {
+        for s in [pb::RunState::Starting, pb::RunState::Running, pb::RunState::Succeeded] {
             outbox.append(update("a-1", s)).unwrap();
         }
         for s in [pb::RunState::Starting, pb::RunState::Running] {
@@ -47,11 +34,7 @@ fn unacknowledged_updates_survive_reopening_in_order() {
     assert_eq!(seqs(&pending, "a-1"), vec![2, 3]);
     assert_eq!(seqs(&pending, "b-1"), vec![1, 2]);
     assert_eq!(
-        pending
-            .iter()
-            .filter(|u| u.run_id == "a-1")
-            .map(state)
-            .collect::<Vec<_>>(),
+        pending.iter().filter(|u| u.run_id == "a-1").map(state).collect::<Vec<_>>(),
         vec![pb::RunState::Running, pb::RunState::Succeeded]
     );
     assert_eq!(outbox.last_state("a-1"), Some(pb::RunState::Succeeded));
@@ -70,26 +53,10 @@ fn unacknowledged_updates_survive_reopening_in_order() {
     std::fs::write(&log, bytes).unwrap();
 
     let outbox = Outbox::open(dir.path()).unwrap();
-    assert_eq!(
-        outbox.pending_len(),
-        0,
-        "acknowledged updates must never come back"
-    );
+    assert_eq!(outbox.pending_len(), 0, "acknowledged updates must never come back");
     // Numbering continues after a restart: the manager drops seqs it has seen.
-    assert_eq!(
-        outbox
-            .append(update("a-1", pb::RunState::Lost))
-            .unwrap()
-            .seq,
-        4
-    );
-    assert_eq!(
-        outbox
-            .append(update("b-1", pb::RunState::Killed))
-            .unwrap()
-            .seq,
-        3
-    );
+    assert_eq!(outbox.append(update("a-1", pb::RunState::Lost)).unwrap().seq, 4);
+    assert_eq!(outbox.append(update("b-1", pb::RunState::Killed)).unwrap().seq, 3);
 }
 
 #[tokio::test]
@@ -114,27 +81,15 @@ fn a_long_lived_run_log_is_compacted_and_keeps_its_numbering() {
     let dir = tempfile::tempdir().unwrap();
     let outbox = Outbox::open(dir.path()).unwrap();
     for _ in 0..300 {
-        let u = outbox
-            .append(update("flappy-1", pb::RunState::Running))
-            .unwrap();
+        let u = outbox.append(update("flappy-1", pb::RunState::Running)).unwrap();
         outbox.ack("flappy-1", u.seq).unwrap();
     }
-    outbox
-        .append(update("flappy-1", pb::RunState::Running))
-        .unwrap();
-    let size = std::fs::metadata(dir.path().join("flappy-1/outbox.log"))
-        .unwrap()
-        .len();
+    outbox.append(update("flappy-1", pb::RunState::Running)).unwrap();
+    let size = std::fs::metadata(dir.path().join("flappy-1/outbox.log")).unwrap().len();
     assert!(size < 100 * 40, "log not compacted: {size} bytes");
     drop(outbox);
     let outbox = Outbox::open(dir.path()).unwrap();
     assert_eq!(seqs(&outbox.pending(), "flappy-1"), vec![301]);
     assert_eq!(outbox.acked("flappy-1"), 300);
-    assert_eq!(
-        outbox
-            .append(update("flappy-1", pb::RunState::Failed))
-            .unwrap()
-            .seq,
-        302
-    );
+    assert_eq!(outbox.append(update("flappy-1", pb::RunState::Failed)).unwrap().seq, 302);
 }

@@ -24,14 +24,7 @@ async fn launches_the_host_cannot_honour_are_rejected_naming_the_field() {
     assert_eq!(field(s), "resources.gpus");
     let mut s = sh("hc-1", "true");
     s.port_names = vec!["http".into()];
-    s.health_check = Some(health(
-        Probe::Http {
-            port: "admin".into(),
-            path: "/".into(),
-        },
-        1,
-        1,
-    ));
+    s.health_check = Some(health(Probe::Http { port: "admin".into(), path: "/".into() }, 1, 1));
     let err = h.sup.launch_spec(s).unwrap_err();
     assert_eq!(err.field, "health_check.http_port");
     assert!(err.message.contains("admin"));
@@ -47,24 +40,14 @@ async fn launches_the_host_cannot_honour_are_rejected_naming_the_field() {
         run_id: "proto-1".into(),
         task_id: "proto".into(),
         command: "true".into(),
-        health_check: Some(pb::HealthCheck {
-            command: "true".into(),
-            tcp_port: "x".into(),
-            ..Default::default()
-        }),
+        health_check: Some(pb::HealthCheck { command: "true".into(), tcp_port: "x".into(), ..Default::default() }),
         ..Default::default()
     };
-    assert_eq!(
-        h.sup.launch(&launch).await.unwrap_err().field,
-        "health_check"
-    );
+    assert_eq!(h.sup.launch(&launch).await.unwrap_err().field, "health_check");
 
     // A live duplicate is a no-op; a duplicate of an ended run is refused.
     h.sup.launch_spec(spec("live-1", "sleep", &["30"])).unwrap();
-    assert_eq!(
-        h.sup.launch_spec(spec("live-1", "sleep", &["30"])).unwrap(),
-        LaunchOutcome::AlreadyRunning
-    );
+    assert_eq!(h.sup.launch_spec(spec("live-1", "sleep", &["30"])).unwrap(), LaunchOutcome::AlreadyRunning);
     h.sup.launch_spec(sh("done-1", "true")).unwrap();
     wait_terminal(&mut h.events, "done-1", Duration::from_secs(10)).await;
     let err = h.sup.launch_spec(sh("done-1", "true")).unwrap_err();

@@ -21,10 +21,7 @@ async fn a_restarted_supervisor_readopts_live_runs_and_reports_vanished_ones_los
     gone.port_names = vec!["p".into()];
     h.sup.launch_spec(gone).unwrap();
     for run in ["keep-1", "gone-1"] {
-        wait_for(&mut h.events, run, Duration::from_secs(10), |u| {
-            state(u) == RunState::Running
-        })
-        .await;
+        wait_for(&mut h.events, run, Duration::from_secs(10), |u| state(u) == RunState::Running).await;
     }
     // The agent "crashes"; behind its back one run's processes are killed.
     h.sup.detach();
@@ -43,10 +40,7 @@ async fn a_restarted_supervisor_readopts_live_runs_and_reports_vanished_ones_los
 
     // The re-adopted run is still controlled: duplicate launch is a no-op,
     // kill works and its status comes from the wrapper's exit file.
-    assert_eq!(
-        h.sup.launch_spec(spec("keep-1", "sleep", &["60"])).unwrap(),
-        LaunchOutcome::AlreadyRunning
-    );
+    assert_eq!(h.sup.launch_spec(spec("keep-1", "sleep", &["60"])).unwrap(), LaunchOutcome::AlreadyRunning);
     h.sup.kill("keep-1", Some(2)).unwrap();
     let u = wait_terminal(&mut h.events, "keep-1", Duration::from_secs(10)).await;
     let last = u.last().unwrap();
@@ -58,13 +52,8 @@ async fn a_restarted_supervisor_readopts_live_runs_and_reports_vanished_ones_los
 #[tokio::test]
 async fn a_run_that_ended_while_the_agent_was_down_reports_its_real_status() {
     let mut h = harness().await;
-    h.sup
-        .launch_spec(sh("brief-1", "sleep 0.5; exit 4"))
-        .unwrap();
-    wait_for(&mut h.events, "brief-1", Duration::from_secs(10), |u| {
-        state(u) == RunState::Running
-    })
-    .await;
+    h.sup.launch_spec(sh("brief-1", "sleep 0.5; exit 4")).unwrap();
+    wait_for(&mut h.events, "brief-1", Duration::from_secs(10), |u| state(u) == RunState::Running).await;
     h.sup.detach();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     h.reopen().await;

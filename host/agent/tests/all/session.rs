@@ -22,10 +22,7 @@ struct Conn {
 
 impl Conn {
     async fn send(&self, body: ToAgent) {
-        self.outbound
-            .send(Ok(pb::ManagerMessage { body: Some(body) }))
-            .await
-            .unwrap();
+        self.outbound.send(Ok(pb::ManagerMessage { body: Some(body) })).await.unwrap();
     }
 
     /// The next message that is not a heartbeat.
@@ -64,10 +61,7 @@ impl AgentService for FakeManager {
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let (tx, rx) = mpsc::channel(64);
-        let _ = self.conns.send(Conn {
-            inbound: request.into_inner(),
-            outbound: tx,
-        });
+        let _ = self.conns.send(Conn { inbound: request.into_inner(), outbound: tx });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
@@ -105,35 +99,20 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
     }));
 
     // Stream 1: register.
-    let mut c1 = tokio::time::timeout(Duration::from_secs(15), conns.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    let FromAgent::Register(reg) = c1.next().await else {
-        panic!("first message must be Register")
-    };
+    let mut c1 = tokio::time::timeout(Duration::from_secs(15), conns.recv()).await.unwrap().unwrap();
+    let FromAgent::Register(reg) = c1.next().await else { panic!("first message must be Register") };
     assert_eq!(reg.protocol_version, pb::PROTOCOL_VERSION);
     assert_eq!(reg.hostname, "test-host");
     assert_eq!(reg.agent_id, agent_id);
     assert_eq!(reg.attributes["zone"], "z1");
     assert!(reg.attributes.contains_key("isolation"));
     assert_ne!(reg.isolation, pb::IsolationMode::Unspecified as i32);
-    assert_eq!(
-        (reg.port_range_first, reg.port_range_last),
-        (u32::from(range.0), u32::from(range.1))
-    );
+    assert_eq!((reg.port_range_first, reg.port_range_last), (u32::from(range.0), u32::from(range.1)));
     assert!(reg.total.unwrap().cpu_millis > 0);
-    c1.send(ToAgent::Registered(pb::Registered {
-        heartbeat_interval_ms: 100,
-    }))
-    .await;
+    c1.send(ToAgent::Registered(pb::Registered { heartbeat_interval_ms: 100 })).await;
 
     // A heartbeat arrives.
-    let hb = tokio::time::timeout(Duration::from_secs(5), c1.inbound.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let hb = tokio::time::timeout(Duration::from_secs(5), c1.inbound.message()).await.unwrap().unwrap().unwrap();
     assert!(matches!(hb.body, Some(FromAgent::Heartbeat(_))), "{hb:?}");
 
     // Launch, then follow the statuses.
@@ -142,11 +121,7 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
         task_id: "sess".into(),
         command: "sh".into(),
         args: vec!["-c".into(), "echo hi from session".into()],
-        resources: Some(pb::Resources {
-            cpu_millis: 100,
-            memory_mib: 64,
-            ..Default::default()
-        }),
+        resources: Some(pb::Resources { cpu_millis: 100, memory_mib: 64, ..Default::default() }),
         ..Default::default()
     }))
     .await;
@@ -174,35 +149,15 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
         max_bytes: 0,
     }))
     .await;
-    let FromAgent::LogChunk(chunk) = c1.next().await else {
-        panic!("expected a log chunk")
-    };
-    assert_eq!(
-        (
-            chunk.request_id,
-            chunk.data.as_slice(),
-            chunk.error.as_str()
-        ),
-        (42, &b"hi from session\n"[..], "")
-    );
-    c1.send(ToAgent::Launch(pb::Launch {
-        run_id: "bad-1".into(),
-        task_id: "bad".into(),
-        ..Default::default()
-    }))
-    .await;
-    let FromAgent::LaunchRejected(rej) = c1.next().await else {
-        panic!("expected a rejection")
-    };
+    let FromAgent::LogChunk(chunk) = c1.next().await else { panic!("expected a log chunk") };
+    assert_eq!((chunk.request_id, chunk.data.as_slice(), chunk.error.as_str()), (42, &b"hi from session\n"[..], ""));
+    c1.send(ToAgent::Launch(pb::Launch { run_id: "bad-1".into(), task_id: "bad".into(), ..Default::default() })).await;
+    let FromAgent::LaunchRejected(rej) = c1.next().await else { panic!("expected a rejection") };
     assert_eq!(rej.run_id, "bad-1");
     assert!(rej.error.starts_with("command:"), "{}", rej.error);
 
     // Acknowledge up to 2, then break the stream.
-    c1.send(ToAgent::Ack(pb::Ack {
-        run_id: "sess-1".into(),
-        seq: 2,
-    }))
-    .await;
+    c1.send(ToAgent::Ack(pb::Ack { run_id: "sess-1".into(), seq: 2 })).await;
     for _ in 0..200 {
         if sup.outbox().acked("sess-1") == 2 {
             break;
@@ -213,31 +168,16 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
     drop(c1);
 
     // Stream 2: the agent redials, re-registers and resends only seq 3.
-    let mut c2 = tokio::time::timeout(Duration::from_secs(15), conns.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    let FromAgent::Register(reg) = c2.next().await else {
-        panic!("first message must be Register")
-    };
+    let mut c2 = tokio::time::timeout(Duration::from_secs(15), conns.recv()).await.unwrap().unwrap();
+    let FromAgent::Register(reg) = c2.next().await else { panic!("first message must be Register") };
     // The run is over but its end is not acknowledged: it is listed, so the
     // manager does not call it missing before the resent end arrives.
     let listed: Vec<&str> = reg.running.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(listed, vec!["sess-1"]);
-    c2.send(ToAgent::Registered(pb::Registered {
-        heartbeat_interval_ms: 1000,
-    }))
-    .await;
+    c2.send(ToAgent::Registered(pb::Registered { heartbeat_interval_ms: 1000 })).await;
     let u = c2.next_status().await;
-    assert_eq!(
-        (u.run_id.as_str(), u.seq, u.state),
-        ("sess-1", 3, pb::RunState::Succeeded as i32)
-    );
-    c2.send(ToAgent::Ack(pb::Ack {
-        run_id: "sess-1".into(),
-        seq: 3,
-    }))
-    .await;
+    assert_eq!((u.run_id.as_str(), u.seq, u.state), ("sess-1", 3, pb::RunState::Succeeded as i32));
+    c2.send(ToAgent::Ack(pb::Ack { run_id: "sess-1".into(), seq: 3 })).await;
     for _ in 0..200 {
         if sup.outbox().pending_len() == 0 {
             break;
@@ -247,9 +187,5 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
     assert_eq!(sup.outbox().pending_len(), 0);
 
     stop_tx.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), agent_task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), agent_task).await.unwrap().unwrap().unwrap();
 }

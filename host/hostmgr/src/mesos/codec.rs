@@ -33,7 +33,9 @@ impl Encoding {
 pub fn encode_call(call: &Call, encoding: Encoding) -> Result<Vec<u8>, MesosError> {
     match encoding {
         Encoding::Protobuf => Ok(call.encode_to_vec()),
-        Encoding::Json => serde_json::to_vec(call).map_err(|e| MesosError::Decode(format!("encoding a call as JSON: {e}"))),
+        Encoding::Json => {
+            serde_json::to_vec(call).map_err(|e| MesosError::Decode(format!("encoding a call as JSON: {e}")))
+        }
     }
 }
 

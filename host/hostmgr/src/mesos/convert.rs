@@ -104,7 +104,8 @@ impl Carver {
         let mut pieces = Vec::new();
         for o in offers {
             for r in o.resources.iter().filter(|r| usable(r, role)) {
-                let ranges = r.ranges.as_ref().map_or(Vec::new(), |rs| rs.range.iter().map(|x| (x.begin, x.end)).collect());
+                let ranges =
+                    r.ranges.as_ref().map_or(Vec::new(), |rs| rs.range.iter().map(|x| (x.begin, x.end)).collect());
                 pieces.push(Piece { r: r.clone(), left: scalar(r), ranges });
             }
         }
@@ -193,7 +194,11 @@ pub(crate) fn check_launch(req: &LaunchRequest) -> Result<(), String> {
 /// The `TaskInfo` of one run: a command task (no shell; `arguments` is the
 /// whole argv) with the environment, ports as `PORT_<NAME>`, the kill grace
 /// period, and labels naming the Paceline task and run.
-pub(crate) fn task_info(req: &LaunchRequest, agent_id: &str, carved: Carved) -> (mesos::TaskInfo, BTreeMap<String, u16>) {
+pub(crate) fn task_info(
+    req: &LaunchRequest,
+    agent_id: &str,
+    carved: Carved,
+) -> (mesos::TaskInfo, BTreeMap<String, u16>) {
     let mut env: BTreeMap<String, String> = req.spec.env.clone();
     env.extend(req.env.clone());
     let mut ports = BTreeMap::new();
@@ -226,7 +231,9 @@ pub(crate) fn task_info(req: &LaunchRequest, agent_id: &str, carved: Carved) -> 
             user: None,
         }),
         kill_policy: Some(mesos::KillPolicy {
-            grace_period: Some(mesos::DurationInfo { nanoseconds: i64::from(req.spec.kill_grace_period_secs) * 1_000_000_000 }),
+            grace_period: Some(mesos::DurationInfo {
+                nanoseconds: i64::from(req.spec.kill_grace_period_secs) * 1_000_000_000,
+            }),
         }),
         data: None,
         labels: Some(mesos::Labels {
@@ -268,7 +275,13 @@ pub(crate) fn exit_code(message: &str) -> Option<i32> {
 }
 
 /// The model's update for a status (seq and host filled by the caller).
-pub(crate) fn run_update(host: &str, task_id: &str, seq: u64, st: &mesos::TaskStatus, ports: &BTreeMap<String, u16>) -> RunUpdate {
+pub(crate) fn run_update(
+    host: &str,
+    task_id: &str,
+    seq: u64,
+    st: &mesos::TaskStatus,
+    ports: &BTreeMap<String, u16>,
+) -> RunUpdate {
     let mstate = mesos::TaskState::try_from(st.state).unwrap_or(mesos::TaskState::TaskUnknown);
     let state = run_state(mstate);
     let message = st.message.clone().unwrap_or_default();
@@ -333,7 +346,13 @@ mod tests {
             framework_id: mesos::FrameworkId { value: "f".into() },
             agent_id: mesos::AgentId { value: "a".into() },
             hostname: "h".into(),
-            resources: vec![scalar_res("cpus", 2.5), scalar_res("mem", 1024.0), scalar_res("gpus", 1.0), ports, revocable],
+            resources: vec![
+                scalar_res("cpus", 2.5),
+                scalar_res("mem", 1024.0),
+                scalar_res("gpus", 1.0),
+                ports,
+                revocable,
+            ],
             ..Default::default()
         }
     }
@@ -348,11 +367,13 @@ mod tests {
     fn carving_shrinks_to_what_the_run_needs() {
         let o = offer();
         let mut c = Carver::new([&o], "*");
-        let a = c.carve(&Resources { cpu_millis: 1500, memory_mib: 512, disk_mib: 0, gpus: 0, ports: 1 }).expect("fits");
+        let a =
+            c.carve(&Resources { cpu_millis: 1500, memory_mib: 512, disk_mib: 0, gpus: 0, ports: 1 }).expect("fits");
         assert_eq!(a.ports, vec![31000]);
         let cpus: f64 = a.resources.iter().filter(|r| r.name == "cpus").map(scalar).sum();
         assert!((cpus - 1.5).abs() < 1e-9);
-        let b = c.carve(&Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpus: 1, ports: 1 }).expect("fits");
+        let b =
+            c.carve(&Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpus: 1, ports: 1 }).expect("fits");
         assert_eq!(b.ports, vec![31001]);
         assert!(c.carve(&Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpus: 0, ports: 0 }).is_none());
     }

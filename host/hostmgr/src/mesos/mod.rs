@@ -323,7 +323,8 @@ fn filters(refuse: Duration) -> Option<mesos::Filters> {
 
 /// Base URL (`http://host:port`) of a `Location` header (Mesos sends `//host:port/path`).
 fn base_of_location(location: &str) -> String {
-    let abs = if let Some(rest) = location.strip_prefix("//") { format!("http://{rest}") } else { location.to_string() };
+    let abs =
+        if let Some(rest) = location.strip_prefix("//") { format!("http://{rest}") } else { location.to_string() };
     match abs.find("://").map(|i| i + 3) {
         Some(start) => {
             let end = abs[start..].find('/').map_or(abs.len(), |i| start + i);
@@ -430,7 +431,12 @@ impl Inner {
         let _ = self.calls.send(Outgoing { call, reject_on_failure: Vec::new() });
     }
 
-    fn request(&self, base: &str, body: Vec<u8>, stream_id: Option<&str>) -> Result<hyper::Request<Full<Bytes>>, MesosError> {
+    fn request(
+        &self,
+        base: &str,
+        body: Vec<u8>,
+        stream_id: Option<&str>,
+    ) -> Result<hyper::Request<Full<Bytes>>, MesosError> {
         let url = format!("{base}{API_PATH}");
         let mut b = hyper::Request::post(&url)
             .header(hyper::header::CONTENT_TYPE, self.config.encoding.media_type())
@@ -484,7 +490,8 @@ impl Inner {
                 (_, Ok(())) => {}
                 (stream, Err(e)) => {
                     warn!(call = kind.as_str_name(), error = %e, "call to the master failed");
-                    if matches!(e, MesosError::Redirect(_) | MesosError::Status { status: 403, .. }) && stream.is_some() {
+                    if matches!(e, MesosError::Redirect(_) | MesosError::Status { status: 403, .. }) && stream.is_some()
+                    {
                         let mut st = self.st();
                         if st.stream_id == stream {
                             if let MesosError::Redirect(leader) = &e {
@@ -561,7 +568,9 @@ impl Inner {
                         warn!("mesos: no masters configured");
                         return;
                     }
-                    None => self.config.masters[next_master % self.config.masters.len()].trim_end_matches('/').to_string(),
+                    None => {
+                        self.config.masters[next_master % self.config.masters.len()].trim_end_matches('/').to_string()
+                    }
                 }
             };
             // `zk://hosts/path`: ask ZooKeeper which master leads.
@@ -767,17 +776,24 @@ impl Inner {
             let changed = st.framework_id.as_deref() != Some(id.as_str());
             st.framework_id = Some(id.clone());
             st.subscribed = true;
-            st.heartbeat_interval =
-                s.heartbeat_interval_seconds.filter(|h| h.is_finite() && *h > 0.0).map(|h| Duration::from_secs_f64(h.min(3600.0)));
+            st.heartbeat_interval = s
+                .heartbeat_interval_seconds
+                .filter(|h| h.is_finite() && *h > 0.0)
+                .map(|h| Duration::from_secs_f64(h.min(3600.0)));
             let now = Instant::now();
             st.last_subscribed = Some(now);
             st.register_after = Some(now + self.config.registration_delay);
             st.next_implicit = Some(now + self.config.reconcile_interval);
             st.suppressed = false;
             // Every run the master should know: launched (ACCEPT sent) and not ended.
-            let queued: HashSet<&str> = st.pending.values().flat_map(|p| p.runs.iter().map(|r| r.run_id.as_str())).collect();
-            let runs: HashSet<String> =
-                st.runs.iter().filter(|(id, r)| !r.terminal && !queued.contains(id.as_str())).map(|(id, _)| id.clone()).collect();
+            let queued: HashSet<&str> =
+                st.pending.values().flat_map(|p| p.runs.iter().map(|r| r.run_id.as_str())).collect();
+            let runs: HashSet<String> = st
+                .runs
+                .iter()
+                .filter(|(id, r)| !r.terminal && !queued.contains(id.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect();
             st.reconciling = Some(Reconciling { runs, next_at: now, backoff: Duration::from_secs(1) });
             changed
         };
@@ -957,7 +973,8 @@ impl Inner {
             ports.push(p);
         }
         let a = st.agents.get_mut(agent_id)?;
-        let offer_ids: Vec<mesos::OfferId> = std::mem::take(&mut a.offers).into_keys().map(|value| mesos::OfferId { value }).collect();
+        let offer_ids: Vec<mesos::OfferId> =
+            std::mem::take(&mut a.offers).into_keys().map(|value| mesos::OfferId { value }).collect();
         for (r, p) in runs.iter().zip(ports) {
             if let Some(run) = st.runs.get_mut(&r.run_id) {
                 run.ports = p;
@@ -985,7 +1002,9 @@ impl Inner {
             debug!(run_id, "mesos: update without an agent for an unknown run; dropped");
             return out;
         };
-        let Some(host) = st.agents.get(&aid).map(|a| a.hostname.clone()).or_else(|| st.known_hostnames.get(&aid).cloned()) else {
+        let Some(host) =
+            st.agents.get(&aid).map(|a| a.hostname.clone()).or_else(|| st.known_hostnames.get(&aid).cloned())
+        else {
             // It comes again (re-sent until acknowledged, or asked for by reconciliation).
             debug!(run_id, agent_id = aid, "mesos: update from an agent not offered yet; dropped");
             return out;
@@ -1014,7 +1033,8 @@ impl Inner {
             && run.acked.contains(u)
         {
             let mut c = call_of(call::Type::Acknowledge);
-            c.acknowledge = Some(call::Acknowledge { agent_id: agent_id(&aid), task_id: status.task_id.clone(), uuid: u.clone() });
+            c.acknowledge =
+                Some(call::Acknowledge { agent_id: agent_id(&aid), task_id: status.task_id.clone(), uuid: u.clone() });
             self.queue(c);
             return out;
         }
@@ -1029,7 +1049,8 @@ impl Inner {
             // We gave the run up (LOST) and it is back: Paceline has replaced it.
             info!(run_id, "mesos: a run given up as lost is alive again; killing it");
             let mut c = call_of(call::Type::Kill);
-            c.kill = Some(call::Kill { task_id: status.task_id.clone(), agent_id: Some(agent_id(&aid)), kill_policy: None });
+            c.kill =
+                Some(call::Kill { task_id: status.task_id.clone(), agent_id: Some(agent_id(&aid)), kill_policy: None });
             self.queue(c);
         }
         if uuid.is_none() && run.state == Some(state) && run.terminal == state.is_terminal() {
@@ -1054,7 +1075,14 @@ impl Inner {
     }
 
     /// An update we make up (no uuid: nothing to acknowledge to the master).
-    fn synth(st: &mut St, run_id: &str, host: &str, state: RunState, reason: &str, message: &str) -> Option<ProviderEvent> {
+    fn synth(
+        st: &mut St,
+        run_id: &str,
+        host: &str,
+        state: RunState,
+        reason: &str,
+        message: &str,
+    ) -> Option<ProviderEvent> {
         let run = st.runs.get_mut(run_id)?;
         if run.terminal {
             return None;
@@ -1093,9 +1121,17 @@ impl Inner {
         let host = a.hostname.clone();
         warn!(host, agent_id = aid, "mesos: agent failed; its runs are lost");
         out.push(ProviderEvent::HostDisconnected { host: host.clone(), reason: "mesos agent failed".into() });
-        let runs: Vec<String> = st.runs.iter().filter(|(_, r)| r.agent_id == aid && !r.terminal).map(|(id, _)| id.clone()).collect();
+        let runs: Vec<String> =
+            st.runs.iter().filter(|(_, r)| r.agent_id == aid && !r.terminal).map(|(id, _)| id.clone()).collect();
         for id in runs {
-            out.extend(Self::synth(&mut st, &id, &host, RunState::Lost, "AGENT_FAILED", "the Mesos master reported the agent failed"));
+            out.extend(Self::synth(
+                &mut st,
+                &id,
+                &host,
+                RunState::Lost,
+                "AGENT_FAILED",
+                "the Mesos master reported the agent failed",
+            ));
         }
         out
     }
@@ -1108,7 +1144,8 @@ impl Inner {
             let Some(a) = st.agents.get_mut(&aid) else {
                 // Not a host of ours: nothing of ours runs there.
                 let mut c = call_of(call::Type::AcceptInverseOffers);
-                c.accept_inverse_offers = Some(call::AcceptInverseOffers { inverse_offer_ids: vec![io.id], filters: None });
+                c.accept_inverse_offers =
+                    Some(call::AcceptInverseOffers { inverse_offer_ids: vec![io.id], filters: None });
                 self.queue(c);
                 continue;
             };
@@ -1171,16 +1208,18 @@ impl Inner {
             }
             // Agents alive as far as the master says, while we are subscribed
             // or away for less than the failover timeout (our tasks live on).
-            let within_failover =
-                st.subscribed || st.disconnected_at.is_some_and(|t| now.duration_since(t) < self.config.failover_timeout);
-            if within_failover && st.last_heartbeat.is_none_or(|t| now.duration_since(t) >= self.config.host_heartbeat) {
+            let within_failover = st.subscribed
+                || st.disconnected_at.is_some_and(|t| now.duration_since(t) < self.config.failover_timeout);
+            if within_failover && st.last_heartbeat.is_none_or(|t| now.duration_since(t) >= self.config.host_heartbeat)
+            {
                 st.last_heartbeat = Some(now);
                 for a in st.agents.values().filter(|a| a.alive && a.registered_total.is_some()) {
                     out.push(ProviderEvent::Heartbeat { host: a.hostname.clone() });
                 }
             }
             // Launches that found no offer in time.
-            let expired: Vec<String> = st.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(a, _)| a.clone()).collect();
+            let expired: Vec<String> =
+                st.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(a, _)| a.clone()).collect();
             for aid in expired {
                 if let Some(p) = st.pending.remove(&aid) {
                     for r in p.runs {
@@ -1207,7 +1246,12 @@ impl Inner {
                     if pending.contains_key(aid) {
                         continue;
                     }
-                    let old: Vec<String> = a.offers.iter().filter(|(_, o)| now.duration_since(o.at) >= hold).map(|(id, _)| id.clone()).collect();
+                    let old: Vec<String> = a
+                        .offers
+                        .iter()
+                        .filter(|(_, o)| now.duration_since(o.at) >= hold)
+                        .map(|(id, _)| id.clone())
+                        .collect();
                     for id in old {
                         a.offers.remove(&id);
                         declined.push(mesos::OfferId { value: id });
@@ -1215,7 +1259,8 @@ impl Inner {
                 }
                 if !declined.is_empty() {
                     let mut c = call_of(call::Type::Decline);
-                    c.decline = Some(call::Decline { offer_ids: declined, filters: filters(self.config.decline_refuse) });
+                    c.decline =
+                        Some(call::Decline { offer_ids: declined, filters: filters(self.config.decline_refuse) });
                     calls.push(c);
                 }
                 // No demand for a while: stop offers until a launch revives them.
@@ -1301,7 +1346,10 @@ impl Provider for MesosProvider {
                     continue;
                 }
                 if r.spec.health_check.is_some() {
-                    debug!(run_id = r.run_id, "mesos: health checks are not passed to Mesos; RUNNING counts as healthy");
+                    debug!(
+                        run_id = r.run_id,
+                        "mesos: health checks are not passed to Mesos; RUNNING counts as healthy"
+                    );
                 }
                 st.runs.insert(
                     r.run_id.clone(),
@@ -1322,7 +1370,8 @@ impl Provider for MesosProvider {
             if fresh.is_empty() {
                 (None, Vec::new())
             } else if let Some(c) = self.inner.build_accept(&mut st, &aid, &fresh) {
-                let reject: Vec<(String, String)> = fresh.iter().map(|r| (host.to_string(), r.run_id.clone())).collect();
+                let reject: Vec<(String, String)> =
+                    fresh.iter().map(|r| (host.to_string(), r.run_id.clone())).collect();
                 (Some(c), reject)
             } else {
                 // Wait for an offer; ask for one.
@@ -1360,21 +1409,30 @@ impl Provider for MesosProvider {
             st.pending.retain(|_, p| !p.runs.is_empty());
             if was_pending {
                 // It never reached Mesos: it ends here.
-                synthesized.extend(Inner::synth(&mut st, run_id, host, RunState::Killed, "KILLED_BY_REQUEST", "killed before an offer came"));
+                synthesized.extend(Inner::synth(
+                    &mut st,
+                    run_id,
+                    host,
+                    RunState::Killed,
+                    "KILLED_BY_REQUEST",
+                    "killed before an offer came",
+                ));
                 None
             } else if !st.subscribed {
                 return Err(ProviderError::NotRunning(NAME));
             } else {
-            let aid = st.runs.get(run_id).map(|r| r.agent_id.clone()).or_else(|| st.by_host.get(host).cloned());
-            let mut c = call_of(call::Type::Kill);
-            c.kill = Some(call::Kill {
-                task_id: mesos::TaskId { value: run_id.to_string() },
-                agent_id: aid.map(|a| agent_id(&a)),
-                kill_policy: grace_override.map(|g| mesos::KillPolicy {
-                    grace_period: Some(mesos::DurationInfo { nanoseconds: g.as_nanos().min(i64::MAX as u128) as i64 }),
-                }),
-            });
-            Some(c)
+                let aid = st.runs.get(run_id).map(|r| r.agent_id.clone()).or_else(|| st.by_host.get(host).cloned());
+                let mut c = call_of(call::Type::Kill);
+                c.kill = Some(call::Kill {
+                    task_id: mesos::TaskId { value: run_id.to_string() },
+                    agent_id: aid.map(|a| agent_id(&a)),
+                    kill_policy: grace_override.map(|g| mesos::KillPolicy {
+                        grace_period: Some(mesos::DurationInfo {
+                            nanoseconds: g.as_nanos().min(i64::MAX as u128) as i64,
+                        }),
+                    }),
+                });
+                Some(c)
             }
         };
         self.inner.emit(synthesized).await;
@@ -1404,7 +1462,11 @@ impl Provider for MesosProvider {
         }
         for (aid, uuid) in acks {
             let mut c = call_of(call::Type::Acknowledge);
-            c.acknowledge = Some(call::Acknowledge { agent_id: agent_id(&aid), task_id: mesos::TaskId { value: run_id.to_string() }, uuid });
+            c.acknowledge = Some(call::Acknowledge {
+                agent_id: agent_id(&aid),
+                task_id: mesos::TaskId { value: run_id.to_string() },
+                uuid,
+            });
             self.inner.queue(c);
         }
         Ok(())
@@ -1413,7 +1475,11 @@ impl Provider for MesosProvider {
     async fn reconcile(&self, _host: &str, expected_run_ids: Vec<String>) -> Result<(), ProviderError> {
         let mut st = self.inner.st();
         let now = Instant::now();
-        let r = st.reconciling.get_or_insert_with(|| Reconciling { runs: HashSet::new(), next_at: now, backoff: Duration::from_secs(1) });
+        let r = st.reconciling.get_or_insert_with(|| Reconciling {
+            runs: HashSet::new(),
+            next_at: now,
+            backoff: Duration::from_secs(1),
+        });
         r.runs.extend(expected_run_ids);
         r.next_at = now;
         Ok(())

@@ -55,7 +55,9 @@ impl Decoder {
         if self.want.is_none() {
             let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
                 if self.buf.len() > MAX_DIGITS {
-                    return Err(RecordIoError::BadLength(String::from_utf8_lossy(&self.buf[..MAX_DIGITS]).into_owned()));
+                    return Err(RecordIoError::BadLength(
+                        String::from_utf8_lossy(&self.buf[..MAX_DIGITS]).into_owned(),
+                    ));
                 }
                 return Ok(None);
             };

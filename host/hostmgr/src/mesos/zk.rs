@@ -103,7 +103,9 @@ pub async fn leading_master(url: &ZkUrl, timeout: Duration) -> Result<String, St
         }
         Err(format!("no master has registered under {} at {}", url.path, url.connect))
     };
-    tokio::time::timeout(timeout, work).await.map_err(|_| format!("ZooKeeper {}: no answer within {timeout:?}", url.connect))?
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("ZooKeeper {}: no answer within {timeout:?}", url.connect))?
 }
 
 #[cfg(test)]

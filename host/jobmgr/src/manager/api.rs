@@ -25,9 +25,7 @@ impl JobManager {
     pub async fn create(&self, id: &str, config: JobConfig) -> Result<u64, JobError> {
         if id.is_empty()
             || id.len() > 200
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
         {
             return Err(JobError::invalid("id", "must be 1-200 of [A-Za-z0-9._-]"));
         }
@@ -46,11 +44,7 @@ impl JobManager {
         if config.kind == JobKind::Daemon {
             daemon_hosts = self.matching_hosts(&config);
         }
-        let count = if config.kind == JobKind::Daemon {
-            daemon_hosts.len() as u32
-        } else {
-            config.instance_count
-        };
+        let count = if config.kind == JobKind::Daemon { daemon_hosts.len() as u32 } else { config.instance_count };
         // Tasks are stored PENDING at once (the gangs are queued below, under
         // the lock): one write for the whole job instead of a create and a
         // compare-and-set per task. The first state of a run has no event of
@@ -102,10 +96,7 @@ impl JobManager {
         let queued = {
             let mut rm = self.rm();
             let mut m = self.mem();
-            let job = m
-                .jobs
-                .get_mut(&key)
-                .ok_or_else(|| JobError::NotFound(id.to_string()))?;
+            let job = m.jobs.get_mut(&key).ok_or_else(|| JobError::NotFound(id.to_string()))?;
             let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
             self.queue_gangs(&mut rm, job, &all)
         };
@@ -152,31 +143,11 @@ impl JobManager {
             }
         }
         // Not in memory: a terminal job from before a restart.
-        let runtime = self
-            .store
-            .get_job_runtime(id)
-            .await
-            .map_err(|_| JobError::NotFound(format!("job {id}")))?;
-        let (version, config) = self
-            .store
-            .get_job_config(id, Some(runtime.desired_config_version))
-            .await?;
-        let tasks = self
-            .store
-            .tasks_of_job(id, &[])
-            .await?
-            .into_iter()
-            .map(|r| r.runtime)
-            .collect();
+        let runtime = self.store.get_job_runtime(id).await.map_err(|_| JobError::NotFound(format!("job {id}")))?;
+        let (version, config) = self.store.get_job_config(id, Some(runtime.desired_config_version)).await?;
+        let tasks = self.store.tasks_of_job(id, &[]).await?.into_iter().map(|r| r.runtime).collect();
         let update = self.store.updates_of_job(id).await?.pop();
-        Ok(JobInfo {
-            id: id.to_string(),
-            config: Arc::new(config),
-            config_version: version,
-            runtime,
-            tasks,
-            update,
-        })
+        Ok(JobInfo { id: id.to_string(), config: Arc::new(config), config_version: version, runtime, tasks, update })
     }
 
     /// The pool a job runs in (its current config's), for authorization
@@ -188,15 +159,8 @@ impl JobManager {
                 return Ok(job.config().pool.clone());
             }
         }
-        let runtime = self
-            .store
-            .get_job_runtime(id)
-            .await
-            .map_err(|_| JobError::NotFound(format!("job {id}")))?;
-        let (_, config) = self
-            .store
-            .get_job_config(id, Some(runtime.desired_config_version))
-            .await?;
+        let runtime = self.store.get_job_runtime(id).await.map_err(|_| JobError::NotFound(format!("job {id}")))?;
+        let (_, config) = self.store.get_job_config(id, Some(runtime.desired_config_version)).await?;
         Ok(config.pool)
     }
 
@@ -215,16 +179,10 @@ impl JobManager {
     /// withdrawn from the resource manager at once.
     pub async fn kill(&self, id: &str, instances: Option<Vec<u32>>) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
-        let key = self
-            .mem()
-            .key_of(id)
-            .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         let (writes, all, job_rt) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
             let all: Vec<u32> = match &instances {
                 Some(list) => {
                     if let Some(bad) = list.iter().find(|&&i| i as usize >= job.tasks.len()) {
@@ -264,19 +222,11 @@ impl JobManager {
         let _op = self.ops.lock().await;
         let state = {
             let m = self.mem();
-            m.key_of(id)
-                .and_then(|k| m.jobs.get(&k))
-                .map(|j| j.runtime.state)
+            m.key_of(id).and_then(|k| m.jobs.get(&k)).map(|j| j.runtime.state)
         };
         let state = match state {
             Some(s) => s,
-            None => {
-                self.store
-                    .get_job_runtime(id)
-                    .await
-                    .map_err(|_| JobError::NotFound(format!("job {id}")))?
-                    .state
-            }
+            None => self.store.get_job_runtime(id).await.map_err(|_| JobError::NotFound(format!("job {id}")))?.state,
         };
         if !state.is_terminal() {
             return Err(JobError::State(format!(
@@ -297,19 +247,13 @@ impl JobManager {
 
     /// A task's events, newest first.
     pub async fn task_events(&self, id: &str, instance: u32) -> Result<Vec<TaskEvent>, JobError> {
-        Ok(self
-            .store
-            .task_events(id, instance, self.config.events_limit)
-            .await?)
+        Ok(self.store.task_events(id, instance, self.config.events_limit).await?)
     }
 
     /// One task's runtime, from memory.
     pub fn task(&self, id: &str, instance: u32) -> Option<TaskRuntime> {
         let m = self.mem();
-        m.key_of(id)
-            .and_then(|k| m.jobs.get(&k))
-            .and_then(|j| j.tasks.get(instance as usize))
-            .map(|t| t.rt.clone())
+        m.key_of(id).and_then(|k| m.jobs.get(&k)).and_then(|j| j.tasks.get(instance as usize)).map(|t| t.rt.clone())
     }
 
     /// Why the resource manager has not admitted a task yet ("waiting on
@@ -318,7 +262,10 @@ impl JobManager {
     pub fn admission_reason(&self, id: &str, instance: u32) -> Option<String> {
         let gang = {
             let m = self.mem();
-            m.key_of(id).and_then(|k| m.jobs.get(&k)).and_then(|j| j.tasks.get(instance as usize)).and_then(|t| t.gang)?
+            m.key_of(id)
+                .and_then(|k| m.jobs.get(&k))
+                .and_then(|j| j.tasks.get(instance as usize))
+                .and_then(|t| t.gang)?
         };
         let rm = self.resmgr.lock().ok()?;
         rm.why_pending(gang).map(|info| info.to_string())

@@ -44,12 +44,7 @@ pub(crate) struct Write {
 
 impl Write {
     pub(crate) fn new(instance: u32, rt: TaskRuntime, reason: &str) -> Write {
-        Write {
-            instance,
-            rt,
-            reason: reason.to_string(),
-            message: String::new(),
-        }
+        Write { instance, rt, reason: reason.to_string(), message: String::new() }
     }
 }
 
@@ -116,21 +111,14 @@ impl JobManager {
     /// Writes task runtimes with one batched compare-and-set, records a task
     /// event for each state or run change, and updates the mirror. Items that
     /// lose their compare-and-set are reloaded from storage and reported.
-    pub(crate) async fn write_tasks(
-        &self,
-        key: u64,
-        mut writes: Vec<Write>,
-    ) -> Result<(), JobError> {
+    pub(crate) async fn write_tasks(&self, key: u64, mut writes: Vec<Write>) -> Result<(), JobError> {
         if writes.is_empty() {
             return Ok(());
         }
         let now = self.now();
         let (job_id, olds) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
             let olds: Vec<TaskRuntime> = writes
                 .iter()
                 .map(|w| {
@@ -154,11 +142,7 @@ impl JobManager {
         let cas: Vec<TaskCas> = writes
             .iter()
             .zip(&olds)
-            .map(|(w, old)| TaskCas {
-                instance: w.instance,
-                expected_version: old.version,
-                runtime: w.rt.clone(),
-            })
+            .map(|(w, old)| TaskCas { instance: w.instance, expected_version: old.version, runtime: w.rt.clone() })
             .collect();
         let results = self.store.cas_tasks(&job_id, &cas).await?;
         let feed_id: Arc<str> = Arc::from(job_id.as_str());
@@ -175,9 +159,7 @@ impl JobManager {
                     Ok(version) => {
                         let mut rt = w.rt;
                         rt.version = version;
-                        if rt.state != old.state
-                            || rt.run != old.run
-                            || !w.reason.is_empty() && w.reason != old.reason
+                        if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
                         {
                             events.push((
                                 w.instance,
@@ -219,11 +201,7 @@ impl JobManager {
     }
 
     /// Appends task events of one job, all in one store operation.
-    pub(crate) async fn append_events(
-        &self,
-        job_id: &str,
-        events: Vec<(u32, TaskEvent)>,
-    ) -> Result<(), JobError> {
+    pub(crate) async fn append_events(&self, job_id: &str, events: Vec<(u32, TaskEvent)>) -> Result<(), JobError> {
         self.store.append_job_events(job_id, &events).await?;
         Ok(())
     }
@@ -258,18 +236,11 @@ impl JobManager {
             let counts = job.counts();
             let mut rt = job.runtime.clone();
             let n = job.instance_count();
-            let live = job
-                .tasks
-                .iter()
-                .any(|t| !t.rt.state.is_terminal() && t.rt.state != TaskState::Initialized);
+            let live = job.tasks.iter().any(|t| !t.rt.state.is_terminal() && t.rt.state != TaskState::Initialized);
             let state = if job.marked {
                 rt.state
             } else if rt.goal != JobGoal::Run {
-                if live {
-                    JobState::Killing
-                } else {
-                    JobState::Killed
-                }
+                if live { JobState::Killing } else { JobState::Killed }
             } else {
                 match JobState::derive(&counts, n, 0) {
                     s if s.is_terminal() => JobState::Running,
@@ -355,18 +326,14 @@ impl JobManager {
         sorted.sort_unstable();
         sorted.dedup();
         let res_of = |job: &crate::state::JobEntry, i: u32| {
-            job.config_at(job.tasks[i as usize].rt.desired_config_version)
-                .task_spec(i)
-                .resources
+            job.config_at(job.tasks[i as usize].rt.desired_config_version).task_spec(i).resources
         };
         // Runs of consecutive instances with equal resources, cut into gang-sized chunks.
         let mut groups: Vec<Vec<u32>> = Vec::new();
         for i in sorted {
             let extend = groups.last().is_some_and(|g: &Vec<u32>| {
                 let last = g[g.len() - 1];
-                last.wrapping_add(1) == i
-                    && g.len() < gang_size
-                    && res_of(job, last) == res_of(job, i)
+                last.wrapping_add(1) == i && g.len() < gang_size && res_of(job, last) == res_of(job, i)
             });
             match groups.last_mut() {
                 Some(g) if extend => g.push(i),
@@ -378,9 +345,7 @@ impl JobManager {
         for g in groups {
             let first = g[0];
             let spec = gang_spec(job.key, &cfg, first, g.len() as u32, res_of(job, first));
-            let gang = rm
-                .submit(&cfg.pool, spec, now)
-                .map_err(|e| JobError::Resmgr(e.to_string()))?;
+            let gang = rm.submit(&cfg.pool, spec, now).map_err(|e| JobError::Resmgr(e.to_string()))?;
             for i in g {
                 job.tasks[i as usize].gang = Some(gang);
                 queued.push(i);
@@ -410,10 +375,9 @@ impl JobManager {
             (RmState::Launching, TaskState::Succeeded) => {
                 vec![RmEvent::Running, RmEvent::Succeeded]
             }
-            (
-                RmState::Killing | RmState::Preempting,
-                TaskState::Killed | TaskState::Failed | TaskState::Succeeded,
-            ) => vec![RmEvent::KillConfirmed],
+            (RmState::Killing | RmState::Preempting, TaskState::Killed | TaskState::Failed | TaskState::Succeeded) => {
+                vec![RmEvent::KillConfirmed]
+            }
             (_, TaskState::Succeeded) => vec![RmEvent::Succeeded],
             (_, TaskState::Failed) => vec![RmEvent::Failed],
             (_, TaskState::Lost) => vec![RmEvent::Lost],
@@ -484,9 +448,7 @@ impl JobManager {
                     let t = &job.tasks[i as usize];
                     // A queued gang shared with members that still want to run
                     // stays queued; this member is released when placed.
-                    let shared = t.gang.is_some_and(|g| {
-                        job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run())
-                    });
+                    let shared = t.gang.is_some_and(|g| job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run()));
                     if !shared {
                         self.rm_release(&mut rm, t);
                     }
@@ -503,12 +465,7 @@ impl JobManager {
     }
 
     /// Writes the runs KILLING and asks their hosts to stop them.
-    pub(crate) async fn kill_runs(
-        &self,
-        key: u64,
-        instances: &[u32],
-        reason: Option<&str>,
-    ) -> Result<(), JobError> {
+    pub(crate) async fn kill_runs(&self, key: u64, instances: &[u32], reason: Option<&str>) -> Result<(), JobError> {
         if instances.is_empty() {
             return Ok(());
         }
@@ -527,10 +484,7 @@ impl JobManager {
                 let Some(host) = t.rt.host.clone() else {
                     continue;
                 };
-                let grace = job
-                    .config_at(t.rt.config_version)
-                    .task_spec(i)
-                    .kill_grace_period_secs;
+                let grace = job.config_at(t.rt.config_version).task_spec(i).kill_grace_period_secs;
                 calls.push((host, TaskId::new(job.id.clone(), i).run_id(t.rt.run), grace));
                 deadlines.push(Deadline {
                     at_ms: now + retry,
@@ -561,12 +515,7 @@ impl JobManager {
 
     /// Starts a new run of each instance whose run ended (or was never
     /// started), at its desired config version, and submits it.
-    pub(crate) async fn start_runs(
-        &self,
-        key: u64,
-        instances: &[u32],
-        reason: &str,
-    ) -> Result<(), JobError> {
+    pub(crate) async fn start_runs(&self, key: u64, instances: &[u32], reason: &str) -> Result<(), JobError> {
         let now = self.now();
         let writes = {
             let m = self.mem();
@@ -654,18 +603,13 @@ impl JobManager {
                 .filter(|s| s.starts_with("lifecycle/"))
                 .cloned()
                 .unwrap_or_else(|| format!("lifecycle/{}", kind.as_str()));
-            (
-                slot,
-                views::job_view(j, &m.draining),
-                views::task_views(j, now),
-            )
+            (slot, views::job_view(j, &m.draining), views::task_views(j, now))
         };
         let registry = self.registry.clone();
-        let answer =
-            tokio::task::spawn_blocking(move || registry.on_events(&slot, &job, &tasks, &events))
-                .await
-                .map_err(|e| JobError::Plugin(e.to_string()))?
-                .map_err(|e| JobError::Plugin(e.to_string()))?;
+        let answer = tokio::task::spawn_blocking(move || registry.on_events(&slot, &job, &tasks, &events))
+            .await
+            .map_err(|e| JobError::Plugin(e.to_string()))?
+            .map_err(|e| JobError::Plugin(e.to_string()))?;
         Ok(answer.value)
     }
 
@@ -673,11 +617,7 @@ impl JobManager {
     /// to many events may repeat a job-wide decision). Returns a follow-up
     /// event when the update moved without any run changing (so the plugin
     /// must be asked again).
-    async fn execute(
-        &self,
-        key: u64,
-        actions: Vec<sdk::Action>,
-    ) -> Result<Option<sdk::Event>, JobError> {
+    async fn execute(&self, key: u64, actions: Vec<sdk::Action>) -> Result<Option<sdk::Event>, JobError> {
         let mut follow = None;
         let mut launch = Vec::new();
         let mut kill = Vec::new();
@@ -698,12 +638,9 @@ impl JobManager {
                     let Some(t) = job.tasks.get(r.instance as usize) else {
                         continue;
                     };
-                    let floor = u64::from(
-                        job.config_at(t.rt.config_version)
-                            .task_spec(r.instance)
-                            .restart_policy
-                            .backoff_secs,
-                    ) * 1000;
+                    let floor =
+                        u64::from(job.config_at(t.rt.config_version).task_spec(r.instance).restart_policy.backoff_secs)
+                            * 1000;
                     let d = Deadline {
                         at_ms: now + r.delay_ms.max(floor),
                         job_key: key,
@@ -713,9 +650,7 @@ impl JobManager {
                     };
                     m.deadlines.push(d);
                 }
-                sdk::Action::MarkJob(s) => {
-                    self.mark_job(key, views::from_plugin_job_state(s)).await?
-                }
+                sdk::Action::MarkJob(s) => self.mark_job(key, views::from_plugin_job_state(s)).await?,
                 sdk::Action::UpdateBatch(batch) => {
                     if self.update_batch(key, &batch).await? {
                         follow = Some(sdk::Event::UpdateChanged);
@@ -735,16 +670,11 @@ impl JobManager {
 
     /// The `launch` action: create missing instances, start a new run of
     /// those whose run ended, submit those never started.
-    pub(crate) async fn launch_instances(
-        &self,
-        key: u64,
-        instances: &[u32],
-    ) -> Result<(), JobError> {
+    pub(crate) async fn launch_instances(&self, key: u64, instances: &[u32]) -> Result<(), JobError> {
         if instances.is_empty() {
             return Ok(());
         }
-        self.ensure_instances(key, instances.iter().copied().max().unwrap_or(0) + 1)
-            .await?;
+        self.ensure_instances(key, instances.iter().copied().max().unwrap_or(0) + 1).await?;
         let (terminal, fresh, goal_writes) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {
@@ -788,11 +718,7 @@ impl JobManager {
                 .map(|i| {
                     let mut rt = TaskRuntime::initial(v, now);
                     if job.kind() == JobKind::Daemon {
-                        rt.host = job
-                            .daemon_hosts
-                            .get(i as usize)
-                            .filter(|h| !h.is_empty())
-                            .cloned();
+                        rt.host = job.daemon_hosts.get(i as usize).filter(|h| !h.is_empty()).cloned();
                     }
                     (i, rt)
                 })
@@ -832,19 +758,12 @@ impl JobManager {
                     continue;
                 };
                 let over = t.rt.state == TaskState::Running
-                    && max_ms.is_some_and(|max| {
-                        t.rt.started_at_ms
-                            .is_some_and(|s| now.saturating_sub(s) >= max)
-                    });
+                    && max_ms.is_some_and(|max| t.rt.started_at_ms.is_some_and(|s| now.saturating_sub(s) >= max));
                 if over && t.wants_run() {
                     overrun.push(i);
                     continue;
                 }
-                let goal = if i >= n {
-                    TaskGoal::Delete
-                } else {
-                    TaskGoal::Kill
-                };
+                let goal = if i >= n { TaskGoal::Delete } else { TaskGoal::Kill };
                 if t.rt.goal != goal {
                     let mut rt = t.rt.clone();
                     rt.goal = goal;
@@ -855,11 +774,7 @@ impl JobManager {
         };
         self.write_tasks(key, writes).await?;
         self.kill_runs(key, &overrun, Some(MAX_RUN_TIME)).await?;
-        let rest: Vec<u32> = instances
-            .iter()
-            .copied()
-            .filter(|i| !overrun.contains(i))
-            .collect();
+        let rest: Vec<u32> = instances.iter().copied().filter(|i| !overrun.contains(i)).collect();
         self.step(key, &rest).await
     }
 
@@ -883,9 +798,8 @@ impl JobManager {
             if state.is_terminal() {
                 rt.completed_at_ms = Some(self.now());
             }
-            let live: Vec<u32> = (0..job.tasks.len() as u32)
-                .filter(|&i| !job.tasks[i as usize].rt.state.is_terminal())
-                .collect();
+            let live: Vec<u32> =
+                (0..job.tasks.len() as u32).filter(|&i| !job.tasks[i as usize].rt.state.is_terminal()).collect();
             (job.id.clone(), job.runtime.version, rt, live)
         };
         self.put_job_runtime(key, &id, old, rt).await?;
@@ -920,11 +834,7 @@ impl JobManager {
         let m = self.mem();
         let job = m.jobs.get(&job_key)?;
         let t = job.tasks.get(instance as usize)?;
-        if !matches!(
-            t.rt.state,
-            TaskState::Pending | TaskState::Ready | TaskState::Placing
-        ) || !t.wants_run()
-        {
+        if !matches!(t.rt.state, TaskState::Pending | TaskState::Ready | TaskState::Placing) || !t.wants_run() {
             return None;
         }
         let cfg = job.config_at(t.rt.desired_config_version);
@@ -933,19 +843,11 @@ impl JobManager {
         let placement_slot = cfg
             .plugin_overrides
             .get(&slot_default)
-            .map(|name| {
-                if name.starts_with("placement/") {
-                    name.clone()
-                } else {
-                    format!("placement/{name}")
-                }
-            })
+            .map(|name| if name.starts_with("placement/") { name.clone() } else { format!("placement/{name}") })
             .unwrap_or(slot_default);
         let preferred_host = match kind {
             JobKind::Stateful | JobKind::Daemon => {
-                t.rt.host
-                    .clone()
-                    .filter(|h| kind == JobKind::Daemon || !m.draining.contains(h))
+                t.rt.host.clone().filter(|h| kind == JobKind::Daemon || !m.draining.contains(h))
             }
             _ => None,
         };
@@ -975,16 +877,8 @@ impl JobManager {
                 if t.rt.state.is_on_host()
                     && let Some(h) = &t.rt.host
                 {
-                    let res = job
-                        .config_at(t.rt.config_version)
-                        .task_spec(i as u32)
-                        .resources;
-                    out.push((
-                        h.clone(),
-                        TaskId::new(job.id.clone(), i as u32).run_id(t.rt.run),
-                        res,
-                        t.last_seq,
-                    ));
+                    let res = job.config_at(t.rt.config_version).task_spec(i as u32).resources;
+                    out.push((h.clone(), TaskId::new(job.id.clone(), i as u32).run_id(t.rt.run), res, t.last_seq));
                 }
             }
         }
@@ -1007,28 +901,16 @@ impl JobManager {
     /// round of thousands of placements costs a handful of commits.
     pub async fn on_placed(&self, lease_id: &str, placements: Vec<Placement>) {
         let _op = self.ops.lock().await;
-        let mut jobs: BTreeMap<u64, BTreeMap<String, Vec<(u32, paceline_resmgr::TaskId)>>> =
-            BTreeMap::new();
+        let mut jobs: BTreeMap<u64, BTreeMap<String, Vec<(u32, paceline_resmgr::TaskId)>>> = BTreeMap::new();
         {
             let mut rm = self.rm();
             let m = self.mem();
             for p in placements {
-                let ok = m
-                    .jobs
-                    .get(&p.job_key)
-                    .and_then(|j| j.tasks.get(p.instance as usize))
-                    .is_some_and(|t| {
-                        matches!(
-                            t.rt.state,
-                            TaskState::Pending | TaskState::Ready | TaskState::Placing
-                        ) && t.wants_run()
-                    });
+                let ok = m.jobs.get(&p.job_key).and_then(|j| j.tasks.get(p.instance as usize)).is_some_and(|t| {
+                    matches!(t.rt.state, TaskState::Pending | TaskState::Ready | TaskState::Placing) && t.wants_run()
+                });
                 if ok {
-                    jobs.entry(p.job_key)
-                        .or_default()
-                        .entry(p.host)
-                        .or_default()
-                        .push((p.instance, p.resmgr_task));
+                    jobs.entry(p.job_key).or_default().entry(p.host).or_default().push((p.instance, p.resmgr_task));
                 } else {
                     tracing::info!(
                         job = p.job_key,
@@ -1131,10 +1013,7 @@ impl JobManager {
             }
         }
         let outcomes = futures::future::join_all(
-            hosts
-                .keys()
-                .zip(runs)
-                .map(|(host, runs)| self.launcher.launch(lease, host, runs)),
+            hosts.keys().zip(runs).map(|(host, runs)| self.launcher.launch(lease, host, runs)),
         )
         .await;
         let mut writes = Vec::new();
@@ -1205,10 +1084,7 @@ impl JobManager {
     /// A host reported a change of a run. `Ok` means it is durably handled
     /// (or was a duplicate / of a stale run) and may be acknowledged.
     pub async fn on_run_update(&self, update: &RunUpdate) -> Result<(), JobError> {
-        self.on_run_updates(std::slice::from_ref(update))
-            .await
-            .pop()
-            .unwrap_or(Ok(()))
+        self.on_run_updates(std::slice::from_ref(update)).await.pop().unwrap_or(Ok(()))
     }
 
     /// Many run updates at once, in the order the host sent them; one result
@@ -1304,10 +1180,7 @@ impl JobManager {
             let Some(t) = job.tasks.get_mut(instance as usize) else {
                 return Ok(());
             };
-            if t.rt.run != run
-                || !matches!(t.rt.state, TaskState::Launching | TaskState::Launched)
-                || !t.wants_run()
-            {
+            if t.rt.run != run || !matches!(t.rt.state, TaskState::Launching | TaskState::Launched) || !t.wants_run() {
                 return Ok(()); // stale, or already moved on
             }
             let rm_task = t.rm_task.take();
@@ -1375,10 +1248,7 @@ impl JobManager {
             if wave.is_empty() {
                 continue;
             }
-            let writes = wave
-                .iter_mut()
-                .filter_map(|(_, p)| p.write.take())
-                .collect();
+            let writes = wave.iter_mut().filter_map(|(_, p)| p.write.take()).collect();
             let written = self.write_tasks(key, writes).await;
             // Only once the state they led to is written.
             if written.is_ok() && !superseded.is_empty() {
@@ -1445,13 +1315,7 @@ impl JobManager {
     ///
     /// `base`: an update of the same instance earlier in this burst, not yet
     /// written; this one builds on its runtime and replaces it.
-    fn prepare_run_update(
-        &self,
-        key: u64,
-        update: &RunUpdate,
-        now: u64,
-        base: Option<&Prepared>,
-    ) -> Option<Prepared> {
+    fn prepare_run_update(&self, key: u64, update: &RunUpdate, now: u64, base: Option<&Prepared>) -> Option<Prepared> {
         let (_, instance, run) = parse_run_id(&update.run_id)?;
         let mut m = self.mem();
         let job = m.jobs.get_mut(&key)?;
@@ -1524,12 +1388,7 @@ impl JobManager {
             changed: to != stored_state,
             health_changed: health_changed || base.is_some_and(|b| b.health_changed),
             previous_seq,
-            write: Some(Write {
-                instance,
-                rt,
-                reason,
-                message: update.message.clone(),
-            }),
+            write: Some(Write { instance, rt, reason, message: update.message.clone() }),
         })
     }
 
@@ -1566,11 +1425,7 @@ impl JobManager {
         // A run killed while its goal is still to run was an engine restart
         // (update, drain, restart, preemption): start the next run at once.
         if to == TaskState::Killed && goal == TaskGoal::Run {
-            let preempted = self
-                .mem()
-                .jobs
-                .get(&key)
-                .is_some_and(|j| j.tasks[instance as usize].preempted);
+            let preempted = self.mem().jobs.get(&key).is_some_and(|j| j.tasks[instance as usize].preempted);
             if preempted {
                 self.requeued_run(key, instance).await?;
             } else {
@@ -1578,10 +1433,7 @@ impl JobManager {
             }
             Ok(Some(sdk::Event::UpdateChanged))
         } else if changed || p.health_changed || progressed {
-            Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange {
-                instance,
-                state: views::task_state(to),
-            })))
+            Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange { instance, state: views::task_state(to) })))
         } else {
             Ok(None)
         }
@@ -1607,14 +1459,9 @@ impl JobManager {
             }
             match d.kind {
                 DeadlineKind::Restart if state.is_terminal() && goal == TaskGoal::Run => {
-                    let done = self
-                        .mem()
-                        .jobs
-                        .get(&d.job_key)
-                        .is_some_and(|j| j.runtime.state.is_terminal());
+                    let done = self.mem().jobs.get(&d.job_key).is_some_and(|j| j.runtime.state.is_terminal());
                     if !done {
-                        self.start_runs(d.job_key, &[d.instance], "RESTART_AFTER_BACKOFF")
-                            .await?;
+                        self.start_runs(d.job_key, &[d.instance], "RESTART_AFTER_BACKOFF").await?;
                         self.sync_job(d.job_key).await?;
                     }
                 }
@@ -1634,10 +1481,7 @@ impl JobManager {
     /// Preemption victims are killed and, once the kill is confirmed, start
     /// a new run (the resource manager requeued the task itself). Requested
     /// kills are the job manager's own and are already under way.
-    pub async fn on_resmgr_kills(
-        &self,
-        kills: Vec<paceline_resmgr::KillRequest>,
-    ) -> Result<(), JobError> {
+    pub async fn on_resmgr_kills(&self, kills: Vec<paceline_resmgr::KillRequest>) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
         for k in kills {
             if let paceline_resmgr::KillReason::Preempted(_) = k.reason {
@@ -1649,16 +1493,11 @@ impl JobManager {
                         .is_some_and(|t| t.rt.state.is_on_host())
                 };
                 if live {
-                    if let Some(t) = self
-                        .mem()
-                        .jobs
-                        .get_mut(&k.job)
-                        .and_then(|j| j.tasks.get_mut(k.instance as usize))
+                    if let Some(t) = self.mem().jobs.get_mut(&k.job).and_then(|j| j.tasks.get_mut(k.instance as usize))
                     {
                         t.preempted = true;
                     }
-                    self.kill_runs(k.job, &[k.instance], Some("PREEMPTED"))
-                        .await?;
+                    self.kill_runs(k.job, &[k.instance], Some("PREEMPTED")).await?;
                 }
             }
         }
@@ -1694,11 +1533,7 @@ impl JobManager {
     /// healthy, when it has a health check) succeeded; one whose run at the
     /// target failed, was lost or reported unhealthy failed. Returns whether
     /// anything moved.
-    pub(crate) async fn note_update_progress(
-        &self,
-        key: u64,
-        instance: u32,
-    ) -> Result<bool, JobError> {
+    pub(crate) async fn note_update_progress(&self, key: u64, instance: u32) -> Result<bool, JobError> {
         let now = self.now();
         let (update_id, progress) = {
             let mut m = self.mem();
@@ -1709,10 +1544,7 @@ impl JobManager {
             let Some(t) = job.tasks.get(instance as usize) else {
                 return Ok(false);
             };
-            let has_check = job
-                .configs
-                .get(&target)
-                .is_some_and(|c| c.task_spec(instance).health_check.is_some());
+            let has_check = job.configs.get(&target).is_some_and(|c| c.task_spec(instance).health_check.is_some());
             let (state, healthy, version) = (t.rt.state, t.healthy, t.rt.config_version);
             let Some(u) = job.update.as_mut().filter(|u| u.is_active()) else {
                 return Ok(false);
@@ -1725,8 +1557,7 @@ impl JobManager {
             }
             let next = if state == TaskState::Running && (!has_check || healthy == Some(true)) {
                 InstanceUpdateState::Succeeded
-            } else if matches!(state, TaskState::Failed | TaskState::Lost) || healthy == Some(false)
-            {
+            } else if matches!(state, TaskState::Failed | TaskState::Lost) || healthy == Some(false) {
                 InstanceUpdateState::Failed
             } else {
                 return Ok(false);
@@ -1735,9 +1566,7 @@ impl JobManager {
             p.updated_at_ms = now;
             (u.update.id.clone(), p.clone())
         };
-        self.store
-            .put_update_progress(&update_id, &[progress])
-            .await?;
+        self.store.put_update_progress(&update_id, &[progress]).await?;
         Ok(true)
     }
 }

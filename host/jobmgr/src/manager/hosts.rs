@@ -21,16 +21,8 @@ impl JobManager {
             .iter()
             .filter(|(name, labels, accepts)| {
                 *accepts && !m.draining.contains(name) && {
-                    let view = HostView {
-                        name: name.clone(),
-                        attributes: labels.clone(),
-                        ..HostView::default()
-                    };
-                    config
-                        .default_task
-                        .constraints
-                        .iter()
-                        .all(|c| c.admits(&view) != Some(false))
+                    let view = HostView { name: name.clone(), attributes: labels.clone(), ..HostView::default() };
+                    config.default_task.constraints.iter().all(|c| c.admits(&view) != Some(false))
                 }
             })
             .map(|(n, _, _)| n.clone())
@@ -80,25 +72,12 @@ impl JobManager {
             let before = job.daemon_hosts.clone();
             // Slots keep their instance number: a host that leaves leaves an
             // empty slot, a host that comes back gets its slot (and volume) back.
-            let bound: Vec<String> = job
-                .tasks
-                .iter()
-                .map(|t| t.rt.host.clone().unwrap_or_default())
-                .collect();
+            let bound: Vec<String> = job.tasks.iter().map(|t| t.rt.host.clone().unwrap_or_default()).collect();
             let mut slots: Vec<String> = (0..job.daemon_hosts.len().max(bound.len()))
                 .map(|i| {
-                    let h = job
-                        .daemon_hosts
-                        .get(i)
-                        .filter(|h| !h.is_empty())
-                        .or(bound.get(i))
-                        .cloned()
-                        .unwrap_or_default();
-                    if matching.contains(&h) {
-                        h
-                    } else {
-                        String::new()
-                    }
+                    let h =
+                        job.daemon_hosts.get(i).filter(|h| !h.is_empty()).or(bound.get(i)).cloned().unwrap_or_default();
+                    if matching.contains(&h) { h } else { String::new() }
                 })
                 .collect();
             for h in &matching {
@@ -128,16 +107,8 @@ impl JobManager {
         self.mem().draining.insert(host.to_string());
         let keys: Vec<u64> = self.mem().jobs.keys().copied().collect();
         for key in keys {
-            let daemon = self
-                .mem()
-                .jobs
-                .get(&key)
-                .is_some_and(|j| j.kind() == JobKind::Daemon);
-            let r = if daemon {
-                self.refresh_daemon(key).await
-            } else {
-                self.drain_pass(key).await
-            };
+            let daemon = self.mem().jobs.get(&key).is_some_and(|j| j.kind() == JobKind::Daemon);
+            let r = if daemon { self.refresh_daemon(key).await } else { self.drain_pass(key).await };
             if let Err(e) = r {
                 tracing::error!(job = key, %host, error = %e, "drain step failed");
             }
@@ -159,21 +130,12 @@ impl JobManager {
                 return Ok(());
             }
             let n = job.instance_count() as usize;
-            let budget = job
-                .config()
-                .sla
-                .max_unavailable_instances
-                .unwrap_or(1)
-                .max(1) as usize;
+            let budget = job.config().sla.max_unavailable_instances.unwrap_or(1).max(1) as usize;
             let unavailable = job
                 .tasks
                 .iter()
                 .take(n)
-                .filter(|t| {
-                    t.wants_run()
-                        && t.rt.state != TaskState::Running
-                        && t.rt.state != TaskState::Succeeded
-                })
+                .filter(|t| t.wants_run() && t.rt.state != TaskState::Running && t.rt.state != TaskState::Succeeded)
                 .count();
             let mut room = budget.saturating_sub(unavailable);
             let mut victims = Vec::new();
@@ -186,8 +148,7 @@ impl JobManager {
                 if on_draining && t.rt.state == TaskState::Running && t.rt.goal == TaskGoal::Run {
                     victims.push(i as u32);
                     room -= 1;
-                } else if on_draining && t.rt.state.is_terminal() && job.kind() == JobKind::Stateful
-                {
+                } else if on_draining && t.rt.state.is_terminal() && job.kind() == JobKind::Stateful {
                     // Forget the sticky host so the next run goes elsewhere.
                     let mut rt = t.rt.clone();
                     rt.host = None;

@@ -32,11 +32,7 @@ impl JobManager {
             let id = summary.id.clone();
             let runtime = summary.runtime;
             let mut configs = BTreeMap::new();
-            for v in [
-                runtime.config_version,
-                runtime.desired_config_version,
-                summary.latest_config_version,
-            ] {
+            for v in [runtime.config_version, runtime.desired_config_version, summary.latest_config_version] {
                 if let std::collections::btree_map::Entry::Vacant(e) = configs.entry(v) {
                     let (_, c) = self.store.get_job_config(&id, Some(v)).await?;
                     e.insert(Arc::new(c));
@@ -55,10 +51,7 @@ impl JobManager {
                 Some(uid) => {
                     let u = self.store.get_update(uid).await?;
                     let progress = self.store.update_progress(uid).await?;
-                    Some(UpdateEntry {
-                        update: u,
-                        progress: progress.into_iter().map(|p| (p.instance, p)).collect(),
-                    })
+                    Some(UpdateEntry { update: u, progress: progress.into_iter().map(|p| (p.instance, p)).collect() })
                 }
                 // The last, finished update stays visible to `get` after a restart.
                 None => self
@@ -70,20 +63,10 @@ impl JobManager {
                     .max_by_key(|u| u.created_at_ms)
                     .map(|u| UpdateEntry { update: u, progress: BTreeMap::new() }),
             };
-            let kind = configs
-                .values()
-                .next_back()
-                .map(|c| c.kind)
-                .unwrap_or_default();
-            let tasks: Vec<TaskEntry> = records
-                .into_iter()
-                .map(|r| TaskEntry::new(r.runtime))
-                .collect();
+            let kind = configs.values().next_back().map(|c| c.kind).unwrap_or_default();
+            let tasks: Vec<TaskEntry> = records.into_iter().map(|r| TaskEntry::new(r.runtime)).collect();
             let daemon_hosts = if kind == JobKind::Daemon {
-                tasks
-                    .iter()
-                    .map(|t| t.rt.host.clone().unwrap_or_default())
-                    .collect()
+                tasks.iter().map(|t| t.rt.host.clone().unwrap_or_default()).collect()
             } else {
                 Vec::new()
             };
@@ -159,10 +142,7 @@ impl JobManager {
                 let i = i as u32;
                 match (t.rt.state, t.rt.goal) {
                     (
-                        TaskState::Pending
-                        | TaskState::Ready
-                        | TaskState::Placing
-                        | TaskState::Placed,
+                        TaskState::Pending | TaskState::Ready | TaskState::Placing | TaskState::Placed,
                         TaskGoal::Run | TaskGoal::Succeed,
                     ) => {
                         // The resource manager lost its queues: back to INITIALIZED, then submitted.
@@ -174,11 +154,7 @@ impl JobManager {
                     (TaskState::Initialized, TaskGoal::Run | TaskGoal::Succeed) => resubmit.push(i),
                     (TaskState::Killing, _) => kill.push(i),
                     (s, TaskGoal::Run) if s.is_terminal() => ended.push((i, s)),
-                    (s, TaskGoal::Kill | TaskGoal::Delete)
-                        if !s.is_terminal() && !s.is_on_host() =>
-                    {
-                        resubmit.push(i)
-                    }
+                    (s, TaskGoal::Kill | TaskGoal::Delete) if !s.is_terminal() && !s.is_on_host() => resubmit.push(i),
                     _ => {}
                 }
             }
@@ -193,14 +169,8 @@ impl JobManager {
                 // A restart the engine had under way.
                 self.start_runs(key, &[i], "RECOVERED_RESTART").await?;
             } else {
-                self.drive(
-                    key,
-                    sdk::Event::TaskChanged(sdk::TaskChange {
-                        instance: i,
-                        state: views::task_state(s),
-                    }),
-                )
-                .await?;
+                self.drive(key, sdk::Event::TaskChanged(sdk::TaskChange { instance: i, state: views::task_state(s) }))
+                    .await?;
             }
         }
         let updating = self

@@ -10,9 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use paceline_model::job::{
-    InstanceProgress, InstanceUpdateState, JobConfig, JobKind, Update, UpdateSpec, UpdateState,
-};
+use paceline_model::job::{InstanceProgress, InstanceUpdateState, JobConfig, JobKind, Update, UpdateSpec, UpdateState};
 use paceline_model::task::{TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
 
@@ -25,32 +23,18 @@ use crate::validate;
 impl JobManager {
     /// Updates a job to `config` (a new config version) with a rolling
     /// update per its `update` spec (or `request.spec`). Returns the update id.
-    pub async fn update(
-        &self,
-        id: &str,
-        config: JobConfig,
-        request: UpdateRequest,
-    ) -> Result<String, JobError> {
+    pub async fn update(&self, id: &str, config: JobConfig, request: UpdateRequest) -> Result<String, JobError> {
         validate::check(&config, self.config.max_instances, &self.rm())?;
         let _op = self.ops.lock().await;
-        let key = self
-            .mem()
-            .key_of(id)
-            .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
             if job.kind() != config.kind {
                 return Err(JobError::invalid("kind", "a job's kind cannot change"));
             }
             if job.runtime.state.is_terminal() {
-                return Err(JobError::State(format!(
-                    "job {id} is {}",
-                    job.runtime.state
-                )));
+                return Err(JobError::State(format!("job {id} is {}", job.runtime.state)));
             }
         }
         let spec = request.spec.unwrap_or_else(|| config.update.clone());
@@ -60,23 +44,12 @@ impl JobManager {
     /// Restarts instances (`None`: all) in rolling batches of `batch_size`
     /// (0: all at once): an update to an identical config version in which
     /// every listed instance gets a new run. Returns the update id.
-    pub async fn restart(
-        &self,
-        id: &str,
-        instances: Option<Vec<u32>>,
-        batch_size: u32,
-    ) -> Result<String, JobError> {
+    pub async fn restart(&self, id: &str, instances: Option<Vec<u32>>, batch_size: u32) -> Result<String, JobError> {
         let _op = self.ops.lock().await;
-        let key = self
-            .mem()
-            .key_of(id)
-            .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         let (config, spec, all) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
             let n = job.instance_count();
             let all: Vec<u32> = instances.unwrap_or_else(|| (0..n).collect());
             if let Some(bad) = all.iter().find(|&&i| i >= n) {
@@ -100,10 +73,7 @@ impl JobManager {
         let now = self.now();
         let (id, from, to, old_count, active) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
             (
                 job.id.clone(),
                 job.runtime.desired_config_version,
@@ -113,22 +83,13 @@ impl JobManager {
             )
         };
         if active {
-            return Err(JobError::State(format!(
-                "job {id} has an update in progress; abort it first"
-            )));
+            return Err(JobError::State(format!("job {id} has an update in progress; abort it first")));
         }
         self.store.add_job_config(&id, to, &config).await?;
-        let new_count = if config.kind == JobKind::Daemon {
-            old_count
-        } else {
-            config.instance_count
-        };
+        let new_count = if config.kind == JobKind::Daemon { old_count } else { config.instance_count };
         let (restart, bump) = {
             let mut m = self.mem();
-            let job = m
-                .jobs
-                .get_mut(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let job = m.jobs.get_mut(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
             let old_cfg = job.config().clone();
             job.configs.insert(to, std::sync::Arc::new(config.clone()));
             job.latest_version = to;
@@ -153,11 +114,7 @@ impl JobManager {
             }
             (restart, bump)
         };
-        let state = if spec.start_paused {
-            UpdateState::Paused
-        } else {
-            UpdateState::RollingForward
-        };
+        let state = if spec.start_paused { UpdateState::Paused } else { UpdateState::RollingForward };
         let update = Update {
             id: format!("{id}-update-{to}"),
             job_id: id.clone(),
@@ -181,15 +138,10 @@ impl JobManager {
                 updated_at_ms: now,
             })
             .collect();
-        self.store
-            .put_update_progress(&update.id, &progress)
-            .await?;
+        self.store.put_update_progress(&update.id, &progress).await?;
         let (jv, mut jrt) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
             (job.runtime.version, job.runtime.clone())
         };
         jrt.desired_config_version = to;
@@ -235,11 +187,7 @@ impl JobManager {
             (old..new)
                 .filter_map(|i| {
                     let t = &job.tasks[i as usize];
-                    let mut rt = if t.rt.state.is_terminal() {
-                        t.rt.next_run(now)
-                    } else {
-                        t.rt.clone()
-                    };
+                    let mut rt = if t.rt.state.is_terminal() { t.rt.next_run(now) } else { t.rt.clone() };
                     rt.goal = TaskGoal::Run;
                     rt.desired_config_version = target;
                     if rt.state == TaskState::Initialized {
@@ -312,14 +260,10 @@ impl JobManager {
             }
             (u.update.id.clone(), progress, writes, kill, instant)
         };
-        self.store
-            .put_update_progress(&update_id, &progress)
-            .await?;
+        self.store.put_update_progress(&update_id, &progress).await?;
         let ended: Vec<u32> = writes
             .iter()
-            .filter(|w| {
-                w.rt.state.is_terminal() && matches!(w.rt.goal, TaskGoal::Run | TaskGoal::Succeed)
-            })
+            .filter(|w| w.rt.state.is_terminal() && matches!(w.rt.goal, TaskGoal::Run | TaskGoal::Succeed))
             .map(|w| w.instance)
             .collect();
         self.write_tasks(key, writes).await?;
@@ -343,23 +287,14 @@ impl JobManager {
                 return Ok(false);
             };
             let failed = u.of_state(InstanceUpdateState::Failed).len() as u32;
-            (
-                job.id.clone(),
-                u.update.clone(),
-                failed,
-                job.runtime.version,
-                job.runtime.clone(),
-                job.instance_count(),
-            )
+            (job.id.clone(), u.update.clone(), failed, job.runtime.version, job.runtime.clone(), job.instance_count())
         };
         let forward = update.state != UpdateState::RollingBackward;
         let expected = update.version;
         if rollback && forward {
             update.state = UpdateState::RollingBackward;
-            update.message = format!(
-                "{failed} instances failed; rolling back to version {}",
-                update.from_config_version
-            );
+            update.message =
+                format!("{failed} instances failed; rolling back to version {}", update.from_config_version);
             update.updated_at_ms = now;
             let stored = self.store.cas_update(&update.id, expected, &update).await?;
             jrt.desired_config_version = update.from_config_version;
@@ -379,9 +314,7 @@ impl JobManager {
                     if t.rt.desired_config_version != from {
                         let mut rt = t.rt.clone();
                         rt.desired_config_version = from;
-                        if rt.state == TaskState::Initialized
-                            || rt.state.is_terminal() && !t.wants_run()
-                        {
+                        if rt.state == TaskState::Initialized || rt.state.is_terminal() && !t.wants_run() {
                             rt.config_version = from;
                         }
                         writes.push(Write::new(i, rt, "ROLLBACK"));
@@ -398,10 +331,7 @@ impl JobManager {
                         );
                     }
                 }
-                job.update = Some(UpdateEntry {
-                    update: stored.clone(),
-                    progress: progress.clone(),
-                });
+                job.update = Some(UpdateEntry { update: stored.clone(), progress: progress.clone() });
                 (progress, writes, job.instance_count())
             };
             let list: Vec<InstanceProgress> = progress.into_values().collect();
@@ -444,9 +374,9 @@ impl JobManager {
     /// Pauses the job's update.
     pub async fn pause_update(&self, id: &str) -> Result<(), JobError> {
         self.set_update_state(id, |s| match s {
-            UpdateState::RollingForward
-            | UpdateState::RollingBackward
-            | UpdateState::Initialized => Some(UpdateState::Paused),
+            UpdateState::RollingForward | UpdateState::RollingBackward | UpdateState::Initialized => {
+                Some(UpdateState::Paused)
+            }
             _ => None,
         })
         .await
@@ -454,17 +384,13 @@ impl JobManager {
 
     /// Resumes a paused update (forward, or backward if it was rolling back).
     pub async fn resume_update(&self, id: &str) -> Result<(), JobError> {
-        self.set_update_state(id, |s| {
-            (s == UpdateState::Paused).then_some(UpdateState::RollingForward)
-        })
-        .await
+        self.set_update_state(id, |s| (s == UpdateState::Paused).then_some(UpdateState::RollingForward)).await
     }
 
     /// Aborts the update: instances stay where they are; the job keeps the
     /// target version as its desired one.
     pub async fn abort_update(&self, id: &str) -> Result<(), JobError> {
-        self.set_update_state(id, |s| (!s.is_terminal()).then_some(UpdateState::Aborted))
-            .await
+        self.set_update_state(id, |s| (!s.is_terminal()).then_some(UpdateState::Aborted)).await
     }
 
     async fn set_update_state(
@@ -474,34 +400,20 @@ impl JobManager {
     ) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
         let now = self.now();
-        let key = self
-            .mem()
-            .key_of(id)
-            .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         let (mut update, backward, jv, jrt) = {
             let m = self.mem();
-            let job = m
-                .jobs
-                .get(&key)
-                .ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
             let u = job
                 .update
                 .as_ref()
                 .filter(|u| u.is_active())
                 .ok_or_else(|| JobError::State(format!("job {id} has no update in progress")))?;
             let backward = job.runtime.desired_config_version != u.update.to_config_version;
-            (
-                u.update.clone(),
-                backward,
-                job.runtime.version,
-                job.runtime.clone(),
-            )
+            (u.update.clone(), backward, job.runtime.version, job.runtime.clone())
         };
         let Some(mut state) = next(update.state) else {
-            return Err(JobError::State(format!(
-                "update {} is {:?}",
-                update.id, update.state
-            )));
+            return Err(JobError::State(format!("update {} is {:?}", update.id, update.state)));
         };
         if state == UpdateState::RollingForward && backward {
             state = UpdateState::RollingBackward;

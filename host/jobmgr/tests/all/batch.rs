@@ -6,11 +6,8 @@ use crate::common::*;
 
 fn retrying(max: u32) -> paceline_model::job::JobConfig {
     let mut c = config(JobKind::Batch, 2);
-    c.default_task.restart_policy = RestartPolicy {
-        on_failure: true,
-        max_restarts: Some(max),
-        ..RestartPolicy::default()
-    };
+    c.default_task.restart_policy =
+        RestartPolicy { on_failure: true, max_restarts: Some(max), ..RestartPolicy::default() };
     c
 }
 
@@ -20,10 +17,7 @@ async fn failed_instances_are_retried_and_the_job_succeeds() {
     let h = harness(dir.path(), &["h1", "h2"]);
     h.jm.create("b1", retrying(3)).await.expect("create");
     h.pump(&no_health, 10).await;
-    assert_eq!(
-        h.jm.get("b1").await.expect("get").runtime.state,
-        JobState::Running
-    );
+    assert_eq!(h.jm.get("b1").await.expect("get").runtime.state, JobState::Running);
     for i in 0..2 {
         h.report(&format!("b1-{i}-1"), RunState::Failed, None).await;
     }
@@ -31,47 +25,22 @@ async fn failed_instances_are_retried_and_the_job_succeeds() {
     assert_eq!(h.place().await, 0);
     h.advance(1_000).await;
     h.pump(&no_health, 10).await;
-    assert_eq!(
-        h.launch_counts("b1").values().copied().collect::<Vec<_>>(),
-        vec![2, 2]
-    );
+    assert_eq!(h.launch_counts("b1").values().copied().collect::<Vec<_>>(), vec![2, 2]);
     for i in 0..2 {
-        h.report(&format!("b1-{i}-2"), RunState::Succeeded, None)
-            .await;
+        h.report(&format!("b1-{i}-2"), RunState::Succeeded, None).await;
     }
     let job = h.jm.get("b1").await.expect("get");
     assert_eq!(job.runtime.state, JobState::Succeeded);
-    assert!(
-        job.tasks
-            .iter()
-            .all(|t| t.state == TaskState::Succeeded && t.run == 2)
-    );
+    assert!(job.tasks.iter().all(|t| t.state == TaskState::Succeeded && t.run == 2));
     // Events: the first run's whole life, then the second's.
     let events = h.jm.task_events("b1", 0).await.expect("events");
     // (The manual clock stands still, so events of one instant come in no set order.)
-    let of_run = |run: u64| -> Vec<TaskState> {
-        events
-            .iter()
-            .filter(|e| e.run == run)
-            .map(|e| e.to)
-            .collect()
-    };
+    let of_run = |run: u64| -> Vec<TaskState> { events.iter().filter(|e| e.run == run).map(|e| e.to).collect() };
     // The first run is stored PENDING with the job (no event); a restart is submitted (PENDING event).
-    for s in [
-        TaskState::Placed,
-        TaskState::Launching,
-        TaskState::Launched,
-        TaskState::Running,
-        TaskState::Failed,
-    ] {
+    for s in [TaskState::Placed, TaskState::Launching, TaskState::Launched, TaskState::Running, TaskState::Failed] {
         assert!(of_run(1).contains(&s), "run 1 lacks {s}: {:?}", of_run(1));
     }
-    for s in [
-        TaskState::Pending,
-        TaskState::Placed,
-        TaskState::Running,
-        TaskState::Succeeded,
-    ] {
+    for s in [TaskState::Pending, TaskState::Placed, TaskState::Running, TaskState::Succeeded] {
         assert!(of_run(2).contains(&s), "run 2 lacks {s}: {:?}", of_run(2));
     }
     assert!(events.iter().any(|e| e.host.as_deref().is_some()));
@@ -90,18 +59,11 @@ async fn an_instance_that_spends_its_budget_fails_the_job() {
     let job = h.jm.get("b2").await.expect("get");
     assert_eq!(job.runtime.state, JobState::Failed);
     // What still ran is killed.
-    assert!(
-        h.launcher.kills().iter().any(|(_, run)| run == "b2-1-1"),
-        "{:?}",
-        h.launcher.kills()
-    );
+    assert!(h.launcher.kills().iter().any(|(_, run)| run == "b2-1-1"), "{:?}", h.launcher.kills());
     h.pump(&no_health, 5).await;
     h.advance(60_000).await;
     assert_eq!(h.place().await, 0, "a failed job restarts nothing");
-    assert_eq!(
-        h.jm.get("b2").await.expect("get").runtime.state,
-        JobState::Failed
-    );
+    assert_eq!(h.jm.get("b2").await.expect("get").runtime.state, JobState::Failed);
     h.jm.delete("b2").await.expect("delete terminal job");
 }
 
@@ -114,10 +76,7 @@ async fn max_run_time_kills_an_overrun_as_failed() {
     h.jm.create("b3", c).await.expect("create");
     h.pump(&no_health, 10).await;
     h.advance(10_000).await;
-    assert_eq!(
-        h.launcher.kills(),
-        vec![("h1".to_string(), "b3-0-1".to_string())]
-    );
+    assert_eq!(h.launcher.kills(), vec![("h1".to_string(), "b3-0-1".to_string())]);
     h.pump(&no_health, 10).await;
     let job = h.jm.get("b3").await.expect("get");
     assert_eq!(job.tasks[0].state, TaskState::Failed);
@@ -129,16 +88,11 @@ async fn max_run_time_kills_an_overrun_as_failed() {
 async fn kill_stops_everything_and_delete_needs_a_terminal_job() {
     let dir = tempfile::tempdir().expect("tempdir");
     let h = harness(dir.path(), &["h1"]);
-    h.jm.create("b4", config(JobKind::Batch, 3))
-        .await
-        .expect("create");
+    h.jm.create("b4", config(JobKind::Batch, 3)).await.expect("create");
     h.pump(&no_health, 10).await;
     assert!(h.jm.delete("b4").await.is_err());
     h.jm.kill("b4", None).await.expect("kill");
-    assert_eq!(
-        h.jm.get("b4").await.expect("get").runtime.state,
-        JobState::Killing
-    );
+    assert_eq!(h.jm.get("b4").await.expect("get").runtime.state, JobState::Killing);
     h.pump(&no_health, 10).await;
     let job = h.jm.get("b4").await.expect("get");
     assert_eq!(job.runtime.state, JobState::Killed);
@@ -153,22 +107,14 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let h = harness(dir.path(), &["h1"]);
     h.launcher.refuse.lock().expect("lock").insert("h1".into());
-    h.jm.create("b5", config(JobKind::Batch, 1))
-        .await
-        .expect("create");
+    h.jm.create("b5", config(JobKind::Batch, 1)).await.expect("create");
     assert_eq!(h.place().await, 1);
     let t = h.jm.task("b5", 0).expect("task");
-    assert_eq!(
-        (t.state, t.run, t.reason.as_str()),
-        (TaskState::Pending, 2, "SUBMITTED")
-    );
+    assert_eq!((t.state, t.run, t.reason.as_str()), (TaskState::Pending, 2, "SUBMITTED"));
     h.launcher.refuse.lock().expect("lock").clear();
     h.pump(&no_health, 10).await;
     let l = h.launcher.launches();
-    assert_eq!(
-        l.iter().map(|l| l.run.run_id.as_str()).collect::<Vec<_>>(),
-        vec!["b5-0-2"]
-    );
+    assert_eq!(l.iter().map(|l| l.run.run_id.as_str()).collect::<Vec<_>>(), vec!["b5-0-2"]);
     assert_eq!(h.jm.task("b5", 0).expect("task").state, TaskState::Running);
     // A duplicate or stale update changes nothing.
     h.report("b5-0-1", RunState::Failed, None).await;

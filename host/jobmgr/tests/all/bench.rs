@@ -3,9 +3,7 @@
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_figures() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let r = paceline_jobmgr::bench::run(dir.path(), 10_000)
-        .await
-        .expect("bench");
+    let r = paceline_jobmgr::bench::run(dir.path(), 10_000).await.expect("bench");
     println!("{}", serde_json::to_string(&r).expect("json"));
     assert_eq!(r.gangs_submitted, 10_000);
     assert!(r.transitions >= 1_000_000);

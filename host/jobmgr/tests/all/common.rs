@@ -19,20 +19,14 @@ pub fn registry() -> Arc<Registry> {
         ("daemon", paceline_plugin_artifacts::DAEMON),
     ] {
         let slot = format!("lifecycle/{kind}");
-        reg.deploy(&slot, kind, "1", bytes, DeployOptions::default())
-            .expect("deploy");
+        reg.deploy(&slot, kind, "1", bytes, DeployOptions::default()).expect("deploy");
         reg.activate(&slot, &format!("{kind}@1")).expect("activate");
     }
     Arc::new(reg)
 }
 
 pub fn harness(dir: &Path, hosts: &[&str]) -> Harness {
-    Harness::new(
-        Harness::sqlite(&dir.join("jobs.sqlite")),
-        registry(),
-        hosts,
-        1_000_000,
-    )
+    Harness::new(Harness::sqlite(&dir.join("jobs.sqlite")), registry(), hosts, 1_000_000)
 }
 
 /// Calls the Wasm version of `slot` served (proof the plugin ran as Wasm).
@@ -77,10 +71,7 @@ pub fn health() -> HealthCheck {
 
 /// Healthy unless the run's args say `bad`; `None` without a health check.
 pub fn healthy(run: &LaunchRequest) -> Option<bool> {
-    run.spec
-        .health_check
-        .as_ref()
-        .map(|_| !run.spec.args.iter().any(|a| a == "bad"))
+    run.spec.health_check.as_ref().map(|_| !run.spec.args.iter().any(|a| a == "bad"))
 }
 
 pub fn no_health(_: &LaunchRequest) -> Option<bool> {

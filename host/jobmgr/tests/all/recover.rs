@@ -14,12 +14,7 @@ async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
     let path = dir.path().join("jobs.sqlite");
     let mut c = config(JobKind::Stateless, 10);
     c.default_task.health_check = Some(health());
-    c.update = UpdateSpec {
-        batch_size: 2,
-        max_failed_instances: 0,
-        rollback_on_failure: true,
-        start_paused: false,
-    };
+    c.update = UpdateSpec { batch_size: 2, max_failed_instances: 0, rollback_on_failure: true, start_paused: false };
     let mut v2 = c.clone();
     v2.default_task.args = vec!["v2".into()];
     let mut runs: Vec<String>;
@@ -27,21 +22,14 @@ async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
         let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
         h.jm.create("web", c).await.expect("create");
         h.pump(&healthy, 20).await;
-        h.jm.update("web", v2, UpdateRequest::default())
-            .await
-            .expect("update");
+        h.jm.update("web", v2, UpdateRequest::default()).await.expect("update");
         // Two rounds: the first batch comes up on v2, the second is under way.
         for _ in 0..2 {
             h.settle_hosts(&healthy).await;
             h.place().await;
         }
         h.settle_hosts(&healthy).await;
-        runs = h
-            .launcher
-            .launches()
-            .iter()
-            .map(|l| l.run.run_id.clone())
-            .collect();
+        runs = h.launcher.launches().iter().map(|l| l.run.run_id.clone()).collect();
         let u = h.jm.get("web").await.expect("get").update.expect("update");
         assert_eq!(u.state, UpdateState::RollingForward);
     }
@@ -52,32 +40,17 @@ async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
     assert!(!expected.is_empty());
     h.pump(&healthy, 40).await;
     let job = h.jm.get("web").await.expect("get");
-    assert_eq!(
-        job.update.as_ref().expect("u").state,
-        UpdateState::Succeeded
-    );
-    assert!(
-        job.tasks
-            .iter()
-            .all(|t| t.config_version == 2 && t.state == TaskState::Running),
-        "{:?}",
-        job.tasks
-    );
+    assert_eq!(job.update.as_ref().expect("u").state, UpdateState::Succeeded);
+    assert!(job.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running), "{:?}", job.tasks);
     runs.extend(h.launcher.launches().iter().map(|l| l.run.run_id.clone()));
     let mut per_instance: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen = std::collections::BTreeSet::new();
     for r in &runs {
         assert!(seen.insert(r.clone()), "run {r} launched twice");
-        let instance = paceline_jobmgr::manager::parse_run_id_pub(r)
-            .expect("run id")
-            .1
-            .to_string();
+        let instance = paceline_jobmgr::manager::parse_run_id_pub(r).expect("run id").1.to_string();
         *per_instance.entry(instance).or_insert(0) += 1;
     }
-    assert!(
-        per_instance.values().all(|&n| n == 2),
-        "each instance: one v1 run, one v2 run: {per_instance:?}"
-    );
+    assert!(per_instance.values().all(|&n| n == 2), "each instance: one v1 run, one v2 run: {per_instance:?}");
     let _ = Arc::strong_count(&h.jm);
 }
 

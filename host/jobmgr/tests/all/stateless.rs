@@ -7,12 +7,7 @@ use crate::common::*;
 fn service(n: u32) -> paceline_model::job::JobConfig {
     let mut c = config(JobKind::Stateless, n);
     c.default_task.health_check = Some(health());
-    c.update = UpdateSpec {
-        batch_size: 2,
-        max_failed_instances: 1,
-        rollback_on_failure: true,
-        start_paused: false,
-    };
+    c.update = UpdateSpec { batch_size: 2, max_failed_instances: 1, rollback_on_failure: true, start_paused: false };
     c
 }
 
@@ -22,21 +17,10 @@ async fn an_unhealthy_update_stops_after_max_failures_and_rolls_back() {
     let h = harness(dir.path(), &["h1", "h2", "h3"]);
     h.jm.create("web", service(10)).await.expect("create");
     h.pump(&healthy, 20).await;
-    assert_eq!(
-        h.jm.get("web")
-            .await
-            .expect("get")
-            .runtime
-            .task_counts
-            .get(&TaskState::Running),
-        Some(&10)
-    );
+    assert_eq!(h.jm.get("web").await.expect("get").runtime.task_counts.get(&TaskState::Running), Some(&10));
     let mut bad = service(10);
     bad.default_task.args = vec!["bad".into()];
-    let uid =
-        h.jm.update("web", bad, UpdateRequest::default())
-            .await
-            .expect("update");
+    let uid = h.jm.update("web", bad, UpdateRequest::default()).await.expect("update");
     h.pump(&healthy, 40).await;
     let job = h.jm.get("web").await.expect("get");
     let u = job.update.expect("update");
@@ -47,16 +31,9 @@ async fn an_unhealthy_update_stops_after_max_failures_and_rolls_back() {
     assert_eq!(counts.get(&0), Some(&3));
     assert_eq!(counts.get(&1), Some(&3));
     assert!((2..10).all(|i| counts.get(&i) == Some(&1)), "{counts:?}");
-    assert!(
-        job.tasks
-            .iter()
-            .all(|t| t.config_version == 1 && t.state == TaskState::Running)
-    );
+    assert!(job.tasks.iter().all(|t| t.config_version == 1 && t.state == TaskState::Running));
     assert_eq!(job.runtime.config_version, 1);
-    assert!(
-        wasm_calls(&h, "lifecycle/stateless") > 0,
-        "the Wasm plugin served"
-    );
+    assert!(wasm_calls(&h, "lifecycle/stateless") > 0, "the Wasm plugin served");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,28 +44,19 @@ async fn a_good_update_can_be_paused_and_resumed() {
     h.pump(&healthy, 20).await;
     let mut v2 = service(6);
     v2.default_task.args = vec!["v2".into()];
-    h.jm.update("api", v2, UpdateRequest::default())
-        .await
-        .expect("update");
+    h.jm.update("api", v2, UpdateRequest::default()).await.expect("update");
     // The first batch is under way; pause, let it finish, and nothing more moves.
     h.jm.pause_update("api").await.expect("pause");
     h.pump(&healthy, 20).await;
     let counts = h.launch_counts("api");
     assert_eq!((counts[&0], counts[&1]), (2, 2));
     assert!((2..6).all(|i| counts[&i] == 1), "{counts:?}");
-    assert_eq!(
-        h.jm.get("api").await.expect("get").update.expect("u").state,
-        UpdateState::Paused
-    );
+    assert_eq!(h.jm.get("api").await.expect("get").update.expect("u").state, UpdateState::Paused);
     h.jm.resume_update("api").await.expect("resume");
     h.pump(&healthy, 40).await;
     let job = h.jm.get("api").await.expect("get");
     assert_eq!(job.update.expect("u").state, UpdateState::Succeeded);
-    assert!(
-        job.tasks
-            .iter()
-            .all(|t| t.config_version == 2 && t.state == TaskState::Running)
-    );
+    assert!(job.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running));
     assert!(h.launch_counts("api").values().all(|&n| n == 2));
     assert_eq!(job.runtime.state, JobState::Running);
 }
@@ -101,9 +69,7 @@ async fn scale_down_and_up() {
     h.pump(&healthy, 20).await;
     let mut c = service(4);
     c.update.batch_size = 2;
-    h.jm.update("svc", c, UpdateRequest::default())
-        .await
-        .expect("scale down");
+    h.jm.update("svc", c, UpdateRequest::default()).await.expect("scale down");
     h.pump(&healthy, 20).await;
     let job = h.jm.get("svc").await.expect("get");
     assert_eq!(job.runtime.task_counts.get(&TaskState::Running), Some(&4));
@@ -113,9 +79,7 @@ async fn scale_down_and_up() {
         job.tasks.iter().map(|t| t.state).collect::<Vec<_>>()
     );
     assert_eq!(h.launcher.kills().len(), 6);
-    h.jm.update("svc", service(8), UpdateRequest::default())
-        .await
-        .expect("scale up");
+    h.jm.update("svc", service(8), UpdateRequest::default()).await.expect("scale up");
     h.pump(&healthy, 20).await;
     let job = h.jm.get("svc").await.expect("get");
     assert_eq!(job.runtime.task_counts.get(&TaskState::Running), Some(&8));
@@ -131,12 +95,9 @@ async fn scale_down_and_up() {
 async fn a_failed_instance_restarts_with_backoff() {
     let dir = tempfile::tempdir().expect("tempdir");
     let h = harness(dir.path(), &["h1"]);
-    h.jm.create("s2", config(JobKind::Stateless, 1))
-        .await
-        .expect("create");
+    h.jm.create("s2", config(JobKind::Stateless, 1)).await.expect("create");
     h.pump(&no_health, 10).await;
-    h.report("s2-0-1", paceline_model::run::RunState::Failed, None)
-        .await;
+    h.report("s2-0-1", paceline_model::run::RunState::Failed, None).await;
     assert_eq!(h.place().await, 0);
     h.advance(999).await;
     assert_eq!(h.place().await, 0);
@@ -162,15 +123,7 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     a.sla.preemptible = true;
     h.jm.create("fill", a).await.expect("create");
     h.pump(&no_health, 10).await;
-    assert_eq!(
-        h.jm.get("fill")
-            .await
-            .expect("get")
-            .runtime
-            .task_counts
-            .get(&TaskState::Running),
-        Some(&10)
-    );
+    assert_eq!(h.jm.get("fill").await.expect("get").runtime.task_counts.get(&TaskState::Running), Some(&10));
     let mut b = config(JobKind::Batch, 5);
     b.pool = "/b".into();
     b.sla.preemptible = true;
@@ -181,38 +134,12 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     }
     let late = h.jm.get("late").await.expect("get");
     let fill = h.jm.get("fill").await.expect("get");
-    let running = |j: &paceline_jobmgr::JobInfo| {
-        j.tasks
-            .iter()
-            .filter(|t| t.state == TaskState::Running)
-            .count()
-    };
-    assert_eq!(
-        running(&late),
-        5,
-        "{:?}",
-        late.tasks.iter().map(|t| t.state).collect::<Vec<_>>()
-    );
+    let running = |j: &paceline_jobmgr::JobInfo| j.tasks.iter().filter(|t| t.state == TaskState::Running).count();
+    assert_eq!(running(&late), 5, "{:?}", late.tasks.iter().map(|t| t.state).collect::<Vec<_>>());
     assert_eq!(running(&fill), 5);
-    let preempted: Vec<_> = fill
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Pending)
-        .collect();
+    let preempted: Vec<_> = fill.tasks.iter().filter(|t| t.state == TaskState::Pending).collect();
     assert_eq!(preempted.len(), 5);
-    assert!(
-        preempted
-            .iter()
-            .all(|t| t.run == 2 && t.reason == "PREEMPTED_REQUEUED")
-    );
+    assert!(preempted.iter().all(|t| t.run == 2 && t.reason == "PREEMPTED_REQUEUED"));
     // Requeued by the resource manager alone: one gang each, not two.
-    assert_eq!(
-        h.resmgr
-            .lock()
-            .expect("rm")
-            .pool_status("/a")
-            .expect("pool")
-            .queued_gangs,
-        5
-    );
+    assert_eq!(h.resmgr.lock().expect("rm").pool_status("/a").expect("pool").queued_gangs, 5);
 }

@@ -11,8 +11,7 @@ async fn every_invalid_spec_is_rejected_naming_the_field_and_nothing_is_persiste
     {
         let mut rm = h.resmgr.lock().expect("rm");
         rm.create_pool("/parent", Default::default()).expect("pool");
-        rm.create_pool("/parent/child", Default::default())
-            .expect("pool");
+        rm.create_pool("/parent/child", Default::default()).expect("pool");
     }
     type Case = (&'static str, &'static str, fn(&mut JobConfig));
     let cases: Vec<Case> = vec![
@@ -23,22 +22,12 @@ async fn every_invalid_spec_is_rejected_naming_the_field_and_nothing_is_persiste
         ("interior pool", "pool", |c| c.pool = "/parent".into()),
         ("root pool", "pool", |c| c.pool = "/".into()),
         ("no instances", "instance_count", |c| c.instance_count = 0),
-        ("too many instances", "instance_count", |c| {
-            c.instance_count = 200_000
-        }),
-        ("gang larger than job", "sla.min_running_instances", |c| {
-            c.sla.min_running_instances = Some(9)
-        }),
-        ("zero gang", "sla.min_running_instances", |c| {
-            c.sla.min_running_instances = Some(0)
-        }),
-        ("zero max run time", "sla.max_run_time_secs", |c| {
-            c.sla.max_run_time_secs = Some(0)
-        }),
+        ("too many instances", "instance_count", |c| c.instance_count = 200_000),
+        ("gang larger than job", "sla.min_running_instances", |c| c.sla.min_running_instances = Some(9)),
+        ("zero gang", "sla.min_running_instances", |c| c.sla.min_running_instances = Some(0)),
+        ("zero max run time", "sla.max_run_time_secs", |c| c.sla.max_run_time_secs = Some(0)),
         ("no command", "command", |c| c.default_task.command.clear()),
-        ("port count mismatch", "resources.ports", |c| {
-            c.default_task.ports = vec!["http".into()]
-        }),
+        ("port count mismatch", "resources.ports", |c| c.default_task.ports = vec!["http".into()]),
         ("duplicate ports", "default_task.ports", |c| {
             c.default_task.ports = vec!["http".into(), "http".into()];
             c.default_task.resources.ports = 2;
@@ -50,9 +39,7 @@ async fn every_invalid_spec_is_rejected_naming_the_field_and_nothing_is_persiste
         ("override out of range", "instance_overrides", |c| {
             c.instance_overrides.insert(5, c.default_task.clone());
         }),
-        ("batch larger than job", "update.batch_size", |c| {
-            c.update.batch_size = 5
-        }),
+        ("batch larger than job", "update.batch_size", |c| c.update.batch_size = 5),
         ("bad plugin slot", "plugin_overrides", |c| {
             c.plugin_overrides.insert("nope".into(), "x".into());
         }),
@@ -73,27 +60,9 @@ async fn every_invalid_spec_is_rejected_naming_the_field_and_nothing_is_persiste
         Err(JobError::Invalid { field, .. }) => assert_eq!(field, "id"),
         other => panic!("bad id accepted: {other:?}"),
     }
-    let page =
-        h.jm.query(&JobQuery {
-            limit: 100,
-            ..JobQuery::default()
-        })
-        .await
-        .expect("query");
+    let page = h.jm.query(&JobQuery { limit: 100, ..JobQuery::default() }).await.expect("query");
     assert!(page.items.is_empty(), "nothing persisted: {:?}", page.items);
     assert!(h.jm.get("bad").await.is_err());
-    h.jm.create("good", config(JobKind::Batch, 2))
-        .await
-        .expect("a valid job is accepted");
-    assert_eq!(
-        h.jm.query(&JobQuery {
-            limit: 100,
-            ..JobQuery::default()
-        })
-        .await
-        .expect("query")
-        .items
-        .len(),
-        1
-    );
+    h.jm.create("good", config(JobKind::Batch, 2)).await.expect("a valid job is accepted");
+    assert_eq!(h.jm.query(&JobQuery { limit: 100, ..JobQuery::default() }).await.expect("query").items.len(), 1);
 }

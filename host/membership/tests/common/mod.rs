@@ -38,17 +38,9 @@ pub struct ZkServer {
 
 impl ZkServer {
     pub fn start(port: u16) -> ZkServer {
-        let dir = tempfile::Builder::new()
-            .prefix("paceline-membership-zk")
-            .tempdir()
-            .unwrap();
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(dir.path())
-            .arg(port.to_string())
-            .output()
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("paceline-membership-zk").tempdir().unwrap();
+        let out =
+            Command::new("bash").arg(script()).arg("start").arg(dir.path()).arg(port.to_string()).output().unwrap();
         assert!(
             out.status.success(),
             "zookeeper.sh start failed: {}\n{}",
@@ -63,11 +55,7 @@ impl ZkServer {
     }
 
     pub fn stop(&self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
+        let _ = Command::new("bash").arg(script()).arg("stop").arg(self.dir.path()).output();
     }
 }
 
@@ -115,10 +103,7 @@ pub fn zookeeper() -> &'static str {
 
 /// A cluster name no other test (or earlier run) uses.
 pub fn unique_cluster(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("test-{test}-{}-{nanos}", std::process::id())
 }
 
@@ -156,22 +141,14 @@ pub async fn wait_for(
         match tokio::time::timeout(left, rx.changed()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => panic!("{what}: channel closed at {:?}", *rx.borrow()),
-            Err(_) => panic!(
-                "{what}: not reached within {timeout:?}; last {:?}",
-                *rx.borrow()
-            ),
+            Err(_) => panic!("{what}: not reached within {timeout:?}; last {:?}", *rx.borrow()),
         }
     }
 }
 
 /// Records every value a channel takes, with the instant it was seen.
-pub fn record(
-    mut rx: watch::Receiver<Leadership>,
-) -> std::sync::Arc<std::sync::Mutex<Vec<(Instant, Leadership)>>> {
-    let log = std::sync::Arc::new(std::sync::Mutex::new(vec![(
-        Instant::now(),
-        rx.borrow_and_update().clone(),
-    )]));
+pub fn record(mut rx: watch::Receiver<Leadership>) -> std::sync::Arc<std::sync::Mutex<Vec<(Instant, Leadership)>>> {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(vec![(Instant::now(), rx.borrow_and_update().clone())]));
     let out = log.clone();
     tokio::spawn(async move {
         while rx.changed().await.is_ok() {
@@ -184,27 +161,19 @@ pub fn record(
 
 /// Watches every channel; each time one becomes leader, reads the others' current values
 /// and records a violation if any of them is leader too. The returned list must stay empty.
-pub fn detect_two_leaders(
-    channels: Vec<watch::Receiver<Leadership>>,
-) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+pub fn detect_two_leaders(channels: Vec<watch::Receiver<Leadership>>) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     let violations = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for i in 0..channels.len() {
         let mut rx = channels[i].clone();
-        let others: Vec<(usize, watch::Receiver<Leadership>)> = channels
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(j, r)| (j, r.clone()))
-            .collect();
+        let others: Vec<(usize, watch::Receiver<Leadership>)> =
+            channels.iter().enumerate().filter(|(j, _)| *j != i).map(|(j, r)| (j, r.clone())).collect();
         let out = violations.clone();
         tokio::spawn(async move {
             loop {
                 if rx.borrow_and_update().is_leader() {
                     for (j, other) in &others {
                         if other.borrow().is_leader() {
-                            out.lock()
-                                .unwrap()
-                                .push(format!("member {i} became leader while member {j} led"));
+                            out.lock().unwrap().push(format!("member {i} became leader while member {j} led"));
                         }
                     }
                 }

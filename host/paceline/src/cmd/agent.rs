@@ -79,7 +79,8 @@ fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
         config.attributes.insert(k.to_string(), v.to_string());
     }
     if let Some(r) = &args.port_range {
-        let parsed = r.split_once('-').and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
+        let parsed =
+            r.split_once('-').and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
         let Some((first, last)) = parsed.filter(|(a, b)| a <= b) else {
             bail!("--port-range {r:?}: expected FIRST-LAST with FIRST <= LAST")
         };
@@ -95,7 +96,8 @@ fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
 /// Runs the agent until SIGINT or SIGTERM.
 pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     if args.detect {
         let host = config.detect_host().context("detecting the host")?;
         println!("{host:#?}");

@@ -53,9 +53,7 @@ fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {
     }
     // 32 bytes from the kernel's CSPRNG: a token is a password.
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("reading /dev/urandom")?;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).context("reading /dev/urandom")?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let role = match args.role {
         RoleArg::User => "user",

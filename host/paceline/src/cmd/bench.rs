@@ -110,11 +110,20 @@ impl Mix {
 /// three shapes, some partly used.
 pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
     let mut r = Mix(seed);
-    let shapes = [Resources::new(16_000, 65_536, 500_000, 0), Resources::new(32_000, 131_072, 1_000_000, 0), Resources::new(8_000, 32_768, 250_000, 0)];
+    let shapes = [
+        Resources::new(16_000, 65_536, 500_000, 0),
+        Resources::new(32_000, 131_072, 1_000_000, 0),
+        Resources::new(8_000, 32_768, 250_000, 0),
+    ];
     let hosts = (0..hosts)
         .map(|_| {
             let total = shapes[r.below(3) as usize];
-            let used = Resources::new(r.below(total.cpu_millis / 2), r.below(total.memory_mib / 2), r.below(total.disk_mib / 2), 0);
+            let used = Resources::new(
+                r.below(total.cpu_millis / 2),
+                r.below(total.memory_mib / 2),
+                r.below(total.disk_mib / 2),
+                0,
+            );
             HostOffer { free: total.saturating_sub(&used), total }
         })
         .collect();
@@ -149,7 +158,10 @@ fn ms(d: Duration) -> f64 {
 
 fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
     let binpack = paceline_plugin_artifacts::BINPACK;
-    println!("paceline bench plugin (binpack; {} build)", if cfg!(debug_assertions) { "DEBUG - figures not meaningful" } else { "release" });
+    println!(
+        "paceline bench plugin (binpack; {} build)",
+        if cfg!(debug_assertions) { "DEBUG - figures not meaningful" } else { "release" }
+    );
 
     // 1. The large round, native vs Wasm, deadline enforcement off and on.
     let req = workload(args.tasks, args.hosts, 42);
@@ -157,7 +169,11 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
     let native = median((0..args.repeat).map(|_| time(|| plugin_binpack::Binpack::place(&req)).0).collect());
     let mut rows = Vec::new();
     for enforce in [false, true] {
-        let rt = PluginRuntime::new(RuntimeConfig { deadline_enforcement: enforce, call_deadline: Duration::from_secs(60), ..RuntimeConfig::default() })?;
+        let rt = PluginRuntime::new(RuntimeConfig {
+            deadline_enforcement: enforce,
+            call_deadline: Duration::from_secs(60),
+            ..RuntimeConfig::default()
+        })?;
         let prepared = rt.load(binpack, World::Placement)?;
         let (_, first) = time(|| rt.place(&prepared, &req));
         let wasm_answer = first?;
@@ -166,13 +182,25 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
         rows.push((enforce, t));
     }
     let placed = native_answer.assignments.len();
-    println!("\nplace({} tasks x {} hosts), median of {}: {placed} placed, same answer native and Wasm", args.tasks, args.hosts, args.repeat);
+    println!(
+        "\nplace({} tasks x {} hosts), median of {}: {placed} placed, same answer native and Wasm",
+        args.tasks, args.hosts, args.repeat
+    );
     println!("  native                      {:>9.2} ms", ms(native));
     for (enforce, t) in &rows {
         let label = if *enforce { "wasm, deadline on (epoch)" } else { "wasm, deadline off" };
-        println!("  {label:<27} {:>9.2} ms   ratio {:.2}x  (budget {})", ms(*t), t.as_secs_f64() / native.as_secs_f64(), if *enforce { "<= 2.0" } else { "<= 1.5" });
+        println!(
+            "  {label:<27} {:>9.2} ms   ratio {:.2}x  (budget {})",
+            ms(*t),
+            t.as_secs_f64() / native.as_secs_f64(),
+            if *enforce { "<= 2.0" } else { "<= 1.5" }
+        );
     }
-    let validate = median((0..args.repeat).map(|_| time(|| paceline_plugin_sdk::validate::check_placement(&req, &native_answer)).0).collect());
+    let validate = median(
+        (0..args.repeat)
+            .map(|_| time(|| paceline_plugin_sdk::validate::check_placement(&req, &native_answer)).0)
+            .collect(),
+    );
     println!("  host-side validation        {:>9.2} ms   (added to every plugin call by the registry)", ms(validate));
 
     // 2. Round trip with a small payload.
@@ -193,7 +221,9 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
             std::hint::black_box(plugin_binpack::Binpack::place(std::hint::black_box(&small)));
         }
     });
-    println!("\nround trip place(1 task, 10 hosts), warm instance (reused, RuntimeConfig::reuse_instance_calls), mean of {n}:");
+    println!(
+        "\nround trip place(1 task, 10 hosts), warm instance (reused, RuntimeConfig::reuse_instance_calls), mean of {n}:"
+    );
     println!("  wasm   {:>8.2} us   (budget <= 10 us)", wasm_total.as_secs_f64() * 1e6 / f64::from(n));
     println!("  native {:>8.2} us", native_total.as_secs_f64() * 1e6 / f64::from(n));
     let mut phases = [Duration::ZERO; 3];
@@ -214,8 +244,12 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
     // 3. Activation and deploy.
     let dir = tempfile::tempdir()?;
     let cache = dir.path().join("cache");
-    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig { cache_dir: Some(cache.clone()), ..RuntimeConfig::default() })?);
-    let registry = Registry::open(runtime.clone(), Arc::new(DirStore::open(dir.path().join("store")).map_err(anyhow::Error::msg)?))?;
+    let runtime =
+        Arc::new(PluginRuntime::new(RuntimeConfig { cache_dir: Some(cache.clone()), ..RuntimeConfig::default() })?);
+    let registry = Registry::open(
+        runtime.clone(),
+        Arc::new(DirStore::open(dir.path().join("store")).map_err(anyhow::Error::msg)?),
+    )?;
     let (cold, r) = time(|| registry.deploy("placement/batch", "binpack", "1", binpack, DeployOptions::default()));
     r?;
     let (warm, r) = time(|| registry.deploy("placement/batch", "binpack", "2", binpack, DeployOptions::default()));

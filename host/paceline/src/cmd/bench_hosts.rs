@@ -87,7 +87,17 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
         let _ = provider.serve_with_listener(listener, std::future::pending()).await;
     });
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["agent", "--manager", &addr, "--hostname", "bench-agent", "--cpu-millis", "1000000", "--memory-mib", "1000000"])
+        .args([
+            "agent",
+            "--manager",
+            &addr,
+            "--hostname",
+            "bench-agent",
+            "--cpu-millis",
+            "1000000",
+            "--memory-mib",
+            "1000000",
+        ])
         .arg("--data-dir")
         .arg(dir.join("agent"))
         .stdout(Stdio::null())
@@ -106,7 +116,11 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
             .map(|i| LaunchRequest {
                 run_id: format!("bench-{i}-1"),
                 task_id: format!("bench-{i}"),
-                spec: TaskSpec { command: "true".into(), resources: Resources::new(10, 64, 0, 0), ..TaskSpec::default() },
+                spec: TaskSpec {
+                    command: "true".into(),
+                    resources: Resources::new(10, 64, 0, 0),
+                    ..TaskSpec::default()
+                },
                 env: Default::default(),
             })
             .collect();
@@ -150,7 +164,10 @@ pub fn jobmgr(args: JobmgrBenchArgs) -> anyhow::Result<ExitCode> {
         "create: a {}-instance batch job persisted (SQLite) and every task handed to the resource manager in {:.0} ms ({} gangs; budget 1000 ms)",
         r.instances, r.create_ms, r.gangs_submitted
     );
-    println!("goal state: {} transitions in memory at {:.0}/s (budget >= 100,000/s)", r.transitions, r.transitions_per_sec);
+    println!(
+        "goal state: {} transitions in memory at {:.0}/s (budget >= 100,000/s)",
+        r.transitions, r.transitions_per_sec
+    );
     Ok(ExitCode::SUCCESS)
 }
 

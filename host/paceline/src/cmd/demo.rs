@@ -63,16 +63,27 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let hosts = sample_hosts();
     println!("\n{} hosts in zones a, b, c; hosts 10 and 11 have 4 GPUs each.\n", hosts.len());
     let workloads = [
-        ("placement/batch", "etl (batch, 6 x 1 cpu / 2 GiB)", tasks("etl", 6, Resources::new(1000, 2048, 0, 0), vec![], false)),
+        (
+            "placement/batch",
+            "etl (batch, 6 x 1 cpu / 2 GiB)",
+            tasks("etl", 6, Resources::new(1000, 2048, 0, 0), vec![], false),
+        ),
         (
             "placement/stateless",
             "web (service, 4 x 0.5 cpu, spread over zone, max 1 per host)",
-            tasks("web", 4, Resources::new(500, 512, 0, 0), vec![
-                Constraint::SpreadOver { key: "zone".into() },
-                Constraint::MaxPerHost { max: 1 },
-            ], false),
+            tasks(
+                "web",
+                4,
+                Resources::new(500, 512, 0, 0),
+                vec![Constraint::SpreadOver { key: "zone".into() }, Constraint::MaxPerHost { max: 1 }],
+                false,
+            ),
         ),
-        ("placement/gpu", "train (gang of 4 x 2 GPUs)", tasks("train", 4, Resources::new(4000, 16_384, 0, 2), vec![], true)),
+        (
+            "placement/gpu",
+            "train (gang of 4 x 2 GPUs)",
+            tasks("train", 4, Resources::new(4000, 16_384, 0, 2), vec![], true),
+        ),
     ];
     for (round, (slot, title, ts)) in workloads.into_iter().enumerate() {
         let request = build_placement_request(round as u64, &hosts, &ts);
@@ -87,7 +98,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         for asg in &answer.value.assignments {
             let t = &ts[asg.task as usize];
             let h = &hosts[asg.host as usize];
-            println!("    {}-{} -> {} (zone {})", t.job, t.instance, h.name, h.attributes.get("zone").map_or("-", String::as_str));
+            println!(
+                "    {}-{} -> {} (zone {})",
+                t.job,
+                t.instance,
+                h.name,
+                h.attributes.get("zone").map_or("-", String::as_str)
+            );
         }
         for u in &answer.value.unplaced {
             let t = &ts[u.task as usize];
@@ -102,7 +119,11 @@ fn sample_hosts() -> Vec<HostView> {
     (0..12)
         .map(|i| {
             let gpu_host = i >= 10;
-            let total = if gpu_host { Resources::new(16_000, 65_536, 100_000, 4) } else { Resources::new(8000, 32_768, 100_000, 0) };
+            let total = if gpu_host {
+                Resources::new(16_000, 65_536, 100_000, 4)
+            } else {
+                Resources::new(8000, 32_768, 100_000, 0)
+            };
             let mut h = HostView::new(format!("host-{i:02}"), total);
             h.attributes.insert("zone".into(), ["a", "b", "c"][i % 3].into());
             // Some CPU hosts are already partly used, so best fit has something to prefer.

@@ -35,13 +35,21 @@ fn now_ms() -> u64 {
 
 /// `core`: the core's API addresses; `None` with a zookeeper membership:
 /// the leader of `jobmgr` is looked up there each time a connection is needed.
-pub fn run(config: ServerConfig, core: Option<String>, token: Option<String>, ca_cert: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    config: ServerConfig,
+    core: Option<String>,
+    token: Option<String>,
+    ca_cert: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let discovery = match &core {
             Some(_) => None,
             None => {
                 let me = paceline_membership::MemberInfo {
-                    id: format!("{}-placement", config.member_id.clone().unwrap_or_else(paceline::ha::default_member_id)),
+                    id: format!(
+                        "{}-placement",
+                        config.member_id.clone().unwrap_or_else(paceline::ha::default_member_id)
+                    ),
                     api_addr: String::new(),
                     agent_addr: String::new(),
                     roles: Vec::new(),
@@ -54,7 +62,9 @@ pub fn run(config: ServerConfig, core: Option<String>, token: Option<String>, ca
             .storage
             .clone()
             .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
-        let store = paceline_storage::config::open(&storage).await.context("opening the cluster's store (for plugin versions)")?;
+        let store = paceline_storage::config::open(&storage)
+            .await
+            .context("opening the cluster's store (for plugin versions)")?;
         let mut opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
         match &discovery {
             Some(_) => println!("paceline server: placement engine for the core leading in ZooKeeper"),
@@ -79,7 +89,12 @@ pub fn run(config: ServerConfig, core: Option<String>, token: Option<String>, ca
                     r = engine.run_round(now_ms()) => r,
                 };
                 if report.placed > 0 || report.unplaced > 0 {
-                    info!(placed = report.placed, unplaced = report.unplaced, plugin_calls = report.plugin_calls, "placement round");
+                    info!(
+                        placed = report.placed,
+                        unplaced = report.unplaced,
+                        plugin_calls = report.plugin_calls,
+                        "placement round"
+                    );
                 }
                 if report.taken == 0 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -117,7 +132,10 @@ async fn core_serves(channel: tonic::transport::Channel) -> bool {
 
 /// The core's leading server, retried every second until one answers. With
 /// `discovery`, the addresses are those of the `jobmgr` leader ZooKeeper names.
-async fn connect(opts: &mut ClientOpts, discovery: Option<&dyn paceline_membership::Membership>) -> tonic::transport::Channel {
+async fn connect(
+    opts: &mut ClientOpts,
+    discovery: Option<&dyn paceline_membership::Membership>,
+) -> tonic::transport::Channel {
     let mut logged = false;
     loop {
         if let Some(membership) = discovery {
@@ -148,8 +166,12 @@ async fn connect(opts: &mut ClientOpts, discovery: Option<&dyn paceline_membersh
 
 /// Every plugin version and slot history of the store, compiled (from this
 /// process's compile cache when it has them).
-async fn open_registry(config: &ServerConfig, store: Arc<dyn paceline_storage::Store>) -> anyhow::Result<Arc<Registry>> {
-    let runtime_config = RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
+async fn open_registry(
+    config: &ServerConfig,
+    store: Arc<dyn paceline_storage::Store>,
+) -> anyhow::Result<Arc<Registry>> {
+    let runtime_config =
+        RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
     let versions = Arc::new(paceline::wiring::StoreVersions::new(store, tokio::runtime::Handle::current()));
     let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
         Registry::open(Arc::new(PluginRuntime::new(runtime_config)?), versions)

@@ -115,7 +115,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         paceline::ha::RoleSet::Core => config.placement_engine = false,
         paceline::ha::RoleSet::Placement => {
             if args.core.is_none() && config.membership == paceline_membership::MembershipConfig::Embedded {
-                anyhow::bail!("--roles placement needs --core (or PACELINE_CORE): the core's API address, or a zookeeper membership to find its leader in");
+                anyhow::bail!(
+                    "--roles placement needs --core (or PACELINE_CORE): the core's API address, or a zookeeper membership to find its leader in"
+                );
             }
             return super::placement::run(config, args.core, args.token, args.ca_cert);
         }
@@ -123,7 +125,8 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
             config.placement_engine = placement;
             if let Some(servers) = args.hostmgr {
                 let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-                config.hosts = HostsConfig::Hostmgr { servers, token: args.token.clone(), ca_cert: args.ca_cert.clone() };
+                config.hosts =
+                    HostsConfig::Hostmgr { servers, token: args.token.clone(), ca_cert: args.ca_cert.clone() };
             }
             if !matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
                 if config.membership == paceline_membership::MembershipConfig::Embedded {
@@ -149,8 +152,13 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     if roles == paceline::ha::RoleSet::Hosts {
         runtime()?.block_on(async move {
-            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind).await.context("starting the host manager")?;
-            println!("paceline server: host manager; API on {scheme}://{} · agents dial http://{}", server.api_addr, server.agent_addr);
+            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind)
+                .await
+                .context("starting the host manager")?;
+            println!(
+                "paceline server: host manager; API on {scheme}://{} · agents dial http://{}",
+                server.api_addr, server.agent_addr
+            );
             until_signal().await;
             server.shutdown().await;
             anyhow::Ok(())
@@ -161,9 +169,15 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let server = Server::start(config).await.context("starting the server")?;
         if remote_hosts {
-            println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · hosts from the host manager", server.api_addr, server.api_addr);
+            println!(
+                "paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · hosts from the host manager",
+                server.api_addr, server.api_addr
+            );
         } else {
-            println!("paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}", server.api_addr, server.api_addr, server.agent_addr);
+            println!(
+                "paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}",
+                server.api_addr, server.api_addr, server.agent_addr
+            );
         }
         until_signal().await;
         server.shutdown().await;
@@ -177,12 +191,16 @@ struct Stdout;
 
 impl paceline::ha::Announce for Stdout {
     fn standby(&self, member_id: &str, api_addr: SocketAddr) {
-        println!("paceline server: standby {member_id}, API on http://{api_addr} (answers UNAVAILABLE naming the leader)");
+        println!(
+            "paceline server: standby {member_id}, API on http://{api_addr} (answers UNAVAILABLE naming the leader)"
+        );
     }
 
     fn leading(&self, api_addr: SocketAddr, agent_addr: Option<SocketAddr>) {
         match agent_addr {
-            Some(agents) => println!("paceline server: leading; API on http://{api_addr} · agents dial http://{agents}"),
+            Some(agents) => {
+                println!("paceline server: leading; API on http://{api_addr} · agents dial http://{agents}")
+            }
             None => println!("paceline server: leading; API on http://{api_addr} · hosts from the host manager"),
         }
     }
@@ -205,7 +223,11 @@ impl Drop for Agents {
 pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let data_dir = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     let hosts = match args.sim_hosts {
-        Some(n) => HostsConfig::Sim { hosts: n, resources: paceline_model::Resources::new(8_000, 16_384, 100_000, 0), zones: 2 },
+        Some(n) => HostsConfig::Sim {
+            hosts: n,
+            resources: paceline_model::Resources::new(8_000, 16_384, 100_000, 0),
+            zones: 2,
+        },
         None => HostsConfig::Agent,
     };
     let config = ServerConfig {
@@ -232,7 +254,13 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
                 let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log"))?;
                 let first = 31_000 + (i - 1) * 1_000;
                 let child = Command::new(&exe)
-                    .args(["agent", "--manager", &format!("http://{}", server.agent_addr), "--hostname", &format!("dev-{i}")])
+                    .args([
+                        "agent",
+                        "--manager",
+                        &format!("http://{}", server.agent_addr),
+                        "--hostname",
+                        &format!("dev-{i}"),
+                    ])
                     .arg("--data-dir")
                     .arg(dir.join("data"))
                     .args(["--cpu-millis", &(cores * 1000 / n).max(1000).to_string()])

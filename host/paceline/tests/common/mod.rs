@@ -45,7 +45,8 @@ impl Dev {
 
     /// `paceline <args>`; returns once a line of its stdout contains `ready`.
     pub fn spawn(args: &[&str], ready: &str) -> Dev {
-        let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("starts");
+        let mut child =
+            Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("starts");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         let ready = ready.to_string();
@@ -94,13 +95,42 @@ pub fn test_certificates(dir: &Path) -> (String, String, String) {
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("ca.key")]);
-    openssl(&["req", "-x509", "-new", "-key", &p("ca.key"), "-days", "2", "-subj", "/CN=paceline test CA", "-out", &p("ca.pem")]);
+    openssl(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        &p("ca.key"),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=paceline test CA",
+        "-out",
+        &p("ca.pem"),
+    ]);
     openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &p("server.key")]);
     openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", &p("server.key"), "-out", &p("key.pem")]);
     openssl(&["req", "-new", "-key", &p("key.pem"), "-subj", "/CN=localhost", "-out", &p("server.csr")]);
-    std::fs::write(dir.join("ext.cnf"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").expect("write");
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write");
     openssl(&[
-        "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &p("ext.cnf"), "-out",
+        "x509",
+        "-req",
+        "-in",
+        &p("server.csr"),
+        "-CA",
+        &p("ca.pem"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &p("ext.cnf"),
+        "-out",
         &p("cert.pem"),
     ]);
     (p("ca.pem"), p("cert.pem"), p("key.pem"))

@@ -64,9 +64,10 @@ impl SimCluster {
             .expect("host manager");
         hosts.sync().await.expect("sync");
         let config = AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() };
-        let cluster = Cluster::assemble(store.clone(), registry.clone(), hosts, Arc::new(SimTime(clock)), config, pools)
-            .await
-            .expect("assemble");
+        let cluster =
+            Cluster::assemble(store.clone(), registry.clone(), hosts, Arc::new(SimTime(clock)), config, pools)
+                .await
+                .expect("assemble");
         SimCluster { cluster, sim, store, registry }
     }
 
@@ -108,7 +109,11 @@ pub fn job(kind: JobKind, n: u32) -> JobConfig {
         pool: POOL.into(),
         kind,
         instance_count: n,
-        default_task: TaskSpec { command: "serve".into(), resources: Resources::new(500, 256, 10, 0), ..TaskSpec::default() },
+        default_task: TaskSpec {
+            command: "serve".into(),
+            resources: Resources::new(500, 256, 10, 0),
+            ..TaskSpec::default()
+        },
         ..JobConfig::default()
     }
 }

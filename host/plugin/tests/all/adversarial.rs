@@ -27,7 +27,11 @@ fn assert_contained(reg: &paceline_plugin::Registry, kind: FaultKind, round: u64
     assert_contained_on(reg, kind, &req)
 }
 
-fn assert_contained_on(reg: &paceline_plugin::Registry, kind: FaultKind, req: &paceline_plugin_sdk::types::PlacementRequest) -> String {
+fn assert_contained_on(
+    reg: &paceline_plugin::Registry,
+    kind: FaultKind,
+    req: &paceline_plugin_sdk::types::PlacementRequest,
+) -> String {
     let answer = reg.place("placement/batch", req).expect("the slot still answers");
     assert_eq!(answer.served_by, ServedBy::Version("binpack@1".into()));
     assert_eq!(answer.value, plugin_binpack::Binpack::place(req));
@@ -155,8 +159,14 @@ fn deploy_refuses_bad_components_and_keeps_serving() {
         }
     }
     // Unknown slots and names are refused too.
-    assert!(matches!(reg.deploy("placment/x", "a", "1", artifacts::BINPACK, DeployOptions::default()), Err(PluginError::UnknownSlot(_))));
-    assert!(matches!(reg.deploy("placement/batch", "../evil", "1", artifacts::BINPACK, DeployOptions::default()), Err(PluginError::InvalidName { .. })));
+    assert!(matches!(
+        reg.deploy("placment/x", "a", "1", artifacts::BINPACK, DeployOptions::default()),
+        Err(PluginError::UnknownSlot(_))
+    ));
+    assert!(matches!(
+        reg.deploy("placement/batch", "../evil", "1", artifacts::BINPACK, DeployOptions::default()),
+        Err(PluginError::InvalidName { .. })
+    ));
 
     // Nothing was added and the slot still serves from binpack.
     assert_eq!(reg.list()[0].versions.len(), 1);

@@ -9,7 +9,8 @@ use paceline_plugin_sdk::{PlacementPolicy, PreemptionPolicy};
 use crate::support::{registry, runtime, workload};
 
 fn scenarios(plugin: &str) -> Vec<Scenario> {
-    paceline_plugin_sdk::harness::load_dir(format!("{}/../../plugins/{plugin}/scenarios", env!("CARGO_MANIFEST_DIR"))).expect("scenario table")
+    paceline_plugin_sdk::harness::load_dir(format!("{}/../../plugins/{plugin}/scenarios", env!("CARGO_MANIFEST_DIR")))
+        .expect("scenario table")
 }
 
 #[test]
@@ -23,7 +24,8 @@ fn placement_plugins_match_scenarios_and_native() {
     let rt = runtime();
     for (name, wasm, native) in cases {
         for s in scenarios(name) {
-            let d = paceline_plugin::scenario::run_component(rt.clone(), wasm, &s).unwrap_or_else(|e| panic!("{name}: {}: {e}", s.name));
+            let d = paceline_plugin::scenario::run_component(rt.clone(), wasm, &s)
+                .unwrap_or_else(|e| panic!("{name}: {}: {e}", s.name));
             s.check(&d).unwrap_or_else(|e| panic!("{name}: {e}"));
             let paceline_plugin_sdk::harness::Input::Placement(req) = &s.input else { panic!("placement scenario") };
             assert_eq!(d, Decision::Placement(native(req)), "{name}: {}: wasm and native differ", s.name);
@@ -36,7 +38,12 @@ fn placement_plugins_match_scenarios_and_native() {
         for seed in 0..5 {
             let req = workload(300, 200, seed);
             let answer = reg.place(&slot, &req).expect("answers");
-            assert_eq!(answer.served_by, ServedBy::Version(format!("{name}@1")), "{name} seed {seed}: {:?}", answer.faults);
+            assert_eq!(
+                answer.served_by,
+                ServedBy::Version(format!("{name}@1")),
+                "{name} seed {seed}: {:?}",
+                answer.faults
+            );
             assert!(answer.faults.is_empty());
             assert_eq!(answer.value, native(&req), "{name} seed {seed}: wasm and native differ");
             assert!(!answer.value.assignments.is_empty(), "{name} placed nothing");

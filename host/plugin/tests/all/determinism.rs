@@ -6,7 +6,11 @@ use paceline_plugin_artifacts as artifacts;
 
 use crate::support::{registry, runtime, runtime_with, workload};
 
-fn answer_bytes(rt: std::sync::Arc<paceline_plugin::PluginRuntime>, wasm: &[u8], req: &paceline_plugin_sdk::types::PlacementRequest) -> Vec<u8> {
+fn answer_bytes(
+    rt: std::sync::Arc<paceline_plugin::PluginRuntime>,
+    wasm: &[u8],
+    req: &paceline_plugin_sdk::types::PlacementRequest,
+) -> Vec<u8> {
     let reg = registry(rt);
     reg.deploy("placement/x", "p", "1", wasm, DeployOptions { self_test: false }).expect("deploys");
     reg.activate("placement/x", "p@1").expect("activates");
@@ -21,8 +25,16 @@ fn same_input_same_bytes_across_instances_and_runtimes() {
     for wasm in [artifacts::BINPACK, artifacts::SPREAD, artifacts::GANG_GPU, artifacts::GUEST_ENTROPY] {
         let first = answer_bytes(runtime(), wasm, &req);
         // A second engine with other limits, and a fuel-metered one.
-        let second = answer_bytes(runtime_with(RuntimeConfig { memory_cap_bytes: 64 << 20, ..RuntimeConfig::default() }), wasm, &req);
-        let fueled = answer_bytes(runtime_with(RuntimeConfig { fuel_per_call: Some(u64::MAX / 2), ..RuntimeConfig::default() }), wasm, &req);
+        let second = answer_bytes(
+            runtime_with(RuntimeConfig { memory_cap_bytes: 64 << 20, ..RuntimeConfig::default() }),
+            wasm,
+            &req,
+        );
+        let fueled = answer_bytes(
+            runtime_with(RuntimeConfig { fuel_per_call: Some(u64::MAX / 2), ..RuntimeConfig::default() }),
+            wasm,
+            &req,
+        );
         assert_eq!(first, second);
         assert_eq!(first, fueled);
     }
@@ -43,7 +55,9 @@ fn repeated_calls_agree_with_fresh_and_with_reused_instances() {
     // With a fresh instance per call even a policy that iterates a HashMap
     // (seeded from wasi:random) answers identically every time.
     let strict = registry(runtime_with(RuntimeConfig { reuse_instance_calls: 0, ..RuntimeConfig::default() }));
-    strict.deploy("placement/x", "e", "1", artifacts::GUEST_ENTROPY, DeployOptions { self_test: false }).expect("deploys");
+    strict
+        .deploy("placement/x", "e", "1", artifacts::GUEST_ENTROPY, DeployOptions { self_test: false })
+        .expect("deploys");
     strict.activate("placement/x", "e@1").expect("activates");
     let first = strict.place("placement/x", &req).expect("answers").value;
     for _ in 0..5 {

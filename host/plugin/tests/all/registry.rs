@@ -14,17 +14,24 @@ fn versions_and_active_survive_a_restart_and_compiles_are_cached() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = || RuntimeConfig { cache_dir: Some(dir.path().join("cache")), ..RuntimeConfig::default() };
     {
-        let reg = Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store"))).expect("opens");
-        let d = reg.deploy("placement/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+        let reg =
+            Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store")))
+                .expect("opens");
+        let d = reg
+            .deploy("placement/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default())
+            .expect("deploys");
         assert!(!d.from_cache);
         reg.deploy("placement/batch", "spread", "2", artifacts::SPREAD, DeployOptions::default()).expect("deploys");
         reg.activate("placement/batch", "binpack@1").expect("activates");
         reg.activate("placement/batch", "spread@2").expect("activates");
     }
     // A new process: same store, same cache, a fresh engine.
-    let reg = Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store"))).expect("reopens");
+    let reg =
+        Registry::open(runtime_with(config()), Arc::new(DirStore::open(dir.path().join("store")).expect("store")))
+            .expect("reopens");
     assert_eq!(reg.active("placement/batch").expect("slot").as_deref(), Some("spread@2"));
-    let d = reg.deploy("placement/batch", "binpack", "3", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    let d =
+        reg.deploy("placement/batch", "binpack", "3", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
     assert!(d.from_cache, "same bytes and engine settings come from the cache");
     // Rollback goes to the version active before, recorded before the restart.
     assert_eq!(reg.rollback("placement/batch").expect("rolls back").as_deref(), Some("binpack@1"));
@@ -68,7 +75,8 @@ fn shadow_reports_decision_differences_without_acting() {
             let a = reg.place("placement/batch", &workload(60, 40, seed)).expect("answers");
             assert_eq!(a.served_by, ServedBy::Version("binpack@1".into()), "the shadow never serves");
         }
-        let report = wait_for(|| reg.shadow_report("placement/batch").expect("slot").filter(|r| r.compared + r.skipped >= 5));
+        let report =
+            wait_for(|| reg.shadow_report("placement/batch").expect("slot").filter(|r| r.compared + r.skipped >= 5));
         let report = reg.stop_shadow("placement/batch").expect("slot").unwrap_or(report);
         assert_eq!(report.candidate, candidate);
         assert!(report.compared > 0);
@@ -107,13 +115,20 @@ fn preemption_slot_and_lifecycle_natives() {
             PoolView { path: "/b".into(), ..PoolView::default() },
         ],
         running: (0..3)
-            .map(|i| RunningTask { pool: 0, priority: i, preemptible: true, resources: Resources::new(1000, 0, 0, 0), ..RunningTask::default() })
+            .map(|i| RunningTask {
+                pool: 0,
+                priority: i,
+                preemptible: true,
+                resources: Resources::new(1000, 0, 0, 0),
+                ..RunningTask::default()
+            })
             .collect(),
         needs: vec![Need { pool: 1, priority: 9, resources: Resources::new(1500, 0, 0, 0), from_pools: vec![0] }],
     };
     let native = reg.select_victims(&req).expect("native answers");
     assert_eq!(native.served_by, ServedBy::Native("priority-preempt"));
-    reg.deploy("preemption", "priority-preempt", "1", artifacts::PRIORITY_PREEMPT, DeployOptions::default()).expect("deploys");
+    reg.deploy("preemption", "priority-preempt", "1", artifacts::PRIORITY_PREEMPT, DeployOptions::default())
+        .expect("deploys");
     reg.activate("preemption", "priority-preempt@1").expect("activates");
     let wasm = reg.select_victims(&req).expect("answers");
     assert_eq!(wasm.served_by, ServedBy::Version("priority-preempt@1".into()));
@@ -123,8 +138,11 @@ fn preemption_slot_and_lifecycle_natives() {
     // A lifecycle slot has no built-in policy until the job manager registers one.
     let job = JobView { instance_count: 2, ..JobView::default() };
     assert!(reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).is_err());
-    reg.set_native_lifecycle("lifecycle/batch", Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| (0..j.instance_count).map(Action::Launch).collect()))
-        .expect("registers");
+    reg.set_native_lifecycle(
+        "lifecycle/batch",
+        Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| (0..j.instance_count).map(Action::Launch).collect()),
+    )
+    .expect("registers");
     let a = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
     assert_eq!(a.value, vec![Action::Launch(0), Action::Launch(1)]);
     // A placement component cannot serve a lifecycle slot.
@@ -138,7 +156,8 @@ fn preemption_slot_and_lifecycle_natives() {
 fn only_the_active_version_keeps_warm_instances() {
     let reg = registry(runtime());
     for v in 1..=3 {
-        reg.deploy("placement/batch", "binpack", &v.to_string(), artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+        reg.deploy("placement/batch", "binpack", &v.to_string(), artifacts::BINPACK, DeployOptions::default())
+            .expect("deploys");
     }
     let warm = |reg: &Registry, id: &str| {
         reg.list()[0].versions.iter().find(|v| v.record.id() == id).map(|v| v.warm_instances).expect("listed")
@@ -179,7 +198,13 @@ fn lifecycles_of_both_wit_versions_answer_a_burst() {
     assert!(!batched("batch@old").0, "built against 0.1.0: on-event only");
 
     // Ten instances: 0..=2 just succeeded, 3 failed, the rest run.
-    let job = JobView { kind: JobKind::Batch, state: JobState::Running, instance_count: 10, max_failures_per_instance: 3, ..JobView::default() };
+    let job = JobView {
+        kind: JobKind::Batch,
+        state: JobState::Running,
+        instance_count: 10,
+        max_failures_per_instance: 3,
+        ..JobView::default()
+    };
     let tasks: Vec<TaskView> = (0..10)
         .map(|i| TaskView {
             instance: i,
@@ -194,7 +219,10 @@ fn lifecycles_of_both_wit_versions_answer_a_burst() {
         .collect();
     let events: Vec<Event> =
         (0..4).map(|i| Event::TaskChanged(TaskChange { instance: i, state: tasks[i as usize].state })).collect();
-    let expected: Vec<Action> = events.iter().flat_map(|e| <plugin_batch::Batch as paceline_plugin_sdk::LifecyclePolicy>::on_event(&job, &tasks, e)).collect();
+    let expected: Vec<Action> = events
+        .iter()
+        .flat_map(|e| <plugin_batch::Batch as paceline_plugin_sdk::LifecyclePolicy>::on_event(&job, &tasks, e))
+        .collect();
     assert_eq!(expected, vec![Action::RestartAfter(Restart { instance: 3, delay_ms: 1_000 })]);
 
     for id in ["batch@new", "batch@old"] {
@@ -208,8 +236,10 @@ fn lifecycles_of_both_wit_versions_answer_a_burst() {
 
     // Every instance done: each of the ten events finds the job finished;
     // the 0.1.1 component says so once.
-    let done: Vec<TaskView> = tasks.iter().map(|t| TaskView { state: TaskState::Succeeded, failures: 0, ..t.clone() }).collect();
-    let all: Vec<Event> = (0..10).map(|i| Event::TaskChanged(TaskChange { instance: i, state: TaskState::Succeeded })).collect();
+    let done: Vec<TaskView> =
+        tasks.iter().map(|t| TaskView { state: TaskState::Succeeded, failures: 0, ..t.clone() }).collect();
+    let all: Vec<Event> =
+        (0..10).map(|i| Event::TaskChanged(TaskChange { instance: i, state: TaskState::Succeeded })).collect();
     reg.activate("lifecycle/batch", "batch@new").expect("activates");
     let a = reg.on_events("lifecycle/batch", &job, &done, &all).expect("answers");
     assert_eq!(a.value, vec![Action::MarkJob(JobState::Succeeded)]);

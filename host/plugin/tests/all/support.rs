@@ -28,7 +28,8 @@ pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
     };
     let hosts_v: Vec<HostOffer> = (0..hosts)
         .map(|_| {
-            let total = Resources::new(4000 * (1 + next(4)), 8192 * (1 + next(4)), 100_000, if next(5) == 0 { 4 } else { 0 });
+            let total =
+                Resources::new(4000 * (1 + next(4)), 8192 * (1 + next(4)), 100_000, if next(5) == 0 { 4 } else { 0 });
             let used = Resources::new(next(total.cpu_millis / 2), next(total.memory_mib / 2), 0, 0);
             HostOffer { free: total.saturating_sub(&used), total }
         })
@@ -41,7 +42,14 @@ pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
         let demand = Resources::new(250 * (1 + next(8)), 512 * (1 + next(8)), 100, if next(6) == 0 { 1 } else { 0 });
         let job = next(3) as u32;
         for i in 0..size.min(tasks as usize - tasks_v.len()) {
-            tasks_v.push(Task { job, instance: i as u32, gang, demand, constraints: (gang % 2) as u32, preferred_host: None });
+            tasks_v.push(Task {
+                job,
+                instance: i as u32,
+                gang,
+                demand,
+                constraints: (gang % 2) as u32,
+                preferred_host: None,
+            });
         }
         gang += 1;
     }
@@ -57,7 +65,10 @@ pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
         ],
         constraints: vec![
             ConstraintSet::default(),
-            ConstraintSet { eligible: HostFilter::Only(eligible), preferences: vec![Preference { attribute: 0, value: 1, weight: 3 }] },
+            ConstraintSet {
+                eligible: HostFilter::Only(eligible),
+                preferences: vec![Preference { attribute: 0, value: 1, weight: 3 }],
+            },
         ],
         tasks: tasks_v,
     }

@@ -37,9 +37,9 @@ use sha2::{Digest, Sha256};
 use crate::config::{CassandraConfig, ConsistencyLevel};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{NewJob, new_job, to_summary, 
-    JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
-    encode_config, limits, matches,
+use crate::types::{
+    JobQuery, JobSummary, NewJob, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
+    encode_config, limits, matches, new_job, to_summary,
 };
 use crate::validate;
 use retry::{Class, backoff, classify, retrying};
@@ -98,7 +98,13 @@ enum Kind {
     Serial,
 }
 
-async fn prep(session: &Session, cql: &str, kind: Kind, c: Consistency, sc: SerialConsistency) -> Result<PreparedStatement> {
+async fn prep(
+    session: &Session,
+    cql: &str,
+    kind: Kind,
+    c: Consistency,
+    sc: SerialConsistency,
+) -> Result<PreparedStatement> {
     let mut st = session.prepare(cql).await.map_err(|e| StoreError::Backend(format!("prepare `{cql}`: {e}")))?;
     match kind {
         Kind::Plain => {
@@ -121,7 +127,6 @@ async fn prep(session: &Session, cql: &str, kind: Kind, c: Consistency, sc: Seri
     st.set_page_size(1000);
     Ok(st)
 }
-
 
 statements! {
     ins_job: "INSERT INTO jobs (job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, state, version, runtime)
@@ -202,7 +207,10 @@ pub struct CassandraStore {
 
 impl std::fmt::Debug for CassandraStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CassandraStore").field("keyspace", &self.keyspace).field("consistency", &self.consistency).finish()
+        f.debug_struct("CassandraStore")
+            .field("keyspace", &self.keyspace)
+            .field("consistency", &self.consistency)
+            .finish()
     }
 }
 
@@ -216,7 +224,9 @@ fn replication_cql(cfg: &CassandraConfig) -> Result<String> {
         };
         for s in [k.as_str(), v.as_str()] {
             if !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
-                return Err(StoreError::Invalid(format!("replication entry `{s}` has characters CQL does not allow here")));
+                return Err(StoreError::Invalid(format!(
+                    "replication entry `{s}` has characters CQL does not allow here"
+                )));
             }
         }
         parts.push(format!("'{k}': '{v}'"));
@@ -362,7 +372,12 @@ impl CassandraStore {
         Ok(())
     }
 
-    async fn lwt_once(&self, what: &str, st: &PreparedStatement, values: &impl SerializeRow) -> std::result::Result<Lwt, (Class, StoreError)> {
+    async fn lwt_once(
+        &self,
+        what: &str,
+        st: &PreparedStatement,
+        values: &impl SerializeRow,
+    ) -> std::result::Result<Lwt, (Class, StoreError)> {
         let bound = st.clone().bind(values).map_err(|e| (Class::Fatal, be(e)))?;
         let qr = self
             .session
@@ -444,7 +459,11 @@ impl CassandraStore {
     /// Runs a lightweight transaction once and says whether it applied.
     async fn applied(&self, what: &str, st: &PreparedStatement, values: impl SerializeRow) -> Result<bool> {
         let bound = st.clone().bind(&values).map_err(be)?;
-        let qr = self.session.execute_bound_unpaged(&bound).await.map_err(|e| StoreError::Unavailable(format!("{what}: {e}")))?;
+        let qr = self
+            .session
+            .execute_bound_unpaged(&bound)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("{what}: {e}")))?;
         let rows = qr.into_rows_result().map_err(be)?;
         let row: Row = rows.first_row::<Row>().map_err(be)?;
         Ok(matches!(row.columns.first(), Some(Some(CqlValue::Boolean(true)))))
@@ -455,7 +474,12 @@ impl CassandraStore {
     }
 
     async fn buckets(&self, job_id: &str) -> Result<Vec<i32>> {
-        Ok(self.rows::<(i32,)>("task buckets", &self.s.sel_buckets, (job_id,)).await?.into_iter().map(|r| r.0).collect())
+        Ok(self
+            .rows::<(i32,)>("task buckets", &self.s.sel_buckets, (job_id,))
+            .await?
+            .into_iter()
+            .map(|r| r.0)
+            .collect())
     }
 
     /// Plain (non-conditional) batched writes of task runtimes at the
@@ -595,10 +619,13 @@ impl Store for CassandraStore {
             None => self.rows("job config", &self.s.sel_config_latest, (id,)).await?,
         };
         let (v, body) = rows.into_iter().next().ok_or_else(|| {
-            StoreError::not_found("job config", match version {
-                Some(v) => format!("{id} v{v}"),
-                None => id.to_string(),
-            })
+            StoreError::not_found(
+                "job config",
+                match version {
+                    Some(v) => format!("{id} v{v}"),
+                    None => id.to_string(),
+                },
+            )
         })?;
         Ok((v as u64, decode(|| format!("config of job {id} v{v}"), &body)?))
     }
@@ -732,7 +759,13 @@ impl Store for CassandraStore {
         decode(|| task_what(job_id, instance), &body)
     }
 
-    async fn cas_task(&self, job_id: &str, instance: u32, expected_version: u64, runtime: &TaskRuntime) -> Result<TaskRuntime> {
+    async fn cas_task(
+        &self,
+        job_id: &str,
+        instance: u32,
+        expected_version: u64,
+        runtime: &TaskRuntime,
+    ) -> Result<TaskRuntime> {
         self.fence_check().await?;
         check_id("job", job_id)?;
         runtime.validate()?;
@@ -740,7 +773,8 @@ impl Store for CassandraStore {
         stored.version = expected_version + 1;
         let body = encode(|| task_what(job_id, instance), &stored, limits::MAX_RECORD)?;
         let b = bucket(instance);
-        let values = (stored.state.as_str(), stored.version as i64, &body, job_id, b, instance as i32, expected_version as i64);
+        let values =
+            (stored.state.as_str(), stored.version as i64, &body, job_id, b, instance as i32, expected_version as i64);
         self.cas(
             &task_what(job_id, instance),
             &self.s.cas_task,
@@ -777,7 +811,10 @@ impl Store for CassandraStore {
             .map(|group: Vec<(usize, TaskCas)>| async move {
                 let mut out = Vec::with_capacity(group.len());
                 for (i, w) in group {
-                    out.push((i, self.cas_task(job_id, w.instance, w.expected_version, &w.runtime).await.map(|r| r.version)));
+                    out.push((
+                        i,
+                        self.cas_task(job_id, w.instance, w.expected_version, &w.runtime).await.map(|r| r.version),
+                    ));
                 }
                 out
             })
@@ -824,7 +861,15 @@ impl Store for CassandraStore {
             rows.push((
                 0u8,
                 size,
-                (job_id.to_string(), instance as i32, e.at_ms as i64, e.run as i64, e.to.as_str(), body, self.event_ttl_secs),
+                (
+                    job_id.to_string(),
+                    instance as i32,
+                    e.at_ms as i64,
+                    e.run as i64,
+                    e.to.as_str(),
+                    body,
+                    self.event_ttl_secs,
+                ),
             ));
         }
         self.batched("task events", &self.s.ins_event, rows).await
@@ -840,7 +885,15 @@ impl Store for CassandraStore {
             rows.push((
                 *instance, // one batch per partition (job, instance)
                 size,
-                (job_id.to_string(), *instance as i32, e.at_ms as i64, e.run as i64, e.to.as_str(), body, self.event_ttl_secs),
+                (
+                    job_id.to_string(),
+                    *instance as i32,
+                    e.at_ms as i64,
+                    e.run as i64,
+                    e.to.as_str(),
+                    body,
+                    self.event_ttl_secs,
+                ),
             ));
         }
         self.batched("task events", &self.s.ins_event, rows).await
@@ -850,7 +903,8 @@ impl Store for CassandraStore {
         check_page(limit)?;
         // History is bounded per task: older events are never returned and expire by TTL.
         let limit = limit.min(limits::MAX_EVENTS_PER_TASK as u32) as i32;
-        let rows: Vec<(String,)> = self.rows("task events", &self.s.sel_events, (job_id, instance as i32, limit)).await?;
+        let rows: Vec<(String,)> =
+            self.rows("task events", &self.s.sel_events, (job_id, instance as i32, limit)).await?;
         rows.iter().map(|(b,)| decode(|| format!("event of {}", task_what(job_id, instance)), b)).collect()
     }
 
@@ -869,7 +923,8 @@ impl Store for CassandraStore {
             Ok(Lwt::NotApplied(_)) => return Err(StoreError::exists("update", &stored.id)),
             Err((_, e)) => return Err(e),
         }
-        self.exec("update", &self.s.ins_update_by_job, (&stored.job_id, stored.created_at_ms as i64, &stored.id)).await?;
+        self.exec("update", &self.s.ins_update_by_job, (&stored.job_id, stored.created_at_ms as i64, &stored.id))
+            .await?;
         Ok(stored)
     }
 
@@ -889,12 +944,20 @@ impl Store for CassandraStore {
         stored.version = expected_version + 1;
         let body = encode(|| format!("update {id}"), &stored, limits::MAX_JOB_CONFIG)?;
         let values = (stored.version as i64, &body, id, expected_version as i64);
-        self.cas(&format!("update {id}"), &self.s.cas_update, values, &self.s.sel_update_serial, (id,), expected_version, &body)
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound { .. } => StoreError::not_found("update", id),
-                e => e,
-            })?;
+        self.cas(
+            &format!("update {id}"),
+            &self.s.cas_update,
+            values,
+            &self.s.sel_update_serial,
+            (id,),
+            expected_version,
+            &body,
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound { .. } => StoreError::not_found("update", id),
+            e => e,
+        })?;
         Ok(stored)
     }
 
@@ -1002,8 +1065,10 @@ impl Store for CassandraStore {
         self.fence_check().await?;
         check_id("plugin state", state)?;
         let rows: Vec<(String, i32)> = self.rows("plugin", &self.s.sel_plugin, (slot, name, version)).await?;
-        let (meta, _) =
-            rows.into_iter().next().ok_or_else(|| StoreError::not_found("plugin version", format!("{slot}/{name}@{version}")))?;
+        let (meta, _) = rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::not_found("plugin version", format!("{slot}/{name}@{version}")))?;
         let mut v: PluginVersion = decode(|| format!("plugin {slot}/{name}@{version}"), &meta)?;
         v.state = state.to_string();
         let meta = encode(|| format!("plugin {}", v.id()), &v, limits::MAX_RECORD)?;
@@ -1016,8 +1081,13 @@ impl Store for CassandraStore {
             Some(s) => self.rows("plugins", &self.s.sel_plugins_slot, (s,)).await?,
             None => self.scan("plugins", &self.s.sel_plugins, ()).await?,
         };
-        let mut out = rows.iter().map(|(m,)| decode::<PluginVersion>(|| "plugin version".into(), m)).collect::<Result<Vec<_>>>()?;
-        out.sort_by(|a, b| (&a.slot, a.deployed_at_ms, &a.name, &a.version).cmp(&(&b.slot, b.deployed_at_ms, &b.name, &b.version)));
+        let mut out = rows
+            .iter()
+            .map(|(m,)| decode::<PluginVersion>(|| "plugin version".into(), m))
+            .collect::<Result<Vec<_>>>()?;
+        out.sort_by(|a, b| {
+            (&a.slot, a.deployed_at_ms, &a.name, &a.version).cmp(&(&b.slot, b.deployed_at_ms, &b.name, &b.version))
+        });
         Ok(out)
     }
 
@@ -1026,14 +1096,21 @@ impl Store for CassandraStore {
         let rows: Vec<(String, i32)> = self.rows("plugin", &self.s.sel_plugin, (slot, name, version)).await?;
         let (meta, n) = rows.into_iter().next().ok_or_else(|| StoreError::not_found("plugin version", &what))?;
         let v: PluginVersion = decode(|| format!("plugin {what}"), &meta)?;
-        let mut chunks: Vec<(i32, Vec<u8>)> = self.rows("plugin chunks", &self.s.sel_chunks, (slot, name, version)).await?;
+        let mut chunks: Vec<(i32, Vec<u8>)> =
+            self.rows("plugin chunks", &self.s.sel_chunks, (slot, name, version)).await?;
         chunks.sort_by_key(|c| c.0);
         if chunks.len() != n as usize {
-            return Err(StoreError::Corrupt { what: format!("plugin {what}"), reason: format!("{} of {n} chunks stored", chunks.len()) });
+            return Err(StoreError::Corrupt {
+                what: format!("plugin {what}"),
+                reason: format!("{} of {n} chunks stored", chunks.len()),
+            });
         }
         let bytes: Vec<u8> = chunks.into_iter().flat_map(|c| c.1).collect();
         if !hex::encode(Sha256::digest(&bytes)).eq_ignore_ascii_case(&v.sha256) {
-            return Err(StoreError::Corrupt { what: format!("plugin {what}"), reason: "sha256 does not match the stored bytes".into() });
+            return Err(StoreError::Corrupt {
+                what: format!("plugin {what}"),
+                reason: "sha256 does not match the stored bytes".into(),
+            });
         }
         Ok(bytes)
     }

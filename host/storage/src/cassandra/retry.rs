@@ -31,7 +31,9 @@ pub fn classify(e: &ExecutionError) -> Class {
             Class::Transient
         }
         ExecutionError::LastAttemptError(a) => match a {
-            RequestAttemptError::DbError(DbError::WriteTimeout { write_type: WriteType::Cas, .. }, _) => Class::CasUnknown,
+            RequestAttemptError::DbError(DbError::WriteTimeout { write_type: WriteType::Cas, .. }, _) => {
+                Class::CasUnknown
+            }
             RequestAttemptError::DbError(
                 DbError::ReadTimeout { .. }
                 | DbError::WriteTimeout { .. }

@@ -23,9 +23,9 @@ pub use schema::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreError};
 use crate::store::Store;
-use crate::types::{NewJob, SummaryRow, new_job, to_summary, 
-    JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, check_id, check_page, decode, encode,
-    encode_config, limits,
+use crate::types::{
+    JobQuery, JobSummary, NewJob, Page, PluginVersion, SummaryRow, TaskCas, TaskRecord, check_id, check_page, decode,
+    encode, encode_config, limits, new_job, to_summary,
 };
 use crate::validate;
 use writer::Writer;
@@ -156,13 +156,10 @@ fn summary_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
     ))
 }
 
-
 const SUMMARY_COLS: &str = "job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime";
 
 fn job_exists(conn: &Connection, id: &str) -> Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM jobs WHERE job_id = ?1")
-        .and_then(|mut s| s.exists(params![id]))
-        .map_err(db)
+    conn.prepare_cached("SELECT 1 FROM jobs WHERE job_id = ?1").and_then(|mut s| s.exists(params![id])).map_err(db)
 }
 
 fn write_summary_columns(conn: &Connection, id: &str, config: &JobConfig, version: u64) -> Result<()> {
@@ -170,7 +167,16 @@ fn write_summary_columns(conn: &Connection, id: &str, config: &JobConfig, versio
     conn.execute(
         "UPDATE jobs SET name = ?2, owner = ?3, pool = ?4, kind = ?5, labels = ?6, instance_count = ?7,
          latest_config_version = ?8 WHERE job_id = ?1",
-        params![id, config.name, config.owner, config.pool, config.kind.as_str(), labels, config.instance_count, version],
+        params![
+            id,
+            config.name,
+            config.owner,
+            config.pool,
+            config.kind.as_str(),
+            labels,
+            config.instance_count,
+            version
+        ],
     )
     .map_err(db)?;
     conn.execute("DELETE FROM job_labels WHERE job_id = ?1", params![id]).map_err(db)?;
@@ -190,7 +196,12 @@ struct PreparedCas {
     body: String,
 }
 
-fn prepare_cas(job_id: &str, instance: u32, expected: u64, runtime: &TaskRuntime) -> Result<(PreparedCas, TaskRuntime)> {
+fn prepare_cas(
+    job_id: &str,
+    instance: u32,
+    expected: u64,
+    runtime: &TaskRuntime,
+) -> Result<(PreparedCas, TaskRuntime)> {
     runtime.validate()?;
     let mut stored = runtime.clone();
     stored.version = expected + 1;
@@ -295,10 +306,17 @@ impl Store for SqliteStore {
                 .map_err(db)?;
             let latest = latest.ok_or_else(|| StoreError::not_found("job", &id))?;
             if version != latest + 1 {
-                return Err(StoreError::conflict(format!("config of job {id}"), version.saturating_sub(1), Some(latest)));
+                return Err(StoreError::conflict(
+                    format!("config of job {id}"),
+                    version.saturating_sub(1),
+                    Some(latest),
+                ));
             }
-            conn.execute("INSERT INTO job_configs (job_id, version, config) VALUES (?1, ?2, ?3)", params![id, version, body])
-                .map_err(db)?;
+            conn.execute(
+                "INSERT INTO job_configs (job_id, version, config) VALUES (?1, ?2, ?3)",
+                params![id, version, body],
+            )
+            .map_err(db)?;
             write_summary_columns(conn, &id, &config, version)
         })
         .await
@@ -309,9 +327,11 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             let row: Option<(u64, String)> = match version {
                 Some(v) => conn
-                    .query_row("SELECT version, config FROM job_configs WHERE job_id = ?1 AND version = ?2", params![id, v], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
+                    .query_row(
+                        "SELECT version, config FROM job_configs WHERE job_id = ?1 AND version = ?2",
+                        params![id, v],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
                     .optional(),
                 None => conn
                     .query_row(
@@ -323,10 +343,13 @@ impl Store for SqliteStore {
             }
             .map_err(db)?;
             let (v, body) = row.ok_or_else(|| {
-                StoreError::not_found("job config", match version {
-                    Some(v) => format!("{id} v{v}"),
-                    None => id.clone(),
-                })
+                StoreError::not_found(
+                    "job config",
+                    match version {
+                        Some(v) => format!("{id} v{v}"),
+                        None => id.clone(),
+                    },
+                )
             })?;
             Ok((v, decode(|| format!("config of job {id} v{v}"), &body)?))
         })
@@ -420,7 +443,8 @@ impl Store for SqliteStore {
 
     async fn live_jobs(&self) -> Result<Vec<JobSummary>> {
         self.read(move |conn| {
-            let live: Vec<String> = crate::types::live_job_states().iter().map(|s| format!("'{}'", s.as_str())).collect();
+            let live: Vec<String> =
+                crate::types::live_job_states().iter().map(|s| format!("'{}'", s.as_str())).collect();
             let sql = format!("SELECT {SUMMARY_COLS} FROM jobs WHERE state IN ({}) ORDER BY job_id", live.join(","));
             let mut stmt = conn.prepare(&sql).map_err(db)?;
             let rows =
@@ -466,7 +490,9 @@ impl Store for SqliteStore {
                 return Err(StoreError::not_found("job", &job_id));
             }
             let mut ins = conn
-                .prepare_cached("INSERT INTO tasks (job_id, instance, state, version, runtime) VALUES (?1, ?2, ?3, 1, ?4)")
+                .prepare_cached(
+                    "INSERT INTO tasks (job_id, instance, state, version, runtime) VALUES (?1, ?2, ?3, 1, ?4)",
+                )
                 .map_err(db)?;
             for (instance, state, body) in &rows {
                 ins.execute(params![job_id, instance, state, body]).map_err(|e| match e {
@@ -501,7 +527,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn cas_task(&self, job_id: &str, instance: u32, expected_version: u64, runtime: &TaskRuntime) -> Result<TaskRuntime> {
+    async fn cas_task(
+        &self,
+        job_id: &str,
+        instance: u32,
+        expected_version: u64,
+        runtime: &TaskRuntime,
+    ) -> Result<TaskRuntime> {
         check_id("job", job_id)?;
         let (c, stored) = prepare_cas(job_id, instance, expected_version, runtime)?;
         let job_id = job_id.to_string();
@@ -511,8 +543,10 @@ impl Store for SqliteStore {
 
     async fn cas_tasks(&self, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
         check_id("job", job_id)?;
-        let prepared =
-            writes.iter().map(|w| prepare_cas(job_id, w.instance, w.expected_version, &w.runtime).map(|p| p.0)).collect::<Result<Vec<_>>>()?;
+        let prepared = writes
+            .iter()
+            .map(|w| prepare_cas(job_id, w.instance, w.expected_version, &w.runtime).map(|p| p.0))
+            .collect::<Result<Vec<_>>>()?;
         let job_id = job_id.to_string();
         self.write(move |conn| Ok(prepared.iter().map(|c| cas_task_in(conn, &job_id, c)).collect())).await
     }
@@ -534,7 +568,9 @@ impl Store for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db)?;
             rows.into_iter()
-                .map(|(instance, body)| Ok(TaskRecord { instance, runtime: decode(|| task_what(&job_id, instance), &body)? }))
+                .map(|(instance, body)| {
+                    Ok(TaskRecord { instance, runtime: decode(|| task_what(&job_id, instance), &body)? })
+                })
                 .collect()
         })
         .await
@@ -605,7 +641,9 @@ impl Store for SqliteStore {
                 .map_err(db)?;
             let rows = stmt
                 // History is trimmed in steps (TRIM_EVERY): never show more than the bound.
-                .query_map(params![job_id, instance, limit.min(limits::MAX_EVENTS_PER_TASK as u32)], |r| r.get::<_, String>(0))
+                .query_map(params![job_id, instance, limit.min(limits::MAX_EVENTS_PER_TASK as u32)], |r| {
+                    r.get::<_, String>(0)
+                })
                 .map_err(db)?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db)?;
@@ -716,7 +754,9 @@ impl Store for SqliteStore {
                 return Err(StoreError::not_found("update", &update_id));
             }
             let mut ins = conn
-                .prepare_cached("INSERT OR REPLACE INTO update_progress (update_id, instance, body) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO update_progress (update_id, instance, body) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(db)?;
             for (instance, body) in &rows {
                 ins.execute(params![update_id, instance, body]).map_err(db)?;
@@ -745,7 +785,8 @@ impl Store for SqliteStore {
         validate::pool(path, spec)?;
         let (path, spec) = (path.to_string(), spec.to_vec());
         self.write(move |conn| {
-            conn.execute("INSERT OR REPLACE INTO pools (path, spec) VALUES (?1, ?2)", params![path, spec]).map_err(db)?;
+            conn.execute("INSERT OR REPLACE INTO pools (path, spec) VALUES (?1, ?2)", params![path, spec])
+                .map_err(db)?;
             Ok(())
         })
         .await
@@ -765,7 +806,10 @@ impl Store for SqliteStore {
     async fn list_pools(&self) -> Result<Vec<(String, Vec<u8>)>> {
         self.read(|conn| {
             let mut stmt = conn.prepare("SELECT path, spec FROM pools ORDER BY path").map_err(db)?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db)?.collect::<rusqlite::Result<Vec<_>>>().map_err(db)
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(db)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db)
         })
         .await
     }
@@ -810,7 +854,8 @@ impl Store for SqliteStore {
                 )
                 .optional()
                 .map_err(db)?;
-            let meta = meta.ok_or_else(|| StoreError::not_found("plugin version", format!("{slot}/{name}@{version}")))?;
+            let meta =
+                meta.ok_or_else(|| StoreError::not_found("plugin version", format!("{slot}/{name}@{version}")))?;
             let mut v: PluginVersion = decode(|| format!("plugin {slot}/{name}@{version}"), &meta)?;
             v.state = state;
             let meta = encode(|| format!("plugin {}", v.id()), &v, limits::MAX_RECORD)?;
@@ -909,8 +954,11 @@ impl Store for SqliteStore {
     async fn list_hosts(&self) -> Result<Vec<HostRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare("SELECT record FROM hosts ORDER BY hostname").map_err(db)?;
-            let rows =
-                stmt.query_map([], |r| r.get::<_, String>(0)).map_err(db)?.collect::<rusqlite::Result<Vec<_>>>().map_err(db)?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(db)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db)?;
             rows.iter().map(|b| decode(|| "host".to_string(), b)).collect()
         })
         .await

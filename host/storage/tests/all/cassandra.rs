@@ -77,7 +77,9 @@ async fn newer_schema_is_refused() {
         .expect("insert");
     drop(store);
     match CassandraStore::connect(&cfg).await {
-        Err(StoreError::SchemaTooNew { found, supported, .. }) => assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION)),
+        Err(StoreError::SchemaTooNew { found, supported, .. }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION))
+        }
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
     // Leave no future-schema keyspace behind.

@@ -5,10 +5,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use paceline_model::host::{HostRecord, MaintenanceState};
-use paceline_model::job::{InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, JobState, Update, UpdateSpec, UpdateState};
-use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
 use paceline_model::Resources;
+use paceline_model::host::{HostRecord, MaintenanceState};
+use paceline_model::job::{
+    InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, JobState, Update, UpdateSpec, UpdateState,
+};
+use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
 use paceline_storage::{JobQuery, PluginVersion, Store, StoreError, TaskCas};
 use sha2::{Digest, Sha256};
 
@@ -41,7 +43,10 @@ pub async fn jobs_config_versions_and_cas(s: Arc<dyn Store>) {
     let owner = unique("owner");
     let rt = s.create_job(&id, &config(&owner, 3), &JobRuntime::initial(1, 5)).await.expect("create");
     assert_eq!(rt.version, 1);
-    assert!(matches!(s.create_job(&id, &config(&owner, 3), &JobRuntime::initial(1, 5)).await, Err(StoreError::AlreadyExists { .. })));
+    assert!(matches!(
+        s.create_job(&id, &config(&owner, 3), &JobRuntime::initial(1, 5)).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
 
     let mut c2 = config(&owner, 5);
     c2.name = "web-v2".into();
@@ -121,7 +126,8 @@ pub async fn job_queries_paginate_and_filter(s: Arc<dyn Store>) {
     assert_eq!(count(JobQuery { owner: Some(unique("nobody")), ..base.clone() }).await, 0);
     assert!(s.query_jobs(&JobQuery { limit: 0, ..base.clone() }).await.is_err());
 
-    let live: BTreeSet<String> = s.live_jobs().await.expect("live").into_iter().filter(|j| j.owner == owner).map(|j| j.id).collect();
+    let live: BTreeSet<String> =
+        s.live_jobs().await.expect("live").into_iter().filter(|j| j.owner == owner).map(|j| j.id).collect();
     assert_eq!(live.len(), 5, "terminal jobs are not live");
 }
 
@@ -238,7 +244,12 @@ pub async fn updates_and_progress(s: Arc<dyn Store>) {
 
     let progress: Vec<InstanceProgress> = [0u32, 1, 2, 1200]
         .iter()
-        .map(|&i| InstanceProgress { instance: i, state: InstanceUpdateState::InProgress, attempts: 1, updated_at_ms: 5 })
+        .map(|&i| InstanceProgress {
+            instance: i,
+            state: InstanceUpdateState::InProgress,
+            attempts: 1,
+            updated_at_ms: 5,
+        })
         .collect();
     s.put_update_progress(&u.id, &progress).await.expect("progress");
     let mut p1 = progress[1].clone();
@@ -258,7 +269,8 @@ pub async fn pools_are_opaque_blobs(s: Arc<dyn Store>) {
     s.put_pool(&child, b"child").await.expect("put");
     s.put_pool(&child, b"child-v2").await.expect("overwrite");
     assert_eq!(s.get_pool(&child).await.expect("get"), b"child-v2");
-    let listed: Vec<String> = s.list_pools().await.expect("list").into_iter().map(|p| p.0).filter(|p| p.starts_with(&root)).collect();
+    let listed: Vec<String> =
+        s.list_pools().await.expect("list").into_iter().map(|p| p.0).filter(|p| p.starts_with(&root)).collect();
     assert_eq!(listed, vec![root.clone(), child.clone()]);
     s.delete_pool(&child).await.expect("delete");
     assert!(s.get_pool(&child).await.expect_err("gone").is_not_found());
@@ -358,7 +370,10 @@ pub async fn bad_input_is_refused_whole(s: Arc<dyn Store>) {
     // Empty and oversize ids.
     assert!(matches!(s.create_job("", &config("o", 1), &JobRuntime::initial(1, 0)).await, Err(StoreError::Invalid(_))));
     let long = "j".repeat(paceline_storage::limits::MAX_ID + 1);
-    assert!(matches!(s.create_job(&long, &config("o", 1), &JobRuntime::initial(1, 0)).await, Err(StoreError::TooLarge { .. })));
+    assert!(matches!(
+        s.create_job(&long, &config("o", 1), &JobRuntime::initial(1, 0)).await,
+        Err(StoreError::TooLarge { .. })
+    ));
 
     // A task batch with one oversize runtime writes none of the batch.
     let id = unique("badtasks");
@@ -372,7 +387,10 @@ pub async fn bad_input_is_refused_whole(s: Arc<dyn Store>) {
     assert!(s.cas_task(&id, 0, 1, &huge).await.is_err());
     assert_eq!(s.get_task(&id, 0).await.expect("unchanged").version, 1);
     // Instance beyond the job limit.
-    assert!(matches!(s.create_tasks(&id, &[(2_000_000, TaskRuntime::initial(1, 0))]).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(
+        s.create_tasks(&id, &[(2_000_000, TaskRuntime::initial(1, 0))]).await,
+        Err(StoreError::Invalid(_))
+    ));
     // Unknown ids.
     assert!(s.get_task(&id, 2).await.expect_err("unknown").is_not_found());
     assert!(s.get_update("no-such-update").await.expect_err("unknown").is_not_found());
@@ -441,7 +459,12 @@ pub async fn leader_fencing(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         other => panic!("the old leader's write must be fenced, got {other:?}"),
     }
     assert!(a.is_fenced(), "fenced for good");
-    assert!(a.create_job(&unique("late"), &config("o", 1), &JobRuntime::initial(1, 0)).await.expect_err("still fenced").is_fenced());
+    assert!(
+        a.create_job(&unique("late"), &config("o", 1), &JobRuntime::initial(1, 0))
+            .await
+            .expect_err("still fenced")
+            .is_fenced()
+    );
     assert!(a.put_pool(&format!("/{}", unique("p")), b"x").await.expect_err("every kind of write").is_fenced());
     assert_eq!(b.get_job_runtime(&id).await.expect("read").version, rt.version, "the fenced write changed nothing");
     assert_eq!(a.get_job_runtime(&id).await.expect("the fenced handle still reads").version, rt.version);

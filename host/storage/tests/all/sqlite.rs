@@ -97,7 +97,8 @@ async fn event_history_stays_bounded_when_trimmed_in_steps() {
     };
     let stored = || -> usize {
         let conn = rusqlite::Connection::open(&path).expect("raw");
-        conn.query_row("SELECT COUNT(*) FROM task_events WHERE job_id = 'e' AND instance = 0", [], |r| r.get(0)).expect("count")
+        conn.query_row("SELECT COUNT(*) FROM task_events WHERE job_id = 'e' AND instance = 0", [], |r| r.get(0))
+            .expect("count")
     };
     {
         let s = SqliteStore::open(&path).expect("open");
@@ -135,7 +136,9 @@ async fn the_wal_stays_short_while_writes_go_on() {
         let v = s.cas_task("w", 0, rt.version, &rt).await.expect("cas");
         rt.version = v.version;
     }
-    let wal = std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).expect("the WAL exists while the store is open");
+    let wal = std::fs::metadata(format!("{}-wal", path.display()))
+        .map(|m| m.len())
+        .expect("the WAL exists while the store is open");
     // Never restarted: at least a 4 KiB page per commit, over 12 MB.
     assert!(wal < 6 << 20, "WAL of {wal} bytes after 3,000 commits");
     assert_eq!(s.get_task("w", 0).await.expect("task").updated_at_ms, 2_999);
@@ -157,7 +160,8 @@ async fn crash_child() {
     }
     let start = store.tasks_of_job(CRASH_JOB, &[]).await.expect("tasks").last().map_or(0, |t| t.instance + 1);
     let next = Arc::new(std::sync::atomic::AtomicU32::new(start));
-    let log = Arc::new(std::sync::Mutex::new(std::fs::OpenOptions::new().append(true).create(true).open(log).expect("log")));
+    let log =
+        Arc::new(std::sync::Mutex::new(std::fs::OpenOptions::new().append(true).create(true).open(log).expect("log")));
     // Four concurrent writers: their batches share commits.
     let mut writers = Vec::new();
     for _ in 0..4 {
@@ -165,7 +169,8 @@ async fn crash_child() {
         writers.push(tokio::spawn(async move {
             loop {
                 let first = next.fetch_add(20, std::sync::atomic::Ordering::SeqCst);
-                let batch: Vec<(u32, TaskRuntime)> = (first..first + 20).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+                let batch: Vec<(u32, TaskRuntime)> =
+                    (first..first + 20).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
                 store.create_tasks(CRASH_JOB, &batch).await.expect("write");
                 // Acknowledged: record it in one write(2) (SIGKILL keeps the
                 // page cache). `;` ends a complete record: a record cut by
@@ -197,7 +202,12 @@ async fn crash_safety_sigkill_20_times() {
     let exe = std::env::current_exe().expect("exe");
     for round in 0..20 {
         // End any record the previous child left half-written.
-        std::fs::OpenOptions::new().append(true).create(true).open(&log).and_then(|mut f| f.write_all(b"\n")).expect("log");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(b"\n"))
+            .expect("log");
         let mut child = std::process::Command::new(&exe)
             .args(["sqlite::crash_child", "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_DB, &db)

@@ -12,7 +12,8 @@ pub struct Entropy;
 
 impl PlacementPolicy for Entropy {
     fn place(request: &PlacementRequest) -> PlacementResult {
-        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let wall =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let mono = std::time::Instant::now();
         let map: HashMap<u32, u32> = (0..32).map(|i| (i, i)).collect();
         let order: Vec<u32> = map.keys().copied().take(8).collect();
