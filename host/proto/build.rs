@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos: Vec<PathBuf> = [
         "agent/v1/agent",
         "hostmgr/v1/hostmgr",
-        "placement/v1/placement",
+        "placement/v2/placement",
         "v1/types",
         "v1/job",
         "v1/task",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
 use paceline_proto::agent::v1 as pb;
 
-use crate::spec::proto_resources;
+use paceline_proto::convert::resources_pb as proto_resources;
 
 /// The protocol `Launch` for a model launch request: the request's env is
 /// laid over the spec's env.

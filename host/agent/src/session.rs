@@ -22,8 +22,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::{AgentConfig, HostInfo};
 use crate::error::{AgentError, io_ctx};
-use crate::spec::proto_resources;
 use crate::supervisor::{Supervisor, SupervisorConfig};
+use paceline_proto::convert::resources_pb as proto_resources;
 
 /// Runs the agent until `shutdown` resolves: detects the host, opens the
 /// supervisor on the data dir (re-adopting what still runs), and keeps a

@@ -125,16 +125,7 @@ fn check_port_name(field: &str, value: &str) -> Result<(), LaunchError> {
 impl RunSpec {
     /// Validates a protocol `Launch`. Errors name the field at fault.
     pub fn from_launch(launch: &pb::Launch) -> Result<Self, LaunchError> {
-        let resources = launch
-            .resources
-            .map(|r| Resources {
-                cpu_millis: r.cpu_millis,
-                memory_mib: r.memory_mib,
-                disk_mib: r.disk_mib,
-                gpus: r.gpus,
-                ports: r.ports,
-            })
-            .unwrap_or_default();
+        let resources = paceline_proto::convert::resources(launch.resources.as_ref());
         let health_check = match &launch.health_check {
             None => None,
             Some(hc) if *hc == pb::HealthCheck::default() => None,
@@ -272,22 +263,11 @@ impl RunSpec {
             command: self.command.clone(),
             args: self.args.clone(),
             env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            resources: Some(proto_resources(&self.resources)),
+            resources: Some(paceline_proto::convert::resources_pb(&self.resources)),
             port_names: self.port_names.clone(),
             health_check,
             volume: self.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
             kill_grace_period_secs: self.kill_grace_period_secs,
         }
-    }
-}
-
-/// Model resources in protocol form.
-pub fn proto_resources(r: &Resources) -> pb::Resources {
-    pb::Resources {
-        cpu_millis: r.cpu_millis,
-        memory_mib: r.memory_mib,
-        disk_mib: r.disk_mib,
-        gpus: r.gpus,
-        ports: r.ports,
     }
 }

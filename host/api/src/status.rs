@@ -6,7 +6,7 @@
 //! the object's state FAILED_PRECONDITION, and a dependency that failed
 //! UNAVAILABLE (retryable) or INTERNAL (a bug).
 
-use paceline_hostmgr::{HostError, ProviderError, RemoteErrorKind};
+use paceline_hostmgr::HostError;
 use paceline_jobmgr::JobError;
 use paceline_plugin::PluginError;
 use paceline_resmgr::{PoolError, PoolErrorReason};
@@ -29,29 +29,10 @@ pub fn job(e: JobError, prefix: &str) -> Status {
     }
 }
 
-/// A host manager error.
+/// A host manager error: its own mapping (`impl From<HostError> for
+/// Status` in `paceline-hostmgr`), shared with the host manager's protocol.
 pub fn host(e: HostError) -> Status {
-    let msg = e.to_string();
-    match e {
-        HostError::UnknownHost(_) | HostError::UnknownRun(_) => Status::not_found(msg),
-        HostError::InvalidRequest { .. } => Status::invalid_argument(msg),
-        HostError::InvalidTransition { .. } | HostError::HostNotAcceptingTasks { .. } => {
-            Status::failed_precondition(msg)
-        }
-        HostError::Provider(ProviderError::Unsupported { .. }) => Status::unimplemented(msg),
-        HostError::Provider(_) | HostError::HostUnreachable(_) | HostError::Store(_) | HostError::Stopped => {
-            Status::unavailable(msg)
-        }
-        HostError::Remote { kind, .. } => match kind {
-            RemoteErrorKind::NotFound => Status::not_found(msg),
-            RemoteErrorKind::InvalidRequest => Status::invalid_argument(msg),
-            RemoteErrorKind::FailedPrecondition => Status::failed_precondition(msg),
-            RemoteErrorKind::Unsupported => Status::unimplemented(msg),
-            RemoteErrorKind::Unavailable => Status::unavailable(msg),
-            RemoteErrorKind::Other => Status::internal(msg),
-        },
-        _ => Status::internal(msg),
-    }
+    Status::from(e)
 }
 
 /// Fields of a pool's spec, which the wire nests under `spec`.

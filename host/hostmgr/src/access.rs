@@ -2,9 +2,12 @@
 //! it runs in their process ([`HostManager`]) or in a process of its own
 //! (`paceline server --roles hostmgr`, reached over `paceline.hostmgr.v1`).
 //!
-//! The job manager, the placement joints and the API hold an
-//! `Arc<dyn HostAccess>` and never learn which one they talk to. The methods
-//! are [`HostManager`]'s own, with the same meaning; see each there.
+//! The job manager, the API and the wiring hold an `Arc<dyn HostAccess>` and
+//! never learn which one they talk to. Leases and launches are the joints'
+//! ports ([`OfferSource`], [`Launcher`]), supertraits of this one, so the
+//! placement engine and the job manager are handed the same object as those
+//! ports. The other methods are [`HostManager`]'s own, with the same meaning;
+//! see each there.
 //! `host` and `hosts` stay synchronous (the API and the capacity fan-out call
 //! them often): a remote implementation answers from an inventory snapshot
 //! its host manager streams to it.
@@ -13,15 +16,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use paceline_joints::{Launcher, OfferSource, PortError};
 use paceline_model::run::LaunchRequest;
 
 use crate::{
     ExpectedRun, HostError, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream,
 };
 
-/// The host manager as the other roles see it. Object safe.
+/// The host manager as the other roles see it. Object safe; upcasts to
+/// `Arc<dyn OfferSource>` and `Arc<dyn Launcher>`.
 #[async_trait]
-pub trait HostAccess: Send + Sync + std::fmt::Debug {
+pub trait HostAccess: OfferSource + Launcher + Send + Sync + std::fmt::Debug {
     /// The provider's name (`agent`, `sim`, `mesos`).
     fn provider_name(&self) -> String;
     /// One host.
@@ -37,14 +42,6 @@ pub trait HostAccess: Send + Sync + std::fmt::Debug {
     fn subscribe(&self) -> HostEvents;
     /// The subscriber has durably handled these `(run id, seq)` updates.
     async fn acknowledge_all(&self, updates: &[(String, u64)]);
-    /// Leases hosts to a placement engine.
-    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, HostError>;
-    /// Returns a lease's remaining hosts.
-    async fn release(&self, lease: LeaseId) -> Result<(), HostError>;
-    /// Launches runs on a host of a lease.
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError>;
-    /// Stops a run, overriding its grace period when `grace` is set.
-    async fn kill_with_grace(&self, run_id: &str, grace: Option<Duration>) -> Result<(), HostError>;
     /// Reads part of a run's log on a named host.
     async fn read_log_on(
         &self,
@@ -96,22 +93,6 @@ impl HostAccess for HostManager {
         }
     }
 
-    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, HostError> {
-        HostManager::lease(self, request)
-    }
-
-    async fn release(&self, lease: LeaseId) -> Result<(), HostError> {
-        HostManager::release(self, lease)
-    }
-
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError> {
-        HostManager::launch(self, lease, host, runs).await
-    }
-
-    async fn kill_with_grace(&self, run_id: &str, grace: Option<Duration>) -> Result<(), HostError> {
-        HostManager::kill_with_grace(self, run_id, grace).await
-    }
-
     async fn read_log_on(
         &self,
         host: &str,
@@ -137,6 +118,28 @@ impl HostAccess for HostManager {
 
     async fn up(&self, host: &str) -> Result<(), HostError> {
         HostManager::up(self, host).await
+    }
+}
+
+#[async_trait]
+impl OfferSource for HostManager {
+    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, PortError> {
+        Ok(HostManager::lease(self, request)?)
+    }
+
+    async fn release(&self, lease: LeaseId) -> Result<(), PortError> {
+        Ok(HostManager::release(self, lease)?)
+    }
+}
+
+#[async_trait]
+impl Launcher for HostManager {
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError> {
+        Ok(HostManager::launch(self, lease, host, runs).await?)
+    }
+
+    async fn kill(&self, run_id: &str, grace: Option<Duration>) -> Result<(), PortError> {
+        Ok(HostManager::kill_with_grace(self, run_id, grace).await?)
     }
 }
 

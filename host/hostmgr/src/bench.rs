@@ -83,7 +83,7 @@ pub async fn lease_rounds(hosts: usize, hosts_per_lease: usize, duration: Durati
     let mut rounds = 0u64;
     while start.elapsed() < duration {
         let lease = manager.lease(&request)?;
-        if lease.offers.is_empty() {
+        if lease.hosts.is_empty() {
             return Err(HostError::InvalidRequest { field: "hosts", reason: "the lease came back empty".into() });
         }
         manager.release(lease.id)?;
@@ -130,10 +130,10 @@ pub async fn status_updates(hosts: usize, runs: usize) -> Result<StatusFigures, 
         ..TaskSpec::default()
     };
     let lease = manager.lease(&LeaseRequest::new(Resources::ZERO, hosts.max(1), 3_600_000))?;
-    let per_host = runs.div_ceil(lease.offers.len().max(1));
+    let per_host = runs.div_ceil(lease.hosts.len().max(1));
     let start = Instant::now();
     let mut launched = 0usize;
-    for offer in &lease.offers {
+    for offer in &lease.hosts {
         if launched == runs {
             break;
         }

@@ -160,3 +160,47 @@ pub enum RemoteErrorKind {
     /// Anything else.
     Other,
 }
+
+impl From<HostError> for tonic::Status {
+    /// The gRPC code each failure answers with, in the public API and the
+    /// host manager's own protocol alike.
+    fn from(e: HostError) -> tonic::Status {
+        use tonic::Status;
+        let msg = e.to_string();
+        match e {
+            HostError::UnknownHost(_) | HostError::UnknownRun(_) => Status::not_found(msg),
+            HostError::InvalidRequest { .. } => Status::invalid_argument(msg),
+            HostError::InvalidTransition { .. } | HostError::HostNotAcceptingTasks { .. } => {
+                Status::failed_precondition(msg)
+            }
+            HostError::Provider(ProviderError::Unsupported { .. }) => Status::unimplemented(msg),
+            HostError::Provider(_) | HostError::HostUnreachable(_) | HostError::Store(_) | HostError::Stopped => {
+                Status::unavailable(msg)
+            }
+            HostError::Remote { kind, .. } => match kind {
+                RemoteErrorKind::NotFound => Status::not_found(msg),
+                RemoteErrorKind::InvalidRequest => Status::invalid_argument(msg),
+                RemoteErrorKind::FailedPrecondition => Status::failed_precondition(msg),
+                RemoteErrorKind::Unsupported => Status::unimplemented(msg),
+                RemoteErrorKind::Unavailable => Status::unavailable(msg),
+                RemoteErrorKind::Other => Status::internal(msg),
+            },
+            _ => Status::internal(msg),
+        }
+    }
+}
+
+impl From<HostError> for paceline_joints::PortError {
+    /// As a port's error: retry what may pass later, not what the manager refused.
+    fn from(e: HostError) -> paceline_joints::PortError {
+        let retry = matches!(
+            e,
+            HostError::Stopped | HostError::Store(_) | HostError::Remote { kind: RemoteErrorKind::Unavailable, .. }
+        );
+        if retry {
+            paceline_joints::PortError::unavailable(e.to_string())
+        } else {
+            paceline_joints::PortError::refused(e.to_string())
+        }
+    }
+}

@@ -65,7 +65,9 @@
 //! - [`manager`]: [`HostManager`] (async shell) over its state and rules.
 //! - [`access`]: [`HostAccess`], the manager as the other roles see it, in
 //!   this process or another.
-//! - [`lease`]: lease requests, leases, ids.
+//! - [`peer`]: both ends of `paceline.hostmgr.v1`, for a host manager in a
+//!   process of its own ([`peer::HostPeerService`], [`peer::RemoteHosts`]).
+//! - [`lease`]: the joints' lease records and the manager's live leases.
 //! - [`event`]: [`HostEvent`] and the subscriber stream.
 //! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
 //! - [`error`]: [`HostError`], [`ProviderError`].
@@ -81,6 +83,7 @@ pub mod event;
 pub mod lease;
 pub mod manager;
 pub mod mesos;
+pub mod peer;
 pub mod provider;
 pub mod sim;
 

@@ -104,7 +104,7 @@ impl Harness {
         let mut req = LeaseRequest::new(Resources::ZERO, 1, 10_000);
         req.only_hosts = vec![host.to_string()];
         let lease = self.hosts.lease(&req).expect("lease");
-        assert_eq!(lease.offers.len(), 1, "{host} leased");
+        assert_eq!(lease.hosts.len(), 1, "{host} leased");
         self.hosts.launch(lease.id, host, runs).await.expect("launch");
         let _ = self.hosts.release(lease.id);
     }

@@ -6,12 +6,12 @@
 //! job kind reacts to events.
 //!
 //! ```text
-//!  API ──create/kill/restart/update──▶ JobManager ──gangs──▶ resmgr ──ready──▶ placement
-//!                                        ▲   │                                    │
-//!   hostmgr ──RunUpdate (on_run_update)──┘   │◀──────── on_placed(lease, placements)
-//!                                            ├──launch / kill──▶ TaskLauncher (hostmgr)
-//!                                            └──on_event──▶ lifecycle plugin ──actions──┐
-//!                                                 ▲─────────────────────────────────────┘
+//!  API ──create/kill/restart/update──▶ JobManager ──gangs──▶ resmgr (admission)
+//!                                        ▲   │  ReadyQueue: take_ready ─────────▶ placement
+//!   hostmgr ──RunUpdate (on_run_updates)─┘   │◀─ ReadyQueue: commit(lease, placements)
+//!                                            ├──launch / kill──▶ Launcher (hostmgr)
+//!                                            └──on_events──▶ lifecycle plugin ──actions──┐
+//!                                                 ▲──────────────────────────────────────┘
 //! ```
 //!
 //! - **Owns**: job configs (versioned) and runtimes, task runtimes (one run
@@ -21,30 +21,34 @@
 //!   resource manager speaks in; the deadline queue (restart backoff, max
 //!   run time, kill retries).
 //! - **Receives**: API calls ([`JobManager::create`] …), placements
-//!   ([`JobManager::on_placed`]), run updates from hosts
+//!   (it serves the joints' [`ReadyQueue`](paceline_joints::ReadyQueue): the
+//!   commit is the one owner of PLACED), run updates from hosts
 //!   ([`JobManager::on_run_update`]), host inventory changes
 //!   ([`JobManager::on_hosts_changed`], [`JobManager::on_host_draining`]),
 //!   kill requests of the resource manager ([`JobManager::on_resmgr_kills`])
 //!   and time ([`JobManager::tick`] with a [`Clock`]).
 //! - **Hands on**: gangs to the resource manager, launches and kills to a
-//!   [`TaskLauncher`], what placement needs per task
-//!   ([`JobManager::placement_need`]) and which runs hosts should hold
+//!   [`Launcher`](paceline_joints::Launcher), what placement needs per task
+//!   (with each ready task) and which runs hosts should hold
 //!   ([`JobManager::expected_runs`]).
-//! - **Must not touch**: hosts (only through [`TaskLauncher`]), placement
+//! - **Must not touch**: hosts (only through the launcher), placement
 //!   decisions, pool accounting (the resource manager's), other crates'
 //!   storage tables.
 //!
 //! # Layout
-//! - [`joints`]: the traits and records the placement engine and wiring call with.
 //! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
 //! - [`error`]: the one error type, [`JobError`].
 //! - [`table`]: the declarative (state, goal) → action table.
 //! - [`deadline`]: the deadline queue.
 //! - `state` (private): the in-memory mirror of jobs and tasks.
 //! - `views` (private): building the lifecycle plugin's views.
-//! - [`manager`]: [`JobManager`]: the API, the joints, the engine's effects.
+//! - [`manager`]: [`JobManager`], one module per flow: `api`, `writes`,
+//!   `admission` (gangs to the resource manager), `goal` (the goal-state
+//!   step), `lifecycle` (the plugin and its actions), `launch` (the ready
+//!   queue: needs, commit, launches), `runs` (run updates), `tick`
+//!   (deadlines, preemption kills, update progress), `update`, `hosts`,
+//!   `recover`.
 //! - `validate` (private): create-time checks beyond `JobConfig::validate`.
-//! - [`plugins`]: registering the native lifecycle fallbacks.
 //! - [`scenario`]: a reusable test harness (recording launcher, placement player).
 //! - [`bench`]: the `paceline bench jobmgr` figures.
 #![forbid(unsafe_code)]
@@ -54,9 +58,7 @@ pub mod clock;
 pub mod deadline;
 pub mod error;
 pub mod feed;
-pub mod joints;
 pub mod manager;
-pub mod plugins;
 pub mod scenario;
 mod state;
 pub mod table;
@@ -65,5 +67,4 @@ mod views;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
-pub use joints::{Placement, PlacementNeed, TaskLauncher};
 pub use manager::{JobInfo, JobManager, JobManagerConfig, UpdateRequest};

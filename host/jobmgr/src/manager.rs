@@ -6,16 +6,25 @@
 //! whole duration, so the engine is one writer and compare-and-set
 //! conflicts mean another process wrote (they surface as errors). The
 //! in-memory mirror sits behind a plain mutex that is never held across an
-//! `.await`, so the synchronous readers ([`JobManager::placement_need`],
+//! `.await`, so the synchronous readers ([`JobManager::need_of`],
 //! [`JobManager::expected_runs`]) never wait on storage. Lock order: the
-//! resource manager's mutex, then the mirror's; so a placement engine may
-//! call `placement_need` while it holds the resource manager.
+//! resource manager's mutex, then the mirror's.
 
+mod admission;
 mod api;
-mod engine;
+mod goal;
 mod hosts;
+mod launch;
+mod lifecycle;
 mod recover;
+mod runs;
+mod tick;
 mod update;
+mod writes;
+
+/// Jobs handled at once in one batch of placements or run updates: their
+/// writes share the store's group commits.
+pub(crate) const CONCURRENT_JOBS: usize = 64;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -26,8 +35,8 @@ use paceline_resmgr::ResourceManager;
 use paceline_storage::Store;
 
 use crate::clock::Clock;
-use crate::joints::TaskLauncher;
 use crate::state::Mem;
+use paceline_joints::Launcher;
 
 /// Tunables.
 #[derive(Clone, Debug)]
@@ -75,7 +84,7 @@ pub struct JobManager {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) resmgr: Arc<Mutex<ResourceManager>>,
     pub(crate) registry: Arc<Registry>,
-    pub(crate) launcher: Arc<dyn TaskLauncher>,
+    pub(crate) launcher: Arc<dyn Launcher>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) config: JobManagerConfig,
     pub(crate) ops: tokio::sync::Mutex<()>,
@@ -94,14 +103,14 @@ impl std::fmt::Debug for JobManager {
 
 impl JobManager {
     /// A job manager over `store`, submitting to `resmgr`, asking
-    /// `registry`'s lifecycle slots (register their native fallbacks first
-    /// with [`crate::plugins::register_native_lifecycles`]), launching
-    /// through `launcher`. Call [`JobManager::recover`] before serving.
+    /// `registry`'s lifecycle slots (each has its kind's native fallback
+    /// built in), launching through `launcher`. Call
+    /// [`JobManager::recover`] before serving.
     pub fn new(
         store: Arc<dyn Store>,
         resmgr: Arc<Mutex<ResourceManager>>,
         registry: Arc<Registry>,
-        launcher: Arc<dyn TaskLauncher>,
+        launcher: Arc<dyn Launcher>,
         clock: Arc<dyn Clock>,
         config: JobManagerConfig,
     ) -> JobManager {
@@ -175,5 +184,5 @@ impl JobManager {
 
 /// Splits a run id `<job>-<instance>-<run>` into its parts.
 pub fn parse_run_id_pub(run_id: &str) -> Option<(&str, u32, u64)> {
-    engine::parse_run_id(run_id)
+    runs::parse_run_id(run_id)
 }

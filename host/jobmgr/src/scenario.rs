@@ -9,31 +9,33 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use async_trait::async_trait;
-use paceline_model::Resources;
+use paceline_joints::{Launcher, LeaseId, Placement, PortError, ReadyQueue};
+use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
+use paceline_model::{Resources, UnplacedReason};
 use paceline_plugin::Registry;
-use paceline_plugin_sdk::types::{JobKind as PluginKind, UnplacedReason};
-use paceline_resmgr::{Config, ReadyTask, ResourceManager};
+use paceline_resmgr::{Config, ResourceManager};
 use paceline_storage::Store;
 
 use crate::clock::ManualClock;
-use crate::joints::{Placement, TaskLauncher};
 use crate::manager::{JobManager, JobManagerConfig};
 
 /// One launch the launcher saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launched {
     /// Offer lease.
-    pub lease: String,
+    pub lease: LeaseId,
     /// Host.
     pub host: String,
     /// The request.
     pub run: LaunchRequest,
 }
 
-/// A [`TaskLauncher`] that records every call and accepts them, except
+/// A [`Launcher`] that records every call and accepts them, except
 /// launches on hosts listed in `refuse`.
 #[derive(Debug, Default)]
 pub struct RecordingLauncher {
@@ -57,21 +59,35 @@ impl RecordingLauncher {
     }
 }
 
+fn poisoned(e: impl std::fmt::Display) -> PortError {
+    PortError::unavailable(e.to_string())
+}
+
 #[async_trait]
-impl TaskLauncher for RecordingLauncher {
-    async fn launch(&self, lease_id: &str, host: &str, runs: Vec<LaunchRequest>) -> Result<(), String> {
-        if self.refuse.lock().map_err(|e| e.to_string())?.contains(host) {
-            return Err(format!("host {host} refused"));
+impl Launcher for RecordingLauncher {
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError> {
+        if self.refuse.lock().map_err(poisoned)?.contains(host) {
+            return Err(PortError::refused(format!("host {host} refused")));
         }
-        let mut l = self.launches.lock().map_err(|e| e.to_string())?;
+        let mut l = self.launches.lock().map_err(poisoned)?;
         for run in runs {
-            l.push(Launched { lease: lease_id.to_string(), host: host.to_string(), run });
+            l.push(Launched { lease, host: host.to_string(), run });
         }
         Ok(())
     }
 
-    async fn kill(&self, host: &str, run_id: &str, _grace_secs: Option<u32>) -> Result<(), String> {
-        self.kills.lock().map_err(|e| e.to_string())?.push((host.to_string(), run_id.to_string()));
+    /// Recorded with the host the run was launched on (empty if never launched).
+    async fn kill(&self, run_id: &str, _grace: Option<Duration>) -> Result<(), PortError> {
+        let host = self
+            .launches
+            .lock()
+            .map_err(poisoned)?
+            .iter()
+            .rev()
+            .find(|l| l.run.run_id == run_id)
+            .map(|l| l.host.clone())
+            .unwrap_or_default();
+        self.kills.lock().map_err(poisoned)?.push((host, run_id.to_string()));
         Ok(())
     }
 }
@@ -116,12 +132,8 @@ impl std::fmt::Debug for Harness {
 }
 
 impl Harness {
-    /// A harness over `store` and `registry` (lifecycle natives are
-    /// registered here), starting at `clock_ms`.
+    /// A harness over `store` and `registry`, starting at `clock_ms`.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, hosts: &[&str], clock_ms: u64) -> Harness {
-        if let Err(e) = crate::plugins::register_native_lifecycles(&registry) {
-            tracing::error!(error = %e, "native lifecycles");
-        }
         let resmgr = Arc::new(Mutex::new(test_resmgr()));
         let launcher = Arc::new(RecordingLauncher::default());
         let clock = Arc::new(ManualClock::new(clock_ms));
@@ -150,47 +162,40 @@ impl Harness {
         Arc::new(paceline_storage::sqlite::SqliteStore::open(path).expect("open sqlite store"))
     }
 
-    /// Plays one placement round: ticks the resource manager, takes every
-    /// READY task and places it (required host, else preferred host, else
-    /// the hosts in turn), then calls `on_placed`. Returns how many were placed.
+    /// Plays one placement round through the job manager's ready queue, as
+    /// an engine does: ticks the resource manager, takes every READY task
+    /// with its need, places each (required host, else preferred host, else
+    /// the hosts in turn) and commits. Returns how many were committed.
     pub async fn place(&self) -> usize {
         let now = self.clock_now();
-        let mut ready: Vec<ReadyTask> = Vec::new();
-        let kills = {
-            let mut rm = self.resmgr.lock().expect("resmgr lock");
-            let report = rm.tick(now);
-            for k in [PluginKind::Batch, PluginKind::Stateless, PluginKind::Stateful, PluginKind::Daemon] {
-                rm.take_ready(k, usize::MAX, now, &mut ready);
-            }
-            report.kills
-        };
+        let kills = self.resmgr.lock().expect("resmgr lock").tick(now).kills;
         // What the wiring does with the tick's kill requests (preemption victims).
         if !kills.is_empty() {
             self.jm.on_resmgr_kills(kills).await.expect("resmgr kills handled");
         }
         let mut placements = Vec::new();
-        for (n, r) in ready.iter().enumerate() {
-            let Some(need) = self.jm.placement_need(r.job, r.instance) else {
-                let mut rm = self.resmgr.lock().expect("resmgr lock");
-                let _ = rm.placement_failed(r.id, UnplacedReason::Deferred, now);
-                continue;
-            };
-            let host = match &need.preferred_host {
-                Some(h) if need.host_required || self.hosts.contains(h) => h.clone(),
-                _ => self.hosts[(r.instance as usize + n) % self.hosts.len()].clone(),
-            };
-            placements.push(Placement { job_key: r.job, instance: r.instance, resmgr_task: r.id, host });
+        for kind in [JobKind::Batch, JobKind::Stateless, JobKind::Stateful, JobKind::Daemon] {
+            let taken = self.jm.take_ready(kind, usize::MAX, now).await.expect("an in-process queue does not fail");
+            let orphans: Vec<_> = taken.orphans.iter().map(|t| (t.id, UnplacedReason::Deferred)).collect();
+            self.jm.unplaced(&orphans, now).await.expect("an in-process queue does not fail");
+            for (n, (task, need)) in taken.ready.into_iter().enumerate() {
+                let host = match &need.preferred_host {
+                    Some(h) if need.host_required || self.hosts.contains(h) => h.clone(),
+                    _ => self.hosts[(task.instance as usize + n) % self.hosts.len()].clone(),
+                };
+                placements.push(Placement { task, host });
+            }
         }
-        let count = placements.len();
-        if count > 0 {
-            let lease = {
-                let mut l = self.lease.lock().expect("lease lock");
-                *l += 1;
-                format!("lease-{l}")
-            };
-            self.jm.on_placed(&lease, placements).await;
+        if placements.is_empty() {
+            return 0;
         }
-        count
+        let lease = {
+            let mut l = self.lease.lock().expect("lease lock");
+            *l += 1;
+            LeaseId(*l)
+        };
+        let committed = self.jm.commit(lease, placements, now).await.expect("an in-process queue does not fail");
+        (committed.launched + committed.refused) as usize
     }
 
     fn clock_now(&self) -> u64 {

@@ -95,7 +95,7 @@ pub(crate) struct TaskEntry {
     /// The queued gang holding this run, while the resource manager queues it.
     pub gang: Option<GangId>,
     /// The resource manager's handle, once placed.
-    pub rm_task: Option<paceline_resmgr::TaskId>,
+    pub rm_task: Option<paceline_joints::TaskHandle>,
     /// Highest run-update sequence handled for the current run.
     pub last_seq: u64,
     pub healthy: Option<bool>,

@@ -3,7 +3,7 @@
 //! once, so "why did the engine do X" is answered by one row.
 //!
 //! The resource manager owns READY and PLACING (the job manager sees a task
-//! again at PLACED, through `on_placed`); hosts own everything from
+//! again at PLACED, through the ready queue's commit); hosts own everything from
 //! LAUNCHED on (through run updates). The engine acts only where a row
 //! says so.
 

@@ -1,67 +1,12 @@
-//! Building the lifecycle plugin's views of a job and its tasks, and
-//! translating states between the model and the plugin contract.
+//! Building the lifecycle plugin's views of a job and its tasks (the leaf
+//! values are converted by `paceline_joints::contract`).
 
-use paceline_model::job::{InstanceUpdateState, JobKind, JobState};
+use paceline_joints::contract::IntoContract;
+use paceline_model::job::InstanceUpdateState;
 use paceline_model::task::TaskState;
 use paceline_plugin_sdk::types as sdk;
 
 use crate::state::JobEntry;
-
-pub(crate) fn task_state(s: TaskState) -> sdk::TaskState {
-    use sdk::TaskState as P;
-    match s {
-        TaskState::Initialized => P::Initialized,
-        TaskState::Pending => P::Pending,
-        TaskState::Ready => P::Ready,
-        TaskState::Placing => P::Placing,
-        TaskState::Placed => P::Placed,
-        TaskState::Launching => P::Launching,
-        TaskState::Launched => P::Launched,
-        TaskState::Starting => P::Starting,
-        TaskState::Running => P::Running,
-        TaskState::Succeeded => P::Succeeded,
-        TaskState::Failed => P::Failed,
-        TaskState::Lost => P::Lost,
-        TaskState::Killed => P::Killed,
-        TaskState::Preempting => P::Preempting,
-        TaskState::Killing => P::Killing,
-    }
-}
-
-pub(crate) fn job_state(s: JobState) -> sdk::JobState {
-    use sdk::JobState as P;
-    match s {
-        JobState::Initialized => P::Initialized,
-        JobState::Pending => P::Pending,
-        JobState::Running => P::Running,
-        JobState::Succeeded => P::Succeeded,
-        JobState::Failed => P::Failed,
-        JobState::Killing => P::Killing,
-        JobState::Killed => P::Killed,
-    }
-}
-
-pub(crate) fn from_plugin_job_state(s: sdk::JobState) -> JobState {
-    use sdk::JobState as P;
-    match s {
-        P::Initialized => JobState::Initialized,
-        P::Pending => JobState::Pending,
-        P::Running => JobState::Running,
-        P::Succeeded => JobState::Succeeded,
-        P::Failed => JobState::Failed,
-        P::Killing => JobState::Killing,
-        P::Killed => JobState::Killed,
-    }
-}
-
-pub(crate) fn kind(k: JobKind) -> sdk::JobKind {
-    match k {
-        JobKind::Batch => sdk::JobKind::Batch,
-        JobKind::Stateless => sdk::JobKind::Stateless,
-        JobKind::Stateful => sdk::JobKind::Stateful,
-        JobKind::Daemon => sdk::JobKind::Daemon,
-    }
-}
 
 /// Failures allowed per instance: the restart policy's budget (batch).
 pub(crate) fn max_failures(job: &JobEntry) -> u32 {
@@ -84,13 +29,13 @@ pub(crate) fn job_view(job: &JobEntry, draining: &std::collections::BTreeSet<Str
         failed: u.of_state(InstanceUpdateState::Failed),
     });
     sdk::JobView {
-        kind: kind(cfg.kind),
-        state: job_state(job.runtime.state),
+        kind: cfg.kind.into_contract(),
+        state: job.runtime.state.into_contract(),
         instance_count: job.instance_count(),
         max_failures_per_instance: max_failures(job),
         max_run_time_ms: cfg.sla.max_run_time_secs.unwrap_or(0).saturating_mul(1000),
         config_version: job.runtime.config_version,
-        resources: cfg.default_task.resources,
+        resources: cfg.default_task.resources.into_contract(),
         update,
         matching_hosts: job
             .daemon_hosts
@@ -106,7 +51,7 @@ pub(crate) fn task_views(job: &JobEntry, now_ms: u64) -> Vec<sdk::TaskView> {
         .enumerate()
         .map(|(i, t)| sdk::TaskView {
             instance: i as u32,
-            state: task_state(t.rt.state),
+            state: t.rt.state.into_contract(),
             run: t.rt.run.min(u64::from(u32::MAX)) as u32,
             failures: t.rt.failure_count,
             healthy: t.healthy,

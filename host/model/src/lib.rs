@@ -6,12 +6,15 @@
 //! tasks from which a plugin request is built.
 //!
 //! It owns no state and performs no I/O. It must not depend on any other
-//! `host/` crate; the plugin contract's resource type comes from the SDK
-//! (`paceline-plugin-sdk`), so the scheduler and plugins count resources the
-//! same way.
+//! workspace crate: not on the other `host/` crates, and not on the plugin
+//! SDK either. The plugin contract (`wit/`, mirrored by the SDK's types) and
+//! the public API (`proto/`) have types of their own, each converted to and
+//! from these in exactly one place (`paceline_joints::contract` and
+//! `paceline_proto::convert`), so that the model can change while a released
+//! contract or API version stays as it was (decision 0013).
 //!
 //! # Layout
-//! - [`resources`]: the `Resources` vector (re-exported from the SDK).
+//! - [`resources`]: the `Resources` vector and its saturating arithmetic.
 //! - [`labels`]: key/value labels on hosts and tasks.
 //! - [`constraint`]: hard constraints and soft preferences, and their evaluation.
 //! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
@@ -19,7 +22,8 @@
 //! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
 //! - [`run`]: launch requests and run updates that cross the host manager.
 //! - [`host`]: host inventory records and the maintenance state machine.
-//! - [`view`]: host and task views, and [`view::build_placement_request`].
+//! - [`view`]: a host as placement sees it ([`view::HostView`]).
+//! - [`unplaced`]: why a task was not placed in a round.
 #![forbid(unsafe_code)]
 
 pub mod constraint;
@@ -30,8 +34,10 @@ pub mod pool;
 pub mod resources;
 pub mod run;
 pub mod task;
+pub mod unplaced;
 pub mod view;
 
 pub use constraint::{Constraint, Preference};
 pub use labels::Labels;
 pub use resources::Resources;
+pub use unplaced::UnplacedReason;

@@ -1,11 +1,13 @@
 //! All roles in one process: job manager → resource manager → placement
 //! engine → host manager, and the events that flow back.
 //!
-//! [`Cluster`] owns the roles and the joints between them:
-//! - the placement engine leases offers from the host manager
-//!   ([`HostOffers`]) and hands placements to the job manager
-//!   ([`JobSink`]), which launches through the host manager
-//!   ([`HostLauncher`]);
+//! [`Cluster`] only wires: each role is handed the others as the joints'
+//! ports (`paceline-joints`), implemented by the roles themselves, so a
+//! placement round never passes through here:
+//! - the placement engine takes ready tasks from the job manager and commits
+//!   placements to it (`ReadyQueue`), and leases offers from the host manager
+//!   (`OfferSource`); the job manager launches through the host manager
+//!   (`Launcher`);
 //! - host events go to the job manager (run updates, acknowledged to the host
 //!   manager only after the job manager has written them), and host joins,
 //!   losses and maintenance changes update the resource manager's capacity
@@ -20,111 +22,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use paceline_hostmgr::{HostAccess, HostEvent, HostEvents, LeaseId};
-use paceline_jobmgr::{JobManager, TaskLauncher};
+use paceline_hostmgr::{HostAccess, HostEvent, HostEvents};
+use paceline_jobmgr::JobManager;
 use paceline_model::Resources;
-use paceline_placement::{
-    Engine, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink,
-};
+use paceline_placement::Engine;
 use paceline_resmgr::ResourceManager;
 use tokio::sync::Mutex as AsyncMutex;
-use tracing::{debug, warn};
-
-/// How long an engine may hold a lease before the host manager takes the hosts back.
-const LEASE_TTL_MS: u64 = 30_000;
-
-/// The host manager as the placement engine's offer source.
-#[derive(Debug, Clone)]
-pub struct HostOffers(pub Arc<dyn HostAccess>);
-
-#[async_trait]
-impl OfferSource for HostOffers {
-    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, OfferError> {
-        let mut req = paceline_hostmgr::LeaseRequest::new(request.min_free, request.max_hosts.max(1), LEASE_TTL_MS);
-        req.constraints = request.constraints.clone();
-        req.only_hosts = request.only_hosts.clone();
-        req.prefer_hosts = request.include_hosts.clone();
-        let lease = self.0.lease(&req).await.map_err(|e| OfferError(e.to_string()))?;
-        Ok(Lease { id: lease.id.0.to_string(), hosts: lease.offers })
-    }
-
-    async fn release(&self, lease_id: &str) {
-        let Ok(id) = lease_id.parse::<u64>() else { return };
-        if let Err(e) = self.0.release(LeaseId(id)).await {
-            debug!(lease_id, error = %e, "lease already gone");
-        }
-    }
-}
-
-/// The host manager as the job manager's launcher.
-#[derive(Debug, Clone)]
-pub struct HostLauncher(pub Arc<dyn HostAccess>);
-
-#[async_trait]
-impl TaskLauncher for HostLauncher {
-    async fn launch(
-        &self,
-        lease_id: &str,
-        host: &str,
-        runs: Vec<paceline_model::run::LaunchRequest>,
-    ) -> Result<(), String> {
-        let id = lease_id.parse::<u64>().map_err(|_| format!("lease id `{lease_id}` is not one of ours"))?;
-        self.0.launch(LeaseId(id), host, runs).await.map_err(|e| e.to_string())
-    }
-
-    async fn kill(&self, _host: &str, run_id: &str, grace_secs: Option<u32>) -> Result<(), String> {
-        self.0
-            .kill_with_grace(run_id, grace_secs.map(|s| Duration::from_secs(u64::from(s))))
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// The job manager as the placement engine's sink.
-#[derive(Debug, Clone)]
-pub struct JobSink(pub Arc<JobManager>);
-
-impl NeedSource for JobSink {
-    fn need(&self, job_key: u64, instance: u32) -> Option<Need> {
-        let n = self.0.placement_need(job_key, instance)?;
-        Some(Need {
-            job_id: n.job_id,
-            spec: n.spec,
-            preferred_host: n.preferred_host,
-            host_required: n.host_required,
-            slot: n.placement_slot,
-            avoid_host: n.avoid_host,
-        })
-    }
-}
-
-#[async_trait]
-impl PlacementSink for JobSink {
-    async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
-        let placements = placements
-            .into_iter()
-            .map(|p| paceline_jobmgr::Placement {
-                job_key: p.task.job,
-                instance: p.task.instance,
-                resmgr_task: p.task.id,
-                host: p.host,
-            })
-            .collect();
-        self.0.on_placed(lease_id, placements).await;
-    }
-}
-
-/// The job manager's clock reading a simulator's virtual clock, so that
-/// deadlines, backoffs and run times follow simulated time.
-#[derive(Debug, Clone)]
-pub struct SimTime(pub paceline_hostmgr::ManualClock);
-
-impl paceline_jobmgr::Clock for SimTime {
-    fn now_ms(&self) -> u64 {
-        paceline_hostmgr::Clock::now_ms(&self.0)
-    }
-}
+use tracing::warn;
 
 /// The roles of one process and the joints between them.
 pub struct Cluster {
@@ -315,21 +219,6 @@ impl Cluster {
     }
 }
 
-/// The runs the job manager's records place on hosts, as the host manager's
-/// expectations (reconciliation after a restart or a failover).
-pub fn expected_runs(jobs: &JobManager) -> Vec<paceline_hostmgr::ExpectedRun> {
-    jobs.expected_runs()
-        .into_iter()
-        .map(|(host, run_id, resources, last_seq)| paceline_hostmgr::ExpectedRun {
-            task_id: run_id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default(),
-            host,
-            run_id,
-            resources,
-            last_seq,
-        })
-        .collect()
-}
-
 /// A wiring step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AssembleError {
@@ -357,7 +246,7 @@ pub struct AssembleConfig {
     pub install_default_plugins: bool,
     /// Run no placement round in [`Cluster::step`]: placement engines run in
     /// other processes (`--roles jobmgr,resmgr,hostmgr`) and reach this
-    /// cluster through [`crate::placement_peer`].
+    /// cluster through `paceline_placement::remote`.
     pub no_placement: bool,
 }
 
@@ -378,7 +267,6 @@ impl Cluster {
         pools_before_recovery: impl FnOnce(&mut ResourceManager),
     ) -> Result<Arc<Cluster>, AssembleError> {
         let hosts: Arc<dyn HostAccess> = hosts.into();
-        paceline_jobmgr::plugins::register_native_lifecycles(&registry)?;
         if config.install_default_plugins {
             let r = registry.clone();
             tokio::task::spawn_blocking(move || crate::wiring::install_default_plugins(&r))
@@ -393,19 +281,13 @@ impl Cluster {
             store.clone(),
             resmgr.clone(),
             registry.clone(),
-            Arc::new(HostLauncher(hosts.clone())),
+            hosts.clone(),
             clock,
             config.jobs,
         ));
         jobs.recover().await?;
-        hosts.expect_runs(expected_runs(&jobs)).await;
-        let engine = Arc::new(Engine::new(
-            resmgr.clone(),
-            registry.clone(),
-            Arc::new(HostOffers(hosts.clone())),
-            Arc::new(JobSink(jobs.clone())),
-            config.engine,
-        ));
+        hosts.expect_runs(jobs.expected_runs()).await;
+        let engine = Arc::new(Engine::new(jobs.clone(), hosts.clone(), registry.clone(), config.engine));
         let mut cluster = Cluster::new(hosts, jobs, resmgr, engine, registry, store);
         cluster.place_here = !config.no_placement;
         let cluster = Arc::new(cluster);

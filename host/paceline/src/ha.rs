@@ -146,17 +146,6 @@ pub fn parse_roles(s: &str) -> Result<RoleSet, String> {
     ))
 }
 
-/// `<hostname>-<pid>`.
-pub fn default_member_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "paceline".to_owned());
-    format!("{host}-{}", std::process::id())
-}
-
 /// What [`run`] prints on stdout as it goes (tests and operators wait for these lines).
 pub trait Announce: Send + Sync {
     /// The standby API is up.
@@ -319,7 +308,7 @@ pub async fn run(
             .with_context(|| format!("listening on {}", config.agent_listen))?;
         config.agent_listen = probe.local_addr().context("the agent address")?;
     }
-    let member_id = config.member_id.clone().unwrap_or_else(default_member_id);
+    let member_id = config.member_id.clone().unwrap_or_else(crate::server::default_member_id);
     let advertise_api = config.advertise_api.clone().unwrap_or_else(|| {
         unspecified_warning("api", api_addr);
         api_addr.to_string()

@@ -127,3 +127,47 @@ pub async fn standby_leader(channel: Channel) -> Option<Option<String>> {
         Ok(Err(_)) | Err(_) => None,
     }
 }
+
+/// Finds the leading host manager for a job manager in another process
+/// (`paceline_hostmgr::peer::RemoteHosts`): among given addresses
+/// ([`leading_channel`]), or, with none given, the leader of the `hostmgr`
+/// role in the membership (its published API address).
+pub struct HostmgrLocator {
+    /// Comma-separated API addresses; empty: ask `discovery`.
+    pub servers: String,
+    /// Where to ask who leads `hostmgr` when `servers` is empty.
+    pub discovery: Option<std::sync::Arc<dyn paceline_membership::Membership>>,
+    /// The authority of `https://` servers.
+    pub ca_cert: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for HostmgrLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostmgrLocator").field("servers", &self.servers).finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl paceline_hostmgr::peer::LocateLeader for HostmgrLocator {
+    async fn channel(&self) -> Result<Channel, String> {
+        let servers = match (&self.discovery, self.servers.is_empty()) {
+            (Some(membership), true) => match membership.leader_of(paceline_membership::Role::Hostmgr).await {
+                Ok(Some(leader)) => leader.api_addr,
+                Ok(None) => return Err("no host manager leads right now (election in progress)".into()),
+                Err(e) => return Err(format!("asking who leads hostmgr: {e}")),
+            },
+            _ => self.servers.clone(),
+        };
+        leading_channel(&servers, self.ca_cert.as_deref()).await.map_err(|e| e.to_string())
+    }
+
+    fn describe(&self) -> String {
+        if self.servers.is_empty() { "the hostmgr leader in ZooKeeper".into() } else { self.servers.clone() }
+    }
+
+    async fn shutdown(&self) {
+        if let Some(m) = &self.discovery {
+            m.shutdown().await;
+        }
+    }
+}

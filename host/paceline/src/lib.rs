@@ -3,8 +3,6 @@
 
 pub mod cluster;
 pub mod ha;
-pub mod hostmgr_peer;
 pub mod leader;
-pub mod placement_peer;
 pub mod server;
 pub mod wiring;

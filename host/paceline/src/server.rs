@@ -23,7 +23,7 @@ use paceline_storage::config::{SqliteConfig, StorageConfig};
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
-use crate::cluster::{AssembleConfig, Cluster, SimTime};
+use crate::cluster::{AssembleConfig, Cluster};
 use crate::wiring::StoreVersions;
 
 /// Where the hosts come from.
@@ -258,6 +258,17 @@ fn default_pool_spec() -> PoolSpec {
     PoolSpec { reservation: all, ..PoolSpec::default() }
 }
 
+/// `<hostname>-<pid>`.
+pub fn default_member_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "paceline".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
 /// A started server.
 pub struct Server {
     /// The roles.
@@ -268,7 +279,7 @@ pub struct Server {
     pub agent_addr: SocketAddr,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    remote_hosts: Option<crate::hostmgr_peer::RemoteHosts>,
+    remote_hosts: Option<paceline_hostmgr::peer::RemoteHosts>,
 }
 
 impl std::fmt::Debug for Server {
@@ -344,10 +355,7 @@ impl Server {
                         ));
                         }
                         let me = paceline_membership::MemberInfo {
-                            id: format!(
-                                "{}-discovery",
-                                config.member_id.clone().unwrap_or_else(crate::ha::default_member_id)
-                            ),
+                            id: format!("{}-discovery", config.member_id.clone().unwrap_or_else(default_member_id)),
                             api_addr: String::new(),
                             agent_addr: String::new(),
                             roles: Vec::new(),
@@ -359,11 +367,14 @@ impl Server {
                     } else {
                         None
                     };
-                    let remote = crate::hostmgr_peer::RemoteHosts::connect(
-                        &servers.join(","),
+                    let locate = Arc::new(crate::leader::HostmgrLocator {
+                        servers: servers.join(","),
                         discovery,
+                        ca_cert: ca_cert.clone(),
+                    });
+                    let remote = paceline_hostmgr::peer::RemoteHosts::connect(
+                        locate,
                         token.as_deref(),
-                        ca_cert.clone(),
                         leader_epoch.unwrap_or(0),
                         HOSTMGR_WAIT,
                     )
@@ -413,14 +424,14 @@ impl Server {
             // live runs, not the list it had at start. Weak: the job manager
             // holds the host manager client, not the other way round.
             let jobs = Arc::downgrade(&cluster.jobs);
-            remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| crate::cluster::expected_runs(&j))));
+            remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| j.expected_runs())));
         }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
 
         // Placement engines in other processes reach the roles on the API port.
         let mut api_config = api_config;
-        api_config.internal =
-            Some(tonic::service::Routes::new(crate::placement_peer::PeerService::new(&cluster, clock).into_server()));
+        let core = paceline_placement::remote::CoreService::new(cluster.jobs.clone(), cluster.hosts.clone(), clock);
+        api_config.internal = Some(tonic::service::Routes::new(core.into_server()));
         let roles = cluster.roles();
         let stop_api = stopped.clone();
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
@@ -502,7 +513,7 @@ async fn start_local_hosts(
                 .start()
                 .await?;
             tasks.push(sim.spawn_realtime(Duration::from_millis(config.loop_interval_ms.max(1))));
-            (hosts, Arc::new(SimTime(clock)), config.agent_listen)
+            (hosts, Arc::new(clock), config.agent_listen)
         }
         HostsConfig::Mesos { masters, framework_name, role, failover_timeout_secs } => {
             let mesos = MesosConfig {
@@ -573,8 +584,9 @@ impl HostServer {
         let (hosts, _clock, agent_addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
         hosts.sync().await?;
         let mut api_config = api_config;
-        api_config.internal =
-            Some(tonic::service::Routes::new(crate::hostmgr_peer::HostPeerService::new(hosts.clone()).into_server()));
+        api_config.internal = Some(tonic::service::Routes::new(
+            paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server(),
+        ));
         let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();

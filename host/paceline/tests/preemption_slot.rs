@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use paceline::wiring::SlotPreemption;
+use paceline_model::job::JobKind;
 use paceline_model::pool::PoolSpec;
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
-use paceline_plugin_sdk::types::{JobKind, VictimReason};
+use paceline_plugin_sdk::types::VictimReason;
 use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent};
 
 fn pool(reservation_cpu: u64) -> PoolSpec {

@@ -1,38 +1,44 @@
 //! The engine against the real resource manager and the real plugin
-//! registry (Wasm binpack deployed into the `placement/batch` slot). The host
-//! side here is a small lease table with the host manager's one-lease-per-host
-//! rule; the end-to-end tests in `host/paceline` run the engine against the
-//! real host manager.
+//! registry (Wasm binpack deployed into the `placement/batch` slot). The
+//! host side is a small lease table with the host manager's one-lease-per-host
+//! rule, and the ready queue is the resource manager with a table of needs
+//! that records each commit (the job manager's own commit is tested in
+//! `host/jobmgr`); the end-to-end tests in `host/paceline` run the engine
+//! against the real job manager and host manager.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use paceline_model::task::TaskSpec;
+use paceline_joints::{Committed, PortError, TaskHandle};
+use paceline_model::job::JobKind;
 use paceline_model::view::HostView;
-use paceline_model::{Constraint, Labels, Resources};
+use paceline_model::{Constraint, Labels, Resources, UnplacedReason};
 use paceline_placement::{
-    Engine, EngineConfig, Lease, LeaseRequest, Need, NeedSource, OfferError, OfferSource, Placement, PlacementSink,
+    Engine, EngineConfig, Lease, LeaseId, LeaseRequest, Need, OfferSource, Placement, ReadyQueue, Taken,
 };
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
-use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
-use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskState};
+use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskEvent, TaskState};
+
+fn broken(e: impl std::fmt::Display) -> PortError {
+    PortError::unavailable(e.to_string())
+}
 
 /// Hosts with free capacity; a host is in at most one live lease.
 #[derive(Default)]
 struct Hosts {
     free: Mutex<BTreeMap<String, (Resources, Labels)>>,
-    leased: Mutex<BTreeMap<String, Vec<String>>>,
+    leased: Mutex<BTreeMap<u64, Vec<String>>>,
     leases_made: Mutex<u64>,
     requests: Mutex<Vec<LeaseRequest>>,
 }
 
 #[async_trait]
 impl OfferSource for Hosts {
-    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, OfferError> {
-        self.requests.lock().map_err(|e| OfferError(e.to_string()))?.push(request.clone());
-        let free = self.free.lock().map_err(|e| OfferError(e.to_string()))?;
-        let mut leased = self.leased.lock().map_err(|e| OfferError(e.to_string()))?;
+    async fn lease(&self, request: &LeaseRequest) -> Result<Lease, PortError> {
+        self.requests.lock().map_err(broken)?.push(request.clone());
+        let free = self.free.lock().map_err(broken)?;
+        let mut leased = self.leased.lock().map_err(broken)?;
         let busy: BTreeSet<&String> = leased.values().flatten().collect();
         let hosts: Vec<HostView> = free
             .iter()
@@ -48,56 +54,72 @@ impl OfferSource for Hosts {
             .take(request.max_hosts)
             .map(|(name, (res, labels))| HostView { attributes: labels.clone(), ..HostView::new(name.clone(), *res) })
             .collect();
-        let mut n = self.leases_made.lock().map_err(|e| OfferError(e.to_string()))?;
+        let mut n = self.leases_made.lock().map_err(broken)?;
         *n += 1;
-        let id = format!("lease-{n}");
-        leased.insert(id.clone(), hosts.iter().map(|h| h.name.clone()).collect());
-        Ok(Lease { id, hosts })
+        leased.insert(*n, hosts.iter().map(|h| h.name.clone()).collect());
+        Ok(Lease { id: LeaseId(*n), expires_at_ms: u64::MAX, hosts })
     }
 
-    async fn release(&self, lease_id: &str) {
-        if let Ok(mut leased) = self.leased.lock() {
-            leased.remove(lease_id);
-        }
+    async fn release(&self, lease: LeaseId) -> Result<(), PortError> {
+        self.leased.lock().map_err(broken)?.remove(&lease.0);
+        Ok(())
     }
 }
 
-/// The job side: specs per job key; records what it was asked to launch and
-/// takes the capacity off the host (as a launch through the host manager would).
-struct Jobs {
-    specs: BTreeMap<u64, (String, TaskSpec)>,
+/// The ready queue: the resource manager, needs per job key, and a record
+/// of what was committed (taking the capacity off the host, as a launch
+/// through the host manager would).
+struct Queue {
+    rm: Arc<Mutex<ResourceManager>>,
+    needs: BTreeMap<u64, Need>,
     hosts: Arc<Hosts>,
-    launched: Mutex<Vec<(String, Placement)>>,
-    /// Pins every task to this host (as a daemon instance is).
-    pin: Option<String>,
+    launched: Mutex<Vec<(LeaseId, Placement)>>,
 }
 
-impl NeedSource for Jobs {
-    fn need(&self, job_key: u64, _instance: u32) -> Option<Need> {
-        let (id, spec) = self.specs.get(&job_key)?;
-        Some(Need {
-            job_id: id.clone(),
-            spec: Arc::new(spec.clone()),
-            preferred_host: self.pin.clone(),
-            host_required: self.pin.is_some(),
-            slot: "placement/batch".into(),
-            avoid_host: None,
-        })
+impl Queue {
+    fn new(rm: &Arc<Mutex<ResourceManager>>, hosts: &Arc<Hosts>, needs: BTreeMap<u64, Need>) -> Arc<Queue> {
+        Arc::new(Queue { rm: rm.clone(), needs, hosts: hosts.clone(), launched: Mutex::new(Vec::new()) })
     }
 }
 
 #[async_trait]
-impl PlacementSink for Jobs {
-    async fn placed(&self, lease_id: &str, placements: Vec<Placement>) {
-        let leased = self.hosts.leased.lock().map(|l| l.get(lease_id).cloned().unwrap_or_default()).unwrap_or_default();
-        let mut free = self.hosts.free.lock().expect("hosts");
-        for p in &placements {
-            assert!(leased.contains(&p.host), "{} placed on {} outside lease {lease_id}", p.task.instance, p.host);
+impl ReadyQueue for Queue {
+    async fn take_ready(&self, kind: JobKind, max: usize, now_ms: u64) -> Result<Taken, PortError> {
+        let mut ready = Vec::new();
+        self.rm.lock().map_err(broken)?.take_ready(kind, max, now_ms, &mut ready);
+        let mut taken = Taken::default();
+        for t in ready {
+            match self.needs.get(&t.job) {
+                Some(n) => taken.ready.push((t, n.clone())),
+                None => taken.orphans.push(t),
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn unplaced(&self, tasks: &[(TaskHandle, UnplacedReason)], now_ms: u64) -> Result<usize, PortError> {
+        let mut rm = self.rm.lock().map_err(broken)?;
+        Ok(tasks.iter().filter(|(id, r)| rm.placement_failed(*id, *r, now_ms).is_ok()).count())
+    }
+
+    async fn commit(&self, lease: LeaseId, placements: Vec<Placement>, now_ms: u64) -> Result<Committed, PortError> {
+        let leased = self.hosts.leased.lock().map_err(broken)?.get(&lease.0).cloned().unwrap_or_default();
+        let mut free = self.hosts.free.lock().map_err(broken)?;
+        let mut rm = self.rm.lock().map_err(broken)?;
+        let mut committed = Committed::default();
+        for p in placements {
+            if rm.task_event(p.task.id, TaskEvent::Placed, now_ms).is_err() {
+                committed.dropped += 1;
+                continue;
+            }
+            assert!(leased.contains(&p.host), "{} placed on {} outside lease {lease}", p.task.instance, p.host);
             let entry = free.get_mut(&p.host).expect("known host");
             assert!(p.task.resources.fits_in(&entry.0), "over capacity on {}", p.host);
             entry.0 = entry.0.saturating_sub(&p.task.resources);
+            committed.launched += 1;
+            self.launched.lock().map_err(broken)?.push((lease, p));
         }
-        self.launched.lock().expect("launched").extend(placements.into_iter().map(|p| (lease_id.to_string(), p)));
+        Ok(committed)
     }
 }
 
@@ -135,20 +157,25 @@ fn hosts(n: usize, cpu: u64, zone_of: impl Fn(usize) -> &'static str) -> Arc<Hos
     Arc::new(h)
 }
 
-fn spec(cpu: u64, constraints: Vec<Constraint>) -> TaskSpec {
-    TaskSpec { command: "true".into(), resources: Resources::new(cpu, 256, 0, 0), constraints, ..TaskSpec::default() }
+fn need(job_id: &str, constraints: Vec<Constraint>) -> Need {
+    Need { job_id: job_id.into(), constraints, slot: "placement/batch".into(), ..Need::default() }
+}
+
+fn engine(
+    _rm: &Arc<Mutex<ResourceManager>>,
+    hosts: &Arc<Hosts>,
+    queue: &Arc<Queue>,
+    registry: Arc<Registry>,
+    config: EngineConfig,
+) -> Engine {
+    Engine::new(queue.clone(), hosts.clone(), registry, config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_plugin_call_places_a_batch_and_every_lease_is_released() {
     let rm = resmgr();
     let hosts = hosts(4, 4_000, |_| "a");
-    let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([(1, ("job-1".to_string(), spec(1_000, vec![])))]),
-        hosts: hosts.clone(),
-        launched: Mutex::new(Vec::new()),
-        pin: None,
-    });
+    let jobs = Queue::new(&rm, &hosts, BTreeMap::from([(1, need("job-1", vec![]))]));
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..12 {
@@ -163,7 +190,7 @@ async fn one_plugin_call_places_a_batch_and_every_lease_is_released() {
         }
         rm.tick(1);
     }
-    let engine = Engine::new(rm.clone(), registry(), hosts.clone(), jobs.clone(), EngineConfig::default());
+    let engine = engine(&rm, &hosts, &jobs, registry(), EngineConfig::default());
     let report = engine.run_round(2).await;
     assert_eq!(report.taken, 12);
     assert_eq!(report.placed, 12, "{report:?}");
@@ -185,12 +212,7 @@ async fn one_plugin_call_places_a_batch_and_every_lease_is_released() {
 async fn a_gang_that_does_not_fit_is_sent_back_whole_with_a_reason() {
     let rm = resmgr();
     let hosts = hosts(2, 2_000, |_| "a");
-    let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([(7, ("gang".to_string(), spec(1_000, vec![])))]),
-        hosts: hosts.clone(),
-        launched: Mutex::new(Vec::new()),
-        pin: None,
-    });
+    let jobs = Queue::new(&rm, &hosts, BTreeMap::from([(7, need("gang", vec![]))]));
     let gang;
     {
         let mut rm = rm.lock().expect("rm");
@@ -199,7 +221,7 @@ async fn a_gang_that_does_not_fit_is_sent_back_whole_with_a_reason() {
         gang = rm.submit("/team", g, 0).expect("submits");
         rm.tick(1);
     }
-    let engine = Engine::new(rm.clone(), registry(), hosts.clone(), jobs.clone(), EngineConfig::default());
+    let engine = engine(&rm, &hosts, &jobs, registry(), EngineConfig::default());
     let report = engine.run_round(2).await;
     assert_eq!((report.taken, report.placed, report.unplaced), (5, 0, 5), "{report:?}");
     assert!(jobs.launched.lock().expect("launched").is_empty(), "nothing of the gang launched");
@@ -228,15 +250,11 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
     let hosts = hosts(4, 4_000, |i| if i < 2 { "a" } else { "b" });
     let zone_c = Constraint::AttributeEquals { key: "zone".into(), value: "c".into() };
     let zone_b = Constraint::AttributeEquals { key: "zone".into(), value: "b".into() };
-    let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([
-            (1, ("in-b".to_string(), spec(1_000, vec![zone_b.clone()]))),
-            (2, ("in-c".to_string(), spec(1_000, vec![zone_c]))),
-        ]),
-        hosts: hosts.clone(),
-        launched: Mutex::new(Vec::new()),
-        pin: None,
-    });
+    let jobs = Queue::new(
+        &rm,
+        &hosts,
+        BTreeMap::from([(1, need("in-b", vec![zone_b.clone()])), (2, need("in-c", vec![zone_c]))]),
+    );
     {
         let mut rm = rm.lock().expect("rm");
         for job in [1, 2] {
@@ -245,13 +263,7 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
         }
         rm.tick(1);
     }
-    let engine = Engine::new(
-        rm.clone(),
-        registry(),
-        hosts.clone(),
-        jobs.clone(),
-        EngineConfig { batch_size: 1, ..EngineConfig::default() },
-    );
+    let engine = engine(&rm, &hosts, &jobs, registry(), EngineConfig { batch_size: 1, ..EngineConfig::default() });
     // batch_size 1 → one task per round.
     let first = engine.run_round(2).await;
     let second = engine.run_round(3).await;
@@ -268,12 +280,7 @@ async fn shared_hard_constraints_filter_on_the_host_side_and_no_host_means_const
 async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
     let rm = resmgr();
     let hosts = hosts(3, 2_000, |_| "a");
-    let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([(1, ("job-1".to_string(), spec(1_000, vec![])))]),
-        hosts: hosts.clone(),
-        launched: Mutex::new(Vec::new()),
-        pin: None,
-    });
+    let jobs = Queue::new(&rm, &hosts, BTreeMap::from([(1, need("job-1", vec![]))]));
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..10 {
@@ -290,14 +297,14 @@ async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
     }
     let reg = registry();
     let config = EngineConfig { batch_size: 3, ..EngineConfig::default() };
-    let a = Arc::new(Engine::new(rm.clone(), reg.clone(), hosts.clone(), jobs.clone(), config.clone()));
-    let b = Arc::new(Engine::new(rm.clone(), reg, hosts.clone(), jobs.clone(), config));
+    let a = Arc::new(engine(&rm, &hosts, &jobs, reg.clone(), config.clone()));
+    let b = Arc::new(engine(&rm, &hosts, &jobs, reg, config));
     let mut placed = 0;
     for now in 2..6 {
         let (ra, rb) = tokio::join!(a.run_round(now), b.run_round(now));
         placed += ra.placed + rb.placed;
     }
-    // Six cores in all: the Jobs sink asserts no host goes over capacity.
+    // Six cores in all: the queue's commit asserts no host goes over capacity.
     assert_eq!(placed, 6, "every free core used once, no more");
 }
 
@@ -305,12 +312,8 @@ async fn two_engines_at_once_never_place_beyond_a_hosts_capacity() {
 async fn a_pinned_task_goes_to_its_host_or_nowhere() {
     let rm = resmgr();
     let hosts = hosts(4, 2_000, |_| "a");
-    let jobs = Arc::new(Jobs {
-        specs: BTreeMap::from([(1, ("daemon".to_string(), spec(1_500, vec![])))]),
-        hosts: hosts.clone(),
-        launched: Mutex::new(Vec::new()),
-        pin: Some("host-3".into()),
-    });
+    let pinned = Need { preferred_host: Some("host-3".into()), host_required: true, ..need("daemon", vec![]) };
+    let jobs = Queue::new(&rm, &hosts, BTreeMap::from([(1, pinned)]));
     {
         let mut rm = rm.lock().expect("rm");
         for i in 0..2 {
@@ -325,7 +328,7 @@ async fn a_pinned_task_goes_to_its_host_or_nowhere() {
         }
         rm.tick(1);
     }
-    let engine = Engine::new(rm.clone(), registry(), hosts.clone(), jobs.clone(), EngineConfig::default());
+    let engine = engine(&rm, &hosts, &jobs, registry(), EngineConfig::default());
     let report = engine.run_round(2).await;
     // host-3 has room for one of the two; the other must not spill to host-0..2.
     assert_eq!((report.placed, report.unplaced), (1, 1), "{report:?}");

@@ -27,6 +27,7 @@ mod bindings;
 pub mod config;
 pub mod error;
 pub mod metrics;
+pub mod natives;
 pub mod persist;
 pub mod registry;
 pub mod runtime;
@@ -36,6 +37,7 @@ pub mod scenario;
 
 pub use config::RuntimeConfig;
 pub use error::{CallError, FaultKind, PluginError};
+pub use natives::{Native, NativePolicy};
 pub use persist::{DirStore, MemoryStore, VersionRecord, VersionState, VersionStore};
 pub use registry::{Answer, DeployOptions, Registry, ServedBy, ShadowReport, SlotInfo, slot_world};
 pub use runtime::{PluginRuntime, Prepared, World};

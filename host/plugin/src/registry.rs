@@ -15,10 +15,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwapOption;
 use paceline_plugin_sdk::types as sdk;
 use paceline_plugin_sdk::validate::{self, Violation};
-use paceline_plugin_sdk::{PlacementPolicy, PreemptionPolicy};
 
 use crate::error::{CallError, FaultKind, PluginError};
 use crate::metrics::{MetricsSnapshot, VersionMetrics};
+use crate::natives::{self, Native, NativePolicy};
 use crate::persist::{VersionRecord, VersionState, VersionStore};
 use crate::runtime::{PluginRuntime, Prepared, PreparedWorld, World, call_error};
 use crate::samples;
@@ -43,11 +43,6 @@ pub struct Answer<T> {
     /// Faults of versions tried before, in order.
     pub faults: Vec<CallError>,
 }
-
-/// A native policy for a lifecycle slot, registered by the job manager: the
-/// policy's `on_events` (one event is a list of one).
-pub type NativeLifecycle =
-    Arc<dyn Fn(&sdk::JobView, &[sdk::TaskView], &[sdk::Event]) -> Vec<sdk::Action> + Send + Sync>;
 
 /// Options of [`Registry::deploy`].
 #[derive(Clone, Copy, Debug)]
@@ -168,7 +163,8 @@ pub struct Registry {
     runtime: Arc<PluginRuntime>,
     store: Arc<dyn VersionStore>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
-    lifecycle_natives: RwLock<BTreeMap<String, NativeLifecycle>>,
+    /// Natives set by [`Registry::set_native`], over the built-in ones.
+    natives: RwLock<BTreeMap<String, NativePolicy>>,
     /// Serialises changes (deploy, activate, rollback) so histories stay consistent.
     admin: Mutex<()>,
 }
@@ -212,7 +208,7 @@ impl Registry {
             runtime,
             store,
             slots: RwLock::new(BTreeMap::new()),
-            lifecycle_natives: RwLock::new(BTreeMap::new()),
+            natives: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
         };
         let versions = registry.store.load_versions().map_err(PluginError::Storage)?;
@@ -273,16 +269,21 @@ impl Registry {
             .clone())
     }
 
-    /// Registers the native fallback of a lifecycle slot (`lifecycle/<kind>`).
-    pub fn set_native_lifecycle(&self, slot: &str, policy: NativeLifecycle) -> Result<(), PluginError> {
-        if slot_world(slot)? != World::Lifecycle {
-            return Err(PluginError::UnknownSlot(slot.to_string()));
+    /// Replaces the native fallback of `slot` (see [`crate::natives`]); it
+    /// must be of the slot's world.
+    pub fn set_native(&self, slot: &str, native: NativePolicy) -> Result<(), PluginError> {
+        let world = slot_world(slot)?;
+        if native.policy.world() != world {
+            return Err(PluginError::UnknownSlot(format!("{slot} (a {} native cannot serve it)", native.name)));
         }
-        self.lifecycle_natives
-            .write()
-            .map_err(|e| PluginError::Runtime(e.to_string()))?
-            .insert(slot.to_string(), policy);
+        self.natives.write().map_err(|e| PluginError::Runtime(e.to_string()))?.insert(slot.to_string(), native);
         Ok(())
+    }
+
+    /// The native fallback of `slot`: one set for it, else the built-in one.
+    fn native(&self, slot: &str) -> Option<NativePolicy> {
+        let set = self.natives.read().ok().and_then(|m| m.get(slot).cloned());
+        set.or_else(|| natives::builtin(slot))
     }
 
     /// Compiles, checks against the slot's world, self-tests and stores a
@@ -614,10 +615,11 @@ impl Registry {
         if slot.world != World::Placement {
             return Err(PluginError::UnknownSlot(slot_name.to_string()));
         }
-        let native: (&'static str, Box<dyn Fn() -> sdk::PlacementResult>) = if slot_name == "placement/stateless" {
-            ("spread", Box::new(|| plugin_spread::Spread::place(request)))
-        } else {
-            ("binpack", Box::new(|| plugin_binpack::Binpack::place(request)))
+        let native = match self.native(slot_name) {
+            Some(NativePolicy { name, policy: Native::Placement(f) }) => {
+                Some((name, Box::new(move || f(request)) as Box<dyn Fn() -> sdk::PlacementResult>))
+            }
+            _ => None,
         };
         let runtime = &self.runtime;
         let answer = self.serve(
@@ -625,7 +627,7 @@ impl Registry {
             request,
             |p| runtime.call_placement(p, request),
             |o| validate::check_placement(request, o),
-            Some(native),
+            native,
         )?;
         if slot.shadow.load().is_some() {
             let (req, active) = (request.clone(), answer.value.clone());
@@ -672,14 +674,18 @@ impl Registry {
     pub fn select_victims(&self, request: &sdk::PreemptionRequest) -> Result<Answer<Vec<sdk::Victim>>, PluginError> {
         let slot = self.slot("preemption")?;
         let runtime = &self.runtime;
-        let native: (&'static str, Box<dyn Fn() -> Vec<sdk::Victim>>) =
-            ("priority-preempt", Box::new(|| plugin_priority_preempt::PriorityPreempt::select_victims(request)));
+        let native = match self.native("preemption") {
+            Some(NativePolicy { name, policy: Native::Preemption(f) }) => {
+                Some((name, Box::new(move || f(request)) as Box<dyn Fn() -> Vec<sdk::Victim>>))
+            }
+            _ => None,
+        };
         let answer = self.serve(
             &slot,
             request,
             |p| runtime.call_preemption(p, request),
             |o| validate::check_victims(request, o),
-            Some(native),
+            native,
         )?;
         if slot.shadow.load().is_some() {
             let (req, active) = (request.clone(), answer.value.clone());
@@ -729,10 +735,12 @@ impl Registry {
         if slot.world != World::Lifecycle {
             return Err(PluginError::UnknownSlot(slot_name.to_string()));
         }
-        let native_fn = self.lifecycle_natives.read().ok().and_then(|m| m.get(slot_name).cloned());
-        let native: Option<(&'static str, Box<dyn Fn() -> Vec<sdk::Action> + '_>)> = native_fn.map(|f| {
-            ("native-lifecycle", Box::new(move || f(job, tasks, events)) as Box<dyn Fn() -> Vec<sdk::Action>>)
-        });
+        let native = match self.native(slot_name) {
+            Some(NativePolicy { name, policy: Native::Lifecycle(f) }) => {
+                Some((name, Box::new(move || f(job, tasks, events)) as Box<dyn Fn() -> Vec<sdk::Action> + '_>))
+            }
+            _ => None,
+        };
         let runtime = &self.runtime;
         self.serve(
             &slot,

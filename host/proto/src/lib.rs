@@ -1,8 +1,10 @@
 //! # paceline-proto
 //!
-//! The Protobuf messages and gRPC stubs generated from `proto/`. It owns
-//! nothing but generated code and the conversions that have no better home;
-//! behaviour lives in the crates that serve or call these services.
+//! The Protobuf messages and gRPC stubs generated from `proto/`, and
+//! [`convert`]: the one place where the wire's values become the model's and
+//! back (every protocol shares `paceline.v1`'s `Resources`, `Constraint`,
+//! `Preference` and the state enums). Behaviour lives in the crates that
+//! serve or call these services; it must not depend on any role crate.
 //!
 //! - [`v1`]: the public API, package `paceline.v1` (jobs, tasks, pools,
 //!   hosts, plugins, watch), one service per file under `proto/paceline/v1/`.
@@ -10,8 +12,10 @@
 //!   host manager (see `proto/paceline/agent/v1/agent.proto`).
 //! - [`hostmgr::v1`]: the internal protocol between the job manager and a
 //!   host manager in a process of its own.
-//! - [`placement::v1`]: the internal protocol between a placement engine in
+//! - [`placement::v2`]: the internal protocol between a placement engine in
 //!   a process of its own and the core roles.
+//! - [`convert`]: wire ⇄ model.
+//! - [`bearer`]: the interceptor that puts a bearer token on every call.
 
 /// The node-agent protocol.
 pub mod agent {
@@ -36,14 +40,17 @@ pub mod hostmgr {
 }
 
 /// The internal protocol between a placement engine in a process of its own
-/// and the core roles (see `proto/paceline/placement/v1/placement.proto`).
+/// and the core roles (see `proto/paceline/placement/v2/placement.proto`).
 pub mod placement {
-    /// Version 1 of the placement protocol.
-    pub mod v1 {
+    /// Version 2 of the placement protocol (typed messages; one commit call).
+    pub mod v2 {
         #![allow(clippy::all, missing_docs)]
-        tonic::include_proto!("paceline.placement.v1");
+        tonic::include_proto!("paceline.placement.v2");
     }
 }
+
+pub mod bearer;
+pub mod convert;
 
 /// The public API, version 1.
 pub mod v1 {

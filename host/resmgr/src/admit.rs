@@ -21,8 +21,9 @@
 //! every lane that still has gangs is blocked.
 
 use crate::amounts;
+use crate::gang::GangId;
 use crate::manager::ResourceManager;
-use crate::queue::{GangId, GangSlot, Lane};
+use crate::queue::{GangSlot, Lane};
 use crate::reason::PendingReason;
 
 impl ResourceManager {

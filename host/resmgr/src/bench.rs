@@ -18,8 +18,8 @@ use std::time::Instant;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
 
+use crate::gang::GangSpec;
 use crate::manager::{Config, ResourceManager};
-use crate::queue::GangSpec;
 
 /// Builds the depth-4 tree: `fanout` children per pool, `fanout^4` leaves.
 /// Returns the manager and the leaf paths.

@@ -32,7 +32,8 @@
 //! - [`tree`]: the pool tree, its validation and the YAML loader.
 //! - [`waterfill`](crate::waterfill) (private): integer weighted max-min fill.
 //! - [`entitlement`](crate::entitlement) (private): the three-phase division, full and incremental, and slack.
-//! - [`queue`]: gang specs, the gang slab and per-pool priority-then-FIFO queues.
+//! - [`gang`]: gang specs and the handle of a queued gang.
+//! - [`queue`]: the gang slab and per-pool priority-then-FIFO queues.
 //! - [`admit`](crate::admit) (private): admission and the head-of-line rules.
 //! - [`task`]: task states, the transition table, timeouts and backoff.
 //! - [`manager`]: [`ResourceManager`], which ties these together, and the tick.
@@ -48,6 +49,7 @@ mod amounts;
 pub mod bench;
 mod entitlement;
 pub mod error;
+pub mod gang;
 pub mod manager;
 pub mod preempt;
 pub mod queue;
@@ -58,12 +60,12 @@ pub mod tree;
 mod waterfill;
 
 pub use error::{PolicyError, PoolError, PoolErrorReason, SubmitError, TaskError, VictimError};
+pub use gang::{GangId, GangSpec};
 pub use manager::{
-    Config, KillReason, KillRequest, PoolStatus, ReadyTask, ResourceManager, TaskId, TaskInfo, TickReport,
+    Config, KillReason, KillRequest, PoolStatus, ReadyTask, ResourceManager, TaskHandle, TaskInfo, TickReport,
 };
 pub use paceline_model::pool::{PerKind, PoolFile, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
 pub use preempt::{NativePriorityPreempt, PreemptionPolicy};
-pub use queue::{GangId, GangSpec};
 pub use reason::{PendingInfo, PendingReason};
 pub use task::{TaskEvent, TaskState, Timeouts};
 pub use tree::{PoolId, PoolTree};

@@ -10,15 +10,19 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
+pub use paceline_joints::{ReadyTask, TaskHandle};
 use paceline_model::Resources;
+use paceline_model::UnplacedReason;
+use paceline_model::job::JobKind;
 use paceline_model::pool::{PoolSpec, ResourceKind};
-use paceline_plugin_sdk::types::{JobKind, UnplacedReason, VictimReason};
+use paceline_plugin_sdk::types::VictimReason;
 
 use crate::amounts::{self, Amounts};
 use crate::entitlement::{self, EntScratch};
 use crate::error::{PoolError, PoolErrorReason, SubmitError, TaskError};
+use crate::gang::{GangId, GangSpec};
 use crate::preempt::{NativePriorityPreempt, PreemptionPolicy};
-use crate::queue::{GangId, GangSlot, GangSpec, Gangs, Lane, PoolQueue};
+use crate::queue::{GangSlot, Gangs, Lane, PoolQueue};
 use crate::reason::{PendingInfo, PendingReason};
 use crate::task::{self, TaskEvent, TaskState, Timeouts};
 use crate::tree::{PoolId, PoolTree};
@@ -39,20 +43,20 @@ impl Default for Config {
     }
 }
 
-/// An admitted task's handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskId(pub u64);
+/// A handle from a task record's slot and generation (a slot is reused once
+/// its task ends; the generation tells the old handle from the new).
+pub(crate) fn handle(index: u32, generation: u32) -> TaskHandle {
+    TaskHandle((u64::from(generation) << 32) | u64::from(index))
+}
 
-impl TaskId {
-    fn new(index: u32, generation: u32) -> TaskId {
-        TaskId((u64::from(generation) << 32) | u64::from(index))
-    }
-    pub(crate) fn index(self) -> usize {
-        (self.0 & 0xffff_ffff) as usize
-    }
-    fn generation(self) -> u32 {
-        (self.0 >> 32) as u32
-    }
+/// The slot a handle names.
+pub(crate) fn slot_of(id: TaskHandle) -> usize {
+    (id.0 & 0xffff_ffff) as usize
+}
+
+/// The generation a handle names.
+fn generation_of(id: TaskHandle) -> u32 {
+    (id.0 >> 32) as u32
 }
 
 #[derive(Clone, Debug)]
@@ -79,25 +83,6 @@ pub(crate) struct TaskRec {
     pub last_unplaced: Option<UnplacedReason>,
 }
 
-/// A task handed to the placement engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadyTask {
-    /// The task.
-    pub id: TaskId,
-    /// Its job.
-    pub job: u64,
-    /// Its instance number.
-    pub instance: u32,
-    /// Admission number of its gang: place tasks sharing it all or none.
-    pub gang: u64,
-    /// Its pool.
-    pub pool: PoolId,
-    /// Job priority.
-    pub priority: u32,
-    /// What it needs.
-    pub resources: Resources,
-}
-
 /// Why the manager asks for a task to be killed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KillReason {
@@ -111,7 +96,7 @@ pub enum KillReason {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KillRequest {
     /// The task.
-    pub task: TaskId,
+    pub task: TaskHandle,
     /// Its job.
     pub job: u64,
     /// Its instance.
@@ -436,7 +421,7 @@ impl ResourceManager {
         spec: &GangSpec,
         state: TaskState,
         now_ms: u64,
-        mut each: impl FnMut(&mut Self, TaskId),
+        mut each: impl FnMut(&mut Self, TaskHandle),
     ) {
         let gang = self.next_gang;
         self.next_gang += 1;
@@ -465,11 +450,11 @@ impl ResourceManager {
                 Some(i) => {
                     let generation = self.tasks[i as usize].generation.wrapping_add(1);
                     self.tasks[i as usize] = TaskRec { generation, ..rec };
-                    TaskId::new(i, generation)
+                    handle(i, generation)
                 }
                 None => {
                     self.tasks.push(rec);
-                    TaskId::new((self.tasks.len() - 1) as u32, 0)
+                    handle((self.tasks.len() - 1) as u32, 0)
                 }
             };
             each(self, tid);
@@ -517,7 +502,7 @@ impl ResourceManager {
         spec: GangSpec,
         state: TaskState,
         now_ms: u64,
-    ) -> Result<Vec<TaskId>, SubmitError> {
+    ) -> Result<Vec<TaskHandle>, SubmitError> {
         let p = self.tree.lookup(pool)?;
         self.check_gang(p, &spec)?;
         let state = if state == TaskState::Launching { TaskState::Launching } else { TaskState::Running };
@@ -529,16 +514,16 @@ impl ResourceManager {
         Ok(ids)
     }
 
-    fn task_mut(&mut self, id: TaskId) -> Result<&mut TaskRec, TaskError> {
+    fn task_mut(&mut self, id: TaskHandle) -> Result<&mut TaskRec, TaskError> {
         self.tasks
-            .get_mut(id.index())
-            .filter(|t| t.live && t.generation == id.generation())
+            .get_mut(slot_of(id))
+            .filter(|t| t.live && t.generation == generation_of(id))
             .ok_or(TaskError::UnknownTask(id.0))
     }
 
     /// An admitted task's state.
-    pub fn task(&self, id: TaskId) -> Option<TaskInfo> {
-        let t = self.tasks.get(id.index()).filter(|t| t.live && t.generation == id.generation())?;
+    pub fn task(&self, id: TaskHandle) -> Option<TaskInfo> {
+        let t = self.tasks.get(slot_of(id)).filter(|t| t.live && t.generation == generation_of(id))?;
         Some(TaskInfo {
             state: t.state,
             pool: PoolId(t.pool),
@@ -560,16 +545,16 @@ impl ResourceManager {
         let start = out.len();
         let mut last_gang = None;
         while let Some(&raw) = self.ready[k].front() {
-            let id = TaskId(raw);
+            let id = TaskHandle(raw);
             let valid = self
                 .tasks
-                .get(id.index())
-                .is_some_and(|t| t.live && t.generation == id.generation() && t.state == TaskState::Ready);
+                .get(slot_of(id))
+                .is_some_and(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready);
             if !valid {
                 self.ready[k].pop_front();
                 continue;
             }
-            let t = &self.tasks[id.index()];
+            let t = &self.tasks[slot_of(id)];
             if out.len() - start >= max && last_gang != Some(t.gang) {
                 break;
             }
@@ -596,14 +581,14 @@ impl ResourceManager {
     }
 
     /// Placement could not place the task this round: back to READY after a backoff.
-    pub fn placement_failed(&mut self, id: TaskId, reason: UnplacedReason, now_ms: u64) -> Result<(), TaskError> {
+    pub fn placement_failed(&mut self, id: TaskHandle, reason: UnplacedReason, now_ms: u64) -> Result<(), TaskError> {
         self.task_mut(id)?.last_unplaced = Some(reason);
         self.apply(id, TaskEvent::PlacementFailed, now_ms).map(|_| ())
     }
 
     /// Asks for a task to be killed; the kill request comes back from the next
     /// [`ResourceManager::tick`] (or [`ResourceManager::take_kills`]).
-    pub fn kill(&mut self, id: TaskId, now_ms: u64) -> Result<(), TaskError> {
+    pub fn kill(&mut self, id: TaskHandle, now_ms: u64) -> Result<(), TaskError> {
         self.apply(id, TaskEvent::Kill, now_ms).map(|_| ())
     }
 
@@ -612,7 +597,7 @@ impl ResourceManager {
     /// `KillConfirmed`. The manager's own events (`Admit`, `StartPlacing`,
     /// `PlacementFailed`, `Preempt`, `Kill`, `Timeout`) have their own entry
     /// points and are refused here.
-    pub fn task_event(&mut self, id: TaskId, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
+    pub fn task_event(&mut self, id: TaskHandle, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
         use TaskEvent as E;
         if matches!(event, E::Admit | E::StartPlacing | E::PlacementFailed | E::Preempt | E::Kill | E::Timeout) {
             let state = self.task_mut(id)?.state;
@@ -622,7 +607,7 @@ impl ResourceManager {
     }
 
     /// Applies one transition of the table and its side effects.
-    pub(crate) fn apply(&mut self, id: TaskId, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
+    pub(crate) fn apply(&mut self, id: TaskHandle, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
         let t = self.task_mut(id)?;
         let from = t.state;
         let to = task::next(from, event).ok_or(TaskError::Transition { task: id.0, state: from, event })?;
@@ -666,7 +651,7 @@ impl ResourceManager {
                 self.preempting_total = amounts::add(&self.preempting_total, &r);
             }
             TaskState::Killing => {
-                let t = &self.tasks[id.index()];
+                let t = &self.tasks[slot_of(id)];
                 self.kills.push(KillRequest {
                     task: id,
                     job: t.job,
@@ -684,8 +669,8 @@ impl ResourceManager {
 
     /// Releases an ended task; a preempted one goes back to its queue unless
     /// its spec says kill-on-preempt.
-    fn finish(&mut self, id: TaskId, preempted: bool, now_ms: u64) {
-        let t = &mut self.tasks[id.index()];
+    fn finish(&mut self, id: TaskHandle, preempted: bool, now_ms: u64) {
+        let t = &mut self.tasks[slot_of(id)];
         t.live = false;
         let (p, res, revocable, preemptible) = (t.pool, amounts::of(&t.resources), t.revocable, t.preemptible);
         let requeue = preempted && !t.kill_on_preempt;
@@ -700,7 +685,7 @@ impl ResourceManager {
             tasks: 1,
             per_task: t.resources,
         };
-        self.free_tasks.push(id.index() as u32);
+        self.free_tasks.push(slot_of(id) as u32);
         let np = !preemptible && !revocable;
         self.tree.walk_up(p, |n| {
             if revocable {
@@ -734,11 +719,11 @@ impl ResourceManager {
                 break;
             }
             self.timers.pop();
-            let id = TaskId(raw);
+            let id = TaskHandle(raw);
             let current = self
                 .tasks
-                .get(id.index())
-                .is_some_and(|t| t.live && t.generation == id.generation() && t.epoch == epoch);
+                .get(slot_of(id))
+                .is_some_and(|t| t.live && t.generation == generation_of(id) && t.epoch == epoch);
             if current && self.apply(id, TaskEvent::Timeout, now_ms).is_ok() {
                 tracing::debug!(task = raw, "task timed out back to READY");
                 fired += 1;
@@ -749,11 +734,11 @@ impl ResourceManager {
                 break;
             }
             self.backoff.pop();
-            let id = TaskId(raw);
+            let id = TaskHandle(raw);
             if let Some(t) = self
                 .tasks
-                .get(id.index())
-                .filter(|t| t.live && t.generation == id.generation() && t.state == TaskState::Ready)
+                .get(slot_of(id))
+                .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
             {
                 self.ready[kind_index(t.kind)].push_back(raw);
             }

@@ -10,6 +10,8 @@
 //! call, by the native policy; if even that answer fails the checks, nobody
 //! is preempted.
 
+use paceline_joints::contract::FromContract;
+use paceline_model::Resources;
 use paceline_plugin_sdk::types::{PreemptionRequest, Victim};
 
 use crate::amounts;
@@ -46,10 +48,13 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
     paceline_plugin_sdk::validate::check_victims(request, victims).map_err(|e| VictimError::Contract(e.to_string()))?;
     for (n, need) in request.needs.iter().enumerate() {
         let n = n as u32;
-        let want = amounts::of(&need.resources);
+        let want = amounts::of(&Resources::from_contract(need.resources));
         let mut freed = amounts::ZERO;
         for v in victims.iter().filter(|v| v.need == n) {
-            freed = amounts::add(&freed, &amounts::of(&request.running[v.task as usize].resources));
+            freed = amounts::add(
+                &freed,
+                &amounts::of(&Resources::from_contract(request.running[v.task as usize].resources)),
+            );
         }
         if victims.iter().all(|v| v.need != n) {
             continue;
@@ -58,7 +63,10 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
             return Err(VictimError::NotEnough { need: n });
         }
         for v in victims.iter().filter(|v| v.need == n) {
-            let without = amounts::sub(&freed, &amounts::of(&request.running[v.task as usize].resources));
+            let without = amounts::sub(
+                &freed,
+                &amounts::of(&Resources::from_contract(request.running[v.task as usize].resources)),
+            );
             if amounts::fits(&want, &without) {
                 return Err(VictimError::NotNeeded { task: v.task, need: n });
             }
@@ -100,8 +108,7 @@ pub fn choose(policy: &dyn PreemptionPolicy, request: &PreemptionRequest) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paceline_model::Resources;
-    use paceline_plugin_sdk::types::{Need, PoolView, RunningTask, VictimReason};
+    use paceline_plugin_sdk::types::{Need, PoolView, Resources, RunningTask, VictimReason};
 
     fn request() -> PreemptionRequest {
         let task = |preemptible, cpu| RunningTask {

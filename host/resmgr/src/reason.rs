@@ -1,10 +1,10 @@
 //! "Why pending": the reason a queued gang waits, kept as data so the API can
 //! show it and tests can assert it.
 
+use paceline_model::UnplacedReason;
 use paceline_model::pool::ResourceKind;
-use paceline_plugin_sdk::types::UnplacedReason;
 
-use crate::queue::GangId;
+use crate::gang::GangId;
 
 /// Why a gang is still queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,10 +15,11 @@
 //! confirmed the task is released and requeued (or ends KILLED if its spec
 //! says kill-on-preempt).
 
+use paceline_joints::contract::IntoContract;
 use paceline_plugin_sdk::types::{Need, PoolView, PreemptionRequest, RunningTask};
 
 use crate::amounts::{self, Amounts};
-use crate::manager::{KillReason, KillRequest, ResourceManager, TaskId};
+use crate::manager::{KillReason, KillRequest, ResourceManager, TaskHandle};
 use crate::preempt;
 use crate::queue::Lane;
 use crate::reason::PendingReason;
@@ -114,9 +115,9 @@ impl ResourceManager {
                 let n = &self.tree.nodes[p as usize];
                 req.pools.push(PoolView {
                     path: n.path.clone(),
-                    reservation: amounts::to_resources(&n.res),
-                    entitlement: amounts::to_resources(&n.ent),
-                    allocation: amounts::to_resources(&n.alloc_nr),
+                    reservation: amounts::to_resources(&n.res).into_contract(),
+                    entitlement: amounts::to_resources(&n.ent).into_contract(),
+                    allocation: amounts::to_resources(&n.alloc_nr).into_contract(),
                 });
             }
             index[p as usize]
@@ -137,14 +138,14 @@ impl ResourceManager {
             req.needs.push(Need {
                 pool,
                 priority: need.priority,
-                resources: amounts::to_resources(&need.amount),
+                resources: amounts::to_resources(&need.amount).into_contract(),
                 from_pools,
             });
         }
         if req.needs.is_empty() {
             return;
         }
-        let mut running_ids: Vec<TaskId> = Vec::new();
+        let mut running_ids: Vec<TaskHandle> = Vec::new();
         for (i, t) in self.tasks.iter().enumerate() {
             if !t.live || t.state != TaskState::Running || !(t.preemptible || t.revocable) {
                 continue;
@@ -153,14 +154,14 @@ impl ResourceManager {
             if pi == NONE {
                 continue;
             }
-            running_ids.push(TaskId((u64::from(t.generation) << 32) | i as u64));
+            running_ids.push(crate::manager::handle(i as u32, t.generation));
             req.running.push(RunningTask {
                 pool: pi,
                 priority: t.priority,
                 preemptible: t.preemptible,
                 revocable: t.revocable,
                 started_at_ms: t.started_ms,
-                resources: t.resources,
+                resources: t.resources.into_contract(),
             });
         }
         if req.running.is_empty() {
@@ -172,7 +173,7 @@ impl ResourceManager {
             if self.apply(id, TaskEvent::Preempt, now_ms).is_err() {
                 continue;
             }
-            let t = &self.tasks[id.index()];
+            let t = &self.tasks[crate::manager::slot_of(id)];
             tracing::info!(task = id.0, job = t.job, pool = req.pools[req.running[v.task as usize].pool as usize].path.as_str(), reason = ?v.reason, "preempting");
             self.kills.push(KillRequest {
                 task: id,

@@ -9,46 +9,17 @@
 //!   LAUNCHING, RUNNING ─succeeded / failed / lost─▶ SUCCEEDED / FAILED / LOST
 //! ```
 //!
+//! The states are the model's ([`TaskState`]); only the table here is the
+//! resource manager's own.
+//!
 //! PLACING, LAUNCHING and PREEMPTING have timeouts ([`Timeouts`]); when one
 //! runs out the task falls back to READY. A task holds its pool's allocation
 //! from READY until it ends or is requeued.
 
-/// Where a task is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TaskState {
-    /// Queued in its gang, not admitted. (Gangs, not tasks, are queued; a
-    /// pending task has no task record.)
-    Pending,
-    /// Admitted; waiting in the ready queue for placement.
-    Ready,
-    /// Handed to the placement engine.
-    Placing,
-    /// Placed on a host.
-    Placed,
-    /// Being launched.
-    Launching,
-    /// Running.
-    Running,
-    /// Chosen as a victim; being killed.
-    Preempting,
-    /// Being killed on request.
-    Killing,
-    /// Ended well.
-    Succeeded,
-    /// Ended badly.
-    Failed,
-    /// Its host was lost.
-    Lost,
-    /// Killed.
-    Killed,
-}
-
-impl TaskState {
-    /// An end state: the task holds nothing.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Lost | Self::Killed)
-    }
-}
+/// Where a task is: the model's states, of which the resource manager uses
+/// PENDING through KILLED as drawn above (never INITIALIZED, LAUNCHED or
+/// STARTING, which are the job manager's finer steps of a run).
+pub use paceline_model::task::TaskState;
 
 /// What happens to a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -11,6 +11,7 @@
 //! ancestors' limits through their entitlement, so it is exempt from the
 //! nesting check.
 
+pub use paceline_joints::PoolId;
 use std::collections::HashMap;
 
 use paceline_model::pool::{PoolEntry, PoolFile, PoolSpec, PoolType, ResourceKind, UNLIMITED};
@@ -19,31 +20,6 @@ use crate::amounts::{self, Amounts, ZERO};
 use crate::error::{PoolError, PoolErrorReason as R};
 
 pub(crate) const NONE: u32 = u32::MAX;
-
-/// A pool's handle. Valid until the pool is deleted; a later pool may reuse it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PoolId(pub(crate) u32);
-
-impl PoolId {
-    /// The root pool `/`.
-    pub const ROOT: PoolId = PoolId(0);
-
-    /// The arena index, for tables keyed by pool.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-
-    /// The handle as a number, for the placement protocol between processes.
-    pub fn to_wire(self) -> u32 {
-        self.0
-    }
-
-    /// A handle received over the placement protocol. It is only carried
-    /// back to the resource manager that issued it, which checks it.
-    pub fn from_wire(raw: u32) -> PoolId {
-        PoolId(raw)
-    }
-}
 
 /// One pool: spec, accounting over its subtree, entitlement.
 ///

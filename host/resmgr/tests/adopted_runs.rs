@@ -3,8 +3,8 @@
 //! their end releases them.
 
 use paceline_model::Resources;
+use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
-use paceline_plugin_sdk::types::JobKind;
 use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskEvent, TaskState};
 
 fn manager() -> ResourceManager {

@@ -2,8 +2,8 @@
 //! pool borrowed (the shape of the end-to-end pools test).
 
 use paceline_model::Resources;
+use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
-use paceline_plugin_sdk::types::JobKind;
 use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskEvent};
 
 #[test]

@@ -35,7 +35,9 @@ use crate::outbox::Outbox;
 use crate::ports::Pool;
 use crate::process;
 use crate::record::{self, Phase, RunRecord};
-use crate::spec::{RunSpec, proto_resources};
+use paceline_proto::convert::resources_pb as proto_resources;
+
+use crate::spec::RunSpec;
 
 /// Largest log chunk served by [`Supervisor::read_log`].
 pub const MAX_LOG_CHUNK: u64 = 1024 * 1024;

@@ -121,7 +121,7 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
         task_id: "sess".into(),
         command: "sh".into(),
         args: vec!["-c".into(), "echo hi from session".into()],
-        resources: Some(pb::Resources { cpu_millis: 100, memory_mib: 64, ..Default::default() }),
+        resources: Some(paceline_proto::v1::Resources { cpu_millis: 100, memory_mib: 64, ..Default::default() }),
         ..Default::default()
     }))
     .await;

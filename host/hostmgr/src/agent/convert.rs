@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use paceline_model::Resources;
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
 use paceline_proto::agent::v1 as pb;
+use paceline_proto::convert::resources_pb as to_pb;
 
 /// Upper bounds that no real host reaches; larger values are a bug or an attack.
 const MAX_CPU_MILLIS: u64 = 10_000_000; // 10,000 cores
@@ -16,20 +16,6 @@ const MAX_PORTS: u64 = 65_535;
 const MAX_HOSTNAME: usize = 253;
 const MAX_ATTRIBUTES: usize = 256;
 const MAX_STRING: usize = 1024;
-
-pub(crate) fn resources(r: &pb::Resources) -> Resources {
-    Resources { cpu_millis: r.cpu_millis, memory_mib: r.memory_mib, disk_mib: r.disk_mib, gpus: r.gpus, ports: r.ports }
-}
-
-fn to_pb(r: &Resources) -> pb::Resources {
-    pb::Resources {
-        cpu_millis: r.cpu_millis,
-        memory_mib: r.memory_mib,
-        disk_mib: r.disk_mib,
-        gpus: r.gpus,
-        ports: r.ports,
-    }
-}
 
 /// Checks a registration; the error names the field first (`field: why`).
 pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
@@ -158,7 +144,13 @@ mod tests {
             protocol_version: pb::PROTOCOL_VERSION,
             agent_id: "a1".into(),
             hostname: "n1".into(),
-            total: Some(pb::Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 0, gpus: 0, ports: 100 }),
+            total: Some(paceline_proto::v1::Resources {
+                cpu_millis: 4000,
+                memory_mib: 8192,
+                disk_mib: 0,
+                gpus: 0,
+                ports: 100,
+            }),
             ..pb::Register::default()
         }
     }

@@ -210,13 +210,13 @@ impl Inner {
         let registration = HostRegistration {
             hostname: host.clone(),
             agent_id: reg.agent_id,
-            total: reg.total.as_ref().map(convert::resources).unwrap_or_default(),
+            total: paceline_proto::convert::resources(reg.total.as_ref()),
             attributes: reg.attributes.into_iter().collect(),
             running: reg
                 .running
                 .into_iter()
                 .map(|r| RunningRun {
-                    resources: r.resources.as_ref().map(convert::resources).unwrap_or_default(),
+                    resources: paceline_proto::convert::resources(r.resources.as_ref()),
                     run_id: r.run_id,
                     task_id: r.task_id,
                 })

@@ -11,7 +11,6 @@ mod state;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use paceline_model::Resources;
 use paceline_model::host::MaintenanceState;
 use paceline_model::run::LaunchRequest;
 use paceline_model::view::HostView;
@@ -57,20 +56,7 @@ impl Default for ManagerConfig {
     }
 }
 
-/// A run the owner (the job manager's storage) says should be on a host.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ExpectedRun {
-    /// The host.
-    pub host: String,
-    /// The run.
-    pub run_id: String,
-    /// Its task id.
-    pub task_id: String,
-    /// What it holds.
-    pub resources: Resources,
-    /// The last update seq the owner handled (0 if none); made-up updates follow it.
-    pub last_seq: u64,
-}
+pub use paceline_joints::ExpectedRun;
 
 /// A host as the inventory sees it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

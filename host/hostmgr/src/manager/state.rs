@@ -761,7 +761,7 @@ impl State {
             }
             self.leases.insert(id, LeaseEntry { expires_at_ms, hosts: picked });
         }
-        Ok(Lease { id, expires_at_ms, offers })
+        Ok(Lease { id, expires_at_ms, hosts: offers })
     }
 
     pub fn release(&mut self, id: LeaseId) -> Result<(), HostError> {

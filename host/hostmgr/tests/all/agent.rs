@@ -37,14 +37,24 @@ fn register(hostname: &str, running: &[&str]) -> pb::Register {
         protocol_version: pb::PROTOCOL_VERSION,
         agent_id: format!("agent-{hostname}"),
         hostname: hostname.into(),
-        total: Some(pb::Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpus: 0, ports: 0 }),
+        total: Some(paceline_proto::v1::Resources {
+            cpu_millis: 4000,
+            memory_mib: 8192,
+            disk_mib: 10_000,
+            gpus: 0,
+            ports: 0,
+        }),
         attributes: [("zone".to_string(), "a".to_string())].into(),
         running: running
             .iter()
             .map(|r| pb::RunningRun {
                 run_id: (*r).into(),
                 task_id: r.rsplit_once('-').map_or(*r, |(t, _)| t).into(),
-                resources: Some(pb::Resources { cpu_millis: 1000, memory_mib: 1024, ..Default::default() }),
+                resources: Some(paceline_proto::v1::Resources {
+                    cpu_millis: 1000,
+                    memory_mib: 1024,
+                    ..Default::default()
+                }),
             })
             .collect(),
         ..pb::Register::default()
@@ -159,8 +169,8 @@ async fn agent_session_end_to_end_with_reconciliation_and_acks() {
 
     // Launch through a lease; the agent sees the Launch.
     let lease = manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap();
-    assert_eq!(lease.offers[0].name, "n1");
-    assert_eq!(lease.offers[0].attributes.get("zone").map(String::as_str), Some("a"));
+    assert_eq!(lease.hosts[0].name, "n1");
+    assert_eq!(lease.hosts[0].attributes.get("zone").map(String::as_str), Some("a"));
     manager.launch(lease.id, "n1", vec![req("web-0-1", SMALL, &[("A", "1")])]).await.unwrap();
     match agent.next().await {
         Down::Launch(l) => {

@@ -13,12 +13,12 @@ async fn a_host_is_never_in_two_live_leases() {
     let (_sim, manager, _events) = sim_manager(10, config()).await;
     let a = manager.lease(&LeaseRequest::new(SMALL, 6, 60_000)).unwrap();
     let b = manager.lease(&LeaseRequest::new(SMALL, 6, 60_000)).unwrap();
-    assert_eq!((a.offers.len(), b.offers.len()), (6, 4));
-    let names: HashSet<&str> = a.offers.iter().chain(&b.offers).map(|o| o.name.as_str()).collect();
+    assert_eq!((a.hosts.len(), b.hosts.len()), (6, 4));
+    let names: HashSet<&str> = a.hosts.iter().chain(&b.hosts).map(|o| o.name.as_str()).collect();
     assert_eq!(names.len(), 10, "no host in both");
-    assert!(manager.lease(&LeaseRequest::new(SMALL, 6, 60_000)).unwrap().offers.is_empty());
+    assert!(manager.lease(&LeaseRequest::new(SMALL, 6, 60_000)).unwrap().hosts.is_empty());
     manager.release(a.id).unwrap();
-    assert_eq!(manager.lease(&LeaseRequest::new(SMALL, 10, 60_000)).unwrap().offers.len(), 6);
+    assert_eq!(manager.lease(&LeaseRequest::new(SMALL, 10, 60_000)).unwrap().hosts.len(), 6);
     assert!(matches!(manager.release(a.id), Err(HostError::UnknownLease(id)) if id == a.id));
 }
 
@@ -31,23 +31,23 @@ async fn filters_free_resources_and_constraints() {
     r.constraints =
         vec![Constraint::AttributeEquals { key: "zone".into(), value: "b".into() }, Constraint::MaxPerHost { max: 1 }];
     let l = manager.lease(&r).unwrap();
-    assert_eq!(l.offers.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["b0"]);
+    assert_eq!(l.hosts.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["b0"]);
     let mut pinned = LeaseRequest::new(SMALL, 10, 60_000);
     pinned.only_hosts = vec!["h00001".into(), "nowhere".into(), "b0".into()];
     let n = manager.lease(&pinned).unwrap();
-    assert_eq!(n.offers.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00001"], "b0 is leased already");
+    assert_eq!(n.hosts.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00001"], "b0 is leased already");
     manager.release(n.id).unwrap();
     let mut preferred = LeaseRequest::new(SMALL, 1, 60_000);
     preferred.prefer_hosts = vec!["h00001".into()];
     let p = manager.lease(&preferred).unwrap();
-    assert_eq!(p.offers.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00001"]);
+    assert_eq!(p.hosts.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00001"]);
     preferred.max_hosts = 5;
     preferred.prefer_hosts = vec!["h00000".into()];
     let p = manager.lease(&preferred).unwrap();
-    assert_eq!(p.offers[0].name, "h00000", "preferred first, then the rest");
-    assert!(p.offers.iter().all(|o| o.name != "b0" && o.name != "h00001"));
+    assert_eq!(p.hosts[0].name, "h00000", "preferred first, then the rest");
+    assert!(p.hosts.iter().all(|o| o.name != "b0" && o.name != "h00001"));
     let too_big = LeaseRequest::new(Resources::new(5000, 1, 0, 0), 10, 60_000);
-    assert!(manager.lease(&too_big).unwrap().offers.is_empty());
+    assert!(manager.lease(&too_big).unwrap().hosts.is_empty());
     assert!(matches!(
         manager.lease(&LeaseRequest::new(SMALL, 0, 1)),
         Err(HostError::InvalidRequest { field: "max_hosts", .. })
@@ -58,13 +58,13 @@ async fn filters_free_resources_and_constraints() {
 async fn expired_leases_return_their_hosts() {
     let (sim, manager, _events) = sim_manager(3, config()).await;
     let a = manager.lease(&LeaseRequest::new(SMALL, 3, 1_000)).unwrap();
-    assert_eq!(a.offers.len(), 3);
-    assert!(manager.lease(&LeaseRequest::new(SMALL, 3, 1_000)).unwrap().offers.is_empty());
+    assert_eq!(a.hosts.len(), 3);
+    assert!(manager.lease(&LeaseRequest::new(SMALL, 3, 1_000)).unwrap().hosts.is_empty());
     sim.advance(1_000).await;
     manager.tick().await;
     assert!(manager.hosts().iter().all(|h| h.lease.is_none()));
     let b = manager.lease(&LeaseRequest::new(SMALL, 3, 1_000)).unwrap();
-    assert_eq!(b.offers.len(), 3);
+    assert_eq!(b.hosts.len(), 3);
     let err = manager.launch(a.id, "h00000", vec![req("e-0-1", SMALL, &[])]).await.unwrap_err();
     assert!(matches!(err, HostError::UnknownLease(id) if id == a.id), "{err}");
     // A lease that expires without a tick is refused as expired.
@@ -77,8 +77,8 @@ async fn expired_leases_return_their_hosts() {
 async fn launch_errors_name_what_is_wrong() {
     let (_sim, manager, _events) = sim_manager(3, config()).await;
     let lease = manager.lease(&LeaseRequest::new(SMALL, 2, 60_000)).unwrap();
-    let inside = lease.offers[0].name.clone();
-    let other = lease.offers[1].name.clone();
+    let inside = lease.hosts[0].name.clone();
+    let other = lease.hosts[1].name.clone();
     manager.launch(lease.id, &other, vec![req("dup-0-1", SMALL, &[])]).await.unwrap();
     let outside = manager.hosts().into_iter().find(|h| h.lease.is_none() && h.view.name != other).unwrap().view.name;
     let big = Resources::new(3000, 1024, 0, 0);
@@ -133,5 +133,5 @@ async fn launch_errors_name_what_is_wrong() {
     );
     // A draining host is not offered again.
     let l = manager.lease(&LeaseRequest::new(SMALL, 10, 60_000)).unwrap();
-    assert!(l.offers.iter().all(|o| o.name != inside));
+    assert!(l.hosts.iter().all(|o| o.name != inside));
 }

@@ -71,10 +71,10 @@ async fn drain_down_up_is_persisted_and_restored() {
     again.sync().await.unwrap();
     assert_eq!(again.host("h00000").unwrap().state, MaintenanceState::Down);
     assert_eq!(again.host("h00001").unwrap().state, MaintenanceState::Drained);
-    assert!(again.lease(&paceline_hostmgr::LeaseRequest::new(SMALL, 10, 1000)).unwrap().offers.is_empty());
+    assert!(again.lease(&paceline_hostmgr::LeaseRequest::new(SMALL, 10, 1000)).unwrap().hosts.is_empty());
     again.up("h00000").await.unwrap();
     assert_eq!(store.get_host("h00000").await.unwrap().state, MaintenanceState::Up);
-    assert_eq!(again.lease(&paceline_hostmgr::LeaseRequest::new(SMALL, 10, 1000)).unwrap().offers.len(), 1);
+    assert_eq!(again.lease(&paceline_hostmgr::LeaseRequest::new(SMALL, 10, 1000)).unwrap().hosts.len(), 1);
     let _ = RunState::Lost;
 }
 

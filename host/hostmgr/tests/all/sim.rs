@@ -188,7 +188,7 @@ async fn removed_host_loses_its_runs() {
     assert!(!h.reachable);
     assert_eq!(h.view.allocated, Resources::ZERO);
     let lease = manager.lease(&LeaseRequest::new(Resources::ZERO, 10, 1000)).unwrap();
-    assert_eq!(lease.offers.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00000"]);
+    assert_eq!(lease.hosts.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["h00000"]);
 }
 
 #[tokio::test]
@@ -227,10 +227,10 @@ async fn fifty_thousand_hosts_register_and_are_leasable() {
     let (_sim, manager, _events) = sim_manager(50_000, config()).await;
     assert_eq!(manager.hosts().len(), 50_000);
     let lease = manager.lease(&LeaseRequest::new(SMALL, 50_000, 60_000)).unwrap();
-    assert_eq!(lease.offers.len(), 50_000);
+    assert_eq!(lease.hosts.len(), 50_000);
     manager.release(lease.id).unwrap();
     let lease = manager.lease(&LeaseRequest::new(SMALL, 100, 60_000)).unwrap();
-    assert_eq!(lease.offers.len(), 100);
+    assert_eq!(lease.hosts.len(), 100);
 }
 
 #[tokio::test]

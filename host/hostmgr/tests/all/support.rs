@@ -81,6 +81,6 @@ pub async fn lease_host(manager: &HostManager, host: &str) -> paceline_hostmgr::
     let mut request = LeaseRequest::new(Resources::ZERO, 1, 60_000);
     request.only_hosts = vec![host.to_string()];
     let lease = manager.lease(&request).unwrap();
-    assert!(lease.offers.iter().any(|o| o.name == host), "{host} not offered");
+    assert!(lease.hosts.iter().any(|o| o.name == host), "{host} not offered");
     lease.id
 }

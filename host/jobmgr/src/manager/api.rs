@@ -8,7 +8,7 @@ use paceline_model::task::{TaskEvent, TaskGoal, TaskRuntime, TaskState};
 use paceline_plugin_sdk::types as sdk;
 use paceline_storage::{JobQuery, JobSummary, Page};
 
-use super::engine::Write;
+use super::writes::Write;
 use super::{JobInfo, JobManager};
 use crate::error::JobError;
 use crate::state::{JobEntry, TaskEntry};

@@ -9,7 +9,7 @@ use paceline_model::view::HostView;
 use paceline_plugin_sdk::types as sdk;
 
 use super::JobManager;
-use super::engine::Write;
+use super::writes::Write;
 use crate::error::JobError;
 
 impl JobManager {

@@ -4,15 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use paceline_joints::contract::IntoContract;
 use paceline_model::job::{JobKind, UpdateState};
 use paceline_model::task::{TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
 
 use super::JobManager;
-use super::engine::Write;
+use super::writes::Write;
 use crate::error::JobError;
 use crate::state::{JobEntry, TaskEntry, UpdateEntry};
-use crate::views;
 
 impl JobManager {
     /// Reloads every job that is not terminal and drives its tasks:
@@ -118,7 +118,7 @@ impl JobManager {
                 (t.rt.state, t.rt.config_version)
             };
             let cfg = job.config_at(version).clone();
-            let spec = super::engine::gang_spec(job.key, &cfg, i as u32, 1, cfg.task_spec(i as u32).resources);
+            let spec = super::admission::gang_spec(job.key, &cfg, i as u32, 1, cfg.task_spec(i as u32).resources);
             let rm_state = match state {
                 TaskState::Launching | TaskState::Launched => paceline_resmgr::TaskState::Launching,
                 _ => paceline_resmgr::TaskState::Running,
@@ -169,7 +169,7 @@ impl JobManager {
                 // A restart the engine had under way.
                 self.start_runs(key, &[i], "RECOVERED_RESTART").await?;
             } else {
-                self.drive(key, sdk::Event::TaskChanged(sdk::TaskChange { instance: i, state: views::task_state(s) }))
+                self.drive(key, sdk::Event::TaskChanged(sdk::TaskChange { instance: i, state: s.into_contract() }))
                     .await?;
             }
         }

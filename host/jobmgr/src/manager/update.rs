@@ -14,7 +14,7 @@ use paceline_model::job::{InstanceProgress, InstanceUpdateState, JobConfig, JobK
 use paceline_model::task::{TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
 
-use super::engine::Write;
+use super::writes::Write;
 use super::{JobManager, UpdateRequest};
 use crate::error::JobError;
 use crate::state::UpdateEntry;

@@ -124,13 +124,14 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     let handled = h.jm.task("b5", 0).expect("task");
     assert_eq!(
         h.jm.expected_runs(),
-        vec![(
-            "h1".to_string(),
-            "b5-0-2".to_string(),
-            paceline_model::Resources::new(100, 64, 10, 0),
+        vec![paceline_joints::ExpectedRun {
+            host: "h1".to_string(),
+            run_id: "b5-0-2".to_string(),
+            task_id: "b5-0".to_string(),
+            resources: paceline_model::Resources::new(100, 64, 10, 0),
             // The harness reported RUNNING as the run's first update.
-            1
-        )]
+            last_seq: 1
+        }]
     );
     assert_eq!(handled.run, 2);
 }

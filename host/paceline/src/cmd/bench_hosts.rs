@@ -204,7 +204,7 @@ pub struct PipelineBenchArgs {
     /// Simulated hosts.
     #[arg(long, default_value_t = 10_000)]
     hosts: usize,
-    /// Place through `paceline.placement.v1` on a loopback port, as an engine
+    /// Place through `paceline.placement.v2` on a loopback port, as an engine
     /// in a process of its own does (`--roles placement`), instead of in the loop.
     #[arg(long)]
     remote_placement: bool,
@@ -217,7 +217,11 @@ async fn remote_engine(
     cluster: &Arc<paceline::cluster::Cluster>,
     clock: paceline_hostmgr::ManualClock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let peer = paceline::placement_peer::PeerService::new(cluster, Arc::new(paceline::cluster::SimTime(clock.clone())));
+    let peer = paceline_placement::remote::CoreService::new(
+        cluster.jobs.clone(),
+        cluster.hosts.clone(),
+        Arc::new(clock.clone()),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(
@@ -226,12 +230,12 @@ async fn remote_engine(
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
-    let remote = Arc::new(paceline::placement_peer::RemoteCore::new(channel, None).map_err(anyhow::Error::msg)?);
-    let engine = paceline_placement::Engine::with_queue(
-        remote.clone(),
-        cluster.registry.clone(),
+    let remote =
+        Arc::new(paceline_placement::remote::RemoteCore::new(channel, paceline_proto::bearer::Bearer::new(None)?));
+    let engine = paceline_placement::Engine::new(
         remote.clone(),
         remote,
+        cluster.registry.clone(),
         paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
     );
     Ok(tokio::spawn(async move {
@@ -248,7 +252,7 @@ async fn remote_engine(
 /// submits `jobs × instances` tasks and times until all run.
 pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
     use futures::StreamExt;
-    use paceline::cluster::{AssembleConfig, Cluster, SimTime};
+    use paceline::cluster::{AssembleConfig, Cluster};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::job::{JobConfig, JobKind};
     use paceline_model::pool::{PerKind, PoolSpec};
@@ -283,7 +287,7 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
             no_placement: args.remote_placement,
             ..AssembleConfig::default()
         };
-        let cluster = Cluster::assemble(store, registry, hosts, Arc::new(SimTime(clock.clone())), config, |rm| {
+        let cluster = Cluster::assemble(store, registry, hosts, Arc::new(clock.clone()), config, |rm| {
             let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
             let _ = rm.create_pool("/bench", PoolSpec { reservation: all, ..PoolSpec::default() });
         })

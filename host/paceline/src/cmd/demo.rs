@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use paceline_model::view::{HostView, TaskView, build_placement_request};
+use paceline_model::view::HostView;
 use paceline_model::{Constraint, Resources};
+use paceline_placement::{TaskView, build_placement_request};
 use paceline_plugin::{DeployOptions, DirStore, PluginRuntime, Registry, RuntimeConfig};
 
 /// Arguments of `demo`.

@@ -7,4 +7,5 @@ pub mod client;
 pub mod demo;
 pub mod placement;
 pub mod plugin;
+pub mod process;
 pub mod server;

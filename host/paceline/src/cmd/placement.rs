@@ -1,7 +1,7 @@
 //! `paceline server --roles placement`: placement engines in a process of
 //! their own, against a core (`--roles all` or `jobmgr,resmgr,hostmgr`)
 //! reached through the internal placement protocol on the core's API port
-//! (`paceline::placement_peer`). Stateless: run as many as you like; the
+//! (`paceline_placement::remote`). Stateless: run as many as you like; the
 //! core's host manager leases each host to one engine at a time.
 //!
 //! The process reads plugin versions from the cluster's store (it never
@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use paceline::placement_peer::RemoteCore;
 use paceline::server::ServerConfig;
+use paceline_placement::remote::RemoteCore;
 use paceline_placement::{Engine, EngineConfig};
 use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::{SqliteConfig, StorageConfig};
 use tracing::{info, warn};
 
 use super::client::{ClientOpts, Output, leading_channel};
-use super::server::{runtime, until_signal};
+use super::process::{runtime, until_signal};
 
 /// How often the engine checks that the core still serves and that no
 /// plugin slot changed.
@@ -48,7 +48,7 @@ pub fn run(
                 let me = paceline_membership::MemberInfo {
                     id: format!(
                         "{}-placement",
-                        config.member_id.clone().unwrap_or_else(paceline::ha::default_member_id)
+                        config.member_id.clone().unwrap_or_else(paceline::server::default_member_id)
                     ),
                     api_addr: String::new(),
                     agent_addr: String::new(),
@@ -77,11 +77,12 @@ pub fn run(
                 () = &mut shutdown => return anyhow::Ok(()),
                 c = connect(&mut opts, discovery.as_deref()) => c,
             };
-            let remote = Arc::new(RemoteCore::new(channel.clone(), token.as_deref()).map_err(anyhow::Error::msg)?);
+            let bearer = paceline_proto::bearer::Bearer::new(token.as_deref())?;
+            let remote = Arc::new(RemoteCore::new(channel.clone(), bearer));
             let histories = store.slot_histories().await.context("reading plugin slots")?;
             let registry = open_registry(&config, store.clone()).await?;
             info!(core = %opts.server, "placement engine connected");
-            let engine = Engine::with_queue(remote.clone(), registry, remote.clone(), remote, EngineConfig::default());
+            let engine = Engine::new(remote.clone(), remote, registry, EngineConfig::default());
             let mut checked = Instant::now();
             loop {
                 let report = tokio::select! {

@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use paceline::server::{HostsConfig, Server, ServerConfig};
 
+use super::process::{runtime, until_signal};
+
 /// Arguments of `paceline server`.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
@@ -72,21 +74,6 @@ pub struct DevArgs {
     /// Require bearer tokens from this tokens file (default: an open API).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
-}
-
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
-}
-
-pub(crate) async fn until_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {

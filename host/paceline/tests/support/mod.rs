@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use paceline::cluster::{AssembleConfig, Cluster, SimTime};
+use paceline::cluster::{AssembleConfig, Cluster};
 use paceline_hostmgr::{HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
 use paceline_model::Resources;
 use paceline_model::job::{JobConfig, JobKind, JobState};
@@ -64,10 +64,9 @@ impl SimCluster {
             .expect("host manager");
         hosts.sync().await.expect("sync");
         let config = AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() };
-        let cluster =
-            Cluster::assemble(store.clone(), registry.clone(), hosts, Arc::new(SimTime(clock)), config, pools)
-                .await
-                .expect("assemble");
+        let cluster = Cluster::assemble(store.clone(), registry.clone(), hosts, Arc::new(clock), config, pools)
+            .await
+            .expect("assemble");
         SimCluster { cluster, sim, store, registry }
     }
 

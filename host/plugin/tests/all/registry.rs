@@ -135,16 +135,23 @@ fn preemption_slot_and_lifecycle_natives() {
     assert_eq!(wasm.value, native.value);
     assert_eq!(wasm.value.iter().map(|v| v.task).collect::<Vec<_>>(), vec![0, 1]);
 
-    // A lifecycle slot has no built-in policy until the job manager registers one.
+    // Every lifecycle slot has its kind's default policy built in; one set
+    // for the slot replaces it, and a native of another world is refused.
     let job = JobView { instance_count: 2, ..JobView::default() };
-    assert!(reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).is_err());
-    reg.set_native_lifecycle(
+    let built_in = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
+    assert_eq!(built_in.served_by, ServedBy::Native("batch"));
+    let launch_all: paceline_plugin::natives::NativeLifecycle =
+        Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| (0..j.instance_count).rev().map(Action::Launch).collect());
+    reg.set_native(
         "lifecycle/batch",
-        Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| (0..j.instance_count).map(Action::Launch).collect()),
+        paceline_plugin::NativePolicy { name: "reversed", policy: paceline_plugin::Native::Lifecycle(launch_all) },
     )
     .expect("registers");
     let a = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
-    assert_eq!(a.value, vec![Action::Launch(0), Action::Launch(1)]);
+    assert_eq!(a.value, vec![Action::Launch(1), Action::Launch(0)]);
+    assert_eq!(a.served_by, ServedBy::Native("reversed"));
+    let wrong = paceline_plugin::natives::builtin("preemption").expect("built in");
+    assert!(reg.set_native("lifecycle/batch", wrong).is_err(), "a preemption native cannot serve a lifecycle slot");
     // A placement component cannot serve a lifecycle slot.
     assert!(matches!(
         reg.deploy("lifecycle/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()),

@@ -2,7 +2,7 @@
 //! rules, revocable work on slack, and "why pending".
 
 use paceline_model::Resources;
-use paceline_plugin_sdk::types::JobKind;
+use paceline_model::job::JobKind;
 use paceline_resmgr::{GangSpec, PendingReason, PoolSpec, ResourceKind};
 use proptest::prelude::*;
 

@@ -2,7 +2,8 @@
 //! intra-pool (priority), through the policy trait with validation and the
 //! native fallback.
 
-use paceline_plugin_sdk::types::{JobKind, PreemptionRequest, Victim, VictimReason};
+use paceline_model::job::JobKind;
+use paceline_plugin_sdk::types::{PreemptionRequest, Victim, VictimReason};
 use paceline_resmgr::{
     Config, GangSpec, KillReason, KillRequest, PendingReason, PolicyError, PreemptionPolicy, ResourceManager,
     TaskEvent, TaskState,

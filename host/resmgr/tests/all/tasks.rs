@@ -1,7 +1,8 @@
 //! Task states inside the manager: the ready queue drained per kind,
 //! placement backoff, timeouts falling back to READY, kills and release.
 
-use paceline_plugin_sdk::types::{JobKind, UnplacedReason};
+use paceline_model::UnplacedReason;
+use paceline_model::job::JobKind;
 use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, TaskState, Timeouts};
 
 use crate::common::{cpu, gang};

@@ -1,0 +1,167 @@
+//! Admission: runs go to the resource manager as gangs, and the resource
+//! manager hears how each one ends (its record of the task follows the job
+//! manager's, never the other way round).
+
+use paceline_model::job::JobKind;
+use paceline_model::task::TaskState;
+use paceline_resmgr::{GangSpec, TaskEvent as RmEvent, TaskState as RmState};
+
+use super::JobManager;
+use super::writes::Write;
+use crate::error::JobError;
+use crate::state::TaskEntry;
+
+impl JobManager {
+    /// Hands runs (tasks in INITIALIZED) to the resource manager as gangs and
+    /// writes them PENDING. Consecutive instances with the same resources
+    /// form gangs of `sla.min_running_instances`.
+    pub(crate) async fn submit(&self, key: u64, instances: &[u32]) -> Result<(), JobError> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let writes = {
+            // Lock order everywhere: resource manager, then the mirror (a
+            // ready queue's `take_ready` reads needs after taking from the former).
+            let mut rm = self.rm();
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let queued = self.queue_gangs(&mut rm, job, instances)?;
+            queued
+                .into_iter()
+                .map(|i| {
+                    let mut rt = job.tasks[i as usize].rt.clone();
+                    rt.state = TaskState::Pending;
+                    rt.config_version = rt.desired_config_version;
+                    Write::new(i, rt, "SUBMITTED")
+                })
+                .collect()
+        };
+        self.write_tasks(key, writes).await
+    }
+
+    /// The in-memory half of [`JobManager::submit`]: queues the gangs in
+    /// the resource manager and remembers each task's gang. Returns the
+    /// instances queued, in order.
+    pub(crate) fn queue_gangs(
+        &self,
+        rm: &mut paceline_resmgr::ResourceManager,
+        job: &mut crate::state::JobEntry,
+        instances: &[u32],
+    ) -> Result<Vec<u32>, JobError> {
+        let now = self.now();
+        let cfg = job.config().clone();
+        let gang_size = cfg.sla.min_running_instances.unwrap_or(1).max(1) as usize;
+        let mut sorted: Vec<u32> = instances.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let res_of = |job: &crate::state::JobEntry, i: u32| {
+            job.config_at(job.tasks[i as usize].rt.desired_config_version).task_spec(i).resources
+        };
+        // Runs of consecutive instances with equal resources, cut into gang-sized chunks.
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        for i in sorted {
+            let extend = groups.last().is_some_and(|g: &Vec<u32>| {
+                let last = g[g.len() - 1];
+                last.wrapping_add(1) == i && g.len() < gang_size && res_of(job, last) == res_of(job, i)
+            });
+            match groups.last_mut() {
+                Some(g) if extend => g.push(i),
+                _ => groups.push(vec![i]),
+            }
+        }
+        // `rm` is locked by the caller (before the mirror).
+        let mut queued = Vec::new();
+        for g in groups {
+            let first = g[0];
+            let spec = gang_spec(job.key, &cfg, first, g.len() as u32, res_of(job, first));
+            let gang = rm.submit(&cfg.pool, spec, now).map_err(|e| JobError::Resmgr(e.to_string()))?;
+            for i in g {
+                job.tasks[i as usize].gang = Some(gang);
+                queued.push(i);
+            }
+        }
+        Ok(queued)
+    }
+
+    /// Tells the resource manager how a run ended (or that it runs), walking
+    /// its table: LAUNCHING reaches SUCCEEDED through RUNNING, a kill we did
+    /// not ask it for goes through KILLING.
+    pub(crate) fn rm_report(&self, rm_task: Option<paceline_joints::TaskHandle>, state: TaskState) {
+        let Some(id) = rm_task else { return };
+        let now = self.now();
+        let mut rm = self.rm();
+        let Some(info) = rm.task(id) else { return };
+        let steps: Vec<RmEvent> = match (info.state, state) {
+            (RmState::Placed, TaskState::Launching | TaskState::Launched) => {
+                vec![RmEvent::StartLaunch]
+            }
+            (RmState::Placed, TaskState::Running | TaskState::Starting) => {
+                vec![RmEvent::StartLaunch, RmEvent::Running]
+            }
+            (RmState::Launching, TaskState::Running | TaskState::Starting) => {
+                vec![RmEvent::Running]
+            }
+            (RmState::Launching, TaskState::Succeeded) => {
+                vec![RmEvent::Running, RmEvent::Succeeded]
+            }
+            (RmState::Killing | RmState::Preempting, TaskState::Killed | TaskState::Failed | TaskState::Succeeded) => {
+                vec![RmEvent::KillConfirmed]
+            }
+            (_, TaskState::Succeeded) => vec![RmEvent::Succeeded],
+            (_, TaskState::Failed) => vec![RmEvent::Failed],
+            (_, TaskState::Lost) => vec![RmEvent::Lost],
+            (_, TaskState::Killed) => {
+                if rm.kill(id, now).is_err() {
+                    return;
+                }
+                vec![RmEvent::KillConfirmed]
+            }
+            _ => vec![],
+        };
+        for e in steps {
+            if let Err(err) = rm.task_event(id, e, now) {
+                tracing::debug!(task = id.0, event = ?e, error = %err, "resource manager refused a task event");
+                break;
+            }
+        }
+    }
+
+    /// Gives a run that never reached a host back to the resource manager.
+    pub(crate) fn rm_release(&self, rm: &mut paceline_resmgr::ResourceManager, t: &TaskEntry) {
+        let now = self.now();
+        if let Some(id) = t.rm_task {
+            if rm.kill(id, now).is_ok() {
+                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+            }
+        } else if let Some(gang) = t.gang {
+            // Cancels the whole queued gang: only done when the gang is one
+            // task or every member is being released.
+            rm.cancel(gang);
+        }
+    }
+}
+
+/// The resource manager's view of `tasks` instances of a job from `first`,
+/// each needing `per_task`: its kind, priority and preemption rules.
+pub(crate) fn gang_spec(
+    job_key: u64,
+    cfg: &paceline_model::job::JobConfig,
+    first: u32,
+    tasks: u32,
+    per_task: paceline_model::Resources,
+) -> GangSpec {
+    GangSpec {
+        job: job_key,
+        first_instance: first,
+        kind: cfg.kind,
+        priority: cfg.sla.priority,
+        // Stateful work is never preempted: its volume ties it to a host.
+        preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
+        revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
+        kill_on_preempt: false,
+        tasks,
+        per_task,
+    }
+}

@@ -1,0 +1,372 @@
+//! Launch: the job manager's side of the ready queue. The placement engine
+//! takes READY tasks with what each needs, and commits its placements here:
+//! this is the one owner of the PLACING → PLACED step (the resource
+//! manager's record and the store's), of the LAUNCHING write and of the
+//! launch itself. It also says which runs the hosts should hold.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use paceline_joints::{Committed, ExpectedRun, LeaseId, Need, Placement, PortError, ReadyQueue, Taken, TaskHandle};
+use paceline_model::UnplacedReason;
+use paceline_model::job::JobKind;
+use paceline_model::run::LaunchRequest;
+use paceline_model::task::{TaskEvent, TaskId, TaskRuntime, TaskState};
+use paceline_resmgr::{TaskEvent as RmEvent, TaskState as RmState};
+
+use super::writes::Write;
+use super::{CONCURRENT_JOBS, JobManager};
+use crate::error::JobError;
+use crate::state::{Mem, TaskEntry};
+
+/// The next run of an instance whose launch on `host` was refused before
+/// anything started (by the launcher at once, or later by the host as
+/// `LAUNCH_REJECTED`): the resource manager's task is released (the caller
+/// submits the instance again), a stateful instance forgets the host, and
+/// the next placement avoids it (a daemon instance has only its host). No
+/// failure is counted.
+pub(crate) fn refused_launch(
+    rm: &mut paceline_resmgr::ResourceManager,
+    kind: JobKind,
+    t: &mut TaskEntry,
+    rm_task: Option<paceline_joints::TaskHandle>,
+    host: &str,
+    why: String,
+    now: u64,
+) -> TaskRuntime {
+    if let Some(id) = rm_task
+        && rm.kill(id, now).is_ok()
+    {
+        let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+    }
+    let mut rt = t.rt.next_run(now);
+    if matches!(kind, JobKind::Stateful | JobKind::Daemon) {
+        rt.host = t.rt.host.clone().filter(|h| h != host || kind == JobKind::Daemon);
+    }
+    rt.message = why;
+    if kind != JobKind::Daemon {
+        t.avoid_host = Some(host.to_string());
+    }
+    rt
+}
+
+#[async_trait]
+impl ReadyQueue for JobManager {
+    async fn take_ready(&self, kind: JobKind, max: usize, now_ms: u64) -> Result<Taken, PortError> {
+        let mut ready = Vec::new();
+        self.rm().take_ready(kind, max, now_ms, &mut ready);
+        let m = self.mem();
+        let mut taken = Taken { ready: Vec::with_capacity(ready.len()), orphans: Vec::new() };
+        for t in ready {
+            match need_in(&m, t.job, t.instance) {
+                Some(need) => taken.ready.push((t, need)),
+                None => taken.orphans.push(t),
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn unplaced(&self, tasks: &[(TaskHandle, UnplacedReason)], now_ms: u64) -> Result<usize, PortError> {
+        let mut rm = self.rm();
+        Ok(tasks
+            .iter()
+            .filter(|(id, reason)| match rm.placement_failed(*id, *reason, now_ms) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(task = id.0, error = %e, "unplaced task no longer placing");
+                    false
+                }
+            })
+            .count())
+    }
+
+    async fn commit(&self, lease: LeaseId, placements: Vec<Placement>, _now_ms: u64) -> Result<Committed, PortError> {
+        Ok(self.commit_placements(lease, placements).await)
+    }
+}
+
+/// What placing instance `instance` of the job with key `job_key` takes;
+/// `None` if the job or instance is unknown or the task is not waiting for
+/// placement (the engine then sends it back).
+fn need_in(m: &Mem, job_key: u64, instance: u32) -> Option<Need> {
+    let job = m.jobs.get(&job_key)?;
+    let t = job.tasks.get(instance as usize)?;
+    if !waits_for_placement(t) {
+        return None;
+    }
+    let cfg = job.config_at(t.rt.desired_config_version);
+    let kind = cfg.kind;
+    let slot_default = format!("placement/{}", kind.as_str());
+    let slot = cfg
+        .plugin_overrides
+        .get(&slot_default)
+        .map(|name| if name.starts_with("placement/") { name.clone() } else { format!("placement/{name}") })
+        .unwrap_or(slot_default);
+    let preferred_host = match kind {
+        JobKind::Stateful | JobKind::Daemon => {
+            t.rt.host.clone().filter(|h| kind == JobKind::Daemon || !m.draining.contains(h))
+        }
+        _ => None,
+    };
+    let spec = cfg.task_spec(instance);
+    Some(Need {
+        job_id: job.id.clone(),
+        constraints: spec.constraints.clone(),
+        preferences: spec.preferences.clone(),
+        preferred_host,
+        host_required: kind == JobKind::Daemon,
+        slot,
+        avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.clone() },
+    })
+}
+
+/// A task the job manager still wants placed.
+fn waits_for_placement(t: &TaskEntry) -> bool {
+    matches!(t.rt.state, TaskState::Pending | TaskState::Ready | TaskState::Placing) && t.wants_run()
+}
+
+impl JobManager {
+    /// What placing an admitted task takes (the need [`ReadyQueue::take_ready`]
+    /// hands out with it); `None` if it is not waiting for placement.
+    pub fn need_of(&self, job_key: u64, instance: u32) -> Option<Need> {
+        need_in(&self.mem(), job_key, instance)
+    }
+
+    /// Runs the host side should hold: every run between LAUNCHING and its
+    /// end, sorted by host and run. The host manager reconciles its hosts
+    /// against this after a restart or a failover (reporting LOST what is
+    /// missing, with a seq after the last one handled so that it is not taken
+    /// for a duplicate; killing what is not expected).
+    pub fn expected_runs(&self) -> Vec<ExpectedRun> {
+        let m = self.mem();
+        let mut out = Vec::new();
+        for job in m.jobs.values() {
+            for (i, t) in job.tasks.iter().enumerate() {
+                if t.rt.state.is_on_host()
+                    && let Some(h) = &t.rt.host
+                {
+                    let task = TaskId::new(job.id.clone(), i as u32);
+                    out.push(ExpectedRun {
+                        host: h.clone(),
+                        run_id: task.run_id(t.rt.run),
+                        task_id: task.to_string(),
+                        resources: job.config_at(t.rt.config_version).task_spec(i as u32).resources,
+                        last_seq: t.last_seq,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.host, &a.run_id).cmp(&(&b.host, &b.run_id)));
+        out
+    }
+
+    /// [`ReadyQueue::commit`]: the placement engine chose hosts of lease
+    /// `lease` for tasks. For each placement whose task still waits here and
+    /// is still PLACING at the resource manager, the resource manager's
+    /// record becomes PLACED (here and nowhere else), the task is written
+    /// LAUNCHING with its host (events PLACED, LAUNCHING), and the runs are
+    /// launched per host; an accepted launch is noted LAUNCHED (and
+    /// STARTLAUNCH at the resource manager), a refused one gives the task
+    /// back under a new run that avoids the host. A placement whose task no
+    /// longer waits (killed, deleted) is dropped and its resource-manager
+    /// task released; one whose resource-manager task is no longer PLACING
+    /// (preempted, or timed out and taken again) is dropped as it is.
+    ///
+    /// Cost: each job's tasks are written together (one compare-and-set
+    /// batch per step, whatever the number of hosts), and jobs proceed
+    /// concurrently so the store commits their writes in shared groups: a
+    /// round of thousands of placements costs a handful of commits.
+    pub async fn commit_placements(&self, lease: LeaseId, placements: Vec<Placement>) -> Committed {
+        let _op = self.ops.lock().await;
+        let now = self.now();
+        let mut committed = Committed::default();
+        let mut jobs: BTreeMap<u64, BTreeMap<String, Vec<(u32, TaskHandle)>>> = BTreeMap::new();
+        {
+            let mut rm = self.rm();
+            let m = self.mem();
+            for p in placements {
+                let (key, instance, id) = (p.task.job, p.task.instance, p.task.id);
+                let waits =
+                    m.jobs.get(&key).and_then(|j| j.tasks.get(instance as usize)).is_some_and(waits_for_placement);
+                if !waits {
+                    tracing::info!(job = key, instance, "placement for a task no longer waiting; released");
+                    if rm.kill(id, now).is_ok() {
+                        let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                    }
+                    committed.dropped += 1;
+                    continue;
+                }
+                if rm.task(id).is_none_or(|t| t.state != RmState::Placing)
+                    || rm.task_event(id, RmEvent::Placed, now).is_err()
+                {
+                    tracing::debug!(job = key, instance, "placed task no longer placing (preempted or timed out)");
+                    committed.dropped += 1;
+                    continue;
+                }
+                jobs.entry(key).or_default().entry(p.host).or_default().push((instance, id));
+            }
+        }
+        use futures::StreamExt;
+        let outcomes: Vec<(u32, u32)> = futures::stream::iter(jobs)
+            .map(|(key, hosts)| async move {
+                let n = hosts.values().map(Vec::len).sum::<usize>() as u32;
+                match self.launch_job(lease, key, hosts).await {
+                    Ok(counts) => counts,
+                    Err(e) => {
+                        // Written tasks wait in LAUNCHING for the host's report
+                        // or the resource manager's LAUNCHING timeout.
+                        tracing::error!(job = key, error = %e, "launch failed");
+                        (0, n)
+                    }
+                }
+            })
+            .buffer_unordered(CONCURRENT_JOBS)
+            .collect()
+            .await;
+        for (launched, refused) in outcomes {
+            committed.launched += launched;
+            committed.refused += refused;
+        }
+        committed
+    }
+
+    /// Launches one job's placed tasks, grouped per host.
+    /// Returns how many were launched and how many their host refused.
+    async fn launch_job(
+        &self,
+        lease: LeaseId,
+        key: u64,
+        hosts: BTreeMap<String, Vec<(u32, TaskHandle)>>,
+    ) -> Result<(u32, u32), JobError> {
+        let now = self.now();
+        let (job_id, writes, placed_events, runs) = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok((0, 0));
+            };
+            let job_id = job.id.clone();
+            let n: usize = hosts.values().map(Vec::len).sum();
+            let mut writes = Vec::with_capacity(n);
+            let mut events = Vec::with_capacity(n);
+            let mut runs: Vec<Vec<LaunchRequest>> = Vec::with_capacity(hosts.len());
+            let placed_message = format!("lease {lease}");
+            for (host, tasks) in &hosts {
+                let mut host_runs = Vec::with_capacity(tasks.len());
+                for &(i, rm_task) in tasks {
+                    let t = &mut job.tasks[i as usize];
+                    t.rm_task = Some(rm_task);
+                    t.gang = None;
+                    t.avoid_host = None;
+                    events.push((
+                        i,
+                        TaskEvent {
+                            run: t.rt.run,
+                            from: Some(t.rt.state),
+                            to: TaskState::Placed,
+                            at_ms: now,
+                            host: Some(host.clone()),
+                            reason: "PLACED".into(),
+                            message: placed_message.clone(),
+                        },
+                    ));
+                    let mut rt = t.rt.clone();
+                    rt.state = TaskState::Launching;
+                    rt.host = Some(host.clone());
+                    rt.config_version = rt.desired_config_version;
+                    let spec = match job.configs.get(&rt.config_version) {
+                        Some(cfg) => cfg.task_spec(i).clone(),
+                        None => job.config().task_spec(i).clone(),
+                    };
+                    let run_id = TaskId::new(job_id.clone(), i).run_id(rt.run);
+                    let mut env = BTreeMap::new();
+                    env.insert("PACELINE_JOB_ID".to_string(), job_id.clone());
+                    env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
+                    env.insert("PACELINE_RUN_ID".to_string(), run_id.clone());
+                    host_runs.push(LaunchRequest {
+                        task_id: TaskId::new(job_id.clone(), i).to_string(),
+                        run_id,
+                        spec,
+                        env,
+                    });
+                    writes.push(Write::new(i, rt, "LAUNCHING"));
+                }
+                runs.push(host_runs);
+            }
+            (job_id, writes, events, runs)
+        };
+        // The PLACED event first, then LAUNCHING: one write each would double
+        // the fsyncs; the event log still shows both steps.
+        self.append_events(&job_id, placed_events).await?;
+        self.write_tasks(key, writes).await?;
+        let outcomes = futures::future::join_all(
+            hosts.keys().zip(runs).map(|(host, runs)| self.launcher.launch(lease, host, runs)),
+        )
+        .await;
+        let mut writes = Vec::new();
+        let mut launched = Vec::new();
+        let mut retry = Vec::new();
+        let mut accepted = 0u32;
+        {
+            let mut rm = self.rm();
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok((0, 0));
+            };
+            let kind = job.kind();
+            for ((host, tasks), outcome) in hosts.iter().zip(outcomes) {
+                match outcome {
+                    Ok(()) => {
+                        accepted += tasks.len() as u32;
+                        for &(i, id) in tasks {
+                            let t = &mut job.tasks[i as usize];
+                            if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
+                                let _ = rm.task_event(id, RmEvent::StartLaunch, now);
+                            }
+                            // A run update may already have moved it further.
+                            // LAUNCHED is the mirror's state and an event, not
+                            // a runtime write of its own: recovery treats a
+                            // stored LAUNCHING exactly as LAUNCHED (both wait
+                            // for the host's report, see `table`), so the
+                            // task's next write (its STARTING or RUNNING)
+                            // carries it. One compare-and-set per task less.
+                            if t.rt.state == TaskState::Launching {
+                                t.rt.state = TaskState::Launched;
+                                t.rt.reason = "LAUNCHED".into();
+                                t.rt.updated_at_ms = now;
+                                launched.push((
+                                    i,
+                                    TaskEvent {
+                                        run: t.rt.run,
+                                        from: Some(TaskState::Launching),
+                                        to: TaskState::Launched,
+                                        at_ms: now,
+                                        host: t.rt.host.clone(),
+                                        reason: "LAUNCHED".into(),
+                                        message: String::new(),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
+                        for &(i, id) in tasks {
+                            let t = &mut job.tasks[i as usize];
+                            let why = format!("launch on {host} failed: {e}");
+                            let rt = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
+                            retry.push(i);
+                            writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
+                        }
+                    }
+                }
+            }
+        }
+        self.append_events(&job_id, launched).await?;
+        self.write_tasks(key, writes).await?;
+        if !retry.is_empty() {
+            self.submit(key, &retry).await?;
+        }
+        self.sync_job(key).await?;
+        Ok((accepted, retry.len() as u32))
+    }
+}

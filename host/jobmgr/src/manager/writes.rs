@@ -1,0 +1,199 @@
+//! Writes: every change of a task goes through one batched compare-and-set
+//! with a task event, and the mirror follows; a job's runtime is derived from
+//! its tasks' counts and written when it changes.
+
+use std::sync::Arc;
+
+use paceline_model::job::{JobGoal, JobState};
+use paceline_model::task::{TaskEvent, TaskRuntime, TaskState};
+use paceline_storage::TaskCas;
+
+use super::JobManager;
+use crate::error::JobError;
+
+/// One task write: the new runtime and the event's reason and message.
+pub(crate) struct Write {
+    pub instance: u32,
+    pub rt: TaskRuntime,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Write {
+    pub(crate) fn new(instance: u32, rt: TaskRuntime, reason: &str) -> Write {
+        Write { instance, rt, reason: reason.to_string(), message: String::new() }
+    }
+}
+
+impl JobManager {
+    /// Writes task runtimes with one batched compare-and-set, records a task
+    /// event for each state or run change, and updates the mirror. Items that
+    /// lose their compare-and-set are reloaded from storage and reported.
+    pub(crate) async fn write_tasks(&self, key: u64, mut writes: Vec<Write>) -> Result<(), JobError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let (job_id, olds) = {
+            let m = self.mem();
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
+            let olds: Vec<TaskRuntime> = writes
+                .iter()
+                .map(|w| {
+                    job.tasks
+                        .get(w.instance as usize)
+                        .map(|t| t.rt.clone())
+                        .ok_or_else(|| JobError::NotFound(format!("instance {}", w.instance)))
+                })
+                .collect::<Result<_, _>>()?;
+            (job.id.clone(), olds)
+        };
+        for w in &mut writes {
+            w.rt.updated_at_ms = now;
+            if !w.reason.is_empty() {
+                w.rt.reason = w.reason.clone();
+            }
+            if !w.message.is_empty() {
+                w.rt.message = w.message.clone();
+            }
+        }
+        let cas: Vec<TaskCas> = writes
+            .iter()
+            .zip(&olds)
+            .map(|(w, old)| TaskCas { instance: w.instance, expected_version: old.version, runtime: w.rt.clone() })
+            .collect();
+        let results = self.store.cas_tasks(&job_id, &cas).await?;
+        let feed_id: Arc<str> = Arc::from(job_id.as_str());
+        let mut changed = Vec::with_capacity(results.len());
+        let mut first_err = None;
+        let mut events: Vec<(u32, TaskEvent)> = Vec::new();
+        {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            for ((w, old), res) in writes.into_iter().zip(olds).zip(results) {
+                match res {
+                    Ok(version) => {
+                        let mut rt = w.rt;
+                        rt.version = version;
+                        if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
+                        {
+                            events.push((
+                                w.instance,
+                                TaskEvent {
+                                    run: rt.run,
+                                    from: (rt.run == old.run).then_some(old.state),
+                                    to: rt.state,
+                                    at_ms: now,
+                                    host: rt.host.clone(),
+                                    reason: rt.reason.clone(),
+                                    message: rt.message.clone(),
+                                },
+                            ));
+                        }
+                        if rt.run != old.run {
+                            let t = &mut job.tasks[w.instance as usize];
+                            t.last_seq = 0;
+                            t.healthy = None;
+                            t.exit_code = None;
+                            t.rm_task = None;
+                        }
+                        job.tasks[w.instance as usize].rt = rt;
+                        changed.push(crate::feed::Change::Task(feed_id.clone(), w.instance));
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %job.id, instance = w.instance, error = %e, "task compare-and-set lost");
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        self.feed.publish(changed);
+        self.append_events(&job_id, events).await?;
+        if let Some(e) = first_err {
+            self.reload_tasks(key).await?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Appends task events of one job, all in one store operation.
+    pub(crate) async fn append_events(&self, job_id: &str, events: Vec<(u32, TaskEvent)>) -> Result<(), JobError> {
+        self.store.append_job_events(job_id, &events).await?;
+        Ok(())
+    }
+
+    /// Re-reads a job's task runtimes after a lost compare-and-set.
+    async fn reload_tasks(&self, key: u64) -> Result<(), JobError> {
+        let Some(job_id) = self.mem().jobs.get(&key).map(|j| j.id.clone()) else {
+            return Ok(());
+        };
+        let records = self.store.tasks_of_job(&job_id, &[]).await?;
+        let mut m = self.mem();
+        if let Some(job) = m.jobs.get_mut(&key) {
+            for r in records {
+                if let Some(t) = job.tasks.get_mut(r.instance as usize) {
+                    t.rt = r.runtime;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Recounts the job's tasks, derives its state and writes the runtime if
+    /// anything changed. Terminal job states come only from the lifecycle
+    /// (mark-job) or from a kill that completed.
+    pub(crate) async fn sync_job(&self, key: u64) -> Result<(), JobError> {
+        let now = self.now();
+        let (id, old, new) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(());
+            };
+            let counts = job.counts();
+            let mut rt = job.runtime.clone();
+            let n = job.instance_count();
+            let live = job.tasks.iter().any(|t| !t.rt.state.is_terminal() && t.rt.state != TaskState::Initialized);
+            let state = if job.marked {
+                rt.state
+            } else if rt.goal != JobGoal::Run {
+                if live { JobState::Killing } else { JobState::Killed }
+            } else {
+                match JobState::derive(&counts, n, 0) {
+                    s if s.is_terminal() => JobState::Running,
+                    s => s,
+                }
+            };
+            rt.state = state;
+            rt.task_counts = counts;
+            if state.is_terminal() && rt.completed_at_ms.is_none() {
+                rt.completed_at_ms = Some(now);
+            }
+            if rt.state == job.runtime.state
+                && rt.task_counts == job.runtime.task_counts
+                && rt.config_version == job.runtime.config_version
+            {
+                return Ok(());
+            }
+            rt.updated_at_ms = now;
+            (job.id.clone(), job.runtime.clone(), rt)
+        };
+        self.put_job_runtime(key, &id, old.version, new).await
+    }
+
+    pub(crate) async fn put_job_runtime(
+        &self,
+        key: u64,
+        id: &str,
+        expected: u64,
+        rt: paceline_model::job::JobRuntime,
+    ) -> Result<(), JobError> {
+        let stored = self.store.cas_job_runtime(id, expected, &rt).await?;
+        if let Some(job) = self.mem().jobs.get_mut(&key) {
+            job.runtime = stored;
+        }
+        self.feed.publish([crate::feed::Change::Job(Arc::from(id))]);
+        Ok(())
+    }
+}

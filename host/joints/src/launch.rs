@@ -1,0 +1,46 @@
+//! Launches and kills: how the job manager starts and stops runs on hosts,
+//! and the runs it expects them to hold (reconciliation after a restart or a
+//! failover).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paceline_model::Resources;
+use paceline_model::run::LaunchRequest;
+
+use crate::error::PortError;
+use crate::lease::LeaseId;
+
+/// The host manager as the job manager sees it for launches.
+///
+/// The job manager awaits these calls while it holds its operation lock: an
+/// implementation must not call back into the job manager before returning
+/// (run updates come back through the host manager's event stream).
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Launches `runs` on `host`, one of the hosts of `lease`. `Ok` means the
+    /// host side accepted them (their progress comes back as run updates);
+    /// `Err` means none was started.
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError>;
+
+    /// Stops run `run_id`, with a grace period (`None`: the provider's
+    /// default). The end comes back as a run update (KILLED or LOST); `Err`
+    /// is retried by the job manager.
+    async fn kill(&self, run_id: &str, grace: Option<Duration>) -> Result<(), PortError>;
+}
+
+/// A run the job manager's records place on a host.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExpectedRun {
+    /// The host.
+    pub host: String,
+    /// The run (`<job>-<instance>-<run>`).
+    pub run_id: String,
+    /// Its task id (`<job>-<instance>`).
+    pub task_id: String,
+    /// What it holds.
+    pub resources: Resources,
+    /// The last update seq the job manager handled (0 if none): an update the
+    /// host manager makes up (a LOST for a missing run) must follow it.
+    pub last_seq: u64,
+}

@@ -1,0 +1,70 @@
+//! Select: the one plugin call of a group. The policy ranks the leased hosts
+//! for the group's tasks and selects one per task (or leaves a task
+//! unplaced with a reason); the registry validates the answer and falls back
+//! to an earlier version or the native policy when the plugin traps, runs
+//! past its deadline or answers badly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use paceline_joints::{Need, ReadyTask};
+use paceline_model::view::HostView;
+use paceline_plugin::Registry;
+use paceline_plugin_sdk::types::PlacementResult;
+use tracing::warn;
+
+use crate::feasible::{TaskView, build_placement_request};
+
+/// Asks `slot` to place `tasks` on `hosts`; `None` when the slot failed
+/// outright (no version and no native policy answered validly).
+pub(crate) async fn place(
+    registry: &Arc<Registry>,
+    slot: &str,
+    tasks: &[(ReadyTask, Need)],
+    hosts: &[HostView],
+    round: u64,
+) -> Option<PlacementResult> {
+    let request = build_placement_request(round, hosts, &task_views(tasks));
+    let registry = registry.clone();
+    let slot_name = slot.to_string();
+    // Wasm calls are synchronous and bounded by the runtime's deadline.
+    match tokio::task::spawn_blocking(move || registry.place(&slot_name, &request)).await {
+        Ok(Ok(answer)) => {
+            if !answer.faults.is_empty() {
+                warn!(slot, served_by = ?answer.served_by, faults = answer.faults.len(), "placement fell back");
+            }
+            Some(answer.value)
+        }
+        Ok(Err(e)) => {
+            warn!(slot, error = %e, "placement slot failed");
+            None
+        }
+        Err(e) => {
+            warn!(slot, error = %e, "placement call panicked");
+            None
+        }
+    }
+}
+
+/// The plugin's view of a group's tasks; gang ids renumbered densely.
+fn task_views(tasks: &[(ReadyTask, Need)]) -> Vec<TaskView> {
+    let mut gangs: HashMap<u64, u32> = HashMap::new();
+    tasks
+        .iter()
+        .map(|(t, need)| {
+            let next = gangs.len() as u32;
+            let gang = *gangs.entry(t.gang).or_insert(next);
+            TaskView {
+                job: need.job_id.clone(),
+                instance: t.instance,
+                gang,
+                priority: t.priority,
+                demand: t.resources,
+                constraints: need.constraints.clone(),
+                preferences: need.preferences.clone(),
+                preferred_host: need.preferred_host.clone(),
+                avoid_host: need.avoid_host.clone(),
+            }
+        })
+        .collect()
+}
