@@ -33,7 +33,7 @@
 //! - [`queue`]: the ready queue port and what crosses it.
 //! - [`lease`]: offer leases and the offer source port.
 //! - [`launch`]: the launcher port and expected runs.
-//! - [`error`]: [`PortError`].
+//! - [`error`]: the one error, [`PortError`].
 //! - [`clock`]: [`Clock`], [`SystemClock`], [`ManualClock`].
 //! - [`contract`]: model ⇄ plugin contract conversions.
 #![forbid(unsafe_code)]

@@ -29,8 +29,10 @@ use crate::wiring::StoreVersions;
 /// Where the hosts come from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "provider", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Default)]
 pub enum HostsConfig {
     /// `paceline agent` daemons dial `agent_listen`.
+    #[default]
     Agent,
     /// Simulated hosts on a virtual clock that follows the wall clock
     /// (what-if runs, demos without processes).
@@ -83,12 +85,6 @@ fn mesos_role() -> String {
 
 fn mesos_failover_timeout_secs() -> u64 {
     7 * 24 * 3600
-}
-
-impl Default for HostsConfig {
-    fn default() -> Self {
-        HostsConfig::Agent
-    }
 }
 
 /// The server's configuration file.

@@ -347,10 +347,7 @@ async fn a_rescinded_offer_sends_the_task_to_another_host() {
     let t = &info.tasks[0];
     assert_eq!((t.run, t.host.as_deref()), (2, Some("m2")), "the second run went elsewhere: {t:?}");
     let events = c.cluster.jobs.task_events("etl", 0).await.expect("events");
-    assert!(
-        events.iter().any(|e| e.run == 1 && e.reason == "LAUNCH_FAILED" || e.run == 2 && e.reason == "LAUNCH_FAILED"),
-        "{events:?}"
-    );
+    assert!(events.iter().any(|e| (e.run == 1 || e.run == 2) && e.reason == "LAUNCH_FAILED"), "{events:?}");
     assert_eq!(c.fake.launches("etl-0-1"), 0, "nothing was launched without an offer");
     assert_eq!(c.fake.launches("etl-0-2"), 1);
 }

@@ -119,7 +119,9 @@ pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView
     let mut job_index: BTreeMap<&str, u32> = BTreeMap::new();
     let mut jobs: Vec<JobInfo> = Vec::new();
     // Constraint sets, deduplicated.
-    let mut set_index: BTreeMap<(&[Constraint], &[Preference], Option<&str>), u32> = BTreeMap::new();
+    // A constraint set: hard constraints, preferences and the host to avoid.
+    type SetKey<'a> = (&'a [Constraint], &'a [Preference], Option<&'a str>);
+    let mut set_index: BTreeMap<SetKey<'_>, u32> = BTreeMap::new();
     let mut constraints: Vec<ConstraintSet> = Vec::new();
     let mut out_tasks = Vec::with_capacity(tasks.len());
     for t in tasks {

@@ -17,7 +17,9 @@ pub(crate) struct Group {
 /// tasks (daemon instances) get a group per host so that the lease holds
 /// just that host and the policy cannot put them elsewhere.
 pub(crate) fn by_slot(batch: Vec<(ReadyTask, Need)>) -> Vec<Group> {
-    let mut groups: BTreeMap<(String, Option<String>), Vec<(ReadyTask, Need)>> = BTreeMap::new();
+    // Keyed by (slot, pinned host).
+    type Key = (String, Option<String>);
+    let mut groups: BTreeMap<Key, Vec<(ReadyTask, Need)>> = BTreeMap::new();
     for (task, need) in batch {
         let pinned = if need.host_required { need.preferred_host.clone() } else { None };
         groups.entry((need.slot.clone(), pinned)).or_default().push((task, need));

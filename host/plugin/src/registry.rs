@@ -23,6 +23,9 @@ use crate::persist::{VersionRecord, VersionState, VersionStore};
 use crate::runtime::{PluginRuntime, Prepared, PreparedWorld, World, call_error};
 use crate::samples;
 
+/// A native fallback ready to answer one call: its name and the call.
+type NativeCall<'a, O> = (&'static str, Box<dyn Fn() -> O + 'a>);
+
 /// Who produced an answer.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -397,13 +400,13 @@ impl Registry {
     }
 
     fn swap_active(&self, slot: &Slot, old_history: &[String], new: &Arc<Version>) {
-        if let Some(old) = old_history.last().and_then(|id| slot.find(id)) {
-            if old.id != new.id {
-                if old.record().state == VersionState::Active {
-                    let _ = self.store.update_version(&old.set_state(VersionState::Retired));
-                }
-                old.prepared.drain_warm();
+        if let Some(old) = old_history.last().and_then(|id| slot.find(id))
+            && old.id != new.id
+        {
+            if old.record().state == VersionState::Active {
+                let _ = self.store.update_version(&old.set_state(VersionState::Retired));
             }
+            old.prepared.drain_warm();
         }
         let _ = self.store.update_version(&new.set_state(VersionState::Active));
         slot.active.store(Some(new.clone()));
@@ -518,7 +521,7 @@ impl Registry {
         input: &I,
         invoke: impl Fn(&Prepared) -> Result<O, (FaultKind, String)>,
         check: impl Fn(&O) -> Result<(), Violation>,
-        native: Option<(&'static str, Box<dyn Fn() -> O + '_>)>,
+        native: Option<NativeCall<'_, O>>,
     ) -> Result<Answer<O>, PluginError>
     where
         I: serde::Serialize,
@@ -598,10 +601,10 @@ impl Registry {
         let Some(shadow) = slot.shadow.load_full() else { return };
         let (version, report) = (shadow.version.clone(), shadow.report.clone());
         let boxed: ShadowJob = Box::new(move || job(&version, &report));
-        if let Err(TrySendError::Full(_)) = shadow.jobs.try_send(boxed) {
-            if let Ok(mut r) = shadow.report.lock() {
-                r.skipped += 1;
-            }
+        if let Err(TrySendError::Full(_)) = shadow.jobs.try_send(boxed)
+            && let Ok(mut r) = shadow.report.lock()
+        {
+            r.skipped += 1;
         }
     }
 

@@ -188,16 +188,16 @@ impl PluginRuntime {
     pub fn compile(&self, bytes: &[u8]) -> Result<(Component, CompileInfo), PluginError> {
         self.check_upload(bytes)?;
         let key = self.cache_key(bytes);
-        if let Some(path) = self.cache_path(&key) {
-            if let Some(c) = self.load_cached(&path) {
-                return Ok((c, CompileInfo { from_cache: true }));
-            }
+        if let Some(path) = self.cache_path(&key)
+            && let Some(c) = self.load_cached(&path)
+        {
+            return Ok((c, CompileInfo { from_cache: true }));
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile(format!("{e:#}")))?;
-        if let Some(path) = self.cache_path(&key) {
-            if let Err(e) = self.store_cached(&path, &component) {
-                tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-plugin cache");
-            }
+        if let Some(path) = self.cache_path(&key)
+            && let Err(e) = self.store_cached(&path, &component)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not write the compiled-plugin cache");
         }
         Ok((component, CompileInfo { from_cache: false }))
     }
@@ -357,12 +357,12 @@ impl PluginRuntime {
         match f(&mut warm.store, &warm.instance) {
             Ok(r) => {
                 warm.calls += 1;
-                if reuse && warm.calls < self.config.reuse_instance_calls {
-                    if let Ok(mut pool) = prepared.1.lock() {
-                        if pool.len() < WARM_PER_VERSION {
-                            pool.push(warm);
-                        }
-                    }
+                if reuse
+                    && warm.calls < self.config.reuse_instance_calls
+                    && let Ok(mut pool) = prepared.1.lock()
+                    && pool.len() < WARM_PER_VERSION
+                {
+                    pool.push(warm);
                 }
                 Ok(r)
             }

@@ -115,6 +115,37 @@ pub fn rolling_update(job: &JobView, tasks: &[TaskView], one_at_a_time: bool, ou
     }
 }
 
+/// The policy of long-running services (`stateless`, and `stateful` with
+/// `one_at_a_time`): keep the count running, restart any run that ends
+/// (with backoff), kill everything on request, and take the rolling-update
+/// step (one instance at a time, in instance order, when `one_at_a_time`).
+pub fn service(job: &JobView, tasks: &[TaskView], event: &Event, one_at_a_time: bool) -> Vec<Action> {
+    let mut out = Vec::new();
+    if job_done(job) || job.state == JobState::Killing {
+        return out;
+    }
+    match event {
+        Event::KillRequested => {
+            kill_all(tasks, &mut out);
+            return out;
+        }
+        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => {
+            converge_count(job, tasks, &mut out)
+        }
+        Event::TaskChanged(change) => {
+            if let Some(t) = task(tasks, change.instance)
+                && t.instance < job.instance_count
+                && matches!(change.state, TaskState::Failed | TaskState::Lost | TaskState::Succeeded)
+            {
+                out.push(restart(t));
+            }
+        }
+        Event::Timer(_) => {}
+    }
+    rolling_update(job, tasks, one_at_a_time, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,35 +181,4 @@ mod tests {
         rolling_update(&job, &tasks, false, &mut out);
         assert_eq!(out, vec![Action::UpdateFinished(true)]);
     }
-}
-
-/// The policy of long-running services (`stateless`, and `stateful` with
-/// `one_at_a_time`): keep the count running, restart any run that ends
-/// (with backoff), kill everything on request, and take the rolling-update
-/// step (one instance at a time, in instance order, when `one_at_a_time`).
-pub fn service(job: &JobView, tasks: &[TaskView], event: &Event, one_at_a_time: bool) -> Vec<Action> {
-    let mut out = Vec::new();
-    if job_done(job) || job.state == JobState::Killing {
-        return out;
-    }
-    match event {
-        Event::KillRequested => {
-            kill_all(tasks, &mut out);
-            return out;
-        }
-        Event::JobCreated | Event::Scaled | Event::HostsChanged | Event::UpdateChanged => {
-            converge_count(job, tasks, &mut out)
-        }
-        Event::TaskChanged(change) => {
-            if let Some(t) = task(tasks, change.instance)
-                && t.instance < job.instance_count
-                && matches!(change.state, TaskState::Failed | TaskState::Lost | TaskState::Succeeded)
-            {
-                out.push(restart(t));
-            }
-        }
-        Event::Timer(_) => {}
-    }
-    rolling_update(job, tasks, one_at_a_time, &mut out);
-    out
 }

@@ -300,6 +300,9 @@ pub fn run_native(scenario: &Scenario, policies: &NativePolicies) -> Result<Deci
     }
 }
 
+/// A lifecycle policy's `on_event`, as a plain function.
+pub type LifecycleFn = fn(&JobView, &[TaskView], &Event) -> Vec<Action>;
+
 /// Function pointers to a plugin's native entry points, one per world it implements.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NativePolicies {
@@ -308,7 +311,7 @@ pub struct NativePolicies {
     /// `PreemptionPolicy::select_victims`.
     pub preemption: Option<fn(&PreemptionRequest) -> Vec<Victim>>,
     /// `LifecyclePolicy::on_event`.
-    pub lifecycle: Option<fn(&JobView, &[TaskView], &Event) -> Vec<Action>>,
+    pub lifecycle: Option<LifecycleFn>,
 }
 
 #[cfg(test)]

@@ -118,10 +118,10 @@ impl<'a> Round<'a> {
             let f = &mut self.free[a.host as usize];
             *f = f.saturating_add(&t.demand);
             self.journal.push(a.host);
-            if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
-                if let Some(c) = self.counts.get_mut(&(t.job, a.host)) {
-                    *c = c.saturating_sub(1);
-                }
+            if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false)
+                && let Some(c) = self.counts.get_mut(&(t.job, a.host))
+            {
+                *c = c.saturating_sub(1);
             }
             tasks.push(a.task);
         }

@@ -78,7 +78,7 @@ impl Resources {
     /// How many copies of `self` fit in `available` (`u64::MAX` if `self` is zero).
     pub fn copies_in(&self, available: &Resources) -> u64 {
         fn per(need: u64, have: u64) -> u64 {
-            if need == 0 { u64::MAX } else { have / need }
+            have.checked_div(need).unwrap_or(u64::MAX)
         }
         per(self.cpu_millis, available.cpu_millis)
             .min(per(self.memory_mib, available.memory_mib))
@@ -102,7 +102,7 @@ impl ScoreScale {
     /// Weights for a host of capacity `total` (kinds with zero capacity weigh zero).
     pub fn for_total(total: &Resources) -> ScoreScale {
         fn w(t: u64) -> u64 {
-            if t == 0 { 0 } else { (1u64 << 32) / t }
+            (1u64 << 32).checked_div(t).unwrap_or(0)
         }
         ScoreScale {
             cpu: w(total.cpu_millis),

@@ -106,12 +106,11 @@ pub fn check_placement(request: &PlacementRequest, result: &PlacementResult) -> 
         seen[a.task as usize] = 1;
         let u = &mut used[a.host as usize];
         *u = u.saturating_add(&t.demand);
-        if let Some(set) = request.constraints.get(t.constraints as usize) {
-            if let HostFilter::Only(hosts) = &set.eligible {
-                if hosts.binary_search(&a.host).is_err() {
-                    return Err(Violation::Ineligible { task: a.task, host: a.host });
-                }
-            }
+        if let Some(set) = request.constraints.get(t.constraints as usize)
+            && let HostFilter::Only(hosts) = &set.eligible
+            && hosts.binary_search(&a.host).is_err()
+        {
+            return Err(Violation::Ineligible { task: a.task, host: a.host });
         }
     }
     for u in &result.unplaced {
@@ -205,6 +204,27 @@ pub fn unplaced_by_reason(result: &PlacementResult) -> Vec<(UnplacedReason, usiz
     out
 }
 
+/// Checks lifecycle actions: every instance they name exists (below the
+/// larger of the job's instance count and its task list).
+pub fn check_actions(
+    job: &crate::types::JobView,
+    tasks: &[crate::types::TaskView],
+    actions: &[crate::types::Action],
+) -> Result<(), Violation> {
+    use crate::types::Action;
+    let bound = (job.instance_count as usize).max(tasks.len()) as u32;
+    let known = |i: u32| if i < bound { Ok(()) } else { Err(Violation::UnknownTask(i)) };
+    for a in actions {
+        match a {
+            Action::Launch(i) | Action::Kill(i) => known(*i)?,
+            Action::RestartAfter(r) => known(r.instance)?,
+            Action::UpdateBatch(b) => b.iter().try_for_each(|i| known(*i))?,
+            Action::MarkJob(_) | Action::UpdateFinished(_) => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,25 +291,4 @@ mod tests {
             Err(Violation::MaxPerHost { job: 0, host: 1, count: 2 })
         );
     }
-}
-
-/// Checks lifecycle actions: every instance they name exists (below the
-/// larger of the job's instance count and its task list).
-pub fn check_actions(
-    job: &crate::types::JobView,
-    tasks: &[crate::types::TaskView],
-    actions: &[crate::types::Action],
-) -> Result<(), Violation> {
-    use crate::types::Action;
-    let bound = (job.instance_count as usize).max(tasks.len()) as u32;
-    let known = |i: u32| if i < bound { Ok(()) } else { Err(Violation::UnknownTask(i)) };
-    for a in actions {
-        match a {
-            Action::Launch(i) | Action::Kill(i) => known(*i)?,
-            Action::RestartAfter(r) => known(r.instance)?,
-            Action::UpdateBatch(b) => b.iter().try_for_each(|i| known(*i))?,
-            Action::MarkJob(_) | Action::UpdateFinished(_) => {}
-        }
-    }
-    Ok(())
 }

@@ -80,7 +80,9 @@ impl JobManager {
             }
         }
         use futures::StreamExt;
-        let done: Vec<(Vec<usize>, Vec<Result<(), JobError>>)> = futures::stream::iter(jobs)
+        // Per job: the updates' positions and their results.
+        type Done = (Vec<usize>, Vec<Result<(), JobError>>);
+        let done: Vec<Done> = futures::stream::iter(jobs)
             .map(|(key, idx)| async move {
                 let ups: Vec<&RunUpdate> = idx.iter().map(|&i| &updates[i]).collect();
                 let res = self.apply_run_updates(key, &ups).await;

@@ -42,14 +42,7 @@ pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
         let demand = Resources::new(250 * (1 + next(8)), 512 * (1 + next(8)), 100, if next(6) == 0 { 1 } else { 0 });
         let job = next(3) as u32;
         for i in 0..size.min(tasks as usize - tasks_v.len()) {
-            tasks_v.push(Task {
-                job,
-                instance: i as u32,
-                gang,
-                demand,
-                constraints: (gang % 2) as u32,
-                preferred_host: None,
-            });
+            tasks_v.push(Task { job, instance: i as u32, gang, demand, constraints: (gang % 2), preferred_host: None });
         }
         gang += 1;
     }

@@ -196,7 +196,7 @@ fn pool_tree(resp: &pb::ListPoolsResponse) -> String {
             p.live_tasks.to_string(),
         ]);
     }
-    let c = resp.capacity.clone().unwrap_or_default();
+    let c = resp.capacity.unwrap_or_default();
     format!(
         "{}amounts are cpu millicores/memory MiB/disk MiB/gpus; cluster capacity {}/{}/{}/{}\n",
         t.render(),
