@@ -11,6 +11,7 @@
 //!   with a TTL, update progress in buckets too.
 //! - Idempotent statements are retried with backoff on timeouts ([`retry`]).
 
+mod config;
 mod retry;
 pub mod schema;
 
@@ -34,7 +35,6 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 use sha2::{Digest, Sha256};
 
-use crate::config::{CassandraConfig, ConsistencyLevel};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use crate::types::{
@@ -42,6 +42,7 @@ use crate::types::{
     encode_config, limits, matches, new_job, to_summary,
 };
 use crate::validate;
+pub use config::{CassandraConfig, ConsistencyLevel};
 use retry::{Class, backoff, classify, retrying};
 pub use schema::{SCHEMA_VERSION, TASK_BUCKET};
 
