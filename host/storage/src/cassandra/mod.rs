@@ -9,7 +9,7 @@
 //! - Partitions are bounded: a job's tasks live in buckets of
 //!   [`schema::TASK_BUCKET`] instances, task events in a partition per task
 //!   with a TTL, update progress in buckets too.
-//! - Idempotent statements are retried with backoff on timeouts ([`retry`]).
+//! - Idempotent statements are retried with backoff on timeouts (`retry`).
 //!
 //! # Layout
 //! - `mod.rs`: [`CassandraStore`], [`CassandraStore::connect`] (keyspace,

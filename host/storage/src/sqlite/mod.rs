@@ -1,6 +1,6 @@
 //! The embedded backend: one SQLite file in WAL mode.
 //!
-//! Writes go through one writer thread with group commit ([`writer`]);
+//! Writes go through one writer thread with group commit (`writer`);
 //! reads use a small pool of read-only connections on tokio's blocking
 //! threads, so they never wait for a write. `synchronous = FULL` makes a
 //! commit durable before any caller is answered.
