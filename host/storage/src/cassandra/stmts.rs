@@ -1,0 +1,130 @@
+//! Every CQL statement the store runs, in one list, prepared once at
+//! connect ([`Stmts::prepare`]) with the consistency its [`Kind`] needs:
+//! plain statements at the configured consistency and idempotent (so
+//! retried), lightweight transactions at serial consistency and never
+//! retried blindly, read-backs at serial consistency.
+
+use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+
+use crate::error::{Result, StoreError};
+
+macro_rules! statements {
+    ($($field:ident: $cql:expr, $kind:ident;)*) => {
+        /// Every statement, prepared at connect.
+        #[derive(Debug)]
+        pub(super) struct Stmts { $(pub(super) $field: PreparedStatement,)* }
+
+        impl Stmts {
+            pub(super) async fn prepare(session: &Session, c: Consistency, sc: SerialConsistency) -> Result<Stmts> {
+                Ok(Stmts { $($field: prep(session, $cql, Kind::$kind, c, sc).await?,)* })
+            }
+        }
+    };
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Plain read or whole-value write: idempotent, retried.
+    Plain,
+    /// Lightweight transaction.
+    Lwt,
+    /// Read at serial consistency (sees in-flight Paxos rounds).
+    Serial,
+}
+
+async fn prep(
+    session: &Session,
+    cql: &str,
+    kind: Kind,
+    c: Consistency,
+    sc: SerialConsistency,
+) -> Result<PreparedStatement> {
+    let mut st = session.prepare(cql).await.map_err(|e| StoreError::Backend(format!("prepare `{cql}`: {e}")))?;
+    match kind {
+        Kind::Plain => {
+            st.set_consistency(c);
+            st.set_is_idempotent(true);
+        }
+        Kind::Lwt => {
+            st.set_consistency(c);
+            st.set_serial_consistency(Some(sc));
+            st.set_is_idempotent(false);
+        }
+        Kind::Serial => {
+            st.set_consistency(match sc {
+                SerialConsistency::LocalSerial => Consistency::LocalSerial,
+                SerialConsistency::Serial => Consistency::Serial,
+            });
+            st.set_is_idempotent(true);
+        }
+    }
+    st.set_page_size(1000);
+    Ok(st)
+}
+
+statements! {
+    ins_job: "INSERT INTO jobs (job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, state, version, runtime)
+              VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, 1, ?) IF NOT EXISTS", Lwt;
+    upd_job_config: "UPDATE jobs SET name = ?, owner = ?, pool = ?, kind = ?, labels = ?, instance_count = ?, latest_config_version = ?
+                     WHERE job_id = ? IF latest_config_version = ?", Lwt;
+    cas_job: "UPDATE jobs SET state = ?, version = ?, runtime = ? WHERE job_id = ? IF version = ?", Lwt;
+    sel_job_serial: "SELECT version, runtime FROM jobs WHERE job_id = ?", Serial;
+    sel_job_runtime: "SELECT runtime FROM jobs WHERE job_id = ?", Plain;
+    sel_job_exists: "SELECT job_id FROM jobs WHERE job_id = ?", Plain;
+    sel_jobs: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime FROM jobs", Plain;
+    sel_jobs_after: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime FROM jobs
+                     WHERE token(job_id) > token(?)", Plain;
+    del_job: "DELETE FROM jobs WHERE job_id = ?", Plain;
+    ins_config: "INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?)", Plain;
+    sel_config: "SELECT version, config FROM job_configs WHERE job_id = ? AND version = ?", Plain;
+    sel_config_latest: "SELECT version, config FROM job_configs WHERE job_id = ? LIMIT 1", Plain;
+    del_configs: "DELETE FROM job_configs WHERE job_id = ?", Plain;
+    ins_bucket: "INSERT INTO job_task_buckets (job_id, bucket) VALUES (?, ?)", Plain;
+    sel_buckets: "SELECT bucket FROM job_task_buckets WHERE job_id = ?", Plain;
+    del_buckets: "DELETE FROM job_task_buckets WHERE job_id = ?", Plain;
+    ins_task: "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)", Plain;
+    cas_task: "UPDATE tasks SET state = ?, version = ?, runtime = ? WHERE job_id = ? AND bucket = ? AND instance = ? IF version = ?", Lwt;
+    sel_task: "SELECT runtime FROM tasks WHERE job_id = ? AND bucket = ? AND instance = ?", Plain;
+    sel_task_serial: "SELECT version, runtime FROM tasks WHERE job_id = ? AND bucket = ? AND instance = ?", Serial;
+    sel_bucket_tasks: "SELECT instance, state, runtime FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
+    sel_bucket_instances: "SELECT instance FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
+    del_bucket_tasks: "DELETE FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
+    ins_event: "INSERT INTO task_events (job_id, instance, at_ms, run, to_state, event) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
+    sel_events: "SELECT event FROM task_events WHERE job_id = ? AND instance = ? LIMIT ?", Plain;
+    del_events: "DELETE FROM task_events WHERE job_id = ? AND instance = ?", Plain;
+    ins_update: "INSERT INTO updates (update_id, job_id, version, body) VALUES (?, ?, 1, ?) IF NOT EXISTS", Lwt;
+    ins_update_by_job: "INSERT INTO updates_by_job (job_id, created_at_ms, update_id) VALUES (?, ?, ?)", Plain;
+    cas_update: "UPDATE updates SET version = ?, body = ? WHERE update_id = ? IF version = ?", Lwt;
+    sel_update: "SELECT body FROM updates WHERE update_id = ?", Plain;
+    sel_update_serial: "SELECT version, body FROM updates WHERE update_id = ?", Serial;
+    sel_updates_of_job: "SELECT update_id FROM updates_by_job WHERE job_id = ?", Plain;
+    ins_progress_bucket: "INSERT INTO update_progress_buckets (update_id, bucket) VALUES (?, ?)", Plain;
+    sel_progress_buckets: "SELECT bucket FROM update_progress_buckets WHERE update_id = ?", Plain;
+    ins_progress: "INSERT INTO update_progress (update_id, bucket, instance, body) VALUES (?, ?, ?, ?)", Plain;
+    sel_progress: "SELECT body FROM update_progress WHERE update_id = ? AND bucket = ?", Plain;
+    ins_pool: "INSERT INTO pools (path, spec) VALUES (?, ?)", Plain;
+    sel_pool: "SELECT spec FROM pools WHERE path = ?", Plain;
+    sel_pools: "SELECT path, spec FROM pools", Plain;
+    del_pool: "DELETE FROM pools WHERE path = ?", Plain;
+    ins_plugin: "INSERT INTO plugins (slot, name, version, meta, chunks) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS", Lwt;
+    upd_plugin_meta: "UPDATE plugins SET meta = ? WHERE slot = ? AND name = ? AND version = ?", Plain;
+    sel_plugin: "SELECT meta, chunks FROM plugins WHERE slot = ? AND name = ? AND version = ?", Plain;
+    sel_plugins_slot: "SELECT meta FROM plugins WHERE slot = ?", Plain;
+    sel_plugins: "SELECT meta FROM plugins", Plain;
+    ins_chunk: "INSERT INTO plugin_chunks (slot, name, version, chunk, data) VALUES (?, ?, ?, ?, ?)", Plain;
+    sel_chunks: "SELECT chunk, data FROM plugin_chunks WHERE slot = ? AND name = ? AND version = ?", Plain;
+    ins_slot: "INSERT INTO plugin_slots (slot, history) VALUES (?, ?)", Plain;
+    sel_slots: "SELECT slot, history FROM plugin_slots", Plain;
+    ins_host: "INSERT INTO hosts (hostname, record) VALUES (?, ?)", Plain;
+    sel_host: "SELECT record FROM hosts WHERE hostname = ?", Plain;
+    sel_hosts: "SELECT record FROM hosts", Plain;
+    del_host: "DELETE FROM hosts WHERE hostname = ?", Plain;
+    ins_provider: "INSERT INTO provider_ids (provider, id) VALUES (?, ?)", Plain;
+    sel_provider: "SELECT id FROM provider_ids WHERE provider = ?", Plain;
+    ins_fence: "INSERT INTO leader_fence (id, epoch) VALUES ('leader', ?) IF NOT EXISTS", Lwt;
+    raise_fence: "UPDATE leader_fence SET epoch = ? WHERE id = 'leader' IF epoch < ?", Lwt;
+    sel_fence_serial: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Serial;
+    sel_fence: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Plain;
+}
