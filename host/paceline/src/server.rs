@@ -252,10 +252,9 @@ async fn prepare(
 pub const DEFAULT_POOL: &str = "/default";
 
 fn default_pool_spec() -> PoolSpec {
-    // Reserves more than any machine has, so non-preemptible work is admitted
-    // up to the cluster's real capacity.
-    let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
-    PoolSpec { reservation: all, ..PoolSpec::default() }
+    // Reserves everything (as the root does), so non-preemptible work is
+    // admitted up to the cluster's real capacity; shown as `unlimited`.
+    PoolSpec { reservation: PerKind::splat(paceline_model::pool::UNLIMITED), ..PoolSpec::default() }
 }
 
 /// A started server.

@@ -308,7 +308,7 @@ impl PoolTree {
             if sum > p.res[k] {
                 return Err(PoolError::new(
                     path,
-                    format!("reservation.{kind}"),
+                    format!("reservation.{}", kind.field()),
                     R::ChildReservations { kind, sum, parent: p.path.clone(), parent_reservation: p.res[k] },
                 ));
             }
@@ -316,7 +316,7 @@ impl PoolTree {
             if limit[k] != UNLIMITED && limit[k] > parent_limit {
                 return Err(PoolError::new(
                     path,
-                    format!("limit.{kind}"),
+                    format!("limit.{}", kind.field()),
                     R::LimitAboveParent { kind, limit: limit[k], parent: p.path.clone(), parent_limit },
                 ));
             }
@@ -324,7 +324,7 @@ impl PoolTree {
             if own_children > res[k] {
                 return Err(PoolError::new(
                     path,
-                    format!("reservation.{kind}"),
+                    format!("reservation.{}", kind.field()),
                     R::ChildReservations {
                         kind,
                         sum: own_children,
@@ -339,7 +339,7 @@ impl PoolTree {
                 if child_limit != UNLIMITED && child_limit > limit[k] {
                     return Err(PoolError::new(
                         path,
-                        format!("limit.{kind}"),
+                        format!("limit.{}", kind.field()),
                         R::LimitBelowChild { kind, child: child.path.clone(), child_limit, limit: limit[k] },
                     ));
                 }
