@@ -488,6 +488,70 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     drop(agents);
 }
 
+#[test]
+fn pool_specs_mean_what_they_say_in_files_tables_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let data = dir.path().join("dev");
+    let _dev = start(
+        &[
+            "dev",
+            "--sim-hosts",
+            "2",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+        ],
+        "API on",
+    );
+    // No bound is `unlimited`, never 2^64-1, 2^40 or 0.
+    let table = ok(cli(api, &["pool", "list"]));
+    assert!(table.contains("unlimited") && table.contains("LIMIT") && table.contains("SHARE"), "{table}");
+    for number in ["18446744073709551615", "1099511627776"] {
+        assert!(!table.contains(number), "{table}");
+    }
+    let listed = json(api, &["pool", "list"]);
+    let default = listed["pools"].as_array().into_iter().flatten().find(|p| p["path"] == "/default").expect("/default");
+    assert_eq!(default["spec"]["reservation"]["cpu_millis"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["limit"]["memory_mib"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["share"], 1, "{default}");
+    assert_eq!(default["spec"]["type"], "elastic", "{default}");
+
+    // A plain share, the old kind names, and a GPU limit of 0 that stays 0.
+    let write = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).expect("write");
+        f.to_str().expect("utf-8").to_string()
+    };
+    let no_gpus = write("no-gpus.yaml", "reservation: {cpu: 1000, memory: 1024}\nlimit: {gpus: 0}\nshare: 2\n");
+    ok(cli(api, &["pool", "create", "/no-gpus", &no_gpus]));
+    let got = json(api, &["pool", "get", "/no-gpus"]);
+    assert_eq!(got["spec"]["limit"]["gpus"], 0, "a limit of 0 is zero: {got}");
+    assert_eq!(got["spec"]["limit"]["cpu_millis"], "unlimited", "{got}");
+    assert_eq!(got["spec"]["share"], 2, "{got}");
+    assert_eq!(got["spec"]["reservation"]["cpu_millis"], 1000, "{got}");
+    // What `pool get -o yaml` prints of the spec is a pool file.
+    let shown = ok(cli(api, &["pool", "get", "/no-gpus", "-o", "yaml"]));
+    let doc: serde_yaml::Value = serde_yaml::from_str(&shown).expect("yaml");
+    let again = write("again.yaml", &serde_yaml::to_string(&doc["spec"]).expect("yaml"));
+    ok(cli(api, &["pool", "update", "/no-gpus", &again]));
+    assert_eq!(json(api, &["pool", "get", "/no-gpus"])["spec"], got["spec"], "applied back unchanged");
+
+    // Specs no task could run in are refused, naming the field; nothing is created.
+    for (file, needle) in [
+        (write("zero.yaml", "limit: {cpu: 0}\n"), "limit.cpu_millis"),
+        (write("static.yaml", "type: static\nreservation: {cpu_millis: 2000}\n"), "type.memory_mib"),
+    ] {
+        let out = cli(api, &["pool", "create", "/useless", &file]);
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle) && err.contains("could ever run"), "{err}");
+    }
+    let out = cli(api, &["pool", "get", "/useless"]);
+    assert_eq!(out.status.code(), Some(3), "not created");
+}
+
 /// `paceline auth token` for one principal: (the token, its tokens-file entry).
 fn new_token(args: &[&str]) -> (String, String) {
     let mut all = vec!["auth", "token"];
