@@ -418,12 +418,13 @@ where
 /// data loss) is a warning.
 fn log_refusal(path: &str, caller: &str, status: &Status) {
     let code = status.code();
-    let message = status.message();
+    // Not `message`: that name is the event's own text in tracing.
+    let answer = status.message();
     match code {
         tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss => {
-            tracing::warn!(call = path, caller, ?code, message, "request failed")
+            tracing::warn!(call = %path, caller = %caller, ?code, %answer, "request failed")
         }
-        _ => tracing::info!(call = path, caller, ?code, message, "request refused"),
+        _ => tracing::info!(call = %path, caller = %caller, ?code, %answer, "request refused"),
     }
 }
 

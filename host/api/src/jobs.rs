@@ -127,7 +127,7 @@ impl JobService for JobApi {
         let (owner, pool, kind, instances) =
             (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
-        tracing::info!(job = %id, %owner, %pool, kind = kind.as_str(), instances, by = %who.name, "job created");
+        tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, "job created");
         Ok(Response::new(pb::CreateJobResponse { id, owner }))
     }
 
