@@ -3,7 +3,8 @@
 //! A pool file is one entry of the model's pool YAML
 //! (`paceline_model::pool::PoolEntry`, see docs/resmgr.md), with `path`
 //! optional since the command names it; a whole `pools:` file is accepted
-//! too, and the entry with the command's path is taken from it.
+//! too, and the entry with the command's path is taken from it; and so is
+//! what `pool get -o yaml|json` prints (its `spec:` is taken).
 
 use std::path::{Path, PathBuf};
 
@@ -73,6 +74,21 @@ pub fn load_pool(path: &str, file: &Path) -> anyhow::Result<PoolSpec> {
     let bytes = super::read_file(file)?;
     let invalid = |e: &dyn std::fmt::Display| bad_input(format!("{}: invalid pool spec: {e}", file.display()));
     let mut doc: serde_yaml::Value = serde_yaml::from_slice(&bytes).map_err(|e| invalid(&e))?;
+    // What `pool get -o yaml|json` printed: the spec is under `spec:`, the
+    // rest is status, so the output can be edited and applied as it is.
+    let shown = doc.as_mapping().filter(|m| m.contains_key("spec") && m.contains_key("entitlement"));
+    if let Some(m) = shown {
+        let named = m.get("path").and_then(serde_yaml::Value::as_str).map(str::to_owned);
+        if let Some(p) = named.filter(|p| p != path) {
+            return Err(invalid(&format!("`path` is {p}, but the command names {path}")));
+        }
+        let mut spec = m.get("spec").cloned().unwrap_or(serde_yaml::Value::Null);
+        if let Some(spec) = spec.as_mapping_mut() {
+            spec.insert("path".into(), path.into());
+        }
+        let entry: PoolEntry = serde_yaml::from_value(spec).map_err(|e| invalid(&format!("spec: {e}")))?;
+        return checked(entry, &invalid);
+    }
     let empty = doc.is_null();
     let entry = match doc.as_mapping_mut() {
         Some(m) if m.contains_key("pools") => {
@@ -106,6 +122,11 @@ pub fn load_pool(path: &str, file: &Path) -> anyhow::Result<PoolSpec> {
         None if empty => PoolEntry { path: path.to_owned(), ..PoolEntry::default() },
         None => return Err(invalid(&"expected a mapping of pool fields")),
     };
+    checked(entry, &invalid)
+}
+
+/// The entry's spec, checked as the server will check it.
+fn checked(entry: PoolEntry, invalid: &dyn Fn(&dyn std::fmt::Display) -> anyhow::Error) -> anyhow::Result<PoolSpec> {
     let spec = entry.spec();
     spec.check().map_err(|e| invalid(&e))?;
     spec.check_usable().map_err(|e| invalid(&format!("{}: {e}", e.field())))?;
@@ -311,9 +332,15 @@ mod tests {
         assert_eq!(json["share"], 2);
         assert_eq!(json["type"], "elastic");
         assert!(json.get("static_kinds").is_none(), "one vocabulary: {json}");
-        // What `pool get -o yaml` shows of a spec is a pool file.
+        // What `pool get -o yaml` shows of a spec is a pool file, and so is
+        // the whole of what it shows.
         let shown = write(&serde_yaml::to_string(&json).expect("yaml"));
         assert_eq!(load_pool("/a", shown.path()).expect("reads back"), spec);
+        let pool = pb::Pool { path: "/a".into(), spec: Some(pool_spec_pb(&spec)), ..Default::default() };
+        let whole = write(&serde_yaml::to_string(&render::pool(&pool)).expect("yaml"));
+        assert_eq!(load_pool("/a", whole.path()).expect("the whole output reads back"), spec);
+        let e = load_pool("/b", whole.path()).expect_err("another pool's output");
+        assert!(e.to_string().contains("`path` is /a, but the command names /b"), "{e}");
     }
 
     #[test]
