@@ -260,7 +260,7 @@ fn pool_tree(resp: &pb::ListPoolsResponse) -> String {
             p.live_tasks.to_string(),
         ]);
     }
-    let c = resp.capacity.clone().unwrap_or_default();
+    let c = resp.capacity.unwrap_or_default();
     format!("{}{UNITS}; cluster capacity {}/{}/{}/{}\n", t.render(), c.cpu_millis, c.memory_mib, c.disk_mib, c.gpus)
 }
 
