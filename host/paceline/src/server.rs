@@ -388,6 +388,17 @@ impl Server {
             store.put_pool(DEFAULT_POOL, &bytes).await?;
             pools.push((DEFAULT_POOL.to_string(), spec));
         }
+        // `/default` as earlier versions made it (2^40 reserved) reads as the
+        // same pool made today (`unlimited`), so it is printed as such.
+        let old_default = PoolSpec {
+            reservation: PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 },
+            ..PoolSpec::default()
+        };
+        if let Some((_, spec)) = pools.iter_mut().find(|(p, s)| p == DEFAULT_POOL && *s == old_default) {
+            *spec = default_pool_spec();
+            let bytes = serde_json::to_vec(&*spec).map_err(|e| ServerError::Other(e.to_string()))?;
+            store.put_pool(DEFAULT_POOL, &bytes).await?;
+        }
         let cluster = Cluster::assemble(
             store,
             registry,

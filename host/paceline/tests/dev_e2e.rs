@@ -493,18 +493,9 @@ fn pool_specs_mean_what_they_say_in_files_tables_and_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let api = free_port();
     let data = dir.path().join("dev");
-    let _dev = start(
-        &[
-            "dev",
-            "--sim-hosts",
-            "2",
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--api-listen",
-            &format!("127.0.0.1:{api}"),
-        ],
-        "API on",
-    );
+    let listen = format!("127.0.0.1:{api}");
+    let args = ["dev", "--sim-hosts", "2", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &listen];
+    let dev = start(&args, "API on");
     // No bound is `unlimited`, never 2^64-1, 2^40 or 0.
     let table = ok(cli(api, &["pool", "list"]));
     assert!(table.contains("unlimited") && table.contains("LIMIT") && table.contains("SHARE"), "{table}");
@@ -549,6 +540,20 @@ fn pool_specs_mean_what_they_say_in_files_tables_and_json() {
     }
     let out = cli(api, &["pool", "get", "/useless"]);
     assert_eq!(out.status.code(), Some(3), "not created");
+
+    // A data dir whose /default an earlier version made (2^40 reserved):
+    // after a restart it reads as today's, `unlimited`.
+    let old = write(
+        "old-default.yaml",
+        "reservation: {cpu: 1099511627776, memory: 1099511627776, disk: 1099511627776, gpu: 1048576}\n",
+    );
+    ok(cli(api, &["pool", "update", "/default", &old]));
+    assert_eq!(json(api, &["pool", "get", "/default"])["spec"]["reservation"]["cpu_millis"], 1099511627776u64);
+    drop(dev);
+    let _dev = start(&args, "API on");
+    let default = json(api, &["pool", "get", "/default"]);
+    assert_eq!(default["spec"]["reservation"]["cpu_millis"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["reservation"]["gpus"], "unlimited", "{default}");
 }
 
 /// `paceline auth token` for one principal: (the token, its tokens-file entry).
