@@ -385,20 +385,46 @@ where
         let path = request.uri().path().to_owned();
         match self.auth.admit(request.method(), &path, request.headers()) {
             Ok(who) => {
+                let caller = who.as_ref().map(|w| w.name.clone()).unwrap_or_default();
                 if let Some(who) = who {
                     request.extensions_mut().insert(who);
                 }
                 // The clone took `poll_ready`'s place; swap so the ready one serves.
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
-                Box::pin(async move { inner.call(request).await })
+                Box::pin(async move {
+                    let response = inner.call(request).await?;
+                    // A call answered with an error status at once (every refusal:
+                    // a bad field, an unknown job, a pool the caller may not use).
+                    if let Some(status) = Status::from_header_map(response.headers())
+                        && status.code() != tonic::Code::Ok
+                    {
+                        log_refusal(&path, &caller, &status);
+                    }
+                    Ok(response)
+                })
             }
             Err(status) => {
-                tracing::info!(path, code = ?status.code(), message = status.message(), "request refused");
+                log_refusal(&path, "", &status);
                 let response = if path.starts_with("/ui/") { json_refusal(&status) } else { status.into_http() };
                 Box::pin(async move { Ok(response) })
             }
         }
+    }
+}
+
+/// One line per refused call at the default level: what was called, by
+/// whom, and the answer. A failure of the server's own (internal, unknown,
+/// data loss) is a warning.
+fn log_refusal(path: &str, caller: &str, status: &Status) {
+    let code = status.code();
+    // Not `message`: that name is the event's own text in tracing.
+    let answer = status.message();
+    match code {
+        tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss => {
+            tracing::warn!(call = %path, caller = %caller, ?code, %answer, "request failed")
+        }
+        _ => tracing::info!(call = %path, caller = %caller, ?code, %answer, "request refused"),
     }
 }
 

@@ -115,12 +115,20 @@ impl JobService for JobApi {
         &self,
         request: Request<pb::CreateJobRequest>,
     ) -> Result<Response<pb::CreateJobResponse>, Status> {
-        let config = spec_of("spec", request.get_ref().spec.as_ref())?;
-        auth::check_pool(&request, &config.pool)?;
+        let who = auth::principal(&request)?;
+        // A spec without an owner belongs to whoever creates it.
+        let mut spec = request.get_ref().spec.clone();
+        if let Some(s) = spec.as_mut().filter(|s| s.owner.trim().is_empty()) {
+            s.owner = who.name.clone();
+        }
+        let config = spec_of("spec", spec.as_ref())?;
+        who.check_pool(&config.pool)?;
         let id = new_job_id(&config.name);
+        let (owner, pool, kind, instances) =
+            (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
-        tracing::info!(job = %id, "job created");
-        Ok(Response::new(pb::CreateJobResponse { id }))
+        tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, "job created");
+        Ok(Response::new(pb::CreateJobResponse { id, owner }))
     }
 
     async fn get_job(&self, request: Request<pb::GetJobRequest>) -> Result<Response<pb::GetJobResponse>, Status> {
@@ -176,10 +184,15 @@ impl JobService for JobApi {
     ) -> Result<Response<pb::UpdateJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
-        let config = spec_of("spec", r.spec.as_ref())?;
+        let current = self.jobs.get(&r.id).await.map_err(|e| status::job(e, ""))?;
+        // A spec without an owner keeps the job's.
+        let mut spec = r.spec.clone();
+        if let Some(s) = spec.as_mut().filter(|s| s.owner.trim().is_empty()) {
+            s.owner = current.config.owner.clone();
+        }
+        let config = spec_of("spec", spec.as_ref())?;
         auth::check_job(&request, &self.jobs, &r.id).await?;
         auth::check_pool(&request, &config.pool)?;
-        let current = self.jobs.get(&r.id).await.map_err(|e| status::job(e, ""))?;
         if current.config.kind != config.kind {
             return Err(Status::invalid_argument("spec.kind: a job's kind cannot change"));
         }

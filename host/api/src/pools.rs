@@ -77,21 +77,32 @@ fn kinds(p: Option<&pb::PerKind>, unset: u64, zero_means: u64) -> PerKind<u64> {
     }
 }
 
-/// A pool spec from the wire. Proto3 cannot tell 0 from unset, so 0 in a
-/// limit means unlimited and 0 in a share means the default weight 1.
+/// A kind by its wire name (`cpu`) or its unit name (`cpu_millis`).
+fn kind_named(name: &str) -> Option<ResourceKind> {
+    ResourceKind::ALL.into_iter().find(|k| k.as_str() == name || k.field() == name)
+}
+
+/// The kinds named in a list field, each once.
+fn kinds_listed(field: &str, names: &[String]) -> Result<Vec<ResourceKind>, FieldError> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            kind_named(name).ok_or_else(|| FieldError {
+                field: format!("{field}[{i}]"),
+                reason: format!("unknown kind `{name}` (cpu, memory, disk or gpu)"),
+            })
+        })
+        .collect()
+}
+
+/// A pool spec from the wire. Proto3 cannot tell 0 from unset: 0 in a
+/// share means the default weight 1; 0 in a limit means unlimited unless
+/// `limited_kinds` is set, which then names every kind with a limit.
 pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> {
     let mut pool_type = PerKind::splat(PoolType::Elastic);
-    for (i, name) in s.static_kinds.iter().enumerate() {
-        let kind = ResourceKind::ALL.into_iter().find(|k| k.as_str() == name).ok_or_else(|| FieldError {
-            field: format!("{field}.static_kinds[{i}]"),
-            reason: format!("unknown kind `{name}` (cpu, memory, disk or gpu)"),
-        })?;
-        match kind {
-            ResourceKind::Cpu => pool_type.cpu = PoolType::Static,
-            ResourceKind::Memory => pool_type.memory = PoolType::Static,
-            ResourceKind::Disk => pool_type.disk = PoolType::Static,
-            ResourceKind::Gpu => pool_type.gpu = PoolType::Static,
-        }
+    for kind in kinds_listed(&format!("{field}.static_kinds"), &s.static_kinds)? {
+        pool_type = set(pool_type, kind, PoolType::Static);
     }
     let queue_policy = match s.queue_policy.as_str() {
         "" | "priority_fifo" => QueuePolicy::PriorityFifo,
@@ -103,9 +114,16 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
             });
         }
     };
+    let limited = kinds_listed(&format!("{field}.limited_kinds"), &s.limited_kinds)?;
+    let limit = if limited.is_empty() {
+        kinds(s.limit.as_ref(), UNLIMITED, UNLIMITED)
+    } else {
+        let given = kinds(s.limit.as_ref(), 0, 0);
+        PerKind::from_array(ResourceKind::ALL.map(|k| if limited.contains(&k) { given.get(k) } else { UNLIMITED }))
+    };
     let spec = PoolSpec {
         reservation: kinds(s.reservation.as_ref(), 0, 0),
-        limit: kinds(s.limit.as_ref(), UNLIMITED, UNLIMITED),
+        limit,
         share: kinds(s.share.as_ref(), 1, 1),
         pool_type,
         slack_limit: kinds(s.slack_limit.as_ref(), 0, 0),
@@ -115,24 +133,29 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
     Ok(spec)
 }
 
+fn set<T: Copy>(p: PerKind<T>, kind: ResourceKind, v: T) -> PerKind<T> {
+    let mut a = p.to_array();
+    a[kind.index()] = v;
+    PerKind::from_array(a)
+}
+
 /// A pool spec to the wire.
 pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
-    let static_kinds = ResourceKind::ALL
-        .into_iter()
-        .filter(|k| s.pool_type.get(*k) == PoolType::Static)
-        .map(|k| k.as_str().to_string())
-        .collect();
+    let named = |f: &dyn Fn(ResourceKind) -> bool| -> Vec<String> {
+        ResourceKind::ALL.into_iter().filter(|k| f(*k)).map(|k| k.as_str().to_string()).collect()
+    };
     pb::PoolSpec {
         reservation: Some(kinds_pb(&s.reservation, false)),
         limit: Some(kinds_pb(&s.limit, true)),
         share: Some(kinds_pb(&s.share, false)),
-        static_kinds,
+        static_kinds: named(&|k| s.pool_type.get(k) == PoolType::Static),
         slack_limit: Some(kinds_pb(&s.slack_limit, false)),
         queue_policy: match s.queue_policy {
             QueuePolicy::PriorityFifo => "priority_fifo",
             QueuePolicy::Fifo => "fifo",
         }
         .to_string(),
+        limited_kinds: named(&|k| s.limit.get(k) != UNLIMITED),
     }
 }
 
@@ -208,9 +231,13 @@ fn path_of(path: &str) -> Result<(), Status> {
     status::required("path", path)
 }
 
+/// A spec for a pool being created or changed: consistent on its own
+/// ([`pool_spec`]) and able to run tasks ([`PoolSpec::check_usable`]).
 fn spec_in(spec: Option<&pb::PoolSpec>) -> Result<PoolSpec, Status> {
     let spec = spec.ok_or_else(|| Status::invalid_argument("spec: must be set"))?;
-    Ok(pool_spec("spec", spec)?)
+    let spec = pool_spec("spec", spec)?;
+    spec.check_usable().map_err(|e| FieldError { field: format!("spec.{}", e.field()), reason: e.to_string() })?;
+    Ok(spec)
 }
 
 #[tonic::async_trait]
@@ -323,8 +350,37 @@ mod tests {
             limit: Some(pb::PerKind { cpu: 5, ..Default::default() }),
             ..Default::default()
         };
-        assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.reservation.cpu".to_string()));
+        assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.reservation.cpu_millis".to_string()));
         let wire = pb::PoolSpec { static_kinds: vec!["cpu".into(), "tpu".into()], ..Default::default() };
         assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.static_kinds[1]".to_string()));
+        let wire = pb::PoolSpec { limited_kinds: vec!["gpus".into(), "tpu".into()], ..Default::default() };
+        assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.limited_kinds[1]".to_string()));
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_zero_when_the_kind_is_named_and_unlimited_for_old_clients() {
+        let old_client =
+            pb::PoolSpec { limit: Some(pb::PerKind { cpu: 4000, ..Default::default() }), ..Default::default() };
+        let spec = pool_spec("spec", &old_client).expect("old rule");
+        assert_eq!((spec.limit.cpu, spec.limit.gpu), (4000, UNLIMITED));
+        let new_client = pb::PoolSpec {
+            limit: Some(pb::PerKind { cpu: 4000, ..Default::default() }),
+            limited_kinds: vec!["cpu".into(), "gpu".into()],
+            ..Default::default()
+        };
+        let spec = pool_spec("spec", &new_client).expect("named kinds");
+        assert_eq!((spec.limit.cpu, spec.limit.memory, spec.limit.gpu), (4000, UNLIMITED, 0));
+        assert_eq!(pool_spec_pb(&spec).limited_kinds, vec!["cpu".to_string(), "gpu".to_string()]);
+        let zero_cpu = pb::PoolSpec { limited_kinds: vec!["cpu".into()], ..Default::default() };
+        let refused = spec_in(Some(&zero_cpu)).expect_err("no task could run");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(refused.message().starts_with("spec.limit.cpu_millis: "), "{}", refused.message());
+        let static_cpu_only = pb::PoolSpec {
+            reservation: Some(pb::PerKind { cpu: 2000, ..Default::default() }),
+            static_kinds: vec!["cpu".into(), "memory".into(), "disk".into(), "gpu".into()],
+            ..Default::default()
+        };
+        let refused = spec_in(Some(&static_cpu_only)).expect_err("static at 0 memory");
+        assert!(refused.message().starts_with("spec.type.memory_mib: "), "{}", refused.message());
     }
 }

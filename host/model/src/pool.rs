@@ -12,18 +12,24 @@
 //! resource manager, which owns the tree; [`PoolSpec::check`] only checks what
 //! one spec can get wrong on its own.
 //!
-//! [`PoolFile`] is the YAML form:
+//! [`PoolFile`] is the YAML form. Kinds are named as in task and host
+//! resources, with their unit: `cpu_millis`, `memory_mib`, `disk_mib`,
+//! `gpus` (the older `cpu`, `memory`, `disk`, `gpu` are accepted too), and an
+//! amount may be `unlimited`:
 //!
 //! ```yaml
 //! pools:
 //!   - path: /ml
-//!     reservation: { cpu: 40000, memory: 163840, gpu: 8 }
-//!     limit: { cpu: 80000 }          # kinds left out are unlimited
-//!     share: { cpu: 2, gpu: 3 }      # kinds left out weigh 1
-//!     type: elastic                  # or static, or per kind: { gpu: static }
-//!     slack_limit: { cpu: 10000 }    # kinds left out: no revocable use
+//!     reservation: { cpu_millis: 40000, memory_mib: 163840, gpus: 8 }
+//!     limit: { cpu_millis: 80000 }   # kinds left out (or `unlimited`) have no limit; 0 is zero
+//!     share: 2                       # every kind; or per kind: { cpu_millis: 2, gpus: 3 }
+//!     type: elastic                  # or static, or per kind: { gpus: static }
+//!     slack_limit: { cpu_millis: 10000 }  # kinds left out: no revocable use
 //!     queue_policy: priority_fifo    # or fifo
 //! ```
+//!
+//! [`PoolEntry::from_spec`] writes a spec back in this form (the CLI's
+//! `pool get -o yaml`), so what is shown can be edited and applied again.
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +61,18 @@ impl ResourceKind {
             Self::Memory => "memory",
             Self::Disk => "disk",
             Self::Gpu => "gpu",
+        }
+    }
+
+    /// The name of the kind in pool files, JSON and tables, with its unit
+    /// (the name task and host resources use): `cpu_millis`, `memory_mib`,
+    /// `disk_mib`, `gpus`. Field paths in errors use it (`limit.cpu_millis`).
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu_millis",
+            Self::Memory => "memory_mib",
+            Self::Disk => "disk_mib",
+            Self::Gpu => "gpus",
         }
     }
 
@@ -130,6 +148,170 @@ impl PerKind<u64> {
 /// No limit in a kind.
 pub const UNLIMITED: u64 = u64::MAX;
 
+/// An amount as people read it: [`UNLIMITED`] as `unlimited`, else the number.
+pub fn amount_text(v: u64) -> String {
+    if v == UNLIMITED { "unlimited".to_owned() } else { v.to_string() }
+}
+
+/// An amount in a pool file: a whole number in the kind's unit, or
+/// `unlimited` ([`UNLIMITED`]). Written back the same way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Amount(pub u64);
+
+impl Serialize for Amount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0 == UNLIMITED { s.serialize_str("unlimited") } else { s.serialize_u64(self.0) }
+    }
+}
+
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Amount;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a whole number (in the kind's unit) or `unlimited`")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Amount, E> {
+                Ok(Amount(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Amount, E> {
+                u64::try_from(v).map(Amount).map_err(|_| E::custom(format!("{v} is negative; amounts are 0 or more")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Amount, E> {
+                if v.trim().eq_ignore_ascii_case("unlimited") {
+                    Ok(Amount(UNLIMITED))
+                } else {
+                    Err(E::custom(format!("`{v}` is not an amount: write a whole number or `unlimited`")))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Per-kind values as a pool file spells them (see the module doc): each
+/// kind optional, named `cpu_millis`, `memory_mib`, `disk_mib`, `gpus`, or
+/// by the older `cpu`, `memory`, `disk`, `gpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KindValues<T> {
+    /// CPU (millicores for amounts).
+    #[serde(alias = "cpu", skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<T>,
+    /// Memory (MiB for amounts).
+    #[serde(alias = "memory", skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<T>,
+    /// Disk (MiB for amounts).
+    #[serde(alias = "disk", skip_serializing_if = "Option::is_none")]
+    pub disk_mib: Option<T>,
+    /// GPUs (whole devices for amounts).
+    #[serde(alias = "gpu", skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<T>,
+}
+
+impl<T> Default for KindValues<T> {
+    fn default() -> Self {
+        KindValues { cpu_millis: None, memory_mib: None, disk_mib: None, gpus: None }
+    }
+}
+
+impl<T: Copy> KindValues<T> {
+    /// Every kind given.
+    pub fn all(p: PerKind<T>) -> Self {
+        KindValues { cpu_millis: Some(p.cpu), memory_mib: Some(p.memory), disk_mib: Some(p.disk), gpus: Some(p.gpu) }
+    }
+
+    /// The kinds left out filled with `default`.
+    pub fn or(&self, default: T) -> PerKind<T> {
+        PerKind {
+            cpu: self.cpu_millis.unwrap_or(default),
+            memory: self.memory_mib.unwrap_or(default),
+            disk: self.disk_mib.unwrap_or(default),
+            gpu: self.gpus.unwrap_or(default),
+        }
+    }
+}
+
+impl KindValues<Amount> {
+    fn amounts(&self, default: u64) -> PerKind<u64> {
+        KindValues {
+            cpu_millis: self.cpu_millis.map(|a| a.0),
+            memory_mib: self.memory_mib.map(|a| a.0),
+            disk_mib: self.disk_mib.map(|a| a.0),
+            gpus: self.gpus.map(|a| a.0),
+        }
+        .or(default)
+    }
+
+    fn of(p: &PerKind<u64>) -> Self {
+        KindValues::all(PerKind::from_array(p.to_array().map(Amount)))
+    }
+}
+
+/// One value for every kind (`share: 2`, `type: static`), or per kind
+/// (`share: { cpu_millis: 2 }`, `type: { gpus: static }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OneOrPerKind<T> {
+    /// The same value for every kind.
+    All(T),
+    /// Per kind; kinds left out take the field's default.
+    PerKind(KindValues<T>),
+}
+
+impl<T: Copy> OneOrPerKind<T> {
+    /// Per kind, the kinds left out filled with `default`.
+    pub fn or(&self, default: T) -> PerKind<T> {
+        match self {
+            Self::All(v) => PerKind::splat(*v),
+            Self::PerKind(p) => p.or(default),
+        }
+    }
+
+    /// `All` when every kind has the same value, else every kind spelled out.
+    pub fn of(p: &PerKind<T>) -> Self
+    where
+        T: PartialEq,
+    {
+        if p.to_array().iter().all(|v| *v == p.cpu) { Self::All(p.cpu) } else { Self::PerKind(KindValues::all(*p)) }
+    }
+}
+
+impl<T: Serialize> Serialize for OneOrPerKind<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::All(v) => v.serialize(s),
+            Self::PerKind(p) => p.serialize(s),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrPerKind<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::IntoDeserializer;
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = OneOrPerKind<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("one value for every kind, or a mapping of kinds (cpu_millis, memory_mib, disk_mib, gpus)")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                T::deserialize(v.into_deserializer()).map(OneOrPerKind::All)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                T::deserialize(v.into_deserializer()).map(OneOrPerKind::All)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                T::deserialize(v.into_deserializer()).map(OneOrPerKind::All)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                KindValues::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(OneOrPerKind::PerKind)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
 /// How a pool treats its reservation in one kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -187,7 +369,7 @@ impl Default for PoolSpec {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Reservation above limit in a kind.
-    #[error("reservation.{kind} ({reservation}) is above limit.{kind} ({limit})")]
+    #[error("reservation.{field} ({reservation}) is above limit.{field} ({limit})", field = kind.field())]
     ReservationAboveLimit {
         /// The kind.
         kind: ResourceKind,
@@ -197,8 +379,28 @@ pub enum SpecError {
         limit: u64,
     },
     /// Share of zero.
-    #[error("share.{kind} is 0; shares must be at least 1")]
+    #[error("share.{field} is 0; shares must be at least 1", field = kind.field())]
     ZeroShare {
+        /// The kind.
+        kind: ResourceKind,
+    },
+    /// Static in a kind tasks need, with no reservation in it: the pool is
+    /// entitled to exactly 0 and no task asking for that kind could run.
+    #[error(
+        "static with no {kind} reservation: a static pool is entitled to exactly its reservation, so no task \
+         that needs {kind} could ever run in it; reserve {kind}, or make only the reserved kinds static \
+         (type: {{cpu_millis: static}})"
+    )]
+    StaticWithoutReservation {
+        /// The kind.
+        kind: ResourceKind,
+    },
+    /// A limit of 0 in a kind tasks need: no task asking for it could run.
+    #[error(
+        "a limit of 0 means no task that needs {kind} could ever run in this pool; leave the kind out, or \
+         write `unlimited`, for no limit"
+    )]
+    ZeroLimit {
         /// The kind.
         kind: ResourceKind,
     },
@@ -208,8 +410,10 @@ impl SpecError {
     /// The field at fault, as `field.kind`.
     pub fn field(&self) -> String {
         match self {
-            Self::ReservationAboveLimit { kind, .. } => format!("reservation.{kind}"),
-            Self::ZeroShare { kind } => format!("share.{kind}"),
+            Self::ReservationAboveLimit { kind, .. } => format!("reservation.{}", kind.field()),
+            Self::ZeroShare { kind } => format!("share.{}", kind.field()),
+            Self::StaticWithoutReservation { kind } => format!("type.{}", kind.field()),
+            Self::ZeroLimit { kind } => format!("limit.{}", kind.field()),
         }
     }
 }
@@ -228,6 +432,24 @@ impl PoolSpec {
         }
         Ok(())
     }
+
+    /// Checks, for a pool being created or changed through the API or the
+    /// CLI, that tasks can run in it at all: a kind every task asks for
+    /// (cpu, memory, disk; not gpus, where 0 means "no GPU work here") must
+    /// not be static at a reservation of 0 nor limited to 0. Not part of
+    /// [`PoolSpec::check`], so pools stored before this rule still load;
+    /// "why pending" names the pool's cap for their gangs.
+    pub fn check_usable(&self) -> Result<(), SpecError> {
+        for kind in [ResourceKind::Cpu, ResourceKind::Memory, ResourceKind::Disk] {
+            if self.pool_type.get(kind) == PoolType::Static && self.reservation.get(kind) == 0 {
+                return Err(SpecError::StaticWithoutReservation { kind });
+            }
+            if self.limit.get(kind) == 0 {
+                return Err(SpecError::ZeroLimit { kind });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A pool file: the pools to create, parents before children.
@@ -239,16 +461,6 @@ pub struct PoolFile {
     pub pools: Vec<PoolEntry>,
 }
 
-/// The YAML type field: one type for every kind, or per kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum TypeEntry {
-    /// The same type for every kind.
-    All(PoolType),
-    /// Per kind; kinds left out are elastic.
-    PerKind(PerKind<Option<PoolType>>),
-}
-
 /// One pool in a [`PoolFile`]. Kinds left out: reservation 0, limit
 /// unlimited, share 1, elastic, slack limit 0.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,43 +470,48 @@ pub struct PoolEntry {
     pub path: String,
     /// Guaranteed amounts.
     #[serde(default)]
-    pub reservation: PerKind<Option<u64>>,
-    /// Limits.
+    pub reservation: KindValues<Amount>,
+    /// Limits; a kind left out, or `unlimited`, has none; 0 is zero.
     #[serde(default)]
-    pub limit: PerKind<Option<u64>>,
-    /// Shares.
-    #[serde(default)]
-    pub share: PerKind<Option<u64>>,
-    /// Elastic or static.
-    #[serde(default, rename = "type")]
-    pub pool_type: Option<TypeEntry>,
+    pub limit: KindValues<Amount>,
+    /// Shares: one weight for every kind, or per kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<OneOrPerKind<u64>>,
+    /// Elastic or static: one type for every kind, or per kind.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub pool_type: Option<OneOrPerKind<PoolType>>,
     /// Revocable limits.
     #[serde(default)]
-    pub slack_limit: PerKind<Option<u64>>,
+    pub slack_limit: KindValues<Amount>,
     /// Queue order.
     #[serde(default)]
     pub queue_policy: QueuePolicy,
 }
 
-fn or(p: PerKind<Option<u64>>, d: u64) -> PerKind<u64> {
-    PerKind::from_array(p.to_array().map(|v| v.unwrap_or(d)))
-}
-
 impl PoolEntry {
     /// The spec this entry declares, defaults filled in.
     pub fn spec(&self) -> PoolSpec {
-        let pool_type = match self.pool_type {
-            None => PerKind::splat(PoolType::Elastic),
-            Some(TypeEntry::All(t)) => PerKind::splat(t),
-            Some(TypeEntry::PerKind(p)) => PerKind::from_array(p.to_array().map(Option::unwrap_or_default)),
-        };
         PoolSpec {
-            reservation: or(self.reservation, 0),
-            limit: or(self.limit, UNLIMITED),
-            share: or(self.share, 1),
-            pool_type,
-            slack_limit: or(self.slack_limit, 0),
+            reservation: self.reservation.amounts(0),
+            limit: self.limit.amounts(UNLIMITED),
+            share: self.share.map_or(PerKind::splat(1), |s| s.or(1)),
+            pool_type: self.pool_type.map_or(PerKind::splat(PoolType::Elastic), |t| t.or(PoolType::Elastic)),
+            slack_limit: self.slack_limit.amounts(0),
             queue_policy: self.queue_policy,
+        }
+    }
+
+    /// A spec written out in the file form, every kind spelled (`unlimited`
+    /// for no limit; one share and one type when every kind has the same).
+    pub fn from_spec(path: &str, spec: &PoolSpec) -> PoolEntry {
+        PoolEntry {
+            path: path.to_owned(),
+            reservation: KindValues::of(&spec.reservation),
+            limit: KindValues::of(&spec.limit),
+            share: Some(OneOrPerKind::of(&spec.share)),
+            pool_type: Some(OneOrPerKind::of(&spec.pool_type)),
+            slack_limit: KindValues::of(&spec.slack_limit),
+            queue_policy: spec.queue_policy,
         }
     }
 }
@@ -323,10 +540,82 @@ mod tests {
         let mut spec = PoolSpec::default();
         spec.reservation.memory = 10;
         spec.limit.memory = 5;
-        assert_eq!(spec.check().map_err(|e| e.field()), Err("reservation.memory".to_string()));
+        assert_eq!(spec.check().map_err(|e| e.field()), Err("reservation.memory_mib".to_string()));
         let mut spec = PoolSpec::default();
         spec.share.gpu = 0;
-        assert_eq!(spec.check().map_err(|e| e.field()), Err("share.gpu".to_string()));
+        assert_eq!(spec.check().map_err(|e| e.field()), Err("share.gpus".to_string()));
+    }
+
+    fn entry(yaml: &str) -> Result<PoolSpec, String> {
+        serde_yaml::from_str::<PoolEntry>(&format!("path: /a\n{yaml}")).map(|e| e.spec()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_file_form_takes_unit_names_old_names_unlimited_and_plain_shares() {
+        let new = entry(
+            "reservation: {cpu_millis: 2000, memory_mib: 4096}\nlimit: {cpu_millis: unlimited, gpus: 0}\nshare: 2\n",
+        );
+        let old = entry(
+            "reservation: {cpu: 2000, memory: 4096}\nlimit: {gpu: 0}\nshare: {cpu: 2, memory: 2, disk: 2, gpu: 2}\n",
+        );
+        assert_eq!(new, old);
+        let spec = new.expect("parses");
+        assert_eq!((spec.limit.cpu, spec.limit.memory, spec.limit.gpu), (UNLIMITED, UNLIMITED, 0), "0 is zero");
+        assert_eq!(spec.share, PerKind::splat(2));
+        let typed = entry("type: {gpus: static}\n").expect("per kind");
+        assert_eq!((typed.pool_type.gpu, typed.pool_type.cpu), (PoolType::Static, PoolType::Elastic));
+        assert_eq!(entry("type: static\n").expect("all").pool_type, PerKind::splat(PoolType::Static));
+        for (yaml, needle) in [
+            ("limit: {cpu_millis: -1}\n", "negative"),
+            ("limit: {cpu_millis: lots}\n", "`lots` is not an amount"),
+            ("share: {cpus: 2}\n", "unknown field `cpus`"),
+            ("limit: {cpu: 1, cpu_millis: 2}\n", "duplicate field"),
+            ("type: sometimes\n", "sometimes"),
+        ] {
+            let e = entry(yaml).expect_err(yaml);
+            assert!(e.contains(needle), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_spec_is_written_back_in_the_file_form_and_reads_the_same() {
+        let spec = PoolSpec {
+            reservation: PerKind { cpu: 1000, memory: 10, disk: 0, gpu: UNLIMITED },
+            limit: PerKind { cpu: 2000, memory: UNLIMITED, disk: UNLIMITED, gpu: 0 },
+            share: PerKind::splat(3),
+            pool_type: PerKind { gpu: PoolType::Static, ..PerKind::splat(PoolType::Elastic) },
+            ..PoolSpec::default()
+        };
+        let yaml = serde_yaml::to_string(&PoolEntry::from_spec("/a", &spec)).expect("writes");
+        assert!(yaml.contains("memory_mib: unlimited"), "{yaml}");
+        assert!(yaml.contains("gpus: unlimited"), "{yaml}");
+        assert!(yaml.contains("share: 3"), "{yaml}");
+        assert!(yaml.contains("gpus: static"), "{yaml}");
+        assert!(!yaml.contains("18446744073709551615"), "{yaml}");
+        let back: PoolEntry = serde_yaml::from_str(&yaml).expect("reads");
+        assert_eq!(back.spec(), spec);
+    }
+
+    #[test]
+    fn a_pool_no_task_could_run_in_is_refused_by_check_usable() {
+        let cases = [
+            ("type: static\nreservation: {cpu_millis: 4000}\n", "type.memory_mib"),
+            ("type: {cpu_millis: static}\n", "type.cpu_millis"),
+            ("limit: {cpu_millis: 0}\n", "limit.cpu_millis"),
+            ("limit: {disk: 0}\n", "limit.disk_mib"),
+        ];
+        for (yaml, field) in cases {
+            let spec = entry(yaml).expect("parses");
+            assert!(spec.check().is_ok(), "{yaml}: consistent on its own");
+            let e = spec.check_usable().expect_err(yaml);
+            assert_eq!(e.field(), field, "{yaml}: {e}");
+        }
+        let fine =
+            entry("type: static\nreservation: {cpu_millis: 4000, memory_mib: 8192, disk_mib: 100}\nlimit: {gpus: 0}\n");
+        assert_eq!(fine.expect("parses").check_usable(), Ok(()), "no GPUs is a choice, not a trap");
+        let message =
+            entry("type: static\nreservation: {cpu: 4000}\n").expect("parses").check_usable().expect_err("static at 0");
+        assert!(message.to_string().contains("no task that needs memory could ever run"), "{message}");
     }
 
     #[test]

@@ -1,23 +1,39 @@
 //! # paceline
 //!
-//! The one binary. For now: `demo` (load the default plugins and place a
-//! sample workload), `agent` (the node agent), `plugin validate|run` (work
-//! with a component locally), and `bench …` (print benchmark figures). The
-//! server roles, `dev` and the gRPC client commands come with the pipeline
-//! issue.
+//! The one binary: the server roles (`server`, and `dev`, a local cluster
+//! with agents), the node `agent`, the gRPC client commands (`job`, `task`,
+//! `pool`, `host`, `watch`, `plugin deploy|list|activate|rollback|shadow`),
+//! local plugin tools (`plugin validate|run`), `auth token`, `bench …`,
+//! `demo` and `completion`.
 //!
-//! It owns command-line parsing and wiring only; every decision lives in the
-//! `host/` crates it calls.
+//! It owns command-line parsing, logging setup and wiring only; every
+//! decision lives in the `host/` crates it calls.
 
-use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 mod cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "paceline", version, about = "Paceline: a unified resource scheduler with WebAssembly policies")]
 struct Cli {
+    /// Log lines as readable text or one JSON object per line. What is logged
+    /// is set by PACELINE_LOG (e.g. `debug`, `paceline_api=debug`); by default
+    /// servers and agents log at info and client commands only warnings.
+    #[arg(long, value_enum, default_value = "text", env = "PACELINE_LOG_FORMAT", global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One readable line per event: time, level, message, fields.
+    Text,
+    /// One JSON object per event.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,17 +67,47 @@ enum Command {
     /// Make API tokens for a server's tokens file.
     #[command(subcommand)]
     Auth(cmd::auth::AuthCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+impl Command {
+    /// Servers and agents run for long and their log is how they are
+    /// watched: info by default. Client commands print answers: warnings only.
+    fn default_log_level(&self) -> &'static str {
+        match self {
+            Command::Server(_) | Command::Dev(_) | Command::Agent(_) => "warn,paceline=info",
+            _ => "warn",
+        }
+    }
+}
+
+/// The command line with an example under every command's help.
+fn command() -> clap::Command {
+    cmd::help::with_examples(Cli::command())
+}
+
+/// Logs to stderr, filtered by PACELINE_LOG (else `default`).
+fn init_logging(format: LogFormat, default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PACELINE_LOG").unwrap_or_else(|_| default.into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().with_current_span(false).init(),
+        LogFormat::Text => {
+            builder.compact().with_target(false).with_ansi(std::io::stderr().is_terminal()).init();
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("PACELINE_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    init_logging(cli.log_format, cli.command.default_log_level());
     let result = match cli.command {
         Command::Server(args) => cmd::server::server(args),
-        Command::Dev(args) => cmd::server::dev(args),
+        Command::Dev(args) => cmd::server::dev(args, cli.log_format == LogFormat::Json),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Plugin(c) => cmd::plugin::run(c),
         Command::Agent(args) => cmd::agent::run(args),
@@ -72,6 +118,10 @@ fn main() -> std::process::ExitCode {
         Command::Host(args) => cmd::client::host::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
         Command::Auth(c) => cmd::auth::run(c),
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut command(), "paceline", &mut std::io::stdout());
+            Ok(std::process::ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -79,5 +129,26 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_has_an_example_in_its_help() {
+        let cli = Cli::command();
+        assert_eq!(cmd::help::missing(&cli), Vec::<String>::new(), "commands without an example in cmd/help.rs");
+        assert_eq!(cmd::help::stale(&cli), Vec::<&str>::new(), "examples for commands that do not exist");
+        let mut with = command();
+        let help =
+            with.find_subcommand_mut("job").and_then(|j| j.find_subcommand_mut("create")).map(|c| c.render_help());
+        assert!(help.is_some_and(|h| h.to_string().contains("Examples:\n  paceline job create examples/hello.yaml")));
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        command().debug_assert();
     }
 }

@@ -248,10 +248,9 @@ async fn prepare(
 pub const DEFAULT_POOL: &str = "/default";
 
 fn default_pool_spec() -> PoolSpec {
-    // Reserves more than any machine has, so non-preemptible work is admitted
-    // up to the cluster's real capacity.
-    let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
-    PoolSpec { reservation: all, ..PoolSpec::default() }
+    // Reserves everything (as the root does), so non-preemptible work is
+    // admitted up to the cluster's real capacity; shown as `unlimited`.
+    PoolSpec { reservation: PerKind::splat(paceline_model::pool::UNLIMITED), ..PoolSpec::default() }
 }
 
 /// `<hostname>-<pid>`.
@@ -395,6 +394,17 @@ impl Server {
             let bytes = serde_json::to_vec(&spec).map_err(|e| ServerError::Other(e.to_string()))?;
             store.put_pool(DEFAULT_POOL, &bytes).await?;
             pools.push((DEFAULT_POOL.to_string(), spec));
+        }
+        // `/default` as earlier versions made it (2^40 reserved) reads as the
+        // same pool made today (`unlimited`), so it is printed as such.
+        let old_default = PoolSpec {
+            reservation: PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 },
+            ..PoolSpec::default()
+        };
+        if let Some((_, spec)) = pools.iter_mut().find(|(p, s)| p == DEFAULT_POOL && *s == old_default) {
+            *spec = default_pool_spec();
+            let bytes = serde_json::to_vec(&*spec).map_err(|e| ServerError::Other(e.to_string()))?;
+            store.put_pool(DEFAULT_POOL, &bytes).await?;
         }
         let cluster = Cluster::assemble(
             store,

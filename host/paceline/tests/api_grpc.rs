@@ -386,6 +386,7 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
         Some((8_000, 0)),
         "0 is unlimited"
     );
+    assert_eq!(got.spec.as_ref().map(|s| s.limited_kinds.clone()), Some(vec!["cpu".to_string()]), "cpu has a limit");
 
     // Reservation above the limit, a child reserving more than its parent,
     // a missing parent: each refused, naming what is wrong.
@@ -397,7 +398,7 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
     let e =
         pools.update_pool(pb::UpdatePoolRequest { path: "/ml".into(), spec: Some(bad) }).await.expect_err("bad spec");
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().starts_with("spec.reservation.cpu:"), "{}", e.message());
+    assert!(e.message().starts_with("spec.reservation.cpu_millis:"), "{}", e.message());
     let e = pools
         .create_pool(pb::CreatePoolRequest { path: "/ml/big".into(), spec: Some(spec(5_000)) })
         .await

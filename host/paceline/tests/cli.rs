@@ -1,4 +1,5 @@
-//! The `paceline` binary as a user runs it: plugin tools and the demo.
+//! The `paceline` binary as a user runs it: plugin tools, the demo, shell
+//! completion, help and logging options.
 
 use std::process::{Command, Output};
 
@@ -103,4 +104,71 @@ fn bench_pipeline_launches_every_task_and_says_where_the_time_went() {
     };
     assert!((3..12).contains(&calls("lifecycle/batch")), "{stdout}");
     assert!(calls("placement/batch") >= 1, "{stdout}");
+}
+
+#[test]
+fn completion_scripts_cover_the_commands_and_bash_loads_its_own() {
+    for (shell, marker) in [("bash", "_paceline()"), ("zsh", "#compdef paceline"), ("fish", "complete -c paceline")] {
+        let out = paceline(&["completion", shell]);
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {marker} missing");
+        for word in ["job", "pool", "completion", "log-format", "tokens-file"] {
+            assert!(script.contains(word), "{shell}: completes {word}");
+        }
+    }
+    // bash itself takes the script and registers the completion.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("paceline.bash");
+    std::fs::write(&script, paceline(&["completion", "bash"]).stdout).expect("write");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p paceline", script.display()))
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("paceline"), "{}", text(&out.stdout));
+    let bad = paceline(&["completion", "cmd.exe"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad.stderr).contains("invalid value 'cmd.exe'"), "{}", text(&bad.stderr));
+}
+
+#[test]
+fn help_ends_with_examples_at_every_level() {
+    for args in [vec!["--help"], vec!["pool", "--help"], vec!["pool", "create", "--help"], vec!["dev", "--help"]] {
+        let out = paceline(&args);
+        assert!(out.status.success(), "{args:?}");
+        let help = text(&out.stdout);
+        assert!(help.contains("Examples:\n  paceline "), "{args:?}: {help}");
+    }
+}
+
+#[test]
+fn log_lines_are_readable_text_or_json() {
+    // `agent --detect` logs what it detected at info: one line of text…
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_str().expect("utf-8");
+    let run = |format: &str| {
+        Command::new(env!("CARGO_BIN_EXE_paceline"))
+            .args(["agent", "--data-dir", data, "--log-format", format, "--manager", "http://127.0.0.1:1"])
+            .env("PACELINE_LOG", "info")
+            .env_remove("PACELINE_LOG_FORMAT")
+            .stdin(std::process::Stdio::null())
+            .arg("--stop-when-stdin-closes")
+            .output()
+            .expect("runs")
+    };
+    let out = run("text");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stderr);
+    let line = log.lines().find(|l| l.contains("agent host")).unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("INFO") && line.contains("hostname="), "{line}");
+    assert!(!line.contains('\u{1b}'), "no colour codes when stderr is not a terminal: {line:?}");
+    // …or one JSON object.
+    let out = run("json");
+    let log = text(&out.stderr);
+    let line = log.lines().find(|l| l.contains("agent host")).unwrap_or_else(|| panic!("{log}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["level"], "INFO");
+    assert_eq!(v["fields"]["message"], "agent host");
 }

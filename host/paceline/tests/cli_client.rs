@@ -83,7 +83,7 @@ fn bad_flags_and_filters_fail_before_connecting() {
         (vec!["task", "list", "j1", "--state", "dancing"], "unknown task state \"dancing\""),
         (vec!["job", "kill", "j1", "--instances", "0,x"], "invalid value 'x'"),
         (vec!["job", "list", "-o", "xml"], "invalid value 'xml'"),
-        (vec!["pool", "create", "/a", &pool], "reservation.cpu (10) is above limit.cpu (5)"),
+        (vec!["pool", "create", "/a", &pool], "reservation.cpu_millis (10) is above limit.cpu_millis (5)"),
         (vec!["pool", "create", "relative", &pool], "must start with /"),
         (vec!["watch", "--kind", "host"], "invalid value 'host'"),
     ];

@@ -104,7 +104,16 @@ fn hello_runs_to_success_on_two_agents_and_its_output_is_readable() {
     let api = free_port();
     let _dev = dev(dir.path(), api);
     eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
-    let id = ok(cli(api, &["job", "create", &example("hello.yaml")]));
+    let created = cli(api, &["job", "create", &example("hello.yaml")]);
+    let note = String::from_utf8_lossy(&created.stderr).to_string();
+    let id = ok(created);
+    // hello.yaml names no owner: on a cluster without tokens it is the OS user.
+    let owner = json(api, &["job", "get", &id])["spec"]["owner"].as_str().unwrap_or_default().to_string();
+    assert!(!owner.is_empty() && owner != "anonymous", "owner {owner:?}");
+    if let Ok(user) = std::env::var("USER") {
+        assert_eq!(owner, user.trim());
+    }
+    assert!(note.contains(&format!("owner {owner}")), "job create shows the owner: {note}");
     eventually(60, "hello SUCCEEDED", || job_state(api, &id).ends_with("SUCCEEDED"));
     let ts = tasks(api, &id);
     assert_eq!(ts.len(), 3);
@@ -112,6 +121,65 @@ fn hello_runs_to_success_on_two_agents_and_its_output_is_readable() {
         let out = ok(cli(api, &["task", "logs", &id, &i.to_string()]));
         assert_eq!(out, format!("hello from instance {id}-{i}"));
     }
+}
+
+/// Live processes (not zombies) whose command line contains every one of
+/// `needles`.
+fn processes_with(needles: &[&str]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !needles.iter().all(|n| cmdline.contains(n)) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("X");
+        if state != "Z" && state != "X" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_dev_killed_with_sigkill_takes_its_agents_along_and_a_new_dev_finds_their_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let agents_dir = dir.path().join("dev").join("agents");
+    let agents_dir = agents_dir.to_str().expect("utf-8").to_string();
+    // An agent of this dev: `paceline agent --manager … --data-dir <dir>/dev/agents/…`.
+    let agents = || processes_with(&[BIN, " agent ", "--manager", &agents_dir]);
+    let mut first = dev(dir.path(), api);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    assert_eq!(agents().len(), 2, "dev started two agents");
+    let spec = std::fs::read_to_string(example("hello.yaml"))
+        .expect("example")
+        .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 300");
+    let file = dir.path().join("sleepy.yaml");
+    std::fs::write(&file, &spec).expect("spec");
+    let id = ok(cli(api, &["job", "create", file.to_str().expect("utf-8")]));
+    let running = |id: &str| {
+        let ts = tasks(api, id);
+        ts.len() == 3 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")))
+    };
+    eventually(60, "three tasks running", || running(&id));
+    let runs: Vec<serde_json::Value> = tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect();
+
+    first.kill9();
+    eventually(30, "no agent of the SIGKILLed dev still runs", || agents().is_empty());
+
+    // A new dev on the same data dir starts two agents that re-adopt the runs.
+    let _second = dev(dir.path(), api);
+    eventually(60, "the same runs carry on under the new dev", || {
+        running(&id) && tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>() == runs
+    });
+    assert_eq!(agents().len(), 2, "two agents, not four");
+    ok(cli(api, &["job", "kill", &id]));
+    eventually(30, "killed", || {
+        tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED")))
+    });
 }
 
 #[test]
@@ -373,7 +441,8 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     // Two pools, one core reserved each, equal shares.
     let pool = dir.path().join("pool.yaml");
-    std::fs::write(&pool, "reservation: {cpu: 1000, memory: 1024, disk: 1000}\nshare: {cpu: 1}\n").expect("pool");
+    std::fs::write(&pool, "reservation: {cpu_millis: 1000, memory_mib: 1024, disk_mib: 1000}\nshare: 1\n")
+        .expect("pool");
     for p in ["/a", "/b"] {
         ok(cli(api, &["pool", "create", p, pool.to_str().expect("utf-8")]));
     }
@@ -396,7 +465,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
             .into_iter()
             .flatten()
             .find(|p| p["path"] == path)
-            .map(|p| p["entitlement"]["cpu"].as_u64().unwrap_or(0))
+            .map(|p| p["entitlement"]["cpu_millis"].as_u64().unwrap_or(0))
             .unwrap_or(0)
     };
     // /a borrows /b's idle core: four half-core tasks run.
@@ -417,6 +486,74 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
         "preemption shows in the history: {events:?}"
     );
     drop(agents);
+}
+
+#[test]
+fn pool_specs_mean_what_they_say_in_files_tables_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let data = dir.path().join("dev");
+    let listen = format!("127.0.0.1:{api}");
+    let args = ["dev", "--sim-hosts", "2", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &listen];
+    let dev = start(&args, "API on");
+    // No bound is `unlimited`, never 2^64-1, 2^40 or 0.
+    let table = ok(cli(api, &["pool", "list"]));
+    assert!(table.contains("unlimited") && table.contains("LIMIT") && table.contains("SHARE"), "{table}");
+    for number in ["18446744073709551615", "1099511627776"] {
+        assert!(!table.contains(number), "{table}");
+    }
+    let listed = json(api, &["pool", "list"]);
+    let default = listed["pools"].as_array().into_iter().flatten().find(|p| p["path"] == "/default").expect("/default");
+    assert_eq!(default["spec"]["reservation"]["cpu_millis"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["limit"]["memory_mib"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["share"], 1, "{default}");
+    assert_eq!(default["spec"]["type"], "elastic", "{default}");
+
+    // A plain share, the old kind names, and a GPU limit of 0 that stays 0.
+    let write = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).expect("write");
+        f.to_str().expect("utf-8").to_string()
+    };
+    let no_gpus = write("no-gpus.yaml", "reservation: {cpu: 1000, memory: 1024}\nlimit: {gpus: 0}\nshare: 2\n");
+    ok(cli(api, &["pool", "create", "/no-gpus", &no_gpus]));
+    let got = json(api, &["pool", "get", "/no-gpus"]);
+    assert_eq!(got["spec"]["limit"]["gpus"], 0, "a limit of 0 is zero: {got}");
+    assert_eq!(got["spec"]["limit"]["cpu_millis"], "unlimited", "{got}");
+    assert_eq!(got["spec"]["share"], 2, "{got}");
+    assert_eq!(got["spec"]["reservation"]["cpu_millis"], 1000, "{got}");
+    // What `pool get -o yaml` prints is a pool file.
+    let shown = ok(cli(api, &["pool", "get", "/no-gpus", "-o", "yaml"]));
+    let again = write("again.yaml", &shown);
+    ok(cli(api, &["pool", "update", "/no-gpus", &again]));
+    assert_eq!(json(api, &["pool", "get", "/no-gpus"])["spec"], got["spec"], "applied back unchanged");
+
+    // Specs no task could run in are refused, naming the field; nothing is created.
+    for (file, needle) in [
+        (write("zero.yaml", "limit: {cpu: 0}\n"), "limit.cpu_millis"),
+        (write("static.yaml", "type: static\nreservation: {cpu_millis: 2000}\n"), "type.memory_mib"),
+    ] {
+        let out = cli(api, &["pool", "create", "/useless", &file]);
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle) && err.contains("could ever run"), "{err}");
+    }
+    let out = cli(api, &["pool", "get", "/useless"]);
+    assert_eq!(out.status.code(), Some(3), "not created");
+
+    // A data dir whose /default an earlier version made (2^40 reserved):
+    // after a restart it reads as today's, `unlimited`.
+    let old = write(
+        "old-default.yaml",
+        "reservation: {cpu: 1099511627776, memory: 1099511627776, disk: 1099511627776, gpu: 1048576}\n",
+    );
+    ok(cli(api, &["pool", "update", "/default", &old]));
+    assert_eq!(json(api, &["pool", "get", "/default"])["spec"]["reservation"]["cpu_millis"], 1099511627776u64);
+    drop(dev);
+    let _dev = start(&args, "API on");
+    let default = json(api, &["pool", "get", "/default"]);
+    assert_eq!(default["spec"]["reservation"]["cpu_millis"], "unlimited", "{default}");
+    assert_eq!(default["spec"]["reservation"]["gpus"], "unlimited", "{default}");
 }
 
 /// `paceline auth token` for one principal: (the token, its tokens-file entry).
@@ -489,7 +626,9 @@ fn tokens_decide_who_may_do_what_and_a_refused_call_changes_nothing() {
     let in_team_a = dir.path().join("team-a.yaml");
     std::fs::write(&in_team_a, hello.replace("pool: /default", "pool: /team-a")).expect("write");
     let created = ok(cli_as(api, &alice, &["job", "create", in_team_a.to_str().expect("utf-8"), "-o", "json"]));
-    let id = serde_json::from_str::<serde_json::Value>(&created).expect("json")["id"].as_str().expect("id").to_string();
+    let created: serde_json::Value = serde_json::from_str(&created).expect("json");
+    assert_eq!(created["owner"], "alice", "a spec without an owner is the token's principal's");
+    let id = created["id"].as_str().expect("id").to_string();
     refused(&cli_as(api, &alice, &["job", "create", &example("hello.yaml")]), "may not change jobs in pool /default");
     let listed = ok(cli_as(api, &alice, &["job", "list", "-o", "json"]));
     let listed: serde_json::Value = serde_json::from_str(&listed).expect("json");

@@ -379,7 +379,11 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
     // Only job a runs now: the pool holds its four tasks.
     let pool_before = json(&all, &["pool", "get", "/default"]);
     assert_eq!(pool_before["live_tasks"].as_u64(), Some(4), "{pool_before}");
-    assert_eq!(pool_before["allocation"]["cpu"].as_u64(), Some(400), "four tasks of 100 millicores: {pool_before}");
+    assert_eq!(
+        pool_before["allocation"]["cpu_millis"].as_u64(),
+        Some(400),
+        "four tasks of 100 millicores: {pool_before}"
+    );
 
     // SIGKILL the leader: a standby leads within the session timeout + 5 s.
     servers[0].kill9();

@@ -172,10 +172,10 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
             .find(|p| p["path"] == drawn[0])
             .expect("drawn pools exist");
         let expected = [
-            pool["entitlement"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
-            pool["allocation"]["cpu"].as_f64().expect("cpu") / capacity("cpu_millis"),
-            pool["entitlement"]["memory"].as_f64().expect("memory") / capacity("memory_mib"),
-            pool["allocation"]["memory"].as_f64().expect("memory") / capacity("memory_mib"),
+            pool["entitlement"]["cpu_millis"].as_f64().expect("cpu") / capacity("cpu_millis"),
+            pool["allocation"]["cpu_millis"].as_f64().expect("cpu") / capacity("cpu_millis"),
+            pool["entitlement"]["memory_mib"].as_f64().expect("memory") / capacity("memory_mib"),
+            pool["allocation"]["memory_mib"].as_f64().expect("memory") / capacity("memory_mib"),
         ];
         for (i, share) in expected.iter().enumerate() {
             let width = drawn[i + 1].as_f64().expect("width");

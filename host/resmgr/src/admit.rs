@@ -25,6 +25,7 @@ use crate::gang::GangId;
 use crate::manager::ResourceManager;
 use crate::queue::{GangSlot, Lane};
 use crate::reason::PendingReason;
+use paceline_model::pool::ResourceKind;
 
 impl ResourceManager {
     /// Admits every gang that fits, in every pool with queued gangs. Returns
@@ -53,6 +54,12 @@ impl ResourceManager {
                 return Err(PendingReason::OverSlackEntitlement { kind, by });
             }
         } else {
+            // A pool capped at 0 in a kind the gang needs (static with no
+            // reservation there, or a limit of 0) can never admit it: say so
+            // rather than "over entitlement".
+            if let Some(k) = (0..4).find(|&k| slot.total[k] > 0 && n.cap[k] == 0) {
+                return Err(PendingReason::PoolCannotHold { kind: ResourceKind::ALL[k], is_static: n.is_static[k] });
+            }
             if let Some((kind, by)) = amounts::over(&n.alloc_nr, &slot.total, &n.ent) {
                 return Err(PendingReason::OverEntitlement { kind, by });
             }
@@ -114,8 +121,12 @@ impl ResourceManager {
                         }
                         blocked[lane] = true;
                         q.blocked[lane] = Some(id);
-                        let both =
-                            matches!(reason, PendingReason::OverEntitlement { .. } | PendingReason::ClusterFull { .. });
+                        let both = matches!(
+                            reason,
+                            PendingReason::OverEntitlement { .. }
+                                | PendingReason::ClusterFull { .. }
+                                | PendingReason::PoolCannotHold { .. }
+                        );
                         if lane != Lane::Revocable as usize && both {
                             for l in [Lane::Preemptible as usize, Lane::NonPreemptible as usize] {
                                 if !blocked[l] {

@@ -1,7 +1,7 @@
 //! Errors the resource manager returns. Each names what the caller got wrong:
 //! a pool change names the pool and the field.
 
-use paceline_model::pool::{ResourceKind, SpecError};
+use paceline_model::pool::{ResourceKind, SpecError, amount_text};
 
 /// A refused pool change. The tree is left as it was.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -9,7 +9,7 @@ use paceline_model::pool::{ResourceKind, SpecError};
 pub struct PoolError {
     /// Path of the pool the change was about.
     pub pool: String,
-    /// The field at fault, such as `reservation.cpu`, `limit.gpu`, `path`, `parent`.
+    /// The field at fault, such as `reservation.cpu_millis`, `limit.gpus`, `path`, `parent`.
     pub field: String,
     /// Why.
     pub reason: PoolErrorReason,
@@ -43,7 +43,12 @@ pub enum PoolErrorReason {
     #[error("{0}")]
     Spec(SpecError),
     /// Children's reservations would exceed the parent's.
-    #[error("sum of the children's reservations ({sum} {unit}) would exceed parent {parent}'s reservation ({parent_reservation})", unit = kind.unit())]
+    #[error(
+        "sum of the children's reservations ({sum} {unit}) would exceed parent {parent}'s reservation ({parent_reservation})",
+        unit = kind.unit(),
+        sum = amount_text(*sum),
+        parent_reservation = amount_text(*parent_reservation)
+    )]
     ChildReservations {
         /// The kind.
         kind: ResourceKind,
@@ -55,7 +60,7 @@ pub enum PoolErrorReason {
         parent_reservation: u64,
     },
     /// The limit would exceed the parent's.
-    #[error("limit ({limit}) would exceed parent {parent}'s limit ({parent_limit})")]
+    #[error("limit ({limit}) would exceed parent {parent}'s limit ({parent_limit})", parent_limit = amount_text(*parent_limit))]
     LimitAboveParent {
         /// The kind.
         kind: ResourceKind,
@@ -67,7 +72,7 @@ pub enum PoolErrorReason {
         parent_limit: u64,
     },
     /// A child's limit would exceed the new limit.
-    #[error("child {child}'s limit ({child_limit}) would exceed the new limit ({limit})")]
+    #[error("child {child}'s limit ({child_limit}) would exceed the new limit ({limit})", child_limit = amount_text(*child_limit))]
     LimitBelowChild {
         /// The kind.
         kind: ResourceKind,

@@ -26,6 +26,15 @@ pub enum PendingReason {
         /// By how much.
         by: u64,
     },
+    /// Its pool can never hold any of `kind`, which the gang needs: the pool
+    /// is static there with no reservation (`is_static`), or its limit is 0.
+    /// It waits until the pool is changed.
+    PoolCannotHold {
+        /// The kind the pool is capped at 0 in.
+        kind: ResourceKind,
+        /// Static with no reservation (else a limit of 0).
+        is_static: bool,
+    },
     /// It is revocable and would take its pool over its slack entitlement.
     OverSlackEntitlement {
         /// The first kind short.
@@ -69,6 +78,18 @@ impl std::fmt::Display for PendingInfo {
             PendingReason::OverEntitlement { kind, by } => {
                 write!(f, "over entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
             }
+            PendingReason::PoolCannotHold { kind, is_static: true } => write!(
+                f,
+                "pool {pool} is static in {kind} with no {kind} reservation: it is entitled to exactly its reservation \
+                 (0), so work that needs {kind} can never run there; give it a reservation.{field} or make only \
+                 its reserved kinds static",
+                field = kind.field()
+            ),
+            PendingReason::PoolCannotHold { kind, is_static: false } => write!(
+                f,
+                "pool {pool} has limit.{field} 0: work that needs {kind} can never run there; raise the limit",
+                field = kind.field()
+            ),
             PendingReason::WaitingOnReservation { kind, by } => write!(
                 f,
                 "waiting on reservation: non-preemptible work would exceed pool {pool}'s reservation by {by} {} of {kind}",

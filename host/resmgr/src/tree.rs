@@ -284,7 +284,7 @@ impl PoolTree {
             if sum > p.res[k] {
                 return Err(PoolError::new(
                     path,
-                    format!("reservation.{kind}"),
+                    format!("reservation.{}", kind.field()),
                     R::ChildReservations { kind, sum, parent: p.path.clone(), parent_reservation: p.res[k] },
                 ));
             }
@@ -292,7 +292,7 @@ impl PoolTree {
             if limit[k] != UNLIMITED && limit[k] > parent_limit {
                 return Err(PoolError::new(
                     path,
-                    format!("limit.{kind}"),
+                    format!("limit.{}", kind.field()),
                     R::LimitAboveParent { kind, limit: limit[k], parent: p.path.clone(), parent_limit },
                 ));
             }
@@ -300,7 +300,7 @@ impl PoolTree {
             if own_children > res[k] {
                 return Err(PoolError::new(
                     path,
-                    format!("reservation.{kind}"),
+                    format!("reservation.{}", kind.field()),
                     R::ChildReservations {
                         kind,
                         sum: own_children,
@@ -315,7 +315,7 @@ impl PoolTree {
                 if child_limit != UNLIMITED && child_limit > limit[k] {
                     return Err(PoolError::new(
                         path,
-                        format!("limit.{kind}"),
+                        format!("limit.{}", kind.field()),
                         R::LimitBelowChild { kind, child: child.path.clone(), child_limit, limit: limit[k] },
                     ));
                 }

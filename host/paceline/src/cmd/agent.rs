@@ -47,6 +47,33 @@ pub struct AgentArgs {
     /// Print the detected host (resources, attributes, isolation) and exit.
     #[arg(long)]
     detect: bool,
+    /// Stop (as on SIGTERM: tasks keep running) when standard input reaches
+    /// end of file. `paceline dev` starts its agents so, with stdin a pipe it
+    /// holds: when dev ends in any way, even SIGKILL, its agents follow.
+    #[arg(long)]
+    stop_when_stdin_closes: bool,
+}
+
+/// Resolves when stdin reaches end of file (or fails). Read on a plain
+/// thread, not tokio's blocking pool, so a pending read never holds up the
+/// runtime's shutdown.
+async fn stdin_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new().name("stdin-watch".into()).spawn(move || {
+        let mut buf = [0u8; 256];
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            match std::io::Read::read(&mut stdin, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = tx.send(());
+    });
+    if spawned.is_err() {
+        return std::future::pending().await;
+    }
+    let _ = rx.await;
 }
 
 /// Builds the config from the file and the flags.
@@ -103,15 +130,14 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
         println!("{host:#?}");
         return Ok(ExitCode::SUCCESS);
     }
+    let watch_stdin = args.stop_when_stdin_closes;
     runtime.block_on(async move {
         let shutdown = async {
-            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return std::future::pending().await,
-            };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+                () = super::process::until_signal() => {}
+                () = stdin_closed(), if watch_stdin => {
+                    tracing::info!("stdin closed (the process that started this agent is gone); stopping");
+                }
             }
         };
         paceline_agent::run(config, shutdown).await.context("agent stopped")

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_hosts;
 pub mod client;
 pub mod demo;
+pub mod help;
 pub mod placement;
 pub mod plugin;
 pub mod process;

@@ -193,12 +193,25 @@ impl paceline::ha::Announce for Stdout {
     }
 }
 
-/// Local agents started by `dev`; stopped (SIGTERM) when dropped.
+/// Local agents started by `dev`; stopped when dropped.
+///
+/// Each agent runs with `--stop-when-stdin-closes` and its stdin a pipe
+/// whose only writer is this process (std opens it close-on-exec, so no
+/// other child inherits it). However `dev` ends — a clean stop, a panic,
+/// SIGKILL, a lost terminal — the kernel closes the pipe, the agent reads
+/// end-of-file and stops as on SIGTERM: its tasks keep running and the next
+/// agent on the same data dir re-adopts them. (A parent-death signal would
+/// need `unsafe` `pre_exec`, and fires when the *thread* that forked exits,
+/// which under tokio can be any short-lived worker; see
+/// docs/decisions/0020-dev-agents-die-with-dev.md.)
 struct Agents(Vec<Child>);
 
 impl Drop for Agents {
     fn drop(&mut self) {
+        // Closing the pipes is the stop signal; SIGTERM too, for an agent
+        // that does not read its stdin yet (still starting).
         for c in &mut self.0 {
+            drop(c.stdin.take());
             let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).stderr(Stdio::null()).status();
         }
         for c in &mut self.0 {
@@ -207,7 +220,7 @@ impl Drop for Agents {
     }
 }
 
-pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
     let data_dir = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     let hosts = match args.sim_hosts {
         Some(n) => HostsConfig::Sim {
@@ -254,6 +267,9 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
                     .args(["--memory-mib", &(memory / n).max(1024).to_string()])
                     .args(["--port-range", &format!("{first}-{}", first + 999)])
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
+                    .args(["--log-format", if json_logs { "json" } else { "text" }])
+                    .arg("--stop-when-stdin-closes")
+                    .stdin(Stdio::piped())
                     .stdout(Stdio::null())
                     .stderr(log)
                     .spawn()
@@ -268,6 +284,10 @@ pub fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         match args.sim_hosts {
             Some(n) => println!("  {n} simulated hosts"),
             None => println!("  {} local agents (logs in {}/agents/*/agent.log)", agents.0.len(), data_dir.display()),
+        }
+        match &args.tokens_file {
+            Some(t) => println!("  tokens required (from {})", t.display()),
+            None => println!("  open API: any caller acts as admin (--tokens-file to require tokens)"),
         }
         println!("  try: paceline job create examples/hello.yaml");
         until_signal().await;

@@ -169,3 +169,32 @@ fn bench_workloads_run_at_small_size() {
     assert_eq!(rm.pool_status("/").expect("root").queued_gangs, 1_000);
     assert!(rm.queue_bytes() > 1_000 * 100, "the byte count sees the gang records");
 }
+
+#[test]
+fn a_pool_static_at_zero_memory_says_so_in_why_pending() {
+    let mut rm = manager(10_000);
+    // What `type: static` with a reservation naming only cpu declares.
+    let mut spec = crate::common::static_cpu(2_000);
+    spec.pool_type = paceline_resmgr::PerKind::splat(paceline_resmgr::PoolType::Static);
+    rm.create_pool("/a", spec).expect("the resource manager itself takes it (stored pools must load)");
+    let g =
+        rm.submit("/a", GangSpec { per_task: Resources::new(500, 64, 0, 0), ..gang(1, 1, 500) }, 0).expect("submit");
+    rm.tick(1);
+    let why = rm.why_pending(g).expect("waits");
+    assert_eq!(why.reason, PendingReason::PoolCannotHold { kind: ResourceKind::Memory, is_static: true });
+    let text = why.to_string();
+    assert!(
+        text.contains("static in memory with no memory reservation") && text.contains("reservation.memory_mib"),
+        "{text}"
+    );
+    let mut limited = PoolSpec::default();
+    limited.limit.gpu = 0;
+    rm.create_pool("/b", limited).expect("b");
+    let gpu = rm.submit("/b", GangSpec { per_task: Resources::new(100, 0, 0, 1), ..gang(2, 1, 100) }, 0).expect("gpu");
+    rm.tick(2);
+    assert_eq!(
+        rm.why_pending(gpu).expect("waits").reason,
+        PendingReason::PoolCannotHold { kind: ResourceKind::Gpu, is_static: false }
+    );
+    assert!(rm.why_pending(gpu).expect("waits").to_string().contains("limit.gpus 0"));
+}

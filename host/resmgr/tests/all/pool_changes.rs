@@ -50,8 +50,8 @@ fn invalid_changes_are_refused_and_change_nothing() {
         ("trailing slash", create("/a/", PoolSpec::default()), "/a/", "path"),
         ("duplicate sibling name", create("/a/x", PoolSpec::default()), "/a/x", "path"),
         ("missing parent", create("/zz/y", PoolSpec::default()), "/zz/y", "parent"),
-        ("children's reservations exceed parent's", create("/a/y", cpu(40, None, 1)), "/a/y", "reservation.cpu"),
-        ("limit above parent's", create("/a/y", cpu(0, Some(200), 1)), "/a/y", "limit.cpu"),
+        ("children's reservations exceed parent's", create("/a/y", cpu(40, None, 1)), "/a/y", "reservation.cpu_millis"),
+        ("limit above parent's", create("/a/y", cpu(0, Some(200), 1)), "/a/y", "limit.cpu_millis"),
         (
             "reservation above limit",
             create(
@@ -62,13 +62,13 @@ fn invalid_changes_are_refused_and_change_nothing() {
                 }),
             ),
             "/c",
-            "reservation.memory",
+            "reservation.memory_mib",
         ),
-        ("zero share", create("/c", with(|s| s.share.gpu = 0)), "/c", "share.gpu"),
+        ("zero share", create("/c", with(|s| s.share.gpu = 0)), "/c", "share.gpus"),
         ("child under a pool with jobs", create("/b/y", PoolSpec::default()), "/b/y", "parent"),
-        ("reservation below children's", update("/a", cpu(10, Some(100), 1)), "/a", "reservation.cpu"),
-        ("limit below a child's", update("/a", cpu(50, Some(50), 1)), "/a", "limit.cpu"),
-        ("update beyond parent's reservation", update("/a/x", cpu(60, Some(80), 1)), "/a/x", "reservation.cpu"),
+        ("reservation below children's", update("/a", cpu(10, Some(100), 1)), "/a", "reservation.cpu_millis"),
+        ("limit below a child's", update("/a", cpu(50, Some(50), 1)), "/a", "limit.cpu_millis"),
+        ("update beyond parent's reservation", update("/a/x", cpu(60, Some(80), 1)), "/a/x", "reservation.cpu_millis"),
         ("update the root", update("/", PoolSpec::default()), "/", "path"),
         ("update a missing pool", update("/nope", PoolSpec::default()), "/nope", "path"),
         ("delete with children", delete("/a"), "/a", "children"),
@@ -78,7 +78,7 @@ fn invalid_changes_are_refused_and_change_nothing() {
         ("move under itself", mv("/a", "/a"), "/a", "parent"),
         ("move under own child", mv("/a", "/a/x"), "/a", "parent"),
         ("move under a pool with jobs", mv("/a/x", "/b"), "/a/x", "parent"),
-        ("move beyond new parent's reservation", mv("/b", "/a"), "/b", "reservation.cpu"),
+        ("move beyond new parent's reservation", mv("/b", "/a"), "/b", "reservation.cpu_millis"),
         ("move to missing parent", mv("/a/x", "/zz"), "/a/x", "parent"),
         ("move the root", mv("/", "/a"), "/", "path"),
     ];
@@ -134,7 +134,7 @@ fn yaml_loads_all_or_nothing() {
     // The second entry breaks the reservation rule: the first must not be applied either.
     let bad = "pools:\n  - path: /web\n  - path: /ml/infer\n    reservation: { gpu: 1 }\n";
     let err = rm.load_pools_yaml(bad).expect_err("over reservation");
-    assert_eq!((err.pool.as_str(), err.field.as_str()), ("/ml/infer", "reservation.gpu"));
+    assert_eq!((err.pool.as_str(), err.field.as_str()), ("/ml/infer", "reservation.gpus"));
     assert_eq!(snapshot(&rm), before);
     let err = rm.load_pools_yaml("pools:\n  - path: /x\n    resrvation: {}\n").expect_err("unknown field");
     assert_eq!(err.field, "file");

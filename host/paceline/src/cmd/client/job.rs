@@ -26,6 +26,8 @@ pub struct JobArgs {
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
     /// Create a job from a YAML spec (checked locally first); prints its id.
+    /// Without `owner` in the spec, the job is the caller's: the token's
+    /// principal, or the OS user on a cluster without tokens.
     Create {
         /// The job spec (YAML; see examples/).
         file: PathBuf,
@@ -117,12 +119,34 @@ pub fn run(args: JobArgs) -> anyhow::Result<std::process::ExitCode> {
 
 /// Reads a job file and checks it as the server will, so mistakes are
 /// reported with the file's name and line before anything is sent.
+///
+/// `owner` may be left out: `job create` then fills it in (see
+/// [`default_owner`]) and `job update` keeps the job's.
 pub fn load_job(path: &Path) -> anyhow::Result<JobConfig> {
     let bytes = super::read_file(path)?;
     let config: JobConfig =
         serde_yaml::from_slice(&bytes).map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
-    config.validate().map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
+    let mut checked = config.clone();
+    if checked.owner.is_empty() {
+        checked.owner = "-".into();
+    }
+    checked.validate().map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
     Ok(config)
+}
+
+/// The owner of a job whose spec names none. With a token the server knows
+/// who calls and uses the principal's name (None here); without one (an
+/// open cluster) it is the OS user running the CLI.
+pub fn default_owner(token: Option<&str>) -> Option<String> {
+    if token.is_some_and(|t| !t.trim().is_empty()) {
+        return None;
+    }
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .map(|u| u.trim().to_owned())
+        .find(|u| !u.is_empty())
+        .or_else(|| nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name))
 }
 
 async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
@@ -131,10 +155,18 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
     let mut client = JobServiceClient::new(connect(&opts).await?);
     let out = opts.output;
     match request {
-        Request::Create(config) => {
+        Request::Create(mut config) => {
+            if config.owner.is_empty() {
+                config.owner = default_owner(opts.token.as_deref()).unwrap_or_default();
+            }
             let spec = Some(convert::job_spec_pb(&config));
-            let id = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner().id;
-            emit(out, &json!({ "id": id }), || format!("{id}\n"))
+            let created = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner();
+            let (id, owner) = (created.id, created.owner);
+            // The id alone on stdout (scripts read it); who owns it beside.
+            if out == super::Output::Table && !owner.is_empty() {
+                eprintln!("created {id} · owner {owner} · pool {}", config.pool);
+            }
+            emit(out, &json!({ "id": id, "owner": owner }), || format!("{id}\n"))
         }
         Request::Get(id) => {
             let job = client.get_job(pb::GetJobRequest { id: id.clone() }).await.map_err(RpcError)?.into_inner().job;
@@ -380,7 +412,9 @@ mod tests {
                 }
                 continue;
             }
-            let config = load_job(&file).unwrap_or_else(|e| panic!("{e}"));
+            let mut config = load_job(&file).unwrap_or_else(|e| panic!("{e}"));
+            assert!(config.owner.is_empty(), "{}: examples leave the owner to the caller", file.display());
+            config.owner = "someone".into();
             let wire = convert::job_spec_pb(&config);
             assert_eq!(convert::job_config("spec", &wire).as_ref(), Ok(&config), "{}", file.display());
         }
@@ -404,6 +438,17 @@ mod tests {
         assert_eq!(stateful.kind, JobKind::Stateful);
         assert!(stateful.default_task.volume.is_some());
         assert!(stateful.default_task.args.join(" ").contains("$PACELINE_VOLUME"));
+    }
+
+    #[test]
+    fn the_owner_defaults_to_the_os_user_without_a_token_and_to_the_server_with_one() {
+        let user = default_owner(None).expect("the OS user is known");
+        assert!(!user.is_empty());
+        if let Ok(env_user) = std::env::var("USER") {
+            assert_eq!(user, env_user.trim());
+        }
+        assert_eq!(default_owner(Some("tok")), None, "the server names the token's principal");
+        assert_eq!(default_owner(Some("  ")).as_deref(), Some(user.as_str()), "a blank token is no token");
     }
 
     #[test]

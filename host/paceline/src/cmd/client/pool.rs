@@ -3,13 +3,14 @@
 //! A pool file is one entry of the model's pool YAML
 //! (`paceline_model::pool::PoolEntry`, see docs/resmgr.md), with `path`
 //! optional since the command names it; a whole `pools:` file is accepted
-//! too, and the entry with the command's path is taken from it.
+//! too, and the entry with the command's path is taken from it; and so is
+//! what `pool get -o yaml|json` prints (its `spec:` is taken).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use paceline_api::pools::pool_spec_pb;
-use paceline_model::pool::{PoolEntry, PoolFile, PoolSpec, UNLIMITED};
+use paceline_model::pool::{PerKind, PoolEntry, PoolFile, PoolSpec, PoolType, ResourceKind, UNLIMITED, amount_text};
 use paceline_proto::v1 as pb;
 use pb::pool_service_client::PoolServiceClient;
 use serde_json::json;
@@ -33,7 +34,8 @@ pub enum PoolCommand {
     Create {
         /// Pool path, such as /team/batch.
         path: String,
-        /// The pool spec (YAML: reservation, limit, share, type, slack_limit, queue_policy).
+        /// The pool spec (YAML: reservation, limit, share, type, slack_limit, queue_policy;
+        /// kinds `cpu_millis`, `memory_mib`, `disk_mib`, `gpus`; see docs/resmgr.md).
         file: PathBuf,
     },
     /// Show one pool with its entitlement, allocation and demand.
@@ -72,6 +74,21 @@ pub fn load_pool(path: &str, file: &Path) -> anyhow::Result<PoolSpec> {
     let bytes = super::read_file(file)?;
     let invalid = |e: &dyn std::fmt::Display| bad_input(format!("{}: invalid pool spec: {e}", file.display()));
     let mut doc: serde_yaml::Value = serde_yaml::from_slice(&bytes).map_err(|e| invalid(&e))?;
+    // What `pool get -o yaml|json` printed: the spec is under `spec:`, the
+    // rest is status, so the output can be edited and applied as it is.
+    let shown = doc.as_mapping().filter(|m| m.contains_key("spec") && m.contains_key("entitlement"));
+    if let Some(m) = shown {
+        let named = m.get("path").and_then(serde_yaml::Value::as_str).map(str::to_owned);
+        if let Some(p) = named.filter(|p| p != path) {
+            return Err(invalid(&format!("`path` is {p}, but the command names {path}")));
+        }
+        let mut spec = m.get("spec").cloned().unwrap_or(serde_yaml::Value::Null);
+        if let Some(spec) = spec.as_mapping_mut() {
+            spec.insert("path".into(), path.into());
+        }
+        let entry: PoolEntry = serde_yaml::from_value(spec).map_err(|e| invalid(&format!("spec: {e}")))?;
+        return checked(entry, &invalid);
+    }
     let empty = doc.is_null();
     let entry = match doc.as_mapping_mut() {
         Some(m) if m.contains_key("pools") => {
@@ -105,8 +122,14 @@ pub fn load_pool(path: &str, file: &Path) -> anyhow::Result<PoolSpec> {
         None if empty => PoolEntry { path: path.to_owned(), ..PoolEntry::default() },
         None => return Err(invalid(&"expected a mapping of pool fields")),
     };
+    checked(entry, &invalid)
+}
+
+/// The entry's spec, checked as the server will check it.
+fn checked(entry: PoolEntry, invalid: &dyn Fn(&dyn std::fmt::Display) -> anyhow::Error) -> anyhow::Result<PoolSpec> {
     let spec = entry.spec();
     spec.check().map_err(|e| invalid(&e))?;
+    spec.check_usable().map_err(|e| invalid(&format!("{}: {e}", e.field())))?;
     Ok(spec)
 }
 
@@ -163,67 +186,105 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
     }
 }
 
-/// An amount, `-` for unlimited.
+/// An amount, `unlimited` for no limit.
 fn amount(v: u64) -> String {
-    if v == UNLIMITED { "-".into() } else { v.to_string() }
+    amount_text(v)
 }
 
-/// Per-kind amounts as `cpu/memory/disk/gpu`.
-fn kinds(p: Option<&pb::PerKind>) -> String {
-    let p = p.cloned().unwrap_or_default();
-    [p.cpu, p.memory, p.disk, p.gpu].map(amount).join("/")
+/// Per-kind amounts as `cpu_millis/memory_mib/disk_mib/gpus`; one
+/// `unlimited` when every kind is.
+fn kinds(p: &PerKind<u64>) -> String {
+    if p.to_array().iter().all(|v| *v == UNLIMITED) {
+        return "unlimited".into();
+    }
+    p.to_array().map(amount).join("/")
 }
 
-/// Per-kind limits: on the wire an unset (0) kind is unlimited, shown `-`.
-fn limits(p: Option<&pb::PerKind>) -> String {
+/// Per-kind amounts from the wire.
+fn wire_kinds(p: Option<&pb::PerKind>) -> String {
     let p = p.cloned().unwrap_or_default();
-    [p.cpu, p.memory, p.disk, p.gpu].map(|v| if v == 0 { "-".into() } else { amount(v) }).join("/")
+    kinds(&PerKind { cpu: p.cpu, memory: p.memory, disk: p.disk, gpu: p.gpu })
 }
+
+/// Shares: one weight when every kind has the same, else per kind.
+fn shares(p: &PerKind<u64>) -> String {
+    if p.to_array().iter().all(|v| *v == p.cpu) {
+        p.cpu.to_string()
+    } else {
+        p.to_array().map(|v| v.to_string()).join("/")
+    }
+}
+
+/// `elastic`, `static`, or the static kinds by name.
+fn pool_type(p: &PerKind<PoolType>) -> String {
+    let fixed: Vec<&str> =
+        ResourceKind::ALL.into_iter().filter(|k| p.get(*k) == PoolType::Static).map(ResourceKind::field).collect();
+    match fixed.len() {
+        0 => "elastic".into(),
+        4 => "static".into(),
+        _ => format!("static: {}", fixed.join(",")),
+    }
+}
+
+/// What the amounts in a table mean.
+const UNITS: &str = "amounts are cpu_millis/memory_mib/disk_mib/gpus; shares are weights";
 
 fn pool_tree(resp: &pb::ListPoolsResponse) -> String {
-    let mut t = Table::new(&["POOL", "RESERVATION", "ENTITLEMENT", "ALLOCATION", "DEMAND", "QUEUED", "TASKS"]);
+    let mut t = Table::new(&[
+        "POOL",
+        "TYPE",
+        "RESERVATION",
+        "LIMIT",
+        "SHARE",
+        "ENTITLEMENT",
+        "ALLOCATION",
+        "DEMAND",
+        "QUEUED",
+        "TASKS",
+    ]);
     for p in &resp.pools {
         // The server lists parents before children, so indenting by depth draws the tree.
         let depth = p.path.split('/').filter(|s| !s.is_empty()).count();
         let name = format!("{}{}", "  ".repeat(depth), p.path);
+        let spec = p.spec.as_ref().map(render::model_pool_spec).unwrap_or_default();
         t.row(vec![
             name,
-            kinds(p.spec.as_ref().and_then(|s| s.reservation.as_ref())),
-            kinds(p.entitlement.as_ref()),
-            kinds(p.allocation.as_ref()),
-            kinds(p.demand.as_ref()),
+            pool_type(&spec.pool_type),
+            kinds(&spec.reservation),
+            kinds(&spec.limit),
+            shares(&spec.share),
+            wire_kinds(p.entitlement.as_ref()),
+            wire_kinds(p.allocation.as_ref()),
+            wire_kinds(p.demand.as_ref()),
             p.queued_gangs.to_string(),
             p.live_tasks.to_string(),
         ]);
     }
     let c = resp.capacity.unwrap_or_default();
-    format!(
-        "{}amounts are cpu millicores/memory MiB/disk MiB/gpus; cluster capacity {}/{}/{}/{}\n",
-        t.render(),
-        c.cpu_millis,
-        c.memory_mib,
-        c.disk_mib,
-        c.gpus
-    )
+    format!("{}{UNITS}; cluster capacity {}/{}/{}/{}\n", t.render(), c.cpu_millis, c.memory_mib, c.disk_mib, c.gpus)
 }
 
 fn pool_fields(p: &pb::Pool) -> String {
-    let spec = p.spec.clone().unwrap_or_default();
+    let spec = p.spec.as_ref().map(render::model_pool_spec).unwrap_or_default();
+    let queue_policy = match spec.queue_policy {
+        paceline_model::pool::QueuePolicy::PriorityFifo => "priority_fifo",
+        paceline_model::pool::QueuePolicy::Fifo => "fifo",
+    };
     fields(&[
         ("path", p.path.clone()),
-        ("reservation", kinds(spec.reservation.as_ref())),
-        ("limit", limits(spec.limit.as_ref())),
-        ("share", kinds(spec.share.as_ref())),
-        ("static kinds", super::output::list(&spec.static_kinds)),
-        ("slack limit", kinds(spec.slack_limit.as_ref())),
-        ("queue policy", super::output::or_dash(&spec.queue_policy)),
-        ("entitlement", kinds(p.entitlement.as_ref())),
-        ("allocation", kinds(p.allocation.as_ref())),
-        ("demand", kinds(p.demand.as_ref())),
+        ("type", pool_type(&spec.pool_type)),
+        ("reservation", kinds(&spec.reservation)),
+        ("limit", kinds(&spec.limit)),
+        ("share", shares(&spec.share)),
+        ("slack limit", kinds(&spec.slack_limit)),
+        ("queue policy", queue_policy.into()),
+        ("entitlement", wire_kinds(p.entitlement.as_ref())),
+        ("allocation", wire_kinds(p.allocation.as_ref())),
+        ("demand", wire_kinds(p.demand.as_ref())),
         ("queued gangs", p.queued_gangs.to_string()),
         ("live tasks", p.live_tasks.to_string()),
         ("children", super::output::list(&p.children)),
-        ("(amounts)", "cpu millicores/memory MiB/disk MiB/gpus".into()),
+        ("(units)", UNITS.into()),
     ])
 }
 
@@ -239,13 +300,15 @@ mod tests {
 
     #[test]
     fn a_pool_file_is_one_entry_or_a_whole_tree() {
-        let one = write("reservation: { cpu: 4000 }\ntype: { gpu: static }\n");
+        let one = write("reservation: { cpu: 4000 }\ntype: { gpu: static }\nlimit: { gpus: 0 }\n");
         let spec = load_pool("/a", one.path()).expect("one entry");
         assert_eq!(spec.reservation.cpu, 4000);
         let wire = pool_spec_pb(&spec);
         assert_eq!(wire.static_kinds, vec!["gpu".to_owned()]);
-        // The server's own conversion: unlimited travels as 0 and comes back.
+        // The server's own conversion: unlimited travels as 0 and comes back,
+        // a limit of 0 is named in limited_kinds and stays 0.
         assert_eq!(wire.limit.map(|l| l.cpu), Some(0));
+        assert_eq!(wire.limited_kinds, vec!["gpu".to_owned()]);
         assert_eq!(paceline_api::pools::pool_spec("spec", &wire), Ok(spec));
 
         let tree = write("pools:\n  - path: /a\n  - path: /a/b\n    share: { cpu: 3 }\n");
@@ -255,16 +318,45 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_share_and_unlimited_are_accepted_and_printed_back() {
+        let f = write("share: 2\nlimit: { memory_mib: unlimited, cpu_millis: 8000 }\n");
+        let spec = load_pool("/a", f.path()).expect("plain share");
+        assert_eq!(spec.share, PerKind::splat(2));
+        assert_eq!((spec.limit.cpu, spec.limit.memory), (8000, UNLIMITED));
+        assert_eq!(kinds(&spec.limit), "8000/unlimited/unlimited/unlimited");
+        assert_eq!(kinds(&PerKind::splat(UNLIMITED)), "unlimited");
+        assert_eq!(shares(&spec.share), "2");
+        let json = render::pool_spec(&pool_spec_pb(&spec));
+        assert_eq!(json["limit"]["memory_mib"], "unlimited");
+        assert_eq!(json["limit"]["cpu_millis"], 8000);
+        assert_eq!(json["share"], 2);
+        assert_eq!(json["type"], "elastic");
+        assert!(json.get("static_kinds").is_none(), "one vocabulary: {json}");
+        // What `pool get -o yaml` shows of a spec is a pool file, and so is
+        // the whole of what it shows.
+        let shown = write(&serde_yaml::to_string(&json).expect("yaml"));
+        assert_eq!(load_pool("/a", shown.path()).expect("reads back"), spec);
+        let pool = pb::Pool { path: "/a".into(), spec: Some(pool_spec_pb(&spec)), ..Default::default() };
+        let whole = write(&serde_yaml::to_string(&render::pool(&pool)).expect("yaml"));
+        assert_eq!(load_pool("/a", whole.path()).expect("the whole output reads back"), spec);
+        let e = load_pool("/b", whole.path()).expect_err("another pool's output");
+        assert!(e.to_string().contains("`path` is /a, but the command names /b"), "{e}");
+    }
+
+    #[test]
     fn pool_file_errors_name_the_field() {
         let cases = [
-            ("reservation: { cpu: 10 }\nlimit: { cpu: 5 }\n", "reservation.cpu"),
+            ("reservation: { cpu: 10 }\nlimit: { cpu: 5 }\n", "reservation.cpu_millis"),
             ("reservation: { cpus: 10 }\n", "cpus"),
             ("reservation: { cpu: -1 }\n", "cpu"),
             ("path: /b\n", "`path` is /b"),
-            ("{ share: { cpu: 0 } }", "share.cpu"),
+            ("{ share: { cpu: 0 } }", "share.cpu_millis"),
+            ("share: 0\n", "share.cpu_millis"),
+            ("limit: { cpu_millis: 0 }\n", "limit.cpu_millis: a limit of 0 means no task that needs cpu"),
+            ("type: static\nreservation: { cpu: 2000 }\n", "type.memory_mib: static with no memory reservation"),
             (
                 "# comment\nreservation:\n  cpu: -1\n",
-                "reservation.cpu: invalid type: integer `-1`, expected u64 at line 3",
+                "reservation.cpu: -1 is negative; amounts are 0 or more at line 3",
             ),
         ];
         for (text, needle) in cases {

@@ -45,10 +45,22 @@ pub fn resources(r: Option<&pb::Resources>) -> Value {
     json!({"cpu_millis": r.cpu_millis, "memory_mib": r.memory_mib, "disk_mib": r.disk_mib, "gpus": r.gpus, "ports": r.ports})
 }
 
-/// Per-kind amounts.
+/// An amount: the number, or `"unlimited"` for 2^64-1.
+pub fn amount(v: u64) -> Value {
+    if v == paceline_model::pool::UNLIMITED { json!("unlimited") } else { json!(v) }
+}
+
+/// Per-kind amounts, named as task and host resources are (`cpu_millis`,
+/// `memory_mib`, `disk_mib`, `gpus`).
 pub fn per_kind(p: Option<&pb::PerKind>) -> Value {
     let p = p.cloned().unwrap_or_default();
-    json!({"cpu": p.cpu, "memory": p.memory, "disk": p.disk, "gpu": p.gpu})
+    json!({"cpu_millis": amount(p.cpu), "memory_mib": amount(p.memory), "disk_mib": amount(p.disk), "gpus": amount(p.gpu)})
+}
+
+/// A pool spec from the wire as the model reads it; a spec this build cannot
+/// read is shown with every default rather than not at all.
+pub fn model_pool_spec(s: &pb::PoolSpec) -> paceline_model::pool::PoolSpec {
+    paceline_api::pools::pool_spec("spec", s).unwrap_or_default()
 }
 
 /// A job spec through the model; a spec the model refuses is shown with the
@@ -133,16 +145,15 @@ pub fn task_event(e: &pb::TaskEvent) -> Value {
     })
 }
 
-/// A pool spec.
+/// A pool spec in the form a pool file is written in (`paceline pool
+/// create` takes it back): kinds by unit name, `unlimited`, `type`.
 pub fn pool_spec(s: &pb::PoolSpec) -> Value {
-    json!({
-        "reservation": per_kind(s.reservation.as_ref()),
-        "limit": per_kind(s.limit.as_ref()),
-        "share": per_kind(s.share.as_ref()),
-        "static_kinds": s.static_kinds,
-        "slack_limit": per_kind(s.slack_limit.as_ref()),
-        "queue_policy": s.queue_policy,
-    })
+    let entry = paceline_model::pool::PoolEntry::from_spec("", &model_pool_spec(s));
+    let mut v = serde_json::to_value(&entry).unwrap_or(Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        m.remove("path");
+    }
+    v
 }
 
 /// A pool.

@@ -1,0 +1,148 @@
+//! Examples shown under every command's `--help`, in one table so that a
+//! command added without one fails the test below rather than shipping
+//! without it.
+
+/// `(command path, example lines)`; the path is the words after `paceline`.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "",
+        "paceline dev                                  # a local cluster\npaceline job create examples/hello.yaml\npaceline completion bash > ~/.local/share/bash-completion/completions/paceline",
+    ),
+    (
+        "server",
+        "paceline server --config /etc/paceline/server.yaml\npaceline server --data-dir /var/lib/paceline --tokens-file /etc/paceline/tokens.yaml\npaceline server --roles placement --core core1:7400,core2:7400",
+    ),
+    (
+        "dev",
+        "paceline dev                                  # two local agents, data in ./.paceline-dev\npaceline dev --agents 3 --tokens-file tokens.yaml\npaceline dev --sim-hosts 1000 --data-dir /tmp/big",
+    ),
+    ("demo", "paceline demo"),
+    (
+        "agent",
+        "paceline agent --manager http://hostmgr.example:7401 --data-dir /var/lib/paceline/agent --attribute zone=a\npaceline agent --detect                       # print what would be reported",
+    ),
+    ("plugin", "paceline plugin validate target/wasm32-wasip2/release/my_policy.wasm\npaceline plugin list"),
+    ("plugin validate", "paceline plugin validate my_policy.wasm --slot placement/batch"),
+    ("plugin run", "paceline plugin run my_policy.wasm --scenario plugins/binpack/scenarios/01-best-fit.yaml"),
+    ("plugin deploy", "paceline plugin deploy placement/batch my-policy 1.0 my_policy.wasm"),
+    ("plugin list", "paceline plugin list -o yaml"),
+    ("plugin activate", "paceline plugin activate placement/batch my-policy@1.0"),
+    ("plugin rollback", "paceline plugin rollback placement/batch"),
+    (
+        "plugin shadow",
+        "paceline plugin shadow placement/batch my-policy@1.1\npaceline plugin shadow placement/batch my-policy@1.1 --stop   # print the report",
+    ),
+    ("bench", "cargo run --release -p paceline -- bench plugin"),
+    ("bench plugin", "paceline bench plugin --tasks 1000 --hosts 10000"),
+    ("bench resmgr", "paceline bench resmgr"),
+    ("bench storage", "paceline bench storage --instances 10000 --cassandra 127.0.0.1:9042"),
+    ("bench hosts", "paceline bench hosts"),
+    ("bench jobmgr", "paceline bench jobmgr"),
+    ("bench pipeline", "paceline bench pipeline"),
+    ("job", "paceline job create examples/hello.yaml\npaceline job list --state running"),
+    (
+        "job create",
+        "paceline job create examples/hello.yaml        # prints the job id\npaceline job create web.yaml -o json           # {\"id\": …, \"owner\": …}",
+    ),
+    (
+        "job get",
+        "paceline job get hello-3f9c1a2b\npaceline job get hello-3f9c1a2b -o yaml        # the spec as a job file",
+    ),
+    ("job list", "paceline job list --state running --owner alice --pool /team-a"),
+    ("job kill", "paceline job kill hello-3f9c1a2b\npaceline job kill web-0a1b2c3d --instances 0,2"),
+    ("job restart", "paceline job restart web-0a1b2c3d --batch-size 2"),
+    (
+        "job update",
+        "paceline job update web-0a1b2c3d web-v2.yaml --dry-run\npaceline job update web-0a1b2c3d web-v2.yaml --batch-size 2",
+    ),
+    ("job delete", "paceline job delete hello-3f9c1a2b"),
+    ("job pause", "paceline job pause web-0a1b2c3d"),
+    ("job resume", "paceline job resume web-0a1b2c3d"),
+    ("job abort", "paceline job abort web-0a1b2c3d"),
+    ("task", "paceline task list hello-3f9c1a2b\npaceline task logs hello-3f9c1a2b 0"),
+    ("task list", "paceline task list web-0a1b2c3d --state running"),
+    ("task get", "paceline task get hello-3f9c1a2b 0             # pending_reason says why it waits"),
+    ("task kill", "paceline task kill web-0a1b2c3d 1"),
+    ("task restart", "paceline task restart web-0a1b2c3d 1"),
+    ("task logs", "paceline task logs hello-3f9c1a2b 0\npaceline task logs web-0a1b2c3d 1 --stderr --follow"),
+    ("task events", "paceline task events hello-3f9c1a2b 0"),
+    ("pool", "paceline pool list\npaceline pool create /team-a examples/pools.yaml"),
+    (
+        "pool create",
+        "paceline pool create /team-a examples/pools.yaml\necho 'reservation: {cpu_millis: 2000, memory_mib: 4096}' > p.yaml && paceline pool create /team-b p.yaml",
+    ),
+    (
+        "pool get",
+        "paceline pool get /default\npaceline pool get /team-a -o yaml > team-a.yaml   # a pool file to edit and apply",
+    ),
+    ("pool update", "paceline pool update /team-a team-a.yaml"),
+    ("pool delete", "paceline pool delete /team-b"),
+    ("pool list", "paceline pool list\npaceline pool list -o json"),
+    ("host", "paceline host list\npaceline host drain dev-1 --then-down"),
+    ("host list", "paceline host list"),
+    ("host get", "paceline host get dev-1"),
+    ("host drain", "paceline host drain dev-1 --then-down"),
+    ("host down", "paceline host down dev-1"),
+    ("host up", "paceline host up dev-1"),
+    ("watch", "paceline watch --job hello-3f9c1a2b\npaceline watch --kind job,pool -o json"),
+    ("auth", "paceline auth token --name alice --role user --pool /team-a"),
+    (
+        "auth token",
+        "paceline auth token --name alice --role user --pool /team-a\npaceline auth token --name ops --role operator",
+    ),
+    (
+        "completion",
+        "paceline completion bash > ~/.local/share/bash-completion/completions/paceline\npaceline completion zsh > \"${fpath[1]}/_paceline\"\npaceline completion fish > ~/.config/fish/completions/paceline.fish",
+    ),
+];
+
+/// The example lines for a command path, if the table has them.
+fn example(path: &str) -> Option<&'static str> {
+    EXAMPLES.iter().find(|(p, _)| *p == path).map(|(_, e)| *e)
+}
+
+/// `command` with an `Examples:` section after every (sub)command's help.
+pub fn with_examples(command: clap::Command) -> clap::Command {
+    attach(command, "")
+}
+
+fn attach(mut command: clap::Command, path: &str) -> clap::Command {
+    if let Some(e) = example(path) {
+        let indented: String = e.lines().map(|l| format!("  {l}\n")).collect();
+        command = command.after_help(format!("Examples:\n{}", indented.trim_end()));
+    }
+    let names: Vec<String> = command.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    for name in names {
+        let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+        command = command.mut_subcommand(&name, |s| attach(s, &sub_path));
+    }
+    command
+}
+
+/// Every command path (words after `paceline`), the root as "".
+#[cfg(test)]
+pub fn paths(command: &clap::Command) -> Vec<String> {
+    fn walk(c: &clap::Command, path: &str, out: &mut Vec<String>) {
+        out.push(path.to_owned());
+        for s in c.get_subcommands().filter(|s| s.get_name() != "help") {
+            let p = if path.is_empty() { s.get_name().to_owned() } else { format!("{path} {}", s.get_name()) };
+            walk(s, &p, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(command, "", &mut out);
+    out
+}
+
+/// Paths in the table that name no command (a renamed or removed one).
+#[cfg(test)]
+pub fn stale(command: &clap::Command) -> Vec<&'static str> {
+    let all = paths(command);
+    EXAMPLES.iter().map(|(p, _)| *p).filter(|p| !all.iter().any(|a| a == p)).collect()
+}
+
+/// Paths of commands without an example.
+#[cfg(test)]
+pub fn missing(command: &clap::Command) -> Vec<String> {
+    paths(command).into_iter().filter(|p| example(p).is_none()).collect()
+}
