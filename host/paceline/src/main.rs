@@ -51,6 +51,13 @@ enum Command {
     /// Make API tokens for a server's tokens file.
     #[command(subcommand)]
     Auth(cmd::auth::AuthCommand),
+    /// Replay a cluster's history under any policies, compare two sets,
+    /// generate and import traces (docs/sim.md).
+    #[command(subcommand)]
+    Sim(cmd::sim::SimCommand),
+    /// Record a live cluster's history as a trace for `paceline sim`.
+    #[command(subcommand)]
+    Trace(cmd::sim::TraceCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -72,6 +79,8 @@ fn main() -> std::process::ExitCode {
         Command::Host(args) => cmd::client::host::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
         Command::Auth(c) => cmd::auth::run(c),
+        Command::Sim(c) => cmd::sim::run(c),
+        Command::Trace(c) => cmd::sim::trace(c),
     };
     match result {
         Ok(code) => code,

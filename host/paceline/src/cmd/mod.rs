@@ -8,4 +8,6 @@ pub mod demo;
 pub mod placement;
 pub mod plugin;
 pub mod process;
+pub mod record;
 pub mod server;
+pub mod sim;
