@@ -119,6 +119,9 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
     })
 }
 
+/// A progress callback: (virtual ms, the trace's span in ms if known, tasks arrived).
+pub type Progress = Box<dyn FnMut(u64, Option<u64>, u64)>;
+
 /// Settings of one replay.
 pub struct Options {
     /// Loop period and time resolution, ms.
@@ -137,8 +140,8 @@ pub struct Options {
     pub until_ms: Option<u64>,
     /// Most tasks a placement round takes per job kind.
     pub batch_size: usize,
-    /// Called about every 200 ms of wall time with (virtual ms, trace span ms if known, tasks arrived).
-    pub progress: Option<Box<dyn FnMut(u64, Option<u64>, u64)>>,
+    /// Called about every 200 ms of wall time.
+    pub progress: Option<Progress>,
 }
 
 impl std::fmt::Debug for Options {

@@ -47,9 +47,12 @@ pub struct RecordedJob {
     pub tasks: Vec<RecordedTask>,
 }
 
+/// A run's end: when, how, why.
+type RunEnd = (u64, TaskState, String);
+
 /// What one task's events say about its runs.
 fn script_of(events: &[TaskEvent]) -> (RunScript, Option<u64>) {
-    let mut runs: BTreeMap<u64, (Option<u64>, Option<(u64, TaskState, String)>)> = BTreeMap::new();
+    let mut runs: BTreeMap<u64, (Option<u64>, Option<RunEnd>)> = BTreeMap::new();
     for e in events {
         let r = runs.entry(e.run).or_default();
         if matches!(e.to, TaskState::Running | TaskState::Starting) && r.0.is_none() {

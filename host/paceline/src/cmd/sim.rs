@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use paceline::sim::{Options, PolicySource, builtin, replay};
+use paceline::sim::{Options, PolicySource, Progress, builtin, replay};
 use paceline_sim::Report;
 use paceline_sim::render;
 
@@ -262,7 +262,7 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
         plugins.insert(name.to_string(), std::fs::read(path).with_context(|| format!("--plugin {p}: reading {path}"))?);
     }
     let policies = policies.iter().map(|p| parse_policy(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    let progress: Option<Box<dyn FnMut(u64, Option<u64>, u64)>> = if std::io::stderr().is_terminal() {
+    let progress: Option<Progress> = if std::io::stderr().is_terminal() {
         let label = label.to_string();
         Some(Box::new(move |now: u64, span: Option<u64>, arrived: u64| {
             let bar = match span {

@@ -97,14 +97,12 @@ pub fn import(machines: impl BufRead, tasks: impl BufRead, opts: &Options) -> Re
     events.push(Timed { at: 0, event: Event::Pool(super::openb::reserving(&opts.pool, &total)) });
     let mut jobs: Vec<(u64, JobEvent)> = Vec::new();
     let mut ids: BTreeSet<String> = BTreeSet::new();
-    let mut task_rows = 0u64;
     let mut last_end = 0u64;
-    for row in rows(TASKS, tasks) {
+    for (task_rows, row) in rows(TASKS, tasks).enumerate() {
         let row = row?;
-        if opts.max_tasks.is_some_and(|m| task_rows >= m) {
+        if opts.max_tasks.is_some_and(|m| task_rows as u64 >= m) {
             break;
         }
-        task_rows += 1;
         let task_name = text(&row, 0);
         let instances: u64 = field(TASKS, &row, 1, "instance_num")?;
         let job_name = text(&row, 2);

@@ -127,6 +127,6 @@ pub(crate) fn float(file: &str, row: &Row, index: usize, column: &str) -> Result
 }
 
 /// A text column (empty when absent).
-pub(crate) fn text<'a>(row: &'a Row, index: usize) -> &'a str {
+pub(crate) fn text(row: &Row, index: usize) -> &str {
     row.fields.get(index).map_or("", |s| s.trim())
 }
