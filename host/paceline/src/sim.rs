@@ -347,7 +347,7 @@ impl Runner {
         Ok(())
     }
 
-    /// Applies one trace event at virtual `now`.
+    /// Applies one trace event that the trace dates `at` (the step runs at or after it).
     async fn apply(&mut self, line: u64, at: u64, event: Event) -> Result<(), SimError> {
         let refused = |message: String| SimError::Refused { line, message };
         match event {
@@ -642,7 +642,8 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
                 ended = true;
                 break;
             }
-            runner.apply(line, now, timed.event).await?;
+            // Arrivals count from the trace's time; they take effect at this step.
+            runner.apply(line, timed.at, timed.event).await?;
             applied = true;
             pending = next_event(&mut reader)?;
         }

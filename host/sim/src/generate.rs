@@ -192,8 +192,14 @@ fn pools(capacity: &Resources) -> Vec<PoolEntry> {
     let pct = |v: u64, p: u64| Some(v / 100 * p);
     let entry = |path: &str| PoolEntry { path: path.into(), ..PoolEntry::default() };
     let mut prod = entry("/prod");
-    prod.reservation =
-        PerKind { cpu: pct(capacity.cpu_millis, 20), memory: pct(capacity.memory_mib, 20), disk: None, gpu: None };
+    // Services are not preemptible: they are admitted within the
+    // reservation, in every kind they ask for.
+    prod.reservation = PerKind {
+        cpu: pct(capacity.cpu_millis, 20),
+        memory: pct(capacity.memory_mib, 20),
+        disk: pct(capacity.disk_mib, 20),
+        gpu: None,
+    };
     let batch = entry("/batch");
     let mut a = entry("/batch/a");
     a.share = PerKind { cpu: Some(2), memory: Some(2), disk: Some(2), gpu: Some(2) };

@@ -115,7 +115,7 @@ const OPENB_PODS: &str =
 openb-pod-0000,12000,16384,1,1000,,LS,Running,100,1100,100
 openb-pod-0001,6000,12288,1,460,,BE,Succeeded,150,400,160
 openb-pod-0002,16000,32768,2,1000,V100M16|V100M32,Burstable,Failed,200,260,205
-openb-pod-0003,4000,8192,0,0,,BE,Pending,300,900,0
+openb-pod-0003,4000,8192,0,0,,BE,Pending,300,900,
 ";
 
 #[test]

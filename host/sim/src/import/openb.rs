@@ -178,7 +178,9 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
         let gpu_milli: u64 = field(PODS, &row, gmilli_i, "gpu_milli")?;
         let created: u64 = field(PODS, &row, create_i, "creation_time")?;
         let deleted: u64 = field(PODS, &row, delete_i, "deletion_time")?;
-        let scheduled: u64 = field(PODS, &row, sched_i, "scheduled_time")?;
+        // Empty for pods production never scheduled (phase Pending).
+        let scheduled: u64 =
+            if text(&row, sched_i).is_empty() { 0 } else { field(PODS, &row, sched_i, "scheduled_time")? };
         let phase = text(&row, phase_i);
         let qos = text(&row, qos_i);
         let fractional = num_gpu == 1 && gpu_milli < 1_000;
