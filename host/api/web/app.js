@@ -173,7 +173,13 @@ async function renderPlugins() {
   }
 }
 
-const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins };
+// The Simulate tab is instructions: the command that records this server.
+async function renderSimulate() {
+  document.getElementById("sim-record").textContent =
+    "paceline trace record --server " + window.location.origin + " -o trace.jsonl";
+}
+
+const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins, simulate: renderSimulate };
 
 async function render() {
   try {

@@ -47,11 +47,21 @@ pub struct JobManagerConfig {
     pub kill_retry_ms: u64,
     /// Task events kept per `task_events` call.
     pub events_limit: u32,
+    /// Jobs whose placements or run updates are handled at once (their
+    /// writes share the store's group commits). 1 handles them one after
+    /// another in job order: what a replay needs for its outcome not to
+    /// depend on which store write or plugin call returns first.
+    pub concurrent_jobs: usize,
 }
 
 impl Default for JobManagerConfig {
     fn default() -> Self {
-        JobManagerConfig { max_instances: 100_000, kill_retry_ms: 30_000, events_limit: 100 }
+        JobManagerConfig {
+            max_instances: 100_000,
+            kill_retry_ms: 30_000,
+            events_limit: 100,
+            concurrent_jobs: CONCURRENT_JOBS,
+        }
     }
 }
 

@@ -5,4 +5,5 @@ pub mod cluster;
 pub mod ha;
 pub mod leader;
 pub mod server;
+pub mod sim;
 pub mod wiring;

@@ -67,6 +67,13 @@ enum Command {
     /// Make API tokens for a server's tokens file.
     #[command(subcommand)]
     Auth(cmd::auth::AuthCommand),
+    /// Replay a cluster's history under any policies, compare two sets,
+    /// generate and import traces (docs/sim.md).
+    #[command(subcommand)]
+    Sim(cmd::sim::SimCommand),
+    /// Record a live cluster's history as a trace for `paceline sim`.
+    #[command(subcommand)]
+    Trace(cmd::sim::TraceCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completion {
         /// The shell.
@@ -122,6 +129,8 @@ fn main() -> std::process::ExitCode {
             clap_complete::generate(shell, &mut command(), "paceline", &mut std::io::stdout());
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Sim(c) => cmd::sim::run(c),
+        Command::Trace(c) => cmd::sim::trace(c),
     };
     match result {
         Ok(code) => code,

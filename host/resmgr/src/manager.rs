@@ -538,6 +538,13 @@ impl ResourceManager {
         })
     }
 
+    /// The live admitted task of (`job`, `instance`), if any: a scan, for
+    /// rare questions ("why is this task still waiting?").
+    pub fn find_task(&self, job: u64, instance: u32) -> Option<TaskInfo> {
+        let i = self.tasks.iter().position(|t| t.live && t.job == job && t.instance == instance)?;
+        self.task(handle(i as u32, self.tasks[i].generation))
+    }
+
     /// Hands up to `max` READY tasks of one job kind to placement (they become
     /// PLACING). A gang is never split: the batch runs past `max` to finish it.
     pub fn take_ready(&mut self, kind: JobKind, max: usize, now_ms: u64, out: &mut Vec<ReadyTask>) -> usize {
@@ -704,6 +711,17 @@ impl ResourceManager {
             if let Err(e) = self.submit_to(p, spec, now_ms) {
                 tracing::error!(error = %e, "requeue of a preempted task failed");
             }
+        }
+    }
+
+    /// The earliest time a timer (state timeout) or a placement backoff is
+    /// due, if any: a caller driving a virtual clock need not tick before.
+    pub fn next_wake_ms(&self) -> Option<u64> {
+        let timer = self.timers.peek().map(|Reverse((at, _, _))| *at);
+        let backoff = self.backoff.peek().map(|Reverse((at, _))| *at);
+        match (timer, backoff) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

@@ -20,6 +20,7 @@
 //! - [`error`]: [`StoreError`], one error type for both backends.
 //! - [`config`]: `storage: {sqlite: …}` / `storage: {cassandra: …}` and [`open`].
 //! - [`sqlite`]: the embedded backend (WAL, one writer thread, group commit).
+//! - [`memory`]: in ordered maps, not durable: the simulator's store.
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`bench`]: the `paceline bench storage` figures.
 //! - `validate` (private): input checks shared by both backends.
@@ -30,6 +31,7 @@ pub mod cassandra;
 pub mod config;
 pub mod error;
 pub mod fence;
+pub mod memory;
 pub mod sqlite;
 pub mod store;
 pub mod types;

@@ -230,6 +230,12 @@ impl SimProvider {
         self.state().runs.len()
     }
 
+    /// When the next scripted run end (or kill grace) is due on the virtual
+    /// clock, if any: a driver can jump straight there.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.state().next_due()
+    }
+
     /// Updates sent and not yet acknowledged, over all runs.
     pub fn unacked_count(&self) -> usize {
         self.state().runs.values().map(|r| r.unacked.len()).sum()

@@ -260,6 +260,11 @@ impl JobManager {
     /// reservation: …", "over entitlement by …"), while its gang is queued
     /// there; `None` once admitted (or for an unknown task).
     pub fn admission_reason(&self, id: &str, instance: u32) -> Option<String> {
+        self.admission_info(id, instance).map(|info| info.to_string())
+    }
+
+    /// [`JobManager::admission_reason`] as data.
+    pub fn admission_info(&self, id: &str, instance: u32) -> Option<paceline_resmgr::PendingInfo> {
         let gang = {
             let m = self.mem();
             m.key_of(id)
@@ -268,6 +273,14 @@ impl JobManager {
                 .and_then(|t| t.gang)?
         };
         let rm = self.resmgr.lock().ok()?;
-        rm.why_pending(gang).map(|info| info.to_string())
+        rm.why_pending(gang)
+    }
+
+    /// Why the last placement round left an admitted task unplaced, while
+    /// it waits for another round; `None` once placed, or if no round tried.
+    pub fn placement_failure(&self, id: &str, instance: u32) -> Option<paceline_model::UnplacedReason> {
+        let key = self.mem().key_of(id)?;
+        let rm = self.resmgr.lock().ok()?;
+        rm.find_task(key, instance).and_then(|t| t.last_unplaced)
     }
 }

@@ -14,8 +14,8 @@ use paceline_model::run::LaunchRequest;
 use paceline_model::task::{TaskEvent, TaskId, TaskRuntime, TaskState};
 use paceline_resmgr::{TaskEvent as RmEvent, TaskState as RmState};
 
+use super::JobManager;
 use super::writes::Write;
-use super::{CONCURRENT_JOBS, JobManager};
 use crate::error::JobError;
 use crate::state::{Mem, TaskEntry};
 
@@ -220,7 +220,7 @@ impl JobManager {
                     }
                 }
             })
-            .buffer_unordered(CONCURRENT_JOBS)
+            .buffer_unordered(self.config.concurrent_jobs.max(1))
             .collect()
             .await;
         for (launched, refused) in outcomes {

@@ -10,10 +10,10 @@ use paceline_model::run::{RunState, RunUpdate};
 use paceline_model::task::{TaskEvent, TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
 
+use super::JobManager;
 use super::launch::refused_launch;
 use super::lifecycle::MAX_RUN_TIME;
 use super::writes::Write;
-use super::{CONCURRENT_JOBS, JobManager};
 use crate::deadline::{Deadline, DeadlineKind};
 use crate::error::JobError;
 
@@ -88,7 +88,7 @@ impl JobManager {
                 let res = self.apply_run_updates(key, &ups).await;
                 (idx, res)
             })
-            .buffer_unordered(CONCURRENT_JOBS)
+            .buffer_unordered(self.config.concurrent_jobs.max(1))
             .collect()
             .await;
         for (idx, res) in done {

@@ -9,4 +9,6 @@ pub mod help;
 pub mod placement;
 pub mod plugin;
 pub mod process;
+pub mod record;
 pub mod server;
+pub mod sim;

@@ -3,6 +3,7 @@
 
 mod cassandra;
 mod conformance;
+mod memory;
 mod sqlite;
 
 /// Instantiates every conformance test for a backend. `$make` is an async
