@@ -36,7 +36,8 @@ fn components() -> PathBuf {
 
 fn registry_with_cache() -> Arc<Registry> {
     // The default limits, the default 2 s deadline: what a server runs with.
-    let config = RuntimeConfig { cache_dir: Some(root().join("target/plugin-cache/tests")), ..RuntimeConfig::default() };
+    let config =
+        RuntimeConfig { cache_dir: Some(root().join("target/plugin-cache/tests")), ..RuntimeConfig::default() };
     let runtime = Arc::new(PluginRuntime::new(config).expect("runtime"));
     Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"))
 }

@@ -47,11 +47,19 @@ fn new_projects_pass_their_own_tests_and_build_into_components_that_meet_their_s
     for lang in ["rust", "python", "js"] {
         for kind in ["placement", "preemption", "lifecycle"] {
             let name = format!("{lang}-{kind}");
-            ok(&format!("plugin new {name}"), &paceline(dir.path(), &["plugin", "new", &name, "--lang", lang, "--kind", kind]));
+            ok(
+                &format!("plugin new {name}"),
+                &paceline(dir.path(), &["plugin", "new", &name, "--lang", lang, "--kind", kind]),
+            );
             let project = dir.path().join(&name);
             assert!(project.join("plugin.toml").exists() && project.join("scenarios/01-example.yaml").exists());
             let test = match lang {
-                "python" => Some(Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]).current_dir(&project).output()),
+                "python" => Some(
+                    Command::new(&python)
+                        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+                        .current_dir(&project)
+                        .output(),
+                ),
                 "js" => Some(Command::new("node").arg(&node_tests).arg("test").current_dir(&project).output()),
                 _ => None,
             };

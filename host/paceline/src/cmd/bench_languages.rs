@@ -130,7 +130,10 @@ pub fn report(large: &paceline_plugin_sdk::types::PlacementRequest, repeat: u32)
             if *large_t <= Duration::from_secs(2) {
                 String::new()
             } else {
-                format!(" (set its own: paceline plugin deploy ... --deadline-ms {})", (ms(*large_t) * 2.0).ceil() as u64)
+                format!(
+                    " (set its own: paceline plugin deploy ... --deadline-ms {})",
+                    (ms(*large_t) * 2.0).ceil() as u64
+                )
             }
         );
     }

@@ -101,7 +101,9 @@ pub fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         bail!("{} already exists; choose another name or --dir (nothing was written)", dir.display());
     }
     let root = paceline_root();
-    let root = root.canonicalize().with_context(|| format!("the Paceline checkout {} is not there (set PACELINE_ROOT)", root.display()))?;
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("the Paceline checkout {} is not there (set PACELINE_ROOT)", root.display()))?;
     let files = project(&a.name, a.lang, a.kind, &root);
     for (path, text) in &files {
         let p = dir.join(path);
@@ -115,10 +117,20 @@ pub fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         Lang::Python => format!("{}/target/toolchains/python/bin/python -m pytest", root.display()),
         Lang::Js => format!("node {}/sdk/js/tools/test.mjs test", root.display()),
     };
-    println!("created {} ({:?} {} plugin, {} files)", dir.display(), a.lang, a.kind.as_str(), files.len());
+    let language = match a.lang {
+        Lang::Rust => "Rust",
+        Lang::Python => "Python",
+        Lang::Js => "TypeScript",
+    };
+    println!("created {} ({language} {} plugin, {} files)", dir.display(), a.kind.as_str(), files.len());
     println!("  test natively:   cd {} && {test}", dir.display());
     println!("  build:           paceline plugin build {}", dir.display());
-    println!("  try it:          paceline plugin run {}/target/{}.wasm --scenario {}/scenarios/01-example.yaml", dir.display(), a.name, dir.display());
+    println!(
+        "  try it:          paceline plugin run {}/target/{}.wasm --scenario {}/scenarios/01-example.yaml",
+        dir.display(),
+        a.name,
+        dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -133,7 +145,10 @@ pub fn build(a: BuildArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &a.out {
         cmd.arg(out);
     }
-    let out = cmd.stderr(std::process::Stdio::inherit()).output().with_context(|| format!("cannot run {}", script.display()))?;
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
     if !out.status.success() {
         bail!("building {} failed (see above)", a.dir.display());
     }

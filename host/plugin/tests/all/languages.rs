@@ -61,7 +61,23 @@ fn config() -> RuntimeConfig {
 /// One runtime for every test of this module, so a component compiles once.
 fn runtime() -> Arc<PluginRuntime> {
     static RT: OnceLock<Arc<PluginRuntime>> = OnceLock::new();
-    RT.get_or_init(|| Arc::new(PluginRuntime::new(config()).expect("runtime starts"))).clone()
+    RT.get_or_init(|| {
+        let rt = Arc::new(PluginRuntime::new(config()).expect("runtime starts"));
+        // Fill the compile cache once, one component at a time (wasmtime
+        // compiles each on every core), before the tests ask for them in
+        // parallel and compile the same component twice at once.
+        for name in [PLACEMENT_PORTS, PREEMPTION_PORTS, ["hostile-py", "hostile-ts"]].concat() {
+            let started = Instant::now();
+            let (_, info) = rt.compile(&component(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            eprintln!(
+                "{name}: compiled in {:.1} s (from the cache: {})",
+                started.elapsed().as_secs_f64(),
+                info.from_cache
+            );
+        }
+        rt
+    })
+    .clone()
 }
 
 /// A registry with `name` deployed (self-tested) and active in `slot`.
