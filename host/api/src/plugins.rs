@@ -154,7 +154,16 @@ impl PluginService for PluginApi {
         let (meta, bytes) = self.upload(request.into_inner()).await?;
         let options = DeployOptions { self_test: !meta.skip_self_test };
         let (slot, name, version) = (meta.slot.clone(), meta.name.clone(), meta.version.clone());
-        let deployed = self.blocking(move |r| r.deploy(&slot, &name, &version, &bytes, options)).await?;
+        let deadline = (meta.deadline_ms > 0).then(|| std::time::Duration::from_millis(meta.deadline_ms));
+        let deployed = self
+            .blocking(move |r| {
+                let deployed = r.deploy(&slot, &name, &version, &bytes, options)?;
+                if deadline.is_some() {
+                    r.set_deadline(&slot, &deployed.record.id(), deadline)?;
+                }
+                Ok(deployed)
+            })
+            .await?;
         let id = format!("{}@{}", deployed.record.name, deployed.record.version);
         tracing::info!(slot = %meta.slot, version = %id, "plugin deployed through the API");
         Ok(Response::new(pb::DeployPluginResponse { id, sha256: deployed.record.sha256 }))

@@ -145,6 +145,7 @@ impl paceline_plugin::VersionStore for StoreVersions {
                 version: v.version,
                 sha256: v.sha256,
                 deployed_at_ms: v.deployed_at_ms,
+                deadline_ms: None,
             };
             out.push((record, bytes));
         }

@@ -50,7 +50,9 @@ impl Default for RuntimeConfig {
             memory_cap_bytes: 256 << 20,
             max_wasm_stack_bytes: 512 << 10,
             fuel_per_call: None,
-            max_upload_bytes: 16 << 20,
+            // Python and JavaScript components embed their interpreter:
+            // ~18 MB (componentize-py) and ~12 MB (componentize-js).
+            max_upload_bytes: 64 << 20,
             max_concurrent_instances: 128,
             cache_dir: None,
             auto_rollback_after: 3,

@@ -40,6 +40,10 @@ pub struct VersionRecord {
     pub deployed_at_ms: u64,
     /// Current state.
     pub state: VersionState,
+    /// The version's own call deadline in milliseconds, when it has one
+    /// (`Registry::set_deadline`); otherwise the runtime's `call_deadline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 impl VersionRecord {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 use paceline_plugin_sdk::types as sdk;
@@ -238,6 +238,7 @@ impl Registry {
         let slot = self.slot(&record.slot)?;
         let (component, _) = self.runtime.compile(wasm)?;
         let prepared = self.runtime.prepare(&component, slot.world, &slot.name)?;
+        prepared.set_deadline(record.deadline_ms.map(Duration::from_millis));
         let id = record.id();
         let version =
             Arc::new(Version { record: Mutex::new(record), id, prepared, metrics: VersionMetrics::default() });
@@ -317,6 +318,7 @@ impl Registry {
             world: slot.world,
             deployed_at_ms: now_ms(),
             state: VersionState::Ready,
+            deadline_ms: None,
         };
         let candidate = Version {
             record: Mutex::new(record.clone()),
@@ -410,6 +412,30 @@ impl Registry {
         }
         let _ = self.store.update_version(&new.set_state(VersionState::Active));
         slot.active.store(Some(new.clone()));
+    }
+
+    /// Gives version `id` (`name@version`) of the slot a call deadline of its
+    /// own, or back to the runtime's with `None`, from its next call on, and
+    /// records it with the version. For plugins whose language cannot answer
+    /// a large round within the default (Python and JavaScript components
+    /// interpret their code: docs/plugin-guide.md, docs/benchmarks.md). The
+    /// self-test of a deploy runs before a deadline can be set, under the
+    /// runtime's default, on small samples.
+    pub fn set_deadline(&self, slot_name: &str, id: &str, deadline: Option<Duration>) -> Result<(), PluginError> {
+        let slot = self.slot(slot_name)?;
+        let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let version = slot
+            .find(id)
+            .ok_or_else(|| PluginError::UnknownVersion { slot: slot_name.to_string(), version: id.to_string() })?;
+        version.prepared.set_deadline(deadline);
+        let record = {
+            let mut r = version.record.lock().unwrap_or_else(|e| e.into_inner());
+            r.deadline_ms = version.prepared.deadline().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            r.clone()
+        };
+        self.store.update_version(&record).map_err(PluginError::Storage)?;
+        tracing::info!(slot = slot_name, version = id, deadline_ms = ?record.deadline_ms, "plugin deadline set");
+        Ok(())
     }
 
     /// Goes back to the version active before the current one (or to the

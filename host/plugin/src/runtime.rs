@@ -4,7 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,8 +43,10 @@ impl World {
 
 /// A component checked against its world, ready to instantiate cheaply.
 /// Obtained from [`PluginRuntime::load`]; the registry holds one per version.
+/// The third field is the version's own call deadline in milliseconds (0:
+/// the runtime's `call_deadline`), see [`Prepared::set_deadline`].
 #[derive(Clone)]
-pub struct Prepared(pub(crate) PreparedWorld, Arc<Mutex<Vec<Warm>>>);
+pub struct Prepared(pub(crate) PreparedWorld, Arc<Mutex<Vec<Warm>>>, Arc<AtomicU64>);
 
 /// An instance kept between calls, with its store.
 pub(crate) struct Warm {
@@ -78,6 +80,24 @@ impl Prepared {
     /// one `on-events` call (WIT 0.1.1); `false` for one built against 0.1.0.
     pub fn is_batched(&self) -> bool {
         matches!(self.0, PreparedWorld::LifecycleBatched(_))
+    }
+
+    /// Gives this version a call deadline of its own instead of the
+    /// runtime's `call_deadline` (`None` goes back to it), from its next
+    /// call on. For plugins whose language cannot answer a large round in
+    /// the default deadline (docs/plugin-guide.md); rounded up to whole
+    /// milliseconds, at least one.
+    pub fn set_deadline(&self, deadline: Option<Duration>) {
+        let ms = deadline.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)).unwrap_or(0);
+        self.2.store(ms, Ordering::Relaxed);
+    }
+
+    /// The version's own call deadline, if it has one.
+    pub fn deadline(&self) -> Option<Duration> {
+        match self.2.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     /// Warm instances held now.
@@ -272,14 +292,30 @@ impl PluginRuntime {
                 },
             },
             Arc::new(Mutex::new(Vec::new())),
+            Arc::new(AtomicU64::new(0)),
         ))
     }
 
+    /// Epoch ticks of a call to `prepared`: its own deadline or the runtime's.
+    fn ticks_for(&self, prepared: &Prepared) -> u64 {
+        match prepared.deadline() {
+            None => self.deadline_ticks,
+            Some(d) => {
+                let tick = self.config.epoch_tick.max(Duration::from_micros(100)).as_nanos().max(1);
+                u64::try_from(d.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX).max(1)
+            }
+        }
+    }
+
     fn new_store(&self) -> Result<Store<CallState>, (FaultKind, String)> {
+        self.new_store_with(self.deadline_ticks)
+    }
+
+    fn new_store_with(&self, deadline_ticks: u64) -> Result<Store<CallState>, (FaultKind, String)> {
         let mut store = Store::new(&self.engine, CallState::new(self.config.memory_cap_bytes));
         store.limiter(|s| &mut s.limits);
         if self.config.deadline_enforcement {
-            store.set_epoch_deadline(self.deadline_ticks);
+            store.set_epoch_deadline(deadline_ticks);
             store.epoch_deadline_trap();
         }
         if let Some(fuel) = self.config.fuel_per_call {
@@ -325,6 +361,34 @@ impl PluginRuntime {
         Some([t1 - t0, t2 - t1, t2.elapsed()])
     }
 
+    /// Linear memory of a fresh instance of `prepared` after one placement
+    /// call on `request`, in bytes (every memory of the component, as the
+    /// memory limiter saw them grow), for `paceline bench plugin`.
+    #[doc(hidden)]
+    pub fn placement_instance_memory(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Option<usize> {
+        let PreparedWorld::Placement(pre) = &prepared.0 else { return None };
+        let mut store = self.new_store_with(self.ticks_for(prepared)).ok()?;
+        let instance = pre.instantiate(&mut store).ok()?;
+        let wire = bindings::placement::request(request);
+        instance.call_place(&mut store, &wire).ok()?;
+        Some(store.data().limits.total_bytes())
+    }
+
+    /// Times a fresh instance of `prepared` from a new store to its first
+    /// answer, as [`PluginRuntime::place_phases`] does, for any component.
+    #[doc(hidden)]
+    pub fn instantiate_time(&self, prepared: &Prepared) -> Option<std::time::Duration> {
+        let started = std::time::Instant::now();
+        let mut store = self.new_store().ok()?;
+        match &prepared.0 {
+            PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+            PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+            PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+            PreparedWorld::LifecycleBatched(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+        }
+        Some(started.elapsed())
+    }
+
     /// Runs `f` on an instance of `prepared`: a warm one when instances are
     /// reused, else a fresh one. An instance that faulted is dropped, never
     /// reused; a reused one gets a fresh deadline, fuel and memory-cap flag.
@@ -334,14 +398,15 @@ impl PluginRuntime {
         f: impl FnOnce(&mut Store<CallState>, &WarmInstance) -> wasmtime::Result<R>,
     ) -> Result<R, (FaultKind, String)> {
         let reuse = self.config.reuse_instance_calls > 0;
+        let ticks = self.ticks_for(prepared);
         let warm = if reuse { prepared.1.lock().ok().and_then(|mut pool| pool.pop()) } else { None };
         let mut warm = match warm {
             Some(mut w) => {
-                self.arm(&mut w.store)?;
+                self.arm(&mut w.store, ticks)?;
                 w
             }
             None => {
-                let mut store = self.new_store()?;
+                let mut store = self.new_store_with(ticks)?;
                 let instance = match &prepared.0 {
                     PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
                     PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
@@ -371,10 +436,10 @@ impl PluginRuntime {
     }
 
     /// Resets a reused store's per-call budgets.
-    fn arm(&self, store: &mut Store<CallState>) -> Result<(), (FaultKind, String)> {
+    fn arm(&self, store: &mut Store<CallState>, deadline_ticks: u64) -> Result<(), (FaultKind, String)> {
         store.data_mut().limits.hit = false;
         if self.config.deadline_enforcement {
-            store.set_epoch_deadline(self.deadline_ticks);
+            store.set_epoch_deadline(deadline_ticks);
         }
         if let Some(fuel) = self.config.fuel_per_call {
             store.set_fuel(fuel).map_err(|e| (FaultKind::Instantiate, format!("{e:#}")))?;

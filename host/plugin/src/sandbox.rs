@@ -88,20 +88,28 @@ impl HostMonotonicClock for FrozenMonotonicClock {
 pub(crate) struct MemoryLimiter {
     cap: usize,
     pub(crate) hit: bool,
+    /// Bytes of every linear memory of the store, as grown so far.
+    total: usize,
 }
 
 impl MemoryLimiter {
     fn new(cap: usize) -> Self {
-        MemoryLimiter { cap, hit: false }
+        MemoryLimiter { cap, hit: false, total: 0 }
+    }
+
+    /// Linear memory of the store's instance, every memory together.
+    pub(crate) fn total_bytes(&self) -> usize {
+        self.total
     }
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.cap {
             self.hit = true;
             return Ok(false);
         }
+        self.total = self.total.saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 

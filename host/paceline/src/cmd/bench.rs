@@ -57,6 +57,13 @@ pub struct PluginBenchArgs {
     /// Repetitions of the large round (the median is reported).
     #[arg(long, default_value_t = 5)]
     repeat: u32,
+    /// Also measure binpack's Python and TypeScript ports next to Rust
+    /// (builds them with plugins/examples/build.sh first).
+    #[arg(long)]
+    languages: bool,
+    /// Repetitions of the large round per language with --languages.
+    #[arg(long, default_value_t = 1)]
+    language_repeat: u32,
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -278,6 +285,9 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
     });
     r?;
     println!("  swap alone (in-memory store)      {:>8.3} ms", ms(dur) / f64::from(rounds));
+    if args.languages {
+        super::bench_languages::report(&req, args.language_repeat)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -20,6 +20,10 @@ pub enum PluginCommand {
     Validate(ValidateArgs),
     /// Run a component on a scenario file and print its decision.
     Run(RunArgs),
+    /// Create a plugin project (Rust, Python or TypeScript) with a scenario and a test.
+    New(super::plugin_new::NewArgs),
+    /// Build a plugin project into a component with its pinned toolchain.
+    Build(super::plugin_new::BuildArgs),
     /// Upload a component to a server's slot (compiled, checked and self-tested there).
     Deploy(super::client::plugin::DeployArgs),
     /// List a server's plugin slots with their versions and metrics.
@@ -68,6 +72,8 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Validate(a) => validate(a),
         PluginCommand::Run(a) => run_scenario(a),
+        PluginCommand::New(a) => super::plugin_new::new(a),
+        PluginCommand::Build(a) => super::plugin_new::build(a),
         PluginCommand::Deploy(a) => super::client::plugin::deploy(a),
         PluginCommand::List(a) => super::client::plugin::list(a),
         PluginCommand::Activate(a) => super::client::plugin::activate(a),

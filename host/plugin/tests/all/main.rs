@@ -5,5 +5,6 @@ mod adversarial;
 mod defaults;
 mod determinism;
 mod hotswap;
+mod languages;
 mod registry;
 mod support;

@@ -31,6 +31,10 @@ pub struct DeployArgs {
     /// Skip the server's self-test on sample inputs.
     #[arg(long)]
     skip_self_test: bool,
+    /// The version's own call deadline in milliseconds (0: the server's
+    /// default), for a plugin whose language cannot answer large rounds in it.
+    #[arg(long, default_value_t = 0)]
+    deadline_ms: u64,
 }
 
 /// Arguments of `plugin list`.
@@ -96,6 +100,7 @@ pub fn deploy_messages(
     name: &str,
     version: &str,
     skip_self_test: bool,
+    deadline_ms: u64,
     wasm: &[u8],
 ) -> Vec<pb::DeployPluginRequest> {
     use pb::deploy_plugin_request::{Meta, Part};
@@ -105,6 +110,7 @@ pub fn deploy_messages(
         version: version.to_owned(),
         size: wasm.len() as u64,
         skip_self_test,
+        deadline_ms,
     };
     std::iter::once(Part::Meta(meta))
         .chain(wasm.chunks(CHUNK).map(|c| Part::Chunk(c.to_vec())))
@@ -117,7 +123,7 @@ pub fn deploy(a: DeployArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
         let wasm = super::read_file(&a.file)?;
         check_component(&a.file, &wasm)?;
-        let messages = deploy_messages(&a.slot, &a.name, &a.version, a.skip_self_test, &wasm);
+        let messages = deploy_messages(&a.slot, &a.name, &a.version, a.skip_self_test, a.deadline_ms, &wasm);
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
         let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
         emit(a.opts.output, &json!({"id": resp.id, "sha256": resp.sha256}), || {
@@ -215,11 +221,11 @@ mod tests {
     #[test]
     fn uploads_start_with_meta_and_chunk_at_64_kib() {
         let wasm = vec![7u8; CHUNK * 2 + 5];
-        let m = deploy_messages("placement/batch", "p", "1", true, &wasm);
+        let m = deploy_messages("placement/batch", "p", "1", true, 30_000, &wasm);
         assert_eq!(m.len(), 4);
         match &m[0].part {
             Some(pb::deploy_plugin_request::Part::Meta(meta)) => {
-                assert_eq!((meta.size, meta.skip_self_test), (wasm.len() as u64, true));
+                assert_eq!((meta.size, meta.skip_self_test, meta.deadline_ms), (wasm.len() as u64, true, 30_000));
             }
             other => panic!("first message is {other:?}"),
         }

@@ -1,0 +1,154 @@
+"""`binpack` in Python: best-fit placement, decision for decision the same
+as the Rust policy in `plugins/binpack` (tests assert it, natively here and
+through the real host runtime in `host/plugin/tests/all/languages.rs`).
+
+Each task goes to the eligible host whose free capacity, after taking the
+task, is smallest (cpu, memory, disk and GPUs, each as a fraction of the
+host's total), so hosts fill up one after another. Gangs are placed whole or
+not at all. A task's preferred host wins when it fits; soft preferences
+outweigh fullness.
+
+Like the Rust policy it has two paths that score slightly differently, and
+the port keeps both: a task with no constraint, preference, per-host limit,
+GPU or port goes through `best_fit_all` (32-bit free capacity, weights
+2**31 // total, the host's free GPUs counted in its score); every other task
+through `Round.pick_min_by_key` with the SDK's `ScoreScale`.
+"""
+
+from paceline_plugin import (
+    AllHosts,
+    PlacementPolicy,
+    Round,
+    ScoreScale,
+    UnplacedReason,
+    place_gangs,
+)
+from paceline_plugin.resources import fits_in, saturating_sub
+
+U32_MAX = 0xFFFF_FFFF
+U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _clamp32(v: int) -> int:
+    return v if v <= U32_MAX else U32_MAX
+
+
+def _weight(total: int) -> int:
+    return 0 if total == 0 else _clamp32((1 << 31) // total)
+
+
+class Compact:
+    """Free capacity of every host as tuples
+    `(cpu, memory, disk, cpu weight, memory weight, disk weight, gpu term)`,
+    kept in step with the round through its journal."""
+
+    __slots__ = ("slots", "seen")
+
+    def __init__(self, request):
+        self.slots = []
+        for h in request.hosts:
+            f, t = h.free, h.total
+            self.slots.append(
+                (
+                    _clamp32(f.cpu_millis),
+                    _clamp32(f.memory_mib),
+                    _clamp32(f.disk_mib),
+                    _weight(t.cpu_millis),
+                    _weight(t.memory_mib),
+                    _weight(t.disk_mib),
+                    _clamp32(f.gpus) * _weight(t.gpus),
+                    _weight(t.gpus),
+                )
+            )
+        self.seen = 0
+
+    def sync(self, round):
+        journal = round.journal()
+        for h in journal[self.seen :]:
+            f = round.free[h]
+            _, _, _, s0, s1, s2, _, s3 = self.slots[h]
+            self.slots[h] = (
+                _clamp32(f.cpu_millis),
+                _clamp32(f.memory_mib),
+                _clamp32(f.disk_mib),
+                s0,
+                s1,
+                s2,
+                _clamp32(f.gpus) * s3,
+                s3,
+            )
+        self.seen = len(journal)
+
+
+def best_fit_all(slots, dc, dm, dd):
+    """Best fit over every host for a task that needs no GPU and no port;
+    ties go to the lowest index. Returns -1 when nothing fits."""
+    best_score = U64_MAX
+    best = -1
+    h = -1
+    for f0, f1, f2, s0, s1, s2, g, _ in slots:
+        h += 1
+        if f0 < dc or f1 < dm or f2 < dd:
+            continue
+        score = (f0 - dc) * s0 + (f1 - dm) * s1 + (f2 - dd) * s2 + g
+        if score < best_score:
+            best_score = score
+            best = h
+    return best
+
+
+def _eligible_host(round, task, host):
+    e = round.eligible(task)
+    return isinstance(e, AllHosts) or host in e.hosts
+
+
+def best_fit(round, compact, t):
+    """The best-fit host for task `t`, or the reason there is none."""
+    request = round.request
+    task = request.tasks[t]
+    demand = task.demand
+    p = task.preferred_host
+    if p is not None and p < len(round.free):
+        if fits_in(demand, round.free[p]) and not round.at_max_per_host(task.job, p) and _eligible_host(round, task, p):
+            return p
+    jobs = request.jobs
+    limited = task.job < len(jobs) and jobs[task.job].max_per_host > 0
+    cs = request.constraints
+    has_preferences = task.constraints < len(cs) and len(cs[task.constraints].preferences) > 0
+    fast = (
+        isinstance(round.eligible(task), AllHosts)
+        and not limited
+        and not has_preferences
+        and demand.gpus == 0
+        and demand.ports == 0
+        and demand.cpu_millis <= U32_MAX
+        and demand.memory_mib <= U32_MAX
+        and demand.disk_mib <= U32_MAX
+    )
+    if fast:
+        h = best_fit_all(compact.slots, demand.cpu_millis, demand.memory_mib, demand.disk_mib)
+        return h if h >= 0 else UnplacedReason.INSUFFICIENT_RESOURCES
+    free, scales = round.free, round.scales
+
+    def key(h):
+        leftover = saturating_sub(free[h], demand)
+        return (-round.preference_score(task, h), scales[h].score(leftover))
+
+    return round.pick_min_by_key(t, key)
+
+
+class Binpack(PlacementPolicy):
+    """The best-fit policy."""
+
+    def place(self, request):
+        compact = Compact(request)
+
+        def choose(round, t):
+            compact.sync(round)
+            return best_fit(round, compact, t)
+
+        return place_gangs(Round(request), choose)
+
+
+# ScoreScale is what the scored path uses through Round.scales.
+__all__ = ["Binpack", "Compact", "ScoreScale", "best_fit", "best_fit_all"]

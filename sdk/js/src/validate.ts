@@ -1,0 +1,108 @@
+/**
+ * Checks a policy's answer against its request: the rules the host runs on
+ * every answer (the Rust SDK's `validate`), in the same order with the same
+ * messages, so an author sees the same verdict before building a component.
+ *
+ * @module
+ */
+
+import { gangs } from './placement.ts';
+import { fitsIn, saturatingAdd, ZERO } from './resources.ts';
+import type { Action, JobView, PlacementRequest, PlacementResult, PreemptionRequest, Resources, TaskView, Victim } from './types.ts';
+
+/** What is wrong with an answer: `kind` names the rule (the Rust variant in snake_case). */
+export class Violation extends Error {
+  constructor(
+    readonly kind: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'Violation';
+  }
+}
+
+const fmt = (r: Resources) =>
+  `Resources { cpu_millis: ${r.cpuMillis}, memory_mib: ${r.memoryMib}, disk_mib: ${r.diskMib}, gpus: ${r.gpus}, ports: ${r.ports} }`;
+
+/** Checks a placement answer; throws {@link Violation} at the first rule broken. */
+export function checkPlacement(request: PlacementRequest, result: PlacementResult): void {
+  const nTasks = request.tasks.length;
+  const nHosts = request.hosts.length;
+  const seen = new Uint8Array(nTasks); // 0 unseen, 1 assigned, 2 unplaced
+  const used: Resources[] = Array.from({ length: nHosts }, () => ZERO);
+  for (const a of result.assignments) {
+    const t = request.tasks[a.task];
+    if (!Number.isInteger(a.task) || t === undefined) throw new Violation('unknown_task', `task index ${a.task} is not in the request`);
+    if (!Number.isInteger(a.host) || a.host < 0 || a.host >= nHosts) throw new Violation('unknown_host', `host index ${a.host} is not in the request`);
+    if (seen[a.task] !== 0) throw new Violation('task_twice', `task ${a.task} appears more than once in the answer`);
+    seen[a.task] = 1;
+    used[a.host] = saturatingAdd(used[a.host], t.demand);
+    const set = request.constraints[t.constraints];
+    if (set && set.eligible.tag === 'only' && !set.eligible.val.includes(a.host)) {
+      throw new Violation('ineligible', `task ${a.task} was put on host ${a.host}, which its hard constraints exclude`);
+    }
+  }
+  for (const u of result.unplaced) {
+    if (!Number.isInteger(u.task) || u.task < 0 || u.task >= nTasks) throw new Violation('unknown_task', `task index ${u.task} is not in the request`);
+    if (seen[u.task] !== 0) throw new Violation('task_twice', `task ${u.task} appears more than once in the answer`);
+    seen[u.task] = 2;
+  }
+  const missing = seen.indexOf(0);
+  if (missing >= 0) throw new Violation('task_missing', `task ${missing} is neither assigned nor unplaced`);
+  used.forEach((assigned, h) => {
+    const free = request.hosts[h].free;
+    if (!fitsIn(assigned, free)) throw new Violation('over_capacity', `host ${h} is over capacity: assigned ${fmt(assigned)}, free ${fmt(free)}`);
+  });
+  checkMaxPerHost(request, result);
+  for (const [start, end] of gangs(request.tasks)) {
+    for (let i = start; i < end; i++) {
+      if (seen[i] !== seen[start]) throw new Violation('partial_gang', `gang ${request.tasks[start].gang} was placed only in part`);
+    }
+  }
+}
+
+function checkMaxPerHost(request: PlacementRequest, result: PlacementResult): void {
+  if (request.jobs.every((j) => j.maxPerHost === 0)) return;
+  const counts = new Map<string, number>();
+  request.jobs.forEach((job, j) => {
+    if (job.maxPerHost > 0) for (const hc of job.existing) counts.set(`${j}/${hc.host}`, (counts.get(`${j}/${hc.host}`) ?? 0) + hc.count);
+  });
+  for (const a of result.assignments) {
+    const job = request.tasks[a.task].job;
+    const info = request.jobs[job];
+    if (!info || info.maxPerHost === 0) continue;
+    const c = (counts.get(`${job}/${a.host}`) ?? 0) + 1;
+    counts.set(`${job}/${a.host}`, c);
+    if (c > info.maxPerHost) throw new Violation('max_per_host', `job ${job} has ${c} tasks on host ${a.host}, above its per-host maximum`);
+  }
+}
+
+/** Checks a preemption answer: known indices, no victim twice, only preemptible tasks, only from the pools each need allows. */
+export function checkVictims(request: PreemptionRequest, victims: readonly Victim[]): void {
+  const seen = new Uint8Array(request.running.length);
+  for (const v of victims) {
+    const task = request.running[v.task];
+    if (!Number.isInteger(v.task) || task === undefined) throw new Violation('unknown_task', `task index ${v.task} is not in the request`);
+    const need = request.needs[v.need];
+    if (!Number.isInteger(v.need) || need === undefined) throw new Violation('unknown_need', `need index ${v.need} is not in the request`);
+    if (seen[v.task]) throw new Violation('task_twice', `task ${v.task} appears more than once in the answer`);
+    seen[v.task] = 1;
+    if (!task.preemptible && !task.revocable) throw new Violation('not_preemptible', `victim ${v.task} is not preemptible`);
+    if (need.fromPools.length > 0 && !need.fromPools.includes(task.pool)) {
+      throw new Violation('wrong_pool', `victim ${v.task} is from a pool that need ${v.need} does not allow`);
+    }
+  }
+}
+
+/** Checks lifecycle actions: every instance they name exists (below the larger of the instance count and the task list). */
+export function checkActions(job: JobView, tasks: readonly TaskView[], actions: readonly Action[]): void {
+  const bound = Math.max(job.instanceCount, tasks.length);
+  const known = (i: number) => {
+    if (!(i < bound)) throw new Violation('unknown_task', `task index ${i} is not in the request`);
+  };
+  for (const a of actions) {
+    if (a.tag === 'launch' || a.tag === 'kill') known(a.val);
+    else if (a.tag === 'restart-after') known(a.val.instance);
+    else if (a.tag === 'update-batch') a.val.forEach(known);
+  }
+}

@@ -1,0 +1,222 @@
+"""The Python SDK on its own: arithmetic, the round helpers, validation, the
+harness and the component glue, against the behaviour of the Rust SDK."""
+
+from enum import Enum
+from types import SimpleNamespace
+
+import pytest
+from paceline_plugin import (
+    AllHosts,
+    Assignment,
+    ConstraintSet,
+    HostCount,
+    HostOffer,
+    JobCreated,
+    JobInfo,
+    Launch,
+    LifecyclePolicy,
+    OnlyHosts,
+    PlacementPolicy,
+    PlacementRequest,
+    PlacementResult,
+    Resources,
+    Round,
+    ScoreScale,
+    Task,
+    TaskChanged,
+    TaskState,
+    Unplaced,
+    UnplacedReason,
+    export_lifecycle,
+    export_placement,
+    place_gangs,
+)
+from paceline_plugin import component, resources as r
+from paceline_plugin.harness import HarnessError, Scenario, run_placement, run_preemption
+from paceline_plugin.validate import Violation, check_placement
+
+U64_MAX = 2**64 - 1
+
+
+def test_arithmetic_saturates_like_rust():
+    a, b = Resources(5, 10, 0, 1), Resources(7, 3, 1, 0)
+    assert r.saturating_sub(a, b) == Resources(0, 7, 0, 1)
+    assert r.saturating_add(Resources(U64_MAX), b).cpu_millis == U64_MAX
+    assert r.times(b, 3) == Resources(21, 9, 3, 0)
+    need, have = Resources(500, 1024), Resources(2000, 3000, 10)
+    assert r.fits_in(need, have) and not r.fits_in(have, need)
+    assert r.copies_in(need, have) == 2
+    assert r.copies_in(Resources(), have) == U64_MAX
+
+
+def test_score_orders_fullness_and_wraps_at_64_bits():
+    s = ScoreScale.for_total(Resources(4096, 8192))
+    assert s.score(Resources()) == 0
+    assert s.score(Resources(1000)) < s.score(Resources(2000))
+    assert s.score(Resources(2048)) == s.score(Resources(0, 4096))
+    # Rust multiplies with wrapping_mul: so does the SDK.
+    huge = ScoreScale.for_total(Resources(1))
+    assert huge.score(Resources(2**40)) == (2**40 * 2**32) & U64_MAX
+
+
+class FirstFit(PlacementPolicy):
+    def place(self, request):
+        return place_gangs(Round(request), lambda rd, t: rd.pick_min_by_key(t, lambda h: h))
+
+
+DOC = """
+name: two tasks, one fits
+input:
+  placement:
+    hosts:
+      - { free: { cpu_millis: 1000, memory_mib: 1024 }, total: { cpu_millis: 1000, memory_mib: 1024 } }
+    jobs: [ {} ]
+    constraints: [ {} ]
+    tasks:
+      - { gang: 0, demand: { cpu_millis: 800 } }
+      - { gang: 1, demand: { cpu_millis: 800 } }
+expect:
+  placement:
+    assignments: [ { task: 0, host: 0 } ]
+    unplaced: [ { task: 1, reason: insufficient_resources } ]
+"""
+
+
+def test_documented_scenario_parses_and_passes():
+    run_placement(FirstFit, Scenario.parse(DOC))
+
+
+def test_a_mismatch_a_wrong_world_and_a_bad_file_are_reported():
+    s = Scenario.parse(DOC.replace("{ task: 0, host: 0 }", "{ task: 1, host: 0 }"))
+    with pytest.raises(HarnessError, match="expected"):
+        run_placement(FirstFit, s)
+    with pytest.raises(HarnessError, match="placement world"):
+        run_preemption(FirstFit, Scenario.parse(DOC))
+    with pytest.raises(HarnessError, match="unknown field"):
+        Scenario.parse("name: x\ninput: { placement: { hostz: [] } }")
+    with pytest.raises(HarnessError, match="unknown world"):
+        Scenario.parse("name: x\ninput: { nonsense: 1 }")
+    with pytest.raises(HarnessError, match="cannot read"):
+        Scenario.load("/nonexistent/scenario.yaml")
+
+
+def test_gangs_are_all_or_nothing_and_give_resources_back():
+    total = Resources(2000, 2048)
+    req = PlacementRequest(
+        hosts=[HostOffer(total, total)],
+        jobs=[JobInfo()],
+        constraints=[ConstraintSet()],
+        tasks=[Task(gang=0, demand=Resources(1500, 10)), Task(gang=0, demand=Resources(1500, 10)), Task(gang=1, demand=Resources(2000, 10))],
+    )
+    res = FirstFit().place(req)
+    assert res.assignments == [Assignment(2, 0)]
+    assert [(u.task, u.reason) for u in res.unplaced] == [(0, UnplacedReason.GANG_INCOMPLETE), (1, UnplacedReason.INSUFFICIENT_RESOURCES)]
+    assert res.unplaced[0].detail == "task 1 of the gang could not be placed"
+
+
+def test_round_counts_limits_and_reasons():
+    free = Resources(4000, 4096)
+    req = PlacementRequest(
+        hosts=[HostOffer(free, free), HostOffer(free, free)],
+        jobs=[JobInfo(max_per_host=1, existing=[HostCount(0, 1)])],
+        constraints=[ConstraintSet(), ConstraintSet(OnlyHosts([]))],
+        tasks=[Task(demand=Resources(1)), Task(gang=1, demand=Resources(1)), Task(gang=2, constraints=1)],
+    )
+    rd = Round(req)
+    assert rd.at_max_per_host(0, 0) and not rd.at_max_per_host(0, 1)
+    assert rd.pick_min_by_key(0, lambda h: h) == 1
+    rd.assign(0, 1)
+    assert list(rd.job_hosts(0)) == [(0, 1), (1, 1)]
+    assert rd.pick_min_by_key(1, lambda h: h) == UnplacedReason.MAX_PER_HOST
+    assert rd.pick_min_by_key(2, lambda h: h) == UnplacedReason.CONSTRAINTS_UNSATISFIABLE
+    assert rd.journal() == [1]
+
+
+def _request():
+    host = HostOffer(Resources(1000, 1000), Resources(1000, 1000))
+    task = lambda gang: Task(gang=gang, demand=Resources(600, 100))  # noqa: E731
+    return PlacementRequest(hosts=[host, host], jobs=[JobInfo()], constraints=[ConstraintSet()], tasks=[task(0), task(1), task(1)])
+
+
+def _answer(pairs, unplaced):
+    return PlacementResult([Assignment(t, h) for t, h in pairs], [Unplaced(t, UnplacedReason.DEFERRED) for t in unplaced])
+
+
+@pytest.mark.parametrize(
+    "pairs,unplaced,kind",
+    [
+        ([(0, 0)], [1, 2], None),
+        ([(7, 0)], [], "unknown_task"),
+        ([(0, 9)], [1, 2], "unknown_host"),
+        ([(0, 0), (0, 1)], [1, 2], "task_twice"),
+        ([(0, 0)], [1], "task_missing"),
+        ([(0, 0), (1, 1)], [2], "partial_gang"),
+        ([(0, 0), (1, 0), (2, 1)], [], "over_capacity"),
+    ],
+)
+def test_validation_table_matches_the_rust_sdk(pairs, unplaced, kind):
+    if kind is None:
+        check_placement(_request(), _answer(pairs, unplaced))
+    else:
+        with pytest.raises(Violation) as e:
+            check_placement(_request(), _answer(pairs, unplaced))
+        assert e.value.kind == kind
+
+
+def test_export_checks_the_class_natively_and_returns_none():
+    assert export_placement(FirstFit) is None
+    with pytest.raises(TypeError):
+        export_placement(object)
+
+    class Half(LifecyclePolicy):
+        pass
+
+    with pytest.raises(TypeError, match="on_event"):
+        export_lifecycle(Half)
+
+
+def test_on_events_default_keeps_identical_actions_once():
+    class Launcher(LifecyclePolicy):
+        def on_event(self, job, tasks, event):
+            return [Launch(0)] if isinstance(event, (JobCreated, TaskChanged)) else []
+
+    events = [JobCreated(), TaskChanged(0, TaskState.FAILED)]
+    assert Launcher().on_events(None, [], events) == [Launch(0)]
+
+
+class _E(Enum):
+    INSUFFICIENT_RESOURCES = 0
+    CONSTRAINTS_UNSATISFIABLE = 1
+    MAX_PER_HOST = 2
+    GANG_INCOMPLETE = 3
+    DEFERRED = 4
+
+
+def test_glue_converts_generated_bindings_both_ways():
+    # Stand-ins with the shape of componentize-py's generated classes.
+    class Only(SimpleNamespace):
+        pass
+
+    wire = SimpleNamespace(
+        HostFilter_Only=Only,
+        Assignment=lambda task, host: ("a", task, host),
+        Unplaced=lambda task, reason, detail: ("u", task, reason, detail),
+        UnplacedReason=_E,
+        PlacementResult=lambda a, u: (a, u),
+    )
+    res = lambda c: SimpleNamespace(cpu_millis=c, memory_mib=1, disk_mib=2, gpus=0, ports=0)  # noqa: E731
+    req = SimpleNamespace(
+        round=7,
+        hosts=[SimpleNamespace(free=res(10), total=res(20))],
+        attributes=[SimpleNamespace(key="zone", values=[0])],
+        symbols=["a"],
+        jobs=[SimpleNamespace(priority=1, max_per_host=2, spread_over=None, existing=[SimpleNamespace(host=0, count=1)])],
+        constraints=[SimpleNamespace(eligible=Only(value=[0]), preferences=[]), SimpleNamespace(eligible=object(), preferences=[])],
+        tasks=[SimpleNamespace(job=0, instance=3, gang=4, demand=res(5), constraints=0, preferred_host=0)],
+    )
+    sdk = component.placement_request_from_wire(wire, req)
+    assert sdk.round == 7 and sdk.hosts[0].free == Resources(10, 1, 2)
+    assert sdk.constraints[0].eligible == OnlyHosts([0]) and isinstance(sdk.constraints[1].eligible, AllHosts)
+    assert sdk.jobs[0].existing == [HostCount(0, 1)] and sdk.tasks[0].preferred_host == 0
+    out = component.placement_result_to_wire(wire, _answer([(0, 0)], [1]))
+    assert out == ([("a", 0, 0)], [("u", 1, _E.DEFERRED, "")])
