@@ -8,7 +8,7 @@
 
 use paceline_model::Resources;
 use paceline_model::job::{JobConfig, JobKind};
-use paceline_model::pool::{PerKind, PoolEntry};
+use paceline_model::pool::{Amount, KindValues, OneOrPerKind, PoolEntry};
 
 use crate::rng::Rng;
 use crate::trace::{Event, Header, HostEvent, JobEvent, KillEvent, RunScript, Timed, job_spec};
@@ -189,23 +189,23 @@ fn zone_name(i: u32) -> String {
 
 /// /prod (services), /batch/a and /batch/b (shares 2:1), /ml (GPUs).
 fn pools(capacity: &Resources) -> Vec<PoolEntry> {
-    let pct = |v: u64, p: u64| Some(v / 100 * p);
+    let pct = |v: u64, p: u64| Some(Amount(v / 100 * p));
     let entry = |path: &str| PoolEntry { path: path.into(), ..PoolEntry::default() };
     let mut prod = entry("/prod");
     // Services are not preemptible: they are admitted within the
     // reservation, in every kind they ask for.
-    prod.reservation = PerKind {
-        cpu: pct(capacity.cpu_millis, 20),
-        memory: pct(capacity.memory_mib, 20),
-        disk: pct(capacity.disk_mib, 20),
-        gpu: None,
+    prod.reservation = KindValues {
+        cpu_millis: pct(capacity.cpu_millis, 20),
+        memory_mib: pct(capacity.memory_mib, 20),
+        disk_mib: pct(capacity.disk_mib, 20),
+        gpus: None,
     };
     let batch = entry("/batch");
     let mut a = entry("/batch/a");
-    a.share = PerKind { cpu: Some(2), memory: Some(2), disk: Some(2), gpu: Some(2) };
+    a.share = Some(OneOrPerKind::All(2));
     let b = entry("/batch/b");
     let mut ml = entry("/ml");
-    ml.reservation = PerKind { cpu: None, memory: None, disk: None, gpu: pct(capacity.gpus, 50) };
+    ml.reservation = KindValues { gpus: pct(capacity.gpus, 50), ..KindValues::default() };
     vec![prod, batch, a, b, ml]
 }
 

@@ -90,7 +90,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "auth token",
         "paceline auth token --name alice --role user --pool /team-a\npaceline auth token --name ops --role operator",
     ),
-    ("sim", "paceline sim generate --hosts 200 --tasks 5000 --seed 7 -o day.jsonl\npaceline sim compare day.jsonl --a placement=binpack --b placement=spread"),
+    (
+        "sim",
+        "paceline sim generate --hosts 200 --tasks 5000 --seed 7 -o day.jsonl\npaceline sim compare day.jsonl --a placement=binpack --b placement=spread",
+    ),
     (
         "sim run",
         "paceline sim run day.jsonl --policy placement=my_policy.wasm --html report.html\npaceline sim run day.jsonl --reproducible -o json",
@@ -98,8 +101,14 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("sim compare", "paceline sim compare day.jsonl --a placement=binpack --b placement=spread --html ab.html"),
     ("sim generate", "paceline sim generate --hosts 200 --tasks 5000 --hours 6 --seed 7 -o synthetic.jsonl"),
     ("sim import", "paceline sim import openb --nodes nodes.csv --pods pods.csv -o openb.jsonl"),
-    ("sim import openb", "paceline sim import openb --nodes openb_node_list_all_node.csv --pods openb_pod_list_default.csv -o openb.jsonl"),
-    ("sim import alibaba-2018", "paceline sim import alibaba-2018 --machines machine_meta.csv --tasks batch_task.csv --max-tasks 100000 -o ali.jsonl"),
+    (
+        "sim import openb",
+        "paceline sim import openb --nodes openb_node_list_all_node.csv --pods openb_pod_list_default.csv -o openb.jsonl",
+    ),
+    (
+        "sim import alibaba-2018",
+        "paceline sim import alibaba-2018 --machines machine_meta.csv --tasks batch_task.csv --max-tasks 100000 -o ali.jsonl",
+    ),
     ("trace", "paceline trace record --server http://127.0.0.1:7400 -o cluster.jsonl"),
     ("trace record", "paceline trace record --server http://127.0.0.1:7400 -o cluster.jsonl"),
     (

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use paceline_model::pool::{PerKind, PoolEntry, TypeEntry};
+use paceline_model::pool::PoolEntry;
 use paceline_model::task::TaskEvent;
 use paceline_proto::convert;
 use paceline_proto::v1 as pb;
@@ -16,27 +16,11 @@ use paceline_sim::trace::HostEvent;
 use super::client::{ClientOpts, RpcError, block_on, connect};
 
 /// A pool as the API lists it, in the pool file's form (the API's own
-/// reading of its wire spec: 0 in a limit is unlimited, 0 in a share is 1).
+/// reading of its wire spec, every kind spelled out).
 fn pool_entry(p: &pb::Pool) -> anyhow::Result<PoolEntry> {
     let spec = paceline_api::pools::pool_spec("spec", &p.spec.clone().unwrap_or_default())
         .map_err(|e| anyhow::anyhow!("pool {}: {e}", p.path))?;
-    let some =
-        |k: PerKind<u64>| PerKind { cpu: Some(k.cpu), memory: Some(k.memory), disk: Some(k.disk), gpu: Some(k.gpu) };
-    let t = spec.pool_type;
-    Ok(PoolEntry {
-        path: p.path.clone(),
-        reservation: some(spec.reservation),
-        limit: some(spec.limit),
-        share: some(spec.share),
-        pool_type: Some(TypeEntry::PerKind(PerKind {
-            cpu: Some(t.cpu),
-            memory: Some(t.memory),
-            disk: Some(t.disk),
-            gpu: Some(t.gpu),
-        })),
-        slack_limit: some(spec.slack_limit),
-        queue_policy: spec.queue_policy,
-    })
+    Ok(PoolEntry::from_spec(&p.path, &spec))
 }
 
 fn task_event(e: &pb::TaskEvent) -> Option<TaskEvent> {

@@ -56,14 +56,14 @@ impl Default for Options {
 
 /// A pool whose reservation is `total` (kinds of zero are left unset).
 pub(crate) fn reserving(path: &str, total: &Resources) -> PoolEntry {
-    let some = |v: u64| (v > 0).then_some(v);
+    let some = |v: u64| (v > 0).then_some(paceline_model::pool::Amount(v));
     PoolEntry {
         path: path.to_string(),
-        reservation: paceline_model::pool::PerKind {
-            cpu: some(total.cpu_millis),
-            memory: some(total.memory_mib),
-            disk: some(total.disk_mib),
-            gpu: some(total.gpus),
+        reservation: paceline_model::pool::KindValues {
+            cpu_millis: some(total.cpu_millis),
+            memory_mib: some(total.memory_mib),
+            disk_mib: some(total.disk_mib),
+            gpus: some(total.gpus),
         },
         ..PoolEntry::default()
     }
