@@ -176,7 +176,7 @@ async function renderPlugins() {
 // The Simulate tab is instructions: the command that records this server.
 async function renderSimulate() {
   document.getElementById("sim-record").textContent =
-    "paceline trace record --server " + window.location.origin + " -o trace.jsonl";
+    "paceline trace record --server " + window.location.origin + " --out trace.jsonl";
 }
 
 const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins, simulate: renderSimulate };

@@ -71,7 +71,7 @@ fn malformed_traces_name_the_line_and_the_field() {
         (
             vec![HEADER, r#"{"at":0,"event":"pool","pool":{"path":"/a","share":{"cpu":0}}}"#],
             2,
-            "pool.share.cpu",
+            "pool.share.cpu_millis",
             "at least 1",
         ),
         (vec![HEADER, r#"{"at":0,"event":"host_down","name":"ghost"}"#], 2, "name", "no host `ghost`"),

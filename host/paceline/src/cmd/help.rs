@@ -25,6 +25,11 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("plugin validate", "paceline plugin validate my_policy.wasm --slot placement/batch"),
     ("plugin run", "paceline plugin run my_policy.wasm --scenario plugins/binpack/scenarios/01-best-fit.yaml"),
     ("plugin deploy", "paceline plugin deploy placement/batch my-policy 1.0 my_policy.wasm"),
+    (
+        "plugin new",
+        "paceline plugin new my-policy --lang python --kind placement\npaceline plugin new my-preempt --lang js --kind preemption",
+    ),
+    ("plugin build", "paceline plugin build my-policy                # writes my-policy/target/my-policy.wasm"),
     ("plugin list", "paceline plugin list -o yaml"),
     ("plugin activate", "paceline plugin activate placement/batch my-policy@1.0"),
     ("plugin rollback", "paceline plugin rollback placement/batch"),
@@ -109,8 +114,8 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sim import alibaba-2018",
         "paceline sim import alibaba-2018 --machines machine_meta.csv --tasks batch_task.csv --max-tasks 100000 -o ali.jsonl",
     ),
-    ("trace", "paceline trace record --server http://127.0.0.1:7400 -o cluster.jsonl"),
-    ("trace record", "paceline trace record --server http://127.0.0.1:7400 -o cluster.jsonl"),
+    ("trace", "paceline trace record --server http://127.0.0.1:7400 --out cluster.jsonl"),
+    ("trace record", "paceline trace record --server http://127.0.0.1:7400 --out cluster.jsonl"),
     (
         "completion",
         "paceline completion bash > ~/.local/share/bash-completion/completions/paceline\npaceline completion zsh > \"${fpath[1]}/_paceline\"\npaceline completion fish > ~/.config/fish/completions/paceline.fish",

@@ -208,8 +208,9 @@ pub struct AlibabaArgs {
 /// Arguments of `trace record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Where to write the trace.
-    #[arg(short = 'o', long = "out")]
+    /// Where to write the trace (`-o` is the output format, as for every
+    /// client command).
+    #[arg(long = "out")]
     out: PathBuf,
     /// A name for the trace.
     #[arg(long, default_value = "recorded")]
