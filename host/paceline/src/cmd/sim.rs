@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use paceline::sim::{Options, PolicySource, Progress, builtin, replay};
+use paceline::sim::{Arrival, Options, PolicySource, Progress, builtin, replay};
 use paceline_sim::Report;
 use paceline_sim::render;
 
@@ -60,6 +60,20 @@ pub struct ReplayOpts {
     /// output, so the same trace, policies and seed give identical bytes.
     #[arg(long)]
     reproducible: bool,
+    /// Ignore arrival times: submit the trace's jobs in order, each once the
+    /// one before is placed, runs never ending, and stop at the first job
+    /// that cannot be placed whole ("arrive until full": how much work the
+    /// cluster holds at once under the placement policy).
+    #[arg(long)]
+    arrive_until_full: bool,
+    /// With --arrive-until-full: go on through the whole trace, leaving the
+    /// jobs that do not fit waiting, instead of stopping at the first.
+    #[arg(long, requires = "arrive_until_full")]
+    keep_going: bool,
+    /// Put every task's runs (placement time, host, end) and outcome into
+    /// the JSON report (large for large traces).
+    #[arg(long)]
+    tasks: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -289,6 +303,12 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
         until_ms: opts.until_ms,
         batch_size: opts.batch_size,
         progress,
+        arrival: if opts.arrive_until_full {
+            Arrival::UntilFull { stop_at_first_unplaced: !opts.keep_going }
+        } else {
+            Arrival::ByTime
+        },
+        list_tasks: opts.tasks,
     })
 }
 
