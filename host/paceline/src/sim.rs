@@ -673,6 +673,7 @@ async fn by_time<R: BufRead>(
     loop {
         // Events due now.
         let mut applied = false;
+        let mut arrived_now: Vec<String> = Vec::new();
         while let Some((line, timed)) = pending.take() {
             if timed.at > now {
                 pending = Some((line, timed));
@@ -681,6 +682,24 @@ async fn by_time<R: BufRead>(
             if matches!(timed.event, Event::End) {
                 ended = true;
                 break;
+            }
+            // A kill or update of a job that arrives in this same step waits
+            // for the next one: a server places a new job as soon as it is
+            // created, so a kill that came later in real time found its tasks
+            // placed. Applied together, the kill would come first and the
+            // replay would place nothing (a recorded `paceline dev` session
+            // showed it: a job killed 230 ms after its creation).
+            let same_step = match &timed.event {
+                Event::Kill(k) => arrived_now.contains(&k.job),
+                Event::Update(u) => arrived_now.contains(&u.job),
+                _ => false,
+            };
+            if same_step {
+                pending = Some((line, timed));
+                break;
+            }
+            if let Event::Job(j) = &timed.event {
+                arrived_now.push(j.id.clone());
             }
             // Arrivals count from the trace's time; they take effect at this step.
             runner.apply(line, timed.at, timed.event).await?;

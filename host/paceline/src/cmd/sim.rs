@@ -228,8 +228,19 @@ pub struct RecordArgs {
     /// A name for the trace.
     #[arg(long, default_value = "recorded")]
     name: String,
-    #[command(flatten)]
-    client: super::client::ClientOpts,
+    // The client options without `-o/--output` (a trace has one format, and
+    // `-o` names the file here, as for `sim generate` and `sim import`):
+    // flattening `ClientOpts` made clap refuse the command, `-o` twice.
+    /// The server's API address; several, comma-separated, for a highly
+    /// available deployment (the leader is found and used).
+    #[arg(long, env = "PACELINE_SERVER", default_value = super::client::DEFAULT_SERVER)]
+    server: String,
+    /// Bearer token sent with every call (prefer the environment variable).
+    #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// PEM certificate of the authority that signed an `https://` server's certificate.
+    #[arg(long, env = "PACELINE_CA_CERT")]
+    ca_cert: Option<PathBuf>,
 }
 
 pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
@@ -244,7 +255,15 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
 
 pub fn trace(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        TraceCommand::Record(a) => super::record::record(a.out, a.name, a.client),
+        TraceCommand::Record(a) => {
+            let client = super::client::ClientOpts {
+                server: a.server,
+                output: super::client::Output::Table,
+                token: a.token,
+                ca_cert: a.ca_cert,
+            };
+            super::record::record(a.out, a.name, client)
+        }
     }
 }
 
