@@ -304,6 +304,10 @@ struct Runner {
     swaps: Vec<(u64, String, String)>,
     plugins: BTreeMap<String, Vec<u8>>,
     tasks_arrived: u64,
+    /// "Arrive until full": the resource manager's preemption kills are not
+    /// carried out (the mode measures packing; preempting would trade one
+    /// job for another).
+    no_preemption: bool,
 }
 
 fn rel(abs: u64) -> u64 {
@@ -534,7 +538,7 @@ impl Runner {
             }
             Err(_) => (Vec::new(), 0),
         };
-        let killed = !kills.is_empty();
+        let killed = !kills.is_empty() && !self.no_preemption;
         if killed && let Err(e) = c.jobs.on_resmgr_kills(kills).await {
             tracing::warn!(error = %e, "kills from the resource manager not handled");
         }
@@ -549,6 +553,43 @@ impl Runner {
 }
 
 impl Runner {
+    /// Why instance `i` of a job waits, as the report words it.
+    fn why_waiting(&self, id: &str, i: u32, state: Option<TaskState>) -> String {
+        self.cluster
+            .jobs
+            .admission_info(id, i)
+            .map(|info| pending_category(&info))
+            .or_else(|| self.cluster.jobs.placement_failure(id, i).map(|r| format!("placement: {}", r.as_str())))
+            .unwrap_or_else(|| {
+                format!("waiting ({}) with no reason recorded yet", state.map_or("unknown", TaskState::as_str))
+            })
+    }
+
+    /// Takes a job that did not fit whole out of a fill that goes on: left
+    /// waiting, it would hold the head of its pool's queue (admission is in
+    /// order) and keep its placed tasks' resources. Its tasks are reported
+    /// never placed, with why the first one waited.
+    async fn withdraw(&mut self, id: &str, now: u64) {
+        let tasks = match self.cluster.jobs.get(id).await {
+            Ok(info) => info.tasks,
+            Err(_) => return, // rejected at submission: nothing to take out
+        };
+        let why = tasks
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !(t.state.is_on_host() || t.state == TaskState::Placed))
+            .map(|(i, t)| self.why_waiting(id, i as u32, Some(t.state)))
+            .unwrap_or_else(|| "no task waiting".into());
+        if let Err(e) = self.cluster.jobs.kill(id, None).await {
+            tracing::warn!(job = id, error = %e, "withdrawing a job that did not fit");
+        }
+        self.step(BASE_MS + now).await;
+        self.observe();
+        if let Some(meta) = self.jobs.get_mut(id) {
+            meta.rejected = Some(format!("did not fit whole when it arrived (withdrawn): {why}"));
+        }
+    }
+
     /// Whether every task of a submitted job is on a host (or placed on its way there).
     async fn placed_whole(&self, id: &str) -> bool {
         if self.jobs.get(id).is_none_or(|m| m.rejected.is_some()) {
@@ -623,11 +664,12 @@ impl Runner {
             }
             if !placed {
                 if seen.first_unplaced.is_none() {
-                    seen.first_unplaced = Some(id);
+                    seen.first_unplaced = Some(id.clone());
                 }
                 if stop_at_first_unplaced {
                     break;
                 }
+                self.withdraw(&id, now).await;
             }
         }
         Ok((now, steps, seen))
@@ -826,6 +868,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
         swaps: Vec::new(),
         plugins: std::mem::take(&mut options.plugins),
         tasks_arrived: 0,
+        no_preemption: matches!(options.arrival, Arrival::UntilFull { .. }),
     };
     for (slot, source) in &options.policies {
         runner.swap(slot, source).await?;
@@ -884,17 +927,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
                 (None, Some(TaskState::Killed)) => (Outcome::Killed, None),
                 (None, Some(s)) if s.is_on_host() || s == TaskState::Placed => (Outcome::Running, None),
                 (None, s) => {
-                    let why = runner
-                        .cluster
-                        .jobs
-                        .admission_info(&id, i)
-                        .map(|info| pending_category(&info))
-                        .or_else(|| {
-                            runner.cluster.jobs.placement_failure(&id, i).map(|r| format!("placement: {}", r.as_str()))
-                        })
-                        .unwrap_or_else(|| {
-                            format!("waiting ({}) with no reason recorded yet", s.map_or("unknown", TaskState::as_str))
-                        });
+                    let why = runner.why_waiting(&id, i, s);
                     if placed { (Outcome::Waiting, Some(why)) } else { (Outcome::NeverPlaced, Some(why)) }
                 }
             };

@@ -360,6 +360,12 @@ fn arriving_until_full_binpack_fits_more_than_spread() {
     let f = spread_all.fill.as_ref().expect("fill figures");
     assert_eq!((f.jobs_submitted, f.jobs_placed, f.tasks_placed), (10, 6, 6), "{f:?}");
     assert_eq!(spread_all.outcomes.never_placed, 4);
+    assert!(
+        spread_all.never_placed.by_reason.keys().all(|r| r.starts_with("did not fit whole when it arrived")),
+        "{:?}",
+        spread_all.never_placed.by_reason
+    );
+    assert_eq!(spread_all.summary.preemptions, 0, "nothing is preempted to make room");
     assert_eq!(f.dropped.get("kill"), Some(&1), "a kill is about time: not replayed");
 
     // Replayed by time, the same trace cannot tell them apart: each task ends before the next arrives.
