@@ -82,6 +82,28 @@ fn the_same_trace_and_policies_give_the_same_bytes_and_every_task_is_accounted_f
     assert!(!a.series.t_ms.is_empty() && a.series.cpu.iter().any(|c| *c > 0.0));
 }
 
+#[test]
+fn without_reproducible_only_the_wall_clock_section_can_differ() {
+    // The default output keeps the wall-clock figures, each output's last
+    // section; everything before it is the same bytes run after run.
+    let trace = generated(24, 260, 11);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let replay_once = || rt.block_on(replay(Cursor::new(trace.clone()), Options::default())).expect("replay");
+    let (a, b) = (replay_once(), replay_once());
+    assert!(a.measured.is_some() && b.measured.is_some());
+    let before = |text: String, marker: &str| -> String {
+        let at = text.find(marker).unwrap_or_else(|| panic!("{marker:?} missing"));
+        text[..at].to_string()
+    };
+    let json = |r: &Report| before(r.to_json(), "\n  \"measured\": {");
+    assert_eq!(json(&a), json(&b), "the JSON up to its `measured` key");
+    assert!(a.to_json().trim_end().ends_with('}') && json(&a).ends_with("],"), "`measured` is the last key");
+    let html = |r: &Report| before(paceline_sim::render::html(r), "<h2>Measured</h2>");
+    assert_eq!(html(&a), html(&b), "the HTML page up to its Measured section");
+    let table = |r: &Report| before(paceline_sim::render::table_text(r), "\nmeasured (wall clock");
+    assert_eq!(table(&a), table(&b), "the table up to its measured paragraph");
+}
+
 /// 8 hosts of 4 cores in zones a and b. At 0 a job of 4 one-core tasks
 /// arrives, at 10 s a job of 6 whole-host tasks; the replay ends at 10 min,
 /// before anything finishes. Binpack puts the four small tasks on one host
