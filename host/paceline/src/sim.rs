@@ -512,6 +512,29 @@ impl Runner {
         }
     }
 
+    /// Keeps about `most` of the samples, evenly spaced, the last one
+    /// included. Left as they are when a pool joined after the first sample
+    /// (its samples would no longer line up with the times).
+    fn thin_samples(&mut self, most: usize) {
+        let n = self.samples_ms.len();
+        if n <= most || self.leaf_samples.values().any(|v| v.len() != n) {
+            return;
+        }
+        fn thin<T>(v: &mut Vec<T>, every: usize) {
+            let n = v.len();
+            let mut i = 0;
+            v.retain(|_| {
+                i += 1;
+                (i - 1) % every == 0 || i == n
+            });
+        }
+        let every = n.div_ceil(most);
+        thin(&mut self.samples_ms, every);
+        for v in self.leaf_samples.values_mut() {
+            thin(v, every);
+        }
+    }
+
     /// Whether a pool is above its entitlement while work waits somewhere:
     /// the resource manager counts periods before preempting, so steps must
     /// go on at the loop period.
@@ -884,9 +907,11 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
     let mut fill = None;
     let (now, steps) = match options.arrival {
         Arrival::UntilFull { stop_at_first_unplaced } => {
-            // The span of a fill is not the trace's: one sample per step.
+            // The span of a fill is not the trace's and is not known before
+            // it ends: one sample per step, thinned afterwards.
             let (now, steps, seen) =
                 runner.fill(&mut reader, tick, tick, stop_at_first_unplaced, &mut options.progress).await?;
+            runner.thin_samples(options.samples.max(1) as usize);
             fill = Some(seen);
             (now, steps)
         }

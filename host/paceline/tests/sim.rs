@@ -390,6 +390,20 @@ fn arriving_until_full_binpack_fits_more_than_spread() {
     assert_eq!(spread_all.summary.preemptions, 0, "nothing is preempted to make room");
     assert_eq!(f.dropped.get("kill"), Some(&1), "a kill is about time: not replayed");
 
+    // The series of a fill are thinned to the samples asked for; the fill's figures do not move.
+    let options = Options {
+        policies: vec![("placement".into(), PolicySource::Builtin("spread".into()))],
+        arrival: on,
+        samples: 4,
+        ..Options::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let thinned = rt.block_on(replay(Cursor::new(trace.clone()), options)).expect("replay");
+    assert!(spread_all.series.t_ms.len() > 5, "{:?}", spread_all.series.t_ms);
+    assert!(thinned.series.t_ms.len() <= 5, "{:?}", thinned.series.t_ms);
+    assert_eq!(thinned.series.t_ms.last(), spread_all.series.t_ms.last(), "the last sample is kept");
+    assert_eq!(thinned.fill, spread_all.fill);
+
     // Replayed by time, the same trace cannot tell them apart: each task ends before the next arrives.
     let by_time = [run(&trace, &[("placement", "binpack")]), run(&trace, &[("placement", "spread")])];
     for r in &by_time {
