@@ -49,7 +49,7 @@ use paceline_model::run::LaunchRequest;
 use paceline_model::task::TaskState;
 use paceline_plugin::{DeployOptions, Registry, RuntimeConfig};
 use paceline_sim::report::{
-    HostLife, Measured, Observed, Outcome, PluginCalls, PluginLatency, PoolSample, RunLife, TaskLife,
+    FillObserved, HostLife, Measured, Observed, Outcome, PluginCalls, PluginLatency, PoolSample, RunLife, TaskLife,
 };
 use paceline_sim::trace::{Event, MaintenanceTo, RunScript};
 use paceline_sim::{Reader, Report, TraceError};
@@ -142,6 +142,30 @@ pub struct Options {
     pub batch_size: usize,
     /// Called about every 200 ms of wall time.
     pub progress: Option<Progress>,
+    /// How the trace's jobs arrive.
+    pub arrival: Arrival,
+    /// Put every task's runs into the report (`Report::tasks`).
+    pub list_tasks: bool,
+}
+
+/// How a replay feeds the trace's jobs to the cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Arrival {
+    /// At their trace times, each run as the trace scripts it.
+    #[default]
+    ByTime,
+    /// "Arrive until full": times ignored, jobs submitted in trace order,
+    /// each once the one before it is placed or known not to fit, and no
+    /// run ever ends. It measures how much of the trace's work the cluster
+    /// holds at once under the placement policy (fragmentation), which a
+    /// replay by time cannot when arrivals are spread out. Hosts and pools
+    /// join as their lines come; kills, updates, failures, maintenance and
+    /// policy swaps are about time and are dropped (counted in the report).
+    UntilFull {
+        /// Stop at the first job that cannot be placed whole; otherwise go
+        /// on through the trace, leaving such jobs waiting.
+        stop_at_first_unplaced: bool,
+    },
 }
 
 impl std::fmt::Debug for Options {
@@ -162,6 +186,8 @@ impl Default for Options {
             until_ms: None,
             batch_size: 1_000,
             progress: None,
+            arrival: Arrival::ByTime,
+            list_tasks: false,
         }
     }
 }
@@ -278,6 +304,10 @@ struct Runner {
     swaps: Vec<(u64, String, String)>,
     plugins: BTreeMap<String, Vec<u8>>,
     tasks_arrived: u64,
+    /// "Arrive until full": the resource manager's preemption kills are not
+    /// carried out (the mode measures packing; preempting would trade one
+    /// job for another).
+    no_preemption: bool,
 }
 
 fn rel(abs: u64) -> u64 {
@@ -482,6 +512,29 @@ impl Runner {
         }
     }
 
+    /// Keeps about `most` of the samples, evenly spaced, the last one
+    /// included. Left as they are when a pool joined after the first sample
+    /// (its samples would no longer line up with the times).
+    fn thin_samples(&mut self, most: usize) {
+        let n = self.samples_ms.len();
+        if n <= most || self.leaf_samples.values().any(|v| v.len() != n) {
+            return;
+        }
+        fn thin<T>(v: &mut Vec<T>, every: usize) {
+            let n = v.len();
+            let mut i = 0;
+            v.retain(|_| {
+                i += 1;
+                (i - 1) % every == 0 || i == n
+            });
+        }
+        let every = n.div_ceil(most);
+        thin(&mut self.samples_ms, every);
+        for v in self.leaf_samples.values_mut() {
+            thin(v, every);
+        }
+    }
+
     /// Whether a pool is above its entitlement while work waits somewhere:
     /// the resource manager counts periods before preempting, so steps must
     /// go on at the loop period.
@@ -508,7 +561,7 @@ impl Runner {
             }
             Err(_) => (Vec::new(), 0),
         };
-        let killed = !kills.is_empty();
+        let killed = !kills.is_empty() && !self.no_preemption;
         if killed && let Err(e) = c.jobs.on_resmgr_kills(kills).await {
             tracing::warn!(error = %e, "kills from the resource manager not handled");
         }
@@ -519,6 +572,130 @@ impl Runner {
         events += c.pump_host_events().await;
         let _ = c.hosts.sync().await;
         events > 0 || round.placed > 0 || round.dropped > 0 || killed || admitted > 0
+    }
+}
+
+impl Runner {
+    /// Why instance `i` of a job waits, as the report words it.
+    fn why_waiting(&self, id: &str, i: u32, state: Option<TaskState>) -> String {
+        self.cluster
+            .jobs
+            .admission_info(id, i)
+            .map(|info| pending_category(&info))
+            .or_else(|| self.cluster.jobs.placement_failure(id, i).map(|r| format!("placement: {}", r.as_str())))
+            .unwrap_or_else(|| {
+                format!("waiting ({}) with no reason recorded yet", state.map_or("unknown", TaskState::as_str))
+            })
+    }
+
+    /// Takes a job that did not fit whole out of a fill that goes on: left
+    /// waiting, it would hold the head of its pool's queue (admission is in
+    /// order) and keep its placed tasks' resources. Its tasks are reported
+    /// never placed, with why the first one waited.
+    async fn withdraw(&mut self, id: &str, now: u64) {
+        let tasks = match self.cluster.jobs.get(id).await {
+            Ok(info) => info.tasks,
+            Err(_) => return, // rejected at submission: nothing to take out
+        };
+        let why = tasks
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !(t.state.is_on_host() || t.state == TaskState::Placed))
+            .map(|(i, t)| self.why_waiting(id, i as u32, Some(t.state)))
+            .unwrap_or_else(|| "no task waiting".into());
+        if let Err(e) = self.cluster.jobs.kill(id, None).await {
+            tracing::warn!(job = id, error = %e, "withdrawing a job that did not fit");
+        }
+        self.step(BASE_MS + now).await;
+        self.observe();
+        if let Some(meta) = self.jobs.get_mut(id) {
+            meta.rejected = Some(format!("did not fit whole when it arrived (withdrawn): {why}"));
+        }
+    }
+
+    /// Whether every task of a submitted job is on a host (or placed on its way there).
+    async fn placed_whole(&self, id: &str) -> bool {
+        if self.jobs.get(id).is_none_or(|m| m.rejected.is_some()) {
+            return false;
+        }
+        match self.cluster.jobs.get(id).await {
+            Ok(info) => {
+                !info.tasks.is_empty()
+                    && info.tasks.iter().all(|t| t.state.is_on_host() || t.state == TaskState::Placed)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// "Arrive until full" ([`Arrival::UntilFull`]): the trace's lines in
+    /// order with their times ignored; each job is stepped until it is placed
+    /// whole, or until two steps in a row change nothing (it does not fit).
+    /// Returns the virtual time reached, the steps taken and what the mode saw.
+    async fn fill<R: BufRead>(
+        &mut self,
+        reader: &mut Reader<R>,
+        tick: u64,
+        sample_every: u64,
+        stop_at_first_unplaced: bool,
+        progress: &mut Option<Progress>,
+    ) -> Result<(u64, u64, FillObserved), SimError> {
+        let mut seen = FillObserved { stop_at_first_unplaced, ..FillObserved::default() };
+        let (mut now, mut steps) = (0u64, 0u64);
+        let mut last_progress = Instant::now();
+        while let Some((line, timed)) = next_event(reader)? {
+            let mut job = match timed.event {
+                Event::Pool(_) | Event::Host(_) => {
+                    self.apply(line, now, timed.event).await?;
+                    continue;
+                }
+                Event::End => break,
+                Event::Job(j) => j,
+                other => {
+                    *seen.dropped.entry(other.name().to_string()).or_default() += 1;
+                    continue;
+                }
+            };
+            // Nothing ends: the cluster only fills.
+            job.run = RunScript::default();
+            job.runs.clear();
+            let id = job.id.clone();
+            self.apply(line, now, Event::Job(job)).await?;
+            seen.jobs_submitted += 1;
+            let mut idle = 0;
+            let placed = loop {
+                let changed = self.step(BASE_MS + now).await;
+                steps += 1;
+                self.observe();
+                self.sample_until(now + tick, sample_every);
+                self.sim.advance(tick).await;
+                now += tick;
+                if self.placed_whole(&id).await {
+                    break true;
+                }
+                // A rejected job changes nothing; a job that waits for room
+                // goes through admission and a round, then the cluster is quiet.
+                idle = if changed { 0 } else { idle + 1 };
+                if idle >= 2 {
+                    break false;
+                }
+            };
+            if let Some(cb) = progress.as_mut()
+                && last_progress.elapsed() >= Duration::from_millis(200)
+            {
+                cb(now, None, self.tasks_arrived);
+                last_progress = Instant::now();
+            }
+            if !placed {
+                if seen.first_unplaced.is_none() {
+                    seen.first_unplaced = Some(id.clone());
+                }
+                if stop_at_first_unplaced {
+                    break;
+                }
+                self.withdraw(&id, now).await;
+            }
+        }
+        Ok((now, steps, seen))
     }
 }
 
@@ -540,6 +717,106 @@ fn peak_rss_mib() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1_024)
+}
+
+/// The replay by time ([`Arrival::ByTime`]): events at their times, the
+/// clock jumping to the next thing due. Returns the virtual time reached and
+/// the steps taken.
+async fn by_time<R: BufRead>(
+    runner: &mut Runner,
+    reader: &mut Reader<R>,
+    header: &paceline_sim::Header,
+    tick: u64,
+    sample_every: u64,
+    options: &mut Options,
+) -> Result<(u64, u64), SimError> {
+    let mut pending = next_event(reader)?;
+    let mut now = 0u64; // trace time
+    let mut steps = 0u64;
+    let mut ended = false;
+    let mut last_progress = Instant::now();
+    loop {
+        // Events due now.
+        let mut applied = false;
+        let mut arrived_now: Vec<String> = Vec::new();
+        while let Some((line, timed)) = pending.take() {
+            if timed.at > now {
+                pending = Some((line, timed));
+                break;
+            }
+            if matches!(timed.event, Event::End) {
+                ended = true;
+                break;
+            }
+            // A kill or update of a job that arrives in this same step waits
+            // for the next one: a server places a new job as soon as it is
+            // created, so a kill that came later in real time found its tasks
+            // placed. Applied together, the kill would come first and the
+            // replay would place nothing (a recorded `paceline dev` session
+            // showed it: a job killed 230 ms after its creation).
+            let same_step = match &timed.event {
+                Event::Kill(k) => arrived_now.contains(&k.job),
+                Event::Update(u) => arrived_now.contains(&u.job),
+                _ => false,
+            };
+            if same_step {
+                pending = Some((line, timed));
+                break;
+            }
+            if let Event::Job(j) = &timed.event {
+                arrived_now.push(j.id.clone());
+            }
+            // Arrivals count from the trace's time; they take effect at this step.
+            runner.apply(line, timed.at, timed.event).await?;
+            applied = true;
+            pending = next_event(reader)?;
+        }
+        let changed = runner.step(BASE_MS + now).await || applied;
+        steps += 1;
+        runner.observe();
+        if let Some(cb) = options.progress.as_mut()
+            && last_progress.elapsed() >= Duration::from_millis(200)
+        {
+            cb(now, header.duration_ms, runner.tasks_arrived);
+            last_progress = Instant::now();
+        }
+        if ended || options.until_ms.is_some_and(|u| now >= u) {
+            break;
+        }
+        // When is the next step?
+        let next_event = pending.as_ref().map(|(_, t)| t.at);
+        let due = [
+            runner.sim.next_due_ms().map(rel),
+            runner.cluster.jobs.next_deadline_ms().map(rel),
+            runner.cluster.resmgr.lock().ok().and_then(|rm| rm.next_wake_ms()).map(rel),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let at_next_tick = now + tick;
+        let target = if changed || runner.preemption_pending() {
+            Some(at_next_tick)
+        } else {
+            match (next_event, due) {
+                (None, None) => None,
+                (a, b) => a.into_iter().chain(b).min().map(|t| t.max(at_next_tick).div_ceil(tick) * tick),
+            }
+        };
+        // Nothing left that could change anything: the trace is read, no
+        // run will end, no deadline is due, and the last step was idle.
+        let stalled = next_event.is_none()
+            && runner.sim.next_due_ms().is_none()
+            && runner.cluster.jobs.next_deadline_ms().is_none()
+            && !changed;
+        let Some(mut target) = target.filter(|_| !stalled) else { break };
+        if let Some(u) = options.until_ms {
+            target = target.min(u.max(now + 1));
+        }
+        runner.sample_until(target, sample_every);
+        runner.sim.advance(target - now).await;
+        now = target;
+    }
+    Ok((now, steps))
 }
 
 /// Replays a trace. Run it on a current-thread runtime (see the module docs).
@@ -614,6 +891,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
         swaps: Vec::new(),
         plugins: std::mem::take(&mut options.plugins),
         tasks_arrived: 0,
+        no_preemption: matches!(options.arrival, Arrival::UntilFull { .. }),
     };
     for (slot, source) in &options.policies {
         runner.swap(slot, source).await?;
@@ -626,73 +904,19 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
     };
 
     let mut reader = reader;
-    let mut pending = next_event(&mut reader)?;
-    let mut now = 0u64; // trace time
-    let mut steps = 0u64;
-    let mut ended = false;
-    let mut last_progress = Instant::now();
-    loop {
-        // Events due now.
-        let mut applied = false;
-        while let Some((line, timed)) = pending.take() {
-            if timed.at > now {
-                pending = Some((line, timed));
-                break;
-            }
-            if matches!(timed.event, Event::End) {
-                ended = true;
-                break;
-            }
-            // Arrivals count from the trace's time; they take effect at this step.
-            runner.apply(line, timed.at, timed.event).await?;
-            applied = true;
-            pending = next_event(&mut reader)?;
+    let mut fill = None;
+    let (now, steps) = match options.arrival {
+        Arrival::UntilFull { stop_at_first_unplaced } => {
+            // The span of a fill is not the trace's and is not known before
+            // it ends: one sample per step, thinned afterwards.
+            let (now, steps, seen) =
+                runner.fill(&mut reader, tick, tick, stop_at_first_unplaced, &mut options.progress).await?;
+            runner.thin_samples(options.samples.max(1) as usize);
+            fill = Some(seen);
+            (now, steps)
         }
-        let changed = runner.step(BASE_MS + now).await || applied;
-        steps += 1;
-        runner.observe();
-        if let Some(cb) = options.progress.as_mut()
-            && last_progress.elapsed() >= Duration::from_millis(200)
-        {
-            cb(now, header.duration_ms, runner.tasks_arrived);
-            last_progress = Instant::now();
-        }
-        if ended || options.until_ms.is_some_and(|u| now >= u) {
-            break;
-        }
-        // When is the next step?
-        let next_event = pending.as_ref().map(|(_, t)| t.at);
-        let due = [
-            runner.sim.next_due_ms().map(rel),
-            runner.cluster.jobs.next_deadline_ms().map(rel),
-            runner.cluster.resmgr.lock().ok().and_then(|rm| rm.next_wake_ms()).map(rel),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let at_next_tick = now + tick;
-        let target = if changed || runner.preemption_pending() {
-            Some(at_next_tick)
-        } else {
-            match (next_event, due) {
-                (None, None) => None,
-                (a, b) => a.into_iter().chain(b).min().map(|t| t.max(at_next_tick).div_ceil(tick) * tick),
-            }
-        };
-        // Nothing left that could change anything: the trace is read, no
-        // run will end, no deadline is due, and the last step was idle.
-        let stalled = next_event.is_none()
-            && runner.sim.next_due_ms().is_none()
-            && runner.cluster.jobs.next_deadline_ms().is_none()
-            && !changed;
-        let Some(mut target) = target.filter(|_| !stalled) else { break };
-        if let Some(u) = options.until_ms {
-            target = target.min(u.max(now + 1));
-        }
-        runner.sample_until(target, sample_every);
-        runner.sim.advance(target - now).await;
-        now = target;
-    }
+        Arrival::ByTime => by_time(&mut runner, &mut reader, &header, tick, sample_every, &mut options).await?,
+    };
     runner.sample_until(now + 1, sample_every);
     runner.observe();
 
@@ -728,17 +952,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
                 (None, Some(TaskState::Killed)) => (Outcome::Killed, None),
                 (None, Some(s)) if s.is_on_host() || s == TaskState::Placed => (Outcome::Running, None),
                 (None, s) => {
-                    let why = runner
-                        .cluster
-                        .jobs
-                        .admission_info(&id, i)
-                        .map(|info| pending_category(&info))
-                        .or_else(|| {
-                            runner.cluster.jobs.placement_failure(&id, i).map(|r| format!("placement: {}", r.as_str()))
-                        })
-                        .unwrap_or_else(|| {
-                            format!("waiting ({}) with no reason recorded yet", s.map_or("unknown", TaskState::as_str))
-                        });
+                    let why = runner.why_waiting(&id, i, s);
                     if placed { (Outcome::Waiting, Some(why)) } else { (Outcome::NeverPlaced, Some(why)) }
                 }
             };
@@ -789,6 +1003,8 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
         pools: runner.leaf_samples.clone(),
         plugins,
         spread_key: options.spread_key.clone(),
+        list_tasks: options.list_tasks,
+        fill,
     };
     let mut report = observed.report();
     let wall_ms = wall.elapsed().as_millis() as u64;

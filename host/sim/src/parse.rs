@@ -66,6 +66,8 @@ pub struct Reader<R: BufRead> {
     last_at: u64,
     jobs: BTreeSet<String>,
     hosts: BTreeSet<String>,
+    /// Hosts a `host_down` line took away: a `host` line may bring them back.
+    down: BTreeSet<String>,
     buf: String,
     done: bool,
 }
@@ -120,7 +122,17 @@ impl<R: BufRead> Reader<R> {
             None => return Err(TraceError::at(line, "version", "missing or not a number")),
         }
         let header: Header = typed(line, "", value)?;
-        Ok(Reader { input, line, header, last_at: 0, jobs: BTreeSet::new(), hosts: BTreeSet::new(), buf, done: false })
+        Ok(Reader {
+            input,
+            line,
+            header,
+            last_at: 0,
+            jobs: BTreeSet::new(),
+            hosts: BTreeSet::new(),
+            down: BTreeSet::new(),
+            buf,
+            done: false,
+        })
     }
 
     /// The header.
@@ -197,7 +209,8 @@ impl<R: BufRead> Reader<R> {
                 if h.name.is_empty() {
                     return Err(TraceError::at(line, "name", "must not be empty"));
                 }
-                if !self.hosts.insert(h.name.clone()) {
+                // A failed host may join again; a live one may not join twice.
+                if !self.hosts.insert(h.name.clone()) && !self.down.remove(&h.name) {
                     return Err(TraceError::at(line, "name", format!("host `{}` joined already", h.name)));
                 }
                 Event::Host(h)
@@ -206,6 +219,9 @@ impl<R: BufRead> Reader<R> {
                 let h: HostDownEvent = typed(line, "", body(obj))?;
                 if !self.hosts.contains(&h.name) {
                     return Err(TraceError::at(line, "name", format!("no host `{}` joined before this line", h.name)));
+                }
+                if !self.down.insert(h.name.clone()) {
+                    return Err(TraceError::at(line, "name", format!("host `{}` is down already", h.name)));
                 }
                 Event::HostDown(h)
             }

@@ -51,7 +51,20 @@ fn wait_cells(p: &Percentiles) -> Vec<String> {
 fn headline(r: &Report) -> Vec<(String, String)> {
     let o = &r.outcomes;
     let s = &r.summary;
-    vec![
+    let mut rows = Vec::new();
+    if let Some(f) = &r.fill {
+        // The mode's own figures first: they are what it is run for.
+        rows.extend([
+            ("jobs submitted (until full)".into(), f.jobs_submitted.to_string()),
+            ("jobs placed whole".into(), f.jobs_placed.to_string()),
+            ("tasks placed".into(), f.tasks_placed.to_string()),
+            ("CPU held at stop".into(), format!("{:.1} cores ({})", f.cpu_cores, pct(f.cpu_share))),
+            ("memory held at stop".into(), pct(f.memory_share)),
+            ("GPUs held at stop".into(), format!("{} ({})", f.gpus, pct(f.gpu_share))),
+            ("first job not placed".into(), f.first_unplaced.clone().unwrap_or_else(|| "-".into())),
+        ]);
+    }
+    rows.extend([
         ("tasks".into(), o.tasks.to_string()),
         ("succeeded".into(), o.succeeded.to_string()),
         ("failed".into(), o.failed.to_string()),
@@ -73,7 +86,8 @@ fn headline(r: &Report) -> Vec<(String, String)> {
         ("stranded GPUs (mean)".into(), format!("{:.2}", s.stranded_gpus.mean)),
         ("jobs on 2+ zones".into(), format!("{} of {}", pct(s.spread_multi_share), s.spread_jobs)),
         ("zones per job (mean)".into(), format!("{:.2}", s.spread_mean_values)),
-    ]
+    ]);
+    rows
 }
 
 /// The report as text for a terminal.

@@ -33,7 +33,7 @@ pub const REPORT_VERSION: u32 = 1;
 pub const NEVER_PLACED_LISTED: usize = 1_000;
 
 /// One run of one task as observed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunLife {
     /// Run number (1, 2, …).
     pub run: u64,
@@ -48,6 +48,7 @@ pub struct RunLife {
     /// How: `SUCCEEDED`, `FAILED`, `KILLED`, `LOST`.
     pub end: Option<String>,
     /// It ended because it was preempted.
+    #[serde(default)]
     pub preempted: bool,
 }
 
@@ -74,7 +75,7 @@ pub enum Outcome {
 }
 
 /// One task of the trace as observed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskLife {
     /// Job id.
     pub job: String,
@@ -196,6 +197,55 @@ pub struct Observed {
     pub plugins: Vec<PluginCalls>,
     /// Attribute whose spread over a job's tasks is reported (`zone`).
     pub spread_key: String,
+    /// Copy every task's life into [`Report::tasks`] (off by default: a
+    /// trace of 200,000 tasks would make the report tens of MB).
+    pub list_tasks: bool,
+    /// Set when the runner fed the jobs "until full" instead of by time.
+    pub fill: Option<FillObserved>,
+}
+
+/// What a runner in "arrive until full" mode saw besides the tasks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FillObserved {
+    /// It stopped at the first job that could not be placed whole (else it
+    /// went on through the trace, skipping such jobs).
+    pub stop_at_first_unplaced: bool,
+    /// The first job that could not be placed whole, if any.
+    pub first_unplaced: Option<String>,
+    /// Jobs submitted (the trace's first ones, in its order).
+    pub jobs_submitted: u64,
+    /// Trace lines the mode does not replay, by event name (kills, updates,
+    /// failures, maintenance, policy swaps: they are about time).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// The figures of an "arrive until full" replay: how much of the trace's
+/// work the cluster holds at once under the policies, nothing ever ending.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fill {
+    /// It stopped at the first job that could not be placed whole.
+    pub stop_at_first_unplaced: bool,
+    /// Jobs submitted.
+    pub jobs_submitted: u64,
+    /// Jobs whose every task was placed.
+    pub jobs_placed: u64,
+    /// Tasks placed (and running at the stop).
+    pub tasks_placed: u64,
+    /// The first job that could not be placed whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unplaced: Option<String>,
+    /// CPU cores held by placed tasks at the stop.
+    pub cpu_cores: f64,
+    /// GPUs held by placed tasks at the stop.
+    pub gpus: u64,
+    /// Shares of the capacity of the hosts up at the stop.
+    pub cpu_share: f64,
+    /// See `cpu_share`.
+    pub memory_share: f64,
+    /// See `cpu_share`.
+    pub gpu_share: f64,
+    /// Trace lines not replayed in this mode, by event.
+    pub dropped: BTreeMap<String, u64>,
 }
 
 /// Percentiles of a set of durations, ms (nearest rank).
@@ -425,6 +475,13 @@ pub struct Report {
     pub series: Series,
     /// Pool series.
     pub pool_series: Vec<PoolSeries>,
+    /// Every task with its runs (placement, host, end) and outcome, when
+    /// asked for (`paceline sim run --tasks`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskLife>,
+    /// The "arrive until full" figures, in that mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<Fill>,
     /// Wall-clock figures; absent in reproducible output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<Measured>,
@@ -723,7 +780,8 @@ impl Observed {
             policies: self.policies.clone(),
             swaps: self.swaps.iter().map(|(at, slot, p)| format!("{at} ms: {slot} -> {p}")).collect(),
             end_ms: self.end_ms,
-            hosts: self.hosts.len() as u64,
+            // A host that failed and joined again is one host.
+            hosts: self.hosts.iter().map(|h| h.name.as_str()).collect::<BTreeSet<_>>().len() as u64,
             jobs: jobs.len() as u64,
             outcomes,
             summary,
@@ -733,7 +791,44 @@ impl Observed {
             plugins: self.plugins.clone(),
             series,
             pool_series,
+            tasks: if self.list_tasks { self.tasks.clone() } else { Vec::new() },
+            fill: self.fill.as_ref().map(|f| self.fill_figures(f)),
             measured: None,
+        }
+    }
+}
+
+impl Observed {
+    fn fill_figures(&self, f: &FillObserved) -> Fill {
+        let mut held = Resources::default();
+        let mut placed: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut tasks_placed = 0;
+        for t in &self.tasks {
+            let running = t.outcome == Outcome::Running;
+            let whole = placed.entry(&t.job).or_insert(true);
+            *whole &= running;
+            if running {
+                tasks_placed += 1;
+                held = held.saturating_add(&t.demand);
+            }
+        }
+        let capacity = self
+            .hosts
+            .iter()
+            .filter(|h| h.left_ms.is_none())
+            .fold(Resources::default(), |a, h| a.saturating_add(&h.resources));
+        Fill {
+            stop_at_first_unplaced: f.stop_at_first_unplaced,
+            jobs_submitted: f.jobs_submitted,
+            jobs_placed: placed.values().filter(|w| **w).count() as u64,
+            tasks_placed,
+            first_unplaced: f.first_unplaced.clone(),
+            cpu_cores: r4(held.cpu_millis as f64 / 1_000.0),
+            gpus: held.gpus,
+            cpu_share: ratio(held.cpu_millis, capacity.cpu_millis),
+            memory_share: ratio(held.memory_mib, capacity.memory_mib),
+            gpu_share: ratio(held.gpus, capacity.gpus),
+            dropped: f.dropped.clone(),
         }
     }
 }

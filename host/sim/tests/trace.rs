@@ -24,6 +24,8 @@ fn error_of(lines: &[&str]) -> TraceError {
 fn malformed_traces_name_the_line_and_the_field() {
     // (lines, line, field, words the message has)
     let job = r#"{"at":5,"event":"job","id":"j","spec":{"name":"j","owner":"o","pool":"/p","instance_count":1,"default_task":{"command":"x"}}}"#;
+    let host = r#"{"at":0,"event":"host","name":"h","resources":{"cpu_millis":1000}}"#;
+    let down = r#"{"at":0,"event":"host_down","name":"h"}"#;
     let cases: Vec<(Vec<&str>, u64, &str, &str)> = vec![
         (vec![r#"{"format":"other","version":1}"#], 1, "format", "header"),
         (vec![r#"{"format":"paceline-trace","version":9}"#], 1, "version", "version 9"),
@@ -71,10 +73,13 @@ fn malformed_traces_name_the_line_and_the_field() {
         (
             vec![HEADER, r#"{"at":0,"event":"pool","pool":{"path":"/a","share":{"cpu":0}}}"#],
             2,
+            // Pool kinds are named in one vocabulary (`cpu` reads as `cpu_millis`).
             "pool.share.cpu_millis",
             "at least 1",
         ),
         (vec![HEADER, r#"{"at":0,"event":"host_down","name":"ghost"}"#], 2, "name", "no host `ghost`"),
+        (vec![HEADER, host, host], 3, "name", "joined already"),
+        (vec![HEADER, host, down, down], 4, "name", "down already"),
     ];
     for (lines, line, field, words) in cases {
         let e = error_of(&lines);
@@ -84,6 +89,9 @@ fn malformed_traces_name_the_line_and_the_field() {
         assert!(e.to_string().starts_with(&format!("line {line}, field `{field}`")), "{e}");
     }
     assert!(matches!(error_of(&[]), TraceError::Empty));
+    // A failed host may join again.
+    let back = [HEADER, host, down, host].join("\n");
+    assert!(read_all(Cursor::new(back)).is_ok());
 }
 
 #[test]

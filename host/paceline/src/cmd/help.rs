@@ -103,7 +103,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sim run",
         "paceline sim run day.jsonl --policy placement=my_policy.wasm --html report.html\npaceline sim run day.jsonl --reproducible -o json",
     ),
-    ("sim compare", "paceline sim compare day.jsonl --a placement=binpack --b placement=spread --html ab.html"),
+    (
+        "sim compare",
+        "paceline sim compare day.jsonl --a placement=binpack --b placement=spread --html ab.html\npaceline sim compare openb.jsonl --arrive-until-full --a placement=binpack --b placement=spread   # how much fits",
+    ),
     ("sim generate", "paceline sim generate --hosts 200 --tasks 5000 --hours 6 --seed 7 -o synthetic.jsonl"),
     ("sim import", "paceline sim import openb --nodes nodes.csv --pods pods.csv -o openb.jsonl"),
     (

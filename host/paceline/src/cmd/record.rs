@@ -90,7 +90,9 @@ pub fn record(out: PathBuf, name: String, opts: ClientOpts) -> anyhow::Result<Ex
                 let events = tasks_api
                     .task_events(pb::TaskEventsRequest {
                         task: Some(pb::TaskRef { job_id: id.clone(), instance: t.instance }),
-                        limit: 100,
+                        // The server keeps the newest `limit`: a task's whole
+                        // history is needed (its first runs make `fail_runs`).
+                        limit: u32::MAX,
                     })
                     .await
                     .map_err(RpcError)?

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use paceline::sim::{Options, PolicySource, Progress, builtin, replay};
+use paceline::sim::{Arrival, Options, PolicySource, Progress, builtin, replay};
 use paceline_sim::Report;
 use paceline_sim::render;
 
@@ -60,6 +60,20 @@ pub struct ReplayOpts {
     /// output, so the same trace, policies and seed give identical bytes.
     #[arg(long)]
     reproducible: bool,
+    /// Ignore arrival times: submit the trace's jobs in order, each once the
+    /// one before is placed, runs never ending, and stop at the first job
+    /// that cannot be placed whole ("arrive until full": how much work the
+    /// cluster holds at once under the placement policy).
+    #[arg(long)]
+    arrive_until_full: bool,
+    /// With --arrive-until-full: go on through the whole trace, leaving the
+    /// jobs that do not fit waiting, instead of stopping at the first.
+    #[arg(long, requires = "arrive_until_full")]
+    keep_going: bool,
+    /// Put every task's runs (placement time, host, end) and outcome into
+    /// the JSON report (large for large traces).
+    #[arg(long)]
+    tasks: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -208,15 +222,25 @@ pub struct AlibabaArgs {
 /// Arguments of `trace record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Where to write the trace (`-o` is the output format, as for every
-    /// client command).
-    #[arg(long = "out")]
+    /// Where to write the trace.
+    #[arg(short = 'o', long = "out")]
     out: PathBuf,
     /// A name for the trace.
     #[arg(long, default_value = "recorded")]
     name: String,
-    #[command(flatten)]
-    client: super::client::ClientOpts,
+    // The client options without `-o/--output` (a trace has one format, and
+    // `-o` names the file here, as for `sim generate` and `sim import`):
+    // flattening `ClientOpts` made clap refuse the command, `-o` twice.
+    /// The server's API address; several, comma-separated, for a highly
+    /// available deployment (the leader is found and used).
+    #[arg(long, env = "PACELINE_SERVER", default_value = super::client::DEFAULT_SERVER)]
+    server: String,
+    /// Bearer token sent with every call (prefer the environment variable).
+    #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// PEM certificate of the authority that signed an `https://` server's certificate.
+    #[arg(long, env = "PACELINE_CA_CERT")]
+    ca_cert: Option<PathBuf>,
 }
 
 pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
@@ -231,7 +255,15 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
 
 pub fn trace(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        TraceCommand::Record(a) => super::record::record(a.out, a.name, a.client),
+        TraceCommand::Record(a) => {
+            let client = super::client::ClientOpts {
+                server: a.server,
+                output: super::client::Output::Table,
+                token: a.token,
+                ca_cert: a.ca_cert,
+            };
+            super::record::record(a.out, a.name, client)
+        }
     }
 }
 
@@ -290,6 +322,12 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
         until_ms: opts.until_ms,
         batch_size: opts.batch_size,
         progress,
+        arrival: if opts.arrive_until_full {
+            Arrival::UntilFull { stop_at_first_unplaced: !opts.keep_going }
+        } else {
+            Arrival::ByTime
+        },
+        list_tasks: opts.tasks,
     })
 }
 
