@@ -6,6 +6,8 @@
 use std::fmt;
 
 use async_trait::async_trait;
+use std::sync::Arc;
+
 use paceline_model::view::HostView;
 use paceline_model::{Constraint, Resources};
 
@@ -65,7 +67,10 @@ pub struct Lease {
     /// When the hosts go back, on the host manager's clock.
     pub expires_at_ms: u64,
     /// The leased hosts as placement sees them (free = total − allocated).
-    pub hosts: Vec<HostView>,
+    /// Shared with the host manager's own copy: a lease costs a reference
+    /// count per host, not a copy of its attributes and job counts (the
+    /// manager copies a view only when it changes one a lease still holds).
+    pub hosts: Vec<Arc<HostView>>,
 }
 
 /// The host manager as a placement engine sees it.

@@ -3,6 +3,8 @@
 //! owner (the job manager) moves each one that still waits to PLACED, writes
 //! it and launches it; unplaced ones go back with the policy's reason.
 
+use std::sync::Arc;
+
 use paceline_joints::contract::FromContract;
 use paceline_joints::{Need, Placement, ReadyTask, TaskHandle};
 use paceline_model::UnplacedReason;
@@ -19,7 +21,7 @@ pub(crate) struct Outcome {
 /// Reads `result` against the request it answered (`tasks` and `hosts` in the
 /// request's order). The registry has validated the indices; any it had not
 /// would be skipped here, never indexed out of range.
-pub(crate) fn outcome(tasks: &[(ReadyTask, Need)], hosts: &[HostView], result: &PlacementResult) -> Outcome {
+pub(crate) fn outcome(tasks: &[(ReadyTask, Need)], hosts: &[Arc<HostView>], result: &PlacementResult) -> Outcome {
     let placements = result
         .assignments
         .iter()

@@ -12,6 +12,7 @@
 //!    capacity against demand) is left to the plugin, which sees both, and
 //!    checked again by the registry on every answer.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_joints::contract::IntoContract;
@@ -83,7 +84,9 @@ pub struct TaskView {
 
 /// Builds a plugin request from hosts and tasks. Tasks keep their order (gangs
 /// must be contiguous); the request's indices follow `hosts` and `tasks`.
-pub fn build_placement_request(round: u64, hosts: &[HostView], tasks: &[TaskView]) -> PlacementRequest {
+/// `hosts` may be owned views or shared ones (a lease's `Arc<HostView>`).
+pub fn build_placement_request<H: Borrow<HostView>>(round: u64, hosts: &[H], tasks: &[TaskView]) -> PlacementRequest {
+    let hosts: Vec<&HostView> = hosts.iter().map(Borrow::borrow).collect();
     let host_index: BTreeMap<&str, u32> = hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), i as u32)).collect();
 
     // Attribute columns: only the keys some task scores or spreads on.

@@ -226,7 +226,7 @@ impl PlacementPeer for CoreService {
         Ok(Response::new(pb::LeaseResponse {
             id: lease.id.0,
             expires_at_ms: lease.expires_at_ms,
-            hosts: lease.hosts.iter().map(convert::host_view_pb).collect(),
+            hosts: lease.hosts.iter().map(|h| convert::host_view_pb(h)).collect(),
         }))
     }
 
@@ -317,7 +317,7 @@ impl OfferSource for RemoteCore {
         Ok(Lease {
             id: LeaseId(answer.id),
             expires_at_ms: answer.expires_at_ms,
-            hosts: answer.hosts.iter().map(convert::host_view).collect(),
+            hosts: answer.hosts.iter().map(|h| Arc::new(convert::host_view(h))).collect(),
         })
     }
 

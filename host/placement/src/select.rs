@@ -21,7 +21,7 @@ pub(crate) async fn place(
     registry: &Arc<Registry>,
     slot: &str,
     tasks: &[(ReadyTask, Need)],
-    hosts: &[HostView],
+    hosts: &[Arc<HostView>],
     round: u64,
 ) -> Option<PlacementResult> {
     let request = build_placement_request(round, hosts, &task_views(tasks));

@@ -40,7 +40,7 @@ impl OfferSource for Hosts {
         let free = self.free.lock().map_err(broken)?;
         let mut leased = self.leased.lock().map_err(broken)?;
         let busy: BTreeSet<&String> = leased.values().flatten().collect();
-        let hosts: Vec<HostView> = free
+        let hosts: Vec<Arc<HostView>> = free
             .iter()
             .filter(|(name, (res, labels))| {
                 !busy.contains(name)
@@ -52,7 +52,9 @@ impl OfferSource for Hosts {
                     })
             })
             .take(request.max_hosts)
-            .map(|(name, (res, labels))| HostView { attributes: labels.clone(), ..HostView::new(name.clone(), *res) })
+            .map(|(name, (res, labels))| {
+                Arc::new(HostView { attributes: labels.clone(), ..HostView::new(name.clone(), *res) })
+            })
             .collect();
         let mut n = self.leases_made.lock().map_err(broken)?;
         *n += 1;

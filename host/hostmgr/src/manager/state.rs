@@ -5,6 +5,7 @@
 //! is the order of the changes.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use paceline_model::Resources;
 use paceline_model::host::{HostRecord, MaintenanceState};
@@ -45,7 +46,8 @@ pub(crate) enum Liveness {
 
 #[derive(Debug)]
 pub(crate) struct HostEntry {
-    pub view: HostView,
+    /// Shared with the leases that hold it; changed through `Arc::make_mut`.
+    pub view: Arc<HostView>,
     pub agent_id: Option<String>,
     pub state: MaintenanceState,
     pub liveness: Liveness,
@@ -149,7 +151,7 @@ impl State {
         let i = self.hosts.len() as u32;
         self.by_name.insert(name.to_string(), i);
         self.hosts.push(HostEntry {
-            view: HostView::new(name, Resources::ZERO),
+            view: Arc::new(HostView::new(name, Resources::ZERO)),
             agent_id: None,
             state: MaintenanceState::Up,
             liveness: Liveness::Never,
@@ -167,8 +169,9 @@ impl State {
     pub fn load_record(&mut self, r: HostRecord, now: u64) {
         let i = self.host_slot(&r.hostname, now);
         let h = &mut self.hosts[i as usize];
-        h.view.total = r.total;
-        h.view.attributes = r.attributes;
+        let view = Arc::make_mut(&mut h.view);
+        view.total = r.total;
+        view.attributes = r.attributes;
         h.agent_id = r.agent_id;
         h.state = r.state;
         h.registered_at_ms = r.registered_at_ms;
@@ -235,7 +238,7 @@ impl State {
         let mut runs: Vec<String> = h.runs.iter().cloned().collect();
         runs.sort();
         HostInfo {
-            view: h.view.clone(),
+            view: HostView::clone(&h.view),
             agent_id: h.agent_id.clone(),
             state: h.state,
             reachable: h.liveness == Liveness::Up,
@@ -263,14 +266,16 @@ impl State {
         let Some(r) = self.runs.get(run_id) else { return };
         self.live_task_runs.insert(r.task_id.clone(), run_id.to_string());
         let h = &mut self.hosts[r.host as usize];
-        h.view.allocated = h.view.allocated.saturating_add(&r.resources);
         h.runs.insert(run_id.to_string());
-        *h.view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
+        // Copies the view only if a lease still holds this one.
+        let view = Arc::make_mut(&mut h.view);
+        view.allocated = view.allocated.saturating_add(&r.resources);
+        *view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
         for l in &r.labels {
             let n = h.label_counts.entry(l.clone()).or_insert(0);
             *n += 1;
             if *n == 1 {
-                h.view.task_labels.insert(l.clone());
+                view.task_labels.insert(l.clone());
             }
         }
     }
@@ -287,11 +292,12 @@ impl State {
             self.live_task_runs.remove(&r.task_id);
         }
         let h = &mut self.hosts[i as usize];
-        h.view.allocated = h.view.allocated.saturating_sub(&r.resources);
-        if let Some(n) = h.view.job_counts.get_mut(&r.job) {
+        let view = Arc::make_mut(&mut h.view);
+        view.allocated = view.allocated.saturating_sub(&r.resources);
+        if let Some(n) = view.job_counts.get_mut(&r.job) {
             *n -= 1;
             if *n == 0 {
-                h.view.job_counts.remove(&r.job);
+                view.job_counts.remove(&r.job);
             }
         }
         for l in &r.labels {
@@ -299,7 +305,7 @@ impl State {
                 *n -= 1;
                 if *n == 0 {
                     h.label_counts.remove(l);
-                    h.view.task_labels.remove(l);
+                    view.task_labels.remove(l);
                 }
             }
         }
@@ -494,8 +500,9 @@ impl State {
         if !h.durable {
             h.registered_at_ms = now;
         }
-        h.view.total = r.total;
-        h.view.attributes = r.attributes;
+        let view = Arc::make_mut(&mut h.view);
+        view.total = r.total;
+        view.attributes = r.attributes;
         h.agent_id = Some(r.agent_id);
         h.liveness = Liveness::Up;
         h.last_seen_ms = now;
@@ -753,7 +760,7 @@ impl State {
             self.cursor = last + 1;
         }
         let expires_at_ms = now.saturating_add(req.ttl_ms);
-        let offers = picked.iter().map(|&i| self.hosts[i as usize].view.clone()).collect();
+        let offers = picked.iter().map(|&i| Arc::clone(&self.hosts[i as usize].view)).collect();
         if !picked.is_empty() {
             self.next_lease += 1;
             for &i in &picked {
