@@ -56,17 +56,30 @@ pub fn run(args: MetricsBenchArgs) -> anyhow::Result<ExitCode> {
         let interior = (args.pools / 10).max(1);
         let leaves = args.pools.saturating_sub(interior);
         let config = AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() };
+        let mut refused = None;
         let cluster = Cluster::assemble(store, registry, hosts, Arc::new(clock.clone()), config, |rm| {
-            let small = PerKind { cpu: 1_000, memory: 1_024, disk: 1_024, gpu: 0 };
-            for i in 0..interior {
-                let _ = rm.create_pool(&format!("/d{i}"), PoolSpec::default());
-            }
-            for j in 0..leaves {
-                let spec = PoolSpec { reservation: small, ..PoolSpec::default() };
-                let _ = rm.create_pool(&format!("/d{}/p{j}", j % interior), spec);
+            // A parent reserves what its children reserve.
+            let per_parent = u64::from(leaves.div_ceil(interior));
+            let small = PerKind { cpu: 100, memory: 128, disk: 128, gpu: 0 };
+            let parent = PerKind {
+                cpu: small.cpu * per_parent,
+                memory: small.memory * per_parent,
+                disk: small.disk * per_parent,
+                gpu: 0,
+            };
+            let pools = (0..interior)
+                .map(|i| (format!("/d{i}"), parent))
+                .chain((0..leaves).map(|j| (format!("/d{}/p{j}", j % interior), small)));
+            for (path, reservation) in pools {
+                if let Err(e) = rm.create_pool(&path, PoolSpec { reservation, ..PoolSpec::default() }) {
+                    refused.get_or_insert(format!("{path}: {e}"));
+                }
             }
         })
         .await?;
+        if let Some(e) = refused {
+            anyhow::bail!("creating the pools: {e}");
+        }
         // One pass of the loops: hosts registered, entitlement computed.
         cluster.step(sim.now_ms()).await;
         let pools = cluster.resmgr.lock().map(|rm| rm.tree().len()).unwrap_or(0);
