@@ -90,8 +90,7 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
     ) -> Cluster {
         let events = hosts.subscribe();
-        let collector = crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone());
-        let metrics = Some(Arc::new(crate::metrics::Metrics::new(vec![Box::new(collector)])));
+        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, Vec::new())));
         Cluster {
             hosts,
             jobs,
@@ -277,6 +276,21 @@ pub struct AssembleConfig {
     pub no_placement: bool,
     /// Keep no metrics (`bench pipeline` compares the cost with and without).
     pub no_metrics: bool,
+    /// Serve these store figures with the cluster's metrics (the store was
+    /// wrapped in a [`crate::store_metrics::MeteredStore`] that records them).
+    pub store_metrics: Option<crate::store_metrics::StoreMetrics>,
+}
+
+/// The metrics of a cluster over its roles, with `extra` collectors.
+fn cluster_metrics(
+    resmgr: &Arc<Mutex<ResourceManager>>,
+    hosts: &Arc<dyn HostAccess>,
+    registry: &Arc<paceline_plugin::Registry>,
+    mut extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
+) -> crate::metrics::Metrics {
+    let collector = crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone());
+    extra.insert(0, Box::new(collector));
+    crate::metrics::Metrics::new(extra)
 }
 
 impl Cluster {
@@ -321,6 +335,9 @@ impl Cluster {
         cluster.place_here = !config.no_placement;
         if config.no_metrics {
             cluster.metrics = None;
+        } else if let Some(store) = config.store_metrics {
+            let metrics = cluster_metrics(&cluster.resmgr, &cluster.hosts, &cluster.registry, vec![Box::new(store)]);
+            cluster.metrics = Some(Arc::new(metrics));
         }
         let cluster = Arc::new(cluster);
         cluster.hosts_changed().await;

@@ -7,4 +7,5 @@ pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod sim;
+pub mod store_metrics;
 pub mod wiring;

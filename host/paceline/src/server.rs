@@ -328,6 +328,9 @@ impl Server {
         leader_epoch: Option<u64>,
     ) -> Result<Server, ServerError> {
         let (api_config, store) = prepare(&config).await?;
+        let store_metrics = crate::store_metrics::StoreMetrics::default();
+        let store: Arc<dyn paceline_storage::Store> =
+            Arc::new(crate::store_metrics::MeteredStore::new(store, store_metrics.clone()));
         if let Some(epoch) = leader_epoch {
             store.claim_leadership(epoch).await?;
         }
@@ -422,6 +425,7 @@ impl Server {
             AssembleConfig {
                 install_default_plugins: true,
                 no_placement: !config.placement_engine,
+                store_metrics: Some(store_metrics),
                 ..AssembleConfig::default()
             },
             |rm| {

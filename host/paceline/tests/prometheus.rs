@@ -94,6 +94,7 @@ fn metrics_are_served_behind_the_api_tokens_and_open_on_the_scrape_listener() {
         "paceline_plugin_calls_total{",
         "paceline_process_resident_memory_bytes",
         "paceline_membership_leading 1",
+        "paceline_store_op_seconds_count{backend=\"sqlite\",op=\"list_pools\"}",
         // The refused call and the accepted one above, by method and code.
         "paceline_api_requests_total{method=\"/metrics\",code=\"401\"} 1",
         "paceline_api_requests_total{method=\"/metrics\",code=\"200\"} 1",
