@@ -640,3 +640,55 @@ impl Collector for ProcessCollector {
         build.encode_info(&[("version", version.as_str())])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(start))
+    }
+
+    #[test]
+    fn a_round_is_counted_once_and_an_idle_round_is_not_timed() {
+        let m = Metrics::new(Vec::new());
+        let busy =
+            paceline_placement::RoundReport { taken: 5, placed: 3, unplaced: 1, refused: 1, ..Default::default() };
+        m.round(&busy, Duration::from_millis(2));
+        m.round(&paceline_placement::RoundReport::default(), Duration::from_millis(1));
+        let text = m.encode(false).expect("encodes");
+        assert_eq!(
+            line(&text, "paceline_placement_tasks_placed_total "),
+            Some("paceline_placement_tasks_placed_total 3")
+        );
+        assert_eq!(
+            line(&text, "paceline_placement_tasks_deferred_total "),
+            Some("paceline_placement_tasks_deferred_total 1")
+        );
+        assert_eq!(line(&text, "paceline_launch_failures_total "), Some("paceline_launch_failures_total 1"));
+        assert_eq!(
+            line(&text, "paceline_placement_rounds_idle_total "),
+            Some("paceline_placement_rounds_idle_total 1")
+        );
+        assert_eq!(
+            line(&text, "paceline_placement_round_seconds_count "),
+            Some("paceline_placement_round_seconds_count 1")
+        );
+    }
+
+    #[test]
+    fn openmetrics_is_served_when_asked_for_and_ends_with_eof() {
+        let m = Metrics::new(Vec::new());
+        let text = m.encode(true).expect("encodes");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!m.encode(false).expect("encodes").contains("# EOF"));
+    }
+
+    #[test]
+    fn an_agent_serves_only_its_process() {
+        let text = Metrics::process_only().encode(false).expect("encodes");
+        assert!(text.contains("paceline_build_info{"), "{text}");
+        assert!(!text.contains("placement"), "{text}");
+        assert!(!text.contains("api_requests"), "{text}");
+    }
+}

@@ -308,8 +308,13 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
         ..SimConfig::default()
     }));
     let clock = sim.clock();
-    let store: Arc<dyn paceline_storage::Store> =
+    let mut store: Arc<dyn paceline_storage::Store> =
         Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
+    // With metrics, the store is timed as `paceline server` times it.
+    let store_metrics = metrics.then(paceline::store_metrics::StoreMetrics::default);
+    if let Some(m) = &store_metrics {
+        store = Arc::new(paceline::store_metrics::MeteredStore::new(store, m.clone()));
+    }
     let hosts = HostManager::builder(sim.clone())
         .clock(Arc::new(clock.clone()))
         .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
@@ -323,6 +328,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
         engine: paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
         no_placement: args.remote_placement,
         no_metrics: !metrics,
+        store_metrics,
         ..AssembleConfig::default()
     };
     let cluster = Cluster::assemble(store, registry, hosts, Arc::new(clock.clone()), config, |rm| {
