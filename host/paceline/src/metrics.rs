@@ -20,7 +20,6 @@
 //! listener of its own without authentication (see docs/operations.md,
 //! "Metrics"). Decision: docs/decisions/0022-metrics.md.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -463,7 +462,6 @@ impl Collector for ClusterCollector {
             "What the reachable hosts that take tasks offer, per resource kind",
             KINDS.iter().zip(capacity).map(|(kind, v)| ([("kind", *kind)], v)),
         )?;
-        drop(pools);
 
         self.encode_hosts(&mut encoder)?;
         self.encode_plugins(&mut encoder)
@@ -633,11 +631,9 @@ impl Collector for ProcessCollector {
         if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
             gauge(&mut encoder, "process_open_fds", "Open file descriptors of this process.", fds.count() as u64)?;
         }
-        let mut build =
-            encoder.encode_descriptor("build", "The paceline build serving these metrics", None, MetricType::Info)?;
-        let mut version = String::new();
-        let _ = write!(version, "{}", env!("CARGO_PKG_VERSION"));
-        build.encode_info(&[("version", version.as_str())])
+        encoder
+            .encode_descriptor("build", "The paceline build serving these metrics", None, MetricType::Info)?
+            .encode_info(&[("version", env!("CARGO_PKG_VERSION"))])
     }
 }
 
