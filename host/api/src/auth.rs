@@ -124,6 +124,11 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
             _ => Requirement::AtLeast(Role::Admin),
         };
     }
+    if path == "/metrics" {
+        // Prometheus metrics (served when the server adds them to the port):
+        // figures about every pool and plugin, so a reader's, not open.
+        return Requirement::Read;
+    }
     if path == "/ui" || path.starts_with("/ui/") || path == "/" {
         // The web UI's page and assets hold no data; its JSON routes do.
         return Requirement::Open;
@@ -346,15 +351,16 @@ pub async fn check_job<T>(
 }
 
 /// Tower layer that admits each request ([`Auth::admit`]) before the
-/// services see it and attaches its principal.
+/// services see it and attaches its principal; and tells the observer, if
+/// any, of every call and its answer (refusals included).
 #[derive(Clone, Debug)]
-pub struct AuthLayer(pub Arc<Auth>);
+pub struct AuthLayer(pub Arc<Auth>, pub Option<Arc<dyn crate::CallObserver>>);
 
 impl<S> tower::Layer<S> for AuthLayer {
     type Service = AuthService<S>;
 
     fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService { auth: self.0.clone(), inner }
+        AuthService { auth: self.0.clone(), observer: self.1.clone(), inner }
     }
 }
 
@@ -362,7 +368,48 @@ impl<S> tower::Layer<S> for AuthLayer {
 #[derive(Clone, Debug)]
 pub struct AuthService<S> {
     auth: Arc<Auth>,
+    observer: Option<Arc<dyn crate::CallObserver>>,
     inner: S,
+}
+
+/// The method label of a request path, from a bounded set: a gRPC method
+/// (`/package.Service/Method`) of this API, a web UI route without its ids,
+/// `/metrics`, or `other` (anything else a client may send, so unknown
+/// paths cannot grow the label set).
+pub fn method_label(path: &str) -> String {
+    if let Some(route) = path.strip_prefix("/ui/api/") {
+        let first = route.split('/').next().unwrap_or_default();
+        return match first {
+            "jobs" | "pools" | "hosts" | "plugins" => {
+                let rest = if route.len() > first.len() { "/…" } else { "" };
+                format!("/ui/api/{first}{rest}")
+            }
+            _ => "other".into(),
+        };
+    }
+    if path == "/metrics" {
+        return path.into();
+    }
+    if (path.starts_with("/paceline.") || path.starts_with("/grpc."))
+        && path.len() <= 96
+        && path.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_'))
+    {
+        return path.into();
+    }
+    if path == "/ui" || path.starts_with("/ui/") || path == "/" {
+        return "/ui".into();
+    }
+    "other".into()
+}
+
+/// The answer's code for [`crate::CallObserver`]: the gRPC status when the
+/// answer's head carries one (a refusal or an immediate error), else the
+/// HTTP status (`200` for a gRPC call whose status comes in the trailers).
+fn answer_code(response: &http::Response<tonic::body::Body>) -> String {
+    match Status::from_header_map(response.headers()) {
+        Some(status) => format!("{:?}", status.code()),
+        None => response.status().as_u16().to_string(),
+    }
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -383,6 +430,13 @@ where
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let path = request.uri().path().to_owned();
+        let started = std::time::Instant::now();
+        let observer = self.observer.clone();
+        let observe = move |path: &str, response: &http::Response<tonic::body::Body>| {
+            if let Some(o) = &observer {
+                o.observe(&method_label(path), &answer_code(response), started.elapsed());
+            }
+        };
         match self.auth.admit(request.method(), &path, request.headers()) {
             Ok(who) => {
                 let caller = who.as_ref().map(|w| w.name.clone()).unwrap_or_default();
@@ -401,12 +455,17 @@ where
                     {
                         log_refusal(&path, &caller, &status);
                     }
+                    observe(&path, &response);
                     Ok(response)
                 })
             }
             Err(status) => {
                 log_refusal(&path, "", &status);
-                let response = if path.starts_with("/ui/") { json_refusal(&status) } else { status.into_http() };
+                // Plain HTTP clients (the page, a Prometheus scraping
+                // /metrics) read the HTTP status; gRPC clients the grpc-status.
+                let plain_http = path.starts_with("/ui/") || path == "/metrics";
+                let response = if plain_http { json_refusal(&status) } else { status.into_http() };
+                observe(&path, &response);
                 Box::pin(async move { Ok(response) })
             }
         }
@@ -445,6 +504,27 @@ fn json_refusal(status: &Status) -> http::Response<tonic::body::Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn method_labels_come_from_a_bounded_set() {
+        for (path, label) in [
+            ("/paceline.v1.JobService/CreateJob", "/paceline.v1.JobService/CreateJob"),
+            ("/ui/api/jobs", "/ui/api/jobs"),
+            ("/ui/api/jobs/job-123", "/ui/api/jobs/…"),
+            ("/ui/api/secrets", "other"),
+            ("/ui/app.js", "/ui"),
+            ("/metrics", "/metrics"),
+            ("/wp-admin/install.php", "other"),
+            ("/paceline.v1.JobService/<script>", "other"),
+        ] {
+            assert_eq!(method_label(path), label, "{path}");
+        }
+    }
+
+    #[test]
+    fn metrics_need_a_reader() {
+        assert_eq!(requirement(&http::Method::GET, "/metrics"), Requirement::Read);
+    }
 
     fn headers(token: Option<&str>) -> http::HeaderMap {
         let mut h = http::HeaderMap::new();

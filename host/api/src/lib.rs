@@ -95,6 +95,16 @@ pub struct ApiConfig {
     /// placement protocol for engines in other processes). They pass the
     /// same authentication layer; unknown to its table, they need `admin`.
     pub internal: Option<tonic::service::Routes>,
+    /// Told of every call and its answer (the server's metrics).
+    pub observer: Option<Arc<dyn CallObserver>>,
+}
+
+/// Told of every API call once the head of its answer is ready: the
+/// method ([`auth::method_label`], a bounded set), the answer's code and
+/// the time taken. Called on the request's task, so it must be cheap.
+pub trait CallObserver: std::fmt::Debug + Send + Sync + 'static {
+    /// One call.
+    fn observe(&self, method: &str, code: &str, took: Duration);
 }
 
 /// A server certificate chain and its private key, both PEM.
@@ -115,6 +125,7 @@ impl Default for ApiConfig {
             auth: Arc::new(auth::Auth::open()),
             tls: None,
             internal: None,
+            observer: None,
         }
     }
 }
@@ -170,8 +181,10 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .build_v1()?;
     let server = server_builder(config)?;
     // Browsers speak HTTP/1.1 to the web UI; gRPC clients HTTP/2 as before.
-    let mut server =
-        server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let mut server = server
+        .accept_http1(true)
+        .timeout(config.request_timeout)
+        .layer(auth::AuthLayer(config.auth.clone(), config.observer.clone()));
     let mut http = web::routes(roles.clone());
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
@@ -215,7 +228,8 @@ where
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let server = server_builder(&config)?;
-    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone()));
+    let mut server =
+        server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone(), config.observer.clone()));
     let router = server
         .add_routes(config.internal.clone().unwrap_or_default())
         .add_service(health)

@@ -45,6 +45,9 @@ pub struct Cluster {
     pub registry: Arc<paceline_plugin::Registry>,
     /// The store every role writes to.
     pub store: Arc<dyn paceline_storage::Store>,
+    /// The process's Prometheus metrics over these roles; `None` when
+    /// assembled with `no_metrics` (benchmarks comparing the cost).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
     events: AsyncMutex<HostEvents>,
     place_here: bool,
 }
@@ -87,7 +90,18 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
     ) -> Cluster {
         let events = hosts.subscribe();
-        Cluster { hosts, jobs, resmgr, engine, registry, store, events: AsyncMutex::new(events), place_here: true }
+        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, Vec::new())));
+        Cluster {
+            hosts,
+            jobs,
+            resmgr,
+            engine,
+            registry,
+            store,
+            metrics,
+            events: AsyncMutex::new(events),
+            place_here: true,
+        }
     }
 
     /// The roles the API serves.
@@ -126,6 +140,8 @@ impl Cluster {
         }
         // One call for the whole burst: the job manager writes each job's
         // updates together. Each is acknowledged only once it is written.
+        let run_updates = runs.len();
+        let mut failed = 0;
         if !runs.is_empty() {
             let results = self.jobs.on_run_updates(&runs).await;
             let mut written = Vec::with_capacity(runs.len());
@@ -133,6 +149,7 @@ impl Cluster {
                 match result {
                     Ok(()) => written.push((update.run_id, update.seq)),
                     Err(e) => {
+                        failed += 1;
                         warn!(run = update.run_id, seq = update.seq, error = %e, "run update not handled; it will come again")
                     }
                 }
@@ -145,6 +162,11 @@ impl Cluster {
         }
         for host in draining {
             self.jobs.on_host_draining(&host).await;
+        }
+        if let Some(m) = &self.metrics
+            && n > 0
+        {
+            m.host_events(n, run_updates, failed);
         }
         n
     }
@@ -191,7 +213,11 @@ impl Cluster {
         report.ticks_time = started.elapsed();
         let started = Instant::now();
         if self.place_here {
-            report.placed = self.engine.run_round(now_ms).await.placed;
+            let round = self.engine.run_round(now_ms).await;
+            if let Some(m) = &self.metrics {
+                m.round(&round, started.elapsed());
+            }
+            report.placed = round.placed;
         }
         report.placement_time = started.elapsed();
         let started = Instant::now();
@@ -248,6 +274,23 @@ pub struct AssembleConfig {
     /// other processes (`--roles jobmgr,resmgr,hostmgr`) and reach this
     /// cluster through `paceline_placement::remote`.
     pub no_placement: bool,
+    /// Keep no metrics (`bench pipeline` compares the cost with and without).
+    pub no_metrics: bool,
+    /// Serve these store figures with the cluster's metrics (the store was
+    /// wrapped in a [`crate::store_metrics::MeteredStore`] that records them).
+    pub store_metrics: Option<crate::store_metrics::StoreMetrics>,
+}
+
+/// The metrics of a cluster over its roles, with `extra` collectors.
+fn cluster_metrics(
+    resmgr: &Arc<Mutex<ResourceManager>>,
+    hosts: &Arc<dyn HostAccess>,
+    registry: &Arc<paceline_plugin::Registry>,
+    mut extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
+) -> crate::metrics::Metrics {
+    let collector = crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone());
+    extra.insert(0, Box::new(collector));
+    crate::metrics::Metrics::new(extra)
 }
 
 impl Cluster {
@@ -290,6 +333,12 @@ impl Cluster {
         let engine = Arc::new(Engine::new(jobs.clone(), hosts.clone(), registry.clone(), config.engine));
         let mut cluster = Cluster::new(hosts, jobs, resmgr, engine, registry, store);
         cluster.place_here = !config.no_placement;
+        if config.no_metrics {
+            cluster.metrics = None;
+        } else if let Some(store) = config.store_metrics {
+            let metrics = cluster_metrics(&cluster.resmgr, &cluster.hosts, &cluster.registry, vec![Box::new(store)]);
+            cluster.metrics = Some(Arc::new(metrics));
+        }
         let cluster = Arc::new(cluster);
         cluster.hosts_changed().await;
         Ok(cluster)

@@ -4,6 +4,8 @@
 pub mod cluster;
 pub mod ha;
 pub mod leader;
+pub mod metrics;
 pub mod server;
 pub mod sim;
+pub mod store_metrics;
 pub mod wiring;

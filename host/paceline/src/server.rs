@@ -129,6 +129,11 @@ pub struct ServerConfig {
     /// processes of their own (`--roles jobmgr,resmgr,hostmgr` here, `--roles placement`
     /// there); they reach this server through its API port.
     pub placement_engine: bool,
+    /// Also serve `GET /metrics` here, without authentication, for a Prometheus that
+    /// holds no token (see docs/operations.md, "Metrics"). Default none: the metrics
+    /// are on the API port only, behind its tokens. Keep it on loopback
+    /// (`127.0.0.1:9464`) or a network only the scraper reaches.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The API's TLS certificate and key files.
@@ -160,6 +165,7 @@ impl Default for ServerConfig {
             tokens_file: None,
             tls: None,
             placement_engine: true,
+            metrics_listen: None,
         }
     }
 }
@@ -272,6 +278,8 @@ pub struct Server {
     pub api_addr: SocketAddr,
     /// Where agents dial (the real port when the config said 0).
     pub agent_addr: SocketAddr,
+    /// Where the unauthenticated scrape listener listens, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     remote_hosts: Option<paceline_hostmgr::peer::RemoteHosts>,
@@ -320,6 +328,9 @@ impl Server {
         leader_epoch: Option<u64>,
     ) -> Result<Server, ServerError> {
         let (api_config, store) = prepare(&config).await?;
+        let store_metrics = crate::store_metrics::StoreMetrics::default();
+        let store: Arc<dyn paceline_storage::Store> =
+            Arc::new(crate::store_metrics::MeteredStore::new(store, store_metrics.clone()));
         if let Some(epoch) = leader_epoch {
             store.claim_leadership(epoch).await?;
         }
@@ -414,6 +425,7 @@ impl Server {
             AssembleConfig {
                 install_default_plugins: true,
                 no_placement: !config.placement_engine,
+                store_metrics: Some(store_metrics),
                 ..AssembleConfig::default()
             },
             |rm| {
@@ -437,7 +449,26 @@ impl Server {
         // Placement engines in other processes reach the roles on the API port.
         let mut api_config = api_config;
         let core = paceline_placement::remote::CoreService::new(cluster.jobs.clone(), cluster.hosts.clone(), clock);
-        api_config.internal = Some(tonic::service::Routes::new(core.into_server()));
+        let mut internal = tonic::service::Routes::new(core.into_server()).into_axum_router();
+        let mut metrics_addr = None;
+        if let Some(metrics) = &cluster.metrics {
+            if let Some(epoch) = leader_epoch {
+                metrics.leading(epoch);
+            }
+            api_config.observer = Some(metrics.clone());
+            // On the API port, behind its authentication like every route there.
+            internal = internal.merge(crate::metrics::routes(metrics.clone()));
+            if let Some(addr) = config.metrics_listen {
+                let stop = stopped.clone();
+                let (bound, task) =
+                    crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
+                        .await
+                        .map_err(|source| ServerError::Listen { addr, source })?;
+                tasks.push(task);
+                metrics_addr = Some(bound);
+            }
+        }
+        api_config.internal = Some(tonic::service::Routes::from(internal));
         let roles = cluster.roles();
         let stop_api = stopped.clone();
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
@@ -449,7 +480,7 @@ impl Server {
             }
         }));
         info!(%api_addr, %agent_addr, "paceline server up");
-        Ok(Server { cluster, api_addr, agent_addr, tasks, stop: Some(stop), remote_hosts })
+        Ok(Server { cluster, api_addr, agent_addr, metrics_addr, tasks, stop: Some(stop), remote_hosts })
     }
 
     /// Stops the listeners and loops (tasks on hosts keep running).

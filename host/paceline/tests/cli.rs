@@ -107,6 +107,24 @@ fn bench_pipeline_launches_every_task_and_says_where_the_time_went() {
 }
 
 #[test]
+fn bench_pipeline_compares_metrics_off_and_on_and_bench_metrics_reports_a_scrape() {
+    let out =
+        paceline(&["bench", "pipeline", "--jobs", "2", "--instances", "3", "--hosts", "4", "--metrics-compare", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("pipeline: 6 tasks (2 jobs x 3) onto 4 simulated hosts").count(), 2, "{stdout}");
+    assert!(stdout.contains("metrics overhead: "), "{stdout}");
+    assert!(stdout.contains("without, median of 1 runs each"), "{stdout}");
+
+    let out = paceline(&["bench", "metrics", "--hosts", "20", "--pools", "30", "--scrapes", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // 30 pools asked for, plus the root.
+    assert!(stdout.contains("metrics scrape: 20 hosts, 31 pools (root included)"), "{stdout}");
+    assert!(stdout.contains(" bytes ("), "{stdout}");
+}
+
+#[test]
 fn completion_scripts_cover_the_commands_and_bash_loads_its_own() {
     for (shell, marker) in [("bash", "_paceline()"), ("zsh", "#compdef paceline"), ("fish", "complete -c paceline")] {
         let out = paceline(&["completion", shell]);

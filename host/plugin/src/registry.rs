@@ -7,7 +7,7 @@
 //! flight finish on the old one, and no call ever mixes two versions.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -97,6 +97,9 @@ pub struct SlotInfo {
     pub shadow: Option<String>,
     /// Every version, oldest first.
     pub versions: Vec<VersionInfo>,
+    /// Calls answered by an earlier version or the native policy because
+    /// the version tried first failed, since this process started.
+    pub fallbacks: u64,
 }
 
 /// Decision differences between a shadowed candidate and the active version.
@@ -153,6 +156,8 @@ struct Slot {
     history: Mutex<Vec<String>>,
     consecutive_failures: AtomicU32,
     shadow: ArcSwapOption<Shadow>,
+    /// Answers given by someone other than the version tried first.
+    fallbacks: AtomicU64,
 }
 
 impl Slot {
@@ -268,6 +273,7 @@ impl Registry {
                     history: Mutex::new(Vec::new()),
                     consecutive_failures: AtomicU32::new(0),
                     shadow: ArcSwapOption::empty(),
+                    fallbacks: AtomicU64::new(0),
                 })
             })
             .clone())
@@ -530,6 +536,7 @@ impl Registry {
                             .collect()
                     })
                     .unwrap_or_default(),
+                fallbacks: s.fallbacks.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -569,6 +576,9 @@ impl Registry {
                     if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &v)) {
                         slot.consecutive_failures.store(0, Ordering::Relaxed);
                     }
+                    if !faults.is_empty() {
+                        slot.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(Answer { value: o, served_by: ServedBy::Version(v.id.clone()), faults });
                 }
                 Err(fault) => {
@@ -584,7 +594,14 @@ impl Registry {
             candidate = self.previous_good(slot, &tried);
         }
         match native {
-            Some((name, f)) => Ok(Answer { value: f(), served_by: ServedBy::Native(name), faults }),
+            Some((name, f)) => {
+                // A slot with no version at all is served natively by design;
+                // only an answer given after a fault is a fallback.
+                if !faults.is_empty() {
+                    slot.fallbacks.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Answer { value: f(), served_by: ServedBy::Native(name), faults })
+            }
             None => Err(PluginError::Call(faults.pop().unwrap_or_else(|| CallError {
                 kind: FaultKind::Instantiate,
                 version: slot.name.clone(),

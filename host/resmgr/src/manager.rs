@@ -842,6 +842,37 @@ impl ResourceManager {
         })
     }
 
+    /// Every queued gang counted by pool and [`PendingReason::name`] (a gang
+    /// behind a blocked head counts as `behind_head`, as [`Self::why_pending`]
+    /// says). One pass over the gang records: for metrics, read at scrape
+    /// time rather than kept up to date on every admission.
+    pub fn pending_counts(&self) -> Vec<crate::reason::PendingCount> {
+        let mut counts: BTreeMap<(u32, &'static str), (u64, u64)> = BTreeMap::new();
+        for (i, slot) in self.gangs.slots.iter().enumerate() {
+            if !slot.queued {
+                continue;
+            }
+            let id = GangId::new(i as u32, slot.generation);
+            let blocked = self.queues[slot.pool as usize].blocked[Lane::of(&slot.spec) as usize];
+            let reason = match blocked {
+                Some(head) if head != id => "behind_head",
+                _ => slot.reason.name(),
+            };
+            let c = counts.entry((slot.pool, reason)).or_default();
+            c.0 += 1;
+            c.1 += u64::from(slot.spec.tasks);
+        }
+        counts
+            .into_iter()
+            .map(|((pool, reason), (gangs, tasks))| crate::reason::PendingCount {
+                pool: self.tree.nodes[pool as usize].path.clone(),
+                reason,
+                gangs,
+                tasks,
+            })
+            .collect()
+    }
+
     /// Bytes held by the queues and gang records (capacity, not length).
     pub fn queue_bytes(&self) -> usize {
         let deques: usize = self

@@ -57,6 +57,35 @@ pub enum PendingReason {
     },
 }
 
+impl PendingReason {
+    /// A short, stable name for the kind of reason (its numbers left out),
+    /// so that counts by reason have a bounded set of labels.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PendingReason::NotEvaluated => "not_evaluated",
+            PendingReason::OverEntitlement { .. } => "over_entitlement",
+            PendingReason::WaitingOnReservation { .. } => "waiting_on_reservation",
+            PendingReason::PoolCannotHold { .. } => "pool_cannot_hold",
+            PendingReason::OverSlackEntitlement { .. } => "over_slack_entitlement",
+            PendingReason::ClusterFull { .. } => "cluster_full",
+            PendingReason::BehindHead { .. } => "behind_head",
+        }
+    }
+}
+
+/// Queued gangs of one pool that wait for one kind of reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingCount {
+    /// The pool's path.
+    pub pool: String,
+    /// [`PendingReason::name`].
+    pub reason: &'static str,
+    /// Gangs waiting.
+    pub gangs: u64,
+    /// Their tasks.
+    pub tasks: u64,
+}
+
 /// A queued gang's reason with its pool, for display.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingInfo {

@@ -71,3 +71,30 @@ fn adopting_into_a_missing_or_inner_pool_is_refused_and_changes_nothing() {
     assert!(rm.adopt("/team", GangSpec { tasks: 0, ..one(1, 0, 100) }, TaskState::Running, 0).is_err(), "no tasks");
     assert_eq!(rm.pool_status("/team").expect("status").allocation, Resources::default());
 }
+
+#[test]
+fn pending_gangs_are_counted_by_pool_and_the_reason_each_one_gives() {
+    let mut rm = manager();
+    rm.adopt("/team", one(1, 0, 2_000), TaskState::Running, 0).expect("adopt");
+    let first = rm.submit("/team", GangSpec { tasks: 2, ..one(2, 0, 500) }, 1).expect("queued");
+    let second = rm.submit("/team", one(3, 0, 500), 2).expect("queued");
+    assert_eq!(
+        rm.pending_counts(),
+        vec![paceline_resmgr::PendingCount { pool: "/team".into(), reason: "not_evaluated", gangs: 2, tasks: 3 }],
+        "nothing has looked at them yet"
+    );
+    rm.tick(10);
+    let counts = rm.pending_counts();
+    // The counts say what `why_pending` says of each gang, one by one.
+    let mut expected: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for (gang, tasks) in [(first, 2), (second, 1)] {
+        let reason = rm.why_pending(gang).expect("still queued").reason.name();
+        assert_ne!(reason, "not_evaluated");
+        let e = expected.entry(reason).or_default();
+        e.0 += 1;
+        e.1 += tasks;
+    }
+    let got: std::collections::BTreeMap<&str, (u64, u64)> =
+        counts.iter().inspect(|c| assert_eq!(c.pool, "/team")).map(|c| (c.reason, (c.gangs, c.tasks))).collect();
+    assert_eq!(got, expected);
+}

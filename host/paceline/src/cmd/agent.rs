@@ -52,6 +52,10 @@ pub struct AgentArgs {
     /// holds: when dev ends in any way, even SIGKILL, its agents follow.
     #[arg(long)]
     stop_when_stdin_closes: bool,
+    /// Serve this agent's process metrics (`GET /metrics`, Prometheus text, no
+    /// authentication) here, e.g. 127.0.0.1:9465. Default: none.
+    #[arg(long)]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Resolves when stdin reaches end of file (or fails). Read on a plain
@@ -131,7 +135,16 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let watch_stdin = args.stop_when_stdin_closes;
+    let metrics_listen = args.metrics_listen;
     runtime.block_on(async move {
+        // The scrape listener lives as long as the runtime: it ends with the process.
+        if let Some(addr) = metrics_listen {
+            let metrics = std::sync::Arc::new(paceline::metrics::Metrics::process_only());
+            let (bound, _task) = paceline::metrics::spawn_scrape_listener(addr, metrics, std::future::pending::<()>())
+                .await
+                .with_context(|| format!("listening for metrics on {addr}"))?;
+            println!("paceline agent: metrics on http://{bound}/metrics");
+        }
         let shutdown = async {
             tokio::select! {
                 () = super::process::until_signal() => {}

@@ -26,6 +26,8 @@ pub enum BenchCommand {
     Jobmgr(super::bench_hosts::JobmgrBenchArgs),
     /// The whole pipeline on simulated hosts: jobs submitted, placed by the Wasm policies, launched.
     Pipeline(super::bench_hosts::PipelineBenchArgs),
+    /// One scrape of `/metrics` on 10,000 simulated hosts and 11,000 pools: time and size.
+    Metrics(super::bench_metrics::MetricsBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -72,6 +74,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Hosts(a) => super::bench_hosts::hosts(a),
         BenchCommand::Jobmgr(a) => super::bench_hosts::jobmgr(a),
         BenchCommand::Pipeline(a) => super::bench_hosts::pipeline(a),
+        BenchCommand::Metrics(a) => super::bench_metrics::run(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {
                 println!("(DEBUG build - figures not meaningful; use --release)");

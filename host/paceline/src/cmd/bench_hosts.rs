@@ -208,6 +208,13 @@ pub struct PipelineBenchArgs {
     /// in a process of its own does (`--roles placement`), instead of in the loop.
     #[arg(long)]
     remote_placement: bool,
+    /// Keep no metrics (the server keeps them; see --metrics-compare).
+    #[arg(long)]
+    no_metrics: bool,
+    /// Run N times without metrics and N times with them (scraped every
+    /// second), in turn, and print both rates and the difference.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    metrics_compare: u32,
 }
 
 /// A placement engine reaching `cluster` over gRPC on a loopback port (the
@@ -251,169 +258,228 @@ async fn remote_engine(
 /// Every role over simulated hosts (SQLite, the built-in Wasm policies):
 /// submits `jobs × instances` tasks and times until all run.
 pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
+    debug_note();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if args.metrics_compare == 0 {
+        runtime.block_on(pipeline_once(&args, !args.no_metrics))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Off and on in turn, so that a machine busier in one half of the run
+    // than in the other weighs on both alike; the medians are compared.
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for run in 1..=args.metrics_compare {
+        println!("-- run {run} of {}, metrics off", args.metrics_compare);
+        off.push(runtime.block_on(pipeline_once(&args, false))?);
+        println!("-- run {run} of {}, metrics on (scraped every second)", args.metrics_compare);
+        on.push(runtime.block_on(pipeline_once(&args, true))?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (off_rate, on_rate) = (median(&mut off), median(&mut on));
+    println!(
+        "metrics overhead: {on_rate:.0} tasks/s with metrics (scraped every second) vs {off_rate:.0} tasks/s without, median of {} runs each: {:+.1}% (goal: no more than 3% slower)",
+        args.metrics_compare,
+        (off_rate / on_rate - 1.0) * 100.0
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One pipeline run; returns its rate (tasks launched per second). With
+/// `metrics`, the cluster keeps its metrics and a scraper encodes them
+/// every second, as a Prometheus scraping at a 1 s interval would.
+async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Result<f64> {
     use futures::StreamExt;
     use paceline::cluster::{AssembleConfig, Cluster};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::job::{JobConfig, JobKind};
     use paceline_model::pool::{PerKind, PoolSpec};
 
-    debug_note();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        let dir = tempfile::tempdir()?;
-        let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
-        let host = Resources::new(8_000, 32_768, 1_000_000, 0);
-        let sim = Arc::new(SimProvider::new(SimConfig {
-            shapes: vec![
-                HostShape::new(args.hosts / 2, "a-", host).attribute("zone", "a"),
-                HostShape::new(args.hosts - args.hosts / 2, "b-", host).attribute("zone", "b"),
-            ],
-            start_ms,
-            ..SimConfig::default()
-        }));
-        let clock = sim.clock();
-        let store: Arc<dyn paceline_storage::Store> = Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
-        let hosts = HostManager::builder(sim.clone())
-            .clock(Arc::new(clock.clone()))
-            .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
-            .start()
-            .await?;
-        hosts.sync().await?;
-        let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
-        let registry = Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
-        let config = AssembleConfig {
-            install_default_plugins: true,
-            engine: paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
-            no_placement: args.remote_placement,
-            ..AssembleConfig::default()
-        };
-        let cluster = Cluster::assemble(store, registry, hosts, Arc::new(clock.clone()), config, |rm| {
-            let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
-            let _ = rm.create_pool("/bench", PoolSpec { reservation: all, ..PoolSpec::default() });
-        })
+    let dir = tempfile::tempdir()?;
+    let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+    let host = Resources::new(8_000, 32_768, 1_000_000, 0);
+    let sim = Arc::new(SimProvider::new(SimConfig {
+        shapes: vec![
+            HostShape::new(args.hosts / 2, "a-", host).attribute("zone", "a"),
+            HostShape::new(args.hosts - args.hosts / 2, "b-", host).attribute("zone", "b"),
+        ],
+        start_ms,
+        ..SimConfig::default()
+    }));
+    let clock = sim.clock();
+    let mut store: Arc<dyn paceline_storage::Store> =
+        Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
+    // With metrics, the store is timed as `paceline server` times it.
+    let store_metrics = metrics.then(paceline::store_metrics::StoreMetrics::default);
+    if let Some(m) = &store_metrics {
+        store = Arc::new(paceline::store_metrics::MeteredStore::new(store, m.clone()));
+    }
+    let hosts = HostManager::builder(sim.clone())
+        .clock(Arc::new(clock.clone()))
+        .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
+        .start()
         .await?;
-        let engine = if args.remote_placement { Some(remote_engine(&cluster, clock.clone()).await?) } else { None };
-        let total = u64::from(args.jobs) * u64::from(args.instances);
-        let wall = Instant::now();
-        let mut last = Instant::now();
-        let advance = |last: &mut Instant| {
-            let ms = last.elapsed().as_millis() as u64;
-            *last += Duration::from_millis(ms);
-            ms
+    hosts.sync().await?;
+    let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
+    let registry = Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
+    let config = AssembleConfig {
+        install_default_plugins: true,
+        engine: paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
+        no_placement: args.remote_placement,
+        no_metrics: !metrics,
+        store_metrics,
+        ..AssembleConfig::default()
+    };
+    let cluster = Cluster::assemble(store, registry, hosts, Arc::new(clock.clone()), config, |rm| {
+        let all = PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 };
+        let _ = rm.create_pool("/bench", PoolSpec { reservation: all, ..PoolSpec::default() });
+    })
+    .await?;
+    let engine = if args.remote_placement { Some(remote_engine(&cluster, clock.clone()).await?) } else { None };
+    let scraper = cluster.metrics.clone().map(|m| {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _ = m.encode(false);
+            }
+        })
+    });
+    let total = u64::from(args.jobs) * u64::from(args.instances);
+    let wall = Instant::now();
+    let mut last = Instant::now();
+    let advance = |last: &mut Instant| {
+        let ms = last.elapsed().as_millis() as u64;
+        *last += Duration::from_millis(ms);
+        ms
+    };
+    // Jobs arrive from many clients at once (CLIENTS in flight), as in a
+    // live cluster: the clients do not wait for the scheduling loop and
+    // the loop does not wait for the clients, exactly as the API and
+    // `Cluster::spawn` run side by side in `paceline server`.
+    const CLIENTS: usize = 32;
+    let (jobs_n, instances) = (args.jobs, args.instances);
+    let make = move |j: u32| {
+        let spec = JobConfig {
+            name: format!("bench-{j}"),
+            owner: "bench".into(),
+            pool: "/bench".into(),
+            kind: JobKind::Batch,
+            instance_count: instances,
+            default_task: TaskSpec {
+                command: "work".into(),
+                resources: Resources::new(250, 512, 100, 0),
+                ..TaskSpec::default()
+            },
+            ..JobConfig::default()
         };
-        // Jobs arrive from many clients at once (CLIENTS in flight), as in a
-        // live cluster: the clients do not wait for the scheduling loop and
-        // the loop does not wait for the clients, exactly as the API and
-        // `Cluster::spawn` run side by side in `paceline server`.
-        const CLIENTS: usize = 32;
-        let (jobs_n, instances) = (args.jobs, args.instances);
-        let make = move |j: u32| {
-            let spec = JobConfig {
-                name: format!("bench-{j}"),
-                owner: "bench".into(),
-                pool: "/bench".into(),
-                kind: JobKind::Batch,
-                instance_count: instances,
-                default_task: TaskSpec { command: "work".into(), resources: Resources::new(250, 512, 100, 0), ..TaskSpec::default() },
-                ..JobConfig::default()
-            };
-            (format!("bench-{j}"), spec)
-        };
-        let clients = {
-            let jobs = cluster.jobs.clone();
-            tokio::spawn(async move {
-                let started = Instant::now();
-                let created: Vec<anyhow::Result<String>> = futures::stream::iter((0..jobs_n).map(make))
-                    .map(|(id, spec)| {
-                        let jobs = jobs.clone();
-                        async move { jobs.create(&id, spec).await.map(|_| id.clone()).map_err(|e| anyhow::anyhow!("create {id}: {e}")) }
-                    })
-                    .buffer_unordered(CLIENTS)
-                    .collect()
-                    .await;
-                (created, started.elapsed())
-            })
-        };
-        let mut spent = Breakdown::default();
-        let mut submitted = None;
-        while (sim.run_count() as u64) < total {
-            if wall.elapsed() > Duration::from_secs(600) {
-                bail!("gave up after 600 s with {} of {total} launched", sim.run_count());
-            }
-            if submitted.is_none() && clients.is_finished() {
-                submitted = Some(wall.elapsed());
-            }
-            sim.advance(advance(&mut last)).await;
-            cluster.hosts.sync().await?;
-            let step = cluster.step(sim.now_ms()).await;
-            spent.add(&step);
-            if step.placed == 0 && step.host_events == 0 {
-                // Nothing to do yet: wait as `paceline server`'s loop does
-                // between passes instead of spinning against the clients.
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+        (format!("bench-{j}"), spec)
+    };
+    let clients = {
+        let jobs = cluster.jobs.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let created: Vec<anyhow::Result<String>> = futures::stream::iter((0..jobs_n).map(make))
+                .map(|(id, spec)| {
+                    let jobs = jobs.clone();
+                    async move {
+                        jobs.create(&id, spec)
+                            .await
+                            .map(|_| id.clone())
+                            .map_err(|e| anyhow::anyhow!("create {id}: {e}"))
+                    }
+                })
+                .buffer_unordered(CLIENTS)
+                .collect()
+                .await;
+            (created, started.elapsed())
+        })
+    };
+    let mut spent = Breakdown::default();
+    let mut submitted = None;
+    while (sim.run_count() as u64) < total {
+        if wall.elapsed() > Duration::from_secs(600) {
+            bail!("gave up after 600 s with {} of {total} launched", sim.run_count());
         }
-        if let Some(engine) = &engine {
-            engine.abort();
+        if submitted.is_none() && clients.is_finished() {
+            submitted = Some(wall.elapsed());
         }
-        let (created, create_time) = clients.await?;
-        spent.create = create_time;
-        let mut ids = Vec::with_capacity(created.len());
-        for c in created {
-            ids.push(c?);
+        sim.advance(advance(&mut last)).await;
+        cluster.hosts.sync().await?;
+        let step = cluster.step(sim.now_ms()).await;
+        spent.add(&step);
+        if step.placed == 0 && step.host_events == 0 {
+            // Nothing to do yet: wait as `paceline server`'s loop does
+            // between passes instead of spinning against the clients.
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let submitted = submitted.unwrap_or_else(|| wall.elapsed());
-        let launched = wall.elapsed();
-        // Let STARTING/RUNNING reach the job manager, then read the runs' start times.
-        for _ in 0..5 {
-            sim.advance(advance(&mut last).max(1)).await;
-            cluster.hosts.sync().await?;
-            cluster.step(sim.now_ms()).await;
-        }
-        let mut latencies = Vec::with_capacity(total as usize);
-        for id in &ids {
-            let info = cluster.jobs.get(id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-            for t in &info.tasks {
-                if let Some(started) = t.started_at_ms {
-                    latencies.push(started.saturating_sub(info.runtime.created_at_ms));
-                }
+    }
+    if let Some(engine) = &engine {
+        engine.abort();
+    }
+    let (created, create_time) = clients.await?;
+    spent.create = create_time;
+    let mut ids = Vec::with_capacity(created.len());
+    for c in created {
+        ids.push(c?);
+    }
+    let submitted = submitted.unwrap_or_else(|| wall.elapsed());
+    let launched = wall.elapsed();
+    // Let STARTING/RUNNING reach the job manager, then read the runs' start times.
+    for _ in 0..5 {
+        sim.advance(advance(&mut last).max(1)).await;
+        cluster.hosts.sync().await?;
+        cluster.step(sim.now_ms()).await;
+    }
+    let mut latencies = Vec::with_capacity(total as usize);
+    for id in &ids {
+        let info = cluster.jobs.get(id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        for t in &info.tasks {
+            if let Some(started) = t.started_at_ms {
+                latencies.push(started.saturating_sub(info.runtime.created_at_ms));
             }
         }
-        latencies.sort_unstable();
-        let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0);
-        println!(
-            "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts, placement {}: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
-            args.jobs,
-            args.instances,
-            args.hosts,
-            if args.remote_placement { "over gRPC on loopback (--remote-placement)" } else { "in the loop" },
-            ms(submitted),
-            ms(launched),
-            total as f64 / launched.as_secs_f64()
-        );
-        println!(
-            "submit -> running per task ({} measured): p50 {} ms, p99 {} ms, max {} ms",
-            latencies.len(),
-            pct(0.50),
-            pct(0.99),
-            latencies.last().copied().unwrap_or(0)
-        );
-        println!(
-            "until all launched: creating jobs {:.0} ms (clients, alongside the loop), placement rounds with launches {:.0} ms, host events (run updates) {:.0} ms, ticks {:.0} ms",
-            ms(spent.create),
-            ms(spent.placement),
-            ms(spent.host_events),
-            ms(spent.ticks)
-        );
-        for slot in cluster.registry.list() {
-            for v in slot.versions.iter().filter(|v| v.metrics.calls > 0) {
-                println!(
-                    "plugin {} ({}): {} calls, mean {} us, p99 <= {} us",
-                    slot.slot, v.record.id(), v.metrics.calls, v.metrics.mean_us, v.metrics.p99_us
-                );
-            }
+    }
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0);
+    println!(
+        "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts, placement {}: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
+        args.jobs,
+        args.instances,
+        args.hosts,
+        if args.remote_placement { "over gRPC on loopback (--remote-placement)" } else { "in the loop" },
+        ms(submitted),
+        ms(launched),
+        total as f64 / launched.as_secs_f64()
+    );
+    println!(
+        "submit -> running per task ({} measured): p50 {} ms, p99 {} ms, max {} ms",
+        latencies.len(),
+        pct(0.50),
+        pct(0.99),
+        latencies.last().copied().unwrap_or(0)
+    );
+    println!(
+        "until all launched: creating jobs {:.0} ms (clients, alongside the loop), placement rounds with launches {:.0} ms, host events (run updates) {:.0} ms, ticks {:.0} ms",
+        ms(spent.create),
+        ms(spent.placement),
+        ms(spent.host_events),
+        ms(spent.ticks)
+    );
+    for slot in cluster.registry.list() {
+        for v in slot.versions.iter().filter(|v| v.metrics.calls > 0) {
+            println!(
+                "plugin {} ({}): {} calls, mean {} us, p99 <= {} us",
+                slot.slot,
+                v.record.id(),
+                v.metrics.calls,
+                v.metrics.mean_us,
+                v.metrics.p99_us
+            );
         }
-        anyhow::Ok(())
-    })?;
-    Ok(ExitCode::SUCCESS)
+    }
+    if let Some(scraper) = scraper {
+        scraper.abort();
+    }
+    Ok(total as f64 / launched.as_secs_f64())
 }

@@ -43,7 +43,11 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("bench storage", "paceline bench storage --instances 10000 --cassandra 127.0.0.1:9042"),
     ("bench hosts", "paceline bench hosts"),
     ("bench jobmgr", "paceline bench jobmgr"),
-    ("bench pipeline", "paceline bench pipeline"),
+    (
+        "bench pipeline",
+        "paceline bench pipeline\npaceline bench pipeline --metrics-compare 3      # metrics off and on, in turn",
+    ),
+    ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
     ("job", "paceline job create examples/hello.yaml\npaceline job list --state running"),
     (
         "job create",

@@ -28,6 +28,10 @@ pub struct ServerArgs {
     /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Also serve `GET /metrics` here without authentication, e.g. 127.0.0.1:9464
+    /// (overrides `metrics_listen` in the config; the API port serves it behind tokens).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Roles this process runs: `all` (the default); `jobmgr,resmgr,hostmgr` (the core,
     /// with placement engines in other processes); `placement` (engines only, against
     /// the core named by --core; run as many as you like); `hostmgr` (the host manager
@@ -74,6 +78,10 @@ pub struct DevArgs {
     /// Require bearer tokens from this tokens file (default: an open API).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Also serve `GET /metrics` here without authentication (e.g. 127.0.0.1:9464;
+    /// the API port serves it too, behind tokens when there are any).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -96,6 +104,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(t) = args.tokens_file {
         config.tokens_file = Some(t);
+    }
+    if let Some(m) = args.metrics_listen {
+        config.metrics_listen = Some(m);
     }
     match roles {
         paceline::ha::RoleSet::All => {}
@@ -238,6 +249,7 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         heartbeat_timeout_ms: 5_000,
         agent_heartbeat_ms: 1_000,
         tokens_file: args.tokens_file.clone(),
+        metrics_listen: args.metrics_listen,
         ..ServerConfig::default()
     };
     runtime()?.block_on(async move {
@@ -281,6 +293,10 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         println!("  web UI: http://{}/ui/", server.api_addr);
         println!("  export PACELINE_SERVER=http://{}", server.api_addr);
         println!("  data dir {} · pool /default", data_dir.display());
+        match server.metrics_addr {
+            Some(m) => println!("  metrics: http://{m}/metrics (no token) and http://{}/metrics", server.api_addr),
+            None => println!("  metrics: http://{}/metrics", server.api_addr),
+        }
         match args.sim_hosts {
             Some(n) => println!("  {n} simulated hosts"),
             None => println!("  {} local agents (logs in {}/agents/*/agent.log)", agents.0.len(), data_dir.display()),

@@ -1,0 +1,690 @@
+//! Prometheus metrics of a `paceline` process, served as `GET /metrics`.
+//!
+//! Two kinds of figures, kept apart on purpose:
+//! - **recorded** ones ([`Metrics`]'s counters and histograms), updated by
+//!   the process's loops once per placement round or per burst of host
+//!   events, never once per task or per host, so the hot path pays a few
+//!   atomic adds per round;
+//! - **read at scrape time** ones ([`ClusterCollector`], [`ProcessCollector`]):
+//!   pools, pending gangs, hosts, plugin slots and the process itself are
+//!   read from the roles' existing state when Prometheus asks, so nothing
+//!   is kept up to date between scrapes.
+//!
+//! Labels are bounded: pools, plugin slots and versions, host states,
+//! resource kinds, pending reasons and API methods. No label names a task
+//! or a host. The exposition itself is `prometheus-client`'s: this module
+//! says what the figures are, never how they are written.
+//!
+//! Where it is served: the API port (behind the API's authentication,
+//! any principal may read it), and, when `metrics_listen` is set, a
+//! listener of its own without authentication (see docs/operations.md,
+//! "Metrics"). Decision: docs/decisions/0022-metrics.md.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use paceline_hostmgr::HostAccess;
+use paceline_model::pool::PerKind;
+use paceline_plugin::Registry as Plugins;
+use paceline_resmgr::ResourceManager;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Seconds buckets for rounds and API calls: 100 µs to ~100 s.
+fn seconds_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0001, 4.0, 11)
+}
+
+/// Labels of an API call: its method (a gRPC method or a web route) and
+/// the answer's code.
+type CallLabels = [(&'static str, String); 2];
+
+/// The recorded figures of one process and the registry that serves them
+/// with the scrape-time collectors.
+pub struct Metrics {
+    registry: Registry,
+    round_seconds: Histogram,
+    rounds_idle: Counter,
+    tasks_taken: Counter,
+    tasks_placed: Counter,
+    tasks_deferred: Counter,
+    launch_failures: Counter,
+    tasks_dropped: Counter,
+    port_errors: Counter,
+    host_events: Counter,
+    run_updates: Counter,
+    run_updates_failed: Counter,
+    api_calls: Family<CallLabels, Counter>,
+    api_seconds: Family<[(&'static str, String); 1], Histogram>,
+    leader_epoch: Gauge,
+    elections: Counter,
+    scrape_seconds: Histogram,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// The recorded figures, the process collector and `collectors` (for a
+    /// cluster, [`ClusterCollector`]), all named `paceline_*`.
+    pub fn new(collectors: Vec<Box<dyn Collector>>) -> Metrics {
+        Metrics::build(true, collectors)
+    }
+
+    /// The process's own figures only (memory, threads, descriptors, build):
+    /// what `paceline agent --metrics-listen` serves.
+    pub fn process_only() -> Metrics {
+        Metrics::build(false, Vec::new())
+    }
+
+    fn build(server: bool, collectors: Vec<Box<dyn Collector>>) -> Metrics {
+        // A process that is no server registers nothing but the collectors,
+        // so its endpoint shows no scheduler figures stuck at zero.
+        let mut all = Registry::with_prefix("paceline");
+        let mut unused = Registry::default();
+        let registry = if server { &mut all } else { &mut unused };
+        let round_seconds = Histogram::new(seconds_buckets());
+        registry.register(
+            "placement_round_seconds",
+            "Wall time of placement rounds that took tasks (take, feasible, select, commit and launch)",
+            round_seconds.clone(),
+        );
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let rounds_idle = counter(registry, "placement_rounds_idle", "Placement rounds that found no task ready");
+        let tasks_taken = counter(registry, "placement_tasks_taken", "Tasks taken from the ready queues by rounds");
+        let tasks_placed =
+            counter(registry, "placement_tasks_placed", "Tasks placed and launched by rounds (launches)");
+        let tasks_deferred = counter(
+            registry,
+            "placement_tasks_deferred",
+            "Tasks a round sent back to the ready queue with a reason (no host fitted, deferred)",
+        );
+        let launch_failures = counter(
+            registry,
+            "launch_failures",
+            "Placed tasks whose host refused the launch (they go back to READY under a new run)",
+        );
+        let tasks_dropped = counter(
+            registry,
+            "placement_tasks_dropped",
+            "Placed tasks that no longer waited at the commit (killed or preempted meanwhile)",
+        );
+        let port_errors = counter(
+            registry,
+            "placement_port_errors",
+            "Calls of a round to the ready queue or the host side that failed",
+        );
+        let host_events = counter(registry, "host_events", "Events from the host manager handled (runs and inventory)");
+        let run_updates = counter(registry, "run_updates", "Run updates from hosts handled by the job manager");
+        let run_updates_failed =
+            counter(registry, "run_updates_failed", "Run updates the job manager could not write (they come again)");
+        let api_calls = Family::<CallLabels, Counter>::default();
+        registry.register("api_requests", "API requests by method and answer code", api_calls.clone());
+        let api_seconds = Family::<[(&'static str, String); 1], Histogram>::new_with_constructor(
+            (|| Histogram::new(seconds_buckets())) as fn() -> Histogram,
+        );
+        registry.register(
+            "api_request_seconds",
+            "Time to the API's answer (its head, for streams) by method",
+            api_seconds.clone(),
+        );
+        let leading: Gauge = Gauge::default();
+        registry.register(
+            "membership_leading",
+            "1 on a server that runs the scheduling roles (it leads them, or its membership is embedded)",
+            leading.clone(),
+        );
+        // Only a server that runs the roles builds these metrics (a standby
+        // serves no /metrics until it leads).
+        leading.set(1);
+        let leader_epoch: Gauge = Gauge::default();
+        registry.register(
+            "membership_epoch",
+            "Fencing epoch this server leads under (0: not leading, or an embedded membership)",
+            leader_epoch.clone(),
+        );
+        let elections = counter(registry, "membership_elections_won", "Elections this server won");
+        let scrape_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 12));
+        registry.register(
+            "scrape_seconds",
+            "Time to gather and encode earlier scrapes of this endpoint",
+            scrape_seconds.clone(),
+        );
+        all.register_collector(Box::new(ProcessCollector));
+        for c in collectors {
+            all.register_collector(c);
+        }
+        Metrics {
+            registry: all,
+            round_seconds,
+            rounds_idle,
+            tasks_taken,
+            tasks_placed,
+            tasks_deferred,
+            launch_failures,
+            tasks_dropped,
+            port_errors,
+            host_events,
+            run_updates,
+            run_updates_failed,
+            api_calls,
+            api_seconds,
+            leader_epoch,
+            elections,
+            scrape_seconds,
+        }
+    }
+
+    /// Records one placement round: a handful of atomic adds.
+    pub fn round(&self, report: &paceline_placement::RoundReport, took: Duration) {
+        if report.taken == 0 {
+            // Idle rounds run every loop period; timing them would fill the
+            // histogram with nothing and hide the rounds that did work.
+            self.rounds_idle.inc();
+            return;
+        }
+        self.round_seconds.observe(took.as_secs_f64());
+        self.tasks_taken.inc_by(report.taken as u64);
+        self.tasks_placed.inc_by(report.placed as u64);
+        self.tasks_deferred.inc_by(report.unplaced as u64);
+        self.launch_failures.inc_by(report.refused as u64);
+        self.tasks_dropped.inc_by(report.dropped as u64);
+        self.port_errors.inc_by(report.port_errors as u64);
+    }
+
+    /// Records one burst of host events.
+    pub fn host_events(&self, events: usize, run_updates: usize, failed: usize) {
+        self.host_events.inc_by(events as u64);
+        self.run_updates.inc_by(run_updates as u64);
+        self.run_updates_failed.inc_by(failed as u64);
+    }
+
+    /// Records a won election and the epoch led under.
+    pub fn leading(&self, epoch: u64) {
+        self.elections.inc();
+        self.leader_epoch.set(i64::try_from(epoch).unwrap_or(i64::MAX));
+    }
+
+    /// Records one API call (see [`paceline_api::CallObserver`]).
+    fn api_call(&self, method: &str, code: &str, took: Duration) {
+        let method = method.to_string();
+        self.api_calls.get_or_create(&[("method", method.clone()), ("code", code.to_string())]).inc();
+        self.api_seconds.get_or_create(&[("method", method)]).observe(took.as_secs_f64());
+    }
+
+    /// Every figure in the Prometheus text format (0.0.4), or in OpenMetrics
+    /// text when `openmetrics`.
+    pub fn encode(&self, openmetrics: bool) -> Result<String, std::fmt::Error> {
+        let started = std::time::Instant::now();
+        let mut out = String::with_capacity(64 * 1024);
+        if openmetrics {
+            prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        } else {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        }
+        self.scrape_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(out)
+    }
+}
+
+impl paceline_api::CallObserver for Metrics {
+    fn observe(&self, method: &str, code: &str, took: Duration) {
+        self.api_call(method, code, took);
+    }
+}
+
+/// `GET /metrics` over `metrics`, for the API port (behind its
+/// authentication) or a scrape listener of its own.
+pub fn routes(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move |headers: HeaderMap| {
+            let metrics = metrics.clone();
+            async move { scrape(&metrics, &headers) }
+        }),
+    )
+}
+
+fn scrape(metrics: &Metrics, headers: &HeaderMap) -> Response {
+    // Prometheus asks for OpenMetrics first when it can read it.
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    match metrics.encode(openmetrics) {
+        Ok(body) => {
+            let content_type = if openmetrics {
+                "application/openmetrics-text; version=1.0.0; charset=utf-8"
+            } else {
+                prometheus_client::encoding::prometheus_text::CONTENT_TYPE
+            };
+            ([(header::CONTENT_TYPE, content_type)], body).into_response()
+        }
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding the metrics failed\n").into_response(),
+    }
+}
+
+/// Serves `GET /metrics` without authentication on `listener` until
+/// `shutdown` resolves: the scrape listener (`metrics_listen`), meant for
+/// loopback or a network only Prometheus reaches.
+pub async fn serve_scrape(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, routes(metrics)).with_graceful_shutdown(shutdown).await
+}
+
+/// Binds `addr` for [`serve_scrape`] and serves in the background; returns
+/// the bound address (the real port when `addr` said 0).
+pub async fn spawn_scrape_listener(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tracing::info!(addr = %bound, "metrics listening (no authentication)");
+    let task = tokio::spawn(async move {
+        if let Err(e) = serve_scrape(listener, metrics, shutdown).await {
+            tracing::error!(error = %e, "metrics listener stopped");
+        }
+    });
+    Ok((bound, task))
+}
+
+/// Writes one gauge family of rows.
+fn gauges<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (L, V)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in rows {
+        family.encode_family(&labels)?.encode_gauge(&value)?;
+    }
+    Ok(())
+}
+
+/// Writes one gauge without labels.
+fn gauge(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+    encoder.encode_descriptor(name, help, None, MetricType::Gauge)?.encode_gauge(&value)
+}
+
+/// Writes one counter family of rows (totals kept elsewhere, read now).
+fn counters<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (L, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in rows {
+        family.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&value, None)?;
+    }
+    Ok(())
+}
+
+const KINDS: [&str; 4] = ["cpu", "memory", "disk", "gpu"];
+
+/// A pool's amounts per kind, in the units pools are specified in
+/// (millicores, MiB, MiB, devices).
+fn per_kind(p: &PerKind<u64>) -> [u64; 4] {
+    [p.cpu, p.memory, p.disk, p.gpu]
+}
+
+fn resources(r: &paceline_model::Resources) -> [u64; 4] {
+    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus]
+}
+
+/// What the cluster's roles hold, read at scrape time: pools (spec and
+/// the resource manager's figures), pending gangs by reason, hosts by state,
+/// plugin slots. Each scrape takes the resource manager's lock once, for
+/// one pass over its pools and queued gangs.
+pub struct ClusterCollector {
+    resmgr: Arc<Mutex<ResourceManager>>,
+    hosts: Arc<dyn HostAccess>,
+    plugins: Arc<Plugins>,
+}
+
+impl std::fmt::Debug for ClusterCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterCollector").finish_non_exhaustive()
+    }
+}
+
+impl ClusterCollector {
+    /// Reads these roles at every scrape.
+    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, hosts: Arc<dyn HostAccess>, plugins: Arc<Plugins>) -> Self {
+        ClusterCollector { resmgr, hosts, plugins }
+    }
+}
+
+/// One pool's row: its path and its figures per kind.
+struct PoolRow {
+    path: String,
+    figures: [[u64; 4]; 5],
+    queued_gangs: u64,
+    live_tasks: u64,
+}
+
+impl Collector for ClusterCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // Copy under the lock, encode after it: the scheduling loop waits
+        // on this lock, the encoding need not hold it.
+        let (pools, pending, capacity) = match self.resmgr.lock() {
+            Ok(rm) => {
+                let tree = rm.tree();
+                let pools: Vec<PoolRow> = tree
+                    .paths()
+                    .into_iter()
+                    .filter_map(|path| rm.pool_status(&path))
+                    .map(|s| PoolRow {
+                        figures: [
+                            per_kind(&s.spec.reservation),
+                            per_kind(&s.spec.limit),
+                            resources(&s.entitlement),
+                            resources(&s.allocation),
+                            resources(&s.demand),
+                        ],
+                        queued_gangs: s.queued_gangs,
+                        live_tasks: s.live_tasks,
+                        path: s.path,
+                    })
+                    .collect();
+                (pools, rm.pending_counts(), resources(&rm.capacity()))
+            }
+            Err(_) => (Vec::new(), Vec::new(), [0; 4]),
+        };
+        let figures = [
+            ("pool_reservation", "Reserved (guaranteed) amount of a pool per resource kind"),
+            ("pool_limit", "Limit of a pool per resource kind (2^63-1 or more: unlimited)"),
+            ("pool_entitlement", "Non-revocable entitlement of a pool per resource kind"),
+            ("pool_allocation", "Held by a pool's non-revocable tasks per resource kind"),
+            ("pool_demand", "Non-revocable demand of a pool (allocation and queued gangs) per resource kind"),
+        ];
+        for (i, (name, help)) in figures.iter().enumerate() {
+            gauges(
+                &mut encoder,
+                name,
+                &format!("{help}; cpu in millicores, memory and disk in MiB, gpu in devices"),
+                pools.iter().flat_map(|p| {
+                    KINDS.iter().zip(p.figures[i]).map(|(kind, v)| ([("pool", p.path.as_str()), ("kind", *kind)], v))
+                }),
+            )?;
+        }
+        gauges(
+            &mut encoder,
+            "pool_queued_gangs",
+            "Gangs queued in a pool (subtree sums for interior pools)",
+            pools.iter().map(|p| ([("pool", p.path.as_str())], p.queued_gangs)),
+        )?;
+        gauges(
+            &mut encoder,
+            "pool_live_tasks",
+            "Admitted tasks of a pool not yet ended (subtree sums for interior pools)",
+            pools.iter().map(|p| ([("pool", p.path.as_str())], p.live_tasks)),
+        )?;
+        gauges(
+            &mut encoder,
+            "pending_gangs",
+            "Queued gangs per pool and the reason they wait",
+            pending.iter().map(|c| ([("pool", c.pool.as_str()), ("reason", c.reason)], c.gangs)),
+        )?;
+        gauges(
+            &mut encoder,
+            "pending_tasks",
+            "Tasks of the queued gangs per pool and the reason they wait",
+            pending.iter().map(|c| ([("pool", c.pool.as_str()), ("reason", c.reason)], c.tasks)),
+        )?;
+        gauges(
+            &mut encoder,
+            "cluster_capacity",
+            "What the reachable hosts that take tasks offer, per resource kind",
+            KINDS.iter().zip(capacity).map(|(kind, v)| ([("kind", *kind)], v)),
+        )?;
+
+        self.encode_hosts(&mut encoder)?;
+        self.encode_plugins(&mut encoder)
+    }
+}
+
+impl ClusterCollector {
+    fn encode_hosts(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let mut by_state: std::collections::BTreeMap<(&'static str, bool), u64> = Default::default();
+        for state in ["up", "draining", "drained", "down"] {
+            for reachable in [true, false] {
+                by_state.insert((state, reachable), 0);
+            }
+        }
+        let (mut leased, mut runs) = (0u64, 0u64);
+        for h in self.hosts.hosts() {
+            *by_state.entry((state_label(h.state), h.reachable)).or_default() += 1;
+            leased += u64::from(h.lease.is_some());
+            runs += h.runs.len() as u64;
+        }
+        gauges(
+            encoder,
+            "hosts",
+            "Hosts by maintenance state and whether they are reachable (registered, heartbeat on time)",
+            by_state.iter().map(|((state, reachable), n)| {
+                ([("state", *state), ("reachable", if *reachable { "true" } else { "false" })], *n)
+            }),
+        )?;
+        gauge(encoder, "hosts_leased", "Hosts leased to a placement engine right now (offers outstanding)", leased)?;
+        gauge(encoder, "host_runs", "Runs holding resources on hosts (tasks launched and not yet ended)", runs)
+    }
+
+    fn encode_plugins(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let slots = self.plugins.list();
+        {
+            let mut family = encoder.encode_descriptor(
+                "plugin_active_version",
+                "The version each plugin slot runs (no row: the native policy serves the slot)",
+                None,
+                MetricType::Info,
+            )?;
+            for s in &slots {
+                if let Some(active) = &s.active {
+                    family.encode_info(&[("slot", s.slot.as_str()), ("version", active.as_str())])?;
+                }
+            }
+        }
+        counters(
+            encoder,
+            "plugin_calls",
+            "Calls into a plugin version (shadow calls included)",
+            slots.iter().flat_map(|s| {
+                s.versions
+                    .iter()
+                    .map(|v| ([("slot", s.slot.clone()), ("version", version_id(&v.record))], v.metrics.calls))
+            }),
+        )?;
+        counters(
+            encoder,
+            "plugin_faults",
+            "Failed plugin calls by fault kind (deadline, memory_cap, panic, stack_overflow, out_of_fuel, trap, invalid_answer, instantiate)",
+            slots.iter().flat_map(|s| {
+                // Every kind, zeros included: a series that exists before its
+                // first fault lets `rate()` see that fault.
+                s.versions.iter().flat_map(|v| {
+                    paceline_plugin::FaultKind::ALL.iter().map(|kind| {
+                        let n = v.metrics.errors.get(kind.as_str()).copied().unwrap_or(0);
+                        (
+                            [
+                                ("slot", s.slot.clone()),
+                                ("version", version_id(&v.record)),
+                                ("kind", kind.as_str().to_string()),
+                            ],
+                            n,
+                        )
+                    })
+                })
+            }),
+        )?;
+        counters(
+            encoder,
+            "plugin_fallbacks",
+            "Calls answered by an earlier version or the native policy after the version tried first failed",
+            slots.iter().map(|s| ([("slot", s.slot.as_str())], s.fallbacks)),
+        )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "plugin_call_seconds",
+                "Latency of calls into a plugin version",
+                None,
+                MetricType::Histogram,
+            )?;
+            for s in &slots {
+                for v in &s.versions {
+                    let m = &v.metrics;
+                    let buckets: Vec<(f64, u64)> = m
+                        .latency_us
+                        .iter()
+                        .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e6 }, *n))
+                        .collect();
+                    let sum = (m.mean_us as f64 * m.calls as f64) / 1e6;
+                    let labels = [("slot", s.slot.clone()), ("version", version_id(&v.record))];
+                    family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, m.calls, &buckets, None)?;
+                }
+            }
+        }
+        let shadows: Vec<(String, String, u64, u64)> = slots
+            .iter()
+            .filter_map(|s| {
+                let report = self.plugins.shadow_report(&s.slot).ok()??;
+                let differing = report.compared.saturating_sub(report.identical + report.candidate_faults);
+                Some((s.slot.clone(), report.candidate, report.compared, differing))
+            })
+            .collect();
+        gauges(
+            encoder,
+            "plugin_shadow_compared",
+            "Inputs the running shadow candidate of a slot was compared on",
+            shadows.iter().map(|(slot, c, n, _)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *n)),
+        )?;
+        gauges(
+            encoder,
+            "plugin_shadow_disagreements",
+            "Inputs on which the running shadow candidate decided differently from the active version",
+            shadows.iter().map(|(slot, c, _, d)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *d)),
+        )
+    }
+}
+
+/// A maintenance state as a label: lower case, as in the CLI's flags.
+fn state_label(state: paceline_model::host::MaintenanceState) -> &'static str {
+    use paceline_model::host::MaintenanceState as S;
+    match state {
+        S::Up => "up",
+        S::Draining => "draining",
+        S::Drained => "drained",
+        S::Down => "down",
+    }
+}
+
+/// `name@version`, as the CLI and the API name versions.
+fn version_id(r: &paceline_plugin::VersionRecord) -> String {
+    r.id()
+}
+
+/// The process's resident memory, threads and open file descriptors, read
+/// from `/proc/self` at scrape time (Linux; elsewhere nothing is written).
+#[derive(Debug)]
+pub struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return Ok(()) };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+        };
+        if let Some(kib) = field("VmRSS:") {
+            gauge(&mut encoder, "process_resident_memory_bytes", "Resident memory of this process.", kib * 1024)?;
+        }
+        if let Some(threads) = field("Threads:") {
+            gauge(&mut encoder, "process_threads", "Threads of this process.", threads)?;
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            gauge(&mut encoder, "process_open_fds", "Open file descriptors of this process.", fds.count() as u64)?;
+        }
+        encoder
+            .encode_descriptor("build", "The paceline build serving these metrics", None, MetricType::Info)?
+            .encode_info(&[("version", env!("CARGO_PKG_VERSION"))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(start))
+    }
+
+    #[test]
+    fn a_round_is_counted_once_and_an_idle_round_is_not_timed() {
+        let m = Metrics::new(Vec::new());
+        let busy =
+            paceline_placement::RoundReport { taken: 5, placed: 3, unplaced: 1, refused: 1, ..Default::default() };
+        m.round(&busy, Duration::from_millis(2));
+        m.round(&paceline_placement::RoundReport::default(), Duration::from_millis(1));
+        let text = m.encode(false).expect("encodes");
+        assert_eq!(
+            line(&text, "paceline_placement_tasks_placed_total "),
+            Some("paceline_placement_tasks_placed_total 3")
+        );
+        assert_eq!(
+            line(&text, "paceline_placement_tasks_deferred_total "),
+            Some("paceline_placement_tasks_deferred_total 1")
+        );
+        assert_eq!(line(&text, "paceline_launch_failures_total "), Some("paceline_launch_failures_total 1"));
+        assert_eq!(
+            line(&text, "paceline_placement_rounds_idle_total "),
+            Some("paceline_placement_rounds_idle_total 1")
+        );
+        assert_eq!(
+            line(&text, "paceline_placement_round_seconds_count "),
+            Some("paceline_placement_round_seconds_count 1")
+        );
+    }
+
+    #[test]
+    fn openmetrics_is_served_when_asked_for_and_ends_with_eof() {
+        let m = Metrics::new(Vec::new());
+        let text = m.encode(true).expect("encodes");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!m.encode(false).expect("encodes").contains("# EOF"));
+    }
+
+    #[test]
+    fn an_agent_serves_only_its_process() {
+        let text = Metrics::process_only().encode(false).expect("encodes");
+        assert!(text.contains("paceline_build_info{"), "{text}");
+        assert!(!text.contains("placement"), "{text}");
+        assert!(!text.contains("api_requests"), "{text}");
+    }
+}

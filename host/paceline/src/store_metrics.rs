@@ -1,0 +1,303 @@
+//! The store as the metrics see it: [`MeteredStore`] wraps any
+//! [`Store`] and times every call by backend and operation, and counts the
+//! calls that failed by the kind of error. Operations are the `Store`
+//! trait's methods (a bounded set); one call is one observation, whether
+//! it writes one task or a thousand, so the cost is per call, not per row.
+//!
+//! Conflicts, absent records and duplicates are answers the callers expect
+//! (compare-and-set, lookups); they are counted by kind like the rest, and
+//! the alert on store errors reads only the kinds that mean the store is
+//! failing (`unavailable`, `backend`, `corrupt`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use paceline_model::host::HostRecord;
+use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
+use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
+use paceline_storage::{JobQuery, JobSummary, Page, PluginVersion, Result, Store, StoreError, TaskCas, TaskRecord};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+type OpLabels = [(&'static str, &'static str); 2];
+type ErrorLabels = [(&'static str, &'static str); 3];
+
+/// The store's figures: latency per (backend, operation), errors per
+/// (backend, operation, kind). Cheap to clone (shared counters); a
+/// [`Collector`] so that a cluster's [`crate::metrics::Metrics`] serves them.
+#[derive(Clone, Debug)]
+pub struct StoreMetrics {
+    seconds: Family<OpLabels, Histogram>,
+    errors: Family<ErrorLabels, Counter>,
+}
+
+impl Default for StoreMetrics {
+    fn default() -> Self {
+        StoreMetrics {
+            // 50 µs (an SQLite read from cache) to ~13 s (a Cassandra timeout).
+            seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.00005, 4.0, 10))),
+            errors: Family::default(),
+        }
+    }
+}
+
+impl StoreMetrics {
+    fn record(&self, backend: &'static str, op: &'static str, took: std::time::Duration, error: Option<&StoreError>) {
+        self.seconds.get_or_create(&[("backend", backend), ("op", op)]).observe(took.as_secs_f64());
+        if let Some(e) = error {
+            self.errors.get_or_create(&[("backend", backend), ("op", op), ("kind", error_kind(e))]).inc();
+        }
+    }
+}
+
+/// A bounded name for an error.
+fn error_kind(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Conflict { .. } => "conflict",
+        StoreError::NotFound { .. } => "not_found",
+        StoreError::AlreadyExists { .. } => "already_exists",
+        StoreError::TooLarge { .. } => "too_large",
+        StoreError::Invalid(_) => "invalid",
+        StoreError::SchemaTooNew { .. } => "schema_too_new",
+        StoreError::Corrupt { .. } => "corrupt",
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Backend(_) => "backend",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    }
+}
+
+impl Collector for StoreMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::result::Result<(), std::fmt::Error> {
+        let seconds = encoder.encode_descriptor(
+            "store_op_seconds",
+            "Time of store calls by backend and operation",
+            None,
+            self.seconds.metric_type(),
+        )?;
+        self.seconds.encode(seconds)?;
+        let errors = encoder.encode_descriptor(
+            "store_op_errors",
+            "Store calls that returned an error, by backend, operation and kind",
+            None,
+            self.errors.metric_type(),
+        )?;
+        self.errors.encode(errors)
+    }
+}
+
+/// A [`Store`] whose every call is timed into [`StoreMetrics`].
+#[derive(Debug)]
+pub struct MeteredStore {
+    inner: Arc<dyn Store>,
+    backend: &'static str,
+    metrics: StoreMetrics,
+}
+
+impl MeteredStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Store>, metrics: StoreMetrics) -> MeteredStore {
+        let backend = inner.backend();
+        MeteredStore { inner, backend, metrics }
+    }
+
+    async fn timed<T>(&self, op: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let started = Instant::now();
+        let out = call.await;
+        self.metrics.record(self.backend, op, started.elapsed(), out.as_ref().err());
+        out
+    }
+}
+
+// Every method forwards, the ones with a default body included, so that a
+// backend's own version of them (one batch instead of a loop) is kept.
+#[async_trait]
+impl Store for MeteredStore {
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.inner.is_fenced()
+    }
+
+    async fn claim_leadership(&self, epoch: u64) -> Result<()> {
+        self.timed("claim_leadership", self.inner.claim_leadership(epoch)).await
+    }
+
+    async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
+        self.timed("create_job", self.inner.create_job(id, config, runtime)).await
+    }
+
+    async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
+        self.timed("add_job_config", self.inner.add_job_config(id, version, config)).await
+    }
+
+    async fn get_job_config(&self, id: &str, version: Option<u64>) -> Result<(u64, JobConfig)> {
+        self.timed("get_job_config", self.inner.get_job_config(id, version)).await
+    }
+
+    async fn get_job_runtime(&self, id: &str) -> Result<JobRuntime> {
+        self.timed("get_job_runtime", self.inner.get_job_runtime(id)).await
+    }
+
+    async fn cas_job_runtime(&self, id: &str, expected_version: u64, runtime: &JobRuntime) -> Result<JobRuntime> {
+        self.timed("cas_job_runtime", self.inner.cas_job_runtime(id, expected_version, runtime)).await
+    }
+
+    async fn query_jobs(&self, query: &JobQuery) -> Result<Page<JobSummary>> {
+        self.timed("query_jobs", self.inner.query_jobs(query)).await
+    }
+
+    async fn live_jobs(&self) -> Result<Vec<JobSummary>> {
+        self.timed("live_jobs", self.inner.live_jobs()).await
+    }
+
+    async fn delete_job(&self, id: &str) -> Result<()> {
+        self.timed("delete_job", self.inner.delete_job(id)).await
+    }
+
+    async fn create_tasks(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
+        self.timed("create_tasks", self.inner.create_tasks(job_id, tasks)).await
+    }
+
+    async fn get_task(&self, job_id: &str, instance: u32) -> Result<TaskRuntime> {
+        self.timed("get_task", self.inner.get_task(job_id, instance)).await
+    }
+
+    async fn cas_task(
+        &self,
+        job_id: &str,
+        instance: u32,
+        expected_version: u64,
+        runtime: &TaskRuntime,
+    ) -> Result<TaskRuntime> {
+        self.timed("cas_task", self.inner.cas_task(job_id, instance, expected_version, runtime)).await
+    }
+
+    async fn cas_tasks(&self, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
+        self.timed("cas_tasks", self.inner.cas_tasks(job_id, writes)).await
+    }
+
+    async fn tasks_of_job(&self, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>> {
+        self.timed("tasks_of_job", self.inner.tasks_of_job(job_id, states)).await
+    }
+
+    async fn task_spec(&self, job_id: &str, config_version: u64, instance: u32) -> Result<TaskSpec> {
+        self.timed("task_spec", self.inner.task_spec(job_id, config_version, instance)).await
+    }
+
+    async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()> {
+        self.timed("append_task_events", self.inner.append_task_events(job_id, instance, events)).await
+    }
+
+    async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
+        self.timed("append_job_events", self.inner.append_job_events(job_id, events)).await
+    }
+
+    async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>> {
+        self.timed("task_events", self.inner.task_events(job_id, instance, limit)).await
+    }
+
+    async fn create_update(&self, update: &Update) -> Result<Update> {
+        self.timed("create_update", self.inner.create_update(update)).await
+    }
+
+    async fn get_update(&self, id: &str) -> Result<Update> {
+        self.timed("get_update", self.inner.get_update(id)).await
+    }
+
+    async fn cas_update(&self, id: &str, expected_version: u64, update: &Update) -> Result<Update> {
+        self.timed("cas_update", self.inner.cas_update(id, expected_version, update)).await
+    }
+
+    async fn updates_of_job(&self, job_id: &str) -> Result<Vec<Update>> {
+        self.timed("updates_of_job", self.inner.updates_of_job(job_id)).await
+    }
+
+    async fn put_update_progress(&self, update_id: &str, progress: &[InstanceProgress]) -> Result<()> {
+        self.timed("put_update_progress", self.inner.put_update_progress(update_id, progress)).await
+    }
+
+    async fn update_progress(&self, update_id: &str) -> Result<Vec<InstanceProgress>> {
+        self.timed("update_progress", self.inner.update_progress(update_id)).await
+    }
+
+    async fn put_pool(&self, path: &str, spec: &[u8]) -> Result<()> {
+        self.timed("put_pool", self.inner.put_pool(path, spec)).await
+    }
+
+    async fn get_pool(&self, path: &str) -> Result<Vec<u8>> {
+        self.timed("get_pool", self.inner.get_pool(path)).await
+    }
+
+    async fn list_pools(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        self.timed("list_pools", self.inner.list_pools()).await
+    }
+
+    async fn delete_pool(&self, path: &str) -> Result<()> {
+        self.timed("delete_pool", self.inner.delete_pool(path)).await
+    }
+
+    async fn put_plugin_version(&self, version: &PluginVersion, bytes: &[u8]) -> Result<()> {
+        self.timed("put_plugin_version", self.inner.put_plugin_version(version, bytes)).await
+    }
+
+    async fn set_plugin_state(&self, slot: &str, name: &str, version: &str, state: &str) -> Result<()> {
+        self.timed("set_plugin_state", self.inner.set_plugin_state(slot, name, version, state)).await
+    }
+
+    async fn plugin_versions(&self, slot: Option<&str>) -> Result<Vec<PluginVersion>> {
+        self.timed("plugin_versions", self.inner.plugin_versions(slot)).await
+    }
+
+    async fn plugin_bytes(&self, slot: &str, name: &str, version: &str) -> Result<Vec<u8>> {
+        self.timed("plugin_bytes", self.inner.plugin_bytes(slot, name, version)).await
+    }
+
+    async fn set_slot_history(&self, slot: &str, history: &[String]) -> Result<()> {
+        self.timed("set_slot_history", self.inner.set_slot_history(slot, history)).await
+    }
+
+    async fn slot_histories(&self) -> Result<BTreeMap<String, Vec<String>>> {
+        self.timed("slot_histories", self.inner.slot_histories()).await
+    }
+
+    async fn active_plugin(&self, slot: &str) -> Result<Option<String>> {
+        self.timed("active_plugin", self.inner.active_plugin(slot)).await
+    }
+
+    async fn set_active_plugin(&self, slot: &str, id: &str) -> Result<()> {
+        self.timed("set_active_plugin", self.inner.set_active_plugin(slot, id)).await
+    }
+
+    async fn put_host(&self, host: &HostRecord) -> Result<()> {
+        self.timed("put_host", self.inner.put_host(host)).await
+    }
+
+    async fn get_host(&self, hostname: &str) -> Result<HostRecord> {
+        self.timed("get_host", self.inner.get_host(hostname)).await
+    }
+
+    async fn list_hosts(&self) -> Result<Vec<HostRecord>> {
+        self.timed("list_hosts", self.inner.list_hosts()).await
+    }
+
+    async fn delete_host(&self, hostname: &str) -> Result<()> {
+        self.timed("delete_host", self.inner.delete_host(hostname)).await
+    }
+
+    async fn put_provider_id(&self, provider: &str, id: &str) -> Result<()> {
+        self.timed("put_provider_id", self.inner.put_provider_id(provider, id)).await
+    }
+
+    async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
+        self.timed("get_provider_id", self.inner.get_provider_id(provider)).await
+    }
+}
