@@ -106,6 +106,11 @@ pub(crate) struct State {
     cursor: usize,
     expectations_loaded: bool,
     subscriber: Option<mpsc::UnboundedSender<HostEvent>>,
+    /// No host that is not yet lost can be overdue before this time: `tick`
+    /// scans the hosts only after it, then sets it to the earliest deadline.
+    /// Lowered whenever a host is seen or created (so a clock that steps
+    /// back cannot delay a loss).
+    hosts_due_ms: u64,
 }
 
 fn job_of(task_id: &str) -> &str {
@@ -139,6 +144,7 @@ impl State {
             cursor: 0,
             expectations_loaded: false,
             subscriber: None,
+            hosts_due_ms: 0,
         }
     }
 
@@ -162,6 +168,7 @@ impl State {
             label_counts: HashMap::new(),
             durable: false,
         });
+        self.seen_at(now);
         i
     }
 
@@ -267,6 +274,11 @@ impl State {
         self.live_task_runs.insert(r.task_id.clone(), run_id.to_string());
         let h = &mut self.hosts[r.host as usize];
         h.runs.insert(run_id.to_string());
+        if h.liveness == Liveness::Never {
+            // A host never seen becomes one that can be lost (see `tick`).
+            self.hosts_due_ms = 0;
+        }
+        let h = &mut self.hosts[r.host as usize];
         // Copies the view only if a lease still holds this one.
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_add(&r.resources);
@@ -402,6 +414,7 @@ impl State {
         let h = &mut self.hosts[r.host as usize];
         if h.liveness == Liveness::Up {
             h.last_seen_ms = now;
+            self.hosts_due_ms = self.hosts_due_ms.min(now.saturating_add(self.config.heartbeat_timeout_ms));
         }
         if u.seq <= r.last_seq {
             // A duplicate: acknowledge again if the subscriber already has.
@@ -458,6 +471,7 @@ impl State {
                     let h = &mut self.hosts[i as usize];
                     if h.liveness == Liveness::Up {
                         h.last_seen_ms = now;
+                        self.seen_at(now);
                     }
                 }
             }
@@ -510,6 +524,7 @@ impl State {
         if changed {
             fx.push(Effect::Persist(r.hostname.clone()));
         }
+        self.seen_at(now);
         let host = r.hostname;
         self.emit(HostEvent::HostJoined {
             host: host.clone(),
@@ -566,7 +581,11 @@ impl State {
             self.drop_lease(id);
         }
         let deadline = self.config.heartbeat_timeout_ms;
-        for i in 0..self.hosts.len() as u32 {
+        // Skipped until some host could be overdue: on a large cluster this
+        // scan every second was a tenth of a replay's time.
+        let scan_hosts = now > self.hosts_due_ms;
+        let mut next_due = u64::MAX;
+        for i in 0..if scan_hosts { self.hosts.len() as u32 } else { 0 } {
             let h = &self.hosts[i as usize];
             let overdue = h.last_seen_ms.saturating_add(deadline) < now;
             let lose = match h.liveness {
@@ -577,7 +596,22 @@ impl State {
             };
             if lose {
                 self.lose_host(i, now, fx);
+            } else {
+                let h = &self.hosts[i as usize];
+                // A lost host, or one never seen that holds no runs, cannot be
+                // lost by waiting; `seen_at` and `hold` bring it back in.
+                let can_be_lost = match h.liveness {
+                    Liveness::Up | Liveness::Disconnected => true,
+                    Liveness::Never => !h.runs.is_empty(),
+                    Liveness::Lost => false,
+                };
+                if can_be_lost {
+                    next_due = next_due.min(h.last_seen_ms.saturating_add(deadline));
+                }
             }
+        }
+        if scan_hosts {
+            self.hosts_due_ms = next_due;
         }
         let timeout = self.config.launch_timeout_ms;
         let redeliver = self.config.redeliver_after_ms;
@@ -607,6 +641,11 @@ impl State {
                 fx,
             );
         }
+    }
+
+    /// A host was created or heard from at `now`.
+    fn seen_at(&mut self, now: u64) {
+        self.hosts_due_ms = self.hosts_due_ms.min(now.saturating_add(self.config.heartbeat_timeout_ms));
     }
 
     fn lose_host(&mut self, i: u32, now: u64, fx: &mut Vec<Effect>) {

@@ -311,3 +311,41 @@ async fn real_time_mode_moves_the_virtual_clock() {
     assert!(end.at_ms >= before + 50);
     ticker.abort();
 }
+
+/// The loss check skips its scan of the hosts until one could be overdue;
+/// a host that never registered but is expected to hold a run (a restart)
+/// must still be found overdue, even though ticks had been skipping before
+/// the run was expected.
+#[tokio::test]
+async fn a_host_expected_to_hold_a_run_but_never_seen_is_lost_after_the_deadline() {
+    let sim = SimProvider::new(sim_config(1));
+    let manager = HostManager::builder(Arc::new(sim.clone()))
+        .clock(Arc::new(sim.clock()))
+        .config(config())
+        .start()
+        .await
+        .unwrap();
+    manager.sync().await.unwrap();
+    let mut events = manager.subscribe();
+    // Ticks within the deadline: nothing can be lost, the scans are skipped.
+    for _ in 0..2 {
+        sim.advance(1_000).await;
+        manager.tick().await;
+    }
+    manager
+        .expect_runs(vec![paceline_hostmgr::ExpectedRun {
+            host: "ghost".into(),
+            run_id: "ghost-0-1".into(),
+            task_id: "ghost-0".into(),
+            resources: SMALL,
+            last_seq: 2,
+        }])
+        .await;
+    for _ in 0..5 {
+        sim.advance(5_000).await;
+        manager.tick().await;
+    }
+    let lost = next_run(&mut events).await;
+    assert_eq!((lost.run_id.as_str(), lost.state, lost.seq), ("ghost-0-1", RunState::Lost, 3));
+    assert!(manager.host("h00000").unwrap().reachable, "the heartbeating host stays");
+}
