@@ -111,6 +111,10 @@ pub(crate) struct State {
     /// Lowered whenever a host is seen or created (so a clock that steps
     /// back cannot delay a loss).
     hosts_due_ms: u64,
+    /// No run can time out unconfirmed, and no update is due again, before
+    /// this time: `tick` scans the runs only from it on. Lowered whenever a
+    /// launch is recorded or an update sent.
+    runs_due_ms: u64,
 }
 
 fn job_of(task_id: &str) -> &str {
@@ -145,6 +149,7 @@ impl State {
             expectations_loaded: false,
             subscriber: None,
             hosts_due_ms: 0,
+            runs_due_ms: 0,
         }
     }
 
@@ -228,6 +233,7 @@ impl State {
                 p.sent_at_ms = now;
             }
         }
+        self.runs_due_by(now.saturating_add(self.config.redeliver_after_ms));
         self.subscriber = Some(tx);
         rx
     }
@@ -356,6 +362,7 @@ impl State {
         let ended = update.state.is_terminal() && !r.terminal;
         r.terminal |= update.state.is_terminal();
         r.pending.push_back(Pending { update: update.clone(), sent_at_ms: now });
+        self.runs_due_by(now.saturating_add(self.config.redeliver_after_ms));
         let id = update.run_id.clone();
         self.emit(HostEvent::Run(update));
         if ended {
@@ -617,16 +624,28 @@ impl State {
         let redeliver = self.config.redeliver_after_ms;
         let mut unconfirmed = Vec::new();
         let mut resend = Vec::new();
-        for (id, r) in &mut self.runs {
-            if r.state.is_none() && r.launched_at_ms.saturating_add(timeout) < now {
-                unconfirmed.push(id.clone());
-            }
-            for p in &mut r.pending {
-                if p.sent_at_ms.saturating_add(redeliver) <= now {
-                    p.sent_at_ms = now;
-                    resend.push(p.update.clone());
+        // Skipped until some run could be due: with thousands of runs this
+        // scan every second was a seventh of a replay's time.
+        if now >= self.runs_due_ms {
+            let mut next_due = u64::MAX;
+            for (id, r) in &mut self.runs {
+                if r.state.is_none() {
+                    let times_out = r.launched_at_ms.saturating_add(timeout);
+                    if times_out < now {
+                        unconfirmed.push(id.clone());
+                    } else {
+                        next_due = next_due.min(times_out.saturating_add(1));
+                    }
+                }
+                for p in &mut r.pending {
+                    if p.sent_at_ms.saturating_add(redeliver) <= now {
+                        p.sent_at_ms = now;
+                        resend.push(p.update.clone());
+                    }
+                    next_due = next_due.min(p.sent_at_ms.saturating_add(redeliver));
                 }
             }
+            self.runs_due_ms = next_due;
         }
         for u in resend {
             self.emit(HostEvent::Run(u));
@@ -641,6 +660,11 @@ impl State {
                 fx,
             );
         }
+    }
+
+    /// Something in the runs may be due at `at` (see `tick`).
+    fn runs_due_by(&mut self, at: u64) {
+        self.runs_due_ms = self.runs_due_ms.min(at);
     }
 
     /// A host was created or heard from at `now`.
@@ -874,6 +898,8 @@ impl State {
             self.runs.insert(r.run_id.clone(), RunEntry::new(i, &r.task_id, r.spec.resources, labels, now, false));
             self.hold(&r.run_id);
         }
+        // Unconfirmed after the launch timeout is LOST (see `tick`).
+        self.runs_due_by(now.saturating_add(self.config.launch_timeout_ms).saturating_add(1));
         Ok(())
     }
 
