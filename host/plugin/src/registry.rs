@@ -371,8 +371,10 @@ impl Registry {
         let fail = |case: &str, input: &dyn erased::Json, (kind, message): (FaultKind, String)| {
             let mut json = input.json();
             if json.len() > 4000 {
-                json.truncate(4000);
-                json.push_str("…");
+                // On a character boundary: the input may hold any text.
+                let cut = (0..=4000).rev().find(|&i| json.is_char_boundary(i)).unwrap_or(0);
+                json.truncate(cut);
+                json.push('…');
             }
             PluginError::SelfTest(CallError {
                 kind,

@@ -451,7 +451,8 @@ mod tests {
         };
         use TaskState::{Initialized, Running, Succeeded};
         let restart = |instance| Action::RestartAfter(Restart { instance, delay_ms: 1 });
-        let cases: Vec<(&str, JobView, Vec<TaskView>, Vec<Action>, Result<(), Violation>)> = vec![
+        type Case = (&'static str, JobView, Vec<TaskView>, Vec<Action>, Result<(), Violation>);
+        let cases: Vec<Case> = vec![
             (
                 "launch all",
                 job(JobState::Pending, 2),
