@@ -21,7 +21,8 @@ fn sample() -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // Cases from PROPTEST_CASES (scripts/fuzz), else proptest's 256.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn mutated_traces_never_panic(

@@ -65,7 +65,8 @@ fn placement_result() -> impl Strategy<Value = PlacementResult> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // Cases from PROPTEST_CASES (scripts/fuzz), else proptest's 256.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn accepted_placements_keep_the_invariants(req in placement_request(), res in placement_result()) {

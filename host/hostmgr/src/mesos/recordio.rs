@@ -147,7 +147,7 @@ mod tests {
     // records or an error, never a panic; framed records come back whole
     // however the stream is cut.
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        #![proptest_config(proptest::prelude::ProptestConfig::default())]
 
         #[test]
         fn fuzz_any_bytes_any_chunks(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256), chunk in 1usize..17) {
