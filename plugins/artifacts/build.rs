@@ -9,7 +9,16 @@ use std::process::Command;
 
 const PLUGINS: &[&str] =
     &["binpack", "spread", "gang-gpu", "priority-preempt", "batch", "stateless", "stateful", "daemon"];
-const GUESTS: &[&str] = &["guest-loop", "guest-oom", "guest-panic", "guest-garbage", "guest-stack", "guest-entropy"];
+const GUESTS: &[&str] = &[
+    "guest-loop",
+    "guest-oom",
+    "guest-panic",
+    "guest-garbage",
+    "guest-stack",
+    "guest-entropy",
+    "guest-greedy",
+    "guest-premature",
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));

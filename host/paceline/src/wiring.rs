@@ -14,15 +14,21 @@ use paceline_resmgr::{PolicyError, PreemptionPolicy};
 /// registry already falls back (earlier version, then native) when the
 /// active plugin faults; the resource manager then validates the victims
 /// again with its own, stricter rules.
+///
+/// Who served the last answer is kept so that a refusal by the resource
+/// manager's own checks is counted against that version (issue 23: a
+/// refusal downstream is a fault). The manager asks and checks in one
+/// synchronous step, so "the last answer" is the one refused.
 #[derive(Debug, Clone)]
 pub struct SlotPreemption {
     registry: Arc<Registry>,
+    last: Arc<std::sync::Mutex<Option<ServedBy>>>,
 }
 
 impl SlotPreemption {
     /// Wraps a registry.
     pub fn new(registry: Arc<Registry>) -> Self {
-        SlotPreemption { registry }
+        SlotPreemption { registry, last: Arc::default() }
     }
 }
 
@@ -36,10 +42,18 @@ impl PreemptionPolicy for SlotPreemption {
             .registry
             .select_victims(request)
             .map_err(|e| PolicyError { policy: "preemption slot".into(), message: e.to_string() })?;
-        if let ServedBy::Native(name) = answer.served_by {
+        if let ServedBy::Native(name) = &answer.served_by {
             tracing::debug!(policy = name, faults = answer.faults.len(), "preemption answered by the native policy");
         }
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer.served_by);
         Ok(answer.value)
+    }
+
+    fn refused(&self, reason: &str) {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(served_by) = last {
+            self.registry.report_refusal("preemption", &served_by, "resource manager", reason);
+        }
     }
 }
 

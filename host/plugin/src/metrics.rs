@@ -51,6 +51,13 @@ impl VersionMetrics {
         }
     }
 
+    /// Records a fault found after the call had been counted (an answer
+    /// refused downstream): an error of `kind`, no second call.
+    pub fn record_fault(&self, kind: FaultKind) {
+        let i = FaultKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.errors[i].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Errors of one kind so far.
     pub fn errors(&self, kind: FaultKind) -> u64 {
         let i = FaultKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);

@@ -23,6 +23,25 @@ use crate::persist::{VersionRecord, VersionState, VersionStore};
 use crate::runtime::{PluginRuntime, Prepared, PreparedWorld, World, call_error};
 use crate::samples;
 
+/// Time the deploy self-test may take; cases past it are not run.
+pub const SELF_TEST_BUDGET: Duration = Duration::from_secs(2);
+
+/// Inputs of the self-test as JSON and as a hash, whatever their type.
+mod erased {
+    pub(crate) trait Json {
+        fn json(&self) -> String;
+        fn hash(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).unwrap_or_default()
+        }
+        fn hash(&self) -> String {
+            crate::runtime::input_hash(self)
+        }
+    }
+}
+
 /// A native fallback ready to answer one call: its name and the call.
 type NativeCall<'a, O> = (&'static str, Box<dyn Fn() -> O + 'a>);
 
@@ -333,7 +352,10 @@ impl Registry {
             metrics: VersionMetrics::default(),
         };
         if options.self_test {
-            self.self_test(&candidate)?;
+            if let Err(e) = self.self_test(&candidate) {
+                tracing::warn!(slot = slot_name, version = %id, reason = %e, "plugin deploy refused by its self-test");
+                return Err(e);
+            }
             // A version that is not active holds no pooled slots.
             candidate.prepared.drain_warm();
         }
@@ -343,48 +365,90 @@ impl Registry {
         Ok(Deployed { record, from_cache: info.from_cache })
     }
 
+    /// Runs the candidate on the generated corpus ([`samples`]) and checks
+    /// every answer with the same validation that guards every call. The
+    /// first violation or fault refuses the deploy, naming the case (world,
+    /// position in the corpus, seed) and carrying its input as JSON. Bounded
+    /// by [`SELF_TEST_BUDGET`]: the corpus is always walked in the same
+    /// order, so a slow machine runs a prefix of it, never other cases.
     fn self_test(&self, v: &Version) -> Result<(), PluginError> {
-        let fail = |input_hash: String, (kind, message): (FaultKind, String)| {
-            PluginError::SelfTest(CallError { kind, version: v.id.clone(), message, input_hash })
+        let started = Instant::now();
+        let over = || started.elapsed() > SELF_TEST_BUDGET;
+        let fail = |case: &str, input: &dyn erased::Json, (kind, message): (FaultKind, String)| {
+            let mut json = input.json();
+            if json.len() > 4000 {
+                // On a character boundary: the input may hold any text.
+                let cut = (0..=4000).rev().find(|&i| json.is_char_boundary(i)).unwrap_or(0);
+                json.truncate(cut);
+                json.push('…');
+            }
+            PluginError::SelfTest(CallError {
+                kind,
+                version: v.id.clone(),
+                message: format!(
+                    "{case} of the generated corpus (seed {:#x}): {message}; input: {json}",
+                    samples::SEED
+                ),
+                input_hash: input.hash(),
+            })
         };
+        let invalid = |e: Violation| (FaultKind::InvalidAnswer, e.to_string());
+        let mut cases = 0usize;
         match &v.prepared.0 {
             PreparedWorld::Placement(_) => {
-                for req in samples::placement() {
-                    let hash = crate::runtime::input_hash(&req);
-                    let out = self.runtime.call_placement(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_placement(&req, &out)
-                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                for (case, req) in samples::placement().enumerate() {
+                    if over() {
+                        break;
+                    }
+                    cases += 1;
+                    let what = format!("placement case {case}");
+                    let out = self.runtime.call_placement(&v.prepared, &req).map_err(|e| fail(&what, &req, e))?;
+                    validate::check_placement(&req, &out).map_err(|e| fail(&what, &req, invalid(e)))?;
                 }
             }
             PreparedWorld::Preemption(_) => {
-                for req in samples::preemption() {
-                    let hash = crate::runtime::input_hash(&req);
-                    let out = self.runtime.call_preemption(&v.prepared, &req).map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_victims(&req, &out)
-                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                for (case, req) in samples::preemption().enumerate() {
+                    if over() {
+                        break;
+                    }
+                    cases += 1;
+                    let what = format!("preemption case {case}");
+                    let out = self.runtime.call_preemption(&v.prepared, &req).map_err(|e| fail(&what, &req, e))?;
+                    validate::check_victims(&req, &out).map_err(|e| fail(&what, &req, invalid(e)))?;
                 }
             }
             PreparedWorld::Lifecycle(_) | PreparedWorld::LifecycleBatched(_) => {
-                for (job, tasks, event) in samples::lifecycle() {
-                    let hash = crate::runtime::input_hash(&(&job, &tasks, &event));
-                    let out = self
-                        .runtime
-                        .call_lifecycle(&v.prepared, &job, &tasks, &event)
-                        .map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_actions(&job, &tasks, &out)
-                        .map_err(|e| fail(hash.clone(), (FaultKind::InvalidAnswer, e.to_string())))?;
-                    // The batched export too, with the event twice: the
-                    // path the job manager takes for bursts.
-                    let events = [event.clone(), event.clone()];
-                    let out = self
-                        .runtime
-                        .call_lifecycle_batch(&v.prepared, &job, &tasks, &events)
-                        .map_err(|e| fail(hash.clone(), e))?;
-                    validate::check_actions(&job, &tasks, &out)
-                        .map_err(|e| fail(hash, (FaultKind::InvalidAnswer, e.to_string())))?;
+                'sequences: for (case, mut seq) in samples::lifecycle().enumerate() {
+                    let mut event = sdk::Event::JobCreated;
+                    for step in 0..samples::LIFECYCLE_STEPS {
+                        if over() {
+                            break 'sequences;
+                        }
+                        cases += 1;
+                        let input = (&seq.job, &seq.tasks, &event);
+                        let what = format!("lifecycle sequence {case}, step {step}");
+                        let out = self
+                            .runtime
+                            .call_lifecycle(&v.prepared, &seq.job, &seq.tasks, &event)
+                            .map_err(|e| fail(&what, &input, e))?;
+                        validate::check_actions(&seq.job, &seq.tasks, &out)
+                            .map_err(|e| fail(&what, &input, invalid(e)))?;
+                        // The batched export too, with the event twice: the
+                        // path the job manager takes for bursts.
+                        let events = [event.clone(), event.clone()];
+                        let batched = self
+                            .runtime
+                            .call_lifecycle_batch(&v.prepared, &seq.job, &seq.tasks, &events)
+                            .map_err(|e| fail(&what, &input, e))?;
+                        validate::check_actions(&seq.job, &seq.tasks, &batched)
+                            .map_err(|e| fail(&what, &input, invalid(e)))?;
+                        seq.apply(&out);
+                        event = seq.next_event();
+                    }
                 }
             }
         }
+        tracing::debug!(version = %v.id, cases, took_ms = started.elapsed().as_millis() as u64, "plugin self-test passed");
         Ok(())
     }
 
@@ -608,6 +672,27 @@ impl Registry {
                 message: "no active version and no native policy for this slot".into(),
                 input_hash: crate::runtime::input_hash(input),
             }))),
+        }
+    }
+
+    /// An answer that `served_by` gave through `slot_name` passed validation
+    /// but was refused downstream (by the resource manager or the job
+    /// manager, at `stage`) for `reason`. It counts as a fault of that
+    /// version exactly as an invalid answer does: an `invalid_answer` error
+    /// in its metrics, a warning with the reason, and a step towards
+    /// automatic rollback while it is the active version. A native answer
+    /// is only logged (there is nothing to roll back to below it).
+    pub fn report_refusal(&self, slot_name: &str, served_by: &ServedBy, stage: &str, reason: &str) {
+        let ServedBy::Version(id) = served_by else {
+            tracing::error!(slot = slot_name, served_by = ?served_by, stage, reason, "native plugin answer refused downstream");
+            return;
+        };
+        let Ok(slot) = self.slot(slot_name) else { return };
+        let Some(v) = slot.find(id) else { return };
+        v.metrics.record_fault(FaultKind::InvalidAnswer);
+        tracing::warn!(slot = slot_name, version = %id, stage, reason, "plugin answer refused downstream; counted as a fault");
+        if slot.active.load().as_ref().is_some_and(|a| Arc::ptr_eq(a, &v)) {
+            self.note_failure(&slot, &v);
         }
     }
 

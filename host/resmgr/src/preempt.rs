@@ -26,6 +26,14 @@ pub trait PreemptionPolicy: Send + Sync {
     /// Chooses victims for the request's needs. An error (a trap, a timeout)
     /// makes the manager use the native fallback for this call.
     fn select_victims(&self, request: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError>;
+
+    /// The answer just returned by [`PreemptionPolicy::select_victims`] was
+    /// refused by the manager's own checks, for `reason`. A refusal here is
+    /// a fault of whoever answered (the registry counts it towards automatic
+    /// rollback); the default does nothing.
+    fn refused(&self, reason: &str) {
+        let _ = reason;
+    }
 }
 
 /// The default policy, `priority-preempt`, run natively.
@@ -45,7 +53,14 @@ impl PreemptionPolicy for NativePriorityPreempt {
 
 /// Checks a policy's answer against the request.
 pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), VictimError> {
-    paceline_plugin_sdk::validate::check_victims(request, victims).map_err(|e| VictimError::Contract(e.to_string()))?;
+    use paceline_plugin_sdk::validate::Violation;
+    // The SDK's checks are the contract (the registry ran them already);
+    // the manager's own, in its accounting's units, follow as a second line.
+    paceline_plugin_sdk::validate::check_victims(request, victims).map_err(|e| match e {
+        Violation::NotEnough(need) => VictimError::NotEnough { need },
+        Violation::NotNeeded { task, need } => VictimError::NotNeeded { task, need },
+        other => VictimError::Contract(other.to_string()),
+    })?;
     for (n, need) in request.needs.iter().enumerate() {
         let n = n as u32;
         let want = amounts::of(&Resources::from_contract(need.resources));
@@ -83,6 +98,7 @@ pub fn choose(policy: &dyn PreemptionPolicy, request: &PreemptionRequest) -> Vec
             Ok(()) => return v,
             Err(e) => {
                 tracing::warn!(policy = policy.name(), error = %e, "preemption policy answer rejected; using native fallback");
+                policy.refused(&e.to_string());
             }
         },
         Err(e) => {
@@ -152,7 +168,7 @@ mod tests {
         assert_eq!(validate(&short, &[v(0)]), Err(VictimError::NotEnough { need: 0 }));
     }
 
-    struct Broken(Result<Vec<Victim>, PolicyError>);
+    struct Broken(Result<Vec<Victim>, PolicyError>, std::sync::Mutex<Vec<String>>);
     impl PreemptionPolicy for Broken {
         fn name(&self) -> &str {
             "broken"
@@ -160,17 +176,26 @@ mod tests {
         fn select_victims(&self, _: &PreemptionRequest) -> Result<Vec<Victim>, PolicyError> {
             self.0.clone()
         }
+        fn refused(&self, reason: &str) {
+            self.1.lock().unwrap_or_else(|e| e.into_inner()).push(reason.to_string());
+        }
     }
 
     #[test]
     fn failing_or_wrong_policy_falls_back_to_native() {
         let req = request();
-        let err = Broken(Err(PolicyError { policy: "broken".into(), message: "trap".into() }));
-        let wrong = Broken(Ok(vec![v(2)]));
+        let err = Broken(Err(PolicyError { policy: "broken".into(), message: "trap".into() }), Default::default());
+        let wrong = Broken(Ok(vec![v(2)]), Default::default());
         for p in [&err as &dyn PreemptionPolicy, &wrong] {
             let chosen = choose(p, &req);
             assert_eq!(chosen.len(), 1, "{}", p.name());
             assert!(req.running[chosen[0].task as usize].preemptible);
         }
+        // The wrong answer was reported back as refused, with its reason;
+        // an error was not (the registry counted it already).
+        let refused = wrong.1.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].contains("not preemptible"), "{refused:?}");
+        assert!(err.1.lock().unwrap_or_else(|e| e.into_inner()).is_empty());
     }
 }

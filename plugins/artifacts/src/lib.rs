@@ -9,6 +9,9 @@
 //! (preemption), `BATCH`, `STATELESS`, `STATEFUL`, `DAEMON` (lifecycle). Test guests: `GUEST_LOOP` (never returns), `GUEST_OOM`
 //! (allocates without bound), `GUEST_PANIC` (panics), `GUEST_GARBAGE`
 //! (answers with invalid indices), `GUEST_STACK` (recurses without bound),
-//! `GUEST_ENTROPY` (reports the clocks, randomness and environment it sees).
+//! `GUEST_ENTROPY` (reports the clocks, randomness and environment it sees),
+//! `GUEST_GREEDY` (preemption: victims not preemptible, or more or fewer than
+//! needed), `GUEST_PREMATURE` (lifecycle: marks the job succeeded before it
+//! ran, launches past the count, moves the job backwards).
 
 include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));

@@ -1,13 +1,33 @@
-//! Checks a policy's answer against its request.
+//! Checks a policy's answer against its request: the one place where the
+//! cluster's invariants are written as code for plugin answers.
 //!
 //! The host runtime never trusts a plugin: it runs these checks on every
-//! answer, and the native test harness runs them too, so an author sees the
-//! same verdict before deploying.
+//! answer (before any of it is applied), on every case of the generated
+//! deploy self-test, and the native test harness runs them too, so an author
+//! sees the same verdict before deploying. A failed check is a fault of the
+//! version that answered (docs/invariants.md lists the invariants and where
+//! each is enforced).
+//!
+//! - Placement ([`check_placement`]): every task exactly once; known indices;
+//!   no host given more than it has free (so no host is used twice beyond
+//!   what fits); hard constraints; per-host maxima, existing tasks counted;
+//!   a gang placed whole or not at all.
+//! - Preemption ([`check_victims`]): known indices, no victim twice, only
+//!   preemptible (or revocable) tasks, only from the pools the need allows,
+//!   and no more than needed: a need's victims cover it, and none of them
+//!   could be spared.
+//! - Lifecycle ([`check_actions`]): actions name only instances of the job
+//!   asked about, in legal transitions: nothing but kills once the job has
+//!   ended; launches, restarts and update batches only below the job's
+//!   count; no job state moved backwards; SUCCEEDED only once every counted
+//!   instance has succeeded and nothing still runs. FAILED and KILLED are
+//!   accepted with live tasks: the job manager stops them (decision 0023).
 
 use std::fmt;
 
 use crate::types::{
-    HostFilter, PlacementRequest, PlacementResult, PreemptionRequest, Resources, UnplacedReason, Victim,
+    Action, HostFilter, JobState, JobView, PlacementRequest, PlacementResult, PreemptionRequest, Resources, TaskState,
+    TaskView, UnplacedReason, Victim,
 };
 
 /// What is wrong with an answer.
@@ -59,6 +79,36 @@ pub enum Violation {
         /// The need it was chosen for.
         need: u32,
     },
+    /// A need's victims together do not free what it asks for: killing them
+    /// would make no room.
+    NotEnough(u32),
+    /// A need would still be covered without this victim.
+    NotNeeded {
+        /// The victim task.
+        task: u32,
+        /// The need it was chosen for.
+        need: u32,
+    },
+    /// An action other than a kill for a job that has already ended.
+    JobEnded(JobState),
+    /// A launch, restart or update batch names an instance at or above the
+    /// job's count (or a restart names one the job does not have).
+    OutsideJob(u32),
+    /// The job would move to a state it cannot be moved to by a lifecycle.
+    IllegalJobState {
+        /// The job's state.
+        from: JobState,
+        /// The state asked for.
+        to: JobState,
+    },
+    /// SUCCEEDED while an instance has not succeeded (never started, still
+    /// running, or ended otherwise).
+    PrematureSuccess {
+        /// The first such instance.
+        instance: u32,
+        /// Its state.
+        state: TaskState,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -81,6 +131,16 @@ impl fmt::Display for Violation {
             Self::NotPreemptible(t) => write!(f, "victim {t} is not preemptible"),
             Self::UnknownNeed(n) => write!(f, "need index {n} is not in the request"),
             Self::WrongPool { task, need } => write!(f, "victim {task} is from a pool that need {need} does not allow"),
+            Self::NotEnough(n) => write!(f, "the victims of need {n} do not free what it asks for"),
+            Self::NotNeeded { task, need } => {
+                write!(f, "victim {task} is not needed: need {need} is covered without it")
+            }
+            Self::JobEnded(s) => write!(f, "the job has ended ({s:?}); only kills are allowed"),
+            Self::OutsideJob(i) => write!(f, "instance {i} is outside the job's instances"),
+            Self::IllegalJobState { from, to } => write!(f, "the job cannot be marked {to:?} from {from:?}"),
+            Self::PrematureSuccess { instance, state } => {
+                write!(f, "the job cannot succeed while instance {instance} is {state:?}")
+            }
         }
     }
 }
@@ -173,8 +233,33 @@ fn check_gangs(request: &PlacementRequest, seen: &[u8]) -> Result<(), Violation>
 }
 
 /// Checks a preemption answer: known indices, no victim twice, only
-/// preemptible tasks, only from the pools each need allows.
+/// preemptible tasks, only from the pools each need allows, and for each
+/// need with victims: they cover it, and none of them could be spared.
+/// No victims at all is always allowed.
 pub fn check_victims(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), Violation> {
+    check_victim_indices(request, victims)?;
+    for (n, need) in request.needs.iter().enumerate() {
+        let n = n as u32;
+        let mine = || victims.iter().filter(move |v| v.need == n);
+        if mine().next().is_none() {
+            continue;
+        }
+        let freed =
+            mine().fold(Resources::ZERO, |acc, v| acc.saturating_add(&request.running[v.task as usize].resources));
+        if !need.resources.fits_in(&freed) {
+            return Err(Violation::NotEnough(n));
+        }
+        for v in mine() {
+            let without = freed.saturating_sub(&request.running[v.task as usize].resources);
+            if need.resources.fits_in(&without) {
+                return Err(Violation::NotNeeded { task: v.task, need: n });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_victim_indices(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), Violation> {
     let mut seen = vec![false; request.running.len()];
     for v in victims {
         let task = request.running.get(v.task as usize).ok_or(Violation::UnknownTask(v.task))?;
@@ -204,22 +289,53 @@ pub fn unplaced_by_reason(result: &PlacementResult) -> Vec<(UnplacedReason, usiz
     out
 }
 
-/// Checks lifecycle actions: every instance they name exists (below the
-/// larger of the job's instance count and its task list).
-pub fn check_actions(
-    job: &crate::types::JobView,
-    tasks: &[crate::types::TaskView],
-    actions: &[crate::types::Action],
-) -> Result<(), Violation> {
-    use crate::types::Action;
-    let bound = (job.instance_count as usize).max(tasks.len()) as u32;
+/// Checks lifecycle actions against the views they answer.
+///
+/// - Once the job has ended, only kills (they are harmless: the runtime
+///   ignores a kill of a run that has ended).
+/// - `launch`, `restart-after` and `update-batch` only below the job's count
+///   (for a daemon job, its matching hosts); a restart only of an instance
+///   the job has; a kill of any instance the job has or counts.
+/// - `mark-job`: never back to INITIALIZED or PENDING; SUCCEEDED only when
+///   every instance below the count has succeeded. FAILED and KILLED (and
+///   SUCCEEDED, for live instances above the count) are accepted with live
+///   tasks: the runtime stops them (decision 0023).
+pub fn check_actions(job: &JobView, tasks: &[TaskView], actions: &[Action]) -> Result<(), Violation> {
+    let ended = matches!(job.state, JobState::Succeeded | JobState::Failed | JobState::Killed);
+    let count = job.instance_count.max(job.matching_hosts.len() as u32);
+    let bound = (count as usize).max(tasks.len()) as u32;
     let known = |i: u32| if i < bound { Ok(()) } else { Err(Violation::UnknownTask(i)) };
+    let counted = |i: u32| if i < count { Ok(()) } else { Err(Violation::OutsideJob(i)) };
+    let has = |i: u32| if tasks.iter().any(|t| t.instance == i) { Ok(()) } else { Err(Violation::OutsideJob(i)) };
     for a in actions {
+        if ended && !matches!(a, Action::Kill(_)) {
+            return Err(Violation::JobEnded(job.state));
+        }
         match a {
-            Action::Launch(i) | Action::Kill(i) => known(*i)?,
-            Action::RestartAfter(r) => known(r.instance)?,
-            Action::UpdateBatch(b) => b.iter().try_for_each(|i| known(*i))?,
+            Action::Kill(i) => known(*i)?,
+            Action::Launch(i) => counted(*i)?,
+            Action::RestartAfter(r) => {
+                counted(r.instance)?;
+                has(r.instance)?;
+            }
+            Action::UpdateBatch(b) => b.iter().try_for_each(|i| counted(*i))?,
+            Action::MarkJob(to @ (JobState::Initialized | JobState::Pending)) => {
+                return Err(Violation::IllegalJobState { from: job.state, to: *to });
+            }
+            Action::MarkJob(JobState::Succeeded) => check_success(job, tasks)?,
             Action::MarkJob(_) | Action::UpdateFinished(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// SUCCEEDED needs every counted instance succeeded. Live instances above
+/// the count (a job that shrank) are being removed; the runtime stops them.
+fn check_success(job: &JobView, tasks: &[TaskView]) -> Result<(), Violation> {
+    for i in 0..job.instance_count {
+        let state = tasks.iter().find(|t| t.instance == i).map_or(TaskState::Initialized, |t| t.state);
+        if state != TaskState::Succeeded {
+            return Err(Violation::PrematureSuccess { instance: i, state });
         }
     }
     Ok(())
@@ -290,5 +406,134 @@ mod tests {
             check_placement(&req, &assign(&[(0, 1)], &[1, 2])),
             Err(Violation::MaxPerHost { job: 0, host: 1, count: 2 })
         );
+    }
+
+    fn preemption() -> PreemptionRequest {
+        let task = |preemptible, cpu| RunningTask {
+            preemptible,
+            resources: Resources::new(cpu, 0, 0, 0),
+            ..RunningTask::default()
+        };
+        PreemptionRequest {
+            pools: vec![PoolView::default(), PoolView::default()],
+            running: vec![task(true, 10), task(true, 10), task(false, 10), task(true, 5)],
+            needs: vec![Need { pool: 1, resources: Resources::new(10, 0, 0, 0), ..Need::default() }],
+        }
+    }
+
+    #[test]
+    fn victims_table() {
+        let req = preemption();
+        let v = |task| Victim { task, need: 0, reason: VictimReason::OverEntitlement };
+        let cases: &[(&str, Vec<Victim>, Result<(), Violation>)] = &[
+            ("none", vec![], Ok(())),
+            ("one covers", vec![v(0)], Ok(())),
+            ("two small ones cover", vec![v(3), v(3)], Err(Violation::TaskTwice(3))),
+            ("not preemptible", vec![v(2)], Err(Violation::NotPreemptible(2))),
+            ("more than needed", vec![v(0), v(1)], Err(Violation::NotNeeded { task: 0, need: 0 })),
+            ("not enough", vec![v(3)], Err(Violation::NotEnough(0))),
+            ("unknown need", vec![Victim { need: 4, ..v(0) }], Err(Violation::UnknownNeed(4))),
+        ];
+        for (name, victims, expected) in cases {
+            assert_eq!(&check_victims(&req, victims), expected, "case {name}");
+        }
+    }
+
+    #[test]
+    fn actions_table() {
+        let job = |state, count| JobView { state, instance_count: count, ..JobView::default() };
+        let tasks = |states: &[TaskState]| -> Vec<TaskView> {
+            states
+                .iter()
+                .enumerate()
+                .map(|(i, &state)| TaskView { instance: i as u32, state, ..TaskView::default() })
+                .collect()
+        };
+        use TaskState::{Initialized, Running, Succeeded};
+        let restart = |instance| Action::RestartAfter(Restart { instance, delay_ms: 1 });
+        type Case = (&'static str, JobView, Vec<TaskView>, Vec<Action>, Result<(), Violation>);
+        let cases: Vec<Case> = vec![
+            (
+                "launch all",
+                job(JobState::Pending, 2),
+                tasks(&[Initialized, Initialized]),
+                vec![Action::Launch(0), Action::Launch(1)],
+                Ok(()),
+            ),
+            (
+                "launch past the count",
+                job(JobState::Running, 2),
+                tasks(&[Running, Running, Running]),
+                vec![Action::Launch(2)],
+                Err(Violation::OutsideJob(2)),
+            ),
+            (
+                "kill past the count",
+                job(JobState::Running, 2),
+                tasks(&[Running, Running, Running]),
+                vec![Action::Kill(2)],
+                Ok(()),
+            ),
+            (
+                "kill unknown",
+                job(JobState::Running, 2),
+                tasks(&[Running, Running]),
+                vec![Action::Kill(9)],
+                Err(Violation::UnknownTask(9)),
+            ),
+            (
+                "restart a missing instance",
+                job(JobState::Running, 3),
+                tasks(&[Running]),
+                vec![restart(2)],
+                Err(Violation::OutsideJob(2)),
+            ),
+            (
+                "success too early",
+                job(JobState::Running, 2),
+                tasks(&[Succeeded, Running]),
+                vec![Action::MarkJob(JobState::Succeeded)],
+                Err(Violation::PrematureSuccess { instance: 1, state: Running }),
+            ),
+            (
+                "success before start",
+                job(JobState::Pending, 1),
+                tasks(&[]),
+                vec![Action::MarkJob(JobState::Succeeded)],
+                Err(Violation::PrematureSuccess { instance: 0, state: Initialized }),
+            ),
+            (
+                "success",
+                job(JobState::Running, 2),
+                tasks(&[Succeeded, Succeeded, Running]),
+                vec![Action::MarkJob(JobState::Succeeded)],
+                Ok(()),
+            ),
+            (
+                "failed with live tasks",
+                job(JobState::Running, 2),
+                tasks(&[Running, Running]),
+                vec![Action::MarkJob(JobState::Failed)],
+                Ok(()),
+            ),
+            (
+                "backwards",
+                job(JobState::Running, 1),
+                tasks(&[Running]),
+                vec![Action::MarkJob(JobState::Pending)],
+                Err(Violation::IllegalJobState { from: JobState::Running, to: JobState::Pending }),
+            ),
+            (
+                "launch after the end",
+                job(JobState::Succeeded, 1),
+                tasks(&[Succeeded]),
+                vec![Action::Launch(0)],
+                Err(Violation::JobEnded(JobState::Succeeded)),
+            ),
+            ("kill after the end", job(JobState::Failed, 1), tasks(&[Running]), vec![Action::Kill(0)], Ok(())),
+        ];
+        for (name, job, tasks, actions, expected) in cases {
+            assert_eq!(check_actions(&job, &tasks, &actions), expected, "case {name}");
+        }
     }
 }

@@ -217,13 +217,24 @@ impl JobManager {
         self.sync_job(key).await
     }
 
-    /// Deletes a terminal job with everything stored about it.
+    /// Deletes a terminal job with everything stored about it. Refused
+    /// while a task of it has not ended (a failed job's kills still in
+    /// flight): deleting its records then would orphan a running process,
+    /// whose updates nobody would read and whose resources nobody would free.
     pub async fn delete(&self, id: &str) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
-        let state = {
+        let (state, live) = {
             let m = self.mem();
-            m.key_of(id).and_then(|k| m.jobs.get(&k)).map(|j| j.runtime.state)
+            let job = m.key_of(id).and_then(|k| m.jobs.get(&k));
+            let on_host = |s: TaskState| s.is_on_host() || s == TaskState::Placed;
+            let live = job.map_or(0, |j| j.tasks.iter().filter(|t| on_host(t.rt.state)).count());
+            (job.map(|j| j.runtime.state), live)
         };
+        if live > 0 {
+            return Err(JobError::State(format!(
+                "job {id} still has {live} task(s) stopping; delete it once they have ended"
+            )));
+        }
         let state = match state {
             Some(s) => s,
             None => self.store.get_job_runtime(id).await.map_err(|_| JobError::NotFound(format!("job {id}")))?.state,

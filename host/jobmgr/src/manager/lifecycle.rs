@@ -44,8 +44,17 @@ impl JobManager {
             return Ok(());
         }
         for _ in 0..MAX_ROUNDS {
-            let actions = self.ask(key, events).await?;
-            match self.execute(key, actions).await? {
+            let Some((slot, served_by, actions)) = self.ask(key, events).await? else {
+                break;
+            };
+            let mut refused = Vec::new();
+            let follow = self.execute(key, actions, &mut refused).await?;
+            // A refusal here is a fault of the version that answered, as an
+            // invalid answer is (issue 23): counted towards rollback.
+            for reason in refused {
+                self.registry.report_refusal(&slot, &served_by, "job manager", &reason);
+            }
+            match follow {
                 Some(e) => events = vec![e],
                 None => break,
             }
@@ -54,13 +63,18 @@ impl JobManager {
     }
 
     /// One lifecycle call about `events` (in the order they happened),
-    /// against views of the job as it is now.
-    async fn ask(&self, key: u64, events: Vec<sdk::Event>) -> Result<Vec<sdk::Action>, JobError> {
+    /// against views of the job as it is now: the slot asked, who answered,
+    /// and the actions; `None` when the job is gone.
+    async fn ask(
+        &self,
+        key: u64,
+        events: Vec<sdk::Event>,
+    ) -> Result<Option<(String, paceline_plugin::ServedBy, Vec<sdk::Action>)>, JobError> {
         let now = self.now();
         let (slot, job, tasks) = {
             let m = self.mem();
             let Some(j) = m.jobs.get(&key) else {
-                return Ok(vec![]);
+                return Ok(None);
             };
             let kind = j.kind();
             let slot = j
@@ -73,18 +87,25 @@ impl JobManager {
             (slot, views::job_view(j, &m.draining), views::task_views(j, now))
         };
         let registry = self.registry.clone();
-        let answer = tokio::task::spawn_blocking(move || registry.on_events(&slot, &job, &tasks, &events))
+        let asked = slot.clone();
+        let answer = tokio::task::spawn_blocking(move || registry.on_events(&asked, &job, &tasks, &events))
             .await
             .map_err(|e| JobError::Plugin(e.to_string()))?
             .map_err(|e| JobError::Plugin(e.to_string()))?;
-        Ok(answer.value)
+        Ok(Some((slot, answer.served_by, answer.value)))
     }
 
     /// Carries out lifecycle actions, each distinct action once (an answer
     /// to many events may repeat a job-wide decision). Returns a follow-up
     /// event when the update moved without any run changing (so the plugin
-    /// must be asked again).
-    async fn execute(&self, key: u64, actions: Vec<sdk::Action>) -> Result<Option<sdk::Event>, JobError> {
+    /// must be asked again). Actions the job manager cannot carry out are
+    /// skipped and their reasons pushed to `refused`.
+    async fn execute(
+        &self,
+        key: u64,
+        actions: Vec<sdk::Action>,
+        refused: &mut Vec<String>,
+    ) -> Result<Option<sdk::Event>, JobError> {
         let mut follow = None;
         let mut launch = Vec::new();
         let mut kill = Vec::new();
@@ -103,6 +124,7 @@ impl JobManager {
                         continue;
                     };
                     let Some(t) = job.tasks.get(r.instance as usize) else {
+                        refused.push(format!("restart of instance {}, which the job does not have", r.instance));
                         continue;
                     };
                     let floor =
@@ -117,7 +139,11 @@ impl JobManager {
                     };
                     m.deadlines.push(d);
                 }
-                sdk::Action::MarkJob(s) => self.mark_job(key, JobState::from_contract(s)).await?,
+                sdk::Action::MarkJob(s) => {
+                    if let Err(why) = self.mark_job(key, JobState::from_contract(s)).await? {
+                        refused.push(why);
+                    }
+                }
                 sdk::Action::UpdateBatch(batch) => {
                     if self.update_batch(key, &batch).await? {
                         follow = Some(sdk::Event::UpdateChanged);
@@ -245,15 +271,48 @@ impl JobManager {
         self.step(key, &rest).await
     }
 
-    async fn mark_job(&self, key: u64, state: JobState) -> Result<(), JobError> {
-        let (id, old, rt, live) = {
-            let mut m = self.mem();
-            let Some(job) = m.jobs.get_mut(&key) else {
-                return Ok(());
+    /// The `mark-job` action. A terminal state stops the job's live tasks
+    /// first (their goals are written before the job's end), so a job never
+    /// reads as ended while a task of it is meant to run (decision 0023).
+    /// Validation already refused SUCCEEDED with unfinished instances; what
+    /// is refused here is a job that ended meanwhile (`Ok(Err(reason))`).
+    async fn mark_job(&self, key: u64, state: JobState) -> Result<Result<(), String>, JobError> {
+        let live: Vec<u32> = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key) else {
+                return Ok(Ok(()));
             };
             if job.runtime.state.is_terminal() {
-                return Ok(());
+                return Ok(Err(format!("the job is already {}; it cannot be marked {state}", job.runtime.state)));
             }
+            (0..job.tasks.len() as u32).filter(|&i| !job.tasks[i as usize].rt.state.is_terminal()).collect()
+        };
+        if state.is_terminal() {
+            // What still runs of an ending job is stopped: the kills are
+            // written first, so a crash between the two writes leaves a
+            // running job with tasks being killed, never an ended job with
+            // a task meant to run.
+            let writes = {
+                let m = self.mem();
+                let Some(job) = m.jobs.get(&key) else {
+                    return Ok(Ok(()));
+                };
+                live.iter()
+                    .filter(|&&i| job.tasks[i as usize].wants_run())
+                    .map(|&i| {
+                        let mut rt = job.tasks[i as usize].rt.clone();
+                        rt.goal = TaskGoal::Kill;
+                        Write::new(i, rt, "")
+                    })
+                    .collect()
+            };
+            self.write_tasks(key, writes).await?;
+        }
+        let (id, old, rt) = {
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(Ok(()));
+            };
             job.marked = state.is_terminal();
             let mut rt = job.runtime.clone();
             rt.state = state;
@@ -265,29 +324,12 @@ impl JobManager {
             if state.is_terminal() {
                 rt.completed_at_ms = Some(self.now());
             }
-            let live: Vec<u32> =
-                (0..job.tasks.len() as u32).filter(|&i| !job.tasks[i as usize].rt.state.is_terminal()).collect();
-            (job.id.clone(), job.runtime.version, rt, live)
+            (job.id.clone(), job.runtime.version, rt)
         };
         self.put_job_runtime(key, &id, old, rt).await?;
-        if state == JobState::Failed || state == JobState::Killed {
-            // What still runs of a failed job is stopped.
-            let writes = {
-                let m = self.mem();
-                let Some(job) = m.jobs.get(&key) else {
-                    return Ok(());
-                };
-                live.iter()
-                    .map(|&i| {
-                        let mut rt = job.tasks[i as usize].rt.clone();
-                        rt.goal = TaskGoal::Kill;
-                        Write::new(i, rt, "")
-                    })
-                    .collect()
-            };
-            self.write_tasks(key, writes).await?;
+        if state.is_terminal() {
             self.step(key, &live).await?;
         }
-        Ok(())
+        Ok(Ok(()))
     }
 }

@@ -5,6 +5,7 @@ mod adversarial;
 mod defaults;
 mod determinism;
 mod hotswap;
+mod invariants;
 mod languages;
 mod registry;
 mod support;
