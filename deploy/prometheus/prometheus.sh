@@ -61,6 +61,8 @@ fi
 
 # shellcheck source=../lib/apt.sh
 source "$HERE/../lib/apt.sh"
+# shellcheck source=../lib/pidfile.sh
+source "$HERE/../lib/pidfile.sh"
 
 installed() {
     [[ -x "$BIN" ]] && command -v promtool >/dev/null
@@ -108,10 +110,7 @@ write_config() {
 # --- process control ---------------------------------------------------------
 
 pid_alive() {
-    [[ -f "$DIR/prometheus.pid" ]] || return 1
-    local pid
-    pid="$(cat "$DIR/prometheus.pid")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+    pidfile_alive "$DIR/prometheus.pid"
 }
 
 ready() {
@@ -166,26 +165,7 @@ start() {
 }
 
 stop() {
-    if ! pid_alive; then
-        log "not running in $DIR"
-        rm -f "$DIR/prometheus.pid"
-        return 0
-    fi
-    local pid
-    pid="$(cat "$DIR/prometheus.pid")"
-    log "stopping pid $pid"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || { rm -f "$DIR/prometheus.pid"; return 0; }
-        sleep 0.1
-    done
-    log "pid $pid ignored SIGTERM for 10 s; SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    rm -f "$DIR/prometheus.pid"
+    pidfile_stop "$DIR/prometheus.pid"
 }
 
 status() {

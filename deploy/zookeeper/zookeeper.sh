@@ -49,6 +49,8 @@ fi
 
 # shellcheck source=../lib/apt.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
+# shellcheck source=../lib/pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pidfile.sh"
 
 installed() {
     [[ -f "$JAR" ]] && command -v java >/dev/null
@@ -93,10 +95,7 @@ CFG
 # --- process control ---------------------------------------------------------
 
 pid_alive() {
-    [[ -f "$DIR/zookeeper.pid" ]] || return 1
-    local pid
-    pid="$(cat "$DIR/zookeeper.pid")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+    pidfile_alive "$DIR/zookeeper.pid"
 }
 
 # Bash's /dev/tcp (the image has no nc): `ruok` must get `imok` back.
@@ -159,26 +158,7 @@ start() {
 }
 
 stop() {
-    if ! pid_alive; then
-        log "not running in $DIR"
-        rm -f "$DIR/zookeeper.pid"
-        return 0
-    fi
-    local pid
-    pid="$(cat "$DIR/zookeeper.pid")"
-    log "stopping pid $pid"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || { rm -f "$DIR/zookeeper.pid"; return 0; }
-        sleep 0.1
-    done
-    log "pid $pid ignored SIGTERM for 10 s; SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    rm -f "$DIR/zookeeper.pid"
+    pidfile_stop "$DIR/zookeeper.pid"
 }
 
 status() {
