@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{Percentiles, Report};
+use crate::report::{Measured, Percentiles, Report};
 
 /// Colours of run A and run B in overlaid charts.
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
@@ -143,11 +143,7 @@ pub fn table_text(r: &Report) -> String {
         out.push_str(&table(&rows));
     }
     out.push_str("\nplugin calls\n");
-    let mut rows = vec![["slot", "version", "calls", "faults"].map(String::from).to_vec()];
-    for p in &r.plugins {
-        rows.push(vec![p.slot.clone(), p.version.clone(), p.calls.to_string(), p.faults.to_string()]);
-    }
-    out.push_str(&table(&rows));
+    out.push_str(&table(&plugin_call_rows(r)));
     if let Some(m) = &r.measured {
         let _ = writeln!(
             out,
@@ -157,18 +153,7 @@ pub fn table_text(r: &Report) -> String {
             m.speedup,
             m.peak_rss_mib.map(|v| format!(", peak memory {v} MiB")).unwrap_or_default()
         );
-        let mut rows = vec![["slot", "version", "calls", "mean", "p50 <=", "p99 <="].map(String::from).to_vec()];
-        for p in &m.plugins {
-            rows.push(vec![
-                p.slot.clone(),
-                p.version.clone(),
-                p.calls.to_string(),
-                format!("{} us", p.mean_us),
-                format!("{} us", p.p50_us),
-                format!("{} us", p.p99_us),
-            ]);
-        }
-        out.push_str(&table(&rows));
+        out.push_str(&table(&latency_rows(m, "<=", "us")));
     }
     out
 }
@@ -454,11 +439,7 @@ fn details_html(r: &Report) -> String {
         out.push_str(&html_table(&rows));
     }
     out.push_str("<h2>Plugin calls</h2>");
-    let mut rows = vec![["slot", "version", "calls", "faults"].map(String::from).to_vec()];
-    for p in &r.plugins {
-        rows.push(vec![p.slot.clone(), p.version.clone(), p.calls.to_string(), p.faults.to_string()]);
-    }
-    out.push_str(&html_table(&rows));
+    out.push_str(&html_table(&plugin_call_rows(r)));
     if let Some(m) = &r.measured {
         let _ = write!(
             out,
@@ -468,18 +449,7 @@ fn details_html(r: &Report) -> String {
             m.speedup,
             m.peak_rss_mib.map(|v| format!(", peak memory {v} MiB")).unwrap_or_default()
         );
-        let mut rows = vec![["slot", "version", "calls", "mean", "p50 ≤", "p99 ≤"].map(String::from).to_vec()];
-        for p in &m.plugins {
-            rows.push(vec![
-                p.slot.clone(),
-                p.version.clone(),
-                p.calls.to_string(),
-                format!("{} µs", p.mean_us),
-                format!("{} µs", p.p50_us),
-                format!("{} µs", p.p99_us),
-            ]);
-        }
-        out.push_str(&html_table(&rows));
+        out.push_str(&html_table(&latency_rows(m, "≤", "µs")));
     }
     out
 }
@@ -551,4 +521,37 @@ pub fn compare_html(a: &Report, b: &Report, names: [&str; 2]) -> String {
         body.push_str(&details_html(r));
     }
     page(&format!("paceline sim compare: {}", a.trace), &body)
+}
+
+/// The plugin calls table (header first), for the text and the HTML page.
+fn plugin_call_rows(r: &Report) -> Vec<Vec<String>> {
+    let mut rows = vec![["slot", "version", "calls", "faults"].map(String::from).to_vec()];
+    for p in &r.plugins {
+        rows.push(vec![p.slot.clone(), p.version.clone(), p.calls.to_string(), p.faults.to_string()]);
+    }
+    rows
+}
+
+/// The measured plugin latency table, with the page's own spelling of "at
+/// most" and of microseconds.
+fn latency_rows(m: &Measured, at_most: &str, micros: &str) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "slot".into(),
+        "version".into(),
+        "calls".into(),
+        "mean".into(),
+        format!("p50 {at_most}"),
+        format!("p99 {at_most}"),
+    ]];
+    for p in &m.plugins {
+        rows.push(vec![
+            p.slot.clone(),
+            p.version.clone(),
+            p.calls.to_string(),
+            format!("{} {micros}", p.mean_us),
+            format!("{} {micros}", p.p50_us),
+            format!("{} {micros}", p.p99_us),
+        ]);
+    }
+    rows
 }
