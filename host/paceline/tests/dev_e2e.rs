@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{BIN, eventually, free_port, test_certificates};
+use common::{BIN, cli, eventually, free_port, json, ok, test_certificates};
 
 /// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
 struct Proc(Child);
@@ -60,26 +60,6 @@ fn dev(dir: &Path, api: u16) -> Proc {
         ],
         "API on",
     )
-}
-
-fn cli(api: u16, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn json(api: u16, args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&ok(cli(api, &all))).expect("json output")
 }
 
 fn examples() -> std::path::PathBuf {

@@ -9,29 +9,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{BIN, Dev, eventually, free_port};
-
-fn cli(api: u16, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn json(api: u16, args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&ok(cli(api, &all))).expect("json output")
-}
+use common::{BIN, Dev, cli, eventually, free_port, json, ok};
 
 /// A batch job of `n` instances running `sh -c script`, with up to
 /// `restarts` retries after a failure.

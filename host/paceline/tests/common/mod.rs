@@ -1,11 +1,11 @@
 //! Helpers shared by the tests that run the real `paceline` binary
-//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `split_roles.rs`,
+//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `prometheus.rs`, `sim_record.rs`, `split_roles.rs`,
 //! `web_ui.rs`). Each test binary uses a part of them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -134,4 +134,27 @@ pub fn test_certificates(dir: &Path) -> (String, String, String) {
         &p("cert.pem"),
     ]);
     (p("ca.pem"), p("cert.pem"), p("key.pem"))
+}
+
+/// The CLI against the server whose API is on `api`.
+pub fn cli(api: u16, args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env("PACELINE_SERVER", format!("http://127.0.0.1:{api}")).output().expect("cli runs")
+}
+
+/// Its standard output, trimmed; fails the test (showing both streams) on a non-zero exit.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A CLI command's `-o json` answer.
+pub fn json(api: u16, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&ok(cli(api, &all))).expect("json output")
 }
