@@ -284,7 +284,6 @@ impl State {
             // A host never seen becomes one that can be lost (see `tick`).
             self.hosts_due_ms = 0;
         }
-        let h = &mut self.hosts[r.host as usize];
         // Copies the view only if a lease still holds this one.
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_add(&r.resources);
