@@ -5,7 +5,7 @@
 //! in at most one live lease. Launching on a host consumes that host's offer;
 //! releasing or letting the TTL pass returns the rest.
 
-pub use paceline_joints::lease::{Lease, LeaseId, LeaseRequest};
+pub use paceline_joints::lease::{JobHosts, Lease, LeaseId, LeaseRequest};
 
 /// A live lease inside the manager.
 #[derive(Debug)]

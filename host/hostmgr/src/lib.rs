@@ -92,7 +92,7 @@ pub use agent::{AgentConfig, AgentProvider};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{HostError, ProviderError, RemoteErrorKind};
 pub use event::{HostEvent, HostEvents};
-pub use lease::{Lease, LeaseId, LeaseRequest};
+pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest};
 pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
 pub use mesos::{MesosConfig, MesosProvider};
 pub use provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};

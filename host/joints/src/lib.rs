@@ -48,5 +48,5 @@ pub mod queue;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{PortError, PortErrorKind};
 pub use launch::{ExpectedRun, Launcher};
-pub use lease::{Lease, LeaseId, LeaseRequest, OfferSource};
+pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest, OfferSource};
 pub use queue::{Committed, Need, Placement, PoolId, ReadyQueue, ReadyTask, Taken, TaskHandle};

@@ -162,7 +162,7 @@ impl Engine {
         }
 
         let round = self.round.fetch_add(1, Ordering::Relaxed);
-        let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease.hosts, round).await;
+        let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease, round).await;
         report.plugin_calls += 1;
         let Some(result) = answer else {
             self.release(lease.id).await;

@@ -62,7 +62,7 @@ mod select;
 mod take;
 
 pub use engine::{Engine, EngineConfig, RoundReport};
-pub use feasible::{TaskView, build_placement_request, lease_request_for};
+pub use feasible::{TaskView, build_placement_request, build_placement_request_indexed, lease_request_for};
 pub use paceline_joints::{
     Committed, Lease, LeaseId, LeaseRequest, Need, OfferSource, Placement, PortError, ReadyQueue, ReadyTask, Taken,
 };

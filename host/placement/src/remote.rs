@@ -318,6 +318,9 @@ impl OfferSource for RemoteCore {
             id: LeaseId(answer.id),
             expires_at_ms: answer.expires_at_ms,
             hosts: answer.hosts.iter().map(|h| Arc::new(convert::host_view(h))).collect(),
+            // placement.v2 carries no job index: the engine reads each host's
+            // job counts instead.
+            job_hosts: None,
         })
     }
 

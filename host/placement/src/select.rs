@@ -7,13 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use paceline_joints::{Need, ReadyTask};
-use paceline_model::view::HostView;
+use paceline_joints::{Lease, Need, ReadyTask};
 use paceline_plugin::Registry;
 use paceline_plugin_sdk::types::PlacementResult;
 use tracing::warn;
 
-use crate::feasible::{TaskView, build_placement_request};
+use crate::feasible::{TaskView, build_placement_request_indexed};
 
 /// Asks `slot` to place `tasks` on `hosts`; `None` when the slot failed
 /// outright (no version and no native policy answered validly).
@@ -21,10 +20,10 @@ pub(crate) async fn place(
     registry: &Arc<Registry>,
     slot: &str,
     tasks: &[(ReadyTask, Need)],
-    hosts: &[Arc<HostView>],
+    lease: &Lease,
     round: u64,
 ) -> Option<PlacementResult> {
-    let request = build_placement_request(round, hosts, &task_views(tasks));
+    let request = build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
     let registry = registry.clone();
     let slot_name = slot.to_string();
     // Wasm calls are synchronous and bounded by the runtime's deadline.

@@ -59,7 +59,7 @@ impl OfferSource for Hosts {
         let mut n = self.leases_made.lock().map_err(broken)?;
         *n += 1;
         leased.insert(*n, hosts.iter().map(|h| h.name.clone()).collect());
-        Ok(Lease { id: LeaseId(*n), expires_at_ms: u64::MAX, hosts })
+        Ok(Lease { id: LeaseId(*n), expires_at_ms: u64::MAX, hosts, job_hosts: None })
     }
 
     async fn release(&self, lease: LeaseId) -> Result<(), PortError> {

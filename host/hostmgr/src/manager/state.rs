@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 
 use crate::error::HostError;
 use crate::event::HostEvent;
-use crate::lease::{Lease, LeaseEntry, LeaseId, LeaseRequest};
+use crate::lease::{JobHosts, Lease, LeaseEntry, LeaseId, LeaseRequest};
 use crate::manager::{ExpectedRun, HostInfo, ManagerConfig};
 use crate::provider::{HostRegistration, ProviderEvent};
 
@@ -115,6 +115,10 @@ pub(crate) struct State {
     /// this time: `tick` scans the runs only from it on. Lowered whenever a
     /// launch is recorded or an update sent.
     runs_due_ms: u64,
+    /// Job → host index → tasks of the job holding resources there: the
+    /// same counts as the views' `job_counts`, indexed by job so that a lease
+    /// answers "where does this job already run" without a lookup per host.
+    job_hosts: HashMap<String, BTreeMap<u32, u32>>,
 }
 
 fn job_of(task_id: &str) -> &str {
@@ -150,6 +154,7 @@ impl State {
             subscriber: None,
             hosts_due_ms: 0,
             runs_due_ms: 0,
+            job_hosts: HashMap::new(),
         }
     }
 
@@ -288,6 +293,7 @@ impl State {
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_add(&r.resources);
         *view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
+        *self.job_hosts.entry(r.job.clone()).or_default().entry(r.host).or_insert(0) += 1;
         for l in &r.labels {
             let n = h.label_counts.entry(l.clone()).or_insert(0);
             *n += 1;
@@ -315,6 +321,17 @@ impl State {
             *n -= 1;
             if *n == 0 {
                 view.job_counts.remove(&r.job);
+            }
+        }
+        if let Some(on) = self.job_hosts.get_mut(&r.job) {
+            if let Some(n) = on.get_mut(&i) {
+                *n -= 1;
+                if *n == 0 {
+                    on.remove(&i);
+                }
+            }
+            if on.is_empty() {
+                self.job_hosts.remove(&r.job);
             }
         }
         for l in &r.labels {
@@ -828,9 +845,40 @@ impl State {
             for &i in &picked {
                 self.hosts[i as usize].lease = Some(id);
             }
+        }
+        let job_hosts = Some(self.job_hosts_among(&req.jobs, &picked));
+        if !picked.is_empty() {
             self.leases.insert(id, LeaseEntry { expires_at_ms, hosts: picked });
         }
-        Ok(Lease { id, expires_at_ms, hosts: offers })
+        Ok(Lease { id, expires_at_ms, hosts: offers, job_hosts })
+    }
+
+    /// For each of `jobs`, the hosts of `picked` already running its tasks,
+    /// as indices into `picked`: from the job index, so the cost follows the
+    /// jobs' tasks, not the size of the lease.
+    fn job_hosts_among(&self, jobs: &[String], picked: &[u32]) -> Vec<JobHosts> {
+        let running: Vec<(&String, &BTreeMap<u32, u32>)> =
+            jobs.iter().filter_map(|j| self.job_hosts.get(j).map(|on| (j, on))).collect();
+        if running.is_empty() {
+            return Vec::new();
+        }
+        // Host index → position in the lease; u32::MAX for hosts not in it.
+        let mut position = vec![u32::MAX; self.hosts.len()];
+        for (k, &i) in picked.iter().enumerate() {
+            position[i as usize] = k as u32;
+        }
+        running
+            .into_iter()
+            .map(|(job, on)| {
+                let mut hosts: Vec<(u32, u32)> = on
+                    .iter()
+                    .filter_map(|(&i, &n)| position.get(i as usize).filter(|&&k| k != u32::MAX).map(|&k| (k, n)))
+                    .collect();
+                hosts.sort_unstable();
+                JobHosts { job: job.clone(), hosts }
+            })
+            .filter(|j| !j.hosts.is_empty())
+            .collect()
     }
 
     pub fn release(&mut self, id: LeaseId) -> Result<(), HostError> {

@@ -135,3 +135,66 @@ async fn launch_errors_name_what_is_wrong() {
     let l = manager.lease(&LeaseRequest::new(SMALL, 10, 60_000)).unwrap();
     assert!(l.hosts.iter().all(|o| o.name != inside));
 }
+
+/// The lease's job index says where each asked-for job runs, and agrees
+/// with every leased host's own `job_counts`, also after a run ends.
+#[tokio::test]
+async fn a_lease_says_where_its_jobs_already_run() {
+    let (sim, manager, mut events) = sim_manager(3, config()).await;
+    for (host, runs) in [("h00000", &["a-0-1", "a-1-1"][..]), ("h00001", &["b-0-1"]), ("h00002", &["a-2-1"])] {
+        let lease = lease_host(&manager, host).await;
+        manager.launch(lease, host, runs.iter().map(|r| req(r, SMALL, &[])).collect()).await.unwrap();
+        manager.release(lease).unwrap();
+    }
+    let mut request = LeaseRequest::new(SMALL, 10, 60_000);
+    request.jobs = vec!["a".into(), "b".into(), "c".into()];
+    let where_jobs_run = |lease: &paceline_hostmgr::Lease| -> Vec<(String, Vec<(String, u32)>)> {
+        let index = lease.job_hosts.as_ref().expect("the host manager keeps a job index");
+        for j in index {
+            for &(k, n) in &j.hosts {
+                assert_eq!(lease.hosts[k as usize].job_counts.get(&j.job), Some(&n), "index agrees with the view");
+            }
+            let on_views = lease.hosts.iter().filter(|h| h.job_counts.contains_key(&j.job)).count();
+            assert_eq!(on_views, j.hosts.len(), "every host running {} is in the index", j.job);
+        }
+        index
+            .iter()
+            .map(|j| {
+                let hosts = j.hosts.iter().map(|&(k, n)| (lease.hosts[k as usize].name.clone(), n)).collect();
+                (j.job.clone(), hosts)
+            })
+            .collect()
+    };
+    let lease = manager.lease(&request).unwrap();
+    assert_eq!(
+        where_jobs_run(&lease)
+            .into_iter()
+            .map(|(j, mut h)| {
+                h.sort();
+                (j, h)
+            })
+            .collect::<Vec<_>>(),
+        vec![
+            ("a".to_string(), vec![("h00000".to_string(), 2), ("h00002".to_string(), 1)]),
+            ("b".to_string(), vec![("h00001".to_string(), 1)]),
+        ],
+        "c runs nowhere and is left out"
+    );
+    manager.release(lease.id).unwrap();
+
+    // a-2-1 ends: h00002 no longer runs any of a.
+    manager.kill("a-2-1").await.unwrap();
+    sim.advance(60_000).await;
+    manager.sync().await.unwrap();
+    while let Some(ev) = events.try_recv() {
+        drop(ev);
+    }
+    let lease = manager.lease(&request).unwrap();
+    let index = where_jobs_run(&lease);
+    let a = index.iter().find(|(j, _)| j == "a").expect("a still runs");
+    assert_eq!(a.1, vec![("h00000".to_string(), 2)]);
+    // Nothing asked, nothing answered.
+    manager.release(lease.id).unwrap();
+    let plain = manager.lease(&LeaseRequest::new(SMALL, 10, 60_000)).unwrap();
+    assert_eq!(plain.job_hosts, Some(Vec::new()));
+}
