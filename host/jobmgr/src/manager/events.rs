@@ -88,7 +88,7 @@ impl JobManager {
                 None => events.push(p),
             }
         }
-        events.sort_by(|a, b| b.last_seen_ms.cmp(&a.last_seen_ms));
+        events.sort_by_key(|e| std::cmp::Reverse(e.last_seen_ms));
         events.truncate(limit as usize);
         Ok(events)
     }
