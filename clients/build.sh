@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 CLIENTS="$PWD"
 PROTO="$(cd .. && pwd)/proto"
-PROTOS=(paceline/v1/types.proto paceline/v1/job.proto paceline/v1/task.proto paceline/v1/pool.proto paceline/v1/host.proto paceline/v1/plugin.proto paceline/v1/watch.proto)
+PROTOS=(paceline/v1/types.proto paceline/v1/event.proto paceline/v1/job.proto paceline/v1/task.proto paceline/v1/pool.proto paceline/v1/host.proto paceline/v1/plugin.proto paceline/v1/watch.proto)
 
 log() { echo "clients/build.sh: $*" >&2; }
 die() { log "$*"; exit 1; }

@@ -10,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "hostmgr/v1/hostmgr",
         "placement/v2/placement",
         "v1/types",
+        "v1/event",
         "v1/job",
         "v1/task",
         "v1/pool",

@@ -140,6 +140,7 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         ["Get", "List", "Query", "Watch", "Validate"].iter().any(|p| m.starts_with(p))
             || m == "TaskLogs"
             || m == "TaskEvents"
+            || m == "JobEvents"
     };
     match service {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
@@ -583,6 +584,7 @@ mod tests {
             ("TaskService/RestartTask", JobsInPool),
             ("TaskService/TaskLogs", Read),
             ("TaskService/TaskEvents", Read),
+            ("JobService/JobEvents", Read),
             ("WatchService/Watch", Read),
         ];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/paceline/v1");

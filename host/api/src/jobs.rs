@@ -282,6 +282,13 @@ impl JobService for JobApi {
         self.jobs.abort_update(id).await.map_err(|e| status::job(e, ""))?;
         self.update_status(id).await
     }
+
+    async fn job_events(
+        &self,
+        request: Request<pb::JobEventsRequest>,
+    ) -> Result<Response<pb::JobEventsResponse>, Status> {
+        crate::events::job_events(&self.jobs, request.get_ref()).await.map(Response::new)
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ use pb::watch_service_server::WatchServiceServer;
 
 pub mod auth;
 pub mod convert;
+pub mod events;
 pub mod hosts;
 pub mod jobs;
 pub mod plugins;

@@ -10,7 +10,7 @@
 //! | route | answer | fields the page reads |
 //! |---|---|---|
 //! | `GET /ui/api/jobs` | `QueryJobsResponse` (every job, newest first, first page) | `jobs[].id`, `.spec.{name,kind,pool}`, `.status.{state,task_counts}` |
-//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task]}` | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}` |
+//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task], "events": [JobEvent]}` (events: `JobEvents`, the newest 100) | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}`, `events[].{last_seen_ms,type,reason,count,instance,message}` |
 //! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) | `capacity.{cpu_millis,memory_mib}`; `pools[].path`, `.spec.share`, `.{entitlement,allocation,demand}.{cpu,memory}` |
 //! | `GET /ui/api/hosts` | `ListHostsResponse` | `hosts[].{hostname,state,reachable}`, `.{total,allocated}.{cpu_millis,memory_mib}` |
 //! | `GET /ui/api/plugins` | `ListPluginsResponse` | `slots[].{slot,active}`, `.versions[].{id,state,calls,p99_us,batched}` |
@@ -120,11 +120,17 @@ async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Answer<serd
     let job = web.jobs.get_job(Request::new(pb::GetJobRequest { id: id.clone() })).await?.into_inner().job;
     let tasks = web
         .tasks
-        .list_tasks(Request::new(pb::ListTasksRequest { job_id: id, states: vec![] }))
+        .list_tasks(Request::new(pb::ListTasksRequest { job_id: id.clone(), states: vec![] }))
         .await?
         .into_inner()
         .tasks;
-    Ok(Json(serde_json::json!({ "job": job, "tasks": tasks })))
+    let events = web
+        .jobs
+        .job_events(Request::new(pb::JobEventsRequest { job_id: id, instance: None, limit: 0 }))
+        .await?
+        .into_inner()
+        .events;
+    Ok(Json(serde_json::json!({ "job": job, "tasks": tasks, "events": events })))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

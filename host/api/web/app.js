@@ -94,6 +94,16 @@ async function renderJobs() {
       el("td", {}, t.instance || 0), el("td", {}, short(t.state, "TASK_STATE_")), el("td", {}, t.host || ""),
       el("td", {}, t.run_id || ""), el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || "")));
   }
+  const events = document.querySelector("#events-table tbody");
+  events.replaceChildren();
+  for (const e of one.events || []) {
+    // 64-bit integers arrive as strings in the proto3 JSON mapping.
+    const seen = new Date(Number(e.last_seen_ms || 0)).toLocaleString();
+    const object = e.instance === undefined ? "job" : "task " + e.instance;
+    events.append(el("tr", { "data-reason": e.reason || "", "data-count": String(e.count || 1) },
+      el("td", {}, seen), el("td", {}, short(e.type, "EVENT_TYPE_")), el("td", {}, e.reason || ""),
+      el("td", {}, e.count || "1"), el("td", {}, object), el("td", { class: "reason" }, e.message || "")));
+  }
 }
 
 function bar(kind, entitlement, allocation, capacity, unit) {

@@ -57,7 +57,9 @@ pub mod bench;
 pub mod clock;
 pub mod deadline;
 pub mod error;
+pub mod events;
 pub mod feed;
+pub mod latency;
 pub mod manager;
 pub mod scenario;
 mod state;
@@ -67,4 +69,5 @@ mod views;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
+pub use events::EventRecorder;
 pub use manager::{JobInfo, JobManager, JobManagerConfig, UpdateRequest};

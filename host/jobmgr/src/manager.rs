@@ -12,6 +12,7 @@
 
 mod admission;
 mod api;
+mod events;
 mod goal;
 mod hosts;
 mod launch;
@@ -100,6 +101,12 @@ pub struct JobManager {
     pub(crate) ops: tokio::sync::Mutex<()>,
     pub(crate) mem: Mutex<Mem>,
     pub(crate) feed: Arc<crate::feed::Feed>,
+    /// Job events noted and not yet flushed (decision 0025).
+    pub(crate) events: Arc<crate::events::EventRecorder>,
+    /// When noted events were last flushed into the store.
+    pub(crate) events_flushed_at: std::sync::atomic::AtomicU64,
+    /// Submit→running latency of tasks' first runs.
+    pub(crate) submit_to_running: crate::latency::LatencyHistogram,
 }
 
 impl std::fmt::Debug for JobManager {
@@ -134,6 +141,9 @@ impl JobManager {
             ops: tokio::sync::Mutex::new(()),
             feed: Arc::new(crate::feed::Feed::new()),
             mem: Mutex::new(Mem { next_key: 1, ..Mem::default() }),
+            events: Arc::new(crate::events::EventRecorder::new()),
+            events_flushed_at: std::sync::atomic::AtomicU64::new(0),
+            submit_to_running: crate::latency::LatencyHistogram::default(),
         }
     }
 
@@ -148,6 +158,12 @@ impl JobManager {
 
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// Submit→running latency so far: per task, its first run's first
+    /// RUNNING minus its job's creation (tasks of the job's first config).
+    pub fn submit_to_running(&self) -> crate::latency::LatencySnapshot {
+        self.submit_to_running.snapshot()
     }
 
     /// The plugin registry the lifecycle slots are served from.

@@ -34,6 +34,7 @@
 //! - [`lease`]: offer leases and the offer source port.
 //! - [`launch`]: the launcher port and expected runs.
 //! - [`error`]: the one error, [`PortError`].
+//! - [`events`]: the event sink port ([`EventSink`], decision 0025).
 //! - [`clock`]: [`Clock`], [`SystemClock`], [`ManualClock`].
 //! - [`contract`]: model ⇄ plugin contract conversions.
 #![forbid(unsafe_code)]
@@ -41,12 +42,14 @@
 pub mod clock;
 pub mod contract;
 pub mod error;
+pub mod events;
 pub mod launch;
 pub mod lease;
 pub mod queue;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{PortError, PortErrorKind};
+pub use events::EventSink;
 pub use launch::{ExpectedRun, Launcher};
 pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest, OfferSource};
 pub use queue::{Committed, Need, Placement, PoolId, ReadyQueue, ReadyTask, Taken, TaskHandle};

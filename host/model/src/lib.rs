@@ -24,9 +24,11 @@
 //! - [`host`]: host inventory records and the maintenance state machine.
 //! - [`view`]: a host as placement sees it ([`view::HostView`]).
 //! - [`unplaced`]: why a task was not placed in a round.
+//! - [`event`]: events of jobs and tasks for people, with repeats folded in (decision 0025).
 #![forbid(unsafe_code)]
 
 pub mod constraint;
+pub mod event;
 pub mod host;
 pub mod job;
 pub mod labels;

@@ -90,7 +90,7 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
     ) -> Cluster {
         let events = hosts.subscribe();
-        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, Vec::new())));
+        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, &jobs, Vec::new())));
         Cluster {
             hosts,
             jobs,
@@ -286,10 +286,12 @@ fn cluster_metrics(
     resmgr: &Arc<Mutex<ResourceManager>>,
     hosts: &Arc<dyn HostAccess>,
     registry: &Arc<paceline_plugin::Registry>,
+    jobs: &Arc<JobManager>,
     mut extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
 ) -> crate::metrics::Metrics {
     let collector = crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone());
     extra.insert(0, Box::new(collector));
+    extra.insert(1, Box::new(crate::metrics::SubmitLatencyCollector::new(jobs.clone())));
     crate::metrics::Metrics::new(extra)
 }
 
@@ -330,13 +332,24 @@ impl Cluster {
         ));
         jobs.recover().await?;
         hosts.expect_runs(jobs.expected_runs()).await;
-        let engine = Arc::new(Engine::new(jobs.clone(), hosts.clone(), registry.clone(), config.engine));
+        // The engine notes plugin fallbacks as job events through the job
+        // manager's recorder (decision 0025).
+        let engine = Arc::new(
+            Engine::new(jobs.clone(), hosts.clone(), registry.clone(), config.engine)
+                .with_events(jobs.event_recorder()),
+        );
         let mut cluster = Cluster::new(hosts, jobs, resmgr, engine, registry, store);
         cluster.place_here = !config.no_placement;
         if config.no_metrics {
             cluster.metrics = None;
         } else if let Some(store) = config.store_metrics {
-            let metrics = cluster_metrics(&cluster.resmgr, &cluster.hosts, &cluster.registry, vec![Box::new(store)]);
+            let metrics = cluster_metrics(
+                &cluster.resmgr,
+                &cluster.hosts,
+                &cluster.registry,
+                &cluster.jobs,
+                vec![Box::new(store)],
+            );
             cluster.metrics = Some(Arc::new(metrics));
         }
         let cluster = Arc::new(cluster);

@@ -607,6 +607,51 @@ fn version_id(r: &paceline_plugin::VersionRecord) -> String {
     r.id()
 }
 
+/// Submit→running latency (issue 22), read from the job manager's
+/// histogram at scrape time: per task, its first run's first RUNNING minus
+/// its job's creation.
+pub struct SubmitLatencyCollector {
+    jobs: Arc<paceline_jobmgr::JobManager>,
+}
+
+impl std::fmt::Debug for SubmitLatencyCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubmitLatencyCollector").finish_non_exhaustive()
+    }
+}
+
+impl SubmitLatencyCollector {
+    /// Reads `jobs` at every scrape.
+    pub fn new(jobs: Arc<paceline_jobmgr::JobManager>) -> Self {
+        SubmitLatencyCollector { jobs }
+    }
+}
+
+impl Collector for SubmitLatencyCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encode_submit_latency(&mut encoder, &self.jobs.submit_to_running())
+    }
+}
+
+fn encode_submit_latency(
+    encoder: &mut DescriptorEncoder<'_>,
+    s: &paceline_jobmgr::latency::LatencySnapshot,
+) -> Result<(), std::fmt::Error> {
+    let buckets: Vec<(f64, u64)> = s
+        .buckets
+        .iter()
+        .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e3 }, *n))
+        .collect();
+    encoder
+        .encode_descriptor(
+            "task_submit_to_running_seconds",
+            "Time from a job's creation to each of its tasks first RUNNING (first run, first config), once per task",
+            None,
+            MetricType::Histogram,
+        )?
+        .encode_histogram::<NoLabelSet>(s.sum_ms as f64 / 1e3, s.count, &buckets, None)
+}
+
 /// The process's resident memory, threads and open file descriptors, read
 /// from `/proc/self` at scrape time (Linux; elsewhere nothing is written).
 #[derive(Debug)]
@@ -678,6 +723,33 @@ mod tests {
         let text = m.encode(true).expect("encodes");
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(!m.encode(false).expect("encodes").contains("# EOF"));
+    }
+
+    #[test]
+    fn submit_to_running_is_a_histogram_in_seconds() {
+        #[derive(Debug)]
+        struct Fixed(paceline_jobmgr::latency::LatencySnapshot);
+        impl Collector for Fixed {
+            fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+                encode_submit_latency(&mut encoder, &self.0)
+            }
+        }
+        let h = paceline_jobmgr::latency::LatencyHistogram::default();
+        h.observe(200);
+        h.observe(90_000);
+        let text = Metrics::new(vec![Box::new(Fixed(h.snapshot()))]).encode(false).expect("encodes");
+        assert_eq!(
+            line(&text, "paceline_task_submit_to_running_seconds_count "),
+            Some("paceline_task_submit_to_running_seconds_count 2")
+        );
+        assert_eq!(
+            line(&text, "paceline_task_submit_to_running_seconds_sum "),
+            Some("paceline_task_submit_to_running_seconds_sum 90.2")
+        );
+        assert_eq!(
+            line(&text, "paceline_task_submit_to_running_seconds_bucket{le=\"0.25\"} "),
+            Some("paceline_task_submit_to_running_seconds_bucket{le=\"0.25\"} 1")
+        );
     }
 
     #[test]

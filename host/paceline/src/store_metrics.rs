@@ -300,4 +300,17 @@ impl Store for MeteredStore {
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
         self.timed("get_provider_id", self.inner.get_provider_id(provider)).await
     }
+
+    async fn record_job_events(&self, events: &[paceline_model::event::JobEvent]) -> Result<()> {
+        self.timed("record_job_events", self.inner.record_job_events(events)).await
+    }
+
+    async fn job_events(
+        &self,
+        job_id: &str,
+        instance: Option<u32>,
+        limit: u32,
+    ) -> Result<Vec<paceline_model::event::JobEvent>> {
+        self.timed("job_events", self.inner.job_events(job_id, instance, limit)).await
+    }
 }

@@ -166,8 +166,25 @@ async fn a_batch_job_created_over_grpc_runs_to_success() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("stream:"), "{}", e.message());
 
-    // Terminal, so it can be deleted; then it is gone.
+    // Its job events over the wire: one Scheduled per task, the job's end.
+    let all = pb::JobEventsRequest { job_id: id.clone(), instance: None, limit: 0 };
+    let events = api.jobs().job_events(all.clone()).await.expect("job events").into_inner().events;
+    let scheduled: Vec<&pb::JobEvent> = events.iter().filter(|e| e.reason == "Scheduled").collect();
+    assert_eq!(scheduled.len(), 3, "{events:?}");
+    assert!(scheduled.iter().all(|e| e.r#type == pb::EventType::Normal as i32 && e.instance.is_some() && e.count == 1));
+    assert!(events.iter().any(|e| e.reason == "JobCompleted" && e.instance.is_none() && e.message == "job SUCCEEDED"));
+    assert!(events.windows(2).all(|w| w[0].last_seen_ms >= w[1].last_seen_ms), "most recently seen first");
+    let one = pb::JobEventsRequest { instance: Some(2), ..all.clone() };
+    let only = api.jobs().job_events(one).await.expect("task 2").into_inner().events;
+    assert!(!only.is_empty() && only.iter().all(|e| e.instance == Some(2)), "{only:?}");
+    let e = api.jobs().job_events(pb::JobEventsRequest { job_id: "no-such-job".into(), ..all.clone() }).await;
+    assert_eq!(e.expect_err("unknown job").code(), Code::NotFound);
+    let e = api.jobs().job_events(pb::JobEventsRequest { limit: 10_001, ..all.clone() }).await;
+    assert_eq!(e.expect_err("limit too big").code(), Code::InvalidArgument);
+
+    // Terminal, so it can be deleted; then it is gone, with its events.
     api.jobs().delete_job(pb::DeleteJobRequest { id: id.clone() }).await.expect("delete");
+    assert!(api.sc.store.job_events(&id, None, 100).await.expect("read").is_empty(), "events deleted with the job");
     let e = api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect_err("deleted");
     assert_eq!(e.code(), Code::NotFound);
     api.stop().await;

@@ -101,6 +101,17 @@ fn hello_runs_to_success_on_two_agents_and_its_output_is_readable() {
         let out = ok(cli(api, &["task", "logs", &id, &i.to_string()]));
         assert_eq!(out, format!("hello from instance {id}-{i}"));
     }
+    // Its events: each task scheduled on an agent, the job's end.
+    let table = ok(cli(api, &["job", "events", &id]));
+    assert!(table.starts_with("LAST SEEN"), "{table}");
+    assert_eq!(table.lines().filter(|l| l.contains("Scheduled")).count(), 3, "{table}");
+    assert!(table.contains("job SUCCEEDED"), "{table}");
+    let task0: serde_json::Value =
+        serde_json::from_str(&ok(cli(api, &["job", "events", &id, "--task", "0", "--json"])))
+            .expect("--json prints JSON");
+    let rows = task0.as_array().expect("a list");
+    assert!(!rows.is_empty() && rows.iter().all(|e| e["object"] == "task 0"), "{task0}");
+    assert!(rows.iter().any(|e| e["reason"] == "Scheduled" && e["type"] == "Normal"), "{task0}");
 }
 
 /// Live processes (not zombies) whose command line contains every one of
@@ -464,6 +475,11 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     assert!(
         events.iter().any(|s| s.ends_with("PREEMPTING") || s.ends_with("KILLED") || s.ends_with("PENDING")),
         "preemption shows in the history: {events:?}"
+    );
+    let job_events = json(api, &["job", "events", &borrower]);
+    assert!(
+        job_events.as_array().into_iter().flatten().any(|e| e["reason"] == "Preempted" && e["type"] == "Warning"),
+        "a Preempted event: {job_events}"
     );
     drop(agents);
 }

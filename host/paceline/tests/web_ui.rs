@@ -141,7 +141,19 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         {"click": "button.rollback[data-slot=\"placement/batch\"]"},
         {"wait": "document.querySelector('div.slot[data-slot=\"placement/batch\"]').dataset.activeVersion !== 'spread@9'"},
         {"eval": "document.querySelector('div.slot[data-slot=\"placement/batch\"]').dataset.activeVersion"},
+        {"click": "button[data-tab=\"jobs\"]"},
+        {"wait": format!("document.querySelector('{row}')")},
+        {"click": row},
+        {"wait": "document.querySelectorAll('#events-table tr[data-reason=\"Scheduled\"]').length === 4"},
+        {"eval": "[...document.querySelectorAll('#events-table tr[data-reason]')].map(r => r.cells[4].textContent).sort()"},
     ]));
+    assert_eq!(
+        values[6],
+        serde_json::json!(["task 0", "task 1", "task 2", "task 3"]),
+        "the job's events on its page, one Scheduled row per task"
+    );
+    let (code, text) = http(api, "GET", &format!("/ui/api/jobs/{id}"), None, "");
+    assert!(code == 200 && text.contains("\"events\":") && text.contains("\"reason\":\"Scheduled\""), "{text}");
     assert_eq!(values[0], "RUNNING", "the job's state in the jobs table");
     assert_eq!(
         values[1],

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use paceline_joints::{LeaseId, OfferSource, ReadyQueue, ReadyTask};
+use paceline_joints::{EventSink, LeaseId, OfferSource, ReadyQueue, ReadyTask};
 use paceline_model::UnplacedReason;
 use paceline_model::job::JobKind;
 use paceline_plugin::Registry;
@@ -66,6 +66,8 @@ pub struct Engine {
     registry: Arc<Registry>,
     config: EngineConfig,
     round: AtomicU64,
+    /// Where plugin fallbacks are noted as job events, if anywhere.
+    events: Option<Arc<dyn EventSink>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -86,7 +88,14 @@ impl Engine {
         registry: Arc<Registry>,
         config: EngineConfig,
     ) -> Engine {
-        Engine { queue, offers, registry, config, round: AtomicU64::new(0) }
+        Engine { queue, offers, registry, config, round: AtomicU64::new(0), events: None }
+    }
+
+    /// Notes a `PluginFellBack` event on each job of a group whose placement
+    /// call was answered by a fallback (decision 0025).
+    pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Engine {
+        self.events = Some(sink);
+        self
     }
 
     /// Runs rounds until `shutdown` resolves; `now_ms` gives the clock.
@@ -164,11 +173,14 @@ impl Engine {
         let round = self.round.fetch_add(1, Ordering::Relaxed);
         let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease, round).await;
         report.plugin_calls += 1;
-        let Some(result) = answer else {
+        let Some((result, fell_back)) = answer else {
             self.release(lease.id).await;
             self.send_back(all(UnplacedReason::Deferred), now_ms, report).await;
             return;
         };
+        if let (Some(f), Some(sink)) = (&fell_back, &self.events) {
+            note_fallback(sink.as_ref(), &group, f, now_ms);
+        }
 
         let outcome = commit::outcome(&group.tasks, &lease.hosts, &result);
         if !outcome.placements.is_empty() {
@@ -219,5 +231,29 @@ impl Engine {
                 report.port_errors += 1;
             }
         }
+    }
+}
+
+/// One `PluginFellBack` event per job of the group. A job's tasks are
+/// mostly adjacent in a group (admission order), so comparing with the
+/// previous task's job notes most jobs once; a job noted twice only has its
+/// event's count raised.
+fn note_fallback(sink: &dyn EventSink, group: &Group, f: &select::FellBack, now_ms: u64) {
+    let mut last: Option<&str> = None;
+    for (_, need) in &group.tasks {
+        if last == Some(need.job_id.as_str()) {
+            continue;
+        }
+        last = Some(&need.job_id);
+        sink.record(
+            &need.job_id,
+            None,
+            paceline_model::event::EventReason::PluginFellBack,
+            format_args!(
+                "placement plugin {} failed ({}) on slot {}; answered by {}",
+                f.failed, f.fault, group.slot, f.served_by
+            ),
+            now_ms,
+        );
     }
 }

@@ -8,31 +8,52 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use paceline_joints::{Lease, Need, ReadyTask};
-use paceline_plugin::Registry;
+use paceline_plugin::{Registry, ServedBy};
 use paceline_plugin_sdk::types::PlacementResult;
 use tracing::warn;
 
 use crate::feasible::{TaskView, build_placement_request_indexed};
 
+/// A call answered by someone other than the version tried first: who
+/// failed, how, and who answered instead (for the `PluginFellBack` event).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FellBack {
+    /// The version tried first (`name@version`).
+    pub failed: String,
+    /// How it failed (`trap`, `deadline`, …).
+    pub fault: &'static str,
+    /// Who answered: a version or `native policy NAME`.
+    pub served_by: String,
+}
+
 /// Asks `slot` to place `tasks` on `hosts`; `None` when the slot failed
-/// outright (no version and no native policy answered validly).
+/// outright (no version and no native policy answered validly). With the
+/// answer, whether it came from a fallback.
 pub(crate) async fn place(
     registry: &Arc<Registry>,
     slot: &str,
     tasks: &[(ReadyTask, Need)],
     lease: &Lease,
     round: u64,
-) -> Option<PlacementResult> {
+) -> Option<(PlacementResult, Option<FellBack>)> {
     let request = build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
     let registry = registry.clone();
     let slot_name = slot.to_string();
     // Wasm calls are synchronous and bounded by the runtime's deadline.
     match tokio::task::spawn_blocking(move || registry.place(&slot_name, &request)).await {
         Ok(Ok(answer)) => {
-            if !answer.faults.is_empty() {
+            let fell_back = answer.faults.first().map(|first| {
                 warn!(slot, served_by = ?answer.served_by, faults = answer.faults.len(), "placement fell back");
-            }
-            Some(answer.value)
+                FellBack {
+                    failed: first.version.clone(),
+                    fault: first.kind.as_str(),
+                    served_by: match &answer.served_by {
+                        ServedBy::Version(id) => id.clone(),
+                        ServedBy::Native(name) => format!("the native policy {name}"),
+                    },
+                }
+            });
+            Some((answer.value, fell_back))
         }
         Ok(Err(e)) => {
             warn!(slot, error = %e, "placement slot failed");

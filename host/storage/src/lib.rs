@@ -24,6 +24,7 @@
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`bench`]: the `paceline bench storage` figures.
 //! - `validate` (private): input checks shared by both backends.
+//! - `job_events` (private): the folding and retention rules of job events (decision 0025).
 #![forbid(unsafe_code)]
 
 pub mod bench;
@@ -31,6 +32,7 @@ pub mod cassandra;
 pub mod config;
 pub mod error;
 pub mod fence;
+mod job_events;
 pub mod memory;
 pub mod sqlite;
 pub mod store;

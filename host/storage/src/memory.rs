@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use paceline_model::event::JobEvent;
 use paceline_model::host::HostRecord;
 use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
 use paceline_model::task::{TaskEvent, TaskRuntime, TaskState};
@@ -54,6 +55,8 @@ struct Data {
     epoch: u64,
     /// Appended events not yet taken, in append order.
     log: Vec<(String, u32, TaskEvent)>,
+    /// Job events (decision 0025) by job, retained as the rules say.
+    job_events: BTreeMap<String, Vec<JobEvent>>,
 }
 
 /// The in-memory store. See the module docs: not durable.
@@ -245,6 +248,7 @@ impl Store for MemoryStore {
             return Err(StoreError::not_found("job", id));
         }
         d.events.remove(id);
+        d.job_events.remove(id);
         d.log.retain(|(j, _, _)| j != id);
         Ok(())
     }
@@ -537,5 +541,30 @@ impl Store for MemoryStore {
 
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
         Ok(self.data().provider_ids.get(provider).cloned())
+    }
+
+    async fn record_job_events(&self, events: &[JobEvent]) -> Result<()> {
+        crate::job_events::check(events)?;
+        let mut d = self.write()?;
+        for e in crate::job_events::fold(events) {
+            let stored = d.job_events.entry(e.job_id.clone()).or_default();
+            match stored.iter_mut().find(|s| s.same_as(&e)) {
+                Some(s) => s.absorb(&e),
+                None => stored.push(e),
+            }
+        }
+        for job in events.iter().map(|e| e.job_id.as_str()).collect::<std::collections::BTreeSet<_>>() {
+            if let Some(stored) = d.job_events.get_mut(job) {
+                *stored = crate::job_events::retain(std::mem::take(stored));
+            }
+        }
+        Ok(())
+    }
+
+    async fn job_events(&self, job_id: &str, instance: Option<u32>, limit: u32) -> Result<Vec<JobEvent>> {
+        check_id("job", job_id)?;
+        check_page(limit)?;
+        let stored = self.data().job_events.get(job_id).cloned().unwrap_or_default();
+        Ok(crate::job_events::select(stored, instance, limit))
     }
 }

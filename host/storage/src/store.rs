@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use paceline_model::event::JobEvent;
 use paceline_model::host::HostRecord;
 use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
 use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
@@ -227,4 +228,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The id recorded for `provider`, if any.
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>>;
+
+    // ---- job events (decision 0025) ----------------------------------------
+
+    /// Records events of jobs and tasks, folding each into the stored event
+    /// of the same identity (job, instance, reason, message): counts add up,
+    /// first seen is the earliest and last seen the latest of both. The
+    /// batch is checked whole first (ids, instance, message size, count ≥ 1);
+    /// a bad event fails it and nothing is written. Events may name a job
+    /// that does not exist (yet, or any more). Each job keeps at most
+    /// [`crate::limits::MAX_EVENTS_PER_JOB`] events, the most recently seen,
+    /// and none last seen more than [`crate::limits::MAX_JOB_EVENT_AGE_MS`]
+    /// before its newest; a backend may trim later than it writes, but reads
+    /// never show more. Folding is atomic in SQLite and memory; in Cassandra
+    /// it reads the job's events and writes the sums, which is exact with
+    /// one writer (the fenced leader) and may lose a count between two.
+    async fn record_job_events(&self, events: &[JobEvent]) -> Result<()>;
+
+    /// A job's events, most recently seen first, at most `limit`: all of
+    /// them (the job's own and its tasks') with `instance` `None`, or only
+    /// those of one task.
+    async fn job_events(&self, job_id: &str, instance: Option<u32>, limit: u32) -> Result<Vec<JobEvent>>;
 }

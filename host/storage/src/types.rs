@@ -27,6 +27,14 @@ pub mod limits {
     pub const MAX_EVENTS_PER_TASK: usize = 100;
     /// Largest page a query returns.
     pub const MAX_PAGE: u32 = 10_000;
+    /// Most job events (decision 0025) kept per job, the most recently seen;
+    /// older ones are dropped on a later write and never returned.
+    pub const MAX_EVENTS_PER_JOB: usize = 200;
+    /// Job events not seen for this long before the job's newest are dropped
+    /// (SQLite, memory) or expire by TTL (Cassandra): 7 days.
+    pub const MAX_JOB_EVENT_AGE_MS: u64 = 7 * 24 * 3600 * 1000;
+    /// Longest job event message, bytes.
+    pub const MAX_EVENT_MESSAGE: usize = 4 * 1024;
 }
 
 /// A job as listed by [`Store::query_jobs`](crate::Store::query_jobs).

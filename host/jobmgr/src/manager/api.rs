@@ -244,6 +244,8 @@ impl JobManager {
                 "job {id} is {state}; only terminal jobs can be deleted (kill it first)"
             )));
         }
+        // Events not flushed yet would bring the deleted job's events back.
+        self.events.forget(id);
         self.store.delete_job(id).await?;
         {
             let mut m = self.mem();

@@ -67,17 +67,29 @@ impl ReadyQueue for JobManager {
     }
 
     async fn unplaced(&self, tasks: &[(TaskHandle, UnplacedReason)], now_ms: u64) -> Result<usize, PortError> {
-        let mut rm = self.rm();
-        Ok(tasks
-            .iter()
-            .filter(|(id, reason)| match rm.placement_failed(*id, *reason, now_ms) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::debug!(task = id.0, error = %e, "unplaced task no longer placing");
-                    false
-                }
-            })
-            .count())
+        // (job key, reason) per task sent back, for the Deferred events.
+        let mut deferred = Vec::with_capacity(tasks.len());
+        let count = {
+            let mut rm = self.rm();
+            tasks
+                .iter()
+                .filter(|(id, reason)| {
+                    let job = rm.task(*id).map(|t| t.job);
+                    match rm.placement_failed(*id, *reason, now_ms) {
+                        Ok(()) => {
+                            deferred.extend(job.map(|job| (job, *reason)));
+                            true
+                        }
+                        Err(e) => {
+                            tracing::debug!(task = id.0, error = %e, "unplaced task no longer placing");
+                            false
+                        }
+                    }
+                })
+                .count()
+        };
+        self.note_deferred(&deferred, now_ms);
+        Ok(count)
     }
 
     async fn commit(&self, lease: LeaseId, placements: Vec<Placement>, _now_ms: u64) -> Result<Committed, PortError> {

@@ -92,6 +92,12 @@ impl JobManager {
             .await
             .map_err(|e| JobError::Plugin(e.to_string()))?
             .map_err(|e| JobError::Plugin(e.to_string()))?;
+        if let Some(first) = answer.faults.first() {
+            let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
+            if let Some(job_id) = job_id {
+                self.note_plugin_fallback(&job_id, &slot, first, &answer.served_by, now);
+            }
+        }
         Ok(Some((slot, answer.served_by, answer.value)))
     }
 

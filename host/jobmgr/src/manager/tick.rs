@@ -13,7 +13,10 @@ use crate::error::JobError;
 
 impl JobManager {
     /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries.
+    /// Also writes the job events noted since the last flush, once a second
+    /// (decision 0025), before taking the job manager's lock.
     pub async fn tick(&self, now_ms: u64) -> Result<(), JobError> {
+        self.flush_events_if_due(now_ms).await;
         let _op = self.ops.lock().await;
         let due = self.mem().deadlines.due(now_ms);
         for d in due {
@@ -57,15 +60,16 @@ impl JobManager {
     pub async fn on_resmgr_kills(&self, kills: Vec<paceline_resmgr::KillRequest>) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
         for k in kills {
-            if let paceline_resmgr::KillReason::Preempted(_) = k.reason {
+            if let paceline_resmgr::KillReason::Preempted(why) = k.reason {
                 let live = {
                     let m = self.mem();
-                    m.jobs
-                        .get(&k.job)
-                        .and_then(|j| j.tasks.get(k.instance as usize))
-                        .is_some_and(|t| t.rt.state.is_on_host())
+                    m.jobs.get(&k.job).and_then(|j| {
+                        let t = j.tasks.get(k.instance as usize).filter(|t| t.rt.state.is_on_host())?;
+                        Some((j.id.clone(), t.rt.host.clone()))
+                    })
                 };
-                if live {
+                if let Some((job_id, host)) = live {
+                    self.note_preempted(&job_id, k.instance, host.as_deref(), why);
                     if let Some(t) = self.mem().jobs.get_mut(&k.job).and_then(|j| j.tasks.get_mut(k.instance as usize))
                     {
                         t.preempted = true;

@@ -72,11 +72,22 @@ impl JobManager {
             let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok(());
             };
+            let created_at_ms = job.runtime.created_at_ms;
             for ((w, old), res) in writes.into_iter().zip(olds).zip(results) {
                 match res {
                     Ok(version) => {
                         let mut rt = w.rt;
                         rt.version = version;
+                        // Submit→running: the first run of a task of the job's
+                        // first config, the first time it runs (later configs'
+                        // tasks were not submitted with the job).
+                        if rt.state == TaskState::Running
+                            && old.state != TaskState::Running
+                            && rt.run == 1
+                            && rt.config_version == 1
+                        {
+                            self.submit_to_running.observe(now.saturating_sub(created_at_ms));
+                        }
                         if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
                         {
                             events.push((
@@ -119,7 +130,9 @@ impl JobManager {
     }
 
     /// Appends task events of one job, all in one store operation.
+    /// The changes people care about are noted as job events too.
     pub(crate) async fn append_events(&self, job_id: &str, events: Vec<(u32, TaskEvent)>) -> Result<(), JobError> {
+        self.note_transitions(job_id, &events);
         self.store.append_job_events(job_id, &events).await?;
         Ok(())
     }
@@ -190,8 +203,10 @@ impl JobManager {
         rt: paceline_model::job::JobRuntime,
     ) -> Result<(), JobError> {
         let stored = self.store.cas_job_runtime(id, expected, &rt).await?;
-        if let Some(job) = self.mem().jobs.get_mut(&key) {
-            job.runtime = stored;
+        let (to, at) = (stored.state, stored.updated_at_ms);
+        let from = self.mem().jobs.get_mut(&key).map(|job| std::mem::replace(&mut job.runtime, stored).state);
+        if let Some(from) = from {
+            self.note_job_state(id, from, to, at);
         }
         self.feed.publish([crate::feed::Change::Job(Arc::from(id))]);
         Ok(())

@@ -68,6 +68,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("job pause", "paceline job pause web-0a1b2c3d"),
     ("job resume", "paceline job resume web-0a1b2c3d"),
     ("job abort", "paceline job abort web-0a1b2c3d"),
+    (
+        "job events",
+        "paceline job events hello-3f9c1a2b              # why it waits, where it ran\npaceline job events web-0a1b2c3d --task 2 --json",
+    ),
     ("task", "paceline task list hello-3f9c1a2b\npaceline task logs hello-3f9c1a2b 0"),
     ("task list", "paceline task list web-0a1b2c3d --state running"),
     ("task get", "paceline task get hello-3f9c1a2b 0             # pending_reason says why it waits"),

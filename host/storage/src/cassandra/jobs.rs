@@ -197,6 +197,7 @@ pub(super) async fn delete_job(store: &CassandraStore, id: &str) -> Result<()> {
     }
     store.exec("task buckets", &store.s.del_buckets, (id,)).await?;
     store.exec("job configs", &store.s.del_configs, (id,)).await?;
+    super::job_events::delete_job_events(store, id).await?;
     // The job row last: while it exists, a retry can finish the delete.
     store.exec("job", &store.s.del_job, (id,)).await?;
     Ok(())

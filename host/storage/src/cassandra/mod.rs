@@ -24,11 +24,13 @@
 //! - `jobs`, `tasks`, `events`, `updates`: a job and what hangs off it.
 //! - `plugins`: plugin versions, their chunked bytes, slot histories.
 //! - `inventory`: pools, hosts, provider ids.
+//! - `job_events`: job events, a partition per job (decision 0025).
 
 mod config;
 mod events;
 mod exec;
 mod inventory;
+mod job_events;
 mod jobs;
 mod leader;
 mod plugins;
@@ -336,5 +338,18 @@ impl Store for CassandraStore {
 
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
         inventory::get_provider_id(self, provider).await
+    }
+
+    async fn record_job_events(&self, events: &[paceline_model::event::JobEvent]) -> Result<()> {
+        job_events::record_job_events(self, events).await
+    }
+
+    async fn job_events(
+        &self,
+        job_id: &str,
+        instance: Option<u32>,
+        limit: u32,
+    ) -> Result<Vec<paceline_model::event::JobEvent>> {
+        job_events::job_events(self, job_id, instance, limit).await
     }
 }

@@ -50,6 +50,11 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
 ), (
     "leader fence",
     &["CREATE TABLE IF NOT EXISTS leader_fence (id text PRIMARY KEY, epoch bigint)"],
+), (
+    "job events",
+    // Decision 0025: a partition per job, one row per (instance, reason, message).
+    &["CREATE TABLE IF NOT EXISTS job_events (job_id text, instance int, reason text, message text, event_type text,
+         first_seen_ms bigint, last_seen_ms bigint, count bigint, PRIMARY KEY (job_id, instance, reason, message))"],
 )];
 
 /// The newest schema version this build knows.

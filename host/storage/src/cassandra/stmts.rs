@@ -127,4 +127,10 @@ statements! {
     raise_fence: "UPDATE leader_fence SET epoch = ? WHERE id = 'leader' IF epoch < ?", Lwt;
     sel_fence_serial: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Serial;
     sel_fence: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Plain;
+    ins_job_event: "INSERT INTO job_events (job_id, instance, reason, message, event_type, first_seen_ms, last_seen_ms, count)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
+    sel_job_events: "SELECT instance, reason, message, event_type, first_seen_ms, last_seen_ms, count FROM job_events
+                     WHERE job_id = ?", Plain;
+    del_job_event: "DELETE FROM job_events WHERE job_id = ? AND instance = ? AND reason = ? AND message = ?", Plain;
+    del_job_events: "DELETE FROM job_events WHERE job_id = ?", Plain;
 }

@@ -272,7 +272,7 @@ pub(super) async fn delete_job(store: &SqliteStore, id: &str) -> Result<()> {
             if !job_exists(conn, &id)? {
                 return Err(StoreError::not_found("job", &id));
             }
-            for table in ["jobs", "job_labels", "job_configs", "tasks", "task_events"] {
+            for table in ["jobs", "job_labels", "job_configs", "tasks", "task_events", "job_events"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE job_id = ?1"), params![id]).map_err(db)?;
             }
             if let Ok(mut t) = trims.lock() {

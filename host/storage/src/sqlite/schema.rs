@@ -105,6 +105,22 @@ const MIGRATIONS: &[&str] = &[
         epoch INTEGER NOT NULL
     );
     "#,
+    // 3: job events (decision 0025), one row per (job, instance, reason,
+    // message); instance -1 is the job's own.
+    r#"
+    CREATE TABLE job_events (
+        job_id TEXT NOT NULL,
+        instance INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        message TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        first_seen_ms INTEGER NOT NULL,
+        last_seen_ms INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (job_id, instance, reason, message)
+    ) WITHOUT ROWID;
+    CREATE INDEX job_events_seen ON job_events(job_id, last_seen_ms);
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -3,6 +3,7 @@
 
 mod cassandra;
 mod conformance;
+mod job_events;
 mod memory;
 mod sqlite;
 
@@ -23,6 +24,20 @@ macro_rules! conformance_suite {
             bad_input_is_refused_whole,
             cas_race_two_writers_exactly_one_wins,
         );
+        $crate::conformance_suite!(@job_events $make;
+            job_events_fold_repeats_and_filter_by_task,
+            job_events_are_bounded_per_job,
+            job_events_refuse_bad_input_whole,
+        );
+    };
+    (@job_events $make:path; $($name:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let store = $make().await;
+                $crate::job_events::$name(store).await;
+            }
+        )*
     };
     (@tests $make:path; $($name:ident,)*) => {
         $(

@@ -110,6 +110,19 @@ pub enum JobCommand {
         /// Job id.
         id: String,
     },
+    /// Show a job's events, most recently seen first: scheduled, deferred
+    /// (with the pending reason), preempted, lost, plugin fallbacks, kills,
+    /// failures, the job's end; repeats are one row with a count.
+    Events {
+        /// Job id.
+        id: String,
+        /// Only this task instance's events.
+        #[arg(long, value_name = "N")]
+        task: Option<u32>,
+        /// Print JSON (the same as `-o json`).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a job command.
@@ -220,6 +233,10 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
             client.delete_job(pb::DeleteJobRequest { id: id.clone() }).await.map_err(RpcError)?;
             done(out, &id, "deleted")
         }
+        Request::Events { id, task, json } => {
+            let out = if json { super::Output::Json } else { out };
+            super::events::show(&mut client, out, id, task).await
+        }
         Request::Control(action, id) => {
             let r = pb::UpdateControlRequest { id };
             let resp = match action {
@@ -263,6 +280,7 @@ enum Request {
     Update(pb::UpdateJobRequest),
     Delete(String),
     Control(Control, String),
+    Events { id: String, task: Option<u32>, json: bool },
 }
 
 impl Request {
@@ -301,6 +319,7 @@ impl Request {
             JobCommand::Pause { id } => Request::Control(Control::Pause, id),
             JobCommand::Resume { id } => Request::Control(Control::Resume, id),
             JobCommand::Abort { id } => Request::Control(Control::Abort, id),
+            JobCommand::Events { id, task, json } => Request::Events { id, task, json },
         })
     }
 }

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use tonic::transport::Channel;
 
+pub mod events;
 pub mod host;
 pub mod job;
 pub mod output;

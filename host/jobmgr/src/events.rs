@@ -1,0 +1,260 @@
+//! The event recorder (decision 0025): the job manager's [`EventSink`].
+//! Sightings are folded in memory by identity (job, instance, reason,
+//! message); the job manager's tick drains them into one store call a
+//! second (`JobManager::flush_events`), where they fold into the stored
+//! events. So a task deferred every round costs one hash lookup per round
+//! and one row write per flush, not a store write per round.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+use paceline_joints::EventSink;
+use paceline_model::event::{EventReason, JobEvent};
+
+/// Most distinct events held between flushes; sightings of new ones past
+/// this are dropped (and counted) rather than let memory grow while the
+/// store is down.
+pub const MAX_PENDING_EVENTS: usize = 10_000;
+
+/// Folds sightings until they are drained. Cheap to share.
+#[derive(Debug, Default)]
+pub struct EventRecorder {
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    /// Identity hash → index in `events` of the first event with that hash.
+    index: HashMap<u64, usize>,
+    events: Vec<JobEvent>,
+    /// New events dropped because `events` was full, since the last drain.
+    dropped: u64,
+}
+
+/// Hashes formatted text without building it.
+struct HashWriter<'a>(&'a mut DefaultHasher);
+
+impl std::fmt::Write for HashWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// Compares formatted text with a string without building it.
+struct EqWriter<'a> {
+    rest: &'a str,
+    equal: bool,
+}
+
+impl std::fmt::Write for EqWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        match self.rest.strip_prefix(s) {
+            Some(rest) if self.equal => self.rest = rest,
+            _ => self.equal = false,
+        }
+        Ok(())
+    }
+}
+
+fn message_equals(stored: &str, message: std::fmt::Arguments<'_>) -> bool {
+    let mut w = EqWriter { rest: stored, equal: true };
+    let _ = w.write_fmt(message);
+    w.equal && w.rest.is_empty()
+}
+
+fn identity_hash(job_id: &str, instance: Option<u32>, reason: EventReason, message: std::fmt::Arguments<'_>) -> u64 {
+    let mut h = DefaultHasher::new();
+    job_id.hash(&mut h);
+    instance.hash(&mut h);
+    reason.hash(&mut h);
+    let _ = HashWriter(&mut h).write_fmt(message);
+    h.finish()
+}
+
+fn event_hash(e: &JobEvent) -> u64 {
+    identity_hash(&e.job_id, e.instance, e.reason, format_args!("{}", e.message))
+}
+
+impl EventRecorder {
+    /// An empty recorder.
+    pub fn new() -> EventRecorder {
+        EventRecorder::default()
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // Plain data: a panic elsewhere leaves it usable.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Everything noted since the last drain, folded, and how many new
+    /// events were dropped for want of room.
+    pub fn drain(&self) -> (Vec<JobEvent>, u64) {
+        let mut p = self.pending();
+        p.index.clear();
+        let dropped = std::mem::take(&mut p.dropped);
+        (std::mem::take(&mut p.events), dropped)
+    }
+
+    /// Puts events back after a failed flush, folded with what was noted since.
+    pub fn restore(&self, events: Vec<JobEvent>) {
+        for e in events {
+            let count = e.count;
+            let (first, last) = (e.first_seen_ms, e.last_seen_ms);
+            self.record_with(&e.job_id, e.instance, e.reason, format_args!("{}", e.message), last, |held| {
+                held.count = held.count.saturating_add(count.saturating_sub(1));
+                held.first_seen_ms = held.first_seen_ms.min(first);
+            });
+        }
+    }
+
+    /// Drops the noted events of a job (it is being deleted).
+    pub fn forget(&self, job_id: &str) {
+        let mut p = self.pending();
+        if p.events.iter().any(|e| e.job_id == job_id) {
+            p.events.retain(|e| e.job_id != job_id);
+            // Indexes moved: rebuild (rare: deletes only).
+            let index = p.events.iter().enumerate().map(|(i, e)| (event_hash(e), i)).collect::<Vec<_>>();
+            p.index.clear();
+            for (h, i) in index {
+                p.index.entry(h).or_insert(i);
+            }
+        }
+    }
+
+    /// Noted events of one job not yet flushed (for reads, which fold them
+    /// into what the store returns).
+    pub fn pending_of(&self, job_id: &str) -> Vec<JobEvent> {
+        self.pending().events.iter().filter(|e| e.job_id == job_id).cloned().collect()
+    }
+
+    fn record_with(
+        &self,
+        job_id: &str,
+        instance: Option<u32>,
+        reason: EventReason,
+        message: std::fmt::Arguments<'_>,
+        at_ms: u64,
+        adjust: impl FnOnce(&mut JobEvent),
+    ) {
+        let hash = identity_hash(job_id, instance, reason, message);
+        let mut p = self.pending();
+        let same = |e: &JobEvent| {
+            e.job_id == job_id && e.instance == instance && e.reason == reason && message_equals(&e.message, message)
+        };
+        let at = match p.index.get(&hash) {
+            Some(&i) if same(&p.events[i]) => Some(i),
+            // A hash collision: look through the rest (rare).
+            Some(_) => p.events.iter().position(same),
+            None => None,
+        };
+        if let Some(i) = at {
+            let e = &mut p.events[i];
+            e.count = e.count.saturating_add(1);
+            e.first_seen_ms = e.first_seen_ms.min(at_ms);
+            e.last_seen_ms = e.last_seen_ms.max(at_ms);
+            adjust(e);
+            return;
+        }
+        if p.events.len() >= MAX_PENDING_EVENTS {
+            p.dropped += 1;
+            return;
+        }
+        let mut e = JobEvent::new(job_id, instance, reason, message.to_string(), at_ms);
+        adjust(&mut e);
+        let i = p.events.len();
+        p.events.push(e);
+        p.index.entry(hash).or_insert(i);
+    }
+}
+
+impl EventSink for EventRecorder {
+    fn record(
+        &self,
+        job_id: &str,
+        instance: Option<u32>,
+        reason: EventReason,
+        message: std::fmt::Arguments<'_>,
+        at_ms: u64,
+    ) {
+        self.record_with(job_id, instance, reason, message, at_ms, |_| {});
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_fold_into_one_event_per_identity() {
+        let r = EventRecorder::new();
+        for round in 0..5u64 {
+            r.record("j", None, EventReason::Deferred, format_args!("{}", "insufficient_resources"), 100 + round);
+        }
+        r.record("j", Some(0), EventReason::Scheduled, format_args!("scheduled on host {}", "h1"), 50);
+        r.record("j", Some(0), EventReason::Scheduled, format_args!("scheduled on host {}", "h2"), 60);
+        r.record("j", Some(0), EventReason::Scheduled, format_args!("scheduled on host {}", "h1"), 70);
+        let (events, dropped) = r.drain();
+        assert_eq!(dropped, 0);
+        let seen: Vec<(&str, u64, u64, u64)> =
+            events.iter().map(|e| (e.message.as_str(), e.count, e.first_seen_ms, e.last_seen_ms)).collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("insufficient_resources", 5, 100, 104),
+                ("scheduled on host h1", 2, 50, 70),
+                ("scheduled on host h2", 1, 60, 60),
+            ]
+        );
+        assert!(r.drain().0.is_empty(), "a drain empties the recorder");
+    }
+
+    #[test]
+    fn formatted_text_is_compared_whole() {
+        assert!(message_equals("on host h1", format_args!("on host {}", "h1")));
+        assert!(!message_equals("on host h1", format_args!("on host {}", "h10")));
+        assert!(!message_equals("on host h10", format_args!("on host {}", "h1")));
+        assert!(!message_equals("on host h1", format_args!("on hosts {}", "h1")));
+    }
+
+    #[test]
+    fn restored_events_keep_their_counts() {
+        let r = EventRecorder::new();
+        for at in [10, 20, 30] {
+            r.record("j", None, EventReason::Deferred, format_args!("x"), at);
+        }
+        let (events, _) = r.drain();
+        r.record("j", None, EventReason::Deferred, format_args!("x"), 40);
+        r.restore(events);
+        let (events, _) = r.drain();
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].count, events[0].first_seen_ms, events[0].last_seen_ms), (4, 10, 40));
+    }
+
+    #[test]
+    fn a_forgotten_job_leaves_the_others_findable() {
+        let r = EventRecorder::new();
+        r.record("gone", None, EventReason::Deferred, format_args!("x"), 1);
+        r.record("kept", None, EventReason::Deferred, format_args!("x"), 1);
+        r.forget("gone");
+        r.record("kept", None, EventReason::Deferred, format_args!("x"), 2);
+        let (events, _) = r.drain();
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].job_id.as_str(), events[0].count), ("kept", 2));
+    }
+
+    #[test]
+    fn new_events_past_the_bound_are_dropped_and_counted() {
+        let r = EventRecorder::new();
+        for i in 0..MAX_PENDING_EVENTS as u32 + 3 {
+            r.record("j", Some(i), EventReason::Lost, format_args!("lost"), 1);
+        }
+        // A repeat of a held event still folds in.
+        r.record("j", Some(0), EventReason::Lost, format_args!("lost"), 2);
+        let (events, dropped) = r.drain();
+        assert_eq!((events.len(), dropped), (MAX_PENDING_EVENTS, 3));
+        assert_eq!(events[0].count, 2);
+    }
+}
