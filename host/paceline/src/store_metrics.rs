@@ -300,4 +300,16 @@ impl Store for MeteredStore {
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
         self.timed("get_provider_id", self.inner.get_provider_id(provider)).await
     }
+
+    async fn append_audit(&self, records: &[paceline_storage::AuditRecord]) -> Result<()> {
+        self.timed("append_audit", self.inner.append_audit(records)).await
+    }
+
+    async fn query_audit(&self, query: &paceline_storage::AuditQuery) -> Result<Vec<paceline_storage::AuditRecord>> {
+        self.timed("query_audit", self.inner.query_audit(query)).await
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        self.timed("prune_audit", self.inner.prune_audit(before_ms, max_rows)).await
+    }
 }

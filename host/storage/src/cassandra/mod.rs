@@ -25,6 +25,7 @@
 //! - `plugins`: plugin versions, their chunked bytes, slot histories.
 //! - `inventory`: pools, hosts, provider ids.
 
+mod audit;
 mod config;
 mod events;
 mod exec;
@@ -336,5 +337,17 @@ impl Store for CassandraStore {
 
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
         inventory::get_provider_id(self, provider).await
+    }
+
+    async fn append_audit(&self, records: &[crate::AuditRecord]) -> Result<()> {
+        audit::append(self, records).await
+    }
+
+    async fn query_audit(&self, query: &crate::AuditQuery) -> Result<Vec<crate::AuditRecord>> {
+        audit::query(self, query).await
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        audit::prune(self, before_ms, max_rows).await
     }
 }

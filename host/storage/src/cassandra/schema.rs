@@ -50,6 +50,16 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
 ), (
     "leader fence",
     &["CREATE TABLE IF NOT EXISTS leader_fence (id text PRIMARY KEY, epoch bigint)"],
+), (
+    // A partition per UTC day, newest first inside it; `audit_days` lists
+    // the days that have one, so reads and pruning visit only those.
+    "audit log",
+    &[
+        "CREATE TABLE IF NOT EXISTS audit_log (day int, at_ms bigint, id text, principal text, role text, method text,
+           target text, job_id text, summary text, code text, message text,
+           PRIMARY KEY ((day), at_ms, id)) WITH CLUSTERING ORDER BY (at_ms DESC, id DESC)",
+        "CREATE TABLE IF NOT EXISTS audit_days (k int, day int, PRIMARY KEY (k, day))",
+    ],
 )];
 
 /// The newest schema version this build knows.
