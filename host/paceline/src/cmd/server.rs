@@ -32,6 +32,13 @@ pub struct ServerArgs {
     /// (overrides `metrics_listen` in the config; the API port serves it behind tokens).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Remove audit records older than this many days (overrides `audit.max_age_days`; default 90).
+    #[arg(long)]
+    audit_max_age_days: Option<u64>,
+    /// Keep at most this many audit records, the oldest removed first (overrides
+    /// `audit.max_rows`; default 1000000).
+    #[arg(long)]
+    audit_max_rows: Option<u64>,
     /// Roles this process runs: `all` (the default); `jobmgr,resmgr,hostmgr` (the core,
     /// with placement engines in other processes); `placement` (engines only, against
     /// the core named by --core; run as many as you like); `hostmgr` (the host manager
@@ -107,6 +114,14 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(m) = args.metrics_listen {
         config.metrics_listen = Some(m);
+    }
+    if let Some(days) = args.audit_max_age_days {
+        anyhow::ensure!(days > 0, "--audit-max-age-days must be at least 1");
+        config.audit.max_age_days = days;
+    }
+    if let Some(rows) = args.audit_max_rows {
+        anyhow::ensure!(rows > 0, "--audit-max-rows must be at least 1");
+        config.audit.max_rows = rows;
     }
     match roles {
         paceline::ha::RoleSet::All => {}
