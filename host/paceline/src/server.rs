@@ -134,6 +134,9 @@ pub struct ServerConfig {
     /// are on the API port only, behind its tokens. Keep it on loopback
     /// (`127.0.0.1:9464`) or a network only the scraper reaches.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve `metrics_listen` even on an address that is not loopback (it has no
+    /// authentication). Default false: such an address stops the start.
+    pub metrics_listen_public: bool,
     /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
     pub audit: AuditConfig,
 }
@@ -196,6 +199,7 @@ impl Default for ServerConfig {
             tls: None,
             placement_engine: true,
             metrics_listen: None,
+            metrics_listen_public: false,
             audit: AuditConfig::default(),
         }
     }
@@ -265,6 +269,9 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
 async fn prepare(
     config: &ServerConfig,
 ) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+    if let Some(addr) = config.metrics_listen {
+        crate::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(ServerError::Other)?;
+    }
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         tls: load_tls(config.tls.as_ref())?,
