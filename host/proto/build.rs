@@ -17,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "v1/host",
         "v1/plugin",
         "v1/watch",
+        "v1/audit",
     ]
     .iter()
     .map(|p| root.join(format!("paceline/{p}.proto")))

@@ -146,6 +146,8 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
         "paceline.v1.WatchService" => Requirement::Read,
+        // Users read only their own records: the handler narrows the query.
+        "paceline.v1.AuditService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" => Requirement::AtLeast(Role::Admin),
         "paceline.v1.HostService" | "paceline.v1.PluginService" if read(method) => Requirement::Read,
@@ -352,16 +354,18 @@ pub async fn check_job<T>(
 }
 
 /// Tower layer that admits each request ([`Auth::admit`]) before the
-/// services see it and attaches its principal; and tells the observer, if
-/// any, of every call and its answer (refusals included).
+/// services see it and attaches its principal; tells the observer, if any,
+/// of every call and its answer (refusals included); and hands the auditor,
+/// if any, a record of every mutating call and every refused one
+/// ([`crate::audit`]).
 #[derive(Clone, Debug)]
-pub struct AuthLayer(pub Arc<Auth>, pub Option<Arc<dyn crate::CallObserver>>);
+pub struct AuthLayer(pub Arc<Auth>, pub Option<Arc<dyn crate::CallObserver>>, pub Option<crate::audit::Auditor>);
 
 impl<S> tower::Layer<S> for AuthLayer {
     type Service = AuthService<S>;
 
     fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService { auth: self.0.clone(), observer: self.1.clone(), inner }
+        AuthService { auth: self.0.clone(), observer: self.1.clone(), auditor: self.2.clone(), inner }
     }
 }
 
@@ -370,6 +374,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     auth: Arc<Auth>,
     observer: Option<Arc<dyn crate::CallObserver>>,
+    auditor: Option<crate::audit::Auditor>,
     inner: S,
 }
 
@@ -381,7 +386,7 @@ pub fn method_label(path: &str) -> String {
     if let Some(route) = path.strip_prefix("/ui/api/") {
         let first = route.split('/').next().unwrap_or_default();
         return match first {
-            "jobs" | "pools" | "hosts" | "plugins" => {
+            "jobs" | "pools" | "hosts" | "plugins" | "audit" => {
                 let rest = if route.len() > first.len() { "/…" } else { "" };
                 format!("/ui/api/{first}{rest}")
             }
@@ -415,11 +420,13 @@ fn answer_code(response: &http::Response<tonic::body::Body>) -> String {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
+impl<S> tower::Service<http::Request<tonic::body::Body>> for AuthService<S>
 where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
 {
     type Response = http::Response<tonic::body::Body>;
     type Error = S::Error;
@@ -429,7 +436,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         let path = request.uri().path().to_owned();
         let started = std::time::Instant::now();
         let observer = self.observer.clone();
@@ -441,6 +448,12 @@ where
         match self.auth.admit(request.method(), &path, request.headers()) {
             Ok(who) => {
                 let caller = who.as_ref().map(|w| w.name.clone()).unwrap_or_default();
+                let audit = match &self.auditor {
+                    Some(auditor) if crate::audit::is_audited(request.method(), &path) => {
+                        Some(crate::audit::layer::Pending::start(auditor.clone(), &mut request, who.clone()))
+                    }
+                    _ => None,
+                };
                 if let Some(who) = who {
                     request.extensions_mut().insert(who);
                 }
@@ -457,11 +470,21 @@ where
                         log_refusal(&path, &caller, &status);
                     }
                     observe(&path, &response);
+                    if let Some(audit) = audit {
+                        audit.finish(&response);
+                    }
                     Ok(response)
                 })
             }
             Err(status) => {
                 log_refusal(&path, "", &status);
+                if let Some(auditor) = &self.auditor
+                    && crate::audit::is_public(&path)
+                {
+                    // Permission denied: the caller is known, only not allowed.
+                    let who = self.auth.authenticate(request.headers()).ok();
+                    crate::audit::layer::refused(auditor, request.method(), &path, who.as_deref(), &status);
+                }
                 // Plain HTTP clients (the page, a Prometheus scraping
                 // /metrics) read the HTTP status; gRPC clients the grpc-status.
                 let plain_http = path.starts_with("/ui/") || path == "/metrics";
@@ -552,6 +575,7 @@ mod tests {
     fn every_rpc_in_the_protos_has_the_intended_requirement() {
         use Requirement::*;
         let expected: &[(&str, Requirement)] = &[
+            ("AuditService/ListAuditRecords", Read),
             ("HostService/ListHosts", Read),
             ("HostService/GetHost", Read),
             ("HostService/DrainHost", AtLeast(Role::Operator)),

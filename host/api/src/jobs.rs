@@ -126,6 +126,7 @@ impl JobService for JobApi {
         let id = new_job_id(&config.name);
         let (owner, pool, kind, instances) =
             (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
+        crate::audit::note_job(&request, &id);
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
         tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, "job created");
         Ok(Response::new(pb::CreateJobResponse { id, owner }))

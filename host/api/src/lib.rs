@@ -19,6 +19,8 @@
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
 //!   module per service of `proto/paceline/v1/`.
+//! - [`audit`]: the audit log: records made in the auth layer, a batching
+//!   writer, and `AuditService` to read them.
 //! - [`web`]: the web UI (a page and its JSON routes) on the same port.
 //! - [`serve`] / [`router`]: every service plus `grpc.health.v1` and server
 //!   reflection (v1), with message size limits and a per-request timeout.
@@ -31,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use paceline_proto::v1 as pb;
+use pb::audit_service_server::AuditServiceServer;
 use pb::host_service_server::HostServiceServer;
 use pb::job_service_server::JobServiceServer;
 use pb::plugin_service_server::PluginServiceServer;
@@ -38,6 +41,7 @@ use pb::pool_service_server::PoolServiceServer;
 use pb::task_service_server::TaskServiceServer;
 use pb::watch_service_server::WatchServiceServer;
 
+pub mod audit;
 pub mod auth;
 pub mod convert;
 pub mod events;
@@ -98,6 +102,9 @@ pub struct ApiConfig {
     pub internal: Option<tonic::service::Routes>,
     /// Told of every call and its answer (the server's metrics).
     pub observer: Option<Arc<dyn CallObserver>>,
+    /// Records every mutating and every refused call ([`audit`]); none
+    /// without one.
+    pub audit: Option<audit::Auditor>,
 }
 
 /// Told of every API call once the head of its answer is ready: the
@@ -127,6 +134,7 @@ impl Default for ApiConfig {
             tls: None,
             internal: None,
             observer: None,
+            audit: None,
         }
     }
 }
@@ -177,15 +185,17 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     reporter.set_serving::<HostServiceServer<hosts::HostApi>>().await;
     reporter.set_serving::<PluginServiceServer<plugins::PluginApi>>().await;
     reporter.set_serving::<WatchServiceServer<watch::WatchApi>>().await;
+    reporter.set_serving::<AuditServiceServer<audit::service::AuditApi>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let server = server_builder(config)?;
     // Browsers speak HTTP/1.1 to the web UI; gRPC clients HTTP/2 as before.
-    let mut server = server
-        .accept_http1(true)
-        .timeout(config.request_timeout)
-        .layer(auth::AuthLayer(config.auth.clone(), config.observer.clone()));
+    let mut server = server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(
+        config.auth.clone(),
+        config.observer.clone(),
+        config.audit.clone(),
+    ));
     let mut http = web::routes(roles.clone());
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
@@ -203,6 +213,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         ))
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
+        .add_service(limited!(AuditServiceServer, audit::service::AuditApi::new(roles.store.clone()), config))
         .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
 }
 
@@ -229,8 +240,11 @@ where
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let server = server_builder(&config)?;
-    let mut server =
-        server.timeout(config.request_timeout).layer(auth::AuthLayer(config.auth.clone(), config.observer.clone()));
+    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(
+        config.auth.clone(),
+        config.observer.clone(),
+        config.audit.clone(),
+    ));
     let router = server
         .add_routes(config.internal.clone().unwrap_or_default())
         .add_service(health)

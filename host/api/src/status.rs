@@ -80,3 +80,14 @@ pub fn plugin(e: PluginError) -> Status {
 pub fn required(field: &str, value: &str) -> Result<(), Status> {
     if value.is_empty() { Err(Status::invalid_argument(format!("{field}: must be set"))) } else { Ok(()) }
 }
+
+/// A store error on a read the API makes itself (the audit log).
+pub fn store(e: paceline_storage::StoreError) -> Status {
+    use paceline_storage::StoreError as E;
+    match e {
+        E::Invalid(msg) => Status::invalid_argument(msg),
+        E::NotFound { .. } => Status::not_found(e.to_string()),
+        E::Corrupt { .. } => Status::internal(format!("storage: {e}")),
+        _ => Status::unavailable(format!("storage: {e}")),
+    }
+}

@@ -15,6 +15,7 @@
 //! | `GET /ui/api/hosts` | `ListHostsResponse` | `hosts[].{hostname,state,reachable}`, `.{total,allocated}.{cpu_millis,memory_mib}` |
 //! | `GET /ui/api/plugins` | `ListPluginsResponse` | `slots[].{slot,active}`, `.versions[].{id,state,calls,p99_us,batched}` |
 //! | `POST /ui/api/plugins/rollback` `{"slot": "placement/batch"}` | the `PluginSlot` after the rollback | (re-renders) |
+//! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) | `records[].{at_ms,principal,role,method,target,summary,code,message}` |
 //!
 //! Omitted fields are the proto3 defaults (0, "", false): the page reads a
 //! missing number as 0.
@@ -35,6 +36,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use paceline_proto::v1 as pb;
+use pb::audit_service_server::AuditService;
 use pb::host_service_server::HostService;
 use pb::job_service_server::JobService;
 use pb::plugin_service_server::PluginService;
@@ -42,6 +44,7 @@ use pb::pool_service_server::PoolService;
 use pb::task_service_server::TaskService;
 use tonic::{Request, Status};
 
+use crate::audit::service::AuditApi;
 use crate::{Roles, hosts::HostApi, jobs::JobApi, plugins::PluginApi, pools::PoolApi, tasks::TaskApi};
 
 const INDEX: &str = include_str!("../web/index.html");
@@ -55,6 +58,7 @@ struct Web {
     pools: PoolApi,
     hosts: HostApi,
     plugins: PluginApi,
+    audit: AuditApi,
 }
 
 /// The UI's routes over the cluster's roles.
@@ -65,6 +69,7 @@ pub fn routes(roles: Roles) -> Router {
         pools: PoolApi::new(roles.resmgr.clone(), roles.store.clone()),
         hosts: HostApi::new(roles.hosts.clone()),
         plugins: PluginApi::new(roles.registry.clone()),
+        audit: AuditApi::new(roles.store.clone()),
     });
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
@@ -78,6 +83,7 @@ pub fn routes(roles: Roles) -> Router {
         .route("/ui/api/hosts", get(hosts))
         .route("/ui/api/plugins", get(plugins))
         .route("/ui/api/plugins/rollback", post(rollback))
+        .route("/ui/api/audit", get(audit))
         .with_state(web)
 }
 
@@ -100,7 +106,13 @@ impl IntoResponse for Failure {
             Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        (code, Json(serde_json::json!({ "error": self.0.message() }))).into_response()
+        let mut response = (code, Json(serde_json::json!({ "error": self.0.message() }))).into_response();
+        // For the audit record of a changing route: the code, not only the HTTP status.
+        response.extensions_mut().insert(crate::audit::WebOutcome {
+            code: format!("{:?}", self.0.code()),
+            message: self.0.message().to_string(),
+        });
+        response
     }
 }
 
@@ -161,4 +173,37 @@ async fn rollback(
     let slot = web.plugins.rollback_plugin(Request::new(pb::SlotRef { slot: body.slot.clone() })).await?.into_inner();
     tracing::info!(slot = %body.slot, "plugin rolled back from the web UI");
     Ok(Json(slot))
+}
+
+/// The audit route's filters: `ListAuditRecordsRequest`'s fields as query parameters.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct AuditFilters {
+    principal: String,
+    job_id: String,
+    method: String,
+    since_ms: u64,
+    until_ms: u64,
+    limit: u32,
+}
+
+async fn audit(
+    State(web): State<Arc<Web>>,
+    who: Option<axum::Extension<Arc<crate::auth::Principal>>>,
+    filters: Result<axum::extract::Query<AuditFilters>, axum::extract::rejection::QueryRejection>,
+) -> Answer<pb::ListAuditRecordsResponse> {
+    let axum::extract::Query(f) = filters.map_err(|e| Failure(Status::invalid_argument(format!("query: {e}"))))?;
+    let mut request = Request::new(pb::ListAuditRecordsRequest {
+        principal: f.principal,
+        job_id: f.job_id,
+        method: f.method,
+        since_ms: f.since_ms,
+        until_ms: f.until_ms,
+        limit: f.limit,
+    });
+    // The layer's principal decides what a user may read, as on gRPC.
+    if let Some(axum::Extension(who)) = who {
+        request.extensions_mut().insert(who);
+    }
+    Ok(Json(web.audit.list_audit_records(request).await?.into_inner()))
 }

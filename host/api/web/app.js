@@ -183,13 +183,39 @@ async function renderPlugins() {
   }
 }
 
+// The audit log, newest first, with the filters of the form above it.
+async function renderAudit() {
+  const params = new URLSearchParams({ limit: "100" });
+  for (const [field, id] of [["principal", "audit-principal"], ["job_id", "audit-job"], ["method", "audit-method"]]) {
+    const value = document.getElementById(id).value.trim();
+    if (value) params.set(field, value);
+  }
+  const body = await api("audit?" + params.toString());
+  const tbody = document.querySelector("#audit-table tbody");
+  tbody.replaceChildren();
+  for (const r of body.records || []) {
+    const code = r.code || "OK";
+    const outcome = r.message ? code + ": " + r.message : code;
+    const when = new Date(num(r.at_ms)).toISOString().replace("T", " ").slice(0, 19);
+    tbody.append(el("tr", { "data-method": r.method || "", "data-target": r.target || "", "data-code": code, "data-principal": r.principal || "" },
+      el("td", {}, when), el("td", {}, (r.principal || "") + (r.role ? " (" + r.role + ")" : "")),
+      el("td", {}, String(r.method || "").replace("/paceline.v1.", "")), el("td", {}, r.target || "-"),
+      el("td", { class: code === "OK" ? "ok" : "refused" }, outcome), el("td", {}, r.summary || "")));
+  }
+}
+
+document.getElementById("audit-filters").addEventListener("submit", (event) => {
+  event.preventDefault();
+  render();
+});
+
 // The Simulate tab is instructions: the command that records this server.
 async function renderSimulate() {
   document.getElementById("sim-record").textContent =
     "paceline trace record --server " + window.location.origin + " --out trace.jsonl";
 }
 
-const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins, simulate: renderSimulate };
+const renderers = { jobs: renderJobs, pools: renderPools, hosts: renderHosts, plugins: renderPlugins, audit: renderAudit, simulate: renderSimulate };
 
 async function render() {
   try {

@@ -64,6 +64,8 @@ enum Command {
     Host(cmd::client::host::HostArgs),
     /// Print changes to jobs, tasks and pools as they happen.
     Watch(cmd::client::watch::WatchArgs),
+    /// Show the server's audit log: who changed what, when, and the outcome.
+    Audit(cmd::client::audit::AuditArgs),
     /// Make API tokens for a server's tokens file.
     #[command(subcommand)]
     Auth(cmd::auth::AuthCommand),
@@ -123,6 +125,7 @@ fn main() -> std::process::ExitCode {
         Command::Task(args) => cmd::client::task::run(args),
         Command::Pool(args) => cmd::client::pool::run(args),
         Command::Host(args) => cmd::client::host::run(args),
+        Command::Audit(args) => cmd::client::audit::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
         Command::Auth(c) => cmd::auth::run(c),
         Command::Completion { shell } => {

@@ -293,6 +293,22 @@ pub async fn serve_scrape(
     axum::serve(listener, routes(metrics)).with_graceful_shutdown(shutdown).await
 }
 
+/// Refuses a scrape listener address that is not loopback unless
+/// `acknowledged` (`metrics_listen_public: true`, `--metrics-listen-public`):
+/// the listener has no authentication, and every pool, plugin and host
+/// figure is on it, so serving it on a routable address must be a decision,
+/// not a typo of `0.0.0.0` for `127.0.0.1`.
+pub fn check_scrape_address(addr: SocketAddr, acknowledged: bool) -> Result<(), String> {
+    if addr.ip().is_loopback() || acknowledged {
+        return Ok(());
+    }
+    Err(format!(
+        "metrics_listen {addr} is not a loopback address, and the scrape listener has no authentication: \
+         anyone who reaches it reads every figure. Use 127.0.0.1:PORT, scrape the API port with a token, \
+         or acknowledge it with `metrics_listen_public: true` (--metrics-listen-public)"
+    ))
+}
+
 /// Binds `addr` for [`serve_scrape`] and serves in the background; returns
 /// the bound address (the real port when `addr` said 0).
 pub async fn spawn_scrape_listener(
@@ -685,6 +701,18 @@ impl Collector for ProcessCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scrape_listener_off_loopback_needs_an_acknowledgement() {
+        for addr in ["127.0.0.1:9464", "[::1]:9464", "127.0.0.2:0"] {
+            assert_eq!(check_scrape_address(addr.parse().expect("addr"), false), Ok(()), "{addr}");
+        }
+        for addr in ["0.0.0.0:9464", "10.0.0.5:9464", "[::]:9464"] {
+            let e = check_scrape_address(addr.parse().expect("addr"), false).expect_err(addr);
+            assert!(e.contains("--metrics-listen-public") && e.contains(addr), "{e}");
+            assert_eq!(check_scrape_address(addr.parse().expect("addr"), true), Ok(()), "{addr} acknowledged");
+        }
+    }
 
     fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
         text.lines().find(|l| l.starts_with(start))

@@ -134,6 +134,39 @@ pub struct ServerConfig {
     /// are on the API port only, behind its tokens. Keep it on loopback
     /// (`127.0.0.1:9464`) or a network only the scraper reaches.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve `metrics_listen` even on an address that is not loopback (it has no
+    /// authentication). Default false: such an address stops the start.
+    pub metrics_listen_public: bool,
+    /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
+    pub audit: AuditConfig,
+}
+
+/// The audit log's retention (`audit:` in the config file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Records older than this many days are removed (default 90).
+    pub max_age_days: u64,
+    /// At most this many records are kept, the oldest removed first (default 1,000,000).
+    pub max_rows: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        let d = paceline_api::audit::AuditSettings::default();
+        AuditConfig { max_age_days: d.max_age.as_secs() / 86_400, max_rows: d.max_rows }
+    }
+}
+
+impl AuditConfig {
+    /// The writer's settings: these bounds, the other settings at their defaults.
+    pub fn settings(&self) -> paceline_api::audit::AuditSettings {
+        paceline_api::audit::AuditSettings {
+            max_age: Duration::from_secs(self.max_age_days.max(1).saturating_mul(86_400)),
+            max_rows: self.max_rows.max(1),
+            ..paceline_api::audit::AuditSettings::default()
+        }
+    }
 }
 
 /// The API's TLS certificate and key files.
@@ -166,6 +199,8 @@ impl Default for ServerConfig {
             tls: None,
             placement_engine: true,
             metrics_listen: None,
+            metrics_listen_public: false,
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -234,6 +269,9 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
 async fn prepare(
     config: &ServerConfig,
 ) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+    if let Some(addr) = config.metrics_listen {
+        crate::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(ServerError::Other)?;
+    }
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         tls: load_tls(config.tls.as_ref())?,
@@ -334,6 +372,8 @@ impl Server {
         if let Some(epoch) = leader_epoch {
             store.claim_leadership(epoch).await?;
         }
+        // The audit writer shares the (metered, fenced) store handle.
+        let audit = paceline_api::audit::spawn(store.clone(), config.audit.settings());
 
         let runtime_config =
             RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
@@ -448,6 +488,7 @@ impl Server {
 
         // Placement engines in other processes reach the roles on the API port.
         let mut api_config = api_config;
+        api_config.audit = Some(audit);
         let core = paceline_placement::remote::CoreService::new(cluster.jobs.clone(), cluster.hosts.clone(), clock);
         let mut internal = tonic::service::Routes::new(core.into_server()).into_axum_router();
         let mut metrics_addr = None;
@@ -621,6 +662,8 @@ impl HostServer {
         let (hosts, _clock, agent_addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
         hosts.sync().await?;
         let mut api_config = api_config;
+        // Drains and downs here are audited into the same store.
+        api_config.audit = Some(paceline_api::audit::spawn(store.clone(), config.audit.settings()));
         api_config.internal = Some(tonic::service::Routes::new(
             paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server(),
         ));

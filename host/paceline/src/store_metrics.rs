@@ -313,4 +313,16 @@ impl Store for MeteredStore {
     ) -> Result<Vec<paceline_model::event::JobEvent>> {
         self.timed("job_events", self.inner.job_events(job_id, instance, limit)).await
     }
+
+    async fn append_audit(&self, records: &[paceline_storage::AuditRecord]) -> Result<()> {
+        self.timed("append_audit", self.inner.append_audit(records)).await
+    }
+
+    async fn query_audit(&self, query: &paceline_storage::AuditQuery) -> Result<Vec<paceline_storage::AuditRecord>> {
+        self.timed("query_audit", self.inner.query_audit(query)).await
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        self.timed("prune_audit", self.inner.prune_audit(before_ms, max_rows)).await
+    }
 }

@@ -190,3 +190,31 @@ fn log_lines_are_readable_text_or_json() {
     assert_eq!(v["level"], "INFO");
     assert_eq!(v["fields"]["message"], "agent host");
 }
+
+/// The unauthenticated scrape listener does not start on a routable
+/// address by mistake: the server and the agent refuse before listening.
+#[test]
+fn a_scrape_listener_off_loopback_is_refused_without_the_acknowledgement() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = paceline(&[
+        "server",
+        "--data-dir",
+        data.to_str().expect("utf-8"),
+        "--api-listen",
+        "127.0.0.1:0",
+        "--agent-listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "0.0.0.0:0",
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("0.0.0.0:0 is not a loopback address") && stderr.contains("--metrics-listen-public"),
+        "{stderr}"
+    );
+    let out = paceline(&["agent", "--manager", "http://127.0.0.1:1", "--metrics-listen", "0.0.0.0:0"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--metrics-listen-public"), "{}", text(&out.stderr));
+}

@@ -146,6 +146,11 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         {"click": row},
         {"wait": "document.querySelectorAll('#events-table tr[data-reason=\"Scheduled\"]').length === 4"},
         {"eval": "[...document.querySelectorAll('#events-table tr[data-reason]')].map(r => r.cells[4].textContent).sort()"},
+        // The audit tab shows the rollback just clicked and the activation made with the CLI.
+        {"click": "button[data-tab=\"audit\"]"},
+        {"wait": "document.querySelector('#audit-table tr[data-method=\"POST /ui/api/plugins/rollback\"][data-target=\"placement/batch\"]')"},
+        {"eval": "[...document.querySelectorAll('#audit-table tr[data-method=\"POST /ui/api/plugins/rollback\"]')].map(r => [r.dataset.principal, r.dataset.code])"},
+        {"eval": "[...document.querySelectorAll('#audit-table tr[data-method=\"/paceline.v1.PluginService/ActivatePlugin\"]')].map(r => [r.dataset.target, r.dataset.code])"},
     ]));
     assert_eq!(
         values[6],
@@ -217,6 +222,11 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let batch = slots.as_array().expect("slots").iter().find(|s| s["slot"] == "placement/batch").expect("slot").clone();
     assert_eq!(batch["active"], values[5], "{batch}");
     assert_ne!(batch["active"], "spread@9");
+    assert_eq!(values[7], serde_json::json!([["anonymous", "OK"]]), "the page's rollback, audited");
+    assert_eq!(values[8], serde_json::json!([["placement/batch spread@9", "OK"]]), "the CLI's activation, audited");
+    // The audit route filters by job as `paceline audit --job` does.
+    let (code, text) = http(api, "GET", &format!("/ui/api/audit?job_id={id}"), None, "");
+    assert!(code == 200 && text.contains("CreateJob") && !text.contains("RollbackPlugin"), "{text}");
 
     // The routes a browser does not show: the bare address leads to the
     // page, assets carry their types, and bad requests get JSON errors with

@@ -538,6 +538,24 @@ pub fn host_view_pb(h: &paceline_model::view::HostView) -> crate::placement::v2:
     }
 }
 
+/// A job event (decision 0025) to the wire.
+pub fn job_event_pb(e: &paceline_model::event::JobEvent) -> pb::JobEvent {
+    use paceline_model::event::EventType;
+    pb::JobEvent {
+        job_id: e.job_id.clone(),
+        instance: e.instance,
+        r#type: match e.event_type {
+            EventType::Normal => pb::EventType::Normal,
+            EventType::Warning => pb::EventType::Warning,
+        } as i32,
+        reason: e.reason.as_str().to_string(),
+        message: e.message.clone(),
+        first_seen_ms: e.first_seen_ms,
+        last_seen_ms: e.last_seen_ms,
+        count: e.count,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,23 +648,5 @@ mod tests {
         h.task_labels.insert("app=web".into());
         h.job_counts.insert("web-1".into(), 3);
         assert_eq!(host_view(&host_view_pb(&h)), h);
-    }
-}
-
-/// A job event (decision 0025) to the wire.
-pub fn job_event_pb(e: &paceline_model::event::JobEvent) -> pb::JobEvent {
-    use paceline_model::event::EventType;
-    pb::JobEvent {
-        job_id: e.job_id.clone(),
-        instance: e.instance,
-        r#type: match e.event_type {
-            EventType::Normal => pb::EventType::Normal,
-            EventType::Warning => pb::EventType::Warning,
-        } as i32,
-        reason: e.reason.as_str().to_string(),
-        message: e.message.clone(),
-        first_seen_ms: e.first_seen_ms,
-        last_seen_ms: e.last_seen_ms,
-        count: e.count,
     }
 }

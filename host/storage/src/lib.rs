@@ -16,6 +16,7 @@
 //!
 //! # Layout
 //! - [`store`]: the [`Store`] trait.
+//! - [`audit`]: the audit log's records and queries (`docs/operations.md`, "Audit log").
 //! - [`types`]: queries, pages, plugin version records, size [`limits`].
 //! - [`error`]: [`StoreError`], one error type for both backends.
 //! - [`config`]: `storage: {sqlite: …}` / `storage: {cassandra: …}` and [`open`].
@@ -27,6 +28,7 @@
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod bench;
 pub mod cassandra;
 pub mod config;
@@ -39,6 +41,7 @@ pub mod store;
 pub mod types;
 mod validate;
 
+pub use audit::{AuditQuery, AuditRecord};
 pub use config::{CassandraConfig, ConsistencyLevel, SqliteConfig, StorageConfig, open};
 pub use error::{Result, StoreError};
 pub use store::Store;

@@ -57,6 +57,10 @@ struct Data {
     log: Vec<(String, u32, TaskEvent)>,
     /// Job events (decision 0025) by job, retained as the rules say.
     job_events: BTreeMap<String, Vec<JobEvent>>,
+    /// The audit log by append order (the key only grows), with each id's key.
+    audit: BTreeMap<u64, crate::AuditRecord>,
+    audit_ids: std::collections::HashMap<String, u64>,
+    audit_next: u64,
 }
 
 /// The in-memory store. See the module docs: not durable.
@@ -561,10 +565,49 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn append_audit(&self, records: &[crate::AuditRecord]) -> Result<()> {
+        crate::audit::check_records(records)?;
+        let mut d = self.write()?;
+        for r in records {
+            if d.audit_ids.contains_key(&r.id) {
+                continue;
+            }
+            let seq = d.audit_next;
+            d.audit_next += 1;
+            d.audit_ids.insert(r.id.clone(), seq);
+            d.audit.insert(seq, r.clone());
+        }
+        Ok(())
+    }
+
     async fn job_events(&self, job_id: &str, instance: Option<u32>, limit: u32) -> Result<Vec<JobEvent>> {
         check_id("job", job_id)?;
         check_page(limit)?;
         let stored = self.data().job_events.get(job_id).cloned().unwrap_or_default();
         Ok(crate::job_events::select(stored, instance, limit))
+    }
+
+    async fn query_audit(&self, query: &crate::AuditQuery) -> Result<Vec<crate::AuditRecord>> {
+        let d = self.data();
+        let mut found: Vec<crate::AuditRecord> = d.audit.values().filter(|r| query.matches(r)).cloned().collect();
+        found.sort_by(crate::audit::newest_first);
+        found.truncate(query.limit());
+        Ok(found)
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        let mut d = self.write()?;
+        let old: Vec<u64> = d.audit.iter().filter(|(_, r)| r.at_ms < before_ms).map(|(k, _)| *k).collect();
+        let excess = (d.audit.len() - old.len()).saturating_sub(max_rows.min(usize::MAX as u64) as usize);
+        let oldest: Vec<u64> =
+            d.audit.iter().filter(|(_, r)| r.at_ms >= before_ms).take(excess).map(|(k, _)| *k).collect();
+        let mut gone = 0;
+        for k in old.into_iter().chain(oldest) {
+            if let Some(r) = d.audit.remove(&k) {
+                d.audit_ids.remove(&r.id);
+                gone += 1;
+            }
+        }
+        Ok(gone)
     }
 }

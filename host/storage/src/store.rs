@@ -14,6 +14,7 @@ use paceline_model::host::HostRecord;
 use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
 use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
 
+use crate::audit::{AuditQuery, AuditRecord};
 use crate::error::{Result, StoreError};
 use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
 
@@ -249,4 +250,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// them (the job's own and its tasks') with `instance` `None`, or only
     /// those of one task.
     async fn job_events(&self, job_id: &str, instance: Option<u32>, limit: u32) -> Result<Vec<JobEvent>>;
+
+    // ---- audit log -----------------------------------------------------------
+
+    /// Appends audit records in one write (SQLite: one transaction; Cassandra:
+    /// batches by day partition). A record whose id is stored already is
+    /// stored once. The batch is checked whole first ([`StoreError::Invalid`]).
+    async fn append_audit(&self, records: &[AuditRecord]) -> Result<()>;
+
+    /// Audit records matching `query`, newest first, at most its limit.
+    async fn query_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>>;
+
+    /// Bounds the audit log: removes records older than `before_ms`, then
+    /// the oldest beyond the newest `max_rows`. Returns how many went (a
+    /// backend that cannot count deletions, Cassandra, returns an estimate).
+    /// Cheap enough to run every few minutes; not meant per call.
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64>;
 }

@@ -56,6 +56,9 @@ pub struct AgentArgs {
     /// authentication) here, e.g. 127.0.0.1:9465. Default: none.
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve --metrics-listen even on an address that is not loopback (it has no authentication).
+    #[arg(long)]
+    metrics_listen_public: bool,
 }
 
 /// Resolves when stdin reaches end of file (or fails). Read on a plain
@@ -136,6 +139,9 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
     }
     let watch_stdin = args.stop_when_stdin_closes;
     let metrics_listen = args.metrics_listen;
+    if let Some(addr) = metrics_listen {
+        paceline::metrics::check_scrape_address(addr, args.metrics_listen_public).map_err(anyhow::Error::msg)?;
+    }
     runtime.block_on(async move {
         // The scrape listener lives as long as the runtime: it ends with the process.
         if let Some(addr) = metrics_listen {

@@ -97,6 +97,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("host drain", "paceline host drain dev-1 --then-down"),
     ("host down", "paceline host down dev-1"),
     ("host up", "paceline host up dev-1"),
+    (
+        "audit",
+        "paceline audit --since 1h\npaceline audit --user alice --job hello-3f9c1a2b --json\npaceline audit --method DeployPlugin --since 2026-03-01T00:00:00Z",
+    ),
     ("watch", "paceline watch --job hello-3f9c1a2b\npaceline watch --kind job,pool -o json"),
     ("auth", "paceline auth token --name alice --role user --pool /team-a"),
     (

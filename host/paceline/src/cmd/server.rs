@@ -32,6 +32,17 @@ pub struct ServerArgs {
     /// (overrides `metrics_listen` in the config; the API port serves it behind tokens).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Serve --metrics-listen even on an address that is not loopback (it has no
+    /// authentication; overrides `metrics_listen_public` in the config).
+    #[arg(long)]
+    metrics_listen_public: bool,
+    /// Remove audit records older than this many days (overrides `audit.max_age_days`; default 90).
+    #[arg(long)]
+    audit_max_age_days: Option<u64>,
+    /// Keep at most this many audit records, the oldest removed first (overrides
+    /// `audit.max_rows`; default 1000000).
+    #[arg(long)]
+    audit_max_rows: Option<u64>,
     /// Roles this process runs: `all` (the default); `jobmgr,resmgr,hostmgr` (the core,
     /// with placement engines in other processes); `placement` (engines only, against
     /// the core named by --core; run as many as you like); `hostmgr` (the host manager
@@ -82,6 +93,10 @@ pub struct DevArgs {
     /// the API port serves it too, behind tokens when there are any).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Serve --metrics-listen even on an address that is not loopback (it has no
+    /// authentication; overrides `metrics_listen_public` in the config).
+    #[arg(long)]
+    metrics_listen_public: bool,
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -107,6 +122,17 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(m) = args.metrics_listen {
         config.metrics_listen = Some(m);
+    }
+    if args.metrics_listen_public {
+        config.metrics_listen_public = true;
+    }
+    if let Some(days) = args.audit_max_age_days {
+        anyhow::ensure!(days > 0, "--audit-max-age-days must be at least 1");
+        config.audit.max_age_days = days;
+    }
+    if let Some(rows) = args.audit_max_rows {
+        anyhow::ensure!(rows > 0, "--audit-max-rows must be at least 1");
+        config.audit.max_rows = rows;
     }
     match roles {
         paceline::ha::RoleSet::All => {}
@@ -250,6 +276,7 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         agent_heartbeat_ms: 1_000,
         tokens_file: args.tokens_file.clone(),
         metrics_listen: args.metrics_listen,
+        metrics_listen_public: args.metrics_listen_public,
         ..ServerConfig::default()
     };
     runtime()?.block_on(async move {

@@ -26,6 +26,7 @@
 //! - `inventory`: pools, hosts, provider ids.
 //! - `job_events`: job events, a partition per job (decision 0025).
 
+mod audit;
 mod config;
 mod events;
 mod exec;
@@ -351,5 +352,17 @@ impl Store for CassandraStore {
         limit: u32,
     ) -> Result<Vec<paceline_model::event::JobEvent>> {
         job_events::job_events(self, job_id, instance, limit).await
+    }
+
+    async fn append_audit(&self, records: &[crate::AuditRecord]) -> Result<()> {
+        audit::append(self, records).await
+    }
+
+    async fn query_audit(&self, query: &crate::AuditQuery) -> Result<Vec<crate::AuditRecord>> {
+        audit::query(self, query).await
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        audit::prune(self, before_ms, max_rows).await
     }
 }

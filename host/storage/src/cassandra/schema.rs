@@ -55,6 +55,16 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     // Decision 0025: a partition per job, one row per (instance, reason, message).
     &["CREATE TABLE IF NOT EXISTS job_events (job_id text, instance int, reason text, message text, event_type text,
          first_seen_ms bigint, last_seen_ms bigint, count bigint, PRIMARY KEY (job_id, instance, reason, message))"],
+), (
+    // A partition per UTC day, newest first inside it; `audit_days` lists
+    // the days that have one, so reads and pruning visit only those.
+    "audit log",
+    &[
+        "CREATE TABLE IF NOT EXISTS audit_log (day int, at_ms bigint, id text, principal text, role text, method text,
+           target text, job_id text, summary text, code text, message text,
+           PRIMARY KEY ((day), at_ms, id)) WITH CLUSTERING ORDER BY (at_ms DESC, id DESC)",
+        "CREATE TABLE IF NOT EXISTS audit_days (k int, day int, PRIMARY KEY (k, day))",
+    ],
 )];
 
 /// The newest schema version this build knows.

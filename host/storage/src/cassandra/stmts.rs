@@ -133,4 +133,15 @@ statements! {
                      WHERE job_id = ?", Plain;
     del_job_event: "DELETE FROM job_events WHERE job_id = ? AND instance = ? AND reason = ? AND message = ?", Plain;
     del_job_events: "DELETE FROM job_events WHERE job_id = ?", Plain;
+    ins_audit: "INSERT INTO audit_log (day, at_ms, id, principal, role, method, target, job_id, summary, code, message)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", Plain;
+    ins_audit_day: "INSERT INTO audit_days (k, day) VALUES (0, ?)", Plain;
+    sel_audit_days: "SELECT day FROM audit_days WHERE k = 0", Plain;
+    sel_audit: "SELECT at_ms, id, principal, role, method, target, job_id, summary, code, message FROM audit_log
+                WHERE day = ? AND at_ms >= ? AND at_ms < ?", Plain;
+    sel_audit_times: "SELECT at_ms FROM audit_log WHERE day = ? LIMIT ?", Plain;
+    count_audit_day: "SELECT COUNT(*) FROM audit_log WHERE day = ?", Plain;
+    del_audit_day: "DELETE FROM audit_log WHERE day = ?", Plain;
+    del_audit_before: "DELETE FROM audit_log WHERE day = ? AND at_ms < ?", Plain;
+    del_audit_day_entry: "DELETE FROM audit_days WHERE k = 0 AND day = ?", Plain;
 }

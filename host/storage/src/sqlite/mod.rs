@@ -16,6 +16,7 @@
 //! - `inventory`: pools, hosts, provider ids.
 //! - `job_events`: job events, folded and retained (decision 0025).
 
+mod audit;
 mod events;
 mod inventory;
 mod job_events;
@@ -329,5 +330,17 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<Vec<paceline_model::event::JobEvent>> {
         job_events::job_events(self, job_id, instance, limit).await
+    }
+
+    async fn append_audit(&self, records: &[crate::AuditRecord]) -> Result<()> {
+        audit::append(self, records).await
+    }
+
+    async fn query_audit(&self, query: &crate::AuditQuery) -> Result<Vec<crate::AuditRecord>> {
+        audit::query(self, query).await
+    }
+
+    async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
+        audit::prune(self, before_ms, max_rows).await
     }
 }

@@ -121,6 +121,26 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX job_events_seen ON job_events(job_id, last_seen_ms);
     "#,
+    // 4: the audit log (docs/operations.md, "Audit log"). `seq` only grows,
+    // so pruning to a row count is one range delete.
+    r#"
+    CREATE TABLE audit_log (
+        seq INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        principal TEXT NOT NULL,
+        role TEXT NOT NULL,
+        method TEXT NOT NULL,
+        target TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        code TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_at ON audit_log(at_ms);
+    CREATE INDEX audit_log_principal ON audit_log(principal, at_ms);
+    CREATE INDEX audit_log_job ON audit_log(job_id, at_ms);
+    "#,
 ];
 
 /// The newest schema version this build knows.

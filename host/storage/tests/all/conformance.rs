@@ -475,3 +475,84 @@ pub async fn leader_fencing(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     assert_eq!(done.version, rt.version + 1);
     assert!(!b.is_fenced());
 }
+
+fn audit_record(id: &str, at_ms: u64, principal: &str, method: &str, job: &str) -> paceline_storage::AuditRecord {
+    paceline_storage::AuditRecord {
+        at_ms,
+        id: id.into(),
+        principal: principal.into(),
+        role: "user".into(),
+        method: method.into(),
+        target: job.into(),
+        job_id: job.into(),
+        summary: "instances=[0]".into(),
+        code: "OK".into(),
+        message: String::new(),
+    }
+}
+
+/// The audit log: duplicates stored once, filters, newest first, limits,
+/// a bad batch refused whole, pruning by age and then by row count.
+pub async fn audit_log_filters_newest_first_and_prunes(s: Arc<dyn Store>) {
+    use paceline_storage::AuditQuery;
+    const CREATE: &str = "/paceline.v1.JobService/CreateJob";
+    const KILL: &str = "/paceline.v1.JobService/KillJob";
+    let (p, p2, old, job) = (unique("alice"), unique("bob"), unique("old"), unique("job"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
+    let base = now - 10_000;
+    let ids: Vec<String> = (0..5).map(|i| unique(&format!("a{i}"))).collect();
+    let records: Vec<_> = (0..5u64)
+        .map(|i| {
+            let who = if i % 2 == 0 { &p } else { &p2 };
+            let method = if i == 1 { KILL } else { CREATE };
+            let j = if i < 3 { job.as_str() } else { "" };
+            audit_record(&ids[i as usize], base + i, who, method, j)
+        })
+        .collect();
+    s.append_audit(&records[..3]).await.expect("append");
+    s.append_audit(&records[2..]).await.expect("append with a duplicate");
+    let at = |q: AuditQuery| {
+        let s = s.clone();
+        async move {
+            s.query_audit(&q).await.expect("query").iter().map(|r| r.at_ms as i64 - base as i64).collect::<Vec<_>>()
+        }
+    };
+    let mine = || AuditQuery { principal: Some(p.clone()), ..Default::default() };
+    assert_eq!(at(mine()).await, vec![4, 2, 0], "by principal, newest first, the duplicate once");
+    let got = s.query_audit(&mine()).await.expect("query");
+    assert_eq!(got[2], records[0], "stored as written");
+    assert_eq!(at(AuditQuery { job_id: Some(job.clone()), ..Default::default() }).await, vec![2, 1, 0]);
+    for method in ["KillJob", KILL] {
+        let q = AuditQuery { principal: Some(p2.clone()), method: Some(method.into()), ..Default::default() };
+        assert_eq!(at(q).await, vec![1], "method {method}");
+    }
+    let window = AuditQuery { since_ms: Some(base + 1), until_ms: Some(base + 4), ..mine() };
+    assert_eq!(at(window).await, vec![2], "since is inclusive, until exclusive");
+    assert_eq!(at(AuditQuery { limit: 2, ..mine() }).await, vec![4, 2]);
+
+    // A bad record refuses the whole batch.
+    let bad = unique("bad");
+    let mut too_long = audit_record(&unique("b"), base, &bad, CREATE, "");
+    too_long.summary = "x".repeat(paceline_storage::audit::MAX_AUDIT_FIELD + 1);
+    let batch = [audit_record(&unique("g"), base, &bad, CREATE, ""), too_long];
+    assert!(matches!(s.append_audit(&batch).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(s.append_audit(&[audit_record("", base, &bad, CREATE, "")]).await, Err(StoreError::Invalid(_))));
+    assert!(s.query_audit(&AuditQuery { principal: Some(bad), ..Default::default() }).await.expect("q").is_empty());
+
+    // By age: records 40 days old go, today's stay.
+    const DAY: u64 = 86_400_000;
+    let olds = [
+        audit_record(&unique("o1"), base - 40 * DAY, &old, CREATE, ""),
+        audit_record(&unique("o2"), base - 41 * DAY, &old, CREATE, ""),
+    ];
+    s.append_audit(&olds).await.expect("append old");
+    assert_eq!(at(AuditQuery { principal: Some(old.clone()), ..Default::default() }).await.len(), 2);
+    let gone = s.prune_audit(base - 30 * DAY, u64::MAX).await.expect("prune by age");
+    assert!(gone >= 2, "{gone} pruned");
+    assert!(at(AuditQuery { principal: Some(old), ..Default::default() }).await.is_empty());
+    assert_eq!(at(mine()).await, vec![4, 2, 0], "recent records stay");
+
+    // By count: only the newest two remain.
+    s.prune_audit(0, 2).await.expect("prune by count");
+    assert_eq!(at(AuditQuery { since_ms: Some(base), ..Default::default() }).await, vec![4, 3]);
+}

@@ -1,4 +1,4 @@
-//! The client commands (`job`, `task`, `pool`, `host`, `watch` and the
+//! The client commands (`job`, `task`, `pool`, `host`, `watch`, `audit` and the
 //! remote half of `plugin`): they parse and check input locally, talk gRPC
 //! (`paceline.v1`) to a server, and print the answer as a table, JSON or YAML.
 //!
@@ -9,7 +9,7 @@
 //! - [`output`]: aligned tables and JSON/YAML printing.
 //! - [`render`]: wire messages → `serde_json::Value` (prost types have no serde).
 //! - one module per command: [`job`], [`task`], [`pool`], [`host`],
-//!   [`plugin`], [`watch`].
+//!   [`plugin`], [`watch`], [`audit`].
 //!
 //! Everything that can be checked without a server (YAML, the model's
 //! `validate`, that a file is a component) is checked before connecting, so a
@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use tonic::transport::Channel;
 
+pub mod audit;
 pub mod events;
 pub mod host;
 pub mod job;

@@ -1,0 +1,202 @@
+//! What a call was about, from its first request message: the target, the
+//! job, and a short summary. Only the fields named here are read, so a
+//! spec's command, environment or secrets never reach the log.
+
+use paceline_proto::v1 as pb;
+use prost::Message;
+
+/// The readable part of a record.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Described {
+    /// A job id, `job/instance`, pool path, hostname, `slot name@version`, slot.
+    pub target: String,
+    /// The job, when the call is about one.
+    pub job_id: String,
+    /// A few fields of the request.
+    pub summary: String,
+}
+
+/// Most instances listed in a summary.
+const LISTED_INSTANCES: usize = 16;
+
+/// Describes a call to `path` whose body began with `body`: a gRPC frame
+/// for `/paceline.v1.*`, JSON for the web UI's routes. An unreadable body
+/// (compressed, cut at the peek limit, malformed) describes nothing.
+pub fn describe(path: &str, body: &[u8]) -> Described {
+    if path.starts_with("/ui/api/") {
+        return describe_web(path, body);
+    }
+    let Some(message) = first_message(body) else {
+        return Described::default();
+    };
+    let method = path.rsplit('/').next().unwrap_or_default();
+    describe_grpc(method, message).unwrap_or_default()
+}
+
+/// The first message of a gRPC body, when it is whole and uncompressed.
+fn first_message(body: &[u8]) -> Option<&[u8]> {
+    let (&flag, rest) = body.split_first()?;
+    if flag != 0 || rest.len() < 4 {
+        return None;
+    }
+    let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    rest.get(4..4 + len)
+}
+
+fn job(id: String, summary: String) -> Described {
+    Described { target: id.clone(), job_id: id, summary }
+}
+
+fn instances(list: &[u32]) -> String {
+    if list.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = list.iter().take(LISTED_INSTANCES).map(u32::to_string).collect();
+    let more = if list.len() > LISTED_INSTANCES { format!(",… ({} in all)", list.len()) } else { String::new() };
+    format!("instances=[{}{more}]", shown.join(","))
+}
+
+fn describe_grpc(method: &str, m: &[u8]) -> Option<Described> {
+    Some(match method {
+        "CreateJob" => {
+            let spec = pb::CreateJobRequest::decode(m).ok()?.spec.unwrap_or_default();
+            Described {
+                target: String::new(),
+                job_id: String::new(),
+                summary: format!("name={} pool={} instances={}", spec.name, spec.pool, spec.instance_count),
+            }
+        }
+        "UpdateJob" => {
+            let r = pb::UpdateJobRequest::decode(m).ok()?;
+            let count = r.spec.map_or(0, |s| s.instance_count);
+            job(r.id, format!("instances={count}{}", if r.dry_run { " dry_run" } else { "" }))
+        }
+        "KillJob" => {
+            let r = pb::KillJobRequest::decode(m).ok()?;
+            job(r.id, instances(&r.instances))
+        }
+        "RestartJob" => {
+            let r = pb::RestartJobRequest::decode(m).ok()?;
+            job(r.id, instances(&r.instances))
+        }
+        "DeleteJob" => job(pb::DeleteJobRequest::decode(m).ok()?.id, String::new()),
+        "PauseUpdate" | "ResumeUpdate" | "AbortUpdate" => {
+            job(pb::UpdateControlRequest::decode(m).ok()?.id, String::new())
+        }
+        "KillTask" | "RestartTask" => {
+            let r = pb::TaskRef::decode(m).ok()?;
+            Described { target: format!("{}/{}", r.job_id, r.instance), job_id: r.job_id, summary: String::new() }
+        }
+        "DrainHost" => {
+            let r = pb::DrainHostRequest::decode(m).ok()?;
+            Described {
+                target: r.hostname,
+                summary: if r.then_down { "then_down".into() } else { String::new() },
+                ..Default::default()
+            }
+        }
+        "DownHost" | "UpHost" => Described { target: pb::HostRef::decode(m).ok()?.hostname, ..Default::default() },
+        "DeployPlugin" => {
+            let r = pb::DeployPluginRequest::decode(m).ok()?;
+            let Some(pb::deploy_plugin_request::Part::Meta(meta)) = r.part else {
+                return None;
+            };
+            Described {
+                target: format!("{} {}@{}", meta.slot, meta.name, meta.version),
+                summary: format!(
+                    "size={} bytes{}",
+                    meta.size,
+                    if meta.skip_self_test { " skip_self_test" } else { "" }
+                ),
+                ..Default::default()
+            }
+        }
+        "ActivatePlugin" => {
+            let r = pb::PluginRef::decode(m).ok()?;
+            Described { target: format!("{} {}", r.slot, r.id), ..Default::default() }
+        }
+        "RollbackPlugin" => Described { target: pb::SlotRef::decode(m).ok()?.slot, ..Default::default() },
+        "ShadowPlugin" => {
+            let r = pb::ShadowPluginRequest::decode(m).ok()?;
+            let p = r.plugin.unwrap_or_default();
+            Described {
+                target: format!("{} {}", p.slot, p.id),
+                summary: if r.stop { "stop".into() } else { String::new() },
+                ..Default::default()
+            }
+        }
+        "CreatePool" => Described { target: pb::CreatePoolRequest::decode(m).ok()?.path, ..Default::default() },
+        "UpdatePool" => Described { target: pb::UpdatePoolRequest::decode(m).ok()?.path, ..Default::default() },
+        "DeletePool" => Described { target: pb::DeletePoolRequest::decode(m).ok()?.path, ..Default::default() },
+        _ => return None,
+    })
+}
+
+/// The web UI's changing routes send `{"slot": …}` (the only one today is
+/// the plugin rollback).
+fn describe_web(_path: &str, body: &[u8]) -> Described {
+    let slot = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("slot").and_then(|s| s.as_str()).map(str::to_string))
+        .unwrap_or_default();
+    Described { target: slot, summary: "from the web UI".into(), ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(m: &impl Message) -> Vec<u8> {
+        let body = m.encode_to_vec();
+        let mut out = vec![0u8];
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn names_the_target_and_never_the_spec_body() {
+        let kill = pb::KillJobRequest { id: "web-1".into(), instances: vec![0, 2] };
+        assert_eq!(
+            describe("/paceline.v1.JobService/KillJob", &frame(&kill)),
+            Described { target: "web-1".into(), job_id: "web-1".into(), summary: "instances=[0,2]".into() }
+        );
+        let task = pb::TaskRef { job_id: "web-1".into(), instance: 3 };
+        assert_eq!(describe("/paceline.v1.TaskService/KillTask", &frame(&task)).target, "web-1/3");
+        let spec = pb::JobSpec {
+            name: "web".into(),
+            pool: "/a".into(),
+            instance_count: 2,
+            default_task: Some(pb::TaskSpec {
+                command: "echo SECRET".into(),
+                env: [("TOKEN".to_string(), "hunter2".to_string())].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let d = describe("/paceline.v1.JobService/CreateJob", &frame(&pb::CreateJobRequest { spec: Some(spec) }));
+        assert_eq!(d.summary, "name=web pool=/a instances=2");
+        assert!(!format!("{d:?}").contains("hunter2") && !format!("{d:?}").contains("SECRET"));
+        let meta = pb::deploy_plugin_request::Meta {
+            slot: "placement/batch".into(),
+            name: "p".into(),
+            version: "2".into(),
+            size: 10,
+            ..Default::default()
+        };
+        let deploy = pb::DeployPluginRequest { part: Some(pb::deploy_plugin_request::Part::Meta(meta)) };
+        assert_eq!(describe("/paceline.v1.PluginService/DeployPlugin", &frame(&deploy)).target, "placement/batch p@2");
+    }
+
+    #[test]
+    fn unreadable_bodies_describe_nothing() {
+        let kill = frame(&pb::KillJobRequest { id: "web-1".into(), instances: vec![] });
+        assert_eq!(describe("/paceline.v1.JobService/KillJob", &kill[..kill.len() - 1]), Described::default());
+        let mut compressed = kill.clone();
+        compressed[0] = 1;
+        assert_eq!(describe("/paceline.v1.JobService/KillJob", &compressed), Described::default());
+        assert_eq!(describe("/paceline.v1.JobService/KillJob", b"\0\0\0\0\x03\xff\xff\xff"), Described::default());
+        assert_eq!(describe("/ui/api/plugins/rollback", br#"{"slot":"placement/batch"}"#).target, "placement/batch");
+        assert_eq!(describe("/ui/api/plugins/rollback", b"not json").target, "");
+    }
+}

@@ -1,0 +1,142 @@
+//! The audit's part of [`crate::auth::AuthLayer`]: what it does before a
+//! call (wrap the body to copy its first message, leave a note for the
+//! handler) and after (make the record, queue it).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use paceline_storage::{AuditRecord, audit::MAX_AUDIT_FIELD};
+use tonic::Status;
+
+use super::peek::{PeekBody, Peeked};
+use super::{AuditNote, Auditor, WebOutcome, describe::describe, now_ms, shorten};
+use crate::auth::Principal;
+
+/// Who the record names when no known token came with the call.
+pub const UNAUTHENTICATED: &str = "(unauthenticated)";
+
+/// An audited call in flight.
+#[derive(Debug)]
+pub struct Pending {
+    auditor: Auditor,
+    method: String,
+    path: String,
+    who: Option<Arc<Principal>>,
+    body: Peeked,
+    note: Arc<AuditNote>,
+}
+
+impl Pending {
+    /// Wraps the request's body and leaves a note on it for the handler.
+    pub fn start(
+        auditor: Auditor,
+        request: &mut http::Request<tonic::body::Body>,
+        who: Option<Arc<Principal>>,
+    ) -> Pending {
+        let path = request.uri().path().to_owned();
+        let grpc = !path.starts_with("/ui/");
+        let body = std::mem::replace(request.body_mut(), tonic::body::Body::empty());
+        let (peek, copy) = PeekBody::new(body, grpc);
+        *request.body_mut() = tonic::body::Body::new(peek);
+        let note = Arc::new(AuditNote::default());
+        request.extensions_mut().insert(note.clone());
+        Pending { auditor, method: method_name(request.method(), &path), path, who, body: copy, note }
+    }
+
+    /// Makes the record from the answer's head and queues it. A gRPC call's
+    /// error is in the head (tonic answers every handler error at once); a
+    /// web route's is on the response ([`WebOutcome`]).
+    pub fn finish(self, response: &http::Response<tonic::body::Body>) {
+        let (code, message) = outcome(response);
+        let body = self.body.lock().map(|b| b.clone()).unwrap_or_default();
+        let mut described = describe(&self.path, &body);
+        if let Some(job) = self.note.job() {
+            described.target = job.to_string();
+            described.job_id = job.to_string();
+        }
+        let (principal, role) = match &self.who {
+            Some(w) => (w.name.clone(), w.role.to_string()),
+            None => (UNAUTHENTICATED.to_string(), String::new()),
+        };
+        self.auditor.record(record(
+            principal,
+            role,
+            self.method,
+            described.target,
+            described.job_id,
+            described.summary,
+            code,
+            message,
+        ));
+    }
+}
+
+/// Queues the record of a call the layer refused (no handler ran, so only
+/// who and what method are known).
+pub fn refused(auditor: &Auditor, method: &http::Method, path: &str, who: Option<&Principal>, status: &Status) {
+    let (principal, role) = match who {
+        Some(w) => (w.name.clone(), w.role.to_string()),
+        None => (UNAUTHENTICATED.to_string(), String::new()),
+    };
+    auditor.record(record(
+        principal,
+        role,
+        method_name(method, path),
+        String::new(),
+        String::new(),
+        String::new(),
+        format!("{:?}", status.code()),
+        status.message().to_string(),
+    ));
+}
+
+/// A gRPC path as it is; a web route with its HTTP method in front.
+fn method_name(method: &http::Method, path: &str) -> String {
+    if path.starts_with("/ui/") { format!("{method} {path}") } else { path.to_string() }
+}
+
+fn outcome(response: &http::Response<tonic::body::Body>) -> (String, String) {
+    if let Some(web) = response.extensions().get::<WebOutcome>() {
+        return (web.code.clone(), web.message.clone());
+    }
+    match Status::from_header_map(response.headers()) {
+        Some(s) if s.code() != tonic::Code::Ok => (format!("{:?}", s.code()), s.message().to_string()),
+        _ if !response.status().is_success() => (format!("HTTP {}", response.status().as_u16()), String::new()),
+        _ => ("OK".into(), String::new()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    principal: String,
+    role: String,
+    method: String,
+    target: String,
+    job_id: String,
+    summary: String,
+    code: String,
+    message: String,
+) -> AuditRecord {
+    let at_ms = now_ms();
+    let fit = |s: String| if s.len() > MAX_AUDIT_FIELD { shorten(&s, MAX_AUDIT_FIELD) } else { s };
+    AuditRecord {
+        at_ms,
+        id: next_id(at_ms),
+        principal: fit(principal),
+        role,
+        method: fit(method),
+        target: fit(target),
+        job_id: fit(job_id),
+        summary: fit(summary),
+        code,
+        message: fit(message),
+    }
+}
+
+/// Unique across processes (a random process part) and within one (a counter).
+fn next_id(at_ms: u64) -> String {
+    static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let process = *PROCESS.get_or_init(|| fastrand::u64(..));
+    format!("{at_ms:013}-{process:016x}-{:08}", SEQ.fetch_add(1, Ordering::Relaxed))
+}
