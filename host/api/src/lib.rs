@@ -42,6 +42,7 @@ pub mod auth;
 pub mod convert;
 pub mod hosts;
 pub mod jobs;
+mod pending;
 pub mod plugins;
 pub mod pools;
 pub mod standby;
@@ -193,7 +194,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_routes(tonic::service::Routes::from(http))
         .add_service(health)
         .add_service(reflection)
-        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
+        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(
             PoolServiceServer,

@@ -67,4 +67,4 @@ mod views;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
-pub use manager::{JobInfo, JobManager, JobManagerConfig, UpdateRequest};
+pub use manager::{JobInfo, JobManager, JobManagerConfig, PendingReport, UpdateRequest};

@@ -30,6 +30,7 @@ pub mod constraint;
 pub mod host;
 pub mod job;
 pub mod labels;
+pub mod pending;
 pub mod pool;
 pub mod resources;
 pub mod run;
