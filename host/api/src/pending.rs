@@ -29,8 +29,10 @@ pub(crate) fn fill_tasks(jobs: &JobManager, hosts: &dyn HostAccess, job_id: &str
         return;
     }
     let report = report(jobs, hosts, job_id, Some(&waiting));
+    // Position by instance, so a job of many waiting tasks is matched in one pass.
+    let at: std::collections::HashMap<u32, usize> = tasks.iter().enumerate().map(|(i, t)| (t.instance, i)).collect();
     for (instance, why) in report.tasks {
-        if let Some(t) = tasks.iter_mut().find(|t| t.instance == instance) {
+        if let Some(t) = at.get(&instance).and_then(|&i| tasks.get_mut(i)) {
             t.pending_kind = why.kind.as_str().to_string();
             t.pending_reason = why.text;
         }

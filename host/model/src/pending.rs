@@ -318,7 +318,7 @@ fn amount(r: &Resources, kind: ResourceKind) -> u64 {
 /// An amount as a person writes it: cpus (not millicores), MiB, gpus.
 pub fn human(kind: ResourceKind, n: u64) -> String {
     match kind {
-        ResourceKind::Cpu if n % 1000 == 0 => format!("{} cpu", n / 1000),
+        ResourceKind::Cpu if n.is_multiple_of(1000) => format!("{} cpu", n / 1000),
         ResourceKind::Cpu => format!("{} cpu", n as f64 / 1000.0),
         ResourceKind::Memory => format!("{n} MiB of memory"),
         ResourceKind::Disk => format!("{n} MiB of disk"),

@@ -131,14 +131,17 @@ impl JobManager {
             return PendingReport::default();
         }
         let hosts = hosts();
-        let mut censuses: HashMap<(Resources, &[Constraint]), Census> = HashMap::new();
+        // One census per distinct shape, worded once.
+        let mut censuses: HashMap<(Resources, &[Constraint]), (Census, String)> = HashMap::new();
         let tasks = waiting
             .iter()
             .map(|w| {
-                let census = censuses.entry((w.demand, w.constraints.as_slice())).or_insert_with(|| {
-                    Census::of(Shape { job: id, demand: &w.demand, constraints: &w.constraints }, &hosts)
+                let (census, words) = censuses.entry((w.demand, w.constraints.as_slice())).or_insert_with(|| {
+                    let census = Census::of(Shape { job: id, demand: &w.demand, constraints: &w.constraints }, &hosts);
+                    let words = census.to_string();
+                    (census, words)
                 });
-                (w.instance, explain(&w.stage, census))
+                (w.instance, explain(&w.stage, census, words))
             })
             .collect();
         PendingReport { tasks }
@@ -152,22 +155,26 @@ impl JobManager {
         let Some(job) = m.key_of(id).and_then(|k| m.jobs.get(&k)) else {
             return Vec::new();
         };
-        let wanted = |i: u32| only.is_none_or(|o| o.contains(&i));
+        let only: Option<std::collections::HashSet<u32>> = only.map(|o| o.iter().copied().collect());
+        let wanted = |i: u32| only.as_ref().is_none_or(|o| o.contains(&i));
         let name_of = |key: u64| m.jobs.get(&key).map_or_else(|| "(deleted)".to_string(), |j| j.id.clone());
         // One pass over the resource manager's tasks for the whole job.
         let admitted: HashMap<u32, TaskWait> =
             rm.job_task_waits(job.key).into_iter().map(|w| (w.instance, w)).collect();
-        // Named once per gang, however many of its tasks wait.
-        // `None` for a gang of one (placed alone, nothing to name).
+        // Each gang's members, in one pass; a gang is named once, however
+        // many of its tasks wait, and a gang of one is not named at all.
+        let mut members: HashMap<u64, Vec<u32>> = HashMap::new();
+        for w in admitted.values() {
+            members.entry(w.gang).or_default().push(w.instance);
+        }
         let mut gang_names: HashMap<u64, Option<String>> = HashMap::new();
         let mut gang_of = |gang: u64| {
             gang_names
                 .entry(gang)
                 .or_insert_with(|| {
-                    let mut members: Vec<u32> =
-                        admitted.values().filter(|w| w.gang == gang).map(|w| w.instance).collect();
-                    members.sort_unstable();
-                    (members.len() > 1).then(|| instance_ranges(members))
+                    let mut of_gang = members.get(&gang).cloned().unwrap_or_default();
+                    of_gang.sort_unstable();
+                    (of_gang.len() > 1).then(|| instance_ranges(of_gang))
                 })
                 .clone()
         };
@@ -214,12 +221,13 @@ impl JobManager {
 }
 
 /// The kind and sentence of one waiting instance.
-fn explain(stage: &Stage, census: &Census) -> Why {
+/// `census` is the census of the instance's shape, `words` its wording.
+fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
     let why = |kind, text: String| Why { kind, text };
     // Whatever the managers say, a task no host could ever hold is told so
     // first: that is the one a person must act on.
     if census.never_fits() {
-        return why(PendingKind::NeverFits, format!("{NEVER_FITS}{} ({census})", census.shortfall()));
+        return why(PendingKind::NeverFits, format!("{NEVER_FITS}{} ({words})", census.shortfall()));
     }
     match stage {
         Stage::Queued { info, head } => match info.reason {
@@ -227,7 +235,7 @@ fn explain(stage: &Stage, census: &Census) -> Why {
             | PendingReason::WaitingOnReservation { .. }
             | PendingReason::OverSlackEntitlement { .. }
             | PendingReason::PoolCannotHold { .. } => why(PendingKind::OverEntitlement, info.to_string()),
-            PendingReason::ClusterFull { .. } => why(PendingKind::WaitingForCapacity, format!("{info} ({census})")),
+            PendingReason::ClusterFull { .. } => why(PendingKind::WaitingForCapacity, format!("{info} ({words})")),
             PendingReason::BehindHead { .. } => match head {
                 Some(head) => why(
                     PendingKind::BlockedByGang,
@@ -252,7 +260,7 @@ fn explain(stage: &Stage, census: &Census) -> Why {
         Stage::Admitted { last: Some(reason), gang, .. } => match reason {
             UnplacedReason::Deferred => why(
                 PendingKind::DeferredByPlugin,
-                format!("the placement plugin deferred it in the last round ({census})"),
+                format!("the placement plugin deferred it in the last round ({words})"),
             ),
             // A gang's member that found no room while hosts fit it alone:
             // what holds it is its gang, placed whole or not at all.
@@ -262,7 +270,7 @@ fn explain(stage: &Stage, census: &Census) -> Why {
                 why(
                     PendingKind::BlockedByGang,
                     format!(
-                        "its gang ({}) is placed all or none and did not fit whole in the last round ({census})",
+                        "its gang ({}) is placed all or none and did not fit whole in the last round ({words})",
                         gang.as_ref().map(ToString::to_string).unwrap_or_default()
                     ),
                 )
@@ -271,19 +279,19 @@ fn explain(stage: &Stage, census: &Census) -> Why {
                 Some(gang) => why(
                     PendingKind::BlockedByGang,
                     format!(
-                        "its gang ({gang}) is placed all or none and did not fit whole in the last round ({census})"
+                        "its gang ({gang}) is placed all or none and did not fit whole in the last round ({words})"
                     ),
                 ),
                 None => why(
                     PendingKind::BlockedByGang,
-                    format!("its gang is placed all or none and did not fit whole in the last round ({census})"),
+                    format!("its gang is placed all or none and did not fit whole in the last round ({words})"),
                 ),
             },
             UnplacedReason::InsufficientResources
             | UnplacedReason::ConstraintsUnsatisfiable
             | UnplacedReason::MaxPerHost => why(
                 PendingKind::WaitingForCapacity,
-                format!("waiting for capacity: {census} (the placement plugin's reason: {})", reason.as_str()),
+                format!("waiting for capacity: {words} (the placement plugin's reason: {})", reason.as_str()),
             ),
         },
     }
