@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use paceline_hostmgr::HostAccess;
 use paceline_jobmgr::{JobManager, UpdateRequest};
 use paceline_model::job::{JobConfig, JobState};
 use paceline_model::task::TaskSpec;
@@ -20,15 +21,23 @@ const MAX_PAGE: u32 = 1000;
 const DEFAULT_PAGE: u32 = 100;
 
 /// The job service.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct JobApi {
     jobs: Arc<JobManager>,
+    /// For "why pending": the hosts a job's waiting tasks are counted against.
+    hosts: Arc<dyn HostAccess>,
+}
+
+impl std::fmt::Debug for JobApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobApi").field("jobs", &self.jobs).finish_non_exhaustive()
+    }
 }
 
 impl JobApi {
-    /// Over the cluster's job manager.
-    pub fn new(jobs: Arc<JobManager>) -> JobApi {
-        JobApi { jobs }
+    /// Over the cluster's job and host managers.
+    pub fn new(jobs: Arc<JobManager>, hosts: Arc<dyn HostAccess>) -> JobApi {
+        JobApi { jobs, hosts }
     }
 }
 
@@ -128,15 +137,20 @@ impl JobService for JobApi {
             (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
         crate::audit::note_job(&request, &id);
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
-        tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, "job created");
-        Ok(Response::new(pb::CreateJobResponse { id, owner }))
+        // Accepted whatever the hosts are (one may join), but told now if no
+        // host could ever hold some instance (decision 0026).
+        let warnings = crate::pending::report(&self.jobs, self.hosts.as_ref(), &id, None).never_fit_warnings();
+        tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, warnings = warnings.len(), "job created");
+        Ok(Response::new(pb::CreateJobResponse { id, owner, warnings }))
     }
 
     async fn get_job(&self, request: Request<pb::GetJobRequest>) -> Result<Response<pb::GetJobResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
         let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
-        Ok(Response::new(pb::GetJobResponse { job: Some(convert::job_pb(&info)) }))
+        let mut job = convert::job_pb(&info);
+        crate::pending::fill_job(&self.jobs, self.hosts.as_ref(), &mut job);
+        Ok(Response::new(pb::GetJobResponse { job: Some(job) }))
     }
 
     async fn query_jobs(

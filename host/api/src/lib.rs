@@ -47,6 +47,7 @@ pub mod convert;
 pub mod events;
 pub mod hosts;
 pub mod jobs;
+mod pending;
 pub mod plugins;
 pub mod pools;
 pub mod standby;
@@ -204,7 +205,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_routes(tonic::service::Routes::from(http))
         .add_service(health)
         .add_service(reflection)
-        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone()), config))
+        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(
             PoolServiceServer,

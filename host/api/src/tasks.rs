@@ -47,15 +47,11 @@ fn task_ref(field: &str, t: Option<&pb::TaskRef>) -> Result<pb::TaskRef, Status>
 pub type LogStreamOut = Pin<Box<dyn Stream<Item = Result<pb::LogChunk, Status>> + Send>>;
 
 impl TaskApi {
-    /// A pending task's reason from admission when its gang is still queued
-    /// in the resource manager (that is why it waits, not placement).
-    fn with_admission(&self, mut task: pb::Task) -> pb::Task {
-        if task.state == pb::TaskState::Pending as i32
-            && let Some(reason) = self.jobs.admission_reason(&task.job_id, task.instance)
-        {
-            task.pending_reason = reason;
-        }
-        task
+    /// Waiting tasks' kind and reason, from admission, the last placement
+    /// round and a census of the hosts (decision 0026).
+    fn with_why(&self, job_id: &str, mut tasks: Vec<pb::Task>) -> Vec<pb::Task> {
+        crate::pending::fill_tasks(&self.jobs, self.hosts.as_ref(), job_id, &mut tasks);
+        tasks
     }
 
     async fn runtime(&self, t: &pb::TaskRef) -> Result<paceline_model::task::TaskRuntime, Status> {
@@ -91,16 +87,16 @@ impl TaskService for TaskApi {
             .iter()
             .enumerate()
             .filter(|(_, t)| states.is_empty() || states.contains(&t.state))
-            .map(|(i, t)| self.with_admission(convert::task_pb(&info.id, i as u32, t)))
+            .map(|(i, t)| convert::task_pb(&info.id, i as u32, t))
             .collect();
-        Ok(Response::new(pb::ListTasksResponse { tasks }))
+        Ok(Response::new(pb::ListTasksResponse { tasks: self.with_why(&info.id, tasks) }))
     }
 
     async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let t = task_ref("task", request.get_ref().task.as_ref())?;
         let rt = self.runtime(&t).await?;
         Ok(Response::new(pb::GetTaskResponse {
-            task: Some(self.with_admission(convert::task_pb(&t.job_id, t.instance, &rt))),
+            task: self.with_why(&t.job_id, vec![convert::task_pb(&t.job_id, t.instance, &rt)]).pop(),
         }))
     }
 

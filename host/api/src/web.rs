@@ -64,7 +64,7 @@ struct Web {
 /// The UI's routes over the cluster's roles.
 pub fn routes(roles: Roles) -> Router {
     let web = Arc::new(Web {
-        jobs: JobApi::new(roles.jobs.clone()),
+        jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()),
         tasks: TaskApi::new(roles.jobs.clone(), roles.hosts.clone()),
         pools: PoolApi::new(roles.resmgr.clone(), roles.store.clone()),
         hosts: HostApi::new(roles.hosts.clone()),

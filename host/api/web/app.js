@@ -87,12 +87,18 @@ async function renderJobs() {
   detail.hidden = false;
   detail.setAttribute("data-job-id", state.job);
   document.getElementById("job-title").textContent = "Tasks of " + state.job;
+  // Why instances wait, and warnings such as "can never fit" (decision 0026).
+  const status = (one.job && one.job.status) || {};
+  document.getElementById("job-pending").textContent =
+    [status.pending_summary || ""].concat(status.warnings || []).filter(Boolean).join(" · ");
   const tasks = document.querySelector("#tasks-table tbody");
   tasks.replaceChildren();
   for (const t of one.tasks || []) {
     tasks.append(el("tr", { "data-instance": String(t.instance || 0), "data-state": short(t.state, "TASK_STATE_") },
       el("td", {}, t.instance || 0), el("td", {}, short(t.state, "TASK_STATE_")), el("td", {}, t.host || ""),
-      el("td", {}, t.run_id || ""), el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || "")));
+      el("td", {}, t.run_id || ""),
+      el("td", { "data-pending-kind": t.pending_kind || "" }, (t.pending_kind || "").replace(/_/g, " ")),
+      el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || "")));
   }
   const events = document.querySelector("#events-table tbody");
   events.replaceChildren();

@@ -70,4 +70,4 @@ mod views;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
 pub use events::EventRecorder;
-pub use manager::{JobInfo, JobManager, JobManagerConfig, UpdateRequest};
+pub use manager::{JobInfo, JobManager, JobManagerConfig, PendingReport, UpdateRequest};

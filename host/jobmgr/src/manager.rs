@@ -17,6 +17,7 @@ mod goal;
 mod hosts;
 mod launch;
 mod lifecycle;
+mod pending;
 mod recover;
 mod runs;
 mod tick;
@@ -34,6 +35,8 @@ use paceline_model::task::TaskRuntime;
 use paceline_plugin::Registry;
 use paceline_resmgr::ResourceManager;
 use paceline_storage::Store;
+
+pub use pending::PendingReport;
 
 use crate::clock::Clock;
 use crate::state::Mem;

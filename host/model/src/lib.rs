@@ -32,6 +32,7 @@ pub mod event;
 pub mod host;
 pub mod job;
 pub mod labels;
+pub mod pending;
 pub mod pool;
 pub mod resources;
 pub mod run;

@@ -437,6 +437,8 @@ pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
         } else {
             String::new()
         },
+        // The API fills it in, with the text (it needs the managers' state).
+        pending_kind: String::new(),
     }
 }
 
@@ -464,6 +466,9 @@ pub fn job_status_pb(rt: &JobRuntime) -> pb::JobStatus {
         updated_at_ms: rt.updated_at_ms,
         completed_at_ms: rt.completed_at_ms.unwrap_or(0),
         message: rt.message.clone(),
+        // The API fills these in against the hosts of the moment.
+        pending_summary: String::new(),
+        warnings: Vec::new(),
     }
 }
 

@@ -66,6 +66,6 @@ pub use manager::{
 };
 pub use paceline_model::pool::{PerKind, PoolFile, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
 pub use preempt::{NativePriorityPreempt, PreemptionPolicy};
-pub use reason::{PendingCount, PendingInfo, PendingReason};
+pub use reason::{PendingCount, PendingInfo, PendingReason, TaskWait};
 pub use task::{TaskEvent, TaskState, Timeouts};
 pub use tree::{PoolId, PoolTree};

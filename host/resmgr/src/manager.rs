@@ -842,6 +842,28 @@ impl ResourceManager {
         })
     }
 
+    /// Who a queued gang is, for naming it to people: its job's key, first
+    /// instance and number of tasks. `None` if it is not queued.
+    pub fn gang_span(&self, gang: GangId) -> Option<(u64, u32, u32)> {
+        let slot = self.gangs.get(gang)?;
+        slot.queued.then_some((slot.spec.job, slot.spec.first_instance, slot.spec.tasks))
+    }
+
+    /// Every live task of `job` as "why pending" reads it, in one pass over
+    /// the task records: for the API, not for a round.
+    pub fn job_task_waits(&self, job: u64) -> Vec<crate::reason::TaskWait> {
+        self.tasks
+            .iter()
+            .filter(|t| t.live && t.job == job)
+            .map(|t| crate::reason::TaskWait {
+                instance: t.instance,
+                state: t.state,
+                last_unplaced: t.last_unplaced,
+                gang: t.gang,
+            })
+            .collect()
+    }
+
     /// Every queued gang counted by pool and [`PendingReason::name`] (a gang
     /// behind a blocked head counts as `behind_head`, as [`Self::why_pending`]
     /// says). One pass over the gang records: for metrics, read at scrape

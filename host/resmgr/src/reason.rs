@@ -132,9 +132,24 @@ impl std::fmt::Display for PendingInfo {
                 "within pool {pool}'s entitlement but the cluster is short {by} {} of {kind}; waiting for preemption",
                 kind.unit()
             ),
-            PendingReason::BehindHead { head } => write!(f, "queued in pool {pool} behind gang {}", head.0),
+            // The head is named by job and instances by the job manager, which
+            // knows job names; its number here is internal.
+            PendingReason::BehindHead { .. } => write!(f, "queued in pool {pool} behind an earlier gang that waits"),
         }
     }
+}
+
+/// A live task as "why pending" reads it ([`crate::ResourceManager::job_task_waits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskWait {
+    /// Its instance number.
+    pub instance: u32,
+    /// Its state in the resource manager.
+    pub state: crate::task::TaskState,
+    /// Why the last placement round left it unplaced, if one did.
+    pub last_unplaced: Option<UnplacedReason>,
+    /// Admission number of its gang: tasks sharing it are placed all or none.
+    pub gang: u64,
 }
 
 /// A stable name for a placement failure, for "why pending" of a task back in READY.

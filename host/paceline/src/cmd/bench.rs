@@ -28,6 +28,8 @@ pub enum BenchCommand {
     Pipeline(super::bench_hosts::PipelineBenchArgs),
     /// One scrape of `/metrics` on 10,000 simulated hosts and 11,000 pools: time and size.
     Metrics(super::bench_metrics::MetricsBenchArgs),
+    /// "Why pending" when read: GetJob and ListTasks of a large waiting job on 10,000 simulated hosts.
+    Pending(super::bench_pending::PendingBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -75,6 +77,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Jobmgr(a) => super::bench_hosts::jobmgr(a),
         BenchCommand::Pipeline(a) => super::bench_hosts::pipeline(a),
         BenchCommand::Metrics(a) => super::bench_metrics::run(a),
+        BenchCommand::Pending(a) => super::bench_pending::run(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {
                 println!("(DEBUG build - figures not meaningful; use --release)");

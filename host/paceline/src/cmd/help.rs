@@ -48,6 +48,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "paceline bench pipeline\npaceline bench pipeline --metrics-compare 3      # metrics off and on, in turn",
     ),
     ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
+    ("bench pending", "paceline bench pending --hosts 10000 --instances 10000"),
     ("job", "paceline job create examples/hello.yaml\npaceline job list --state running"),
     (
         "job create",

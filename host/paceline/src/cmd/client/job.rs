@@ -174,12 +174,18 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
             }
             let spec = Some(convert::job_spec_pb(&config));
             let created = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner();
-            let (id, owner) = (created.id, created.owner);
+            let (id, owner, warnings) = (created.id, created.owner, created.warnings);
             // The id alone on stdout (scripts read it); who owns it beside.
             if out == super::Output::Table && !owner.is_empty() {
                 eprintln!("created {id} · owner {owner} · pool {}", config.pool);
             }
-            emit(out, &json!({ "id": id, "owner": owner }), || format!("{id}\n"))
+            // Created all the same: a host that fits may join (decision 0026).
+            if out == super::Output::Table {
+                for w in &warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            emit(out, &json!({ "id": id, "owner": owner, "warnings": warnings }), || format!("{id}\n"))
         }
         Request::Get(id) => {
             let job = client.get_job(pb::GetJobRequest { id: id.clone() }).await.map_err(RpcError)?.into_inner().job;
@@ -378,6 +384,11 @@ fn job_fields(j: &pb::Job) -> String {
             ("completed", output::time(s.completed_at_ms)),
             ("message", or_dash(&s.message)),
         ]);
+        // Why instances wait, and what can never fit (decision 0026).
+        if !s.pending_summary.is_empty() {
+            f.push(("pending", s.pending_summary.clone()));
+        }
+        f.extend(s.warnings.iter().map(|w| ("warning", w.clone())));
     }
     if let Some(u) = &j.update {
         f.extend([

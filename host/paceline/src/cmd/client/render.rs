@@ -83,6 +83,8 @@ pub fn job_status(s: &pb::JobStatus) -> Value {
         "updated_at_ms": s.updated_at_ms,
         "completed_at_ms": s.completed_at_ms,
         "message": s.message,
+        "pending_summary": s.pending_summary,
+        "warnings": s.warnings,
     })
 }
 
@@ -129,6 +131,7 @@ pub fn task(t: &pb::Task) -> Value {
         "started_at_ms": t.started_at_ms,
         "completed_at_ms": t.completed_at_ms,
         "pending_reason": t.pending_reason,
+        "pending_kind": t.pending_kind,
     })
 }
 

@@ -208,5 +208,6 @@ fn task_fields(t: &pb::Task) -> String {
         ("reason", or_dash(&t.reason)),
         ("message", or_dash(&t.message)),
         ("pending reason", or_dash(&t.pending_reason)),
+        ("pending kind", or_dash(&t.pending_kind)),
     ])
 }
