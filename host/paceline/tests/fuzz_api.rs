@@ -257,10 +257,10 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn every_seed_is_answered_and_the_corpus_replays() {
-    for index in 0..RPCS.len() {
+    for (index, name) in RPCS.iter().enumerate() {
         let mut input = vec![index as u8];
         input.extend(seed(index));
-        api_case(&input).unwrap_or_else(|e| panic!("seed {}: {e}", RPCS[index]));
+        api_case(&input).unwrap_or_else(|e| panic!("seed {name}: {e}"));
     }
     jobspec_case(&hello_yaml()).expect("hello.yaml");
     for (path, bytes) in corpus("api") {
