@@ -15,6 +15,7 @@
 //! - [`spec`]: [`RunSpec`], the validated launch the supervisor keeps.
 //! - [`supervisor`]: [`Supervisor`], processes, kills, health checks, restart re-adoption.
 //! - [`outbox`]: [`Outbox`], status updates on disk until acknowledged.
+//! - [`launch_log`]: `launches.log`, one appended line per process start.
 //! - [`session`]: [`run`], the gRPC session with the host manager.
 //! - [`convert`]: model ⇄ protocol conversions for the host manager's agent provider.
 //! - [`bench`]: [`bench_launch`], the launch-throughput figure.
@@ -29,6 +30,7 @@ pub mod convert;
 pub mod error;
 mod health;
 pub mod isolation;
+pub mod launch_log;
 pub mod outbox;
 mod ports;
 mod process;

@@ -72,6 +72,7 @@
 //! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
 //! - [`error`]: [`HostError`], [`ProviderError`].
 //! - [`bench`]: the `paceline bench hosts` figures.
+//! - `fuzz_entry` (hidden): bytes into the Mesos stream and agent session code, for fuzz targets.
 #![forbid(unsafe_code)]
 
 pub mod access;
@@ -80,6 +81,8 @@ pub mod bench;
 pub mod clock;
 pub mod error;
 pub mod event;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod lease;
 pub mod manager;
 pub mod mesos;

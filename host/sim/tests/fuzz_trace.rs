@@ -59,3 +59,23 @@ proptest! {
         let _ = read_all(Cursor::new(&bytes));
     }
 }
+
+/// Every file in `fuzz/corpus/trace` (the seed, inputs AFL++ found, crash
+/// reproducers) reads without a panic.
+#[test]
+fn the_corpus_replays() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/trace");
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let bytes = std::fs::read(entry.path()).expect("corpus file");
+        let _ = read_all(Cursor::new(&bytes));
+    }
+}
+
+/// Writes the seed into `fuzz/corpus/trace` (for AFL++ and the replay above).
+#[test]
+#[ignore = "writes the seed file; run by hand after changing the sample"]
+fn write_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/trace");
+    std::fs::create_dir_all(&dir).expect("corpus dir");
+    std::fs::write(dir.join("seed"), sample()).expect("seed");
+}

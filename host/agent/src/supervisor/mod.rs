@@ -8,6 +8,7 @@
 //! - `state/<run_id>/outbox.log`: its status updates and acks;
 //! - `state/<run_id>/exit`: the task's exit status, written by the launch wrapper;
 //! - `runs/<run_id>/`: the sandbox (cwd, `stdout`, `stderr`);
+//! - `launches.log`: one line per process start, never pruned ([`crate::launch_log`]);
 //! - `volumes/<task_id>/<name>/`: persistent volumes.
 //!
 //! `run` holds the life of one run (start, wait, kill, health, finish);

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use super::{Gate, Outcome, Supervisor, Waiter, launch_failed, lock, now_ms, sub};
 use crate::health::probe_once;
 use crate::isolation::{self, Isolation};
+use crate::launch_log;
 use crate::process::{self, SpawnSpec};
 use crate::record::{self, Phase, RunRecord};
 use crate::spec::HealthSpec;
@@ -107,6 +108,10 @@ impl Supervisor {
             Isolation::Rlimits => (None, (spec.resources.memory_mib > 0).then_some(spec.resources.memory_mib * 1024)),
         };
         let procs = cgroup.as_ref().map(|c| c.join("cgroup.procs"));
+        if let Err(e) = launch_log::append(&self.inner.cfg.data_dir, now_ms(), &spec.task_id, &spec.run_id) {
+            // The log is evidence for checks, not state: the launch goes on.
+            tracing::warn!(run_id = spec.run_id, error = %e, "appending to the launch log");
+        }
         let child = process::spawn(&SpawnSpec {
             program: &program,
             args: &spec.args,

@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod health;
 mod kill;
+mod launch_log;
 mod lifecycle;
 mod memory;
 mod outbox;

@@ -14,6 +14,7 @@
 //! forwarded but not yet acknowledged is dropped (the manager has it).
 
 mod convert;
+pub(crate) mod fuzz;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -163,8 +164,15 @@ impl Inner {
         lock(&self.events).clone()
     }
 
-    async fn run_session(self: Arc<Self>, mut inbound: Streaming<pb::AgentMessage>, tx: Outbound) {
-        let first = match inbound.message().await {
+    /// One agent's session. Generic over the inbound stream (tonic's
+    /// `Streaming` in service, a plain stream in the fuzz target) so the
+    /// fuzz target drives this very code.
+    async fn run_session<S>(self: Arc<Self>, mut inbound: S, tx: Outbound)
+    where
+        S: futures::Stream<Item = Result<pb::AgentMessage, Status>> + Unpin,
+    {
+        use futures::StreamExt;
+        let first = match inbound.next().await.transpose() {
             Ok(Some(m)) => m,
             Ok(None) => return,
             Err(e) => {
@@ -226,7 +234,7 @@ impl Inner {
             return;
         }
         loop {
-            let m = match inbound.message().await {
+            let m = match inbound.next().await.transpose() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(e) => {

@@ -63,6 +63,7 @@ mod codec;
 mod config;
 mod convert;
 mod error;
+pub(crate) mod fuzz;
 mod offers;
 mod provider;
 mod reconcile;
