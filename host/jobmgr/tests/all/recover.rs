@@ -80,3 +80,26 @@ async fn a_new_manager_charges_the_pool_for_the_runs_already_on_hosts() {
     h.pump(&no_health, 20).await;
     assert_eq!(allocation(&h), (0, 0));
 }
+
+/// A crash between writing a job and writing its tasks (scripts/torture
+/// found jobs left INITIALIZED for ever): recovery removes the job nobody
+/// was told about, and recovers the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_create_was_cut_short_is_removed_at_recovery() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jobs.sqlite");
+    {
+        let h = Harness::new(Harness::sqlite(&path), registry(), &["h1"], 1_000_000);
+        h.jm.create("whole", config(JobKind::Batch, 2)).await.expect("create");
+        // What `create` writes first, and nothing after it: the crash.
+        let store = Harness::sqlite(&path);
+        let runtime = paceline_model::job::JobRuntime::initial(1, 1_000_000);
+        store.create_job("cut", &config(JobKind::Batch, 3), &runtime).await.expect("the job's row");
+    }
+    let h = Harness::new(Harness::sqlite(&path), registry(), &["h1"], 2_000_000);
+    assert_eq!(h.jm.recover().await.expect("recovery goes on"), 1, "only the whole job is recovered");
+    assert!(h.jm.get("cut").await.is_err(), "the cut job is gone");
+    let store = Harness::sqlite(&path);
+    assert!(store.get_job_runtime("cut").await.is_err_and(|e| e.is_not_found()), "and gone from the store");
+    assert_eq!(h.jm.get("whole").await.expect("get").tasks.len(), 2);
+}
