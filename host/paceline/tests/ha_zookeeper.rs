@@ -103,6 +103,10 @@ struct Proc {
     child: Child,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
     exited: Option<(Instant, Option<i32>)>,
+    /// An agent's data dir: the task processes it started (which outlive an
+    /// agent by design) are killed when the agent is dropped, so that the
+    /// test leaves nothing running (scripts/leftovers checks).
+    tasks_under: Option<PathBuf>,
 }
 
 impl Proc {
@@ -117,7 +121,7 @@ impl Proc {
                 sink.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), line));
             }
         });
-        Proc { name: name.to_string(), child, lines, exited: None }
+        Proc { name: name.to_string(), child, lines, exited: None, tasks_under: None }
     }
 
     /// When a stdout line containing `needle` arrived, if one did.
@@ -168,6 +172,20 @@ impl Drop for Proc {
             if self.alive() {
                 self.kill9();
             }
+        }
+        if let Some(dir) = &self.tasks_under {
+            kill_processes_working_under(dir);
+        }
+    }
+}
+
+/// SIGKILLs every process whose working directory is under `dir`.
+fn kill_processes_working_under(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir)) {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
     }
 }
@@ -220,7 +238,9 @@ fn start_agent(dir: &Path, name: &str, managers: &str, ports: &str) -> Proc {
             ports,
         ])
         .env("PACELINE_LOG", "paceline_agent=info,warn");
-    Proc::spawn(name, &mut cmd, &dir.join(format!("{name}.log")))
+    let mut agent = Proc::spawn(name, &mut cmd, &dir.join(format!("{name}.log")));
+    agent.tasks_under = Some(dir.join(name));
+    agent
 }
 
 fn cli(servers: &str, args: &[&str]) -> Output {
