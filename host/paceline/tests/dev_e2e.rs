@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{BIN, cli, eventually, free_port, json, ok, test_certificates};
 
 /// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
-struct Proc(Child);
+struct Proc(Child, Option<std::path::PathBuf>);
 
 impl Proc {
     fn kill9(&mut self) {
@@ -25,6 +25,10 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).stderr(Stdio::null()).status();
         let _ = self.0.wait();
+        // A dev's agents leave their tasks running when dev is killed.
+        if let Some(dir) = &self.1 {
+            common::kill_processes_working_under(dir);
+        }
     }
 }
 
@@ -43,12 +47,12 @@ fn start(args: &[&str], ready: &str) -> Proc {
         }
     });
     rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
-    Proc(child)
+    Proc(child, None)
 }
 
 fn dev(dir: &Path, api: u16) -> Proc {
     let data = dir.join("dev");
-    start(
+    let mut dev = start(
         &[
             "dev",
             "--agents",
@@ -59,7 +63,9 @@ fn dev(dir: &Path, api: u16) -> Proc {
             &format!("127.0.0.1:{api}"),
         ],
         "API on",
-    )
+    );
+    dev.1 = Some(data);
+    dev
 }
 
 fn examples() -> std::path::PathBuf {
@@ -347,7 +353,7 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
             .stderr(Stdio::null())
             .spawn()
             .expect("agent");
-        agents.push(Proc(child));
+        agents.push(Proc(child, Some(dir.path().join(name))));
     }
     eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let spec = std::fs::read_to_string(example("web.yaml")).expect("example");
@@ -427,7 +433,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
             .stderr(Stdio::null())
             .spawn()
             .expect("agent");
-        agents.push(Proc(child));
+        agents.push(Proc(child, Some(dir.path().join(name))));
     }
     eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     // Two pools, one core reserved each, equal shares.

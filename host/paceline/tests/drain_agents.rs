@@ -18,12 +18,22 @@ use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
 
-struct Agent(Child);
+/// An agent process and its data dir; on drop the agent is stopped and the
+/// task processes it started (which outlive it by design) are killed, so
+/// that the test leaves nothing running (`scripts/leftovers`).
+struct Agent(Child, std::path::PathBuf);
 
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).stderr(Stdio::null()).status();
         let _ = self.0.wait();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return };
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&self.1)) {
+                let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
+            }
+        }
     }
 }
 
@@ -44,7 +54,7 @@ fn agent(manager: &str, dir: &Path, name: &str) -> Agent {
         .stderr(log)
         .spawn()
         .expect("agent");
-    Agent(child)
+    Agent(child, data)
 }
 
 /// Instances of `job` running, by host.

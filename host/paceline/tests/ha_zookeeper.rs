@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{BIN, eventually, free_port};
+use common::{BIN, eventually, free_port, kill_processes_working_under};
 
 const SESSION_TIMEOUT_MS: u64 = 3_000;
 const EXIT_LOST_LEADERSHIP: i32 = 75;
@@ -175,17 +175,6 @@ impl Drop for Proc {
         }
         if let Some(dir) = &self.tasks_under {
             kill_processes_working_under(dir);
-        }
-    }
-}
-
-/// SIGKILLs every process whose working directory is under `dir`.
-fn kill_processes_working_under(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir)) {
-            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
     }
 }

@@ -5,17 +5,19 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{BIN, eventually, free_port};
+use common::{BIN, eventually, free_port, kill_processes_working_under};
 
 /// A child process, its stdout and stderr lines kept; SIGTERM on drop.
 struct Proc {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// An agent's data dir: its task processes are killed with it on drop.
+    tasks_under: Option<PathBuf>,
 }
 
 impl Proc {
@@ -39,7 +41,7 @@ impl Proc {
                 }
             });
         }
-        let p = Proc { child, lines };
+        let p = Proc { child, lines, tasks_under: None };
         eventually(60, &format!("`{ready}` from paceline {args:?}"), || p.said(ready) > 0);
         p
     }
@@ -58,6 +60,9 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).stderr(Stdio::null()).status();
         let _ = self.child.wait();
+        if let Some(dir) = &self.tasks_under {
+            kill_processes_working_under(dir);
+        }
     }
 }
 
@@ -401,7 +406,7 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
 }
 
 fn agent(dir: &Path, name: &str, agents: u16, ports: &str) -> Proc {
-    Proc::start(
+    let mut agent = Proc::start(
         &[
             "agent",
             "--manager",
@@ -418,7 +423,9 @@ fn agent(dir: &Path, name: &str, agents: u16, ports: &str) -> Proc {
             ports,
         ],
         "registered with the host manager",
-    )
+    );
+    agent.tasks_under = Some(dir.join(name));
+    agent
 }
 
 #[test]

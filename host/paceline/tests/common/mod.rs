@@ -8,6 +8,20 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// SIGKILLs every process whose working directory is under `dir`: the task
+/// processes an agent started, which outlive the agent by design, so that a
+/// test leaves nothing running (`scripts/leftovers` checks at the end of
+/// `scripts/test`) even when it fails.
+pub fn kill_processes_working_under(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir)) {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
+        }
+    }
+}
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_paceline");
 
