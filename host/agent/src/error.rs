@@ -53,6 +53,10 @@ pub enum AgentError {
     /// Dialling the host manager failed.
     #[error("connecting to the host manager: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The agent has no certificate and cannot get one (not joined, a
+    /// refused join, a CA that does not match its pin).
+    #[error("agent identity: {0}")]
+    Identity(String),
     /// The host manager ended the session with an error.
     #[error("session: {0}")]
     Session(Box<tonic::Status>),

@@ -16,6 +16,7 @@
 //! - [`supervisor`]: [`Supervisor`], processes, kills, health checks, restart re-adoption.
 //! - [`outbox`]: [`Outbox`], status updates on disk until acknowledged.
 //! - [`launch_log`]: `launches.log`, one appended line per process start.
+//! - [`identity`]: the agent's key, certificate and CA; joining with a token.
 //! - [`session`]: [`run`], the gRPC session with the host manager.
 //! - [`convert`]: model ⇄ protocol conversions for the host manager's agent provider.
 //! - [`bench`]: [`bench_launch`], the launch-throughput figure.
@@ -29,6 +30,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 mod health;
+pub mod identity;
 pub mod isolation;
 pub mod launch_log;
 pub mod outbox;
@@ -42,6 +44,7 @@ pub mod supervisor;
 pub use bench::{BenchFigures, bench_launch};
 pub use config::{AgentConfig, HostInfo, ResourceOverrides};
 pub use error::{AgentError, LaunchError};
+pub use identity::{Identity, JoinSettings, JoinToken};
 pub use isolation::{Isolation, IsolationChoice};
 pub use outbox::Outbox;
 pub use session::run;

@@ -7,10 +7,15 @@
 //! per run, then new ones as the outbox gets them. Each update is sent at
 //! most once per stream; an update that was not acknowledged is sent again
 //! on the next stream (the manager drops duplicates by `seq`).
+//!
+//! Every connection is TLS with the agent's client certificate
+//! ([`crate::identity`]); an agent that has none joins first with the
+//! settings given to [`Agent::join_with`].
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use paceline_proto::agent::v1 as pb;
@@ -22,6 +27,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::{AgentConfig, HostInfo};
 use crate::error::{AgentError, io_ctx};
+use crate::identity::{Identity, JoinSettings, tls_uri};
 use crate::supervisor::{Supervisor, SupervisorConfig};
 use paceline_proto::convert::resources_pb as proto_resources;
 
@@ -29,8 +35,12 @@ use paceline_proto::convert::resources_pb as proto_resources;
 /// supervisor on the data dir (re-adopting what still runs), and keeps a
 /// session with the host manager. Tasks keep running after shutdown; the
 /// next agent on the same data dir takes them over.
-pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    Agent::start(config).await?.serve(shutdown).await
+pub async fn run(
+    config: AgentConfig,
+    join: Option<JoinSettings>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    Agent::start(config).await?.join_with(join).serve(shutdown).await
 }
 
 /// A started agent: host detected, supervisor open, not yet connected.
@@ -40,6 +50,8 @@ pub struct Agent {
     host: HostInfo,
     supervisor: Supervisor,
     agent_id: String,
+    identity: Mutex<Option<Identity>>,
+    join: Option<JoinSettings>,
 }
 
 impl Agent {
@@ -58,7 +70,44 @@ impl Agent {
         );
         let supervisor = Supervisor::open(SupervisorConfig::from_host(&config, &host)).await?;
         let agent_id = agent_id(&config.data_dir)?;
-        Ok(Self { config, host, supervisor, agent_id })
+        let identity = Identity::load(&config.data_dir)?;
+        if let Some(id) = identity.as_ref().filter(|id| id.hostname != host.hostname) {
+            return Err(AgentError::Identity(format!(
+                "this agent joined as host {:?} but now reports {:?}; keep the name, or remove {} and join again",
+                id.hostname,
+                host.hostname,
+                crate::identity::dir(&config.data_dir).display()
+            )));
+        }
+        Ok(Self { config, host, supervisor, agent_id, identity: Mutex::new(identity), join: None })
+    }
+
+    /// What to join with when the agent has no certificate yet (ignored when it has one).
+    pub fn join_with(mut self, join: Option<JoinSettings>) -> Self {
+        self.join = join;
+        self
+    }
+
+    /// Whether the agent holds a certificate.
+    pub fn has_identity(&self) -> bool {
+        self.identity.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// The agent's identity, joining through `manager` first when it has none.
+    async fn identity(&self, manager: &str) -> Result<Identity, AgentError> {
+        if let Some(id) = self.identity.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(id);
+        }
+        let Some(join) = &self.join else {
+            return Err(AgentError::Identity(format!(
+                "this agent has no certificate in {}: join the cluster once with `paceline agent --join TOKEN --ca-hash sha256:…` (`paceline agent-token create` on the server prints both)",
+                crate::identity::dir(&self.config.data_dir).display()
+            )));
+        };
+        let id = crate::identity::join(manager, join, &self.host.hostname).await?;
+        id.store(&self.config.data_dir)?;
+        *self.identity.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+        Ok(id)
     }
 
     /// The supervisor (for tests and local tooling).
@@ -152,6 +201,27 @@ impl Agent {
                         status.message()
                     )));
                 }
+                // Its certificate or join was refused (no certificate, another
+                // host's, revoked; a bad, expired or spent token): retrying
+                // cannot fix that either.
+                Err(AgentError::Session(status))
+                    if matches!(
+                        status.code(),
+                        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied | tonic::Code::AlreadyExists
+                    ) =>
+                {
+                    tracing::error!(error = %status.message(), "the host manager refused this agent");
+                    self.supervisor.detach();
+                    return Err(AgentError::Identity(format!(
+                        "the host manager refused this agent: {}",
+                        status.message()
+                    )));
+                }
+                Err(e @ AgentError::Identity(_)) => {
+                    tracing::error!(error = %e, "no certificate");
+                    self.supervisor.detach();
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::warn!(manager, error = %e, attempt, "session failed");
                     index += 1;
@@ -178,7 +248,9 @@ impl Agent {
     async fn session(&self, manager: &str) -> Result<bool, AgentError> {
         // Keepalives notice a manager that vanished without closing the
         // connection (host down, network partition) so the agent redials.
-        let channel = tonic::transport::Endpoint::from_shared(manager.to_owned())?
+        let identity = self.identity(manager).await?;
+        let channel = tonic::transport::Endpoint::from_shared(tls_uri(manager))?
+            .tls_config(identity.client_tls())?
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(20))

@@ -67,6 +67,7 @@
 //!   this process or another.
 //! - [`peer`]: both ends of `paceline.hostmgr.v1`, for a host manager in a
 //!   process of its own ([`peer::HostPeerService`], [`peer::RemoteHosts`]).
+//! - [`pki`]: [`pki::AgentPki`], the agent port's CA, join tokens and agent certificates.
 //! - [`lease`]: the joints' lease records and the manager's live leases.
 //! - [`event`]: [`HostEvent`] and the subscriber stream.
 //! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
@@ -87,6 +88,7 @@ pub mod lease;
 pub mod manager;
 pub mod mesos;
 pub mod peer;
+pub mod pki;
 pub mod provider;
 pub mod sim;
 

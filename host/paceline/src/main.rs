@@ -51,6 +51,9 @@ enum Command {
     /// Run the node agent of this machine: it registers with the host
     /// manager and runs the tasks placed here as processes.
     Agent(cmd::agent::AgentArgs),
+    /// Join tokens for agents and the certificates they got (on the host manager's machine).
+    #[command(subcommand)]
+    AgentToken(cmd::agent_token::AgentTokenCommand),
     /// Run a benchmark and print its figures.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -120,6 +123,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Plugin(c) => cmd::plugin::run(c),
         Command::Agent(args) => cmd::agent::run(args),
+        Command::AgentToken(c) => cmd::agent_token::run(c),
         Command::Bench(c) => cmd::bench::run(c),
         Command::Job(args) => cmd::client::job::run(args),
         Command::Task(args) => cmd::client::task::run(args),

@@ -139,6 +139,10 @@ pub struct ServerConfig {
     pub metrics_listen_public: bool,
     /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
     pub audit: AuditConfig,
+    /// The agent port's CA, join tokens and issued certificates (default
+    /// `<data_dir>/pki`; see docs/operations.md, "Joining agents"). Highly
+    /// available servers must all name the same directory's contents.
+    pub agent_pki_dir: Option<PathBuf>,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -201,7 +205,15 @@ impl Default for ServerConfig {
             metrics_listen: None,
             metrics_listen_public: false,
             audit: AuditConfig::default(),
+            agent_pki_dir: None,
         }
+    }
+}
+
+impl ServerConfig {
+    /// Where the agent port's CA and join tokens are kept.
+    pub fn agent_pki_dir(&self) -> PathBuf {
+        self.agent_pki_dir.clone().unwrap_or_else(|| self.data_dir.join("pki"))
     }
 }
 
@@ -549,10 +561,26 @@ async fn start_local_hosts(
         ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
     Ok(match &config.hosts {
         HostsConfig::Agent => {
-            let provider = AgentProvider::new(AgentConfig {
-                heartbeat_interval_ms: config.agent_heartbeat_ms,
-                ..AgentConfig::default()
-            });
+            let pki_dir = config.agent_pki_dir();
+            let pki = tokio::task::spawn_blocking(move || paceline_hostmgr::pki::AgentPki::open(pki_dir))
+                .await
+                .map_err(|e| ServerError::Other(format!("opening the agent CA: {e}")))?
+                .map_err(|e| ServerError::Other(format!("the agent CA: {e}")))?;
+            // Names agents may dial the port by, besides localhost and the bound address.
+            let mut names = Vec::new();
+            if let Some(a) = &config.advertise_agent {
+                let host = a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h);
+                names.push(host.trim_start_matches('[').trim_end_matches(']').to_owned());
+            }
+            if let Some(h) = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()) {
+                names.push(h);
+            }
+            names.retain(|n| !n.is_empty());
+            let provider = AgentProvider::with_identity(
+                AgentConfig { heartbeat_interval_ms: config.agent_heartbeat_ms, ..AgentConfig::default() },
+                Arc::new(pki),
+                names,
+            );
             let hosts = HostManager::builder(Arc::new(provider.clone()))
                 .store(store.clone())
                 .config(manager_config)

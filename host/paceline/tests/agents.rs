@@ -17,26 +17,38 @@ use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
 use tokio::sync::oneshot;
 
+mod common;
+
 /// A host manager serving agents on a loopback port.
 struct Manager {
     hosts: HostManager,
     events: HostEvents,
     addr: String,
+    /// `--join … --ca-hash …` for agents of this manager's CA.
+    join: Vec<String>,
     stop: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
 }
 
-async fn manager(store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>) -> Manager {
-    manager_with_timeout(store, port, expected, 3_000).await
+async fn manager(pki: &Path, store: Arc<dyn Store>, port: u16, expected: Vec<ExpectedRun>) -> Manager {
+    manager_with_timeout(pki, store, port, expected, 3_000).await
 }
 
+/// A manager whose agent port has the CA in `pki/pki` (kept across managers of one test).
 async fn manager_with_timeout(
+    pki: &Path,
     store: Arc<dyn Store>,
     port: u16,
     expected: Vec<ExpectedRun>,
     heartbeat_timeout_ms: u64,
 ) -> Manager {
-    let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() });
+    let pki = pki.join("pki");
+    let provider = AgentProvider::with_identity(
+        AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() },
+        Arc::new(paceline_hostmgr::pki::AgentPki::open(&pki).expect("agent CA")),
+        Vec::new(),
+    );
+    let join = common::join_args(&pki);
     let config = ManagerConfig {
         heartbeat_timeout_ms,
         tick_interval: Some(Duration::from_millis(100)),
@@ -66,7 +78,7 @@ async fn manager_with_timeout(
             })
             .await;
     });
-    Manager { hosts, events, addr, stop: Some(stop), server }
+    Manager { hosts, events, addr, join, stop: Some(stop), server }
 }
 
 impl Manager {
@@ -137,7 +149,8 @@ struct Agent {
     dir: PathBuf,
 }
 
-fn spawn_agent(manager: &str, dir: &Path, name: &str, cpu: u64, mem: u64, extra: &[&str]) -> Agent {
+fn spawn_agent(m: &Manager, dir: &Path, name: &str, cpu: u64, mem: u64, extra: &[&str]) -> Agent {
+    let manager = m.addr.as_str();
     let data = dir.join(name);
     std::fs::create_dir_all(&data).expect("agent dir");
     let config = data.join("agent.yaml");
@@ -160,6 +173,7 @@ fn spawn_agent(manager: &str, dir: &Path, name: &str, cpu: u64, mem: u64, extra:
             "10000",
         ])
         .args(extra)
+        .args(&m.join)
         .env("PACELINE_LOG", "info")
         .stdout(Stdio::null())
         .stderr(log)
@@ -230,10 +244,10 @@ async fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_agents_run_real_processes_to_every_end() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut m = manager(sqlite(dir.path()), free_port().await, Vec::new()).await;
-    let _a = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
-    let _b = spawn_agent(&m.addr, dir.path(), "h2", 4_000, 4_096, &["--attribute", "zone=b"]);
-    let _c = spawn_agent(&m.addr, dir.path(), "h3", 1_000, 1_024, &[]);
+    let mut m = manager(dir.path(), sqlite(dir.path()), free_port().await, Vec::new()).await;
+    let _a = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
+    let _b = spawn_agent(&m, dir.path(), "h2", 4_000, 4_096, &["--attribute", "zone=b"]);
+    let _c = spawn_agent(&m, dir.path(), "h3", 1_000, 1_024, &[]);
     assert!(m.wait_hosts(&["h1", "h2", "h3"], Duration::from_secs(30)).await, "three agents registered");
     let totals: BTreeMap<String, u64> =
         m.hosts.hosts().into_iter().map(|h| (h.view.name, h.view.total.cpu_millis)).collect();
@@ -306,8 +320,8 @@ async fn an_agent_killed_and_restarted_loses_no_update_and_repeats_none() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The agent is away 3 s, well within the heartbeat timeout: its runs are
     // not declared lost, so their real ends must come through.
-    let mut m = manager_with_timeout(sqlite(dir.path()), free_port().await, Vec::new(), 15_000).await;
-    let mut agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    let mut m = manager_with_timeout(dir.path(), sqlite(dir.path()), free_port().await, Vec::new(), 15_000).await;
+    let mut agent = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
     let mut seen = Vec::new();
     // One run that outlives the restart, one that ends while the agent is down.
@@ -323,7 +337,7 @@ async fn an_agent_killed_and_restarted_loses_no_update_and_repeats_none() {
     }
     agent.kill9();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let _agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    let _agent = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
     // The run that ended while the agent was down reports its real end.
     let end = m.until_end("ends-0-1", Duration::from_secs(30), &mut seen).await.expect("its end arrives");
     assert_eq!((end.state, end.exit_code), (RunState::Failed, Some(4)), "{end:?}");
@@ -350,9 +364,9 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = sqlite(dir.path());
     let port = free_port().await;
-    let mut m = manager(store.clone(), port, Vec::new()).await;
-    let _a = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
-    let _b = spawn_agent(&m.addr, dir.path(), "h2", 2_000, 2_048, &[]);
+    let mut m = manager(dir.path(), store.clone(), port, Vec::new()).await;
+    let _a = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
+    let _b = spawn_agent(&m, dir.path(), "h2", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1", "h2"], Duration::from_secs(30)).await);
     m.launch_on("h1", vec![run("known-0-1", "sleep", &["60"], 64, 1)]).await.expect("launch");
     // A command line no other test (or earlier run) uses, to find the process.
@@ -386,7 +400,7 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
             last_seq: 2,
         },
     ];
-    let mut m = manager(store, port, expected).await;
+    let mut m = manager(dir.path(), store, port, expected).await;
     assert!(m.wait_hosts(&["h1", "h2"], Duration::from_secs(30)).await, "agents reconnected");
     let mut ends = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -415,8 +429,8 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_launches_and_a_bad_registration_get_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = manager(sqlite(dir.path()), free_port().await, Vec::new()).await;
-    let _a = spawn_agent(&m.addr, dir.path(), "h1", 1_000, 1_024, &[]);
+    let m = manager(dir.path(), sqlite(dir.path()), free_port().await, Vec::new()).await;
+    let _a = spawn_agent(&m, dir.path(), "h1", 1_000, 1_024, &[]);
     assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
 
     let too_big = run("big-0-1", "sleep", &["1"], 1_000_000, 1);
@@ -439,7 +453,7 @@ async fn bad_launches_and_a_bad_registration_get_clear_errors() {
     assert!(e.to_string().contains("task dup-0") && e.to_string().contains("dup-0-1"), "{e}");
 
     // An agent whose report is invalid (no CPU) is refused and says why.
-    let mut bad = spawn_agent(&m.addr, dir.path(), "h0", 0, 1_024, &[]);
+    let mut bad = spawn_agent(&m, dir.path(), "h0", 0, 1_024, &[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = bad.child.try_wait().expect("wait") {
@@ -460,8 +474,8 @@ async fn bad_launches_and_a_bad_registration_get_clear_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_away_past_the_heartbeat_timeout_has_its_runs_lost_and_their_processes_stopped() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut m = manager_with_timeout(sqlite(dir.path()), free_port().await, Vec::new(), 1_000).await;
-    let mut agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    let mut m = manager_with_timeout(dir.path(), sqlite(dir.path()), free_port().await, Vec::new(), 1_000).await;
+    let mut agent = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
     // A command line no other test (or earlier run) uses.
     let arg = format!("62.{}", std::process::id());
@@ -474,7 +488,7 @@ async fn an_agent_away_past_the_heartbeat_timeout_has_its_runs_lost_and_their_pr
     let end = m.until_end("away-0-1", Duration::from_secs(20), &mut seen).await.expect("declared lost");
     assert_eq!((end.state, end.reason.as_str()), (RunState::Lost, "HOST_LOST"));
     assert_eq!(processes(&["sleep", &arg]), 1, "the process itself outlived its agent");
-    let _agent = spawn_agent(&m.addr, dir.path(), "h1", 2_000, 2_048, &[]);
+    let _agent = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
     assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await, "back");
     // Its run was given up for lost (and may run elsewhere by now): the
     // re-registered agent is told to stop it.

@@ -169,6 +169,8 @@ fn log_lines_are_readable_text_or_json() {
     let run = |format: &str| {
         Command::new(env!("CARGO_BIN_EXE_paceline"))
             .args(["agent", "--data-dir", data, "--log-format", format, "--manager", "http://127.0.0.1:1"])
+            // Not joined yet: with a token it keeps trying to reach the manager until stdin closes.
+            .args(["--join", "id.secret", "--ca-hash", &format!("sha256:{}", "0".repeat(64))])
             .env("PACELINE_LOG", "info")
             .env_remove("PACELINE_LOG_FORMAT")
             .stdin(std::process::Stdio::null())

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{BIN, cli, eventually, free_port, json, ok, test_certificates};
+use common::{BIN, cli, eventually, free_port, join_args, json, ok, test_certificates};
 
 /// A child process stopped with SIGTERM (or SIGKILL with `kill9`) when dropped.
 struct Proc(Child, Option<std::path::PathBuf>);
@@ -324,8 +324,10 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     let args = server_args(&data);
     let mut server = start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "API on");
     let mut agents = Vec::new();
-    // Two agents on one machine: distinct port ranges, as on two machines.
-    for (name, ports) in [("a1", "31000-31499"), ("a2", "31500-31999")] {
+    let join = join_args(&data.join("pki"));
+    // Two agents on one machine: distinct port ranges, as on two machines, and apart from
+    // the ranges of `paceline dev`'s agents (31000-32999) in the tests running beside this one.
+    for (name, ports) in [("a1", "37000-37499"), ("a2", "37500-37999")] {
         let cfg = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
             .expect("config");
@@ -349,6 +351,7 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
                 "--port-range",
                 ports,
             ])
+            .args(&join)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -410,6 +413,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     .expect("config");
     let _server = start(&["server", "--config", config.to_str().expect("utf-8")], "API on");
     let mut agents = Vec::new();
+    let join = join_args(&dir.path().join("server").join("pki"));
     for (name, ports) in [("p1", "33000-33499"), ("p2", "33500-33999")] {
         let child = Command::new(BIN)
             .args([
@@ -429,6 +433,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
                 "--memory-mib",
                 "2048",
             ])
+            .args(&join)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -18,6 +18,8 @@ use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
 
+mod common;
+
 /// An agent process and its data dir; on drop the agent is stopped and the
 /// task processes it started (which outlive it by design) are killed, so
 /// that the test leaves nothing running (`scripts/leftovers`).
@@ -37,6 +39,7 @@ impl Drop for Agent {
     }
 }
 
+/// A `paceline agent` dialling `manager`, joining the CA in `dir/pki`.
 fn agent(manager: &str, dir: &Path, name: &str) -> Agent {
     let data = dir.join(name);
     std::fs::create_dir_all(&data).expect("dir");
@@ -50,6 +53,7 @@ fn agent(manager: &str, dir: &Path, name: &str) -> Agent {
         .args(["--manager", manager, "--data-dir"])
         .arg(data.join("data"))
         .args(["--hostname", name, "--cpu-millis", "4000", "--memory-mib", "4096", "--disk-mib", "10000"])
+        .args(common::join_args(&dir.join("pki")))
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -73,7 +77,11 @@ async fn running_by_host(cluster: &Cluster, job: &str) -> BTreeMap<String, usize
 async fn draining_a_host_moves_its_instances_within_max_unavailable_and_ends_down() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("paceline.sqlite")).expect("sqlite"));
-    let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() });
+    let provider = AgentProvider::with_identity(
+        AgentConfig { heartbeat_interval_ms: 200, ..AgentConfig::default() },
+        Arc::new(paceline_hostmgr::pki::AgentPki::open(dir.path().join("pki")).expect("agent CA")),
+        Vec::new(),
+    );
     let config = ManagerConfig {
         heartbeat_timeout_ms: 3_000,
         auto_down_when_drained: true,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{BIN, eventually, free_port, kill_processes_working_under};
+use common::{BIN, eventually, free_port, join_args, kill_processes_working_under};
 
 const SESSION_TIMEOUT_MS: u64 = 3_000;
 const EXIT_LOST_LEADERSHIP: i32 = 75;
@@ -210,7 +210,8 @@ fn start_server(name: &str, n: &Node) -> Proc {
     Proc::spawn(name, &mut cmd, &n.log)
 }
 
-fn start_agent(dir: &Path, name: &str, managers: &str, ports: &str) -> Proc {
+/// An agent joining the CA of the servers whose shared data dir is `data`.
+fn start_agent(dir: &Path, data: &Path, name: &str, managers: &str, ports: &str) -> Proc {
     let cfg = dir.join(format!("{name}.yaml"));
     std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
         .expect("config");
@@ -226,6 +227,7 @@ fn start_agent(dir: &Path, name: &str, managers: &str, ports: &str) -> Proc {
             "--port-range",
             ports,
         ])
+        .args(join_args(&data.join("pki")))
         .env("PACELINE_LOG", "paceline_agent=info,warn");
     let mut agent = Proc::spawn(name, &mut cmd, &dir.join(format!("{name}.log")));
     agent.tasks_under = Some(dir.join(name));
@@ -319,8 +321,10 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
         s.wait_line("standby", 60);
         servers.push(s);
     }
-    let _agents: Vec<Proc> =
-        [("a1", "32000-32499"), ("a2", "32500-32999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    let _agents: Vec<Proc> = [("a1", "32000-32499"), ("a2", "32500-32999")]
+        .iter()
+        .map(|(n, p)| start_agent(dir, &data, n, &managers, p))
+        .collect();
     let agent_names = ["a1", "a2"];
     eventually(30, "two agents registered with the leader", || {
         try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
@@ -523,8 +527,10 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     engine.wait_line("placement engine for the core leading in ZooKeeper", 30);
     // Agents dial the host managers, not the job managers.
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
-    let _agents: Vec<Proc> =
-        [("a1", "35000-35499"), ("a2", "35500-35999")].iter().map(|(n, p)| start_agent(dir, n, &managers, p)).collect();
+    let _agents: Vec<Proc> = [("a1", "35000-35499"), ("a2", "35500-35999")]
+        .iter()
+        .map(|(n, p)| start_agent(dir, &dir.join("hm-data"), n, &managers, p))
+        .collect();
     let agent_names = ["a1", "a2"];
     let both_reachable = || {
         try_json(&jm_apis, &["host", "list"])
@@ -775,7 +781,7 @@ fn failover_bench() {
     }
     let _agents: Vec<Proc> = [("ba1", "34000-34499"), ("ba2", "34500-34999")]
         .iter()
-        .map(|(n, p)| start_agent(dir, n, &managers, p))
+        .map(|(n, p)| start_agent(dir, &data, n, &managers, p))
         .collect();
     eventually(30, "agents up", || {
         try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
@@ -889,7 +895,7 @@ fn failover_bench_split() {
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
     let _agents: Vec<Proc> = [("bsa1", "36000-36499"), ("bsa2", "36500-36999")]
         .iter()
-        .map(|(n, p)| start_agent(dir, n, &managers, p))
+        .map(|(n, p)| start_agent(dir, &dir.join("hm-data"), n, &managers, p))
         .collect();
     eventually(30, "agents up", || {
         try_json(&jm_apis, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{BIN, eventually, free_port, kill_processes_working_under};
+use common::{BIN, eventually, free_port, join_args, kill_processes_working_under};
 
 /// A child process, its stdout and stderr lines kept; SIGTERM on drop.
 struct Proc {
@@ -281,7 +281,8 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
         ],
         "API on",
     );
-    let _agents = [agent(dir, "a1", agents, "33000-33499"), agent(dir, "a2", agents, "33500-33999")];
+    let _agents =
+        [agent(dir, &core_dir, "a1", agents, "33000-33499"), agent(dir, &core_dir, "a2", agents, "33500-33999")];
     let _engine = engine(dir, api, "p");
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
@@ -405,10 +406,17 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
     });
 }
 
-fn agent(dir: &Path, name: &str, agents: u16, ports: &str) -> Proc {
+/// An agent joining the host manager whose data dir is `hm_data`.
+fn agent(dir: &Path, hm_data: &Path, name: &str, agents: u16, ports: &str) -> Proc {
+    let join = join_args(&hm_data.join("pki"));
+    let join: Vec<&str> = join.iter().map(String::as_str).collect();
     let mut agent = Proc::start(
         &[
             "agent",
+            join[0],
+            join[1],
+            join[2],
+            join[3],
             "--manager",
             &format!("http://127.0.0.1:{agents}"),
             "--hostname",
@@ -435,7 +443,9 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     let (hm_api, hm_agents, jm_api) = (free_port(), free_port(), free_port());
     let mut hm = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");
     let mut jm = job_manager(dir, jm_api, hm_api);
-    let _agents = [agent(dir, "a1", hm_agents, "34000-34499"), agent(dir, "a2", hm_agents, "34500-34999")];
+    let hm_data = dir.join("hm");
+    let _agents =
+        [agent(dir, &hm_data, "a1", hm_agents, "34000-34499"), agent(dir, &hm_data, "a2", hm_agents, "34500-34999")];
     eventually(30, "two agents through the job manager", || {
         json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2)
     });

@@ -64,6 +64,31 @@ impl AgentService for FakeManager {
         let _ = self.conns.send(Conn { inbound: request.into_inner(), outbound: tx });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+
+    async fn join(&self, _request: Request<pb::JoinRequest>) -> Result<Response<pb::JoinResponse>, Status> {
+        Err(Status::unimplemented("this test's agent holds its certificate already"))
+    }
+}
+
+/// The fake manager's TLS (a server certificate of a real cluster CA, client
+/// certificates of that CA required) and the identity of an agent called
+/// `hostname` that joined it, stored in `data_dir` as `paceline agent` keeps it.
+fn tls_and_identity(
+    pki_dir: &std::path::Path,
+    data_dir: &std::path::Path,
+    hostname: &str,
+) -> tonic::transport::ServerTlsConfig {
+    let pki = paceline_hostmgr::pki::AgentPki::open(pki_dir).unwrap();
+    let token = pki.create_token(Duration::from_secs(60), Some(1), "").unwrap();
+    let (key_pem, csr_pem) = paceline_agent::identity::new_key_and_csr(hostname).unwrap();
+    let cert_pem = pki.join(&token.token, hostname, &csr_pem).unwrap();
+    paceline_agent::Identity::from_parts(cert_pem, key_pem, pki.ca_pem().to_owned(), hostname.to_owned())
+        .store(data_dir)
+        .unwrap();
+    let (chain, key) = pki.server_identity(&["127.0.0.1".to_owned()]).unwrap();
+    tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(chain, key))
+        .client_ca_root(tonic::transport::Certificate::from_pem(pki.ca_pem()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,13 +96,17 @@ async fn the_session_registers_launches_acks_and_resends_after_a_broken_stream()
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (conns_tx, mut conns) = mpsc::unbounded_channel();
+    let dir = tempfile::tempdir().unwrap();
+    let pki_dir = tempfile::tempdir().unwrap();
+    let tls = tls_and_identity(pki_dir.path(), dir.path(), "test-host");
     tokio::spawn(
         tonic::transport::Server::builder()
+            .tls_config(tls)
+            .unwrap()
             .add_service(AgentServiceServer::new(FakeManager { conns: conns_tx }))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
 
-    let dir = tempfile::tempdir().unwrap();
     let range = port_range();
     let config = AgentConfig {
         manager: format!("http://{addr}"),

@@ -39,7 +39,7 @@ pub(crate) fn stream(data: &[u8]) -> usize {
             }
             n
         });
-        inner.run_session(futures::stream::iter(messages), tx).await;
+        inner.run_session(futures::stream::iter(messages), tx, None).await;
         drop(provider);
         counter.await.unwrap_or(0)
     })

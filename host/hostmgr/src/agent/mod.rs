@@ -12,6 +12,13 @@
 //! Duplicates are dropped here by `(run_id, seq)`: an update at or below
 //! the acknowledged seq is acknowledged again at once; one already
 //! forwarded but not yet acknowledged is dropped (the manager has it).
+//!
+//! Identity: with an [`AgentPki`] ([`AgentProvider::with_identity`]) the
+//! port serves TLS only, `Join` hands out client certificates for join
+//! tokens, and `Session` requires a client certificate of the cluster CA
+//! whose host name is the one `Register` claims (see
+//! docs/decisions/0029-agent-identity.md). Without one (in-process tests and
+//! the fuzz target only) the port is plaintext and `Join` is refused.
 
 mod convert;
 pub(crate) mod fuzz;
@@ -32,6 +39,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use crate::error::ProviderError;
+use crate::pki::{AgentPki, CertError, JoinError};
 use crate::provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
 
 const NAME: &str = "agent";
@@ -81,6 +89,14 @@ struct Inner {
     logs: Mutex<HashMap<u64, oneshot::Sender<pb::LogChunk>>>,
     next_session: AtomicU64,
     next_request: AtomicU64,
+    identity: Option<Identity>,
+}
+
+/// The PKI that `Session` and `Join` use, and the names the port's certificate carries.
+#[derive(Debug)]
+struct Identity {
+    pki: Arc<AgentPki>,
+    names: Vec<String>,
 }
 
 /// The agent provider. Cheap to clone; clones share the sessions.
@@ -115,8 +131,41 @@ impl AgentProvider {
                 logs: Mutex::new(HashMap::new()),
                 next_session: AtomicU64::new(1),
                 next_request: AtomicU64::new(1),
+                identity: None,
             }),
         }
+    }
+
+    /// A provider whose port serves TLS with a certificate of `pki`'s CA
+    /// for `names` (besides `localhost`, `127.0.0.1` and the bound address),
+    /// hands out certificates for join tokens, and admits only agents with
+    /// a certificate for the host name they register.
+    pub fn with_identity(config: AgentConfig, pki: Arc<AgentPki>, names: Vec<String>) -> Self {
+        let p = Self::new(config);
+        let mut inner = Arc::into_inner(p.inner).unwrap_or_else(|| unreachable!("a new provider has one owner"));
+        inner.identity = Some(Identity { pki, names });
+        AgentProvider { inner: Arc::new(inner) }
+    }
+
+    /// The TLS settings of the port (`None`: plaintext), for a listener bound to `bound`.
+    fn tls(&self, bound: SocketAddr) -> Result<Option<tonic::transport::ServerTlsConfig>, ProviderError> {
+        let Some(id) = &self.inner.identity else { return Ok(None) };
+        let mut names = id.names.clone();
+        names.extend(["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()]);
+        if !bound.ip().is_unspecified() {
+            names.push(bound.ip().to_string());
+        }
+        let (chain, key) = id.pki.server_identity(&names).map_err(|e| ProviderError::Remote {
+            host: "agent port".into(),
+            message: format!("making the agent port's certificate: {e}"),
+        })?;
+        Ok(Some(
+            tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(chain, key))
+                .client_ca_root(tonic::transport::Certificate::from_pem(id.pki.ca_pem()))
+                // `Join` is called before the agent has a certificate; `Session` checks for one.
+                .client_auth_optional(true),
+        ))
     }
 
     /// The gRPC service, to mount on a tonic server.
@@ -124,21 +173,29 @@ impl AgentProvider {
         AgentServiceServer::new(AgentSessionService { inner: self.inner.clone() })
     }
 
-    /// Serves agents on `addr` until the future is dropped.
-    pub async fn serve(&self, addr: SocketAddr) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder().add_service(self.into_service()).serve(addr).await
-    }
-
-    /// Serves agents on a bound listener until `shutdown` completes (tests bind port 0).
+    /// Serves agents on a bound listener until `shutdown` completes (tests
+    /// bind port 0): TLS when the provider has an identity.
     pub async fn serve_with_listener(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send,
-    ) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder()
+    ) -> Result<(), ProviderError> {
+        let bound = listener.local_addr().map_err(|e| ProviderError::Remote {
+            host: "agent port".into(),
+            message: format!("reading the bound address: {e}"),
+        })?;
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = self.tls(bound)? {
+            builder = builder.tls_config(tls).map_err(|e| ProviderError::Remote {
+                host: "agent port".into(),
+                message: format!("TLS settings: {e}"),
+            })?;
+        }
+        builder
             .add_service(self.into_service())
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
             .await
+            .map_err(|e| ProviderError::Remote { host: "agent port".into(), message: e.to_string() })
     }
 
     /// Hosts with an open session now.
@@ -167,7 +224,9 @@ impl Inner {
     /// One agent's session. Generic over the inbound stream (tonic's
     /// `Streaming` in service, a plain stream in the fuzz target) so the
     /// fuzz target drives this very code.
-    async fn run_session<S>(self: Arc<Self>, mut inbound: S, tx: Outbound)
+    /// `certified`: the host name the client certificate stands for, which
+    /// `Register` must claim (`None` only without an identity).
+    async fn run_session<S>(self: Arc<Self>, mut inbound: S, tx: Outbound, certified: Option<String>)
     where
         S: futures::Stream<Item = Result<pb::AgentMessage, Status>> + Unpin,
     {
@@ -190,6 +249,18 @@ impl Inner {
         if let Err(why) = convert::validate_register(&reg) {
             warn!(hostname = reg.hostname.get(..64.min(reg.hostname.len())).unwrap_or(""), why, "registration refused");
             let _ = tx.send(Err(Status::invalid_argument(why)));
+            return;
+        }
+        if let Some(name) = certified.filter(|name| *name != reg.hostname) {
+            warn!(
+                certified = name,
+                claimed = reg.hostname.get(..64.min(reg.hostname.len())).unwrap_or(""),
+                "registration refused: the certificate is for another host"
+            );
+            let _ = tx.send(Err(Status::permission_denied(format!(
+                "hostname: this agent's certificate is for host {name:?}, not {:?}",
+                reg.hostname
+            ))));
             return;
         }
         let Some(events) = self.events() else {
@@ -317,11 +388,72 @@ impl AgentService for AgentSessionService {
         &self,
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let certified = match &self.inner.identity {
+            None => None,
+            Some(id) => {
+                let der = request.peer_certs().and_then(|c| c.first().map(|c| c.to_vec())).ok_or_else(|| {
+                    warn!(peer = ?request.remote_addr(), "agent session without a client certificate refused");
+                    Status::unauthenticated(
+                        "a client certificate is required: join the cluster first (`paceline agent --join TOKEN --ca-hash …`)",
+                    )
+                })?;
+                let pki = id.pki.clone();
+                let name = tokio::task::spawn_blocking(move || pki.session_hostname(&der))
+                    .await
+                    .map_err(|_| Status::internal("checking the client certificate"))?
+                    .map_err(|e| match e {
+                        CertError::Refused(why) => {
+                            warn!(peer = ?request.remote_addr(), why, "agent session refused");
+                            Status::permission_denied(why)
+                        }
+                        CertError::Pki(e) => {
+                            tracing::error!(error = %e, "reading the agent PKI state");
+                            Status::unavailable("the host manager cannot read its certificate records")
+                        }
+                    })?;
+                Some(name)
+            }
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         // Answer at once and read Register in the session task, so the agent
         // may send it before or after it awaits the response headers.
-        tokio::spawn(self.inner.clone().run_session(request.into_inner(), tx));
+        tokio::spawn(self.inner.clone().run_session(request.into_inner(), tx, certified));
         Ok(Response::new(UnboundedReceiverStream::new(rx)))
+    }
+
+    async fn join(&self, request: Request<pb::JoinRequest>) -> Result<Response<pb::JoinResponse>, Status> {
+        let Some(id) = &self.inner.identity else {
+            return Err(Status::failed_precondition("this agent port has no certificate authority"));
+        };
+        let peer = request.remote_addr();
+        let req = request.into_inner();
+        let hostname = req.hostname.clone();
+        let pki = id.pki.clone();
+        let result = tokio::task::spawn_blocking(move || pki.join(&req.token, &req.hostname, &req.csr_pem))
+            .await
+            .map_err(|_| Status::internal("signing the certificate"))?;
+        let shown = hostname.get(..64.min(hostname.len())).unwrap_or("");
+        match result {
+            Ok(cert_pem) => {
+                info!(host = shown, ?peer, "agent joined; certificate issued");
+                Ok(Response::new(pb::JoinResponse { cert_pem, ca_pem: id.pki.ca_pem().to_owned() }))
+            }
+            Err(e) => {
+                warn!(host = shown, ?peer, error = %e, "join refused");
+                Err(match e {
+                    JoinError::BadToken => Status::unauthenticated(e.to_string()),
+                    JoinError::Expired(_) | JoinError::Revoked(_) | JoinError::UsedUp(_) => {
+                        Status::permission_denied(e.to_string())
+                    }
+                    JoinError::HostnameTaken(_) => Status::already_exists(e.to_string()),
+                    JoinError::BadHostname(_) | JoinError::BadCsr(_) => Status::invalid_argument(e.to_string()),
+                    JoinError::Pki(p) => {
+                        tracing::error!(error = %p, "agent PKI");
+                        Status::internal("the host manager could not sign the certificate")
+                    }
+                })
+            }
+        }
     }
 }
 

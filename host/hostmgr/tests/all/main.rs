@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod agent;
+mod identity;
 mod lease;
 mod maintenance;
 mod sim;

@@ -59,6 +59,15 @@ pub struct AgentArgs {
     /// Serve --metrics-listen even on an address that is not loopback (it has no authentication).
     #[arg(long)]
     metrics_listen_public: bool,
+    /// A join token (`paceline agent-token create` prints it): used once, when this agent has
+    /// no certificate in its data dir yet, to get one. Prefer the environment variable: a
+    /// command line is visible to every user of the machine.
+    #[arg(long, value_name = "TOKEN", env = "PACELINE_JOIN_TOKEN", hide_env_values = true)]
+    join: Option<String>,
+    /// `sha256:<hex>` of the cluster CA certificate (printed with the token): the agent trusts
+    /// the host manager only if its certificate chain holds this CA.
+    #[arg(long, value_name = "sha256:HEX", env = "PACELINE_CA_HASH")]
+    ca_hash: Option<String>,
 }
 
 /// Resolves when stdin reaches end of file (or fails). Read on a plain
@@ -138,6 +147,14 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let watch_stdin = args.stop_when_stdin_closes;
+    let join = match (&args.join, &args.ca_hash) {
+        (Some(token), Some(ca_hash)) => Some(paceline_agent::JoinSettings {
+            token: paceline_agent::JoinToken::new(token.clone()),
+            ca_hash: ca_hash.clone(),
+        }),
+        (Some(_), None) => bail!("--join needs --ca-hash (or PACELINE_CA_HASH): the hash printed with the token"),
+        _ => None,
+    };
     let metrics_listen = args.metrics_listen;
     if let Some(addr) = metrics_listen {
         paceline::metrics::check_scrape_address(addr, args.metrics_listen_public).map_err(anyhow::Error::msg)?;
@@ -159,7 +176,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         };
-        paceline_agent::run(config, shutdown).await.context("agent stopped")
+        paceline_agent::run(config, join, shutdown).await.context("agent stopped")
     })?;
     Ok(ExitCode::SUCCESS)
 }

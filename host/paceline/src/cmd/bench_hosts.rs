@@ -77,7 +77,15 @@ pub fn hosts(args: HostsBenchArgs) -> anyhow::Result<ExitCode> {
 /// process, launches `n` runs of `true` and times until every SUCCEEDED
 /// update was acknowledged.
 async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Duration> {
-    let provider = AgentProvider::new(AgentConfig { heartbeat_interval_ms: 500, ..AgentConfig::default() });
+    // The agent port as a server has it: TLS, and a join token for the agent.
+    let pki = paceline_hostmgr::pki::AgentPki::open(dir.join("pki"))?;
+    let token = pki.create_token(Duration::from_secs(600), Some(1), "bench hosts")?;
+    let ca_hash = pki.ca_hash();
+    let provider = AgentProvider::with_identity(
+        AgentConfig { heartbeat_interval_ms: 500, ..AgentConfig::default() },
+        Arc::new(pki),
+        Vec::new(),
+    );
     let hosts = HostManager::builder(Arc::new(provider.clone())).config(ManagerConfig::default()).start().await?;
     hosts.expect_runs(Vec::new()).await;
     let mut events = hosts.subscribe();
@@ -100,6 +108,8 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
         ])
         .arg("--data-dir")
         .arg(dir.join("agent"))
+        .args(["--ca-hash", &ca_hash])
+        .env("PACELINE_JOIN_TOKEN", &token.token)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -19,8 +19,20 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("demo", "paceline demo"),
     (
         "agent",
-        "paceline agent --manager http://hostmgr.example:7401 --data-dir /var/lib/paceline/agent --attribute zone=a\npaceline agent --detect                       # print what would be reported",
+        "PACELINE_JOIN_TOKEN=… paceline agent --manager hostmgr.example:7401 --ca-hash sha256:… --data-dir /var/lib/paceline/agent   # first start\npaceline agent --manager hostmgr.example:7401 --data-dir /var/lib/paceline/agent --attribute zone=a\npaceline agent --detect                       # print what would be reported",
     ),
+    (
+        "agent-token",
+        "paceline agent-token create --data-dir /var/lib/paceline --ttl 1h --uses 1\npaceline agent-token list --data-dir .paceline-dev",
+    ),
+    (
+        "agent-token create",
+        "paceline agent-token create --data-dir /var/lib/paceline --ttl 24h --uses 10 --description rack-7",
+    ),
+    ("agent-token list", "paceline agent-token list --config /etc/paceline/server.yaml"),
+    ("agent-token revoke", "paceline agent-token revoke --data-dir /var/lib/paceline 3f9c1a2b4d5e"),
+    ("agent-token hosts", "paceline agent-token hosts --data-dir /var/lib/paceline"),
+    ("agent-token revoke-host", "paceline agent-token revoke-host --data-dir /var/lib/paceline node-17"),
     ("plugin", "paceline plugin validate target/wasm32-wasip2/release/my_policy.wasm\npaceline plugin list"),
     ("plugin validate", "paceline plugin validate my_policy.wasm --slot placement/batch"),
     ("plugin run", "paceline plugin run my_policy.wasm --scenario plugins/binpack/scenarios/01-best-fit.yaml"),

@@ -1,5 +1,6 @@
 //! One module per top-level command.
 pub mod agent;
+pub mod agent_token;
 pub mod auth;
 pub mod bench;
 pub mod bench_hosts;

@@ -180,7 +180,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .context("starting the host manager")?;
             println!(
-                "paceline server: host manager; API on {scheme}://{} · agents dial http://{}",
+                "paceline server: host manager; API on {scheme}://{} · agents dial https://{}",
                 server.api_addr, server.agent_addr
             );
             until_signal().await;
@@ -199,7 +199,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
             );
         } else {
             println!(
-                "paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial http://{}",
+                "paceline server: API on {scheme}://{} · web UI {scheme}://{}/ui/ · agents dial https://{}",
                 server.api_addr, server.api_addr, server.agent_addr
             );
         }
@@ -223,7 +223,7 @@ impl paceline::ha::Announce for Stdout {
     fn leading(&self, api_addr: SocketAddr, agent_addr: Option<SocketAddr>) {
         match agent_addr {
             Some(agents) => {
-                println!("paceline server: leading; API on http://{api_addr} · agents dial http://{agents}")
+                println!("paceline server: leading; API on http://{api_addr} · agents dial https://{agents}")
             }
             None => println!("paceline server: leading; API on http://{api_addr} · hosts from the host manager"),
         }
@@ -257,6 +257,40 @@ impl Drop for Agents {
     }
 }
 
+/// What `dev` hands its agents to join with.
+struct DevJoin {
+    ca_hash: String,
+    /// A token for the agents that have no certificate yet (passed in the
+    /// environment, not on the command line other users can read).
+    token: Option<String>,
+}
+
+/// The local agents' names are `dev`'s own: an agent whose data dir holds no
+/// certificate (first start, or its directory was removed) gets one through
+/// a short-lived token, after any certificate an earlier one of that name
+/// held is revoked.
+fn dev_join(pki_dir: &std::path::Path, data_dir: &std::path::Path, n: u64) -> anyhow::Result<DevJoin> {
+    let pki = paceline_hostmgr::pki::AgentPki::open(pki_dir).context("opening the agent CA")?;
+    let mut fresh = 0u32;
+    for i in 1..=n {
+        let dir = data_dir.join("agents").join(format!("dev-{i}")).join("data");
+        if !paceline_agent::identity::dir(&dir).join("agent.crt").exists() {
+            pki.revoke_host(&format!("dev-{i}")).context("revoking an old dev agent certificate")?;
+            fresh += 1;
+        }
+    }
+    let token = if fresh > 0 {
+        let _ = pki.prune_tokens();
+        let t = pki
+            .create_token(std::time::Duration::from_secs(600), Some(fresh), "paceline dev's local agents")
+            .context("making a join token for the local agents")?;
+        Some(t.token)
+    } else {
+        None
+    };
+    Ok(DevJoin { ca_hash: pki.ca_hash(), token })
+}
+
 pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
     let data_dir = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     let hosts = match args.sim_hosts {
@@ -280,11 +314,13 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         ..ServerConfig::default()
     };
     runtime()?.block_on(async move {
+        let pki_dir = config.agent_pki_dir();
         let server = Server::start(config).await.context("starting the server")?;
         let mut agents = Agents(Vec::new());
         if hosts == HostsConfig::Agent {
             let exe = std::env::current_exe().context("finding the paceline binary")?;
             let n = args.agents.max(1) as u64;
+            let join = dev_join(&pki_dir, &data_dir, n)?;
             let cores = std::thread::available_parallelism().map(|c| c.get() as u64).unwrap_or(1);
             let memory = paceline_agent::config::detect_memory_mib().unwrap_or(4_096);
             for i in 1..=n {
@@ -296,7 +332,7 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args([
                         "agent",
                         "--manager",
-                        &format!("http://{}", server.agent_addr),
+                        &format!("https://{}", server.agent_addr),
                         "--hostname",
                         &format!("dev-{i}"),
                     ])
@@ -308,6 +344,8 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
                     .args(["--log-format", if json_logs { "json" } else { "text" }])
                     .arg("--stop-when-stdin-closes")
+                    .args(["--ca-hash", &join.ca_hash])
+                    .envs(join.token.as_ref().map(|t| ("PACELINE_JOIN_TOKEN", t.as_str())))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::null())
                     .stderr(log)

@@ -84,6 +84,25 @@ impl Drop for Dev {
     }
 }
 
+/// `paceline agent-token create` on the PKI directory `pki_dir` (a server's
+/// `<data_dir>/pki`): the flags an agent joins with, `--join TOKEN --ca-hash HASH`.
+pub fn join_args(pki_dir: &Path) -> Vec<String> {
+    let out = Command::new(BIN)
+        .args(["agent-token", "create", "--ttl", "1h", "--pki-dir"])
+        .arg(pki_dir)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "agent-token create: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {text}"))
+            .to_string()
+    };
+    vec!["--join".into(), line("token: "), "--ca-hash".into(), line("ca-hash: ")]
+}
+
 /// `paceline auth token` for one principal: the token and a tokens file
 /// (`version: 1`) admitting only it, written to `path`.
 pub fn tokens_file(path: &Path, args: &[&str]) -> String {
