@@ -500,3 +500,53 @@ async fn an_agent_away_past_the_heartbeat_timeout_has_its_runs_lost_and_their_pr
     assert!(m.hosts.host("h1").is_some_and(|h| h.runs.is_empty()), "nothing held on h1");
     m.shutdown().await;
 }
+
+/// Issue 24: an agent joins once with a token and keeps its certificate; it
+/// restarts without the token (even once every token is revoked), and an
+/// agent with neither a certificate nor a token stops saying how to join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_agent_restarts_without_its_token_and_one_never_joined_stops_saying_how() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut m = manager_with_timeout(dir.path(), sqlite(dir.path()), free_port().await, Vec::new(), 1_000).await;
+    let mut agent = spawn_agent(&m, dir.path(), "h1", 1_000, 1_024, &[]);
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await, "joined and registered");
+    let identity = dir.path().join("h1").join("data").join("identity");
+    let mode = std::fs::metadata(identity.join("agent.key")).expect("a key kept").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key is private");
+    assert!(identity.join("agent.crt").exists() && identity.join("ca.crt").exists());
+
+    // No token is usable any more; the agent comes back without one.
+    let pki = paceline_hostmgr::pki::AgentPki::open(dir.path().join("pki")).expect("pki");
+    for t in pki.list_tokens().expect("tokens") {
+        pki.revoke_token(&t.id).expect("revoke");
+    }
+    agent.kill9();
+    assert!(m.wait_hosts(&[], Duration::from_secs(1)).await);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while m.hosts.host("h1").is_some_and(|h| h.reachable) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(m.hosts.host("h1").is_some_and(|h| !h.reachable), "the killed agent was noticed");
+    m.join.clear();
+    let again = spawn_agent(&m, dir.path(), "h1", 1_000, 1_024, &[]);
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await, "back with its certificate; log:\n{}", again.log());
+
+    // Never joined, no token: it stops and says how to join.
+    let mut lost = spawn_agent(&m, dir.path(), "h2", 1_000, 1_024, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = lost.child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let log = lost.log();
+    assert!(status.is_some_and(|s| !s.success()), "it stops with an error; log:\n{log}");
+    assert!(log.contains("--join"), "the error says how to join; log:\n{log}");
+    assert!(m.hosts.host("h2").is_none(), "never registered");
+    m.shutdown().await;
+}
