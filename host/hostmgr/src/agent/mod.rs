@@ -121,7 +121,9 @@ fn msg(body: pb::manager_message::Body) -> Result<pb::ManagerMessage, Status> {
 }
 
 impl AgentProvider {
-    /// A provider with no agents yet.
+    /// A provider with no agents yet and no identity: its port is
+    /// plaintext and admits any `Register` (in-process tests and the fuzz
+    /// target). Servers use [`AgentProvider::with_identity`].
     pub fn new(config: AgentConfig) -> Self {
         AgentProvider {
             inner: Arc::new(Inner {

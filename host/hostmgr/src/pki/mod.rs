@@ -22,6 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rcgen::{
@@ -141,6 +142,7 @@ pub struct AgentPki {
     ca_pem: String,
     ca_der: Vec<u8>,
     ca_key: KeyPair,
+    cache: std::sync::Mutex<Option<(Stamp, Arc<State>)>>,
 }
 
 impl std::fmt::Debug for AgentPki {
@@ -255,7 +257,7 @@ impl AgentPki {
             .map_err(|e| PkiError::Corrupt { path: key_path.clone(), message: e.to_string() })?;
         let ca_der = pem_der(&ca_pem)
             .ok_or_else(|| PkiError::Corrupt { path: cert_path.clone(), message: "not a PEM certificate".into() })?;
-        Ok(AgentPki { dir, ca_pem, ca_der, ca_key })
+        Ok(AgentPki { dir, ca_pem, ca_der, ca_key, cache: std::sync::Mutex::new(None) })
     }
 
     /// The directory.
@@ -367,7 +369,7 @@ impl AgentPki {
 
     /// Every certificate issued to an agent, oldest first.
     pub fn list_certs(&self) -> Result<Vec<IssuedCert>, PkiError> {
-        Ok(self.read()?.certs)
+        Ok(self.read()?.certs.clone())
     }
 
     /// Revokes every certificate issued for `hostname`: its sessions are
@@ -392,7 +394,7 @@ impl AgentPki {
         let csr = parse_csr(csr_pem)?;
         let now = now_unix();
         let mut outcome: Result<String, JoinError> = Err(JoinError::BadToken);
-        self.update(|s| {
+        self.update_if(|s| {
             outcome = (|| {
                 let t = s.tokens.iter().position(|t| t.id == id && constant_time_eq(&t.secret_sha256, &hash));
                 let t = t.ok_or(JoinError::BadToken)?;
@@ -425,7 +427,8 @@ impl AgentPki {
                 });
                 Ok(pem)
             })();
-            Ok(())
+            // A refused join changes nothing: nothing is written.
+            Ok(((), outcome.is_ok()))
         })?;
         outcome
     }
@@ -472,19 +475,51 @@ impl AgentPki {
         }
     }
 
-    fn read(&self) -> Result<State, PkiError> {
-        let _lock = lock(&self.dir)?;
-        State::load(&self.dir)
+    /// `state.json` as it is now. Parsed again only when the file changed
+    /// (another inode, size or modification time: every write is a rename),
+    /// so a fleet of agents reconnecting at once does not parse it once each.
+    fn read(&self) -> Result<Arc<State>, PkiError> {
+        // The stamp is taken before the read: a write in between makes the
+        // next call read again rather than keep stale contents.
+        let stamp = stamp(&self.dir.join("state.json"));
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(now), Some((then, state))) = (&stamp, cache.as_ref())
+            && now == then
+        {
+            return Ok(state.clone());
+        }
+        let state = {
+            let _lock = lock(&self.dir)?;
+            Arc::new(State::load(&self.dir)?)
+        };
+        *cache = stamp.map(|s| (s, state.clone()));
+        Ok(state)
     }
 
     /// Reads, changes and writes `state.json` under the lock.
     fn update<T>(&self, f: impl FnOnce(&mut State) -> Result<T, PkiError>) -> Result<T, PkiError> {
+        self.update_if(|s| Ok((f(s)?, true)))
+    }
+
+    /// As [`Self::update`], writing only when `f` says it changed something.
+    fn update_if<T>(&self, f: impl FnOnce(&mut State) -> Result<(T, bool), PkiError>) -> Result<T, PkiError> {
         let _lock = lock(&self.dir)?;
         let mut state = State::load(&self.dir)?;
-        let out = f(&mut state)?;
-        state.store(&self.dir)?;
+        let (out, changed) = f(&mut state)?;
+        if changed {
+            state.store(&self.dir)?;
+        }
         Ok(out)
     }
+}
+
+/// What identifies one version of a file written by rename: inode, size, modification time.
+type Stamp = (u64, u64, Option<SystemTime>);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()))
 }
 
 fn lock(dir: &Path) -> Result<Locked, PkiError> {
