@@ -266,7 +266,7 @@ struct DevJoin {
 }
 
 /// The local agents' names are `dev`'s own: an agent whose data dir holds no
-/// certificate (first start, or its directory was removed) gets one through
+/// certificate of this CA (first start, or a directory was removed) gets one through
 /// a short-lived token, after any certificate an earlier one of that name
 /// held is revoked.
 fn dev_join(pki_dir: &std::path::Path, data_dir: &std::path::Path, n: u64) -> anyhow::Result<DevJoin> {
@@ -274,7 +274,13 @@ fn dev_join(pki_dir: &std::path::Path, data_dir: &std::path::Path, n: u64) -> an
     let mut fresh = 0u32;
     for i in 1..=n {
         let dir = data_dir.join("agents").join(format!("dev-{i}")).join("data");
-        if !paceline_agent::identity::dir(&dir).join("agent.crt").exists() {
+        let identity = paceline_agent::identity::dir(&dir);
+        // A certificate of another CA (the pki directory was removed) is of no use: join again.
+        let ca = std::fs::read_to_string(identity.join("ca.crt")).unwrap_or_default();
+        if ca != pki.ca_pem() && identity.exists() {
+            std::fs::remove_dir_all(&identity).with_context(|| format!("removing {}", identity.display()))?;
+        }
+        if !identity.join("agent.crt").exists() {
             pki.revoke_host(&format!("dev-{i}")).context("revoking an old dev agent certificate")?;
             fresh += 1;
         }
