@@ -50,6 +50,7 @@ pub mod jobs;
 mod pending;
 pub mod plugins;
 pub mod pools;
+pub mod rate;
 pub mod standby;
 pub mod status;
 pub mod tasks;

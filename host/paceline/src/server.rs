@@ -18,6 +18,7 @@ use paceline_hostmgr::{
 use paceline_membership::MembershipConfig;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_model::secret::Secret;
 use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::config::{SqliteConfig, StorageConfig};
 use serde::{Deserialize, Serialize};
@@ -66,9 +67,13 @@ pub enum HostsConfig {
         /// The host manager's API addresses: several for a highly available
         /// host manager (the leader is found and followed).
         servers: Vec<String>,
-        /// An admin token, when the host manager has a tokens file.
+        /// An admin token, when the host manager has a tokens file. Prefer
+        /// `token_file`: a config file is read by more people than a secret.
         #[serde(default)]
-        token: Option<String>,
+        token: Option<Secret>,
+        /// Read that token from this file instead (mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_file: Option<PathBuf>,
         /// The authority that signed an `https://` host manager's certificate.
         #[serde(default)]
         ca_cert: Option<PathBuf>,
@@ -121,8 +126,15 @@ pub struct ServerConfig {
     /// `agent_listen`).
     pub advertise_agent: Option<String>,
     /// Principals and their token hashes (see docs/operations.md, "Authentication").
-    /// Without it the API is open: every caller acts as an admin.
+    /// Without it the API is open: every caller acts as an admin, so the server
+    /// then refuses an `api_listen` that is not loopback unless
+    /// `insecure_no_auth` says to serve it anyway.
     pub tokens_file: Option<PathBuf>,
+    /// Serve an API without a tokens file on an address that is not loopback,
+    /// where anyone who reaches it is an admin. Default false: such a
+    /// configuration stops the start. For a network that is itself the
+    /// boundary (a test rig), never for a shared one.
+    pub insecure_no_auth: bool,
     /// Serve the API over TLS with this certificate and key (see docs/operations.md, "TLS").
     pub tls: Option<TlsConfig>,
     /// Run a placement engine in this process (default). `false` when engines run in
@@ -196,6 +208,7 @@ impl Default for ServerConfig {
             advertise_api: None,
             advertise_agent: None,
             tokens_file: None,
+            insecure_no_auth: false,
             tls: None,
             placement_engine: true,
             metrics_listen: None,
@@ -231,6 +244,41 @@ pub enum ServerError {
     /// Anything else, said plainly.
     #[error("{0}")]
     Other(String),
+}
+
+/// Whether an API at `api_listen` may be served as configured: without a
+/// tokens file every caller is an admin, which is `paceline dev`'s loopback
+/// default and nothing else's unless `insecure` acknowledges it.
+pub fn check_api_exposure(api_listen: SocketAddr, has_tokens: bool, insecure: bool) -> Result<(), String> {
+    if has_tokens || api_listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if insecure {
+        tracing::warn!(
+            addr = %api_listen,
+            "INSECURE: --insecure-no-auth: the API is served on an address that is not loopback without a \
+             tokens file; anyone who reaches it is an admin"
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "api_listen {api_listen} is not a loopback address and there is no tokens file: anyone who reaches it \
+         would act as an admin. Give --tokens-file (`paceline auth token` makes a token and its hash; see \
+         docs/operations.md, \"Authentication\"), listen on 127.0.0.1, or, knowing what it means, \
+         --insecure-no-auth (`insecure_no_auth: true`)"
+    ))
+}
+
+/// A token given inline or in a file (the file wins; its first line).
+pub fn resolve_token(inline: Option<&Secret>, file: Option<&std::path::Path>) -> Result<Option<Secret>, ServerError> {
+    match file {
+        Some(path) => {
+            let read = Secret::from_file(path)
+                .map_err(|e| ServerError::Other(format!("token_file {}: {e}", path.display())))?;
+            Ok(Some(Secret::new(read.expose().lines().next().unwrap_or_default())))
+        }
+        None => Ok(inline.cloned()),
+    }
 }
 
 /// The API's principals: from the tokens file, or an open API without one.
@@ -269,6 +317,8 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
 async fn prepare(
     config: &ServerConfig,
 ) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+    check_api_exposure(config.api_listen, config.tokens_file.is_some(), config.insecure_no_auth)
+        .map_err(ServerError::Other)?;
     if let Some(addr) = config.metrics_listen {
         crate::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(ServerError::Other)?;
     }
@@ -392,7 +442,8 @@ impl Server {
         let mut remote_hosts = None;
         let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) =
             match &config.hosts {
-                HostsConfig::Hostmgr { servers, token, ca_cert } => {
+                HostsConfig::Hostmgr { servers, token, token_file, ca_cert } => {
+                    let token = resolve_token(token.as_ref(), token_file.as_deref())?;
                     // No addresses: ask the membership who leads hostmgr.
                     let discovery = if servers.is_empty() {
                         if config.membership == paceline_membership::MembershipConfig::Embedded {
@@ -420,7 +471,7 @@ impl Server {
                     });
                     let remote = paceline_hostmgr::peer::RemoteHosts::connect(
                         locate,
-                        token.as_deref(),
+                        token.as_ref().map(Secret::expose),
                         leader_epoch.unwrap_or(0),
                         HOSTMGR_WAIT,
                     )
@@ -750,6 +801,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_open_api_serves_loopback_only_unless_acknowledged() {
+        let at = |s: &str| s.parse::<SocketAddr>().expect("address");
+        assert!(check_api_exposure(at("127.0.0.1:7400"), false, false).is_ok());
+        assert!(check_api_exposure(at("[::1]:7400"), false, false).is_ok());
+        for public in ["0.0.0.0:7400", "10.1.2.3:7400", "[::]:7400"] {
+            let e = check_api_exposure(at(public), false, false).expect_err(public);
+            assert!(e.contains(public) && e.contains("--insecure-no-auth"), "{e}");
+            assert!(check_api_exposure(at(public), true, false).is_ok(), "with tokens");
+            assert!(check_api_exposure(at(public), false, true).is_ok(), "acknowledged");
+        }
+    }
+
+    #[test]
     fn a_job_manager_config_names_its_host_managers() {
         let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: secret\n";
         let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
@@ -757,10 +821,14 @@ mod tests {
             config.hosts,
             HostsConfig::Hostmgr {
                 servers: vec!["hm1:7410".into(), "hm2:7410".into()],
-                token: Some("secret".into()),
+                token: Some(Secret::new("secret")),
+                token_file: None,
                 ca_cert: None
             }
         );
+        // The token never shows when the config is logged.
+        let shown = format!("{config:?}");
+        assert!(shown.contains("[redacted]") && !shown.contains("secret"), "{shown}");
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");

@@ -38,7 +38,7 @@ fn now_ms() -> u64 {
 pub fn run(
     config: ServerConfig,
     core: Option<String>,
-    token: Option<String>,
+    token: Option<paceline_model::secret::Secret>,
     ca_cert: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
@@ -65,7 +65,8 @@ pub fn run(
         let store = paceline_storage::config::open(&storage)
             .await
             .context("opening the cluster's store (for plugin versions)")?;
-        let mut opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
+        let mut opts =
+            ClientOpts { server: core.clone(), output: Output::Table, token: None, token_file: None, ca_cert };
         match &discovery {
             Some(_) => println!("paceline server: placement engine for the core leading in ZooKeeper"),
             None => println!("paceline server: placement engine for the core at {core}"),
@@ -77,7 +78,7 @@ pub fn run(
                 () = &mut shutdown => return anyhow::Ok(()),
                 c = connect(&mut opts, discovery.as_deref()) => c,
             };
-            let bearer = paceline_proto::bearer::Bearer::new(token.as_deref())?;
+            let bearer = paceline_proto::bearer::Bearer::new(token.as_ref().map(|t| t.expose()))?;
             let remote = Arc::new(RemoteCore::new(channel.clone(), bearer));
             let histories = store.slot_histories().await.context("reading plugin slots")?;
             let registry = open_registry(&config, store.clone()).await?;
