@@ -517,6 +517,7 @@ impl Server {
                 install_default_plugins: true,
                 no_placement: !config.placement_engine,
                 store_metrics: Some(store_metrics),
+                audit: Some(audit.clone()),
                 ..AssembleConfig::default()
             },
             |rm| {
@@ -544,9 +545,14 @@ impl Server {
         let mut internal = tonic::service::Routes::new(core.into_server()).into_axum_router();
         let mut metrics_addr = None;
         if let Some(metrics) = &cluster.metrics {
-            if let Some(epoch) = leader_epoch {
-                metrics.leading(epoch);
+            let mut roles = vec!["jobmgr", "resmgr"];
+            if remote_hosts.is_none() {
+                roles.push("hostmgr");
             }
+            if config.placement_engine {
+                roles.push("placement");
+            }
+            metrics.leading(&roles, leader_epoch);
             api_config.observer = Some(metrics.clone());
             // On the API port, behind its authentication like every route there.
             internal = internal.merge(crate::metrics::routes(metrics.clone()));
@@ -683,6 +689,8 @@ pub struct HostServer {
     pub api_addr: SocketAddr,
     /// Where agents dial.
     pub agent_addr: SocketAddr,
+    /// Where the unauthenticated scrape listener listens, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -698,7 +706,13 @@ impl std::fmt::Debug for HostServer {
 
 impl HostServer {
     /// Starts the host manager, the agent listener and its API on `api`.
-    pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<HostServer, ServerError> {
+    /// `leader_epoch`: when this process won the host manager's election,
+    /// its epoch (shown in the metrics).
+    pub async fn start_with(
+        config: ServerConfig,
+        api: ApiSocket,
+        leader_epoch: Option<u64>,
+    ) -> Result<HostServer, ServerError> {
         if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
             return Err(ServerError::Other(
                 "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim or mesos, not another hostmgr".into(),
@@ -707,6 +721,9 @@ impl HostServer {
         // Host records (maintenance states) only; no leadership claim: the
         // store's fence belongs to the job manager's writes.
         let (api_config, store) = prepare(&config).await?;
+        let store_metrics = crate::store_metrics::StoreMetrics::default();
+        let store: Arc<dyn paceline_storage::Store> =
+            Arc::new(crate::store_metrics::MeteredStore::new(store, store_metrics.clone()));
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
@@ -714,11 +731,35 @@ impl HostServer {
         hosts.sync().await?;
         let mut api_config = api_config;
         // Drains and downs here are audited into the same store.
-        api_config.audit = Some(paceline_api::audit::spawn(store.clone(), config.audit.settings()));
-        api_config.internal = Some(tonic::service::Routes::new(
-            paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server(),
-        ));
+        let audit = paceline_api::audit::spawn(store.clone(), config.audit.settings());
+        api_config.audit = Some(audit.clone());
         let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
+        // Its own figures: hosts, API calls, store, audit, the process
+        // (decision 0022); placement and job figures live where those run.
+        let metrics = Arc::new(crate::metrics::Metrics::new(vec![
+            Box::new(crate::metrics::HostsCollector(access.clone())),
+            Box::new(store_metrics),
+            Box::new(crate::metrics::AuditCollector(audit)),
+        ]));
+        metrics.leading(&["hostmgr"], leader_epoch);
+        api_config.observer = Some(metrics.clone());
+        let internal =
+            tonic::service::Routes::new(paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server())
+                .into_axum_router()
+                .merge(crate::metrics::routes(metrics.clone()));
+        api_config.internal = Some(tonic::service::Routes::from(internal));
+        let metrics_addr = match config.metrics_listen {
+            Some(addr) => {
+                let stop = stopped.clone();
+                let (bound, task) =
+                    crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
+                        .await
+                        .map_err(|source| ServerError::Listen { addr, source })?;
+                tasks.push(task);
+                Some(bound)
+            }
+            None => None,
+        };
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();
         tasks.push(tokio::spawn(async move {
@@ -730,7 +771,7 @@ impl HostServer {
             }
         }));
         info!(%api_addr, %agent_addr, provider = hosts.provider_name(), "paceline host manager up");
-        Ok(HostServer { hosts, api_addr, agent_addr, tasks, stop: Some(stop) })
+        Ok(HostServer { hosts, api_addr, agent_addr, metrics_addr, tasks, stop: Some(stop) })
     }
 
     /// Stops the listeners (tasks on hosts keep running).

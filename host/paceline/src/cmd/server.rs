@@ -199,12 +199,17 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     if roles == paceline::ha::RoleSet::Hosts {
         runtime()?.block_on(async move {
-            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind)
+            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind, None)
                 .await
                 .context("starting the host manager")?;
             println!(
-                "paceline server: host manager; API on {scheme}://{} · agents dial http://{}",
-                server.api_addr, server.agent_addr
+                "paceline server: host manager; API on {scheme}://{} · agents dial http://{} · metrics on {}",
+                server.api_addr,
+                server.agent_addr,
+                match server.metrics_addr {
+                    Some(m) => format!("http://{m}/metrics (no token) and the API port"),
+                    None => "the API port".to_string(),
+                }
             );
             until_signal().await;
             server.shutdown().await;
