@@ -21,10 +21,13 @@
 # and in DIR/tls a self-signed certificate for 127.0.0.1 and localhost:
 #   ca.pem              what clients trust (PACELINE_CASSANDRA_CA_FILE)
 #   node.p12            the node's key and certificate (password in keystore-password)
+#   client.pem, client-key.pem   the client certificate a TLS client must show
+#                       (PACELINE_CASSANDRA_CERT_FILE, _KEY_FILE; truststore.p12)
 # TLS is optional on the port (clients may still connect in plain TCP), so
 # tools that know no TLS keep working; production sets `optional: false`.
 # `env` prints PACELINE_CASSANDRA, PACELINE_CASSANDRA_USER,
-# PACELINE_CASSANDRA_PASSWORD_FILE and PACELINE_CASSANDRA_CA_FILE, which the
+# PACELINE_CASSANDRA_PASSWORD_FILE, PACELINE_CASSANDRA_CA_FILE,
+# PACELINE_CASSANDRA_CERT_FILE and PACELINE_CASSANDRA_KEY_FILE, which the
 # tests and `paceline bench storage` read.
 #
 # A node in DIR started by an older version of this script (no login) is
@@ -53,7 +56,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROLE=paceline
 # Bumped when the node's configuration changes in a way a running node must
 # be restarted for; `start` compares it with the running node's.
-CONFIG_GENERATION=2
+CONFIG_GENERATION=3
 
 cmd="${1:-}"
 DIR="${2:-${CASSANDRA_DIR:-/tmp/paceline-cassandra}}"
@@ -130,11 +133,16 @@ random_password() {
 }
 
 # The node's TLS key and self-signed certificate (for 127.0.0.1 and
-# localhost), made once with Java's keytool.
+# localhost), made once with Java's keytool; and a client key and
+# self-signed certificate (openssl), the only one the node's truststore holds.
 make_tls() {
-    local tls="$DIR/tls"
-    [[ -f "$tls/node.p12" && -f "$tls/ca.pem" && -f "$tls/keystore-password" ]] && return 0
+    local tls="$DIR/tls" f missing=0
+    for f in node.p12 ca.pem keystore-password truststore.p12 client.pem client-key.pem; do
+        [[ -f "$tls/$f" ]] || missing=1
+    done
+    ((missing)) || return 0
     command -v keytool >/dev/null || die "keytool not found (it comes with the JDK: apt-get install -y openjdk-17-jdk-headless)"
+    command -v openssl >/dev/null || die "openssl not found (apt-get install -y openssl)"
     rm -rf "$tls"
     (umask 077 && mkdir -p "$tls" && random_password >"$tls/keystore-password")
     local pw
@@ -145,7 +153,14 @@ make_tls() {
         || die "keytool could not make the node's key"
     keytool -exportcert -rfc -alias node -keystore "$tls/node.p12" -storetype PKCS12 -storepass "$pw" \
         -file "$tls/ca.pem" >/dev/null 2>&1 || die "keytool could not export the node's certificate"
-    chmod 600 "$tls/node.p12"
+    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=paceline" \
+        -keyout "$tls/client-key.pem" -out "$tls/client.pem" >/dev/null 2>&1) \
+        || die "openssl could not make the client's key"
+    keytool -importcert -noprompt -alias paceline-client -file "$tls/client.pem" \
+        -keystore "$tls/truststore.p12" -storetype PKCS12 -storepass "$pw" >/dev/null 2>&1 \
+        || die "keytool could not make the node's truststore"
+    chmod 600 "$tls/node.p12" "$tls/truststore.p12" "$tls/client-key.pem"
+    chmod 644 "$tls/client.pem"
     chmod 644 "$tls/ca.pem"
     chmod 755 "$tls"
 }
@@ -227,13 +242,16 @@ authorizer: CassandraAuthorizer
 role_manager: CassandraRoleManager
 # TLS on the CQL port with the script's self-signed certificate. Optional:
 # plain TCP is still accepted on the same port (production: optional: false).
+# A TLS client must show the script's client certificate (DIR/tls/client.pem).
 client_encryption_options:
   enabled: true
   optional: true
   keystore: $DIR/tls/node.p12
   keystore_password: $(cat "$DIR/tls/keystore-password")
   store_type: PKCS12
-  require_client_auth: false
+  require_client_auth: true
+  truststore: $DIR/tls/truststore.p12
+  truststore_password: $(cat "$DIR/tls/keystore-password")
 user_defined_functions_enabled: false
 materialized_views_enabled: false
 sasi_indexes_enabled: false
@@ -293,7 +311,7 @@ cql_answers() {
 
 start() {
     if pid_alive && ! config_current; then
-        log "the node in $DIR was started by an older cassandra.sh (no login, no TLS); restarting it with the current configuration (data kept)"
+        log "the node in $DIR was started by an older cassandra.sh (an older login or TLS setup); restarting it with the current configuration (data kept)"
         stop
     fi
     if pid_alive && cql_answers; then
@@ -435,6 +453,8 @@ case "$cmd" in
         echo "export PACELINE_CASSANDRA_USER=$ROLE"
         echo "export PACELINE_CASSANDRA_PASSWORD_FILE=$DIR/auth/$ROLE-password"
         echo "export PACELINE_CASSANDRA_CA_FILE=$DIR/tls/ca.pem"
+        echo "export PACELINE_CASSANDRA_CERT_FILE=$DIR/tls/client.pem"
+        echo "export PACELINE_CASSANDRA_KEY_FILE=$DIR/tls/client-key.pem"
         ;;
-    *) sed -n '2,44p' "$0" >&2; exit 64 ;;
+    *) sed -n '2,47p' "$0" >&2; exit 64 ;;
 esac

@@ -135,7 +135,8 @@ impl CassandraConfig {
 
     /// These settings with the login and TLS that `deploy/cassandra/cassandra.sh env`
     /// exports: `PACELINE_CASSANDRA_USER` with `PACELINE_CASSANDRA_PASSWORD_FILE`, and
-    /// `PACELINE_CASSANDRA_CA_FILE` (each only when set and non-empty). For tests,
+    /// `PACELINE_CASSANDRA_CA_FILE` with `PACELINE_CASSANDRA_CERT_FILE` and
+    /// `PACELINE_CASSANDRA_KEY_FILE` (each only when set and non-empty). For tests,
     /// benchmarks and tools pointed at a node by `PACELINE_CASSANDRA`; servers take these
     /// from their configuration file.
     pub fn with_env_security(mut self) -> Self {
@@ -146,7 +147,12 @@ impl CassandraConfig {
             self.password_env = None;
         }
         if let Some(ca) = var("PACELINE_CASSANDRA_CA_FILE") {
-            self.tls = Some(CassandraTls { ca_file: ca.into(), cert_file: None, key_file: None, verify_address: true });
+            self.tls = Some(CassandraTls {
+                ca_file: ca.into(),
+                cert_file: var("PACELINE_CASSANDRA_CERT_FILE").map(PathBuf::from),
+                key_file: var("PACELINE_CASSANDRA_KEY_FILE").map(PathBuf::from),
+                verify_address: true,
+            });
         }
         self
     }

@@ -140,6 +140,9 @@ pub(super) fn connect_error(cfg: &CassandraConfig, driver: &str) -> StoreError {
             ),
             None => String::new(),
         }
+    } else if lower.contains("certificate required") {
+        // TLS 1.3's alert 116: the node wants a client certificate we did not show.
+        "; the node requires a client certificate: set storage.cassandra.tls.cert_file and key_file".into()
     } else if lower.contains("ssl") || lower.contains("tls") || lower.contains("certificate") {
         match &cfg.tls {
             Some(tls) => format!(
@@ -227,5 +230,7 @@ mod tests {
         assert!(e.to_string().contains("password_file /etc/pw"), "{e}");
         let e = connect_error(&CassandraConfig::local("a:1", "k"), "Authentication is required. You can use ...");
         assert!(e.to_string().contains("username"), "{e}");
+        let e = connect_error(&c, "SSL routines:ssl3_read_bytes:tlsv13 alert certificate required");
+        assert!(e.to_string().contains("requires a client certificate"), "{e}");
     }
 }

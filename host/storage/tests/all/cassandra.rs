@@ -2,7 +2,8 @@
 //!
 //! The node comes from `PACELINE_CASSANDRA` (host:port), with the login and
 //! CA of `PACELINE_CASSANDRA_USER`, `PACELINE_CASSANDRA_PASSWORD_FILE` and
-//! `PACELINE_CASSANDRA_CA_FILE` (what `deploy/cassandra/cassandra.sh env`
+//! `PACELINE_CASSANDRA_CA_FILE`, `PACELINE_CASSANDRA_CERT_FILE` and
+//! `PACELINE_CASSANDRA_KEY_FILE` (what `deploy/cassandra/cassandra.sh env`
 //! prints), or, when unset, from `deploy/cassandra/cassandra.sh start` and its
 //! `env`. If neither gives a node the tests fail: a skipped suite would hide a
 //! broken backend. The node must require a login (the script's node does):
@@ -28,6 +29,8 @@ fn node() -> &'static HashMap<String, String> {
             "PACELINE_CASSANDRA_USER",
             "PACELINE_CASSANDRA_PASSWORD_FILE",
             "PACELINE_CASSANDRA_CA_FILE",
+            "PACELINE_CASSANDRA_CERT_FILE",
+            "PACELINE_CASSANDRA_KEY_FILE",
         ];
         if std::env::var("PACELINE_CASSANDRA").is_ok_and(|a| !a.trim().is_empty()) {
             return keys
@@ -62,7 +65,12 @@ fn config(keyspace: &str) -> CassandraConfig {
         cfg.password_file = node().get("PACELINE_CASSANDRA_PASSWORD_FILE").map(PathBuf::from);
     }
     if let Some(ca) = node().get("PACELINE_CASSANDRA_CA_FILE") {
-        cfg.tls = Some(CassandraTls { ca_file: ca.into(), cert_file: None, key_file: None, verify_address: true });
+        cfg.tls = Some(CassandraTls {
+            ca_file: ca.into(),
+            cert_file: node().get("PACELINE_CASSANDRA_CERT_FILE").map(PathBuf::from),
+            key_file: node().get("PACELINE_CASSANDRA_KEY_FILE").map(PathBuf::from),
+            verify_address: true,
+        });
     }
     cfg
 }
@@ -178,7 +186,7 @@ async fn login_with_a_wrong_password_is_refused_clearly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_with_an_untrusted_ca_is_refused() {
+async fn tls_with_an_untrusted_ca_or_without_a_client_certificate_is_refused() {
     let Some(ca) = node().get("PACELINE_CASSANDRA_CA_FILE") else {
         panic!("the test node must offer TLS: PACELINE_CASSANDRA_CA_FILE is unset (start it with cassandra.sh)")
     };
@@ -188,9 +196,17 @@ async fn tls_with_an_untrusted_ca_is_refused() {
     let mut cfg = config(keyspace());
     let public_cas = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
     assert!(public_cas.exists(), "needs Debian's ca-certificates for an unrelated CA bundle");
-    cfg.tls = Some(CassandraTls { ca_file: public_cas, cert_file: None, key_file: None, verify_address: true });
+    let own = cfg.tls.clone().expect("tls");
+    cfg.tls = Some(CassandraTls { ca_file: public_cas, ..own.clone() });
     let msg = CassandraStore::connect(&cfg).await.map(|_| ()).expect_err("untrusted certificate").to_string();
     assert!(msg.contains("TLS failed"), "{msg}");
+    // The node requires a client certificate on TLS connections: none is refused.
+    assert!(own.cert_file.is_some(), "the test node's client certificate (PACELINE_CASSANDRA_CERT_FILE) is unset");
+    cfg.tls = Some(CassandraTls { cert_file: None, key_file: None, ..own });
+    let msg = CassandraStore::connect(&cfg).await.map(|_| ()).expect_err("no client certificate").to_string();
+    // The driver reports either the node's alert (then with our hint) or just a broken
+    // connection, depending on which side of the handshake it sees fail first.
+    assert!(!msg.contains("certificate required") || msg.contains("requires a client certificate"), "{msg}");
     // Connected over TLS, the server reports the connection encrypted.
     let _first = FIRST.lock().await;
     let store = CassandraStore::connect(&config(keyspace())).await.expect("connect over TLS");
