@@ -6,16 +6,39 @@
 #   deploy/cassandra/cassandra.sh start  [DIR]     fetch if needed, start a node in DIR, wait for CQL
 #   deploy/cassandra/cassandra.sh stop   [DIR]     stop the node started in DIR (by its pid file)
 #   deploy/cassandra/cassandra.sh status [DIR]     exit 0 and print the address if the node answers
-#   deploy/cassandra/cassandra.sh env    [DIR]     print `export PACELINE_CASSANDRA=host:port`
+#   deploy/cassandra/cassandra.sh env    [DIR]     print the `export PACELINE_CASSANDRA…=` lines below
 #
 # Every command is idempotent: `start` on a running node only checks it,
 # `stop` on a stopped one does nothing.
+#
+# Security (decision 0028). The node requires a login (PasswordAuthenticator,
+# CassandraAuthorizer) and offers TLS on its CQL port. On its first start the
+# script makes, in DIR/auth (mode 700, files 600):
+#   paceline-password   the password of role `paceline`, which may create and
+#                       use every keyspace (a test and development grant)
+#   superuser-password  the new password of the default superuser `cassandra`
+#                       (cassandra/cassandra no longer works)
+# and in DIR/tls a self-signed certificate for 127.0.0.1 and localhost:
+#   ca.pem              what clients trust (PACELINE_CASSANDRA_CA_FILE)
+#   node.p12            the node's key and certificate (password in keystore-password)
+#   client.pem, client-key.pem   the client certificate a TLS client must show
+#                       (PACELINE_CASSANDRA_CERT_FILE, _KEY_FILE; truststore.p12)
+# TLS is optional on the port (clients may still connect in plain TCP), so
+# tools that know no TLS keep working; production sets `optional: false`.
+# `env` prints PACELINE_CASSANDRA, PACELINE_CASSANDRA_USER,
+# PACELINE_CASSANDRA_PASSWORD_FILE, PACELINE_CASSANDRA_CA_FILE,
+# PACELINE_CASSANDRA_CERT_FILE and PACELINE_CASSANDRA_KEY_FILE, which the
+# tests and `paceline bench storage` read.
+#
+# A node in DIR started by an older version of this script (no login) is
+# restarted with the new configuration by `start`; its data is kept.
 #
 # Environment (all optional):
 #   CASSANDRA_VERSION   cassandra-all version (default 5.0.9)
 #   CASSANDRA_CACHE     where the jars go (default ~/.cache/paceline/cassandra-$VERSION)
 #   CASSANDRA_DIR       node directory when DIR is not given (default /tmp/paceline-cassandra)
-#   CASSANDRA_PORT      CQL port (default 9042); storage port is CQL port - 2042 (7000)
+#   CASSANDRA_PORT      CQL port (default: the one `start` recorded in DIR, else 9042);
+#                       storage port is CQL port - 2042 (7000)
 #   CASSANDRA_HEAP      max heap (default 512M: a test node on a 2-core, 24 GiB machine)
 #   CASSANDRA_START_TIMEOUT  seconds to wait for CQL (default 180)
 #
@@ -26,16 +49,31 @@ set -euo pipefail
 
 VERSION="${CASSANDRA_VERSION:-5.0.9}"
 CACHE="${CASSANDRA_CACHE:-${HOME:-/root}/.cache/paceline/cassandra-$VERSION}"
-PORT="${CASSANDRA_PORT:-9042}"
-STORAGE_PORT="$((PORT - 2042))"
 HEAP="${CASSANDRA_HEAP:-512M}"
 START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# The login the script creates for Paceline.
+ROLE=paceline
+# Bumped when the node's configuration changes in a way a running node must
+# be restarted for; `start` compares it with the running node's.
+CONFIG_GENERATION=3
 
 cmd="${1:-}"
 DIR="${2:-${CASSANDRA_DIR:-/tmp/paceline-cassandra}}"
 
 log() { echo "cassandra.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# The port: CASSANDRA_PORT, else what `start` recorded in DIR, else 9042.
+if [[ -n "${CASSANDRA_PORT:-}" ]]; then
+    PORT="$CASSANDRA_PORT"
+elif [[ -f "$DIR/port" ]]; then
+    PORT="$(cat "$DIR/port")"
+else
+    PORT=9042
+fi
+[[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT > 2042 && PORT < 65536)) || die "bad port '$PORT' (must be above 2042)"
+STORAGE_PORT="$((PORT - 2042))"
 
 # --- fetch -------------------------------------------------------------------
 
@@ -85,10 +123,81 @@ EOF
 
 # --- configuration -----------------------------------------------------------
 
+# A password: 32 letters and digits from the kernel's random source.
+random_password() {
+    local pw=""
+    while ((${#pw} < 32)); do
+        pw+="$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+    done
+    echo "${pw:0:32}"
+}
+
+# The node's TLS key and self-signed certificate (for 127.0.0.1 and
+# localhost), made once with Java's keytool; and a client key and
+# self-signed certificate (openssl), the only one the node's truststore holds.
+make_tls() {
+    local tls="$DIR/tls" f missing=0
+    for f in node.p12 ca.pem keystore-password truststore.p12 client.pem client-key.pem; do
+        [[ -f "$tls/$f" ]] || missing=1
+    done
+    ((missing)) || return 0
+    command -v keytool >/dev/null || die "keytool not found (it comes with the JDK: apt-get install -y openjdk-17-jdk-headless)"
+    command -v openssl >/dev/null || die "openssl not found (apt-get install -y openssl)"
+    rm -rf "$tls"
+    (umask 077 && mkdir -p "$tls" && random_password >"$tls/keystore-password")
+    local pw
+    pw="$(cat "$tls/keystore-password")"
+    keytool -genkeypair -alias node -keyalg RSA -keysize 2048 -validity 3650 \
+        -dname "CN=paceline-test-cassandra" -ext "SAN=ip:127.0.0.1,dns:localhost" \
+        -keystore "$tls/node.p12" -storetype PKCS12 -storepass "$pw" -keypass "$pw" >/dev/null 2>&1 \
+        || die "keytool could not make the node's key"
+    keytool -exportcert -rfc -alias node -keystore "$tls/node.p12" -storetype PKCS12 -storepass "$pw" \
+        -file "$tls/ca.pem" >/dev/null 2>&1 || die "keytool could not export the node's certificate"
+    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=paceline" \
+        -keyout "$tls/client-key.pem" -out "$tls/client.pem" >/dev/null 2>&1) \
+        || die "openssl could not make the client's key"
+    keytool -importcert -noprompt -alias paceline-client -file "$tls/client.pem" \
+        -keystore "$tls/truststore.p12" -storetype PKCS12 -storepass "$pw" >/dev/null 2>&1 \
+        || die "keytool could not make the node's truststore"
+    chmod 600 "$tls/node.p12" "$tls/truststore.p12" "$tls/client-key.pem"
+    chmod 644 "$tls/client.pem"
+    chmod 644 "$tls/ca.pem"
+    chmod 755 "$tls"
+}
+
+# The passwords of the superuser and of Paceline's role, made once.
+make_passwords() {
+    local auth="$DIR/auth"
+    (umask 077 && mkdir -p "$auth" && chmod 700 "$auth")
+    local f
+    for f in superuser-password "$ROLE-password"; do
+        [[ -s "$auth/$f" ]] || (umask 077 && random_password >"$auth/$f")
+    done
+}
+
+# Once the node answers CQL: the superuser gets its own password and the
+# role is created (deploy/cassandra/AuthSetup.java, with the node's jars).
+setup_auth() {
+    [[ -f "$DIR/auth/ready" ]] && return 0
+    log "setting up the login: role $ROLE, a new superuser password (in $DIR/auth)"
+    if ! java -cp "$CACHE/lib/*" -Dlogback.configurationFile="file://$DIR/conf/logback-tools.xml" \
+        "$HERE/AuthSetup.java" 127.0.0.1 "$PORT" "$DIR/auth/superuser-password" "$ROLE" "$DIR/auth/$ROLE-password" \
+        >"$DIR/logs/auth-setup.log" 2>&1; then
+        tail -n 20 "$DIR/logs/auth-setup.log" >&2 || true
+        die "could not set up the login on the node in $DIR (log: $DIR/logs/auth-setup.log)"
+    fi
+    touch "$DIR/auth/ready"
+}
+
 write_config() {
     mkdir -p "$DIR/conf" "$DIR/data" "$DIR/commitlog" "$DIR/saved_caches" "$DIR/hints" "$DIR/cdc" "$DIR/logs"
-    cat >"$DIR/conf/cassandra.yaml" <<EOF
+    make_tls
+    make_passwords
+    echo "$PORT" >"$DIR/port"
+    # The file holds the keystore password: readable by its owner only.
+    (umask 077 && cat >"$DIR/conf/cassandra.yaml") <<EOF
 # Written by deploy/cassandra/cassandra.sh: one node on loopback.
+# paceline-config-generation: $CONFIG_GENERATION
 cluster_name: paceline
 num_tokens: 1
 initial_token: 0
@@ -126,9 +235,23 @@ concurrent_compactors: 1
 compaction_throughput: 0MiB/s
 memtable_allocation_type: heap_buffers
 key_cache_size: 16MiB
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
+# A login is required (role $ROLE, made by the script) and permissions are
+# checked; see DIR/auth.
+authenticator: PasswordAuthenticator
+authorizer: CassandraAuthorizer
 role_manager: CassandraRoleManager
+# TLS on the CQL port with the script's self-signed certificate. Optional:
+# plain TCP is still accepted on the same port (production: optional: false).
+# A TLS client must show the script's client certificate (DIR/tls/client.pem).
+client_encryption_options:
+  enabled: true
+  optional: true
+  keystore: $DIR/tls/node.p12
+  keystore_password: $(cat "$DIR/tls/keystore-password")
+  store_type: PKCS12
+  require_client_auth: true
+  truststore: $DIR/tls/truststore.p12
+  truststore_password: $(cat "$DIR/tls/keystore-password")
 user_defined_functions_enabled: false
 materialized_views_enabled: false
 sasi_indexes_enabled: false
@@ -141,6 +264,7 @@ request_timeout: 20000ms
 disk_failure_policy: stop
 commit_failure_policy: stop
 EOF
+    chmod 600 "$DIR/conf/cassandra.yaml"
     cat >"$DIR/conf/logback.xml" <<EOF
 <configuration scan="false">
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
@@ -150,6 +274,20 @@ EOF
   <root level="INFO"><appender-ref ref="FILE" /></root>
 </configuration>
 EOF
+    cat >"$DIR/conf/logback-tools.xml" <<EOF
+<configuration scan="false">
+  <appender name="ERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%-5level %logger{20} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="ERR" /></root>
+</configuration>
+EOF
+}
+
+# Whether the node in DIR runs this script's current configuration.
+config_current() {
+    grep -q "^# paceline-config-generation: $CONFIG_GENERATION\$" "$DIR/conf/cassandra.yaml" 2>/dev/null
 }
 
 # --- process control ---------------------------------------------------------
@@ -172,7 +310,12 @@ cql_answers() {
 }
 
 start() {
+    if pid_alive && ! config_current; then
+        log "the node in $DIR was started by an older cassandra.sh (an older login or TLS setup); restarting it with the current configuration (data kept)"
+        stop
+    fi
     if pid_alive && cql_answers; then
+        setup_auth
         log "already running (pid $(cat "$DIR/cassandra.pid")) on 127.0.0.1:$PORT"
         echo "127.0.0.1:$PORT"
         return 0
@@ -251,6 +394,7 @@ start() {
     while ((SECONDS < deadline)); do
         if cql_answers; then
             log "CQL answers on 127.0.0.1:$PORT after ${SECONDS}s (pid $(cat "$DIR/cassandra.pid"))"
+            setup_auth
             echo "127.0.0.1:$PORT"
             return 0
         fi
@@ -304,6 +448,13 @@ case "$cmd" in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    env) echo "export PACELINE_CASSANDRA=127.0.0.1:$PORT" ;;
-    *) sed -n '2,20p' "$0" >&2; exit 64 ;;
+    env)
+        echo "export PACELINE_CASSANDRA=127.0.0.1:$PORT"
+        echo "export PACELINE_CASSANDRA_USER=$ROLE"
+        echo "export PACELINE_CASSANDRA_PASSWORD_FILE=$DIR/auth/$ROLE-password"
+        echo "export PACELINE_CASSANDRA_CA_FILE=$DIR/tls/ca.pem"
+        echo "export PACELINE_CASSANDRA_CERT_FILE=$DIR/tls/client.pem"
+        echo "export PACELINE_CASSANDRA_KEY_FILE=$DIR/tls/client-key.pem"
+        ;;
+    *) sed -n '2,47p' "$0" >&2; exit 64 ;;
 esac

@@ -5,11 +5,19 @@
 #   deploy/zookeeper/zookeeper.sh start  [DIR] [PORT]  install if needed, start a server in DIR, wait for `imok`
 #   deploy/zookeeper/zookeeper.sh stop   [DIR]         stop the server started in DIR (by its pid file)
 #   deploy/zookeeper/zookeeper.sh status [DIR]         exit 0 and print the address if the server answers
-#   deploy/zookeeper/zookeeper.sh env    [DIR] [PORT]  print `export PACELINE_ZOOKEEPER=127.0.0.1:PORT`
+#   deploy/zookeeper/zookeeper.sh env    [DIR] [PORT]  print `export PACELINE_ZOOKEEPER=127.0.0.1:PORT` and the
+#                                                      identity's PACELINE_ZOOKEEPER_USER / _PASSWORD_FILE
 #
 # Every command is idempotent: `start` on a running server only checks it,
 # `stop` on a stopped one does nothing. `stop`, `status` and `env` use the
 # port that `start` recorded in DIR when PORT is not given.
+#
+# Identity (decision 0028): `start` also makes, once, a digest identity for
+# Paceline's members: user `paceline` and a random password in
+# DIR/auth/paceline-password (mode 600). Digest authentication needs nothing
+# from the server; the members authenticate with it and create every node for
+# it alone (membership.auth in the server's config). The tests read it through
+# `env`.
 #
 # Environment (all optional):
 #   ZOOKEEPER_DIR            server directory when DIR is not given (default /tmp/paceline-zookeeper)
@@ -92,6 +100,19 @@ CFG
     echo "$PORT" >"$DIR/port"
 }
 
+# The members' digest identity: a random password, made once.
+make_identity() {
+    local auth="$DIR/auth"
+    (umask 077 && mkdir -p "$auth" && chmod 700 "$auth")
+    if [[ ! -s "$auth/paceline-password" ]]; then
+        local pw=""
+        while ((${#pw} < 32)); do
+            pw+="$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+        done
+        (umask 077 && echo "${pw:0:32}" >"$auth/paceline-password")
+    fi
+}
+
 # --- process control ---------------------------------------------------------
 
 pid_alive() {
@@ -107,6 +128,7 @@ answers() {
 }
 
 start() {
+    make_identity
     if pid_alive && answers; then
         log "already running (pid $(cat "$DIR/zookeeper.pid")) on 127.0.0.1:$PORT"
         echo "127.0.0.1:$PORT"
@@ -178,6 +200,12 @@ case "$cmd" in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    env) echo "export PACELINE_ZOOKEEPER=127.0.0.1:$PORT" ;;
-    *) sed -n '2,25p' "$0" >&2; exit 64 ;;
+    env)
+        echo "export PACELINE_ZOOKEEPER=127.0.0.1:$PORT"
+        if [[ -s "$DIR/auth/paceline-password" ]]; then
+            echo "export PACELINE_ZOOKEEPER_USER=paceline"
+            echo "export PACELINE_ZOOKEEPER_PASSWORD_FILE=$DIR/auth/paceline-password"
+        fi
+        ;;
+    *) sed -n '2,32p' "$0" >&2; exit 64 ;;
 esac

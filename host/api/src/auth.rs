@@ -10,12 +10,14 @@
 //! **Authorization** has two levels:
 //! - by role, per method, in one table ([`requirement`]), enforced for every
 //!   call by [`AuthLayer`] before any service sees the request: reads need
-//!   any principal; hosts and plugins need `operator`; pools need `admin`;
-//!   job and task changes need any role, and then
-//! - by pool, in the job and task handlers ([`Principal::check_pool`]): a
-//!   `user` may change only jobs whose pool is inside one granted to them
-//!   (a grant of `/a` covers `/a` and `/a/b`, not `/ab`); `operator` and
-//!   `admin` may change jobs in every pool.
+//!   any principal; validating a plugin needs `author`; hosts and plugins
+//!   need `operator`; pools need `admin`; job and task changes, task logs
+//!   and events need any role, and then
+//! - by pool, in the job and task handlers ([`Principal::check_pool`],
+//!   [`Principal::check_read_pool`]): a `user` may change jobs, and read
+//!   their tasks' logs and events, only where the job's pool is inside one
+//!   granted to them (a grant of `/a` covers `/a` and `/a/b`, not `/ab`);
+//!   `operator` and `admin` may do so in every pool.
 //!
 //! A method the table does not know needs `admin`, so a service added later
 //! is closed until someone decides who may call it. Health and reflection
@@ -35,9 +37,14 @@ use tonic::Status;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Reads everything; changes jobs and tasks in granted pools.
+    /// Reads jobs, pools, hosts and plugins; changes jobs and tasks, and
+    /// reads their logs and events, in granted pools.
     User,
-    /// A user in every pool, who also drains hosts and deploys, activates,
+    /// A user who may also validate plugins (`ValidatePlugin` compiles and
+    /// runs untrusted Wasm on the server's shared runtime, so not everyone
+    /// may; it is also rate-limited per principal).
+    Author,
+    /// A user in every pool (and an author), who also drains hosts and deploys, activates,
     /// rolls back and shadows plugins.
     Operator,
     /// An operator who also creates, changes and deletes pools.
@@ -48,6 +55,7 @@ impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Role::User => "user",
+            Role::Author => "author",
             Role::Operator => "operator",
             Role::Admin => "admin",
         })
@@ -63,6 +71,10 @@ pub enum Requirement {
     Read,
     /// Any role here; the handler then checks the job's pool.
     JobsInPool,
+    /// Any role here; the handler then checks that the caller may read the
+    /// job's pool (task logs and events, which may hold what a team would
+    /// not show another). A read: not audited.
+    ReadInPool,
     /// At least this role.
     AtLeast(Role),
 }
@@ -87,6 +99,26 @@ impl Principal {
     /// Whether the principal may change jobs in `pool`.
     pub fn may_change_jobs_in(&self, pool: &str) -> bool {
         self.role >= Role::Operator || self.pools.iter().any(|grant| pool_within(pool, grant))
+    }
+
+    /// Whether the principal may read the logs and events of jobs in `pool`:
+    /// the same pools it may change (its team's), every pool from `operator` up.
+    pub fn may_read_details_in(&self, pool: &str) -> bool {
+        self.may_change_jobs_in(pool)
+    }
+
+    /// [`Principal::may_read_details_in`] as a gRPC answer.
+    pub fn check_read_pool(&self, pool: &str) -> Result<(), Status> {
+        if self.may_read_details_in(pool) {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "{} (role {}) may not read task logs or events of jobs in pool {pool}; granted: {}",
+                self.name,
+                self.role,
+                if self.pools.is_empty() { "none".to_string() } else { self.pools.join(", ") }
+            )))
+        }
     }
 
     /// [`Principal::may_change_jobs_in`] as a gRPC answer.
@@ -136,13 +168,10 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
     let Some((service, method)) = path.trim_start_matches('/').split_once('/') else {
         return Requirement::AtLeast(Role::Admin);
     };
-    let read = |m: &str| {
-        ["Get", "List", "Query", "Watch", "Validate"].iter().any(|p| m.starts_with(p))
-            || m == "TaskLogs"
-            || m == "TaskEvents"
-            || m == "JobEvents"
-    };
+    let read = |m: &str| ["Get", "List", "Query", "Watch"].iter().any(|p| m.starts_with(p));
+    let details = |m: &str| m == "TaskLogs" || m == "TaskEvents" || m == "JobEvents";
     match service {
+        "paceline.v1.JobService" | "paceline.v1.TaskService" if details(method) => Requirement::ReadInPool,
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
         "paceline.v1.WatchService" => Requirement::Read,
@@ -150,6 +179,7 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         "paceline.v1.AuditService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" => Requirement::AtLeast(Role::Admin),
+        "paceline.v1.PluginService" if method == "ValidatePlugin" => Requirement::AtLeast(Role::Author),
         "paceline.v1.HostService" | "paceline.v1.PluginService" if read(method) => Requirement::Read,
         "paceline.v1.HostService" | "paceline.v1.PluginService" => Requirement::AtLeast(Role::Operator),
         _ => Requirement::AtLeast(Role::Admin),
@@ -351,6 +381,21 @@ pub async fn check_job<T>(
     }
     let pool = jobs.pool_of(id).await.map_err(|e| crate::status::job(e, ""))?;
     who.check_pool(&pool)
+}
+
+/// Refuses the request's caller unless they may read the logs and events of
+/// job `id` ([`Principal::may_read_details_in`]).
+pub async fn check_job_read<T>(
+    request: &tonic::Request<T>,
+    jobs: &paceline_jobmgr::JobManager,
+    id: &str,
+) -> Result<(), Status> {
+    let who = principal(request)?;
+    if who.role >= Role::Operator {
+        return Ok(());
+    }
+    let pool = jobs.pool_of(id).await.map_err(|e| crate::status::job(e, ""))?;
+    who.check_read_pool(&pool)
 }
 
 /// Tower layer that admits each request ([`Auth::admit`]) before the
@@ -560,8 +605,9 @@ mod tests {
 
     fn auth() -> Auth {
         let yaml = format!(
-            "version: 1\nprincipals:\n  - {{name: alice, role: user, pools: [/team-a], token_sha256: {}}}\n  - {{name: ops, role: operator, token_sha256: {}}}\n  - {{name: root, role: admin, token_sha256: {}}}\n",
+            "version: 1\nprincipals:\n  - {{name: alice, role: user, pools: [/team-a], token_sha256: {}}}\n  - {{name: bob, role: author, pools: [/team-b], token_sha256: {}}}\n  - {{name: ops, role: operator, token_sha256: {}}}\n  - {{name: root, role: admin, token_sha256: {}}}\n",
             token_hash_hex("alice-token"),
+            token_hash_hex("bob-token"),
             token_hash_hex("ops-token"),
             token_hash_hex("root-token")
         );
@@ -592,7 +638,7 @@ mod tests {
             ("JobService/ResumeUpdate", JobsInPool),
             ("JobService/AbortUpdate", JobsInPool),
             ("PluginService/DeployPlugin", AtLeast(Role::Operator)),
-            ("PluginService/ValidatePlugin", Read),
+            ("PluginService/ValidatePlugin", AtLeast(Role::Author)),
             ("PluginService/ListPlugins", Read),
             ("PluginService/ActivatePlugin", AtLeast(Role::Operator)),
             ("PluginService/RollbackPlugin", AtLeast(Role::Operator)),
@@ -606,9 +652,9 @@ mod tests {
             ("TaskService/GetTask", Read),
             ("TaskService/KillTask", JobsInPool),
             ("TaskService/RestartTask", JobsInPool),
-            ("TaskService/TaskLogs", Read),
-            ("TaskService/TaskEvents", Read),
-            ("JobService/JobEvents", Read),
+            ("TaskService/TaskLogs", ReadInPool),
+            ("TaskService/TaskEvents", ReadInPool),
+            ("JobService/JobEvents", ReadInPool),
             ("WatchService/Watch", Read),
         ];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/paceline/v1");
@@ -653,7 +699,16 @@ mod tests {
         // Reads: everyone.
         assert_eq!(call("alice-token", "/paceline.v1.JobService/GetJob").expect("read"), Some("alice".into()));
         assert!(call("alice-token", "/paceline.v1.WatchService/Watch").is_ok());
-        assert!(call("alice-token", "/paceline.v1.PluginService/ValidatePlugin").is_ok());
+        // Validating a plugin compiles untrusted Wasm: authors and above.
+        assert_eq!(
+            call("alice-token", "/paceline.v1.PluginService/ValidatePlugin").expect_err("user refused").code(),
+            tonic::Code::PermissionDenied
+        );
+        assert!(call("bob-token", "/paceline.v1.PluginService/ValidatePlugin").is_ok());
+        assert!(call("bob-token", "/paceline.v1.HostService/DrainHost").is_err());
+        assert!(call("ops-token", "/paceline.v1.PluginService/ValidatePlugin").is_ok());
+        // Logs and events pass the layer for users; the handler checks the pool.
+        assert!(call("alice-token", "/paceline.v1.TaskService/TaskLogs").is_ok());
         // Job changes pass the layer for users; the handler checks the pool.
         assert!(call("alice-token", "/paceline.v1.JobService/CreateJob").is_ok());
         // Hosts and plugins: operator and above.

@@ -302,6 +302,7 @@ impl JobService for JobApi {
         &self,
         request: Request<pb::JobEventsRequest>,
     ) -> Result<Response<pb::JobEventsResponse>, Status> {
+        crate::auth::check_job_read(&request, &self.jobs, &request.get_ref().job_id).await?;
         crate::events::job_events(&self.jobs, request.get_ref()).await.map(Response::new)
     }
 }

@@ -50,6 +50,7 @@ pub mod jobs;
 mod pending;
 pub mod plugins;
 pub mod pools;
+pub mod rate;
 pub mod standby;
 pub mod status;
 pub mod tasks;
@@ -241,7 +242,8 @@ where
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let server = server_builder(&config)?;
-    let mut server = server.timeout(config.request_timeout).layer(auth::AuthLayer(
+    // Prometheus scrapes `/metrics` (in `config.internal`) over HTTP/1.1.
+    let mut server = server.accept_http1(true).timeout(config.request_timeout).layer(auth::AuthLayer(
         config.auth.clone(),
         config.observer.clone(),
         config.audit.clone(),

@@ -5,6 +5,7 @@
 //! pool, never on the async workers that serve other calls.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use paceline_plugin::{DeployOptions, MemoryStore, PluginError, Registry, SlotInfo, VersionState, slot_world};
 use paceline_proto::v1 as pb;
@@ -18,7 +19,13 @@ use crate::status;
 #[derive(Clone)]
 pub struct PluginApi {
     registry: Arc<Registry>,
+    validations: Arc<crate::rate::PerPrincipal>,
 }
+
+/// Validations one principal may start at once ([`PluginApi`]'s limit).
+pub const VALIDATE_BURST: u32 = 5;
+/// Then one more per this long.
+pub const VALIDATE_EVERY: Duration = Duration::from_secs(12);
 
 impl std::fmt::Debug for PluginApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,7 +36,10 @@ impl std::fmt::Debug for PluginApi {
 impl PluginApi {
     /// Over the cluster's registry.
     pub fn new(registry: Arc<Registry>) -> PluginApi {
-        PluginApi { registry }
+        PluginApi {
+            registry,
+            validations: Arc::new(crate::rate::PerPrincipal::new("ValidatePlugin", VALIDATE_BURST, VALIDATE_EVERY)),
+        }
     }
 
     /// Runs a registry call on the blocking pool.
@@ -173,6 +183,9 @@ impl PluginService for PluginApi {
         &self,
         request: Request<Streaming<pb::DeployPluginRequest>>,
     ) -> Result<Response<pb::ValidatePluginResponse>, Status> {
+        // Before the upload is read: a refused caller costs the server nothing.
+        let who = crate::auth::principal(&request)?;
+        self.validations.take(&who.name)?;
         let (meta, bytes) = self.upload(request.into_inner()).await?;
         let options = DeployOptions { self_test: !meta.skip_self_test };
         // A throwaway registry on the same runtime (and so the same limits

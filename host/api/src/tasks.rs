@@ -14,7 +14,7 @@ use paceline_proto::v1::task_service_server::TaskService;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::{convert, status};
+use crate::{auth, convert, status};
 
 /// Largest chunk one log message carries.
 pub const LOG_CHUNK_BYTES: u64 = 64 * 1024;
@@ -117,8 +117,9 @@ impl TaskService for TaskApi {
     type TaskLogsStream = LogStreamOut;
 
     async fn task_logs(&self, request: Request<pb::TaskLogsRequest>) -> Result<Response<Self::TaskLogsStream>, Status> {
+        let t = task_ref("task", request.get_ref().task.as_ref())?;
+        auth::check_job_read(&request, &self.jobs, &t.job_id).await?;
         let r = request.into_inner();
-        let t = task_ref("task", r.task.as_ref())?;
         let stream = match r.stream.as_str() {
             "" | "stdout" => LogStream::Stdout,
             "stderr" => LogStream::Stderr,
@@ -192,6 +193,7 @@ impl TaskService for TaskApi {
     ) -> Result<Response<pb::TaskEventsResponse>, Status> {
         let r = request.get_ref();
         let t = task_ref("task", r.task.as_ref())?;
+        auth::check_job_read(&request, &self.jobs, &t.job_id).await?;
         // Confirms the task exists, so an unknown one is NOT_FOUND, not empty.
         self.runtime(&t).await?;
         let mut events = self.jobs.task_events(&t.job_id, t.instance).await.map_err(|e| status::job(e, ""))?;

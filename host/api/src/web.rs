@@ -10,7 +10,7 @@
 //! | route | answer | fields the page reads |
 //! |---|---|---|
 //! | `GET /ui/api/jobs` | `QueryJobsResponse` (every job, newest first, first page) | `jobs[].id`, `.spec.{name,kind,pool}`, `.status.{state,task_counts}` |
-//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task], "events": [JobEvent]}` (events: `JobEvents`, the newest 100) | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}`, `events[].{last_seen_ms,type,reason,count,instance,message}` |
+//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task], "events": [JobEvent], "events_hidden": why}` (events: `JobEvents`, the newest 100; empty, with `events_hidden` saying why, for a caller who may not read the job's pool) | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}`, `events[].{last_seen_ms,type,reason,count,instance,message}` |
 //! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) | `capacity.{cpu_millis,memory_mib}`; `pools[].path`, `.spec.share`, `.{entitlement,allocation,demand}.{cpu,memory}` |
 //! | `GET /ui/api/hosts` | `ListHostsResponse` | `hosts[].{hostname,state,reachable}`, `.{total,allocated}.{cpu_millis,memory_mib}` |
 //! | `GET /ui/api/plugins` | `ListPluginsResponse` | `slots[].{slot,active}`, `.versions[].{id,state,calls,p99_us,batched}` |
@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -128,7 +128,11 @@ async fn jobs(State(web): State<Arc<Web>>) -> Answer<pb::QueryJobsResponse> {
     Ok(Json(web.jobs.query_jobs(Request::new(pb::QueryJobsRequest::default())).await?.into_inner()))
 }
 
-async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Answer<serde_json::Value> {
+async fn job(
+    State(web): State<Arc<Web>>,
+    Path(id): Path<String>,
+    who: Option<Extension<Arc<crate::auth::Principal>>>,
+) -> Answer<serde_json::Value> {
     let job = web.jobs.get_job(Request::new(pb::GetJobRequest { id: id.clone() })).await?.into_inner().job;
     let tasks = web
         .tasks
@@ -136,13 +140,18 @@ async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Answer<serd
         .await?
         .into_inner()
         .tasks;
-    let events = web
-        .jobs
-        .job_events(Request::new(pb::JobEventsRequest { job_id: id, instance: None, limit: 0 }))
-        .await?
-        .into_inner()
-        .events;
-    Ok(Json(serde_json::json!({ "job": job, "tasks": tasks, "events": events })))
+    // The events go through the same pool check as `JobEvents`: a user sees
+    // another team's job and tasks, not its events (which carry messages).
+    let mut events_request = Request::new(pb::JobEventsRequest { job_id: id, instance: None, limit: 0 });
+    if let Some(Extension(who)) = who {
+        events_request.extensions_mut().insert(who);
+    }
+    let (events, events_hidden) = match web.jobs.job_events(events_request).await {
+        Ok(r) => (r.into_inner().events, String::new()),
+        Err(e) if e.code() == tonic::Code::PermissionDenied => (Vec::new(), e.message().to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Json(serde_json::json!({ "job": job, "tasks": tasks, "events": events, "events_hidden": events_hidden })))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

@@ -110,6 +110,10 @@ async function renderJobs() {
       el("td", {}, seen), el("td", {}, short(e.type, "EVENT_TYPE_")), el("td", {}, e.reason || ""),
       el("td", {}, e.count || "1"), el("td", {}, object), el("td", { class: "reason" }, e.message || "")));
   }
+  if (one.events_hidden) {
+    // The server withholds another team's events; say so rather than show an empty table.
+    events.append(el("tr", { class: "events-hidden" }, el("td", { colspan: "6" }, "events hidden: " + one.events_hidden)));
+  }
 }
 
 function bar(kind, entitlement, allocation, capacity, unit) {

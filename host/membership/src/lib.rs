@@ -13,7 +13,9 @@
 //!   every role down at once (see [`zookeeper`] for the exact rule).
 //!
 //! What this crate owns: the node layout under `/paceline/<cluster>`, the election rule, the
-//! step-down rule and the JSON in the nodes ([`MemberInfo`]).
+//! step-down rule, the JSON in the nodes ([`MemberInfo`]) and who may touch the nodes: with
+//! an `auth` identity ([`ZooKeeperAuthConfig`]) every node gets an ACL that gives that
+//! identity all rights and nobody else any (decision 0028).
 //!
 //! What it must not touch: it does not start or stop roles, fence storage writes, forward
 //! requests or read any other part of ZooKeeper. Callers act on [`Leadership`] changes
@@ -27,9 +29,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+mod auth;
 mod embedded;
 pub mod zookeeper;
 
+pub use auth::{AuthScheme, Secret, ZooKeeperAuth, ZooKeeperAuthConfig};
 pub use embedded::{EMBEDDED_EPOCH, Embedded};
 pub use zookeeper::{ZooKeeperConfig, ZooKeeperMembership};
 /// The ZooKeeper client this crate uses (its types appear in errors and [`ZooKeeperMembership::session`]).
@@ -137,6 +141,12 @@ pub enum MembershipError {
         #[source]
         source: zookeeper_client::Error,
     },
+    /// ZooKeeper refused an operation by the node's ACL (`NoAuth`).
+    #[error(
+        "ZooKeeper refused {op} {path} to {identity}: the node's ACL does not allow it (every process of a \
+         cluster must use the same membership.auth user and password; see docs/operations.md)"
+    )]
+    NotAllowed { op: &'static str, path: String, identity: String },
     #[error("encoding member info: {0}")]
     Encode(#[from] serde_json::Error),
     #[error("no tokio runtime: membership must be started inside one")]
@@ -176,6 +186,9 @@ pub trait Membership: Send + Sync + std::fmt::Debug {
 ///   connect: "zk1:2181,zk2:2181,zk3:2181"
 ///   cluster: prod
 ///   session_timeout_ms: 6000
+///   auth:                      # strongly advised; without it the nodes are world-writable
+///     user: paceline
+///     password_file: /etc/paceline/zookeeper-password
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -193,6 +206,11 @@ pub enum MembershipConfig {
         /// Requested session timeout (the server clamps it to its min/max).
         #[serde(default = "default_session_timeout_ms")]
         session_timeout_ms: u64,
+        /// Digest identity the sessions authenticate with; every node created gets an ACL
+        /// for it alone. `None` (configurations from before 0028): no authentication, nodes
+        /// open to anyone, and a warning at start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<ZooKeeperAuthConfig>,
     },
 }
 
@@ -205,16 +223,21 @@ fn default_session_timeout_ms() -> u64 {
 /// For ZooKeeper this returns at once, also when ZooKeeper is unreachable: roles read
 /// [`Leadership::Unknown`] until a session is established, and connecting is retried in the
 /// background. Must be called inside a tokio runtime.
+///
+/// Errors: an invalid configuration, including an `auth` password file or variable that
+/// cannot be read.
 pub fn from_config(config: &MembershipConfig, member: MemberInfo, roles: Vec<Role>) -> Result<Arc<dyn Membership>> {
     match config {
         MembershipConfig::Embedded => Ok(Arc::new(Embedded::new(member, roles))),
-        MembershipConfig::ZooKeeper { connect, cluster, session_timeout_ms } => {
+        MembershipConfig::ZooKeeper { connect, cluster, session_timeout_ms, auth } => {
+            let auth = auth.as_ref().map(ZooKeeperAuthConfig::resolve).transpose()?;
             let config = ZooKeeperConfig {
                 connect: connect.clone(),
                 cluster: cluster.clone(),
                 session_timeout: Duration::from_millis(*session_timeout_ms),
                 member,
                 roles,
+                auth,
             };
             Ok(Arc::new(ZooKeeperMembership::start(config)?))
         }
@@ -251,7 +274,8 @@ mod tests {
             MembershipConfig::ZooKeeper {
                 connect: "127.0.0.1:2181".into(),
                 cluster: "c1".into(),
-                session_timeout_ms: 6000
+                session_timeout_ms: 6000,
+                auth: None,
             }
         );
         let alias: MembershipConfig =
@@ -259,6 +283,39 @@ mod tests {
                 .expect("alias");
         assert!(matches!(alias, MembershipConfig::ZooKeeper { session_timeout_ms: 2000, .. }));
         assert!(serde_yaml::from_str::<MembershipConfig>("kind: etcd").is_err());
+    }
+
+    #[test]
+    fn zookeeper_auth_from_yaml_and_debug_hides_nothing_secret() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("zk-password");
+        std::fs::write(&file, "not-for-logs-9f2\n").expect("write");
+        let yaml = format!(
+            "kind: zookeeper\nconnect: a:1\ncluster: c\nauth: {{ scheme: digest, user: paceline, password_file: {} }}\n",
+            file.display()
+        );
+        let config: MembershipConfig = serde_yaml::from_str(&yaml).expect("zk with auth");
+        let MembershipConfig::ZooKeeper { auth: Some(auth), .. } = &config else { panic!("no auth: {config:?}") };
+        assert_eq!(auth.user, "paceline");
+        assert_eq!(auth.password_file.as_deref(), Some(file.as_path()));
+        // The configuration names the file, never holds the password; the resolved
+        // identity holds it and does not show it.
+        let resolved = auth.resolve().expect("resolve");
+        let shown = format!("{config:?} {resolved:?} {}", serde_yaml::to_string(&config).expect("ser"));
+        assert!(!shown.contains("not-for-logs"), "{shown}");
+        let env: MembershipConfig =
+            serde_yaml::from_str("kind: zookeeper\nconnect: a:1\ncluster: c\nauth: { user: u, password_env: ZK_PW }\n")
+                .expect("env form");
+        assert!(
+            matches!(env, MembershipConfig::ZooKeeper { auth: Some(ZooKeeperAuthConfig { ref password_env, .. }), .. } if password_env.as_deref() == Some("ZK_PW"))
+        );
+        assert!(
+            serde_yaml::from_str::<MembershipConfig>(
+                "kind: zookeeper\nconnect: a:1\ncluster: c\nauth: { user: u, password: inline }\n"
+            )
+            .is_err(),
+            "a password in the YAML is refused"
+        );
     }
 
     #[test]

@@ -47,6 +47,18 @@
 //! was closed, the member opens a fresh session, creates fresh nodes and campaigns again.
 //! ZooKeeper unreachable (at start or later) is not fatal: connecting is retried with a
 //! backoff of 0.2 s doubling to 5 s, each failure logged.
+//!
+//! # Access control
+//!
+//! With [`ZooKeeperConfig::auth`] set, every session authenticates with that digest identity
+//! (also each time the client reconnects) and every node this module creates, the
+//! persistent parents included, gets the ACL *all rights to the creating identity, nothing to
+//! anyone else* ([`zk::Acls::creator_all`]). A client without the identity can neither
+//! create, change nor delete a member node, nor read who leads. At the start of each session
+//! the parents that already exist with a `world:anyone` entry (created by a member without
+//! auth, i.e. a cluster upgraded to auth) get the same ACL; a parent with any other ACL is left
+//! as its owner set it. Without `auth` the nodes are open to anyone (`world:anyone` all
+//! rights) and [`ZooKeeperMembership::start`] warns so.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -58,7 +70,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 use zookeeper_client as zk;
 
-use crate::{Leadership, MemberInfo, Membership, MembershipError, Result, Role};
+use crate::{Leadership, MemberInfo, Membership, MembershipError, Result, Role, ZooKeeperAuth};
 
 /// Session timeout asked for when the configuration does not say.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
@@ -90,6 +102,9 @@ pub struct ZooKeeperConfig {
     pub member: MemberInfo,
     /// Roles this member campaigns for (may be empty: discovery only).
     pub roles: Vec<Role>,
+    /// Digest identity to authenticate with; nodes are created for it alone. `None`: no
+    /// authentication, nodes open to anyone.
+    pub auth: Option<ZooKeeperAuth>,
 }
 
 impl ZooKeeperConfig {
@@ -101,6 +116,29 @@ impl ZooKeeperConfig {
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             member,
             roles,
+            auth: None,
+        }
+    }
+
+    /// The same configuration, authenticating as `auth`.
+    pub fn with_auth(mut self, auth: ZooKeeperAuth) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// The ACL of every node this member creates.
+    fn acls(&self) -> zk::Acls<'static> {
+        match self.auth {
+            Some(_) => zk::Acls::creator_all(),
+            None => zk::Acls::anyone_all(),
+        }
+    }
+
+    /// Who this member is to ZooKeeper, for error messages.
+    fn identity(&self) -> String {
+        match &self.auth {
+            Some(auth) => format!("{} user {:?}", auth.scheme(), auth.user()),
+            None => "an unauthenticated session".into(),
         }
     }
 
@@ -175,6 +213,14 @@ impl ZooKeeperMembership {
     pub fn start(config: ZooKeeperConfig) -> Result<Self> {
         config.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| MembershipError::NoRuntime)?;
+        match &config.auth {
+            Some(auth) => info!(cluster = %config.cluster, user = %auth.user(),
+                "ZooKeeper membership authenticates with digest; nodes are created for that user alone"),
+            None => warn!(cluster = %config.cluster,
+                "ZooKeeper membership without `auth`: the nodes under {ROOT}/{} are world-writable, so anyone \
+                 who reaches ZooKeeper can take or fake leadership; set membership.auth (docs/operations.md)",
+                config.cluster),
+        }
         let data = serde_json::to_vec(&config.member)?;
         let mut roles = BTreeMap::new();
         for role in &config.roles {
@@ -289,8 +335,12 @@ async fn run(inner: Arc<Inner>) {
     let mut shutdown = inner.shutdown.subscribe();
     let mut failures: u32 = 0;
     while !*shutdown.borrow() {
-        let connect =
-            zk::Client::connector().with_session_timeout(cfg.session_timeout).with_fail_eagerly().connect(&cfg.connect);
+        let mut connector = zk::Client::connector().with_session_timeout(cfg.session_timeout).with_fail_eagerly();
+        if let Some(auth) = &cfg.auth {
+            // Sent with the session's first packets and again after every reconnect.
+            connector = connector.with_auth(auth.scheme(), &auth.credential());
+        }
+        let connect = connector.connect(&cfg.connect);
         // Connecting gives up on its own after about a session timeout; the outer limit
         // guards against a server that accepts but never answers.
         let limit = cfg.session_timeout * 2 + Duration::from_secs(1);
@@ -360,6 +410,9 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
     info!(cluster = %cfg.cluster, session = %session_id, timeout = ?client.session_timeout(),
         "ZooKeeper session established");
     inner.session.send_replace(Some(client.clone()));
+    if cfg.auth.is_some() {
+        inner.restrict_open_parents(&client).await;
+    }
 
     let (nudge, _) = watch::channel(0u64);
     let (stop, _) = watch::channel(false);
@@ -450,6 +503,47 @@ impl Inner {
         format!("{ROOT}/{}/{}", self.config.cluster, role.as_str())
     }
 
+    /// The error of a failed ZooKeeper call; a refusal by ACL says whom it refused and why.
+    fn zk_err<'a>(&'a self, op: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
+        move |source| match source {
+            zk::Error::NoAuth => {
+                MembershipError::NotAllowed { op, path: path.to_string(), identity: self.config.identity() }
+            }
+            source => MembershipError::ZooKeeper { op, path: path.to_string(), source },
+        }
+    }
+
+    /// Upgrade path to auth: the persistent parents (`/paceline`, the cluster's node, every
+    /// role's node) that exist with a `world:anyone` entry get this identity's ACL. Member
+    /// nodes need nothing: old ones go with their sessions. Failures are logged, not fatal:
+    /// the election then reports what it cannot do.
+    async fn restrict_open_parents(&self, client: &zk::Client) {
+        let cluster_dir = format!("{ROOT}/{}", self.config.cluster);
+        let mut paths = vec![ROOT.to_string(), cluster_dir];
+        paths.extend(Role::ALL.iter().map(|r| self.role_dir(*r)));
+        for path in paths {
+            let acl = match client.get_acl(&path).await {
+                Ok((acl, _)) => acl,
+                Err(zk::Error::NoNode) => continue,
+                Err(err) => {
+                    warn!(cluster = %self.config.cluster, node = %path, "cannot read the ACL: {err}");
+                    continue;
+                }
+            };
+            if !acl.iter().any(|a| a.auth_id() == &zk::AuthId::anyone()) {
+                continue;
+            }
+            match client.set_acl(&path, &self.config.acls(), None).await {
+                Ok(_) => warn!(cluster = %self.config.cluster, node = %path, identity = %self.config.identity(),
+                    "node was open to anyone (world:anyone); restricted it to this identity"),
+                Err(err) => {
+                    let err = self.zk_err("setAcl", &path)(err);
+                    error!(cluster = %self.config.cluster, "{err}; the node stays open to anyone");
+                }
+            }
+        }
+    }
+
     /// Every role to `Unknown`, and the session (if `generation` is still current, or always
     /// for `None`) no longer live. Runs before anything else reacts to a lost connection.
     fn step_down_all(&self, generation: Option<u64>) {
@@ -506,9 +600,7 @@ impl Inner {
         let children = match client.list_children(dir).await {
             Ok(c) => c,
             Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(MembershipError::ZooKeeper { op: "list", path: dir.to_string(), source });
-            }
+            Err(source) => return Err(self.zk_err("list", dir)(source)),
         };
         let mut named = Vec::new();
         for name in children {
@@ -525,9 +617,7 @@ impl Inner {
             let (data, stat) = match read.await {
                 Ok(r) => r,
                 Err(zk::Error::NoNode) => continue, // left between list and read
-                Err(source) => {
-                    return Err(MembershipError::ZooKeeper { op: "get", path, source });
-                }
+                Err(source) => return Err(self.zk_err("get", &path)(source)),
             };
             if stat.ephemeral_owner == 0 {
                 self.warn_once(&path, "not an ephemeral node");
@@ -635,22 +725,25 @@ impl Campaign {
         }
     }
 
-    fn zk_err<'a>(op: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
-        move |source| MembershipError::ZooKeeper { op, path: path.to_string(), source }
+    fn zk_err<'a>(&'a self, op: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> MembershipError + 'a {
+        self.inner.zk_err(op, path)
     }
 
     async fn create_node(&mut self) -> Result<(i64, String)> {
         let prefix = format!("{}/{MEMBER_PREFIX}", self.dir);
-        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let acls = self.inner.config.acls();
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(acls);
         let created = match self.client.create(&prefix, &self.inner.data, &ephemeral).await {
             Err(zk::Error::NoNode) => {
-                let dir_opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                self.client.mkdir(&self.dir, &dir_opts).await.map_err(Self::zk_err("mkdir", &self.dir))?;
+                // Parents too get the ACL: an open parent would let anyone delete and
+                // re-create the role's node, or fill it with nodes of their own.
+                let dir_opts = zk::CreateMode::Persistent.with_acls(acls);
+                self.client.mkdir(&self.dir, &dir_opts).await.map_err(self.zk_err("mkdir", &self.dir))?;
                 self.client.create(&prefix, &self.inner.data, &ephemeral).await
             }
             other => other,
         };
-        let (_, seq) = created.map_err(Self::zk_err("create", &prefix))?;
+        let (_, seq) = created.map_err(self.zk_err("create", &prefix))?;
         let seq = seq.into_i64();
         let path = format!("{prefix}{seq:010}");
         info!(cluster = %self.inner.config.cluster, role = %self.role, node = %path, "joined the election");
@@ -684,14 +777,14 @@ impl Campaign {
                     .client
                     .set_data(&my_path, &self.inner.data, None)
                     .await
-                    .map_err(Self::zk_err("set", &my_path))?;
+                    .map_err(self.zk_err("set", &my_path))?;
                 let epoch = u64::try_from(stat.mzxid).unwrap_or(0);
                 if self.publish(Leadership::Leader { epoch }) {
                     info!(cluster = %self.inner.config.cluster, role = %self.role, epoch, node = %my_path, "leading");
                 }
             }
             let (stat, watcher) =
-                self.client.check_and_watch_stat(&my_path).await.map_err(Self::zk_err("exists", &my_path))?;
+                self.client.check_and_watch_stat(&my_path).await.map_err(self.zk_err("exists", &my_path))?;
             return Ok(if stat.is_some() { Next::Watch(vec![watcher]) } else { Next::Again });
         }
         let leader = &nodes[0];
@@ -703,7 +796,7 @@ impl Campaign {
             watch_paths.push(leader.path.as_str());
         }
         for path in watch_paths {
-            let (stat, watcher) = self.client.check_and_watch_stat(path).await.map_err(Self::zk_err("exists", path))?;
+            let (stat, watcher) = self.client.check_and_watch_stat(path).await.map_err(self.zk_err("exists", path))?;
             if stat.is_none() {
                 return Ok(Next::Again);
             }

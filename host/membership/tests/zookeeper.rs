@@ -1,5 +1,7 @@
 //! Election and discovery against a real ZooKeeper (`PACELINE_ZOOKEEPER`, or one started by
-//! deploy/zookeeper/zookeeper.sh). Each test uses its own cluster name.
+//! deploy/zookeeper/zookeeper.sh). Each test uses its own cluster name. Every member
+//! authenticates with the test digest identity (see `common::test_auth`), so the nodes carry
+//! ACLs as in production; `acl_*` tests check what a client without it can do.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -8,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use paceline_membership::{
-    Leadership, MemberInfo, Membership, MembershipConfig, MembershipError, Role, ZooKeeperMembership, from_config,
+    AuthScheme, Leadership, MemberInfo, Membership, MembershipConfig, MembershipError, Role, Secret, ZooKeeperAuth,
+    ZooKeeperAuthConfig, ZooKeeperMembership, from_config,
 };
 use zookeeper_client as zk;
 
@@ -162,10 +165,11 @@ async fn malformed_nodes_are_ignored() {
     init_tracing();
     let cluster = unique_cluster("malformed");
     let dir = format!("/paceline/{cluster}/placement");
-    let raw = zk::Client::connect(zookeeper()).await.unwrap();
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-    let ephemeral_seq = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    // An insider with the cluster's identity writes junk: the election must still work.
+    let raw = authed_client(zookeeper()).await;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::creator_all());
+    let ephemeral_seq = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::creator_all());
     raw.mkdir(&dir, &persistent).await.unwrap();
     let good_json = serde_json::to_vec(&member("intruder", &[Role::Placement])).unwrap();
     // Valid JSON, lowest possible sequence, but persistent (would block the election forever).
@@ -250,7 +254,12 @@ async fn port_one_never_answers_and_shutdown_still_returns() {
 async fn from_config_zookeeper_campaigns_for_every_role_given() {
     init_tracing();
     let cluster = unique_cluster("fromconfig");
-    let yaml = format!("kind: zookeeper\nconnect: \"{}\"\ncluster: {cluster}\nsession_timeout_ms: 2000\n", zookeeper());
+    let yaml = format!(
+        "kind: zookeeper\nconnect: \"{}\"\ncluster: {cluster}\nsession_timeout_ms: 2000\nauth: {{ user: {}, password_file: {} }}\n",
+        zookeeper(),
+        test_user(),
+        test_password_file().display()
+    );
     let config: MembershipConfig = serde_yaml::from_str(&yaml).unwrap();
     let me: MemberInfo = member("solo", &Role::ALL);
     let m = from_config(&config, me.clone(), Role::ALL.to_vec()).unwrap();
@@ -264,6 +273,150 @@ async fn from_config_zookeeper_campaigns_for_every_role_given() {
         assert_eq!(*m.watch(role).borrow(), Leadership::Unknown);
     }
 
-    let bad = MembershipConfig::ZooKeeper { connect: "x:1".into(), cluster: "a/b".into(), session_timeout_ms: 2000 };
-    assert!(matches!(from_config(&bad, me, vec![]), Err(MembershipError::Config(_))));
+    let bad = MembershipConfig::ZooKeeper {
+        connect: "x:1".into(),
+        cluster: "a/b".into(),
+        session_timeout_ms: 2000,
+        auth: None,
+    };
+    assert!(matches!(from_config(&bad, me.clone(), vec![]), Err(MembershipError::Config(_))));
+    // A password file that cannot be read stops the start with a reason, before any session.
+    let unreadable = MembershipConfig::ZooKeeper {
+        connect: zookeeper().into(),
+        cluster,
+        session_timeout_ms: 2000,
+        auth: Some(ZooKeeperAuthConfig {
+            scheme: AuthScheme::Digest,
+            user: "paceline".into(),
+            password_file: Some("/nonexistent/zk-password".into()),
+            password_env: None,
+        }),
+    };
+    match from_config(&unreadable, me, vec![Role::Jobmgr]) {
+        Err(MembershipError::Config(why)) => assert!(why.contains("/nonexistent/zk-password"), "{why}"),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+/// The leader's node of `role` in `cluster`, read with the cluster's identity.
+async fn leader_node(raw: &zk::Client, cluster: &str, role: Role) -> String {
+    let dir = format!("/paceline/{cluster}/{}", role.as_str());
+    let mut children = raw.list_children(&dir).await.unwrap();
+    children.sort();
+    format!("{dir}/{}", children.first().expect("a member node"))
+}
+
+/// Every write a client could try on the leader's node and its parents; each must be refused
+/// with `NoAuth`.
+async fn assert_cannot_write(client: &zk::Client, who: &str, cluster: &str, leader: &str) {
+    let dir = leader.rsplit_once('/').unwrap().0;
+    let fake = serde_json::to_vec(&member("impostor", &[Role::Jobmgr])).unwrap();
+    let open = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let refused = |op: &str, r: Result<(), zk::Error>| {
+        assert_eq!(r, Err(zk::Error::NoAuth), "{who}: {op} was not refused");
+    };
+    refused("set on the leader's node", client.set_data(leader, &fake, None).await.map(|_| ()));
+    refused("delete of the leader's node", client.delete(leader, None).await);
+    refused("create of a member node", client.create(&format!("{dir}/member-"), &fake, &open).await.map(|_| ()));
+    refused("setAcl on the leader's node", client.set_acl(leader, &zk::Acls::anyone_all(), None).await.map(|_| ()));
+    refused("setAcl on the role's node", client.set_acl(dir, &zk::Acls::anyone_all(), None).await.map(|_| ()));
+    refused("set on the role's node", client.set_data(dir, b"x", None).await.map(|_| ()));
+    let other_role = format!("/paceline/{cluster}/placement");
+    refused("create of another role's node", client.create(&other_role, b"", &persistent).await.map(|_| ()));
+    refused("create of another cluster", client.create("/paceline/intruder", b"", &persistent).await.map(|_| ()));
+    // Nor may it read who leads: members' addresses are for the cluster only.
+    refused("read of the leader's node", client.get_data(leader).await.map(|_| ()));
+    refused("list of the role", client.list_children(dir).await.map(|_| ()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_a_client_without_credentials_cannot_write_the_leader_node() {
+    init_tracing();
+    let cluster = unique_cluster("acl");
+    let members = start_members(&cluster, Role::Jobmgr, &["a", "b"]).await;
+    let mut a = members[0].watch(Role::Jobmgr);
+    let epoch = leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
+    let raw = authed_client(zookeeper()).await;
+    let leader = leader_node(&raw, &cluster, Role::Jobmgr).await;
+    let (data_before, _) = raw.get_data(&leader).await.unwrap();
+
+    // Every node of the cluster grants all rights to the identity and nothing to anyone else.
+    for path in
+        ["/paceline".to_string(), format!("/paceline/{cluster}"), format!("/paceline/{cluster}/jobmgr"), leader.clone()]
+    {
+        let (acl, _) = raw.get_acl(&path).await.unwrap();
+        assert_eq!(acl.len(), 1, "{path}: {acl:?}");
+        assert_eq!(acl[0].scheme(), "digest", "{path}: {acl:?}");
+        assert!(acl[0].id().starts_with(&format!("{}:", test_user())), "{path}: {acl:?}");
+        assert_eq!(acl[0].permission(), zk::Permission::ALL, "{path}: {acl:?}");
+    }
+
+    // No credentials at all.
+    let anonymous = zk::Client::connect(zookeeper()).await.unwrap();
+    assert_cannot_write(&anonymous, "a client without credentials", &cluster, &leader).await;
+    // The right user with a wrong password is another identity to ZooKeeper.
+    let wrong = format!("{}:not-the-password", test_user());
+    let guesser = zk::Client::connector().with_auth("digest", wrong.as_bytes()).connect(zookeeper()).await.unwrap();
+    assert_cannot_write(&guesser, "a client with a wrong password", &cluster, &leader).await;
+
+    // Nothing changed: same leader, same node, same data, same epoch.
+    assert_eq!(leader_node(&raw, &cluster, Role::Jobmgr).await, leader);
+    assert_eq!(raw.get_data(&leader).await.unwrap().0, data_before);
+    assert_eq!(leader_epoch(&a.borrow()), Some(epoch));
+    let ids: Vec<String> = members[1].members(Role::Jobmgr).await.unwrap().into_iter().map(|m| m.id).collect();
+    assert_eq!(ids, ["a", "b"]);
+
+    // A member configured with the wrong password neither joins nor reads, and says why.
+    let bad_auth = ZooKeeperAuth::digest(&test_user(), Secret::new("not-the-password")).unwrap();
+    let outsider =
+        ZooKeeperMembership::start(zk_config(zookeeper(), &cluster, "outsider", &[Role::Jobmgr]).with_auth(bad_auth))
+            .unwrap();
+    outsider.wait_connected(SETTLE).await.unwrap();
+    match outsider.leader_of(Role::Jobmgr).await {
+        Err(err @ MembershipError::NotAllowed { .. }) => {
+            let msg = err.to_string();
+            assert!(msg.contains("membership.auth") && msg.contains(&test_user()), "{msg}");
+            assert!(!msg.contains("not-the-password"), "{msg}");
+        }
+        other => panic!("expected NotAllowed, got {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*outsider.watch(Role::Jobmgr).borrow(), Leadership::Unknown, "the outsider never joins");
+    assert_eq!(raw.list_children(&format!("/paceline/{cluster}/jobmgr")).await.unwrap().len(), 2);
+    outsider.shutdown().await;
+    for m in &members {
+        m.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_nodes_left_open_by_a_member_without_auth_are_restricted() {
+    init_tracing();
+    // Its own server: the open nodes a member without auth makes would otherwise meet the
+    // shared server's `/paceline`, which authenticated tests have already restricted.
+    let server = ZkServer::start(free_port());
+    let addr = server.addr();
+    let cluster = unique_cluster("upgrade");
+    let dir = format!("/paceline/{cluster}/resmgr");
+
+    // Before: a member configured as before auth existed; its nodes are open to anyone.
+    let old = ZooKeeperMembership::start(zk_config_no_auth(&addr, &cluster, "old", &[Role::Resmgr])).unwrap();
+    wait_for(&mut old.watch(Role::Resmgr), SETTLE, "old leads", Leadership::is_leader).await;
+    let anonymous = zk::Client::connect(&addr).await.unwrap();
+    assert_eq!(anonymous.get_acl(&dir).await.unwrap().0, zk::Acls::anyone_all().to_vec());
+    old.shutdown().await;
+
+    // After: the same cluster with auth restricts every parent it finds open, and still leads.
+    let new = ZooKeeperMembership::start(zk_config(&addr, &cluster, "new", &[Role::Resmgr])).unwrap();
+    wait_for(&mut new.watch(Role::Resmgr), SETTLE, "new leads", Leadership::is_leader).await;
+    let raw = authed_client(&addr).await;
+    for path in ["/paceline".to_string(), format!("/paceline/{cluster}"), dir.clone()] {
+        let (acl, _) = raw.get_acl(&path).await.unwrap();
+        assert!(acl.iter().all(|a| a.scheme() == "digest"), "{path} still open: {acl:?}");
+    }
+    let leader = leader_node(&raw, &cluster, Role::Resmgr).await;
+    assert_cannot_write(&anonymous, "a client without credentials", &cluster, &leader).await;
+    new.shutdown().await;
+    drop(server);
 }

@@ -36,6 +36,7 @@ pub mod pending;
 pub mod pool;
 pub mod resources;
 pub mod run;
+pub mod secret;
 pub mod task;
 pub mod unplaced;
 pub mod view;

@@ -279,6 +279,8 @@ pub struct AssembleConfig {
     /// Serve these store figures with the cluster's metrics (the store was
     /// wrapped in a [`crate::store_metrics::MeteredStore`] that records them).
     pub store_metrics: Option<crate::store_metrics::StoreMetrics>,
+    /// Serve this audit writer's counts with the cluster's metrics.
+    pub audit: Option<paceline_api::audit::Auditor>,
 }
 
 /// The metrics of a cluster over its roles, with `extra` collectors.
@@ -343,13 +345,11 @@ impl Cluster {
         if config.no_metrics {
             cluster.metrics = None;
         } else if let Some(store) = config.store_metrics {
-            let metrics = cluster_metrics(
-                &cluster.resmgr,
-                &cluster.hosts,
-                &cluster.registry,
-                &cluster.jobs,
-                vec![Box::new(store)],
-            );
+            let mut extra: Vec<Box<dyn prometheus_client::collector::Collector>> = vec![Box::new(store)];
+            if let Some(audit) = config.audit {
+                extra.push(Box::new(crate::metrics::AuditCollector(audit)));
+            }
+            let metrics = cluster_metrics(&cluster.resmgr, &cluster.hosts, &cluster.registry, &cluster.jobs, extra);
             cluster.metrics = Some(Arc::new(metrics));
         }
         let cluster = Arc::new(cluster);

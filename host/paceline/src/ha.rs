@@ -439,7 +439,7 @@ pub async fn run(
     };
     let api = ApiSocket::Incoming { connections, addr: api_addr };
     let started = match set {
-        RoleSet::Hosts => crate::server::HostServer::start_with(config, api).await.map(Started::Hosts),
+        RoleSet::Hosts => crate::server::HostServer::start_with(config, api, epoch).await.map(Started::Hosts),
         _ => Server::start_with(config, api, epoch).await.map(Started::Roles),
     };
     let _ = stop_standby.send(true);

@@ -68,7 +68,8 @@ pub struct Metrics {
     api_calls: Family<CallLabels, Counter>,
     api_seconds: Family<[(&'static str, String); 1], Histogram>,
     leader_epoch: Gauge,
-    elections: Counter,
+    elections: Family<[(&'static str, String); 1], Counter>,
+    role_leading: Family<[(&'static str, String); 1], Gauge>,
     scrape_seconds: Histogram,
 }
 
@@ -161,7 +162,18 @@ impl Metrics {
             "Fencing epoch this server leads under (0: not leading, or an embedded membership)",
             leader_epoch.clone(),
         );
-        let elections = counter(registry, "membership_elections_won", "Elections this server won");
+        let elections = Family::<[(&'static str, String); 1], Counter>::default();
+        registry.register(
+            "membership_elections_won",
+            "Elections this process won, per role (jobmgr, resmgr, hostmgr, placement)",
+            elections.clone(),
+        );
+        let role_leading = Family::<[(&'static str, String); 1], Gauge>::default();
+        registry.register(
+            "membership_role_leading",
+            "1 per role this process leads (with an embedded membership: every role it runs)",
+            role_leading.clone(),
+        );
         let scrape_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 12));
         registry.register(
             "scrape_seconds",
@@ -189,6 +201,7 @@ impl Metrics {
             api_seconds,
             leader_epoch,
             elections,
+            role_leading,
             scrape_seconds,
         }
     }
@@ -217,10 +230,23 @@ impl Metrics {
         self.run_updates_failed.inc_by(failed as u64);
     }
 
-    /// Records a won election and the epoch led under.
-    pub fn leading(&self, epoch: u64) {
-        self.elections.inc();
-        self.leader_epoch.set(i64::try_from(epoch).unwrap_or(i64::MAX));
+    /// Records the roles this process leads and, when it won an election
+    /// for them, the epoch it leads under (`None`: an embedded membership,
+    /// no election).
+    pub fn leading(&self, roles: &[&str], epoch: Option<u64>) {
+        for role in roles {
+            let label = [("role", (*role).to_string())];
+            self.role_leading.get_or_create(&label).set(1);
+            // The series exists from the start (0 on an embedded membership),
+            // so that `increase()` sees the first election.
+            let won = self.elections.get_or_create(&label);
+            if epoch.is_some() {
+                won.inc();
+            }
+        }
+        if let Some(epoch) = epoch {
+            self.leader_epoch.set(i64::try_from(epoch).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records one API call (see [`paceline_api::CallObserver`]).
@@ -479,132 +505,194 @@ impl Collector for ClusterCollector {
             KINDS.iter().zip(capacity).map(|(kind, v)| ([("kind", *kind)], v)),
         )?;
 
-        self.encode_hosts(&mut encoder)?;
-        self.encode_plugins(&mut encoder)
+        encode_hosts(self.hosts.as_ref(), &mut encoder)?;
+        encode_plugins(&self.plugins, &mut encoder)
     }
 }
 
-impl ClusterCollector {
-    fn encode_hosts(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let mut by_state: std::collections::BTreeMap<(&'static str, bool), u64> = Default::default();
-        for state in ["up", "draining", "drained", "down"] {
-            for reachable in [true, false] {
-                by_state.insert((state, reachable), 0);
-            }
-        }
-        let (mut leased, mut runs) = (0u64, 0u64);
-        for h in self.hosts.hosts() {
-            *by_state.entry((state_label(h.state), h.reachable)).or_default() += 1;
-            leased += u64::from(h.lease.is_some());
-            runs += h.runs.len() as u64;
-        }
-        gauges(
-            encoder,
-            "hosts",
-            "Hosts by maintenance state and whether they are reachable (registered, heartbeat on time)",
-            by_state.iter().map(|((state, reachable), n)| {
-                ([("state", *state), ("reachable", if *reachable { "true" } else { "false" })], *n)
-            }),
-        )?;
-        gauge(encoder, "hosts_leased", "Hosts leased to a placement engine right now (offers outstanding)", leased)?;
-        gauge(encoder, "host_runs", "Runs holding resources on hosts (tasks launched and not yet ended)", runs)
-    }
+/// Hosts by state, leases and runs, read from the host manager at scrape
+/// time: what a `--roles hostmgr` process serves beside its own figures.
+pub struct HostsCollector(pub Arc<dyn HostAccess>);
 
-    fn encode_plugins(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let slots = self.plugins.list();
-        {
-            let mut family = encoder.encode_descriptor(
-                "plugin_active_version",
-                "The version each plugin slot runs (no row: the native policy serves the slot)",
-                None,
-                MetricType::Info,
-            )?;
-            for s in &slots {
-                if let Some(active) = &s.active {
-                    family.encode_info(&[("slot", s.slot.as_str()), ("version", active.as_str())])?;
-                }
-            }
+impl std::fmt::Debug for HostsCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostsCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for HostsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encode_hosts(self.0.as_ref(), &mut encoder)
+    }
+}
+
+/// Plugin slots, versions, calls, faults, fallbacks and shadows, read at
+/// scrape time from the registry the handle holds now: what a `--roles
+/// placement` process serves. The process opens a new registry when a slot
+/// changes, and puts it in the handle; until the first, nothing is written.
+pub struct PluginsCollector(pub Arc<Mutex<Option<Arc<Plugins>>>>);
+
+impl std::fmt::Debug for PluginsCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginsCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for PluginsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let current = self.0.lock().ok().and_then(|r| r.clone());
+        match current {
+            Some(registry) => encode_plugins(&registry, &mut encoder),
+            None => Ok(()),
         }
+    }
+}
+
+/// What became of audit records ([`paceline_api::audit::AuditCounters`]):
+/// written, dropped on a full queue, lost to a failed write, pruned.
+pub struct AuditCollector(pub paceline_api::audit::Auditor);
+
+impl std::fmt::Debug for AuditCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for AuditCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = self.0.counters();
         counters(
-            encoder,
-            "plugin_calls",
-            "Calls into a plugin version (shadow calls included)",
-            slots.iter().flat_map(|s| {
-                s.versions
-                    .iter()
-                    .map(|v| ([("slot", s.slot.clone()), ("version", version_id(&v.record))], v.metrics.calls))
-            }),
-        )?;
-        counters(
-            encoder,
-            "plugin_faults",
-            "Failed plugin calls by fault kind (deadline, memory_cap, panic, stack_overflow, out_of_fuel, trap, invalid_answer, instantiate)",
-            slots.iter().flat_map(|s| {
-                // Every kind, zeros included: a series that exists before its
-                // first fault lets `rate()` see that fault.
-                s.versions.iter().flat_map(|v| {
-                    paceline_plugin::FaultKind::ALL.iter().map(|kind| {
-                        let n = v.metrics.errors.get(kind.as_str()).copied().unwrap_or(0);
-                        (
-                            [
-                                ("slot", s.slot.clone()),
-                                ("version", version_id(&v.record)),
-                                ("kind", kind.as_str().to_string()),
-                            ],
-                            n,
-                        )
-                    })
-                })
-            }),
-        )?;
-        counters(
-            encoder,
-            "plugin_fallbacks",
-            "Calls answered by an earlier version or the native policy after the version tried first failed",
-            slots.iter().map(|s| ([("slot", s.slot.as_str())], s.fallbacks)),
-        )?;
-        {
-            let mut family = encoder.encode_descriptor(
-                "plugin_call_seconds",
-                "Latency of calls into a plugin version",
-                None,
-                MetricType::Histogram,
-            )?;
-            for s in &slots {
-                for v in &s.versions {
-                    let m = &v.metrics;
-                    let buckets: Vec<(f64, u64)> = m
-                        .latency_us
-                        .iter()
-                        .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e6 }, *n))
-                        .collect();
-                    let sum = (m.mean_us as f64 * m.calls as f64) / 1e6;
-                    let labels = [("slot", s.slot.clone()), ("version", version_id(&v.record))];
-                    family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, m.calls, &buckets, None)?;
-                }
-            }
-        }
-        let shadows: Vec<(String, String, u64, u64)> = slots
-            .iter()
-            .filter_map(|s| {
-                let report = self.plugins.shadow_report(&s.slot).ok()??;
-                let differing = report.compared.saturating_sub(report.identical + report.candidate_faults);
-                Some((s.slot.clone(), report.candidate, report.compared, differing))
-            })
-            .collect();
-        gauges(
-            encoder,
-            "plugin_shadow_compared",
-            "Inputs the running shadow candidate of a slot was compared on",
-            shadows.iter().map(|(slot, c, n, _)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *n)),
-        )?;
-        gauges(
-            encoder,
-            "plugin_shadow_disagreements",
-            "Inputs on which the running shadow candidate decided differently from the active version",
-            shadows.iter().map(|(slot, c, _, d)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *d)),
+            &mut encoder,
+            "audit_records",
+            "Audit records by outcome: written to the store, dropped (queue full), failed (the store write failed; lost), pruned (retention)",
+            [
+                ([("outcome", "written")], c.written.load(Relaxed)),
+                ([("outcome", "dropped")], c.dropped.load(Relaxed)),
+                ([("outcome", "failed")], c.failed.load(Relaxed)),
+                ([("outcome", "pruned")], c.pruned.load(Relaxed)),
+            ],
         )
     }
+}
+
+fn encode_hosts(hosts: &dyn HostAccess, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+    let mut by_state: std::collections::BTreeMap<(&'static str, bool), u64> = Default::default();
+    for state in ["up", "draining", "drained", "down"] {
+        for reachable in [true, false] {
+            by_state.insert((state, reachable), 0);
+        }
+    }
+    let (mut leased, mut runs) = (0u64, 0u64);
+    for h in hosts.hosts() {
+        *by_state.entry((state_label(h.state), h.reachable)).or_default() += 1;
+        leased += u64::from(h.lease.is_some());
+        runs += h.runs.len() as u64;
+    }
+    gauges(
+        encoder,
+        "hosts",
+        "Hosts by maintenance state and whether they are reachable (registered, heartbeat on time)",
+        by_state.iter().map(|((state, reachable), n)| {
+            ([("state", *state), ("reachable", if *reachable { "true" } else { "false" })], *n)
+        }),
+    )?;
+    gauge(encoder, "hosts_leased", "Hosts leased to a placement engine right now (offers outstanding)", leased)?;
+    gauge(encoder, "host_runs", "Runs holding resources on hosts (tasks launched and not yet ended)", runs)
+}
+
+fn encode_plugins(plugins: &Plugins, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+    let slots = plugins.list();
+    {
+        let mut family = encoder.encode_descriptor(
+            "plugin_active_version",
+            "The version each plugin slot runs (no row: the native policy serves the slot)",
+            None,
+            MetricType::Info,
+        )?;
+        for s in &slots {
+            if let Some(active) = &s.active {
+                family.encode_info(&[("slot", s.slot.as_str()), ("version", active.as_str())])?;
+            }
+        }
+    }
+    counters(
+        encoder,
+        "plugin_calls",
+        "Calls into a plugin version (shadow calls included)",
+        slots.iter().flat_map(|s| {
+            s.versions.iter().map(|v| ([("slot", s.slot.clone()), ("version", version_id(&v.record))], v.metrics.calls))
+        }),
+    )?;
+    counters(
+        encoder,
+        "plugin_faults",
+        "Failed plugin calls by fault kind (deadline, memory_cap, panic, stack_overflow, out_of_fuel, trap, invalid_answer, instantiate)",
+        slots.iter().flat_map(|s| {
+            // Every kind, zeros included: a series that exists before its
+            // first fault lets `rate()` see that fault.
+            s.versions.iter().flat_map(|v| {
+                paceline_plugin::FaultKind::ALL.iter().map(|kind| {
+                    let n = v.metrics.errors.get(kind.as_str()).copied().unwrap_or(0);
+                    (
+                        [
+                            ("slot", s.slot.clone()),
+                            ("version", version_id(&v.record)),
+                            ("kind", kind.as_str().to_string()),
+                        ],
+                        n,
+                    )
+                })
+            })
+        }),
+    )?;
+    counters(
+        encoder,
+        "plugin_fallbacks",
+        "Calls answered by an earlier version or the native policy after the version tried first failed",
+        slots.iter().map(|s| ([("slot", s.slot.as_str())], s.fallbacks)),
+    )?;
+    {
+        let mut family = encoder.encode_descriptor(
+            "plugin_call_seconds",
+            "Latency of calls into a plugin version",
+            None,
+            MetricType::Histogram,
+        )?;
+        for s in &slots {
+            for v in &s.versions {
+                let m = &v.metrics;
+                let buckets: Vec<(f64, u64)> = m
+                    .latency_us
+                    .iter()
+                    .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e6 }, *n))
+                    .collect();
+                let sum = (m.mean_us as f64 * m.calls as f64) / 1e6;
+                let labels = [("slot", s.slot.clone()), ("version", version_id(&v.record))];
+                family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, m.calls, &buckets, None)?;
+            }
+        }
+    }
+    let shadows: Vec<(String, String, u64, u64)> = slots
+        .iter()
+        .filter_map(|s| {
+            let report = plugins.shadow_report(&s.slot).ok()??;
+            let differing = report.compared.saturating_sub(report.identical + report.candidate_faults);
+            Some((s.slot.clone(), report.candidate, report.compared, differing))
+        })
+        .collect();
+    gauges(
+        encoder,
+        "plugin_shadow_compared",
+        "Inputs the running shadow candidate of a slot was compared on",
+        shadows.iter().map(|(slot, c, n, _)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *n)),
+    )?;
+    gauges(
+        encoder,
+        "plugin_shadow_disagreements",
+        "Inputs on which the running shadow candidate decided differently from the active version",
+        shadows.iter().map(|(slot, c, _, d)| ([("slot", slot.as_str()), ("candidate", c.as_str())], *d)),
+    )
 }
 
 /// A maintenance state as a label: lower case, as in the CLI's flags.

@@ -18,6 +18,7 @@ use paceline_hostmgr::{
 use paceline_membership::MembershipConfig;
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_model::secret::Secret;
 use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::config::{SqliteConfig, StorageConfig};
 use serde::{Deserialize, Serialize};
@@ -66,9 +67,13 @@ pub enum HostsConfig {
         /// The host manager's API addresses: several for a highly available
         /// host manager (the leader is found and followed).
         servers: Vec<String>,
-        /// An admin token, when the host manager has a tokens file.
+        /// An admin token, when the host manager has a tokens file. Prefer
+        /// `token_file`: a config file is read by more people than a secret.
         #[serde(default)]
-        token: Option<String>,
+        token: Option<Secret>,
+        /// Read that token from this file instead (mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_file: Option<PathBuf>,
         /// The authority that signed an `https://` host manager's certificate.
         #[serde(default)]
         ca_cert: Option<PathBuf>,
@@ -121,8 +126,15 @@ pub struct ServerConfig {
     /// `agent_listen`).
     pub advertise_agent: Option<String>,
     /// Principals and their token hashes (see docs/operations.md, "Authentication").
-    /// Without it the API is open: every caller acts as an admin.
+    /// Without it the API is open: every caller acts as an admin, so the server
+    /// then refuses an `api_listen` that is not loopback unless
+    /// `insecure_no_auth` says to serve it anyway.
     pub tokens_file: Option<PathBuf>,
+    /// Serve an API without a tokens file on an address that is not loopback,
+    /// where anyone who reaches it is an admin. Default false: such a
+    /// configuration stops the start. For a network that is itself the
+    /// boundary (a test rig), never for a shared one.
+    pub insecure_no_auth: bool,
     /// Serve the API over TLS with this certificate and key (see docs/operations.md, "TLS").
     pub tls: Option<TlsConfig>,
     /// Run a placement engine in this process (default). `false` when engines run in
@@ -200,6 +212,7 @@ impl Default for ServerConfig {
             advertise_api: None,
             advertise_agent: None,
             tokens_file: None,
+            insecure_no_auth: false,
             tls: None,
             placement_engine: true,
             metrics_listen: None,
@@ -245,6 +258,41 @@ pub enum ServerError {
     Other(String),
 }
 
+/// Whether an API at `api_listen` may be served as configured: without a
+/// tokens file every caller is an admin, which is `paceline dev`'s loopback
+/// default and nothing else's unless `insecure` acknowledges it.
+pub fn check_api_exposure(api_listen: SocketAddr, has_tokens: bool, insecure: bool) -> Result<(), String> {
+    if has_tokens || api_listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if insecure {
+        tracing::warn!(
+            addr = %api_listen,
+            "INSECURE: --insecure-no-auth: the API is served on an address that is not loopback without a \
+             tokens file; anyone who reaches it is an admin"
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "api_listen {api_listen} is not a loopback address and there is no tokens file: anyone who reaches it \
+         would act as an admin. Give --tokens-file (`paceline auth token` makes a token and its hash; see \
+         docs/operations.md, \"Authentication\"), listen on 127.0.0.1, or, knowing what it means, \
+         --insecure-no-auth (`insecure_no_auth: true`)"
+    ))
+}
+
+/// A token given inline or in a file (the file wins; its first line).
+pub fn resolve_token(inline: Option<&Secret>, file: Option<&std::path::Path>) -> Result<Option<Secret>, ServerError> {
+    match file {
+        Some(path) => {
+            let read = Secret::from_file(path)
+                .map_err(|e| ServerError::Other(format!("token_file {}: {e}", path.display())))?;
+            Ok(Some(Secret::new(read.expose().lines().next().unwrap_or_default())))
+        }
+        None => Ok(inline.cloned()),
+    }
+}
+
 /// The API's principals: from the tokens file, or an open API without one.
 fn load_auth(tokens_file: Option<&std::path::Path>) -> Result<paceline_api::auth::Auth, ServerError> {
     let Some(path) = tokens_file else {
@@ -281,6 +329,8 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
 async fn prepare(
     config: &ServerConfig,
 ) -> Result<(paceline_api::ApiConfig, Arc<dyn paceline_storage::Store>), ServerError> {
+    check_api_exposure(config.api_listen, config.tokens_file.is_some(), config.insecure_no_auth)
+        .map_err(ServerError::Other)?;
     if let Some(addr) = config.metrics_listen {
         crate::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(ServerError::Other)?;
     }
@@ -404,7 +454,8 @@ impl Server {
         let mut remote_hosts = None;
         let (hosts, clock, agent_addr): (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr) =
             match &config.hosts {
-                HostsConfig::Hostmgr { servers, token, ca_cert } => {
+                HostsConfig::Hostmgr { servers, token, token_file, ca_cert } => {
+                    let token = resolve_token(token.as_ref(), token_file.as_deref())?;
                     // No addresses: ask the membership who leads hostmgr.
                     let discovery = if servers.is_empty() {
                         if config.membership == paceline_membership::MembershipConfig::Embedded {
@@ -432,7 +483,7 @@ impl Server {
                     });
                     let remote = paceline_hostmgr::peer::RemoteHosts::connect(
                         locate,
-                        token.as_deref(),
+                        token.as_ref().map(Secret::expose),
                         leader_epoch.unwrap_or(0),
                         HOSTMGR_WAIT,
                     )
@@ -478,6 +529,7 @@ impl Server {
                 install_default_plugins: true,
                 no_placement: !config.placement_engine,
                 store_metrics: Some(store_metrics),
+                audit: Some(audit.clone()),
                 ..AssembleConfig::default()
             },
             |rm| {
@@ -505,9 +557,14 @@ impl Server {
         let mut internal = tonic::service::Routes::new(core.into_server()).into_axum_router();
         let mut metrics_addr = None;
         if let Some(metrics) = &cluster.metrics {
-            if let Some(epoch) = leader_epoch {
-                metrics.leading(epoch);
+            let mut roles = vec!["jobmgr", "resmgr"];
+            if remote_hosts.is_none() {
+                roles.push("hostmgr");
             }
+            if config.placement_engine {
+                roles.push("placement");
+            }
+            metrics.leading(&roles, leader_epoch);
             api_config.observer = Some(metrics.clone());
             // On the API port, behind its authentication like every route there.
             internal = internal.merge(crate::metrics::routes(metrics.clone()));
@@ -660,6 +717,8 @@ pub struct HostServer {
     pub api_addr: SocketAddr,
     /// Where agents dial.
     pub agent_addr: SocketAddr,
+    /// Where the unauthenticated scrape listener listens, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -675,7 +734,13 @@ impl std::fmt::Debug for HostServer {
 
 impl HostServer {
     /// Starts the host manager, the agent listener and its API on `api`.
-    pub async fn start_with(config: ServerConfig, api: ApiSocket) -> Result<HostServer, ServerError> {
+    /// `leader_epoch`: when this process won the host manager's election,
+    /// its epoch (shown in the metrics).
+    pub async fn start_with(
+        config: ServerConfig,
+        api: ApiSocket,
+        leader_epoch: Option<u64>,
+    ) -> Result<HostServer, ServerError> {
         if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
             return Err(ServerError::Other(
                 "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim or mesos, not another hostmgr".into(),
@@ -684,6 +749,9 @@ impl HostServer {
         // Host records (maintenance states) only; no leadership claim: the
         // store's fence belongs to the job manager's writes.
         let (api_config, store) = prepare(&config).await?;
+        let store_metrics = crate::store_metrics::StoreMetrics::default();
+        let store: Arc<dyn paceline_storage::Store> =
+            Arc::new(crate::store_metrics::MeteredStore::new(store, store_metrics.clone()));
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
@@ -691,11 +759,35 @@ impl HostServer {
         hosts.sync().await?;
         let mut api_config = api_config;
         // Drains and downs here are audited into the same store.
-        api_config.audit = Some(paceline_api::audit::spawn(store.clone(), config.audit.settings()));
-        api_config.internal = Some(tonic::service::Routes::new(
-            paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server(),
-        ));
+        let audit = paceline_api::audit::spawn(store.clone(), config.audit.settings());
+        api_config.audit = Some(audit.clone());
         let access: Arc<dyn HostAccess> = Arc::new(hosts.clone());
+        // Its own figures: hosts, API calls, store, audit, the process
+        // (decision 0022); placement and job figures live where those run.
+        let metrics = Arc::new(crate::metrics::Metrics::new(vec![
+            Box::new(crate::metrics::HostsCollector(access.clone())),
+            Box::new(store_metrics),
+            Box::new(crate::metrics::AuditCollector(audit)),
+        ]));
+        metrics.leading(&["hostmgr"], leader_epoch);
+        api_config.observer = Some(metrics.clone());
+        let internal =
+            tonic::service::Routes::new(paceline_hostmgr::peer::HostPeerService::new(hosts.clone()).into_server())
+                .into_axum_router()
+                .merge(crate::metrics::routes(metrics.clone()));
+        api_config.internal = Some(tonic::service::Routes::from(internal));
+        let metrics_addr = match config.metrics_listen {
+            Some(addr) => {
+                let stop = stopped.clone();
+                let (bound, task) =
+                    crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
+                        .await
+                        .map_err(|source| ServerError::Listen { addr, source })?;
+                tasks.push(task);
+                Some(bound)
+            }
+            None => None,
+        };
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();
         tasks.push(tokio::spawn(async move {
@@ -707,7 +799,7 @@ impl HostServer {
             }
         }));
         info!(%api_addr, %agent_addr, provider = hosts.provider_name(), "paceline host manager up");
-        Ok(HostServer { hosts, api_addr, agent_addr, tasks, stop: Some(stop) })
+        Ok(HostServer { hosts, api_addr, agent_addr, metrics_addr, tasks, stop: Some(stop) })
     }
 
     /// Stops the listeners (tasks on hosts keep running).
@@ -778,6 +870,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_open_api_serves_loopback_only_unless_acknowledged() {
+        let at = |s: &str| s.parse::<SocketAddr>().expect("address");
+        assert!(check_api_exposure(at("127.0.0.1:7400"), false, false).is_ok());
+        assert!(check_api_exposure(at("[::1]:7400"), false, false).is_ok());
+        for public in ["0.0.0.0:7400", "10.1.2.3:7400", "[::]:7400"] {
+            let e = check_api_exposure(at(public), false, false).expect_err(public);
+            assert!(e.contains(public) && e.contains("--insecure-no-auth"), "{e}");
+            assert!(check_api_exposure(at(public), true, false).is_ok(), "with tokens");
+            assert!(check_api_exposure(at(public), false, true).is_ok(), "acknowledged");
+        }
+    }
+
+    #[test]
     fn a_job_manager_config_names_its_host_managers() {
         let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: secret\n";
         let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
@@ -785,10 +890,14 @@ mod tests {
             config.hosts,
             HostsConfig::Hostmgr {
                 servers: vec!["hm1:7410".into(), "hm2:7410".into()],
-                token: Some("secret".into()),
+                token: Some(Secret::new("secret")),
+                token_file: None,
                 ca_cert: None
             }
         );
+        // The token never shows when the config is logged.
+        let shown = format!("{config:?}");
+        assert!(shown.contains("[redacted]") && !shown.contains("secret"), "{shown}");
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");

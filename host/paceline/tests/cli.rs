@@ -220,3 +220,41 @@ fn a_scrape_listener_off_loopback_is_refused_without_the_acknowledgement() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--metrics-listen-public"), "{}", text(&out.stderr));
 }
+
+/// Secure by default: an API without a tokens file serves only loopback;
+/// anything else needs a tokens file or the loudly named acknowledgement.
+#[test]
+fn a_server_on_a_routable_address_without_tokens_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = paceline(&[
+        "server",
+        "--data-dir",
+        data.to_str().expect("utf-8"),
+        "--api-listen",
+        "0.0.0.0:0",
+        "--agent-listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("0.0.0.0:0 is not a loopback address and there is no tokens file")
+            && stderr.contains("--tokens-file")
+            && stderr.contains("--insecure-no-auth"),
+        "{stderr}"
+    );
+    assert!(!data.join("paceline.db").exists(), "refused before the store was opened");
+    // `paceline dev` has no such acknowledgement: open only on loopback.
+    let out = paceline(&[
+        "dev",
+        "--sim-hosts",
+        "1",
+        "--data-dir",
+        data.to_str().expect("utf-8"),
+        "--api-listen",
+        "0.0.0.0:0",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("is not a loopback address"), "{}", text(&out.stderr));
+}

@@ -325,9 +325,11 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     let mut server = start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "API on");
     let mut agents = Vec::new();
     let join = join_args(&data.join("pki"));
-    // Two agents on one machine: distinct port ranges, as on two machines, and apart from
-    // the ranges of `paceline dev`'s agents (31000-32999) in the tests running beside this one.
-    for (name, ports) in [("a1", "37000-37499"), ("a2", "37500-37999")] {
+    // Two agents on one machine: distinct port ranges, as on two machines, and
+    // apart from the ranges `paceline dev` gives its agents (31000 up), which the
+    // other tests here run beside this one (a shared range made a task fail to
+    // bind its port and be relaunched: this test's one flake).
+    for (name, ports) in [("a1", "42000-42499"), ("a2", "42500-42999")] {
         let cfg = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
             .expect("config");
@@ -414,7 +416,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     let _server = start(&["server", "--config", config.to_str().expect("utf-8")], "API on");
     let mut agents = Vec::new();
     let join = join_args(&dir.path().join("server").join("pki"));
-    for (name, ports) in [("p1", "33000-33499"), ("p2", "33500-33999")] {
+    for (name, ports) in [("p1", "43000-43499"), ("p2", "43500-43999")] {
         let child = Command::new(BIN)
             .args([
                 "agent",

@@ -187,6 +187,24 @@ struct Node {
     log: PathBuf,
 }
 
+/// The `auth` lines of a membership: the digest identity `zookeeper.sh env` exports
+/// (`PACELINE_ZOOKEEPER_USER`, `PACELINE_ZOOKEEPER_PASSWORD_FILE`), else the fixed test
+/// identity the membership crate's tests use too. Tests sharing a ZooKeeper must agree:
+/// the first member to create `/paceline` makes it that identity's alone.
+fn zk_auth(dir: &Path) -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let user = var("PACELINE_ZOOKEEPER_USER").unwrap_or_else(|| "paceline".into());
+    let file = match var("PACELINE_ZOOKEEPER_PASSWORD_FILE") {
+        Some(file) => PathBuf::from(file),
+        None => {
+            let file = dir.join("zk-password");
+            std::fs::write(&file, "paceline-test-password\n").expect("password file");
+            file
+        }
+    };
+    format!("  auth: {{ user: {user}, password_file: {} }}\n", file.display())
+}
+
 fn node(dir: &Path, name: &str, zk: &str, cluster: &str, data: &Path) -> Node {
     let (api, agent) = (free_port(), free_port());
     let config = dir.join(format!("{name}.yaml"));
@@ -195,8 +213,9 @@ fn node(dir: &Path, name: &str, zk: &str, cluster: &str, data: &Path) -> Node {
         format!(
             "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agent}\nmember_id: {name}\n\
              heartbeat_timeout_ms: 5000\nagent_heartbeat_ms: 500\n\
-             membership:\n  kind: zookeeper\n  connect: \"{zk}\"\n  cluster: {cluster}\n  session_timeout_ms: {SESSION_TIMEOUT_MS}\n",
-            data.display()
+             membership:\n  kind: zookeeper\n  connect: \"{zk}\"\n  cluster: {cluster}\n  session_timeout_ms: {SESSION_TIMEOUT_MS}\n{}",
+            data.display(),
+            zk_auth(dir)
         ),
     )
     .expect("config");

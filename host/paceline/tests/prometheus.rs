@@ -11,11 +11,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{BIN, Dev, eventually, free_port, tokens_file};
+use common::{BIN, Dev, eventually, free_port, http_get, tokens_file};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -52,18 +51,6 @@ fn job_file(dir: &Path, name: &str, pool: &str, n: u32, cpu_millis: u64) -> Stri
     )
     .expect("write");
     path.to_str().expect("utf-8").to_string()
-}
-
-/// `GET path` over HTTP/1.1: (status code, body).
-fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n").expect("write");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (code, body)
 }
 
 #[test]

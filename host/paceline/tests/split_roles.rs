@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{BIN, eventually, free_port, join_args, kill_processes_working_under};
+use common::{BIN, eventually, free_port, http_get, join_args, kill_processes_working_under};
 
 /// A child process, its stdout and stderr lines kept; SIGTERM on drop.
 struct Proc {
@@ -94,13 +94,15 @@ fn core(dir: &Path, api: u16, cores: u64) -> Proc {
     Proc::start(&["server", "--config", yaml.to_str().expect("utf-8"), "--roles", "jobmgr,resmgr,hostmgr"], "API on")
 }
 
-/// Starts a placement process `name` against the core on `api`, reading the core's store.
-fn engine(dir: &Path, api: u16, name: &str) -> Proc {
+/// Starts a placement process `name` against the core on `api`, reading the
+/// core's store, with its metrics on `metrics` (0: none).
+fn engine(dir: &Path, api: u16, name: &str, metrics: u16) -> Proc {
     let yaml = dir.join(format!("{name}.yaml"));
+    let listen = if metrics == 0 { String::new() } else { format!("metrics_listen: 127.0.0.1:{metrics}\n") };
     std::fs::write(
         &yaml,
         format!(
-            "data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n",
+            "data_dir: {}\nstorage: {{sqlite: {{path: {}}}}}\n{listen}",
             dir.join(name).display(),
             dir.join("core/paceline.db").display()
         ),
@@ -162,8 +164,9 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
         tasks(api, &a)
     );
 
-    let mut first = engine(dir, api, "p1");
-    let second = engine(dir, api, "p2");
+    let mut first = engine(dir, api, "p1", 0);
+    let second_metrics = free_port();
+    let second = engine(dir, api, "p2", second_metrics);
     eventually(60, "job a: 8 running", || all_in(api, &a, "RUNNING"));
 
     // One engine dies; the other keeps placing.
@@ -172,6 +175,16 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
     let b = create(api, &job(dir, "b", 8, 600_000));
     eventually(60, "job b: 8 running with one engine left", || all_in(api, &b, "RUNNING"));
     assert!(second.said("placement round") > rounds_before, "the surviving engine placed job b");
+    // Its own figures, on its scrape listener (an engine serves no API).
+    let (code, body) = http_get(second_metrics, "/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    let value = |line_start: &str| -> Option<f64> {
+        body.lines().find(|l| l.starts_with(line_start)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    assert!(value("paceline_placement_tasks_placed_total").is_some_and(|n| n >= 8.0), "{body}");
+    assert_eq!(value("paceline_membership_role_leading{role=\"placement\"}"), Some(1.0), "{body}");
+    assert!(body.contains("paceline_plugin_calls_total{slot=\"placement/batch\""), "{body}");
+    assert!(!body.contains("paceline_pool_"), "pools are the core's figures, not an engine's: {body}");
 
     // Sixteen slots, sixteen tasks: every host exactly full, none over.
     let mut per_host = std::collections::BTreeMap::<String, usize>::new();
@@ -241,7 +254,7 @@ fn a_plugin_activated_on_the_core_reaches_a_placement_process() {
     let dir = dir.path();
     let api = free_port();
     let _core = core(dir, api, 8);
-    let engine = engine(dir, api, "p");
+    let engine = engine(dir, api, "p", 0);
     let hosts_of = |id: &str| -> std::collections::BTreeSet<String> {
         tasks(api, id).iter().filter_map(|t| t["host"].as_str().filter(|h| !h.is_empty()).map(str::to_string)).collect()
     };
@@ -283,7 +296,7 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
     );
     let _agents =
         [agent(dir, &core_dir, "a1", agents, "33000-33499"), agent(dir, &core_dir, "a2", agents, "33500-33999")];
-    let _engine = engine(dir, api, "p");
+    let _engine = engine(dir, api, "p", 0);
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
     let id = create(api, hello.to_str().expect("utf-8"));
@@ -384,6 +397,19 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
     eventually(10, "and as the job manager sees it", || allocated(jm_api) == 8_000);
     let a_runs = runs_of(jm_api, &a);
     assert_eq!(a_runs.len(), 8, "{a_runs:?}");
+    // The host manager serves its own figures on its API port.
+    let (code, body) = http_get(hm_api, "/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    for line in [
+        "paceline_host_runs 8",
+        "paceline_hosts{state=\"up\",reachable=\"true\"} 4",
+        "paceline_membership_role_leading{role=\"hostmgr\"} 1",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} in\n{body}");
+    }
+    assert!(body.contains("paceline_api_requests_total{"), "the job manager's calls are counted: {body}");
+    assert!(body.contains("paceline_store_op_seconds"), "{body}");
+    assert!(!body.contains("paceline_pool_"), "pools are the job manager's figures: {body}");
 
     // The host manager dies; its simulated hosts and their runs die with it.
     // A new one starts on the same port: the job manager resubscribes with

@@ -202,7 +202,8 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport> {
 
     match &opts.cassandra {
         Some(addr) => {
-            let store = CassandraStore::connect(&CassandraConfig::local(addr, "paceline_bench")).await?;
+            let store =
+                CassandraStore::connect(&CassandraConfig::local(addr, "paceline_bench").with_env_security()).await?;
             let mut figures = run_one(&store, opts, &job_id).await?;
             figures.plain_updates_per_sec = Some(plain_rate(&store, opts, &job_id).await?);
             report.backends.push(figures);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::cassandra::{CassandraConfig, ConsistencyLevel};
+pub use crate::cassandra::{CassandraConfig, CassandraTls, ConsistencyLevel};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -34,7 +34,8 @@ pub enum StorageConfig {
     /// The embedded default.
     Sqlite(SqliteConfig),
     /// Apache Cassandra or ScyllaDB.
-    Cassandra(CassandraConfig),
+    /// Boxed: with its login and TLS settings it is ten times the size of the SQLite one.
+    Cassandra(Box<CassandraConfig>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -52,7 +53,7 @@ impl TryFrom<RawStorage> for StorageConfig {
     fn try_from(raw: RawStorage) -> std::result::Result<Self, String> {
         match (raw.sqlite, raw.cassandra) {
             (Some(s), None) => Ok(StorageConfig::Sqlite(s)),
-            (None, Some(c)) => Ok(StorageConfig::Cassandra(c)),
+            (None, Some(c)) => Ok(StorageConfig::Cassandra(Box::new(c))),
             _ => Err("storage: give exactly one of `sqlite` or `cassandra`".into()),
         }
     }
@@ -62,7 +63,7 @@ impl From<StorageConfig> for RawStorage {
     fn from(c: StorageConfig) -> Self {
         match c {
             StorageConfig::Sqlite(s) => RawStorage { sqlite: Some(s), cassandra: None },
-            StorageConfig::Cassandra(c) => RawStorage { sqlite: None, cassandra: Some(c) },
+            StorageConfig::Cassandra(c) => RawStorage { sqlite: None, cassandra: Some(*c) },
         }
     }
 }

@@ -42,7 +42,7 @@ pub mod types;
 mod validate;
 
 pub use audit::{AuditQuery, AuditRecord};
-pub use config::{CassandraConfig, ConsistencyLevel, SqliteConfig, StorageConfig, open};
+pub use config::{CassandraConfig, CassandraTls, ConsistencyLevel, SqliteConfig, StorageConfig, open};
 pub use error::{Result, StoreError};
 pub use store::Store;
 pub use types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord, limits};

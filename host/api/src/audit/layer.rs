@@ -58,6 +58,18 @@ impl Pending {
             Some(w) => (w.name.clone(), w.role.to_string()),
             None => (UNAUTHENTICATED.to_string(), String::new()),
         };
+        // Who changed what, at the default level (refusals are logged by the
+        // auth layer); the audit log keeps the same and more.
+        if code == "OK" {
+            tracing::info!(
+                caller = %principal,
+                role = %role,
+                call = %self.method,
+                target = %described.target,
+                summary = %described.summary,
+                "change"
+            );
+        }
         self.auditor.record(record(
             principal,
             role,

@@ -90,6 +90,12 @@ pub(crate) struct RunEntry {
     pending: VecDeque<Pending>,
     /// Reported by a host before expectations were loaded; killed unless expected.
     orphan: bool,
+    /// Updates the host sent for an orphan before expectations were loaded,
+    /// in seq order, neither delivered nor acknowledged: if the owner expects
+    /// the run they are delivered at adoption. (Acknowledging them then, as
+    /// for an orphan being killed, made the agent forget a RUNNING the owner
+    /// never heard: a task stayed LAUNCHING for ever after a server restart.)
+    held: Vec<RunUpdate>,
 }
 
 #[derive(Debug)]
@@ -447,6 +453,13 @@ impl State {
             }
             return;
         }
+        if r.orphan && !self.expectations_loaded {
+            // Held until the owner says whether it expects the run (see `expect_runs`).
+            if r.held.last().is_none_or(|h| h.seq < u.seq) {
+                r.held.push(u);
+            }
+            return;
+        }
         if r.orphan || r.terminal {
             // An orphan being killed, or a run already declared LOST: not the subscriber's business.
             r.last_seq = u.seq;
@@ -719,13 +732,18 @@ impl State {
             let i = self.host_slot(&e.host, now);
             if let Some(r) = self.runs.get_mut(&e.run_id) {
                 if r.orphan && r.host == i {
-                    // The host reported it before we knew: adopt it.
+                    // The host reported it before we knew: adopt it, then hand
+                    // the owner what the host said meanwhile and it has not seen.
                     r.orphan = false;
                     r.task_id = e.task_id;
                     r.job = job_of(&r.task_id).to_string();
                     r.state = Some(RunState::Running);
                     r.last_seq = r.last_seq.max(e.last_seq);
                     r.acked_seq = r.acked_seq.max(e.last_seq);
+                    let held = std::mem::take(&mut r.held);
+                    for u in held {
+                        self.on_run_update(u, now, fx);
+                    }
                 }
                 continue;
             }
@@ -1017,6 +1035,7 @@ impl RunEntry {
             acked_seq: 0,
             pending: VecDeque::new(),
             orphan,
+            held: Vec::new(),
         }
     }
 }

@@ -310,3 +310,50 @@ async fn silent_agent_times_out_launches_and_loses_its_host() {
     assert_eq!((u.run_id.as_str(), u.state, u.seq, u.reason.as_str()), ("live-0-1", RunState::Lost, 2, "HOST_LOST"));
     assert_eq!(manager.host("n2").unwrap().view.allocated, paceline_model::Resources::ZERO);
 }
+
+/// After a server restart an agent may register, and send a run's RUNNING,
+/// before the job manager has said which runs it expects. That update must
+/// reach the job manager once the run is adopted, and the agent must not be
+/// told it was handled before then (found by scripts/torture: the agent
+/// forgot the RUNNING, and the task stayed LAUNCHING for ever).
+#[tokio::test]
+async fn an_update_for_a_run_reported_before_expectations_reaches_the_owner_at_adoption() {
+    let (provider, url, _stop) = server().await;
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(config()).start().await.unwrap();
+    let mut events = manager.subscribe();
+    let mut agent = FakeAgent::connect(&url, register("n1", &["web-0-2"])).await.unwrap();
+    agent.status("web-0-2", 1, pb::RunState::Running).await;
+    // Not acknowledged while nobody has said whether the run is wanted.
+    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
+        loop {
+            if let Down::Ack(a) = agent.next().await {
+                break a;
+            }
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "acknowledged before the owner heard it: {quiet:?}");
+
+    manager
+        .expect_runs(vec![ExpectedRun {
+            host: "n1".into(),
+            run_id: "web-0-2".into(),
+            task_id: "web-0".into(),
+            resources: SMALL,
+            last_seq: 0,
+        }])
+        .await;
+    let delivered = loop {
+        if let HostEvent::Run(u) = next_event(&mut events).await {
+            break u;
+        }
+    };
+    assert_eq!((delivered.run_id.as_str(), delivered.seq, delivered.state), ("web-0-2", 1, RunState::Running));
+    manager.acknowledge("web-0-2", 1).await;
+    loop {
+        if let Down::Ack(a) = agent.next().await {
+            assert_eq!((a.run_id.as_str(), a.seq), ("web-0-2", 1));
+            break;
+        }
+    }
+}

@@ -22,8 +22,24 @@ pub const EVENT_FLUSH_INTERVAL_MS: u64 = 1_000;
 
 /// The pending-reason text of a task a placement round sent back (the same
 /// words `why pending` shows for it).
+/// Why a placement round sent tasks back, for people; the stable code
+/// (`insufficient_resources`, …) ends the text for scripts and searches.
 fn deferred_text(reason: UnplacedReason) -> &'static str {
-    reason.as_str()
+    match reason {
+        UnplacedReason::InsufficientResources => {
+            "not placed: no eligible host has enough free resources (insufficient_resources)"
+        }
+        UnplacedReason::ConstraintsUnsatisfiable => {
+            "not placed: no host satisfies the task's constraints (constraints_unsatisfiable)"
+        }
+        UnplacedReason::MaxPerHost => {
+            "not placed: the job is at its per-host maximum on every host that fits (max_per_host)"
+        }
+        UnplacedReason::GangIncomplete => {
+            "not placed: another task of its gang could not be placed, so none was (gang_incomplete)"
+        }
+        UnplacedReason::Deferred => "not placed this round: the policy deferred it or a lease failed (deferred)",
+    }
 }
 
 /// Why the preemption policy chose a victim, for people.
@@ -189,6 +205,20 @@ impl JobManager {
     pub(crate) fn note_job_state(&self, job_id: &str, from: JobState, to: JobState, at_ms: u64) {
         if to.is_terminal() && !from.is_terminal() {
             self.events.record(job_id, None, EventReason::JobCompleted, format_args!("job {}", to.as_str()), at_ms);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deferred_event_says_why_in_words_and_ends_with_the_stable_code() {
+        for reason in UnplacedReason::ALL {
+            let text = deferred_text(reason);
+            assert!(text.ends_with(&format!("({})", reason.as_str())), "{text}");
+            assert!(text.len() > reason.as_str().len() + 20, "prose, not only the code: {text}");
         }
     }
 }

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use paceline_membership::{Leadership, MemberInfo, Role, ZooKeeperConfig};
+use paceline_membership::{Leadership, MemberInfo, Role, Secret, ZooKeeperAuth, ZooKeeperConfig};
 use tokio::sync::watch;
 
 pub fn script() -> PathBuf {
@@ -116,7 +116,57 @@ pub fn member(id: &str, roles: &[Role]) -> MemberInfo {
     }
 }
 
+/// The digest identity every test member authenticates with: `PACELINE_ZOOKEEPER_USER` and
+/// the file `PACELINE_ZOOKEEPER_PASSWORD_FILE` names (what `zookeeper.sh env` prints), else a
+/// fixed test identity. Every test binary that shares a ZooKeeper must use the same one: the
+/// first member to create `/paceline` makes it this identity's alone.
+pub fn test_user() -> String {
+    std::env::var("PACELINE_ZOOKEEPER_USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "paceline".into())
+}
+
+/// The password of [`test_user`].
+pub fn test_password() -> String {
+    match std::env::var("PACELINE_ZOOKEEPER_PASSWORD_FILE") {
+        Ok(file) if !file.is_empty() => {
+            std::fs::read_to_string(&file).unwrap().trim_end_matches(['\n', '\r']).to_string()
+        }
+        _ => "paceline-test-password".into(),
+    }
+}
+
+pub fn test_auth() -> ZooKeeperAuth {
+    ZooKeeperAuth::digest(&test_user(), Secret::new(test_password())).unwrap()
+}
+
+/// A file holding [`test_password`], for configurations that name one.
+pub fn test_password_file() -> PathBuf {
+    if let Ok(file) = std::env::var("PACELINE_ZOOKEEPER_PASSWORD_FILE")
+        && !file.is_empty()
+    {
+        return PathBuf::from(file);
+    }
+    static FILE: OnceLock<tempfile::TempPath> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), format!("{}\n", test_password())).unwrap();
+        file.into_temp_path()
+    })
+    .to_path_buf()
+}
+
+/// A raw client authenticated as the test identity (for setting up and inspecting nodes).
+pub async fn authed_client(connect: &str) -> zookeeper_client::Client {
+    let credential = format!("{}:{}", test_user(), test_password());
+    zookeeper_client::Client::connector().with_auth("digest", credential.as_bytes()).connect(connect).await.unwrap()
+}
+
+/// A member configuration with a 2 s session, authenticated as the test identity.
 pub fn zk_config(connect: &str, cluster: &str, id: &str, roles: &[Role]) -> ZooKeeperConfig {
+    zk_config_no_auth(connect, cluster, id, roles).with_auth(test_auth())
+}
+
+/// A member configuration as before 0028: no authentication, nodes open to anyone.
+pub fn zk_config_no_auth(connect: &str, cluster: &str, id: &str, roles: &[Role]) -> ZooKeeperConfig {
     let mut config = ZooKeeperConfig::new(connect, cluster, member(id, roles), roles.to_vec());
     config.session_timeout = Duration::from_secs(2);
     config

@@ -32,6 +32,8 @@ pub struct TokenArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum RoleArg {
     User,
+    /// A user who may also validate plugins on the server.
+    Author,
     Operator,
     Admin,
 }
@@ -57,6 +59,7 @@ fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let role = match args.role {
         RoleArg::User => "user",
+        RoleArg::Author => "author",
         RoleArg::Operator => "operator",
         RoleArg::Admin => "admin",
     };

@@ -38,7 +38,7 @@ fn now_ms() -> u64 {
 pub fn run(
     config: ServerConfig,
     core: Option<String>,
-    token: Option<String>,
+    token: Option<paceline_model::secret::Secret>,
     ca_cert: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
@@ -65,7 +65,23 @@ pub fn run(
         let store = paceline_storage::config::open(&storage)
             .await
             .context("opening the cluster's store (for plugin versions)")?;
-        let mut opts = ClientOpts { server: core.clone(), output: Output::Table, token: None, ca_cert };
+        let mut opts =
+            ClientOpts { server: core.clone(), output: Output::Table, token: None, token_file: None, ca_cert };
+        // Its figures (rounds, plugins, the process) on a scrape listener of
+        // its own, if asked: an engine serves no API (decision 0022).
+        let registry_now = Arc::new(std::sync::Mutex::new(None));
+        let metrics = Arc::new(paceline::metrics::Metrics::new(vec![Box::new(paceline::metrics::PluginsCollector(
+            registry_now.clone(),
+        ))]));
+        metrics.leading(&["placement"], None);
+        if let Some(addr) = config.metrics_listen {
+            paceline::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(anyhow::Error::msg)?;
+            let (bound, _task) =
+                paceline::metrics::spawn_scrape_listener(addr, metrics.clone(), std::future::pending())
+                    .await
+                    .with_context(|| format!("listening on {addr} for metrics"))?;
+            println!("paceline server: placement engine metrics on http://{bound}/metrics (no token)");
+        }
         match &discovery {
             Some(_) => println!("paceline server: placement engine for the core leading in ZooKeeper"),
             None => println!("paceline server: placement engine for the core at {core}"),
@@ -77,18 +93,23 @@ pub fn run(
                 () = &mut shutdown => return anyhow::Ok(()),
                 c = connect(&mut opts, discovery.as_deref()) => c,
             };
-            let bearer = paceline_proto::bearer::Bearer::new(token.as_deref())?;
+            let bearer = paceline_proto::bearer::Bearer::new(token.as_ref().map(|t| t.expose()))?;
             let remote = Arc::new(RemoteCore::new(channel.clone(), bearer));
             let histories = store.slot_histories().await.context("reading plugin slots")?;
             let registry = open_registry(&config, store.clone()).await?;
+            if let Ok(mut now) = registry_now.lock() {
+                *now = Some(registry.clone());
+            }
             info!(core = %opts.server, "placement engine connected");
             let engine = Engine::new(remote.clone(), remote, registry, EngineConfig::default());
             let mut checked = Instant::now();
             loop {
+                let started = Instant::now();
                 let report = tokio::select! {
                     () = &mut shutdown => return anyhow::Ok(()),
                     r = engine.run_round(now_ms()) => r,
                 };
+                metrics.round(&report, started.elapsed());
                 if report.placed > 0 || report.unplaced > 0 {
                     info!(
                         placed = report.placed,

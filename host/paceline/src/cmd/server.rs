@@ -7,6 +7,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use anyhow::Context;
 use clap::Args;
 use paceline::server::{HostsConfig, Server, ServerConfig};
+use paceline_model::secret::Secret;
 
 use super::process::{runtime, until_signal};
 
@@ -28,6 +29,11 @@ pub struct ServerArgs {
     /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Serve the API without a tokens file on an address that is not loopback:
+    /// anyone who reaches it acts as an admin (overrides `insecure_no_auth`).
+    /// Without this flag such a start is refused.
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Also serve `GET /metrics` here without authentication, e.g. 127.0.0.1:9464
     /// (overrides `metrics_listen` in the config; the API port serves it behind tokens).
     #[arg(long)]
@@ -62,6 +68,9 @@ pub struct ServerArgs {
     /// with a tokens file.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Read that token from this file instead (first line; mode 0600).
+    #[arg(long, env = "PACELINE_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// With `--roles placement` or `--hostmgr`: the authority that signed an `https://`
     /// core's or host manager's certificate.
     #[arg(long, env = "PACELINE_CA_CERT")]
@@ -120,6 +129,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(t) = args.tokens_file {
         config.tokens_file = Some(t);
     }
+    if args.insecure_no_auth {
+        config.insecure_no_auth = true;
+    }
     if let Some(m) = args.metrics_listen {
         config.metrics_listen = Some(m);
     }
@@ -143,14 +155,20 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
                     "--roles placement needs --core (or PACELINE_CORE): the core's API address, or a zookeeper membership to find its leader in"
                 );
             }
-            return super::placement::run(config, args.core, args.token, args.ca_cert);
+            let token =
+                paceline::server::resolve_token(args.token.map(Secret::new).as_ref(), args.token_file.as_deref())?;
+            return super::placement::run(config, args.core, token, args.ca_cert);
         }
         paceline::ha::RoleSet::Jobs { placement } => {
             config.placement_engine = placement;
             if let Some(servers) = args.hostmgr {
                 let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-                config.hosts =
-                    HostsConfig::Hostmgr { servers, token: args.token.clone(), ca_cert: args.ca_cert.clone() };
+                config.hosts = HostsConfig::Hostmgr {
+                    servers,
+                    token: args.token.clone().map(Secret::new),
+                    token_file: args.token_file.clone(),
+                    ca_cert: args.ca_cert.clone(),
+                };
             }
             if !matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
                 if config.membership == paceline_membership::MembershipConfig::Embedded {
@@ -160,7 +178,12 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 // Found through ZooKeeper: whoever leads hostmgr.
-                config.hosts = HostsConfig::Hostmgr { servers: Vec::new(), token: args.token, ca_cert: args.ca_cert };
+                config.hosts = HostsConfig::Hostmgr {
+                    servers: Vec::new(),
+                    token: args.token.map(Secret::new),
+                    token_file: args.token_file,
+                    ca_cert: args.ca_cert,
+                };
             }
         }
         paceline::ha::RoleSet::Hosts => {
@@ -176,12 +199,17 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     if roles == paceline::ha::RoleSet::Hosts {
         runtime()?.block_on(async move {
-            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind)
+            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind, None)
                 .await
                 .context("starting the host manager")?;
             println!(
-                "paceline server: host manager; API on {scheme}://{} · agents dial https://{}",
-                server.api_addr, server.agent_addr
+                "paceline server: host manager; API on {scheme}://{} · agents dial https://{} · metrics on {}",
+                server.api_addr,
+                server.agent_addr,
+                match server.metrics_addr {
+                    Some(m) => format!("http://{m}/metrics (no token) and the API port"),
+                    None => "the API port".to_string(),
+                }
             );
             until_signal().await;
             server.shutdown().await;

@@ -238,6 +238,9 @@ pub struct RecordArgs {
     /// Bearer token sent with every call (prefer the environment variable).
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Read the bearer token from this file instead.
+    #[arg(long, env = "PACELINE_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// PEM certificate of the authority that signed an `https://` server's certificate.
     #[arg(long, env = "PACELINE_CA_CERT")]
     ca_cert: Option<PathBuf>,
@@ -260,6 +263,7 @@ pub fn trace(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
                 server: a.server,
                 output: super::client::Output::Table,
                 token: a.token,
+                token_file: a.token_file,
                 ca_cert: a.ca_cert,
             };
             super::record::record(a.out, a.name, client)

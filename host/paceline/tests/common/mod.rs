@@ -3,7 +3,7 @@
 //! `web_ui.rs`). Each test binary uses a part of them.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -20,6 +20,18 @@ pub fn kill_processes_working_under(dir: &Path) {
             let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
     }
+}
+
+/// `GET path` over HTTP/1.1: (status code, body).
+pub fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n").expect("write");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
 }
 
 /// The binary under test.

@@ -4,6 +4,7 @@
 //! the choice of backend; this module depends on nothing else of the crate.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,52 @@ pub struct CassandraConfig {
     /// Tries of a statement that timed out or found its node overloaded.
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// Role to log in as, for a cluster that runs `PasswordAuthenticator`. `None`: no login
+    /// (a cluster with `AllowAllAuthenticator`). With it, exactly one of `password_file` and
+    /// `password_env` gives the password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// File whose content (one trailing newline removed) is the password. Keep it mode 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+    /// Environment variable that holds the password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// TLS to the nodes (`client_encryption_options` on the Cassandra side). `None`: plain
+    /// TCP, and the password (if any) crosses the network in clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<CassandraTls>,
+}
+
+/// TLS settings of the connection to Cassandra:
+///
+/// ```yaml
+/// tls:
+///   ca_file: /etc/paceline/cassandra-ca.pem    # PEM: the CA (or self-signed node certificate) to trust
+///   cert_file: /etc/paceline/client.pem        # optional: a client certificate, for require_client_auth
+///   key_file: /etc/paceline/client-key.pem     # with cert_file: its private key (PEM)
+///   verify_address: true                       # default: the certificate must name the node's IP
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CassandraTls {
+    /// PEM file of the certificates to trust; nodes must present a certificate they sign.
+    pub ca_file: PathBuf,
+    /// PEM client certificate (chain), for nodes with `require_client_auth: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// Check that the node's certificate names the address the driver connects to (the
+    /// driver connects by IP, so the certificate needs that IP in its subjectAltName). Turn
+    /// off only for certificates without IP names; the chain is verified either way.
+    #[serde(default = "default_true")]
+    pub verify_address: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_keyspace() -> String {
@@ -79,6 +126,34 @@ impl CassandraConfig {
             consistency: ConsistencyLevel::LocalQuorum,
             event_ttl_days: default_event_ttl_days(),
             retries: default_retries(),
+            username: None,
+            password_file: None,
+            password_env: None,
+            tls: None,
         }
+    }
+
+    /// These settings with the login and TLS that `deploy/cassandra/cassandra.sh env`
+    /// exports: `PACELINE_CASSANDRA_USER` with `PACELINE_CASSANDRA_PASSWORD_FILE`, and
+    /// `PACELINE_CASSANDRA_CA_FILE` with `PACELINE_CASSANDRA_CERT_FILE` and
+    /// `PACELINE_CASSANDRA_KEY_FILE` (each only when set and non-empty). For tests,
+    /// benchmarks and tools pointed at a node by `PACELINE_CASSANDRA`; servers take these
+    /// from their configuration file.
+    pub fn with_env_security(mut self) -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if let Some(user) = var("PACELINE_CASSANDRA_USER") {
+            self.username = Some(user);
+            self.password_file = var("PACELINE_CASSANDRA_PASSWORD_FILE").map(PathBuf::from);
+            self.password_env = None;
+        }
+        if let Some(ca) = var("PACELINE_CASSANDRA_CA_FILE") {
+            self.tls = Some(CassandraTls {
+                ca_file: ca.into(),
+                cert_file: var("PACELINE_CASSANDRA_CERT_FILE").map(PathBuf::from),
+                key_file: var("PACELINE_CASSANDRA_KEY_FILE").map(PathBuf::from),
+                verify_address: true,
+            });
+        }
+        self
     }
 }

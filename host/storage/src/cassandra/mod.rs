@@ -15,8 +15,10 @@
 //! - `mod.rs`: [`CassandraStore`], [`CassandraStore::connect`] (keyspace,
 //!   migration, prepared statements), and the [`Store`] impl, which hands
 //!   each method to the module that owns its tables.
-//! - `config`: [`CassandraConfig`] and [`ConsistencyLevel`] (re-exported by
-//!   [`crate::config`]).
+//! - `config`: [`CassandraConfig`], [`CassandraTls`] and [`ConsistencyLevel`]
+//!   (re-exported by [`crate::config`]).
+//! - `security`: the login (password from a file or the environment, never
+//!   printed) and the TLS context (decision 0028).
 //! - [`schema`]: tables and migrations; `retry`: which errors are retried.
 //! - `stmts`: every CQL statement, prepared at connect.
 //! - `exec`: running statements: retries, scans, batches, conditional writes.
@@ -37,6 +39,7 @@ mod leader;
 mod plugins;
 mod retry;
 pub mod schema;
+mod security;
 mod stmts;
 mod tasks;
 mod updates;
@@ -56,7 +59,7 @@ use scylla::statement::{Consistency, SerialConsistency};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
-pub use config::{CassandraConfig, ConsistencyLevel};
+pub use config::{CassandraConfig, CassandraTls, ConsistencyLevel};
 pub use schema::{SCHEMA_VERSION, TASK_BUCKET};
 use stmts::Stmts;
 
@@ -130,12 +133,20 @@ impl CassandraStore {
             return Err(StoreError::Invalid(format!("keyspace `{ks}`: use 1-48 letters, digits or _")));
         }
         let replication = replication_cql(cfg)?;
-        let session = SessionBuilder::new()
-            .known_nodes(&cfg.contact_points)
-            .connection_timeout(Duration::from_secs(10))
-            .build()
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("cassandra at {:?}: {e}", cfg.contact_points)))?;
+        let mut builder =
+            SessionBuilder::new().known_nodes(&cfg.contact_points).connection_timeout(Duration::from_secs(10));
+        let login = security::login(cfg)?;
+        if let Some(login) = &login {
+            builder = builder.user(login.user.clone(), login.password.expose());
+        }
+        match &cfg.tls {
+            Some(tls) => builder = builder.tls_context(Some(security::tls_context(tls)?)),
+            None if login.is_some() => tracing::warn!(
+                "cassandra: a password is sent without TLS, readable on the network; set storage.cassandra.tls"
+            ),
+            None => {}
+        }
+        let session = builder.build().await.map_err(|e| security::connect_error(cfg, &e.to_string()))?;
         session
             .query_unpaged(format!("CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication}"), &[])
             .await

@@ -1,39 +1,95 @@
 //! Cassandra: the conformance suite against a real node.
 //!
-//! The node comes from `PACELINE_CASSANDRA` (host:port) or, when unset,
-//! from `deploy/cassandra/cassandra.sh start`. If neither gives a node the
-//! tests fail: a skipped suite would hide a broken backend.
+//! The node comes from `PACELINE_CASSANDRA` (host:port), with the login and
+//! CA of `PACELINE_CASSANDRA_USER`, `PACELINE_CASSANDRA_PASSWORD_FILE` and
+//! `PACELINE_CASSANDRA_CA_FILE`, `PACELINE_CASSANDRA_CERT_FILE` and
+//! `PACELINE_CASSANDRA_KEY_FILE` (what `deploy/cassandra/cassandra.sh env`
+//! prints), or, when unset, from `deploy/cassandra/cassandra.sh start` and its
+//! `env`. If neither gives a node the tests fail: a skipped suite would hide a
+//! broken backend. The node must require a login (the script's node does):
+//! the `login_*` tests check that it refuses a wrong one.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use paceline_storage::cassandra::{CassandraStore, SCHEMA_VERSION};
-use paceline_storage::{CassandraConfig, Store, StoreError};
+use paceline_storage::{CassandraConfig, CassandraTls, Store, StoreError};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cassandra/cassandra.sh")
+}
+
+/// The node and how to reach it, as `cassandra.sh env` exports it.
+fn node() -> &'static HashMap<String, String> {
+    static NODE: OnceLock<HashMap<String, String>> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let keys = [
+            "PACELINE_CASSANDRA",
+            "PACELINE_CASSANDRA_USER",
+            "PACELINE_CASSANDRA_PASSWORD_FILE",
+            "PACELINE_CASSANDRA_CA_FILE",
+            "PACELINE_CASSANDRA_CERT_FILE",
+            "PACELINE_CASSANDRA_KEY_FILE",
+        ];
+        if std::env::var("PACELINE_CASSANDRA").is_ok_and(|a| !a.trim().is_empty()) {
+            return keys
+                .iter()
+                .filter_map(|k| {
+                    std::env::var(k)
+                        .ok()
+                        .filter(|v| !v.trim().is_empty())
+                        .map(|v| (k.to_string(), v.trim().to_string()))
+                })
+                .collect();
+        }
+        start_node();
+        let out = std::process::Command::new("bash").arg(script()).arg("env").output().expect("cassandra.sh env");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches(['\'', '"']).to_string()))
+            .collect()
+    })
+}
 
 fn address() -> String {
-    static ADDR: OnceLock<String> = OnceLock::new();
-    ADDR.get_or_init(|| {
-        if let Ok(a) = std::env::var("PACELINE_CASSANDRA")
-            && !a.trim().is_empty()
-        {
-            return a.trim().to_string();
-        }
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cassandra/cassandra.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            // The script's default directory (or CASSANDRA_DIR): the same
-            // node CI starts, reused across runs.
-            .arg("start")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "PACELINE_CASSANDRA is not set and {} start failed:\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string()
-    })
-    .clone()
+    node().get("PACELINE_CASSANDRA").cloned().expect("PACELINE_CASSANDRA from the environment or cassandra.sh env")
+}
+
+/// Settings for `keyspace` on the test node, with its login and TLS.
+fn config(keyspace: &str) -> CassandraConfig {
+    let mut cfg = CassandraConfig::local(&address(), keyspace);
+    if let Some(user) = node().get("PACELINE_CASSANDRA_USER") {
+        cfg.username = Some(user.clone());
+        cfg.password_file = node().get("PACELINE_CASSANDRA_PASSWORD_FILE").map(PathBuf::from);
+    }
+    if let Some(ca) = node().get("PACELINE_CASSANDRA_CA_FILE") {
+        cfg.tls = Some(CassandraTls {
+            ca_file: ca.into(),
+            cert_file: node().get("PACELINE_CASSANDRA_CERT_FILE").map(PathBuf::from),
+            key_file: node().get("PACELINE_CASSANDRA_KEY_FILE").map(PathBuf::from),
+            verify_address: true,
+        });
+    }
+    cfg
+}
+
+/// Starts (or finds) the script's node: its default directory (or
+/// CASSANDRA_DIR), the same node CI starts, reused across runs.
+fn start_node() {
+    let script = script();
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "PACELINE_CASSANDRA is not set and {} start failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn keyspace() -> &'static str {
@@ -46,7 +102,7 @@ fn keyspace() -> &'static str {
 static FIRST: tokio::sync::Mutex<bool> = tokio::sync::Mutex::const_new(false);
 
 async fn make() -> Arc<dyn Store> {
-    let cfg = CassandraConfig::local(&address(), keyspace());
+    let cfg = config(keyspace());
     let mut done = FIRST.lock().await;
     let store = CassandraStore::connect(&cfg).await.unwrap_or_else(|e| panic!("cassandra at {}: {e}", address()));
     *done = true;
@@ -65,7 +121,7 @@ async fn leader_fencing() {
 async fn newer_schema_is_refused() {
     let _first = FIRST.lock().await;
     let ks = format!("{}_newer", keyspace());
-    let cfg = CassandraConfig::local(&address(), &ks);
+    let cfg = config(&ks);
     let store = CassandraStore::connect(&cfg).await.expect("connect");
     store
         .session()
@@ -83,13 +139,13 @@ async fn newer_schema_is_refused() {
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
     // Leave no future-schema keyspace behind.
-    let current = CassandraStore::connect(&CassandraConfig::local(&address(), keyspace())).await.expect("connect");
+    let current = CassandraStore::connect(&config(keyspace())).await.expect("connect");
     current.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await.expect("drop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_are_idempotent() {
-    let cfg = CassandraConfig::local(&address(), keyspace());
+    let cfg = config(keyspace());
     {
         let _first = FIRST.lock().await;
         CassandraStore::connect(&cfg).await.expect("first");
@@ -97,4 +153,72 @@ async fn migrations_are_idempotent() {
     let again = CassandraStore::connect(&cfg).await.expect("second connect runs nothing twice");
     let rows = again.session().query_unpaged("SELECT id FROM schema_migrations", &[]).await.expect("rows");
     assert_eq!(rows.into_rows_result().expect("rows").rows_num(), SCHEMA_VERSION as usize);
+}
+
+/// The test node's login, or a failure saying the node has none.
+fn node_user() -> String {
+    node().get("PACELINE_CASSANDRA_USER").cloned().unwrap_or_else(|| {
+        panic!("the test node must require a login: PACELINE_CASSANDRA_USER is unset (start it with cassandra.sh)")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_with_a_wrong_password_is_refused_clearly() {
+    let user = node_user();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrong = dir.path().join("wrong-password");
+    std::fs::write(&wrong, "definitely-not-it-4711\n").expect("write");
+    let mut cfg = config(keyspace());
+    cfg.password_file = Some(wrong.clone());
+    let err = CassandraStore::connect(&cfg).await.map(|_| ()).expect_err("a wrong password must be refused");
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(msg.contains(&format!("refused the login of role {user:?}")), "{msg}");
+    assert!(msg.contains(&wrong.display().to_string()), "names where the password came from: {msg}");
+    assert!(!msg.contains("definitely-not-it"), "the password is not in the message: {msg}");
+
+    // No login at all, against a node that requires one.
+    let mut anonymous = config(keyspace());
+    anonymous.username = None;
+    anonymous.password_file = None;
+    let msg = CassandraStore::connect(&anonymous).await.map(|_| ()).expect_err("no login").to_string();
+    assert!(msg.contains("requires a login"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_an_untrusted_ca_or_without_a_client_certificate_is_refused() {
+    let Some(ca) = node().get("PACELINE_CASSANDRA_CA_FILE") else {
+        panic!("the test node must offer TLS: PACELINE_CASSANDRA_CA_FILE is unset (start it with cassandra.sh)")
+    };
+    // The node's own certificate works (the conformance suite runs over it); a bundle of
+    // public CAs that did not sign it must not.
+    assert!(Path::new(ca).exists(), "{ca}");
+    let mut cfg = config(keyspace());
+    let public_cas = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
+    assert!(public_cas.exists(), "needs Debian's ca-certificates for an unrelated CA bundle");
+    let own = cfg.tls.clone().expect("tls");
+    cfg.tls = Some(CassandraTls { ca_file: public_cas, ..own.clone() });
+    let msg = CassandraStore::connect(&cfg).await.map(|_| ()).expect_err("untrusted certificate").to_string();
+    assert!(msg.contains("TLS failed"), "{msg}");
+    // The node requires a client certificate on TLS connections: none is refused.
+    assert!(own.cert_file.is_some(), "the test node's client certificate (PACELINE_CASSANDRA_CERT_FILE) is unset");
+    cfg.tls = Some(CassandraTls { cert_file: None, key_file: None, ..own });
+    let msg = CassandraStore::connect(&cfg).await.map(|_| ()).expect_err("no client certificate").to_string();
+    // The driver reports either the node's alert (then with our hint) or just a broken
+    // connection, depending on which side of the handshake it sees fail first.
+    assert!(!msg.contains("certificate required") || msg.contains("requires a client certificate"), "{msg}");
+    // Connected over TLS, the server reports the connection encrypted.
+    let _first = FIRST.lock().await;
+    let store = CassandraStore::connect(&config(keyspace())).await.expect("connect over TLS");
+    let rows = store
+        .session()
+        .query_unpaged("SELECT ssl_enabled, username FROM system_views.clients", &[])
+        .await
+        .expect("clients")
+        .into_rows_result()
+        .expect("rows");
+    let clients: Vec<(Option<bool>, Option<String>)> =
+        rows.rows::<(Option<bool>, Option<String>)>().expect("typed").map(|r| r.expect("row")).collect();
+    let user = node_user();
+    assert!(clients.iter().any(|(ssl, u)| *ssl == Some(true) && u.as_deref() == Some(user.as_str())), "{clients:?}");
 }

@@ -170,7 +170,7 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
     match request {
         Request::Create(mut config) => {
             if config.owner.is_empty() {
-                config.owner = default_owner(opts.token.as_deref()).unwrap_or_default();
+                config.owner = default_owner(opts.resolved_token()?.as_deref()).unwrap_or_default();
             }
             let spec = Some(convert::job_spec_pb(&config));
             let created = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner();

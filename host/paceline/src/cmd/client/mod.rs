@@ -35,8 +35,8 @@ pub mod watch;
 /// Where a `paceline dev` or `paceline server` listens unless told otherwise.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7400";
 
-/// Options shared by every client command.
-#[derive(Clone, Debug, Args)]
+/// Options shared by every client command. `Debug` leaves the token out.
+#[derive(Clone, Args)]
 pub struct ClientOpts {
     /// The server's API address; several, comma-separated, for a highly
     /// available deployment (the leader is found and used).
@@ -50,10 +50,39 @@ pub struct ClientOpts {
     /// a flag shows in the process list.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+    /// Read the bearer token from this file instead (first line; keep it
+    /// mode 0600): neither the process list nor the environment shows it.
+    #[arg(long, env = "PACELINE_TOKEN_FILE", global = true, conflicts_with = "token")]
+    pub token_file: Option<std::path::PathBuf>,
     /// PEM certificate of the authority that signed an `https://` server's
     /// certificate (the server is checked against it and its host name).
     #[arg(long, env = "PACELINE_CA_CERT", global = true)]
     pub ca_cert: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for ClientOpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOpts")
+            .field("server", &self.server)
+            .field("output", &self.output)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("token_file", &self.token_file)
+            .field("ca_cert", &self.ca_cert)
+            .finish()
+    }
+}
+
+impl ClientOpts {
+    /// The token to send: `--token`/`PACELINE_TOKEN`, or the first line of
+    /// `--token-file`/`PACELINE_TOKEN_FILE`.
+    pub fn resolved_token(&self) -> anyhow::Result<Option<String>> {
+        if let Some(path) = &self.token_file {
+            let token = paceline_model::secret::Secret::from_file(path)
+                .map_err(|e| bad_input(format!("--token-file {}: {e}", path.display())))?;
+            return Ok(Some(token.expose().lines().next().unwrap_or_default().to_string()));
+        }
+        Ok(self.token.clone())
+    }
 }
 
 /// The channel client commands talk through: the server's, with the
@@ -61,8 +90,14 @@ pub struct ClientOpts {
 pub type Api = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
 
 /// Adds `authorization: Bearer <token>` to each request when a token is set.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Bearer([redacted])" } else { "Bearer(none)" })
+    }
+}
 
 impl Bearer {
     fn new(token: Option<&str>) -> anyhow::Result<Bearer> {
@@ -187,7 +222,7 @@ pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<E
 /// answers `NOT_SERVING` naming the leader, which is tried next. The first
 /// server that serves is used.
 pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
-    let bearer = Bearer::new(opts.token.as_deref())?;
+    let bearer = Bearer::new(opts.resolved_token()?.as_deref())?;
     let channel = leading_channel(opts).await?;
     Ok(tonic::service::interceptor::InterceptedService::new(channel, bearer))
 }
