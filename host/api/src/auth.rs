@@ -109,30 +109,22 @@ impl Principal {
 
     /// [`Principal::may_read_details_in`] as a gRPC answer.
     pub fn check_read_pool(&self, pool: &str) -> Result<(), Status> {
-        if self.may_read_details_in(pool) {
-            Ok(())
-        } else {
-            Err(Status::permission_denied(format!(
-                "{} (role {}) may not read task logs or events of jobs in pool {pool}; granted: {}",
-                self.name,
-                self.role,
-                if self.pools.is_empty() { "none".to_string() } else { self.pools.join(", ") }
-            )))
-        }
+        if self.may_read_details_in(pool) { Ok(()) } else { Err(self.refusal("read task logs or events of", pool)) }
+    }
+
+    /// PERMISSION_DENIED: this principal may not `what` jobs in `pool`.
+    fn refusal(&self, what: &str, pool: &str) -> Status {
+        Status::permission_denied(format!(
+            "{} (role {}) may not {what} jobs in pool {pool}; granted: {}",
+            self.name,
+            self.role,
+            if self.pools.is_empty() { "none".to_string() } else { self.pools.join(", ") }
+        ))
     }
 
     /// [`Principal::may_change_jobs_in`] as a gRPC answer.
     pub fn check_pool(&self, pool: &str) -> Result<(), Status> {
-        if self.may_change_jobs_in(pool) {
-            Ok(())
-        } else {
-            Err(Status::permission_denied(format!(
-                "{} (role {}) may not change jobs in pool {pool}; granted: {}",
-                self.name,
-                self.role,
-                if self.pools.is_empty() { "none".to_string() } else { self.pools.join(", ") }
-            )))
-        }
+        if self.may_change_jobs_in(pool) { Ok(()) } else { Err(self.refusal("change", pool)) }
     }
 }
 
@@ -375,12 +367,7 @@ pub async fn check_job<T>(
     jobs: &paceline_jobmgr::JobManager,
     id: &str,
 ) -> Result<(), Status> {
-    let who = principal(request)?;
-    if who.role >= Role::Operator {
-        return Ok(());
-    }
-    let pool = jobs.pool_of(id).await.map_err(|e| crate::status::job(e, ""))?;
-    who.check_pool(&pool)
+    check_job_pool(request, jobs, id, Principal::check_pool).await
 }
 
 /// Refuses the request's caller unless they may read the logs and events of
@@ -390,12 +377,23 @@ pub async fn check_job_read<T>(
     jobs: &paceline_jobmgr::JobManager,
     id: &str,
 ) -> Result<(), Status> {
+    check_job_pool(request, jobs, id, Principal::check_read_pool).await
+}
+
+/// `check` on job `id`'s pool, looked up only for callers whose role does
+/// not cover every pool.
+async fn check_job_pool<T>(
+    request: &tonic::Request<T>,
+    jobs: &paceline_jobmgr::JobManager,
+    id: &str,
+    check: fn(&Principal, &str) -> Result<(), Status>,
+) -> Result<(), Status> {
     let who = principal(request)?;
     if who.role >= Role::Operator {
         return Ok(());
     }
     let pool = jobs.pool_of(id).await.map_err(|e| crate::status::job(e, ""))?;
-    who.check_read_pool(&pool)
+    check(&who, &pool)
 }
 
 /// Tower layer that admits each request ([`Auth::admit`]) before the
