@@ -90,7 +90,7 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
     ) -> Cluster {
         let events = hosts.subscribe();
-        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, &jobs, Vec::new())));
+        let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, &jobs, false, Vec::new())));
         Cluster {
             hosts,
             jobs,
@@ -281,6 +281,8 @@ pub struct AssembleConfig {
     pub store_metrics: Option<crate::store_metrics::StoreMetrics>,
     /// Serve this audit writer's counts with the cluster's metrics.
     pub audit: Option<paceline_api::audit::Auditor>,
+    /// Also serve per-host figures (`metrics_per_host` in the server config).
+    pub metrics_per_host: bool,
 }
 
 /// The metrics of a cluster over its roles, with `extra` collectors.
@@ -289,9 +291,11 @@ fn cluster_metrics(
     hosts: &Arc<dyn HostAccess>,
     registry: &Arc<paceline_plugin::Registry>,
     jobs: &Arc<JobManager>,
+    per_host: bool,
     mut extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
 ) -> crate::metrics::Metrics {
-    let collector = crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone());
+    let collector =
+        crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone()).per_host(per_host);
     extra.insert(0, Box::new(collector));
     extra.insert(1, Box::new(crate::metrics::SubmitLatencyCollector::new(jobs.clone())));
     crate::metrics::Metrics::new(extra)
@@ -349,7 +353,14 @@ impl Cluster {
             if let Some(audit) = config.audit {
                 extra.push(Box::new(crate::metrics::AuditCollector(audit)));
             }
-            let metrics = cluster_metrics(&cluster.resmgr, &cluster.hosts, &cluster.registry, &cluster.jobs, extra);
+            let metrics = cluster_metrics(
+                &cluster.resmgr,
+                &cluster.hosts,
+                &cluster.registry,
+                &cluster.jobs,
+                config.metrics_per_host,
+                extra,
+            );
             cluster.metrics = Some(Arc::new(metrics));
         }
         let cluster = Arc::new(cluster);

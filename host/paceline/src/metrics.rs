@@ -406,6 +406,7 @@ pub struct ClusterCollector {
     resmgr: Arc<Mutex<ResourceManager>>,
     hosts: Arc<dyn HostAccess>,
     plugins: Arc<Plugins>,
+    per_host: bool,
 }
 
 impl std::fmt::Debug for ClusterCollector {
@@ -417,7 +418,15 @@ impl std::fmt::Debug for ClusterCollector {
 impl ClusterCollector {
     /// Reads these roles at every scrape.
     pub fn new(resmgr: Arc<Mutex<ResourceManager>>, hosts: Arc<dyn HostAccess>, plugins: Arc<Plugins>) -> Self {
-        ClusterCollector { resmgr, hosts, plugins }
+        ClusterCollector { resmgr, hosts, plugins, per_host: false }
+    }
+
+    /// Also writes each host's capacity and allocation, labelled by host
+    /// (`metrics_per_host`: for small clusters; off by default, as a label
+    /// per host grows the series with the cluster).
+    pub fn per_host(mut self, on: bool) -> Self {
+        self.per_host = on;
+        self
     }
 }
 
@@ -505,14 +514,16 @@ impl Collector for ClusterCollector {
             KINDS.iter().zip(capacity).map(|(kind, v)| ([("kind", *kind)], v)),
         )?;
 
-        encode_hosts(self.hosts.as_ref(), &mut encoder)?;
+        encode_hosts(self.hosts.as_ref(), self.per_host, &mut encoder)?;
         encode_plugins(&self.plugins, &mut encoder)
     }
 }
 
 /// Hosts by state, leases and runs, read from the host manager at scrape
 /// time: what a `--roles hostmgr` process serves beside its own figures.
-pub struct HostsCollector(pub Arc<dyn HostAccess>);
+/// The flag: also each host's capacity and allocation (see
+/// [`ClusterCollector::per_host`]).
+pub struct HostsCollector(pub Arc<dyn HostAccess>, pub bool);
 
 impl std::fmt::Debug for HostsCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -522,7 +533,7 @@ impl std::fmt::Debug for HostsCollector {
 
 impl Collector for HostsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        encode_hosts(self.0.as_ref(), &mut encoder)
+        encode_hosts(self.0.as_ref(), self.1, &mut encoder)
     }
 }
 
@@ -576,7 +587,11 @@ impl Collector for AuditCollector {
     }
 }
 
-fn encode_hosts(hosts: &dyn HostAccess, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+fn encode_hosts(
+    hosts: &dyn HostAccess,
+    per_host: bool,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
     let mut by_state: std::collections::BTreeMap<(&'static str, bool), u64> = Default::default();
     for state in ["up", "draining", "drained", "down"] {
         for reachable in [true, false] {
@@ -584,7 +599,11 @@ fn encode_hosts(hosts: &dyn HostAccess, encoder: &mut DescriptorEncoder<'_>) -> 
         }
     }
     let (mut leased, mut runs) = (0u64, 0u64);
-    for h in hosts.hosts() {
+    let all = hosts.hosts();
+    if per_host {
+        encode_per_host(&all, encoder)?;
+    }
+    for h in all {
         *by_state.entry((state_label(h.state), h.reachable)).or_default() += 1;
         leased += u64::from(h.lease.is_some());
         runs += h.runs.len() as u64;
@@ -599,6 +618,35 @@ fn encode_hosts(hosts: &dyn HostAccess, encoder: &mut DescriptorEncoder<'_>) -> 
     )?;
     gauge(encoder, "hosts_leased", "Hosts leased to a placement engine right now (offers outstanding)", leased)?;
     gauge(encoder, "host_runs", "Runs holding resources on hosts (tasks launched and not yet ended)", runs)
+}
+
+/// `host_capacity` and `host_allocated` per host and kind (opt-in).
+fn encode_per_host(
+    hosts: &[paceline_hostmgr::HostInfo],
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    gauges(
+        encoder,
+        "host_capacity",
+        "What a host offers per resource kind (metrics_per_host); cpu in millicores, memory and disk in MiB, gpu in devices",
+        hosts.iter().flat_map(|h| {
+            KINDS
+                .iter()
+                .zip(resources(&h.view.total))
+                .map(|(kind, v)| ([("host", h.view.name.as_str()), ("kind", *kind)], v))
+        }),
+    )?;
+    gauges(
+        encoder,
+        "host_allocated",
+        "What a host's runs hold per resource kind (metrics_per_host)",
+        hosts.iter().flat_map(|h| {
+            KINDS
+                .iter()
+                .zip(resources(&h.view.allocated))
+                .map(|(kind, v)| ([("host", h.view.name.as_str()), ("kind", *kind)], v))
+        }),
+    )
 }
 
 fn encode_plugins(plugins: &Plugins, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
@@ -627,7 +675,7 @@ fn encode_plugins(plugins: &Plugins, encoder: &mut DescriptorEncoder<'_>) -> Res
     counters(
         encoder,
         "plugin_faults",
-        "Failed plugin calls by fault kind (deadline, memory_cap, panic, stack_overflow, out_of_fuel, trap, invalid_answer, instantiate)",
+        "Failed plugin calls by fault kind (deadline, memory_cap, panic, stack_overflow, out_of_fuel, trap, invalid_answer, instantiate, refused_downstream)",
         slots.iter().flat_map(|s| {
             // Every kind, zeros included: a series that exists before its
             // first fault lets `rate()` see that fault.

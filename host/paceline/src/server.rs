@@ -149,6 +149,10 @@ pub struct ServerConfig {
     /// Serve `metrics_listen` even on an address that is not loopback (it has no
     /// authentication). Default false: such an address stops the start.
     pub metrics_listen_public: bool,
+    /// Also serve each host's capacity and allocation, labelled by host
+    /// (`host_capacity`, `host_allocated`). For small clusters: the series
+    /// grow with the hosts. Default false.
+    pub metrics_per_host: bool,
     /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
     pub audit: AuditConfig,
     /// The agent port's CA, join tokens and issued certificates (default
@@ -217,6 +221,7 @@ impl Default for ServerConfig {
             placement_engine: true,
             metrics_listen: None,
             metrics_listen_public: false,
+            metrics_per_host: false,
             audit: AuditConfig::default(),
             agent_pki_dir: None,
         }
@@ -530,6 +535,7 @@ impl Server {
                 no_placement: !config.placement_engine,
                 store_metrics: Some(store_metrics),
                 audit: Some(audit.clone()),
+                metrics_per_host: config.metrics_per_host,
                 ..AssembleConfig::default()
             },
             |rm| {
@@ -765,7 +771,7 @@ impl HostServer {
         // Its own figures: hosts, API calls, store, audit, the process
         // (decision 0022); placement and job figures live where those run.
         let metrics = Arc::new(crate::metrics::Metrics::new(vec![
-            Box::new(crate::metrics::HostsCollector(access.clone())),
+            Box::new(crate::metrics::HostsCollector(access.clone(), config.metrics_per_host)),
             Box::new(store_metrics),
             Box::new(crate::metrics::AuditCollector(audit)),
         ]));

@@ -320,7 +320,7 @@ fn host_manager(dir: &Path, name: &str, api: u16, agents: u16, hosts: &str) -> P
     std::fs::write(
         &yaml,
         format!(
-            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agents}\nheartbeat_timeout_ms: 10000\nagent_heartbeat_ms: 500\nhosts: {hosts}\n",
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agents}\nheartbeat_timeout_ms: 10000\nagent_heartbeat_ms: 500\nmetrics_per_host: true\nhosts: {hosts}\n",
             dir.join(name).display()
         ),
     )
@@ -410,6 +410,18 @@ fn a_job_manager_schedules_on_a_host_manager_in_another_process_and_survives_its
     assert!(body.contains("paceline_api_requests_total{"), "the job manager's calls are counted: {body}");
     assert!(body.contains("paceline_store_op_seconds"), "{body}");
     assert!(!body.contains("paceline_pool_"), "pools are the job manager's figures: {body}");
+    // Asked for (`metrics_per_host: true`): each host's figures, by name.
+    let per_host: Vec<&str> = body.lines().filter(|l| l.starts_with("paceline_host_allocated{host=")).collect();
+    assert_eq!(per_host.len(), 4 * 4, "4 hosts × 4 kinds: {per_host:?}");
+    let cpu_allocated: f64 = per_host
+        .iter()
+        .filter(|l| l.contains("kind=\"cpu\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(cpu_allocated, 8_000.0, "job a's 8 cores: {per_host:?}");
+    // Not asked for on the job manager: no label names a host there.
+    let (_, jm_body) = http_get(jm_api, "/metrics", None);
+    assert!(jm_body.contains("paceline_hosts{") && !jm_body.contains("host=\""), "{jm_body}");
 
     // The host manager dies; its simulated hosts and their runs die with it.
     // A new one starts on the same port: the job manager resubscribes with

@@ -26,11 +26,15 @@ pub enum FaultKind {
     InvalidAnswer,
     /// The instance could not be created (e.g. every pooled slot is busy).
     Instantiate,
+    /// The answer passed validation here but a role refused it later (the
+    /// resource manager or the job manager found it impossible); counted
+    /// and rolled back like an invalid answer.
+    RefusedDownstream,
 }
 
 impl FaultKind {
     /// Every kind, in metric order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Deadline,
         FaultKind::MemoryCap,
         FaultKind::Panic,
@@ -39,6 +43,7 @@ impl FaultKind {
         FaultKind::Trap,
         FaultKind::InvalidAnswer,
         FaultKind::Instantiate,
+        FaultKind::RefusedDownstream,
     ];
 
     /// A stable snake_case name.
@@ -52,6 +57,7 @@ impl FaultKind {
             FaultKind::Trap => "trap",
             FaultKind::InvalidAnswer => "invalid_answer",
             FaultKind::Instantiate => "instantiate",
+            FaultKind::RefusedDownstream => "refused_downstream",
         }
     }
 }

@@ -678,8 +678,8 @@ impl Registry {
     /// An answer that `served_by` gave through `slot_name` passed validation
     /// but was refused downstream (by the resource manager or the job
     /// manager, at `stage`) for `reason`. It counts as a fault of that
-    /// version exactly as an invalid answer does: an `invalid_answer` error
-    /// in its metrics, a warning with the reason, and a step towards
+    /// version as an invalid answer does, under its own kind: a
+    /// `refused_downstream` error in its metrics, a warning with the reason, and a step towards
     /// automatic rollback while it is the active version. A native answer
     /// is only logged (there is nothing to roll back to below it).
     pub fn report_refusal(&self, slot_name: &str, served_by: &ServedBy, stage: &str, reason: &str) {
@@ -689,7 +689,7 @@ impl Registry {
         };
         let Ok(slot) = self.slot(slot_name) else { return };
         let Some(v) = slot.find(id) else { return };
-        v.metrics.record_fault(FaultKind::InvalidAnswer);
+        v.metrics.record_fault(FaultKind::RefusedDownstream);
         tracing::warn!(slot = slot_name, version = %id, stage, reason, "plugin answer refused downstream; counted as a fault");
         if slot.active.load().as_ref().is_some_and(|a| Arc::ptr_eq(a, &v)) {
             self.note_failure(&slot, &v);

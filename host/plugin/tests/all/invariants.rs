@@ -140,7 +140,8 @@ fn a_refusal_downstream_is_a_fault_and_rolls_back() {
     let auto = RuntimeConfig::default().auto_rollback_after;
     for n in 1..auto {
         reg.report_refusal("preemption", &served, "resource manager", "victim gone");
-        assert_eq!(errors(&reg, "preemption", "second@1", FaultKind::InvalidAnswer), u64::from(n));
+        assert_eq!(errors(&reg, "preemption", "second@1", FaultKind::RefusedDownstream), u64::from(n));
+        assert_eq!(errors(&reg, "preemption", "second@1", FaultKind::InvalidAnswer), 0, "a kind of its own");
         assert_eq!(reg.active("preemption").expect("slot").as_deref(), Some("second@1"));
     }
     reg.report_refusal("preemption", &served, "resource manager", "victim gone");
