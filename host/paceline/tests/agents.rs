@@ -379,6 +379,12 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
             running.insert(u.run_id);
         }
     }
+    // RUNNING is reported once the run is started; under load its `exec`
+    // can come a moment later, so look for the process for a while.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes(&["sleep", &orphan_arg]) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(processes(&["sleep", &orphan_arg]), 1, "the orphan runs before the restart");
     m.shutdown().await;
 
