@@ -574,15 +574,7 @@ impl Server {
             api_config.observer = Some(metrics.clone());
             // On the API port, behind its authentication like every route there.
             internal = internal.merge(crate::metrics::routes(metrics.clone()));
-            if let Some(addr) = config.metrics_listen {
-                let stop = stopped.clone();
-                let (bound, task) =
-                    crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
-                        .await
-                        .map_err(|source| ServerError::Listen { addr, source })?;
-                tasks.push(task);
-                metrics_addr = Some(bound);
-            }
+            metrics_addr = scrape_listener(config.metrics_listen, metrics, &stopped, &mut tasks).await?;
         }
         api_config.internal = Some(tonic::service::Routes::from(internal));
         let roles = cluster.roles();
@@ -782,18 +774,7 @@ impl HostServer {
                 .into_axum_router()
                 .merge(crate::metrics::routes(metrics.clone()));
         api_config.internal = Some(tonic::service::Routes::from(internal));
-        let metrics_addr = match config.metrics_listen {
-            Some(addr) => {
-                let stop = stopped.clone();
-                let (bound, task) =
-                    crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
-                        .await
-                        .map_err(|source| ServerError::Listen { addr, source })?;
-                tasks.push(task);
-                Some(bound)
-            }
-            None => None,
-        };
+        let metrics_addr = scrape_listener(config.metrics_listen, &metrics, &stopped, &mut tasks).await?;
         let (incoming, api_addr) = api_incoming(api, config.api_listen).await?;
         let stop_api = stopped.clone();
         tasks.push(tokio::spawn(async move {
@@ -850,6 +831,23 @@ async fn stop_all(stop: Option<tokio::sync::oneshot::Sender<()>>, tasks: &mut Ve
         t.abort();
         let _ = t.await;
     }
+}
+
+/// Serves `metrics` without authentication on `listen`, if set, until
+/// `stopped`; returns the bound address.
+async fn scrape_listener(
+    listen: Option<SocketAddr>,
+    metrics: &Arc<crate::metrics::Metrics>,
+    stopped: &Stopped,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<Option<SocketAddr>, ServerError> {
+    let Some(addr) = listen else { return Ok(None) };
+    let stop = stopped.clone();
+    let (bound, task) = crate::metrics::spawn_scrape_listener(addr, metrics.clone(), async move { stop.wait().await })
+        .await
+        .map_err(|source| ServerError::Listen { addr, source })?;
+    tasks.push(task);
+    Ok(Some(bound))
 }
 
 /// A one-shot stop signal many tasks can wait on.
