@@ -17,27 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{MembershipError, Result};
 
-/// A password or other secret: no `Display`, and a `Debug` that prints `"<redacted>"`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The secret itself: for handing to the ZooKeeper client only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("\"<redacted>\"")
-    }
-}
+pub use paceline_model::secret::Secret;
 
 /// Authentication schemes Paceline can use on ZooKeeper.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

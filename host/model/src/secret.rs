@@ -1,11 +1,14 @@
 //! A secret value from configuration (a token, a password) that no
-//! formatting shows: `Debug` and `Display` print `[redacted]`, so a config
-//! logged with `?config` or an error that quotes a struct cannot leak it.
-//! Read it with [`Secret::expose`], at the one place that sends it.
+//! formatting shows: `Debug` prints `"<redacted>"` and there is no
+//! `Display` (a `{}` of it does not compile), so a config logged with
+//! `?config` or an error that quotes a struct cannot leak it. Read it with
+//! [`Secret::expose`], at the one place that hands it on. One type for the
+//! whole workspace (the server's tokens, the ZooKeeper digest, the
+//! Cassandra password).
 
 use serde::{Deserialize, Serialize};
 
-/// A string that formats as `[redacted]`. Serialises as the plain string
+/// A string that formats as `"<redacted>"`. Serialises as the plain string
 /// (a config file round-trips), so write it only where the secret belongs.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(transparent)]
@@ -32,13 +35,7 @@ impl Secret {
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
+        f.write_str("\"<redacted>\"")
     }
 }
 
@@ -49,8 +46,8 @@ mod tests {
     #[test]
     fn formatting_never_shows_the_value_and_serde_keeps_it() {
         let s = Secret::new("hunter2");
-        assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
-        assert_eq!(format!("{:?}", Some(s.clone())), "Some([redacted])");
+        assert_eq!(format!("{s:?}"), "\"<redacted>\"");
+        assert_eq!(format!("{:?}", Some(s.clone())), "Some(\"<redacted>\")");
         assert_eq!(s.expose(), "hunter2");
         let yaml = serde_yaml::to_string(&s).expect("yaml");
         assert_eq!(serde_yaml::from_str::<Secret>(&yaml).expect("back"), s);

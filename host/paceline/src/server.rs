@@ -901,7 +901,7 @@ mod tests {
         );
         // The token never shows when the config is logged.
         let shown = format!("{config:?}");
-        assert!(shown.contains("[redacted]") && !shown.contains("secret"), "{shown}");
+        assert!(shown.contains("<redacted>") && !shown.contains("secret"), "{shown}");
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");

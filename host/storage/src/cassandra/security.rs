@@ -22,21 +22,7 @@ use crate::error::{Result, StoreError};
 /// OpenSSL's `X509_V_ERR_IP_ADDRESS_MISMATCH`: the certificate does not name the IP.
 const IP_ADDRESS_MISMATCH: i32 = 64;
 
-/// A password: no `Display`, a `Debug` that hides it.
-#[derive(Clone, PartialEq, Eq)]
-pub(super) struct Secret(String);
-
-impl Secret {
-    pub(super) fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("\"<redacted>\"")
-    }
-}
+use paceline_model::secret::Secret;
 
 /// The role and password the session logs in with.
 #[derive(Debug, Clone)]
@@ -69,7 +55,7 @@ pub(super) fn login(cfg: &CassandraConfig) -> Result<Option<Login>> {
         },
         _ => return Err(invalid(format!("username {user:?} needs exactly one of password_file and password_env"))),
     };
-    Ok(Some(Login { user: user.clone(), password: Secret(password) }))
+    Ok(Some(Login { user: user.clone(), password: Secret::new(password) }))
 }
 
 fn read_password_file(path: &Path) -> Result<String> {

@@ -65,7 +65,7 @@ impl std::fmt::Debug for ClientOpts {
         f.debug_struct("ClientOpts")
             .field("server", &self.server)
             .field("output", &self.output)
-            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("token_file", &self.token_file)
             .field("ca_cert", &self.ca_cert)
             .finish()
@@ -95,7 +95,7 @@ pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>
 
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Bearer([redacted])" } else { "Bearer(none)" })
+        f.write_str(if self.0.is_some() { "Bearer(<redacted>)" } else { "Bearer(none)" })
     }
 }
 
