@@ -664,7 +664,18 @@ impl Registry {
                 if !faults.is_empty() {
                     slot.fallbacks.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(Answer { value: f(), served_by: ServedBy::Native(name), faults })
+                let value = f();
+                // The same contract as a component's answer: a native set by
+                // `set_native` is code from outside this crate, and even a
+                // built-in one must not put a broken answer into the cluster.
+                // There is nothing below it to fall back to, so the call fails.
+                if let Err(violation) = check(&value) {
+                    let err =
+                        call_error(&format!("native {name}"), input, (FaultKind::InvalidAnswer, violation.to_string()));
+                    tracing::error!(slot = %slot.name, native = name, input = %err.input_hash, message = %err.message, "native policy answer refused");
+                    return Err(PluginError::Call(err));
+                }
+                Ok(Answer { value, served_by: ServedBy::Native(name), faults })
             }
             None => Err(PluginError::Call(faults.pop().unwrap_or_else(|| CallError {
                 kind: FaultKind::Instantiate,

@@ -150,6 +150,22 @@ fn preemption_slot_and_lifecycle_natives() {
     let a = reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated).expect("answers");
     assert_eq!(a.value, vec![Action::Launch(1), Action::Launch(0)]);
     assert_eq!(a.served_by, ServedBy::Native("reversed"));
+    // A native answer is held to the same contract as a component's: one
+    // that launches an instance the job does not have is refused, not applied.
+    let out_of_range: paceline_plugin::natives::NativeLifecycle =
+        Arc::new(|j: &JobView, _: &[TaskView], _: &[Event]| vec![Action::Launch(j.instance_count + 7)]);
+    reg.set_native(
+        "lifecycle/batch",
+        paceline_plugin::NativePolicy { name: "broken", policy: paceline_plugin::Native::Lifecycle(out_of_range) },
+    )
+    .expect("registers");
+    match reg.on_event("lifecycle/batch", &job, &[], &Event::JobCreated) {
+        Err(PluginError::Call(e)) => {
+            assert_eq!(e.kind, paceline_plugin::FaultKind::InvalidAnswer, "{e}");
+            assert!(e.version.contains("native broken"), "{e}");
+        }
+        other => panic!("a broken native answer must be refused: {other:?}"),
+    }
     let wrong = paceline_plugin::natives::builtin("preemption").expect("built in");
     assert!(reg.set_native("lifecycle/batch", wrong).is_err(), "a preemption native cannot serve a lifecycle slot");
     // A placement component cannot serve a lifecycle slot.
