@@ -7,8 +7,8 @@
  */
 
 import { gangs } from './placement.ts';
-import { fitsIn, saturatingAdd, ZERO } from './resources.ts';
-import type { Action, JobView, PlacementRequest, PlacementResult, PreemptionRequest, Resources, TaskView, Victim } from './types.ts';
+import { fitsIn, saturatingAdd, saturatingSub, ZERO } from './resources.ts';
+import type { Action, JobState, JobView, PlacementRequest, PlacementResult, PreemptionRequest, Resources, TaskState, TaskView, Victim } from './types.ts';
 
 /** What is wrong with an answer: `kind` names the rule (the Rust variant in snake_case). */
 export class Violation extends Error {
@@ -77,8 +77,28 @@ function checkMaxPerHost(request: PlacementRequest, result: PlacementResult): vo
   }
 }
 
-/** Checks a preemption answer: known indices, no victim twice, only preemptible tasks, only from the pools each need allows. */
+/**
+ * Checks a preemption answer: known indices, no victim twice, only preemptible (or revocable) tasks,
+ * only from the pools each need allows, and for each need with victims: they cover it, and none of
+ * them could be spared. No victims at all is always allowed.
+ */
 export function checkVictims(request: PreemptionRequest, victims: readonly Victim[]): void {
+  checkVictimIndices(request, victims);
+  request.needs.forEach((need, n) => {
+    const mine = victims.filter((v) => v.need === n);
+    if (mine.length === 0) return;
+    const freed = mine.reduce((acc, v) => saturatingAdd(acc, request.running[v.task].resources), ZERO);
+    if (!fitsIn(need.resources, freed)) throw new Violation('not_enough', `the victims of need ${n} do not free what it asks for`);
+    for (const v of mine) {
+      const without = saturatingSub(freed, request.running[v.task].resources);
+      if (fitsIn(need.resources, without)) {
+        throw new Violation('not_needed', `victim ${v.task} is not needed: need ${n} is covered without it`);
+      }
+    }
+  });
+}
+
+function checkVictimIndices(request: PreemptionRequest, victims: readonly Victim[]): void {
   const seen = new Uint8Array(request.running.length);
   for (const v of victims) {
     const task = request.running[v.task];
@@ -94,15 +114,54 @@ export function checkVictims(request: PreemptionRequest, victims: readonly Victi
   }
 }
 
-/** Checks lifecycle actions: every instance they name exists (below the larger of the instance count and the task list). */
+/** A state as the Rust SDK's messages print it (its variant name). */
+const stateName = (s: JobState | TaskState): string => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * Checks lifecycle actions against the views they answer, as the host does (the Rust SDK's `check_actions`):
+ * once the job has ended, only kills; `launch`, `restart-after` and `update-batch` only below the job's
+ * count (for a daemon job, its matching hosts); a restart only of an instance the job has; a kill of any
+ * instance the job has or counts; `mark-job` never back to initialized or pending, and succeeded only when
+ * every counted instance has succeeded (failed and killed are accepted with live tasks: the runtime stops them).
+ */
 export function checkActions(job: JobView, tasks: readonly TaskView[], actions: readonly Action[]): void {
-  const bound = Math.max(job.instanceCount, tasks.length);
+  const ended = job.state === 'succeeded' || job.state === 'failed' || job.state === 'killed';
+  const count = Math.max(job.instanceCount, job.matchingHosts.length);
+  const bound = Math.max(count, tasks.length);
   const known = (i: number) => {
     if (!(i < bound)) throw new Violation('unknown_task', `task index ${i} is not in the request`);
   };
+  const counted = (i: number) => {
+    if (!(i < count)) throw new Violation('outside_job', `instance ${i} is outside the job's instances`);
+  };
+  const has = (i: number) => {
+    if (!tasks.some((t) => t.instance === i)) throw new Violation('outside_job', `instance ${i} is outside the job's instances`);
+  };
   for (const a of actions) {
-    if (a.tag === 'launch' || a.tag === 'kill') known(a.val);
-    else if (a.tag === 'restart-after') known(a.val.instance);
-    else if (a.tag === 'update-batch') a.val.forEach(known);
+    if (ended && a.tag !== 'kill') {
+      throw new Violation('job_ended', `the job has ended (${stateName(job.state)}); only kills are allowed`);
+    }
+    if (a.tag === 'kill') known(a.val);
+    else if (a.tag === 'launch') counted(a.val);
+    else if (a.tag === 'restart-after') {
+      counted(a.val.instance);
+      has(a.val.instance);
+    } else if (a.tag === 'update-batch') a.val.forEach(counted);
+    else if (a.tag === 'mark-job') {
+      if (a.val === 'initialized' || a.val === 'pending') {
+        throw new Violation('illegal_job_state', `the job cannot be marked ${stateName(a.val)} from ${stateName(job.state)}`);
+      }
+      if (a.val === 'succeeded') checkSuccess(job, tasks);
+    }
+  }
+}
+
+/** Succeeded needs every counted instance succeeded; live instances above the count are being removed. */
+function checkSuccess(job: JobView, tasks: readonly TaskView[]): void {
+  for (let i = 0; i < job.instanceCount; i++) {
+    const state: TaskState = tasks.find((t) => t.instance === i)?.state ?? 'initialized';
+    if (state !== 'succeeded') {
+      throw new Violation('premature_success', `the job cannot succeed while instance ${i} is ${stateName(state)}`);
+    }
   }
 }

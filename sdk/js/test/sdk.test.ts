@@ -10,10 +10,25 @@ import {
   Round,
   saturatingSub,
   ScoreScale,
+  checkActions,
   checkPlacement,
+  checkVictims,
   Violation,
 } from '@paceline/plugin-sdk';
-import type { PlacementPolicy, PlacementRequest, PlacementResult } from '@paceline/plugin-sdk';
+import type {
+  Action,
+  JobState,
+  JobView,
+  PlacementPolicy,
+  PlacementRequest,
+  PlacementResult,
+  PoolView,
+  PreemptionRequest,
+  RunningTask,
+  TaskState,
+  TaskView,
+  Victim,
+} from '@paceline/plugin-sdk';
 import { HarnessError, parseScenario, runPlacement, runPreemption } from '@paceline/plugin-sdk/harness';
 
 const firstFit: PlacementPolicy = {
@@ -136,4 +151,74 @@ test('the glue converts bigints at the boundary and refuses what a number cannot
   };
   const out = lc.onEvents(job, [], [{ tag: 'job-created' }, { tag: 'scaled' }]);
   assert.deepEqual(out, [{ tag: 'restart-after', val: { instance: 0, delayMs: 5n } }], 'identical actions kept once, u64 back as bigint');
+});
+
+test('the victims table matches the Rust SDK', () => {
+  const res = (cpuMillis: number) => (resources({ cpuMillis }));
+  const task = (preemptible: boolean, cpu: number): RunningTask => ({
+    pool: 0,
+    priority: 0,
+    preemptible,
+    revocable: false,
+    startedAtMs: 0,
+    resources: res(cpu),
+  });
+  const pool: PoolView = { path: '', reservation: resources(), entitlement: resources(), allocation: resources() };
+  const req: PreemptionRequest = {
+    pools: [pool, pool],
+    running: [task(true, 10), task(true, 10), task(false, 10), task(true, 5)],
+    needs: [{ pool: 1, priority: 0, resources: res(10), fromPools: new Uint32Array() }],
+  };
+  const v = (t: number, need = 0): Victim => ({ task: t, need, reason: 'over-entitlement' });
+  const cases: Array<[string, Victim[], string | null]> = [
+    ['none', [], null],
+    ['one covers', [v(0)], null],
+    ['two small ones cover', [v(3), v(3)], 'task_twice'],
+    ['not preemptible', [v(2)], 'not_preemptible'],
+    ['more than needed', [v(0), v(1)], 'not_needed'],
+    ['not enough', [v(3)], 'not_enough'],
+    ['unknown need', [v(0, 4)], 'unknown_need'],
+  ];
+  for (const [name, victims, kind] of cases) {
+    if (kind === null) checkVictims(req, victims);
+    else assert.throws(() => checkVictims(req, victims), (e) => e instanceof Violation && e.kind === kind, name);
+  }
+});
+
+test('the actions table matches the Rust SDK', () => {
+  const job = (state: JobState, instanceCount: number): JobView => ({
+    kind: 'batch',
+    state,
+    instanceCount,
+    maxFailuresPerInstance: 0,
+    maxRunTimeMs: 0,
+    configVersion: 0,
+    resources: resources(),
+    matchingHosts: [],
+  });
+  const tasks = (...states: TaskState[]): TaskView[] =>
+    states.map((state, instance) => ({ instance, state, run: 0, failures: 0, configVersion: 0 }));
+  const cases: Array<[string, JobView, TaskView[], Action[], string | null]> = [
+    ['launch all', job('pending', 2), tasks('initialized', 'initialized'), [{ tag: 'launch', val: 0 }, { tag: 'launch', val: 1 }], null],
+    ['launch past the count', job('running', 2), tasks('running', 'running', 'running'), [{ tag: 'launch', val: 2 }], 'outside_job'],
+    ['kill past the count', job('running', 2), tasks('running', 'running', 'running'), [{ tag: 'kill', val: 2 }], null],
+    ['kill unknown', job('running', 2), tasks('running', 'running'), [{ tag: 'kill', val: 9 }], 'unknown_task'],
+    ['restart a missing instance', job('running', 3), tasks('running'), [{ tag: 'restart-after', val: { instance: 2, delayMs: 1 } }], 'outside_job'],
+    ['success too early', job('running', 2), tasks('succeeded', 'running'), [{ tag: 'mark-job', val: 'succeeded' }], 'premature_success'],
+    ['success before start', job('pending', 1), tasks(), [{ tag: 'mark-job', val: 'succeeded' }], 'premature_success'],
+    ['success', job('running', 2), tasks('succeeded', 'succeeded', 'running'), [{ tag: 'mark-job', val: 'succeeded' }], null],
+    ['failed with live tasks', job('running', 2), tasks('running', 'running'), [{ tag: 'mark-job', val: 'failed' }], null],
+    ['backwards', job('running', 1), tasks('running'), [{ tag: 'mark-job', val: 'pending' }], 'illegal_job_state'],
+    ['launch after the end', job('succeeded', 1), tasks('succeeded'), [{ tag: 'launch', val: 0 }], 'job_ended'],
+    ['kill after the end', job('failed', 1), tasks('running'), [{ tag: 'kill', val: 0 }], null],
+  ];
+  for (const [name, j, ts, actions, kind] of cases) {
+    if (kind === null) checkActions(j, ts, actions);
+    else assert.throws(() => checkActions(j, ts, actions), (e) => e instanceof Violation && e.kind === kind, name);
+  }
+  // The messages name states as the Rust SDK prints them.
+  assert.throws(
+    () => checkActions(job('running', 2), tasks('succeeded'), [{ tag: 'mark-job', val: 'succeeded' }]),
+    (e) => e instanceof Violation && e.message === 'the job cannot succeed while instance 1 is Initialized',
+  );
 });

@@ -12,18 +12,21 @@ from __future__ import annotations
 from typing import Dict, List, Sequence, Tuple
 
 from .placement import gangs
-from .resources import fits_in, saturating_add
+from .resources import fits_in, saturating_add, saturating_sub
 from .types import (
     Action,
+    JobState,
     JobView,
     Kill,
     Launch,
+    MarkJob,
     OnlyHosts,
     PlacementRequest,
     PlacementResult,
     PreemptionRequest,
     Resources,
     RestartAfter,
+    TaskState,
     TaskView,
     UpdateBatch,
     Victim,
@@ -115,7 +118,26 @@ def _check_max_per_host(request: PlacementRequest, result: PlacementResult) -> N
 
 def check_victims(request: PreemptionRequest, victims: Sequence[Victim]) -> None:
     """Checks a preemption answer: known indices, no victim twice, only
-    preemptible (or revocable) tasks, only from the pools each need allows."""
+    preemptible (or revocable) tasks, only from the pools each need allows,
+    and for each need with victims: they cover it, and none of them could be
+    spared. No victims at all is always allowed."""
+    _check_victim_indices(request, victims)
+    for n, need in enumerate(request.needs):
+        mine = [v for v in victims if v.need == n]
+        if not mine:
+            continue
+        freed = Resources()
+        for v in mine:
+            freed = saturating_add(freed, request.running[v.task].resources)
+        if not fits_in(need.resources, freed):
+            raise Violation("not_enough", f"the victims of need {n} do not free what it asks for")
+        for v in mine:
+            without = saturating_sub(freed, request.running[v.task].resources)
+            if fits_in(need.resources, without):
+                raise Violation("not_needed", f"victim {v.task} is not needed: need {n} is covered without it")
+
+
+def _check_victim_indices(request: PreemptionRequest, victims: Sequence[Victim]) -> None:
     seen = [False] * len(request.running)
     for v in victims:
         if not 0 <= v.task < len(request.running):
@@ -133,21 +155,72 @@ def check_victims(request: PreemptionRequest, victims: Sequence[Victim]) -> None
             raise Violation("wrong_pool", f"victim {v.task} is from a pool that need {v.need} does not allow")
 
 
+def _name(state: "JobState | TaskState") -> str:
+    """A state as the Rust SDK's messages print it (its variant name)."""
+    return state.value.capitalize()
+
+
+_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
+
+
 def check_actions(job: JobView, tasks: Sequence[TaskView], actions: Sequence[Action]) -> None:
-    """Checks lifecycle actions: every instance they name exists (below the
-    larger of the job's instance count and its task list)."""
-    bound = max(job.instance_count, len(tasks))
+    """Checks lifecycle actions against the views they answer, as the host
+    does (the Rust SDK's ``check_actions``):
+
+    - once the job has ended, only kills;
+    - ``Launch``, ``RestartAfter`` and ``UpdateBatch`` only below the job's
+      count (for a daemon job, its matching hosts); a restart only of an
+      instance the job has; a kill of any instance the job has or counts;
+    - ``MarkJob``: never back to INITIALIZED or PENDING; SUCCEEDED only when
+      every instance below the count has succeeded. FAILED and KILLED are
+      accepted with live tasks: the runtime stops them."""
+    ended = job.state in _ENDED
+    count = max(job.instance_count, len(job.matching_hosts))
+    bound = max(count, len(tasks))
 
     def known(i: int) -> None:
         if not i < bound:
             raise Violation("unknown_task", f"task index {i} is not in the request")
 
+    def counted(i: int) -> None:
+        if not i < count:
+            raise Violation("outside_job", f"instance {i} is outside the job's instances")
+
+    def has(i: int) -> None:
+        if not any(t.instance == i for t in tasks):
+            raise Violation("outside_job", f"instance {i} is outside the job's instances")
+
     for a in actions:
-        if isinstance(a, (Launch, Kill, RestartAfter)):
+        if ended and not isinstance(a, Kill):
+            raise Violation("job_ended", f"the job has ended ({_name(job.state)}); only kills are allowed")
+        if isinstance(a, Kill):
             known(a.instance)
+        elif isinstance(a, Launch):
+            counted(a.instance)
+        elif isinstance(a, RestartAfter):
+            counted(a.instance)
+            has(a.instance)
         elif isinstance(a, UpdateBatch):
             for i in a.instances:
-                known(i)
+                counted(i)
+        elif isinstance(a, MarkJob):
+            if a.state in (JobState.INITIALIZED, JobState.PENDING):
+                raise Violation(
+                    "illegal_job_state", f"the job cannot be marked {_name(a.state)} from {_name(job.state)}"
+                )
+            if a.state == JobState.SUCCEEDED:
+                _check_success(job, tasks)
+
+
+def _check_success(job: JobView, tasks: Sequence[TaskView]) -> None:
+    """SUCCEEDED needs every counted instance succeeded; live instances
+    above the count (a job that shrank) are being removed."""
+    for i in range(job.instance_count):
+        state = next((t.state for t in tasks if t.instance == i), TaskState.INITIALIZED)
+        if state != TaskState.SUCCEEDED:
+            raise Violation(
+                "premature_success", f"the job cannot succeed while instance {i} is {_name(state)}"
+            )
 
 
 def unplaced_by_reason(result: PlacementResult) -> List[Tuple[str, int]]:

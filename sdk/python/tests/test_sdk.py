@@ -220,3 +220,102 @@ def test_glue_converts_generated_bindings_both_ways():
     assert sdk.jobs[0].existing == [HostCount(0, 1)] and sdk.tasks[0].preferred_host == 0
     out = component.placement_result_to_wire(wire, _answer([(0, 0)], [1]))
     assert out == ([("a", 0, 0)], [("u", 1, _E.DEFERRED, "")])
+
+
+def _preemption():
+    from paceline_plugin import Need, PoolView, PreemptionRequest, RunningTask
+
+    task = lambda preemptible, cpu: RunningTask(preemptible=preemptible, resources=Resources(cpu))  # noqa: E731
+    return PreemptionRequest(
+        pools=[PoolView(), PoolView()],
+        running=[task(True, 10), task(True, 10), task(False, 10), task(True, 5)],
+        needs=[Need(pool=1, resources=Resources(10))],
+    )
+
+
+@pytest.mark.parametrize(
+    "victims,kind",
+    [
+        ([], None),
+        ([(0, 0)], None),
+        ([(3, 0), (3, 0)], "task_twice"),
+        ([(2, 0)], "not_preemptible"),
+        ([(0, 0), (1, 0)], "not_needed"),
+        ([(3, 0)], "not_enough"),
+        ([(0, 4)], "unknown_need"),
+    ],
+)
+def test_victims_table_matches_the_rust_sdk(victims, kind):
+    from paceline_plugin import Victim, VictimReason
+    from paceline_plugin.validate import check_victims
+
+    answer = [Victim(t, n, VictimReason.OVER_ENTITLEMENT) for t, n in victims]
+    if kind is None:
+        check_victims(_preemption(), answer)
+    else:
+        with pytest.raises(Violation) as e:
+            check_victims(_preemption(), answer)
+        assert e.value.kind == kind
+
+
+def _actions_case(name):
+    from paceline_plugin import JobState, JobView, Kill, MarkJob, RestartAfter, TaskView
+
+    job = lambda state, count: JobView(state=state, instance_count=count)  # noqa: E731
+    tasks = lambda *states: [TaskView(instance=i, state=s) for i, s in enumerate(states)]  # noqa: E731
+    I, R, S = TaskState.INITIALIZED, TaskState.RUNNING, TaskState.SUCCEEDED  # noqa: E741
+    return {
+        "launch all": (job(JobState.PENDING, 2), tasks(I, I), [Launch(0), Launch(1)], None),
+        "launch past the count": (job(JobState.RUNNING, 2), tasks(R, R, R), [Launch(2)], "outside_job"),
+        "kill past the count": (job(JobState.RUNNING, 2), tasks(R, R, R), [Kill(2)], None),
+        "kill unknown": (job(JobState.RUNNING, 2), tasks(R, R), [Kill(9)], "unknown_task"),
+        "restart a missing instance": (job(JobState.RUNNING, 3), tasks(R), [RestartAfter(2, 1)], "outside_job"),
+        "success too early": (job(JobState.RUNNING, 2), tasks(S, R), [MarkJob(JobState.SUCCEEDED)], "premature_success"),
+        "success before start": (job(JobState.PENDING, 1), tasks(), [MarkJob(JobState.SUCCEEDED)], "premature_success"),
+        "success": (job(JobState.RUNNING, 2), tasks(S, S, R), [MarkJob(JobState.SUCCEEDED)], None),
+        "failed with live tasks": (job(JobState.RUNNING, 2), tasks(R, R), [MarkJob(JobState.FAILED)], None),
+        "backwards": (job(JobState.RUNNING, 1), tasks(R), [MarkJob(JobState.PENDING)], "illegal_job_state"),
+        "launch after the end": (job(JobState.SUCCEEDED, 1), tasks(S), [Launch(0)], "job_ended"),
+        "kill after the end": (job(JobState.FAILED, 1), tasks(R), [Kill(0)], None),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "launch all",
+        "launch past the count",
+        "kill past the count",
+        "kill unknown",
+        "restart a missing instance",
+        "success too early",
+        "success before start",
+        "success",
+        "failed with live tasks",
+        "backwards",
+        "launch after the end",
+        "kill after the end",
+    ],
+)
+def test_actions_table_matches_the_rust_sdk(name):
+    from paceline_plugin.validate import check_actions
+
+    job, tasks, actions, kind = _actions_case(name)
+    if kind is None:
+        check_actions(job, tasks, actions)
+    else:
+        with pytest.raises(Violation) as e:
+            check_actions(job, tasks, actions)
+        assert e.value.kind == kind
+
+
+def test_messages_say_states_as_the_rust_sdk_does():
+    from paceline_plugin import JobState, JobView, MarkJob, TaskView
+    from paceline_plugin.validate import check_actions
+
+    with pytest.raises(Violation) as e:
+        check_actions(JobView(state=JobState.RUNNING, instance_count=2), [TaskView(0, TaskState.SUCCEEDED)], [MarkJob(JobState.SUCCEEDED)])
+    assert str(e.value) == "the job cannot succeed while instance 1 is Initialized"
+    with pytest.raises(Violation) as e:
+        check_actions(JobView(state=JobState.RUNNING), [], [MarkJob(JobState.PENDING)])
+    assert str(e.value) == "the job cannot be marked Pending from Running"
