@@ -173,10 +173,22 @@ fn a_dev_killed_with_sigkill_takes_its_agents_along_and_a_new_dev_finds_their_wo
         running(&id) && tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>() == runs
     });
     assert_eq!(agents().len(), 2, "two agents, not four");
+    // `job delete` never orphans a running task: refused while the tasks run
+    // on the real agents, and they carry on under the same runs.
+    let refused = cli(api, &["job", "delete", &id]);
+    assert!(!refused.status.success(), "deleted with live tasks: {}", String::from_utf8_lossy(&refused.stdout));
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("still has 3 task(s)"), "the refusal says why: {why}");
+    assert!(running(&id), "nothing was stopped by the refused delete");
+    assert_eq!(tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>(), runs);
     ok(cli(api, &["job", "kill", &id]));
     eventually(30, "killed", || {
         tasks(api, &id).iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("KILLED")))
     });
+    // Once every task has ended the job can go, with its history.
+    ok(cli(api, &["job", "delete", &id]));
+    let gone = cli(api, &["job", "get", &id]);
+    assert!(!gone.status.success(), "deleted: {}", String::from_utf8_lossy(&gone.stdout));
 }
 
 #[test]
