@@ -60,52 +60,16 @@ impl ZooKeeperAuthConfig {
     /// Reads the password from its file or variable. Errors name the file or variable and
     /// never contain the password.
     pub fn resolve(&self) -> Result<ZooKeeperAuth> {
-        let password = match (&self.password_file, &self.password_env) {
-            (Some(path), None) => {
-                warn_if_readable_by_others(path);
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| MembershipError::Config(format!("ZooKeeper password_file {}: {e}", path.display())))?;
-                let text = text.strip_suffix('\n').unwrap_or(&text);
-                let text = text.strip_suffix('\r').unwrap_or(text);
-                if text.is_empty() {
-                    return Err(MembershipError::Config(format!(
-                        "ZooKeeper password_file {} is empty",
-                        path.display()
-                    )));
-                }
-                Secret::new(text)
-            }
-            (None, Some(var)) => match std::env::var(var) {
-                Ok(v) if !v.is_empty() => Secret::new(v),
-                Ok(_) => return Err(MembershipError::Config(format!("ZooKeeper password_env {var} is empty"))),
-                Err(_) => {
-                    return Err(MembershipError::Config(format!(
-                        "ZooKeeper password_env {var} is not set (or not UTF-8)"
-                    )));
-                }
-            },
-            _ => {
-                return Err(MembershipError::Config(
-                    "ZooKeeper auth needs exactly one of password_file and password_env".into(),
-                ));
-            }
-        };
+        if let Some(path) = &self.password_file
+            && Secret::file_is_exposed(path)
+        {
+            tracing::warn!(file = %path.display(), "ZooKeeper password file is readable by group or others; chmod 600 it");
+        }
+        let password = Secret::from_file_or_env(self.password_file.as_deref(), self.password_env.as_deref())
+            .map_err(|e| MembershipError::Config(format!("ZooKeeper auth: {e}")))?;
         ZooKeeperAuth::digest(&self.user, password)
     }
 }
-
-#[cfg(unix)]
-fn warn_if_readable_by_others(path: &std::path::Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::metadata(path)
-        && meta.permissions().mode() & 0o077 != 0
-    {
-        tracing::warn!(file = %path.display(), "ZooKeeper password file is readable by group or others; chmod 600 it");
-    }
-}
-
-#[cfg(not(unix))]
-fn warn_if_readable_by_others(_path: &std::path::Path) {}
 
 /// A resolved digest identity: what a session authenticates with. `Debug` hides the password.
 #[derive(Clone, Debug, PartialEq, Eq)]

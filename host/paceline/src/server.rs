@@ -286,14 +286,10 @@ pub fn check_api_exposure(api_listen: SocketAddr, has_tokens: bool, insecure: bo
     ))
 }
 
-/// A token given inline or in a file (the file wins; its first line).
+/// A token given inline or in a file (the file wins; it holds one line).
 pub fn resolve_token(inline: Option<&Secret>, file: Option<&std::path::Path>) -> Result<Option<Secret>, ServerError> {
     match file {
-        Some(path) => {
-            let read = Secret::from_file(path)
-                .map_err(|e| ServerError::Other(format!("token_file {}: {e}", path.display())))?;
-            Ok(Some(Secret::new(read.expose().lines().next().unwrap_or_default())))
-        }
+        Some(path) => Secret::from_file(path).map(Some).map_err(|e| ServerError::Other(format!("token_file {e}"))),
         None => Ok(inline.cloned()),
     }
 }

@@ -68,7 +68,7 @@ pub struct ServerArgs {
     /// with a tokens file.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Read that token from this file instead (first line; mode 0600).
+    /// Read that token from this file instead (one line; mode 0600).
     #[arg(long, env = "PACELINE_TOKEN_FILE", conflicts_with = "token")]
     token_file: Option<PathBuf>,
     /// With `--roles placement` or `--hostmgr`: the authority that signed an `https://`

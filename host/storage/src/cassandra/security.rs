@@ -9,20 +9,18 @@
 //! chain to `ca_file` alone (the system's roots are not trusted for a database), and, unless
 //! `verify_address: false`, name the IP address the driver connects to.
 
-use std::path::Path;
-
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode, SslVersion};
 use openssl::x509::X509;
 use openssl::x509::store::X509StoreBuilder;
+use paceline_model::secret::Secret;
 use scylla::client::session::OpenSsl010Config;
 
 use super::config::{CassandraConfig, CassandraTls};
+
 use crate::error::{Result, StoreError};
 
 /// OpenSSL's `X509_V_ERR_IP_ADDRESS_MISMATCH`: the certificate does not name the IP.
 const IP_ADDRESS_MISMATCH: i32 = 64;
-
-use paceline_model::secret::Secret;
 
 /// The role and password the session logs in with.
 #[derive(Debug, Clone)]
@@ -46,35 +44,14 @@ pub(super) fn login(cfg: &CassandraConfig) -> Result<Option<Login>> {
     if user.is_empty() {
         return Err(invalid("username is empty".into()));
     }
-    let password = match (&cfg.password_file, &cfg.password_env) {
-        (Some(path), None) => read_password_file(path)?,
-        (None, Some(var)) => match std::env::var(var) {
-            Ok(v) if !v.is_empty() => v,
-            Ok(_) => return Err(invalid(format!("password_env {var} is empty"))),
-            Err(_) => return Err(invalid(format!("password_env {var} is not set (or not UTF-8)"))),
-        },
-        _ => return Err(invalid(format!("username {user:?} needs exactly one of password_file and password_env"))),
-    };
-    Ok(Some(Login { user: user.clone(), password: Secret::new(password) }))
-}
-
-fn read_password_file(path: &Path) -> Result<String> {
-    #[cfg(unix)]
+    if let Some(path) = &cfg.password_file
+        && Secret::file_is_exposed(path)
     {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            tracing::warn!(file = %path.display(), "cassandra password file is readable by group or others; chmod 600 it");
-        }
+        tracing::warn!(file = %path.display(), "cassandra password file is readable by group or others; chmod 600 it");
     }
-    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("password_file {}: {e}", path.display())))?;
-    let text = text.strip_suffix('\n').unwrap_or(&text);
-    let text = text.strip_suffix('\r').unwrap_or(text);
-    if text.is_empty() {
-        return Err(invalid(format!("password_file {} is empty", path.display())));
-    }
-    Ok(text.to_string())
+    let password = Secret::from_file_or_env(cfg.password_file.as_deref(), cfg.password_env.as_deref())
+        .map_err(|e| invalid(format!("username {user:?}: {e}")))?;
+    Ok(Some(Login { user: user.clone(), password }))
 }
 
 /// The driver's TLS context for `tls`.
@@ -154,6 +131,8 @@ fn password_source(cfg: &CassandraConfig) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn cfg(yaml: &str) -> CassandraConfig {

@@ -50,7 +50,7 @@ pub struct ClientOpts {
     /// a flag shows in the process list.
     #[arg(long, env = "PACELINE_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
-    /// Read the bearer token from this file instead (first line; keep it
+    /// Read the bearer token from this file instead (one line; keep it
     /// mode 0600): neither the process list nor the environment shows it.
     #[arg(long, env = "PACELINE_TOKEN_FILE", global = true, conflicts_with = "token")]
     pub token_file: Option<std::path::PathBuf>,
@@ -73,13 +73,13 @@ impl std::fmt::Debug for ClientOpts {
 }
 
 impl ClientOpts {
-    /// The token to send: `--token`/`PACELINE_TOKEN`, or the first line of
+    /// The token to send: `--token`/`PACELINE_TOKEN`, or the one line of
     /// `--token-file`/`PACELINE_TOKEN_FILE`.
     pub fn resolved_token(&self) -> anyhow::Result<Option<String>> {
         if let Some(path) = &self.token_file {
-            let token = paceline_model::secret::Secret::from_file(path)
-                .map_err(|e| bad_input(format!("--token-file {}: {e}", path.display())))?;
-            return Ok(Some(token.expose().lines().next().unwrap_or_default().to_string()));
+            let token =
+                paceline_model::secret::Secret::from_file(path).map_err(|e| bad_input(format!("--token-file {e}")))?;
+            return Ok(Some(token.expose().to_string()));
         }
         Ok(self.token.clone())
     }
