@@ -167,6 +167,10 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
         "paceline.v1.WatchService" => Requirement::Read,
+        // Secrets: the handler checks the pool named in the request
+        // (decision 0032); listing shows names only, but only to the team.
+        "paceline.v1.SecretService" if read(method) => Requirement::ReadInPool,
+        "paceline.v1.SecretService" => Requirement::JobsInPool,
         // Users read only their own records: the handler narrows the query.
         "paceline.v1.AuditService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" if read(method) => Requirement::Read,
@@ -620,6 +624,9 @@ mod tests {
         use Requirement::*;
         let expected: &[(&str, Requirement)] = &[
             ("AuditService/ListAuditRecords", Read),
+            ("SecretService/PutSecret", JobsInPool),
+            ("SecretService/ListSecrets", ReadInPool),
+            ("SecretService/DeleteSecret", JobsInPool),
             ("HostService/ListHosts", Read),
             ("HostService/GetHost", Read),
             ("HostService/DrainHost", AtLeast(Role::Operator)),

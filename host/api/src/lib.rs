@@ -17,7 +17,7 @@
 //!   of every service.
 //! - [`convert`]: wire ↔ model, with errors that name the offending field.
 //! - [`status`]: each manager's errors → gRPC codes.
-//! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
+//! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`], [`secrets`]: one
 //!   module per service of `proto/paceline/v1/`.
 //! - [`audit`]: the audit log: records made in the auth layer, a batching
 //!   writer, and `AuditService` to read them.
@@ -38,6 +38,7 @@ use pb::host_service_server::HostServiceServer;
 use pb::job_service_server::JobServiceServer;
 use pb::plugin_service_server::PluginServiceServer;
 use pb::pool_service_server::PoolServiceServer;
+use pb::secret_service_server::SecretServiceServer;
 use pb::task_service_server::TaskServiceServer;
 use pb::watch_service_server::WatchServiceServer;
 
@@ -51,6 +52,7 @@ mod pending;
 pub mod plugins;
 pub mod pools;
 pub mod rate;
+pub mod secrets;
 pub mod standby;
 pub mod status;
 pub mod tasks;
@@ -188,6 +190,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     reporter.set_serving::<PluginServiceServer<plugins::PluginApi>>().await;
     reporter.set_serving::<WatchServiceServer<watch::WatchApi>>().await;
     reporter.set_serving::<AuditServiceServer<audit::service::AuditApi>>().await;
+    reporter.set_serving::<SecretServiceServer<secrets::SecretApi>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
@@ -216,6 +219,11 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
         .add_service(limited!(AuditServiceServer, audit::service::AuditApi::new(roles.store.clone()), config))
+        .add_service(limited!(
+            SecretServiceServer,
+            secrets::SecretApi::new(roles.jobs.clone(), roles.store.clone(), roles.resmgr.clone()),
+            config
+        ))
         .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
 }
 

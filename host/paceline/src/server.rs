@@ -159,6 +159,10 @@ pub struct ServerConfig {
     /// `<data_dir>/pki`; see docs/operations.md, "Joining agents"). Highly
     /// available servers must all name the same directory's contents.
     pub agent_pki_dir: Option<PathBuf>,
+    /// The key task secrets are sealed with (decision 0032): one line of 64
+    /// hex digits, mode 0600. Default `<data_dir>/secrets.key`, created on
+    /// first start. Highly available servers must all name the same key.
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -224,6 +228,7 @@ impl Default for ServerConfig {
             metrics_per_host: false,
             audit: AuditConfig::default(),
             agent_pki_dir: None,
+            secrets_key_file: None,
         }
     }
 }
@@ -232,6 +237,22 @@ impl ServerConfig {
     /// Where the agent port's CA and join tokens are kept.
     pub fn agent_pki_dir(&self) -> PathBuf {
         self.agent_pki_dir.clone().unwrap_or_else(|| self.data_dir.join("pki"))
+    }
+
+    /// The task secrets key: the named file (which must exist), or
+    /// `<data_dir>/secrets.key`, created when missing.
+    pub fn secret_key(&self) -> Result<Arc<paceline_storage::secrets::SecretKey>, ServerError> {
+        use paceline_storage::secrets::SecretKey;
+        let key = match &self.secrets_key_file {
+            Some(path) => {
+                if Secret::file_is_exposed(path) {
+                    tracing::warn!(path = %path.display(), "the secrets key file can be read by others: chmod 600");
+                }
+                SecretKey::from_file(path)
+            }
+            None => SecretKey::load_or_create(&self.data_dir.join("secrets.key")),
+        };
+        key.map(Arc::new).map_err(|e| ServerError::Other(format!("secrets_key_file: {e}")))
     }
 }
 
@@ -532,6 +553,7 @@ impl Server {
                 store_metrics: Some(store_metrics),
                 audit: Some(audit.clone()),
                 metrics_per_host: config.metrics_per_host,
+                secret_key: Some(config.secret_key()?),
                 ..AssembleConfig::default()
             },
             |rm| {

@@ -23,6 +23,7 @@
 //! - [`sqlite`]: the embedded backend (WAL, one writer thread, group commit).
 //! - [`memory`]: in ordered maps, not durable: the simulator's store.
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
+//! - [`secrets`]: task secrets sealed at rest (AES-256-GCM) and the server's key.
 //! - [`bench`]: the `paceline bench storage` figures.
 //! - `validate` (private): input checks shared by both backends.
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
@@ -36,6 +37,7 @@ pub mod error;
 pub mod fence;
 mod job_events;
 pub mod memory;
+pub mod secrets;
 pub mod sqlite;
 pub mod store;
 pub mod types;

@@ -128,6 +128,15 @@ fn describe_grpc(method: &str, m: &[u8]) -> Option<Described> {
         "CreatePool" => Described { target: pb::CreatePoolRequest::decode(m).ok()?.path, ..Default::default() },
         "UpdatePool" => Described { target: pb::UpdatePoolRequest::decode(m).ok()?.path, ..Default::default() },
         "DeletePool" => Described { target: pb::DeletePoolRequest::decode(m).ok()?.path, ..Default::default() },
+        // The pool and name only: the value is never read here.
+        "PutSecret" => {
+            let r = pb::PutSecretRequest::decode(m).ok()?;
+            Described { target: format!("{}/{}", r.pool, r.name), ..Default::default() }
+        }
+        "DeleteSecret" => {
+            let r = pb::DeleteSecretRequest::decode(m).ok()?;
+            Described { target: format!("{}/{}", r.pool, r.name), ..Default::default() }
+        }
         _ => return None,
     })
 }
