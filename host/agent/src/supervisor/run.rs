@@ -57,7 +57,8 @@ impl Supervisor {
 
     fn task_env(&self, rec: &RunRecord) -> BTreeMap<String, String> {
         let spec = &rec.spec;
-        let mut env = spec.env.clone();
+        let mut env = inherited_env();
+        env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         for (name, port) in &rec.ports {
             env.insert(format!("PORT_{}", name.to_ascii_uppercase()), port.to_string());
         }
@@ -431,4 +432,19 @@ fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret]) -> Result<(), St
         f.write_all(s.value.expose().as_bytes()).map_err(|e| format!("writing secret {}: {e}", s.name))?;
     }
     Ok(())
+}
+
+/// What a task gets of the agent's own environment: where programs are and
+/// the locale, nothing else. The rest (an agent's token file location, its
+/// proxy credentials, whatever its service manager set) stays with the agent.
+const INHERITED: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// `PATH` when the agent has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+fn inherited_env() -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> =
+        INHERITED.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
+    env.entry("PATH".to_owned()).or_insert_with(|| DEFAULT_PATH.to_owned());
+    env
 }
