@@ -180,22 +180,10 @@ fn aad(pool: &str, name: &str) -> Vec<u8> {
 
 /// Writes `bytes` to `path` readable by its owner only, whole or not at all.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp");
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    paceline_model::secret::write_file_atomic(path, bytes, 0o600)
 }
 
 #[cfg(test)]
