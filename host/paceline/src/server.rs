@@ -256,6 +256,44 @@ impl ServerConfig {
     }
 }
 
+/// Says loudly, at start, when task secrets in the store were sealed with
+/// another key than this server's (their runs would not launch): servers
+/// that share a store must share `secrets_key_file`. A server in a
+/// ZooKeeper membership without one is warned before any secret exists.
+async fn check_secret_key(
+    store: &dyn paceline_storage::Store,
+    key: &paceline_storage::secrets::SecretKey,
+    config: &ServerConfig,
+) {
+    if config.secrets_key_file.is_none() && config.membership != MembershipConfig::Embedded {
+        tracing::warn!(
+            "secrets_key_file is not set: this server sealed task secrets with a key of its own data dir; \
+             servers that take over from each other must all name one key file (decision 0032)"
+        );
+    }
+    let pools = match store.list_pools().await {
+        Ok(p) => p,
+        Err(e) => return tracing::warn!(error = %e, "could not check the task secrets' key"),
+    };
+    let mut other = std::collections::BTreeMap::<String, usize>::new();
+    for (pool, _) in pools {
+        if let Ok(secrets) = store.list_secrets(&pool).await {
+            for s in secrets.iter().filter(|s| s.key_id != key.id()) {
+                *other.entry(s.key_id.clone()).or_default() += 1;
+            }
+        }
+    }
+    for (sealed_with, count) in other {
+        tracing::error!(
+            count,
+            sealed_with,
+            ours = key.id(),
+            "task secrets in the store were sealed with another key: runs that need them will not launch; \
+             give every server the same secrets_key_file"
+        );
+    }
+}
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -542,6 +580,8 @@ impl Server {
             let bytes = serde_json::to_vec(&*spec).map_err(|e| ServerError::Other(e.to_string()))?;
             store.put_pool(DEFAULT_POOL, &bytes).await?;
         }
+        let secret_key = config.secret_key()?;
+        check_secret_key(&*store, &secret_key, &config).await;
         let cluster = Cluster::assemble(
             store,
             registry,
@@ -553,7 +593,7 @@ impl Server {
                 store_metrics: Some(store_metrics),
                 audit: Some(audit.clone()),
                 metrics_per_host: config.metrics_per_host,
-                secret_key: Some(config.secret_key()?),
+                secret_key: Some(secret_key),
                 ..AssembleConfig::default()
             },
             |rm| {

@@ -768,6 +768,30 @@ fn sha256_hex(s: &str) -> String {
     hex::encode(sha2::Sha256::digest(s.as_bytes()))
 }
 
+/// `paceline dev` with two agents on `data`, its log (debug level) in `log`.
+fn dev_logged(data: &Path, api: u16, extra: &[&str], log: &Path) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(["dev", "--agents", "2", "--data-dir", data.to_str().expect("utf-8")])
+        .args(["--api-listen", &format!("127.0.0.1:{api}")])
+        .args(extra)
+        .env("PACELINE_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("API on") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
+    Proc(child, Some(data.to_path_buf()))
+}
+
 #[test]
 fn task_secrets_reach_their_task_and_nowhere_else() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -783,34 +807,7 @@ fn task_secrets_reach_their_task_and_nowhere_else() {
     let api = free_port();
     let data = dir.path().join("dev");
     let log = dir.path().join("server.log");
-    let mut child = Command::new(BIN)
-        .args([
-            "dev",
-            "--agents",
-            "2",
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--api-listen",
-            &format!("127.0.0.1:{api}"),
-            "--tokens-file",
-            tokens.to_str().expect("utf-8"),
-        ])
-        .env("PACELINE_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("API on") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(60)).expect("the server came up");
-    let _dev = Proc(child, Some(data.clone()));
+    let _dev = dev_logged(&data, api, &["--tokens-file", tokens.to_str().expect("utf-8")], &log);
     eventually(30, "two agents up", || {
         cli_as(api, &root, &["host", "list", "-o", "json"]).status.success()
             && serde_json::from_slice::<serde_json::Value>(&cli_as(api, &root, &["host", "list", "-o", "json"]).stdout)
@@ -910,4 +907,38 @@ fn task_secrets_reach_their_task_and_nowhere_else() {
         let found = files_containing(dir.path(), needle);
         assert!(found.is_empty(), "files hold a secret in the clear: {found:?}");
     }
+}
+
+#[test]
+fn a_secret_sealed_with_another_key_keeps_its_runs_from_starting_not_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("dev");
+    let api = free_port();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "old-key-value").expect("write");
+    {
+        let _dev = dev_logged(&data, api, &[], &dir.path().join("first.log"));
+        ok(cli(api, &["secret", "put", "--pool", "/default", "db", "--from-file", pw.to_str().expect("utf-8")]));
+    }
+    // Another key, as a second server with a data dir of its own would have.
+    std::fs::write(data.join("secrets.key"), format!("{}\n", "ab".repeat(32))).expect("write");
+    let log = dir.path().join("second.log");
+    let _dev = dev_logged(&data, api, &[], &log);
+    let logged = std::fs::read_to_string(&log).expect("log");
+    assert!(logged.contains("sealed with another key"), "the start says so: {logged}");
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let spec = dir.path().join("job.yaml");
+    std::fs::write(
+        &spec,
+        "name: needs-db\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"true\"\n  resources: {cpu_millis: 100, memory_mib: 32}\n  secrets: [{name: db, env: DB}]\n",
+    )
+    .expect("write");
+    let id = ok(cli(api, &["job", "create", spec.to_str().expect("utf-8")]));
+    eventually(30, "the launch refused, with the reason in the task's events", || {
+        ok(cli(api, &["task", "events", &id, "0"])).contains("sealed with key")
+    });
+    // It never ran, and the server still answers.
+    let task = &tasks(api, &id)[0];
+    assert!(!task["state"].as_str().unwrap_or_default().contains("SUCCEEDED"), "{task}");
+    assert!(json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
 }
