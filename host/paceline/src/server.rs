@@ -946,20 +946,20 @@ mod tests {
 
     #[test]
     fn a_job_manager_config_names_its_host_managers() {
-        let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: secret\n";
+        let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: t0k3n-v4lu3\n";
         let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
         assert_eq!(
             config.hosts,
             HostsConfig::Hostmgr {
                 servers: vec!["hm1:7410".into(), "hm2:7410".into()],
-                token: Some(Secret::new("secret")),
+                token: Some(Secret::new("t0k3n-v4lu3")),
                 token_file: None,
                 ca_cert: None
             }
         );
         // The token never shows when the config is logged.
         let shown = format!("{config:?}");
-        assert!(shown.contains("<redacted>") && !shown.contains("secret"), "{shown}");
+        assert!(shown.contains("<redacted>") && !shown.contains("t0k3n-v4lu3"), "{shown}");
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");
