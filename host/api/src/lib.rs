@@ -201,7 +201,9 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         config.observer.clone(),
         config.audit.clone(),
     ));
-    let mut http = web::routes(roles.clone());
+    // One watch service (and so one pool poller) for gRPC and the page's live stream.
+    let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone());
+    let mut http = web::routes(roles.clone(), watch.clone(), config.auth.clone());
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
     }
@@ -224,7 +226,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
             secrets::SecretApi::new(roles.jobs.clone(), roles.store.clone(), roles.resmgr.clone()),
             config
         ))
-        .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
+        .add_service(limited!(WatchServiceServer, watch, config)))
 }
 
 /// The API of a host manager in a process of its own (`paceline server
