@@ -141,6 +141,9 @@ function versionRows(slot) {
     el("td", {}, Object.entries(v.errors || {}).map(([k, n]) => k + " " + n).join(", ") || "0"), el("td", {}, v.batched ? "yes" : "")));
 }
 
+// The latest shadow report of each slot (what `ShadowPlugin` answered).
+const reports = new Map();
+
 function slotBox(slot, me, onChange, detailed) {
   const active = slot.active || "";
   const can = atLeast(me, "operator") ? {} : { disabled: true, title: "needs an operator's token" };
@@ -151,14 +154,18 @@ function slotBox(slot, me, onChange, detailed) {
   const choice = el("select", { id: "version-" + slot.slot.replace(/\W/g, "-") },
     (slot.versions || []).map((v) => el("option", { value: v.id }, v.id)));
   const report = el("div", { class: "shadow-report", "aria-live": "polite" });
+  const showReport = (r) => report.replaceChildren(el("p", {}, "Compared " + num(r.compared) + " decisions; " + num(r.differed) + " differed."),
+    el("ul", { class: "samples" }, (r.samples || []).map((s) => el("li", {}, el("code", {}, s)))));
+  // The last report survives the re-reads that follow every action.
+  if (reports.has(slot.slot)) showReport(reports.get(slot.slot));
   const activate = actionButton("Activate", "Activate the chosen version in " + slot.slot + "?",
     async () => { await post("plugins/activate", { slot: slot.slot, id: choice.value }); await onChange(); },
     Object.assign({ class: "activate", "data-slot": slot.slot }, can));
   const shadow = actionButton("Shadow", "Run the chosen version beside the active one in " + slot.slot + " and compare?",
     async () => {
       const r = await post("plugins/shadow", { slot: slot.slot, id: choice.value });
-      report.replaceChildren(el("p", {}, "Compared " + num(r.compared) + " decisions; " + num(r.differed) + " differed."),
-        el("ul", { class: "samples" }, (r.samples || []).map((s) => el("li", {}, el("code", {}, s)))));
+      reports.set(slot.slot, r);
+      showReport(r);
     }, Object.assign({ class: "shadow", "data-slot": slot.slot }, can));
   return el("section", { class: "slot", "data-slot": slot.slot, "data-active-version": active, "aria-label": "slot " + slot.slot },
     el("h3", {}, detailed ? slot.slot : link("/plugins/" + slot.slot, slot.slot), rollback),

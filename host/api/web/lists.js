@@ -107,7 +107,7 @@ export function jobs(view, _params, query, { go }) {
       th.setAttribute("aria-sort", key === sortKey ? (sortDir === 1 ? "ascending" : "descending") : "none");
     }
     holder.replaceChildren(t);
-    summary.textContent = rows.length + " jobs shown" + (body.next_page_token ? " (more on the next page)" : "");
+    summary.textContent = rows.length + (rows.length === 1 ? " job shown" : " jobs shown") + (body.next_page_token ? " (more on the next page)" : "");
     pager.replaceChildren();
     if (q("page")) {
       pager.append(el("button", { type: "button", onclick: () => {

@@ -262,6 +262,25 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     assert_ne!(batch["active"], "spread@9");
     assert_eq!(values[7], serde_json::json!([["anonymous", "OK"]]), "the page's rollback, audited");
     assert_eq!(values[8], serde_json::json!([["placement/batch spread@9", "OK"]]), "the CLI's activation, audited");
+    // Activate and shadow from the slot's page: a version chosen in its list.
+    let (values, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/plugins/placement/batch")},
+        {"wait": "document.body.dataset.view === '#/plugins/placement/batch' && document.querySelector('.slot')"},
+        {"type": ["#version-placement-batch", "spread@9"]},
+        {"click": "button.activate[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.slot').dataset.activeVersion === 'spread@9'"},
+        {"click": "button.rollback[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.slot').dataset.activeVersion !== 'spread@9'"},
+        {"type": ["#version-placement-batch", "spread@9"]},
+        {"click": "button.shadow[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.shadow-report p')"},
+        // Still there after the re-read that follows the action.
+        {"wait": "window.paceline.refreshes > 0 && document.querySelector('.slot tr[data-version=\"spread@9\"]').cells[1].textContent === 'shadow'"},
+        {"eval": "document.querySelector('.shadow-report p').textContent"},
+        {"screenshot": shot("plugin-shadow")},
+    ]));
+    assert!(values[0].as_str().is_some_and(|t| t.starts_with("Compared")), "the shadow report: {values:?}");
+    assert_eq!(dialogs.len(), 3, "activate, roll back, shadow: each confirmed: {dialogs:?}");
     // The audit route filters by job as `paceline audit --job` does.
     let (code, text) = http(api, "GET", &format!("/ui/api/audit?job_id={id}"), None, "");
     assert!(code == 200 && text.contains("CreateJob") && !text.contains("RollbackPlugin"), "{text}");
@@ -607,4 +626,62 @@ fn the_jobs_list_pages_filters_and_sorts_from_its_address() {
         values[5].as_array().expect("names").iter().filter_map(|n| n.as_str().map(str::to_string)).collect();
     shown.sort();
     assert_eq!(shown, odd_t1, "the label filter");
+}
+
+/// Waits (in a thread) for the driver to save the screenshot `name`, then runs `then`.
+fn when_shot(name: &str, then: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    let path = PathBuf::from(shot(name));
+    let _ = std::fs::remove_file(&path);
+    std::thread::spawn(move || {
+        for _ in 0..1200 {
+            if path.exists() {
+                then();
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+}
+
+#[test]
+fn a_lost_connection_is_shown_and_the_page_reconnects_and_catches_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path().to_path_buf();
+    let api = free_port();
+    let dev = Dev::start(&dir, api, 2, &[]);
+    let first = json(api, None, &["job", "create", &job_file(&dir, "before", "/default", 1)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // The server goes away once the page is live, and comes back (same data,
+    // same port) once the page says the connection is lost; then a job is
+    // created, which the page must show without a reload.
+    let stop = when_shot("live-before-restart", move || drop(dev));
+    let (dir2, restarted) = (dir.clone(), std::sync::Arc::new(std::sync::Mutex::new(None)));
+    let keep = restarted.clone();
+    let start = when_shot("connection-lost", move || {
+        let dev = Dev::start(&dir2, api, 2, &[]);
+        let id = json(api, None, &["job", "create", &job_file(&dir2, "after", "/default", 1)])["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        *keep.lock().expect("lock") = Some((dev, id));
+    });
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let (values, _) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs")},
+        {"wait": format!("document.querySelector('tr[data-job-id=\"{first}\"]') && window.paceline.live === 'live'")},
+        {"eval": "window.__samePage = true"},
+        {"screenshot": shot("live-before-restart")},
+        {"wait": "document.getElementById('live').dataset.live === 'reconnecting'", "timeout": 30},
+        {"eval": "document.getElementById('live').textContent"},
+        {"screenshot": shot("connection-lost")},
+        {"wait": "window.paceline.live === 'live' && document.querySelectorAll('tr[data-job-id^=\"after-\"]').length === 1", "timeout": 60},
+        {"eval": "window.__samePage === true"},
+    ]));
+    stop.join().expect("stopped");
+    start.join().expect("restarted");
+    assert!(values[1].as_str().is_some_and(|t| t.contains("connection lost")), "{values:?}");
+    assert_eq!(values[2], true, "the new job came through the new stream, without a reload");
+    assert!(restarted.lock().expect("lock").is_some(), "the server came back");
 }

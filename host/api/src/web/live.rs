@@ -43,11 +43,13 @@ pub(super) async fn events(
         None => 0,
     };
     let watch = pb::WatchRequest { kinds: vec![], from_revision, job_id: String::new() };
-    let stream = match web.watch.watch(Request::new(watch)).await {
-        Ok(s) => s.into_inner(),
-        // Too old to resume: the page re-reads everything and watches from now.
+    let (stream, first) = match web.watch.watch(Request::new(watch)).await {
+        Ok(s) => (s.into_inner(), None),
+        // Too old to resume, or from before a restart: the page is told to
+        // re-read (a `reset` first) and the stream goes on from now.
         Err(e) if e.code() == tonic::Code::OutOfRange => {
-            web.watch.watch(Request::new(pb::WatchRequest::default())).await?.into_inner()
+            let fresh = web.watch.watch(Request::new(pb::WatchRequest::default())).await?.into_inner();
+            (fresh, Some(Event::default().event("reset").data(e.message())))
         }
         Err(e) => return Err(e.into()),
     };
@@ -67,6 +69,7 @@ pub(super) async fn events(
             }
         }))
     });
+    let events = tokio_stream::iter(first.map(Ok)).chain(events);
     let mut response = Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response();
     // A buffering proxy (nginx) would hold the events back.
     response.headers_mut().insert("x-accel-buffering", header::HeaderValue::from_static("no"));
