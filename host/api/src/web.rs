@@ -26,6 +26,7 @@
 //! | `POST /ui/api/plugins/rollback` `{"slot"}` | the `PluginSlot` after the rollback |
 //! | `POST /ui/api/plugins/activate` `{"slot", "id"}` | the `PluginSlot` after |
 //! | `POST /ui/api/plugins/shadow` `{"slot", "id"}` or `{"slot", "stop": true}` | `ShadowPluginResponse` |
+//! | `POST /ui/api/plugins/deploy?slot=&name=&version=&skip_self_test=` (body: the `.wasm`) | `DeployPluginResponse` |
 //! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) |
 //!
 //! The changes ([`actions`]) call the service methods as the caller the
@@ -94,6 +95,7 @@ struct Web {
 /// The UI's routes over the cluster's roles; `watch` feeds the page's
 /// live stream (`/ui/api/events`), `auth` answers who the caller is.
 pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth::Auth>) -> Router {
+    let upload_limit = roles.registry.runtime().config().max_upload_bytes;
     let web = Arc::new(Web {
         jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()),
         tasks: TaskApi::new(roles.jobs.clone(), roles.hosts.clone()),
@@ -125,6 +127,11 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         .route("/ui/api/plugins/rollback", post(rollback))
         .route("/ui/api/plugins/activate", post(actions::activate))
         .route("/ui/api/plugins/shadow", post(actions::shadow))
+        .route(
+            "/ui/api/plugins/deploy",
+            // A component may be larger than axum's default body limit (2 MiB).
+            post(actions::deploy).layer(axum::extract::DefaultBodyLimit::max(upload_limit)),
+        )
         .route("/ui/api/audit", get(audit))
         .with_state(web)
 }

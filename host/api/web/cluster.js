@@ -168,10 +168,30 @@ function slotBox(slot, me, onChange, detailed) {
       showReport(r);
     }, Object.assign({ class: "shadow", "data-slot": slot.slot }, can));
   return el("section", { class: "slot", "data-slot": slot.slot, "data-active-version": active, "aria-label": "slot " + slot.slot },
+    detailed ? deployForm(slot.slot, can, onChange) : null,
     el("h3", {}, detailed ? slot.slot : link("/plugins/" + slot.slot, slot.slot), rollback),
     table("", "Versions of " + slot.slot, ["Version", "State", "Calls", "p50 µs", "p99 µs", "Faults", "Batched"], versionRows(slot), { class: "versions" }),
     (slot.versions || []).length ? el("div", { class: "inline" }, field("Version", choice), activate, shadow) : null,
     report);
+}
+
+// Deploy a new version from a .wasm file (`paceline plugin deploy` from the browser).
+function deployForm(slot, can, onChange) {
+  const file = el("input", { id: "wasm-file", type: "file", accept: ".wasm,application/wasm" });
+  const name = el("input", { id: "wasm-name", placeholder: "spread" });
+  const version = el("input", { id: "wasm-version", placeholder: "2" });
+  const result = el("span", { id: "deploy-result", role: "status" });
+  const deploy = actionButton("Deploy", "Deploy this component to " + slot + "? It is checked first; it does not become active.",
+    async () => {
+      const f = file.files && file.files[0];
+      if (!f) throw new Error("choose a .wasm file first");
+      const params = new URLSearchParams({ slot, name: name.value.trim(), version: version.value.trim() });
+      const r = await api("plugins/deploy?" + params.toString(), { method: "POST", headers: { "Content-Type": "application/wasm" }, body: f });
+      result.textContent = "Deployed " + r.id + " (sha256 " + String(r.sha256 || "").slice(0, 12) + "…)";
+      await onChange();
+    }, Object.assign({ id: "deploy-plugin" }, can));
+  return el("form", { class: "inline deploy", "aria-label": "Deploy a version", onsubmit: (e) => e.preventDefault() },
+    field(".wasm component", file), field("Name", name), field("Version", version), deploy, result);
 }
 
 export function plugins(view, _p, _q, { me, refresh: again }) {

@@ -278,9 +278,22 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         {"wait": "window.paceline.refreshes > 0 && document.querySelector('.slot tr[data-version=\"spread@9\"]').cells[1].textContent === 'shadow'"},
         {"eval": "document.querySelector('.shadow-report p').textContent"},
         {"screenshot": shot("plugin-shadow")},
+        // Deploy a version from a .wasm file chosen in the page.
+        {"file": ["#wasm-file", paceline_plugin_artifacts::SPREAD_PATH]},
+        {"type": ["#wasm-name", "spread"]},
+        {"type": ["#wasm-version", "10"]},
+        {"click": "#deploy-plugin"},
+        {"wait": "document.querySelector('.slot tr[data-version=\"spread@10\"]')", "timeout": 60},
+        {"eval": "document.getElementById('deploy-result') ? document.getElementById('deploy-result').textContent : ''"},
     ]));
     assert!(values[0].as_str().is_some_and(|t| t.starts_with("Compared")), "the shadow report: {values:?}");
-    assert_eq!(dialogs.len(), 3, "activate, roll back, shadow: each confirmed: {dialogs:?}");
+    assert_eq!(dialogs.len(), 4, "activate, roll back, shadow, deploy: each confirmed: {dialogs:?}");
+    let slots = json(api, None, &["plugin", "list"]);
+    let batch = slots.as_array().expect("slots").iter().find(|s| s["slot"] == "placement/batch").expect("slot").clone();
+    assert!(
+        batch["versions"].as_array().expect("versions").iter().any(|v| v["id"] == "spread@10"),
+        "the uploaded version is on the server: {batch}"
+    );
     // The audit route filters by job as `paceline audit --job` does.
     let (code, text) = http(api, "GET", &format!("/ui/api/audit?job_id={id}"), None, "");
     assert!(code == 200 && text.contains("CreateJob") && !text.contains("RollbackPlugin"), "{text}");
@@ -393,9 +406,12 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
         {"goto": format!("{url}#/hosts")},
         {"wait": "document.querySelectorAll('#hosts-table tr[data-host]').length === 4"},
         {"eval": "[...document.querySelectorAll('button[data-host-action]')].every(b => b.disabled)"},
-        // Ann's own job: she may kill it, and the page follows it to KILLED.
+        // Ann's own job: she may scale it, then kill it; the page follows both.
         {"goto": format!("{url}#/jobs/{id}")},
         {"wait": "document.getElementById('kill-job') && !document.getElementById('kill-job').disabled"},
+        {"type": ["#scale-count", "2"]},
+        {"click": "#scale-job"},
+        {"wait": "document.querySelectorAll('#tasks-table tr[data-instance]').length === 2", "timeout": 30},
         {"eval": "window.__samePage = true"},
         {"click": "#kill-job"},
         {"wait": "document.querySelector('#job-state[data-state=\"KILLED\"]')", "timeout": 30},
@@ -409,7 +425,8 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     assert_eq!(values[5], 403, "and refused by the server when sent anyway");
     assert_eq!(values[6], true, "a user's drain buttons are disabled");
     assert_eq!(values[8], true, "KILLED shown without a reload");
-    assert_eq!(dialogs.len(), 1, "one confirmation, for ann's kill: {dialogs:?}");
+    assert_eq!(dialogs.len(), 2, "confirmations for ann's scale and kill: {dialogs:?}");
+    assert_eq!(json(api, Some(&root), &["job", "get", &id])["spec"]["instance_count"], 2, "scaled on the server");
     let state =
         |job: &str| json(api, Some(&root), &["job", "get", job])["status"]["state"].as_str().unwrap_or("").to_string();
     assert!(state(&id).ends_with("KILLED"), "ann's job was killed on the server: {}", state(&id));

@@ -152,6 +152,8 @@ fn describe_web(path: &str, body: &[u8]) -> Described {
             Described { target: id.to_string(), job_id: id.to_string(), summary: action(a) }
         }
         ["hosts", name, a] => Described { target: name.to_string(), summary: action(a), ..Default::default() },
+        // The slot and version are in the query, which the record's method omits; the body is the component.
+        ["plugins", "deploy"] => Described { summary: action("deploy"), ..Default::default() },
         _ => {
             let v = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|s| s.as_str()).unwrap_or_default().to_string();

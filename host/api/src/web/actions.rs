@@ -282,3 +282,37 @@ mod tests {
         assert!(detail["line"].as_u64().is_some_and(|l| l >= 2), "{detail}");
     }
 }
+
+/// The upload route's parameters: `DeployPluginRequest.Meta`'s.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct DeployParams {
+    slot: String,
+    name: String,
+    version: String,
+    skip_self_test: bool,
+}
+
+/// `POST /ui/api/plugins/deploy?slot=&name=&version=` with the component's
+/// bytes as the body (`paceline plugin deploy` from a browser's file
+/// picker): `DeployPluginResponse`. The body may be as large as the
+/// runtime's upload limit, no larger.
+pub(super) async fn deploy(
+    State(web): State<Arc<Web>>,
+    params: Result<axum::extract::Query<DeployParams>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Answer<pb::DeployPluginResponse> {
+    let axum::extract::Query(p) = params.map_err(|e| Failure(Status::invalid_argument(format!("query: {e}"))))?;
+    for (field, value) in [("slot", &p.slot), ("name", &p.name), ("version", &p.version)] {
+        crate::status::required(field, value)?;
+    }
+    let meta = pb::deploy_plugin_request::Meta {
+        slot: p.slot,
+        name: p.name,
+        version: p.version,
+        size: body.len() as u64,
+        skip_self_test: p.skip_self_test,
+        deadline_ms: 0,
+    };
+    Ok(Json(web.plugins.deploy_bytes(meta, body.to_vec()).await?))
+}

@@ -17,6 +17,7 @@ STEPS_JSON is a list of steps, run in order:
                                            page load) on the page; its serious and critical
                                            violations (a list, empty when none) are a value
     {"key": NAME}                          press a key (Tab, Shift+Tab, Enter) on the focused element
+    {"file": [CSS, PATH]}                  choose the file at PATH in the file input matching CSS
 
 JavaScript dialogs (confirm, alert) are accepted, and each is recorded.
 Prints {"values": [...], "dialogs": [...]} on success; on failure prints the
@@ -198,6 +199,13 @@ def main():
                 values.append(browser.evaluate(AXE_RUN, timeout=60))
             elif "key" in step:
                 press(browser, step["key"])
+            elif "file" in step:
+                selector, path = step["file"]
+                root = browser.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+                node = browser.send("DOM.querySelector", {"nodeId": root, "selector": selector}).get("nodeId")
+                if not node:
+                    raise RuntimeError("nothing matches %s" % selector)
+                browser.send("DOM.setFileInputFiles", {"files": [path], "nodeId": node})
             else:
                 raise RuntimeError("unknown step %r" % step)
         print(json.dumps({"values": values, "dialogs": browser.dialogs}))
