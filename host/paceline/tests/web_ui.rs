@@ -702,3 +702,50 @@ fn a_lost_connection_is_shown_and_the_page_reconnects_and_catches_up() {
     assert_eq!(values[2], true, "the new job came through the new stream, without a reload");
     assert!(restarted.lock().expect("lock").is_some(), "the server came back");
 }
+
+#[test]
+fn an_update_is_followed_and_resumed_or_aborted_from_the_job_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let _dev = Dev::start(dir, api, 2, &[]);
+    let file = job_file(dir, "rolling", "/default", 2);
+    let id = json(api, None, &["job", "create", &file])["id"].as_str().expect("id").to_string();
+    eventually(60, "2 running", || {
+        json(api, None, &["task", "list", &id])
+            .as_array()
+            .is_some_and(|t| t.len() == 2 && t.iter().all(|t| t["state"] == "RUNNING"))
+    });
+    // A new command, rolled out one instance at a time, created paused.
+    let changed = std::fs::read_to_string(&file).expect("read").replace("command: work", "command: work2");
+    let v2 = dir.join("v2.yaml");
+    std::fs::write(&v2, &changed).expect("write");
+    ok(cli(api, None, &["job", "update", &id, v2.to_str().expect("utf-8"), "--paused", "--batch-size", "1"]));
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let state = "document.getElementById('job-update') && document.getElementById('job-update').dataset.updateState";
+    let (values, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": format!("{state} === 'PAUSED'")},
+        {"screenshot": shot("job-update-paused")},
+        {"click": "button[data-update-action=\"resume\"]"},
+        {"wait": format!("{state} !== 'PAUSED'"), "timeout": 30},
+        {"wait": format!("{state} === 'SUCCEEDED'"), "timeout": 60},
+        {"eval": "document.querySelector('#job-update progress').value"},
+    ]));
+    assert_eq!(values[0], 2, "both instances updated");
+    assert_eq!(dialogs.len(), 1, "{dialogs:?}");
+    assert!(dialogs[0].starts_with("Resume update"), "{dialogs:?}");
+    // A second update, paused, aborted from the page.
+    let v3 = dir.join("v3.yaml");
+    std::fs::write(&v3, changed.replace("command: work2", "command: work3")).expect("write");
+    ok(cli(api, None, &["job", "update", &id, v3.to_str().expect("utf-8"), "--paused"]));
+    let (_, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": format!("{state} === 'PAUSED'")},
+        {"click": "button[data-update-action=\"abort\"]"},
+        {"wait": format!("{state} === 'ABORTED'"), "timeout": 30},
+    ]));
+    assert_eq!(dialogs.len(), 1, "{dialogs:?}");
+    let job = json(api, None, &["job", "get", &id]);
+    assert!(job["update"]["state"].as_str().is_some_and(|s| s.contains("ABORTED")), "{job}");
+}
