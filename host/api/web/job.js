@@ -200,7 +200,8 @@ default_task:
 `;
 
 export function submitPage(view, _params, _query, { go }) {
-  const text = el("textarea", { id: "job-yaml", rows: 18, spellcheck: false, "aria-describedby": "yaml-help yaml-error" });
+  const text = el("textarea", { id: "job-yaml", rows: 18, "aria-describedby": "yaml-help yaml-error" });
+  text.setAttribute("spellcheck", "false");
   text.value = sessionStorage.getItem("paceline-draft") || TEMPLATE;
   sessionStorage.removeItem("paceline-draft");
   const error = el("p", { id: "yaml-error", class: "field-error", hidden: true });

@@ -381,6 +381,11 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     assert_eq!(http(api, "POST", &format!("/ui/api/hosts/{host}/drain"), Some(&token), "").0, 403);
     let (code, body) = http(api, "POST", &format!("/ui/api/jobs/{theirs}/kill"), Some(&token), "");
     assert!(code == 403 && body.contains("may not change jobs in pool /other"), "{code} {body}");
+    // Nor read its log, and its task's events are withheld.
+    let (code, body) = http(api, "GET", &format!("/ui/api/tasks/{theirs}/0/logs?follow=true"), Some(&token), "");
+    assert!(code == 403 && body.contains("may not read task logs or events"), "{code} {body}");
+    let (code, body) = http(api, "GET", &format!("/ui/api/tasks/{theirs}/0"), Some(&token), "");
+    assert!(code == 200 && body.contains("\"events\":[]") && body.contains("may not read"), "{body}");
 
     let url = format!("http://127.0.0.1:{api}/ui/");
     let (values, dialogs) = browse(serde_json::json!([
