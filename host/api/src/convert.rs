@@ -10,7 +10,10 @@ pub fn job_pb(j: &paceline_jobmgr::JobInfo) -> pb::Job {
     pb::Job {
         id: j.id.clone(),
         spec: Some(job_spec_pb(&j.config)),
-        status: Some(job_status_pb(&j.runtime)),
+        status: Some(pb::JobStatus {
+            latest_config_version: j.latest_config_version.max(j.config_version),
+            ..job_status_pb(&j.runtime)
+        }),
         update: j.update.as_ref().map(|u| update_pb(u, &j.tasks)),
     }
 }

@@ -150,6 +150,10 @@ impl JobService for JobApi {
         let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
         let mut job = convert::job_pb(&info);
         crate::pending::fill_job(&self.jobs, self.hosts.as_ref(), &mut job);
+        if let Some(version) = request.get_ref().config_version {
+            let config = self.jobs.config_at(id, version).await.map_err(|e| status::job(e, ""))?;
+            job.spec = Some(convert::job_spec_pb(&config));
+        }
         Ok(Response::new(pb::GetJobResponse { job: Some(job) }))
     }
 

@@ -117,6 +117,7 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         .route("/ui/api/jobs/validate", post(actions::validate_job))
         .route("/ui/api/jobs/{id}", get(job))
         .route("/ui/api/jobs/{id}/{action}", post(actions::job_action))
+        .route("/ui/api/jobs/{id}/versions/{version}", get(job_version))
         .route("/ui/api/tasks/{id}/{instance}", get(actions::task))
         .route("/ui/api/tasks/{id}/{instance}/logs", get(live::logs))
         .route("/ui/api/tasks/{id}/{instance}/{action}", post(actions::task_action))
@@ -249,7 +250,12 @@ async fn job(
     Path(id): Path<String>,
     who: Option<Extension<Arc<crate::auth::Principal>>>,
 ) -> Answer<serde_json::Value> {
-    let job = web.jobs.get_job(Request::new(pb::GetJobRequest { id: id.clone() })).await?.into_inner().job;
+    let job = web
+        .jobs
+        .get_job(Request::new(pb::GetJobRequest { id: id.clone(), config_version: None }))
+        .await?
+        .into_inner()
+        .job;
     let tasks = web
         .tasks
         .list_tasks(Request::new(pb::ListTasksRequest { job_id: id.clone(), states: vec![] }))
@@ -277,6 +283,23 @@ async fn job(
     Ok(Json(serde_json::json!({
         "job": job, "tasks": tasks, "events": events, "events_hidden": events_hidden, "spec_yaml": spec_yaml,
     })))
+}
+
+/// `GET /ui/api/jobs/{id}/versions/{version}`: that config version's spec
+/// in the job file's form.
+async fn job_version(
+    State(web): State<Arc<Web>>,
+    Path((id, version)): Path<(String, u64)>,
+) -> Answer<serde_json::Value> {
+    let r = pb::GetJobRequest { id, config_version: Some(version) };
+    let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
+    let spec_yaml = job
+        .as_ref()
+        .and_then(|j| j.spec.as_ref())
+        .and_then(|s| paceline_proto::convert::job_config("spec", s).ok())
+        .and_then(|c| serde_yaml::to_string(&c).ok())
+        .unwrap_or_default();
+    Ok(Json(serde_json::json!({ "version": version, "spec_yaml": spec_yaml })))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

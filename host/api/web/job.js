@@ -19,6 +19,47 @@ export function jobPage(view, [id], _query, { me, go }) {
   const body = el("div", { id: "job-detail", "data-job-id": id });
   view.append(el("p", { class: "crumbs" }, link("/jobs", "Jobs"), " / ", id), title, body);
   let spec = "";
+  // The config version shown in "Config versions" (kept across re-reads)
+  // and the specs read so far (a version never changes).
+  let chosen = 0;
+  const versionYaml = new Map();
+
+  // Every config version the job had, one shown, and a rollback to it:
+  // an update to that version's spec (which becomes a new version).
+  function versionsSection(status, can) {
+    const latest = Math.max(num(status.latest_config_version), num(status.desired_config_version));
+    const desired = num(status.desired_config_version);
+    if (!chosen || chosen > latest) chosen = desired || latest;
+    const select = el("select", { id: "version-select" }, ...Array.from({ length: latest }, (_, i) => {
+      const v = latest - i;
+      const notes = [v === num(status.config_version) ? "running" : "", v === desired ? "desired" : ""].filter(Boolean);
+      return el("option", Object.assign({ value: String(v) }, v === chosen ? { selected: true } : {}),
+        "version " + v + (notes.length ? " (" + notes.join(", ") + ")" : ""));
+    }));
+    const pre = el("pre", { id: "version-spec", tabIndex: 0, role: "region", "aria-label": "spec of config version " + chosen },
+      versionYaml.get(chosen) || "…");
+    const section = el("section", { id: "job-versions", "aria-labelledby": "job-versions-h", "data-version": String(chosen) },
+      el("h3", { id: "job-versions-h" }, "Config versions"),
+      field("Version", select),
+      actionButton("Roll back to version " + chosen, "Roll job " + id + " back to config version " + chosen + "? (an update to that spec)",
+        () => post("jobs/" + enc(id) + "/rollback", { version: chosen }),
+        Object.assign({ id: "rollback-job" }, chosen === desired ? { disabled: true, title: "this is the desired version" } : can)),
+      pre);
+    select.addEventListener("change", () => {
+      chosen = Number(select.value);
+      const next = versionsSection(status, can);
+      section.replaceWith(next);
+      document.getElementById("version-select").focus();
+    });
+    if (!versionYaml.has(chosen)) {
+      const v = chosen;
+      api("jobs/" + enc(id) + "/versions/" + v).then((r) => {
+        versionYaml.set(v, r.spec_yaml || "");
+        if (chosen === v) pre.textContent = r.spec_yaml || "";
+      }).catch(showError);
+    }
+    return section;
+  }
 
   async function refresh() {
     const one = await api("jobs/" + enc(id));
@@ -83,6 +124,7 @@ export function jobPage(view, [id], _query, { me, go }) {
       events.push(el("tr", { class: "events-hidden" }, el("td", { colSpan: 6 }, "events hidden: " + one.events_hidden)));
     }
     parts.push(table("events-table", "Events (newest first)", ["Last seen", "Type", "Reason", "Count", "Object", "Message"], events));
+    parts.push(versionsSection(status, can));
     parts.push(el("section", { "aria-labelledby": "spec-h" }, el("h3", { id: "spec-h" }, "Spec"),
       el("pre", { id: "job-spec", tabIndex: 0, role: "region", "aria-label": "job spec (YAML)" }, spec),
       el("button", { type: "button", onclick: () => { sessionStorage.setItem("paceline-draft", spec); go("/submit"); } }, "Submit a copy")));

@@ -79,6 +79,8 @@ pub struct JobInfo {
     pub config: Arc<JobConfig>,
     /// Its version.
     pub config_version: u64,
+    /// The newest config version the job has.
+    pub latest_config_version: u64,
     /// The runtime record.
     pub runtime: JobRuntime,
     /// Task runtimes by instance.

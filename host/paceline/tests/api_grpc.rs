@@ -116,8 +116,14 @@ async fn a_batch_job_created_over_grpc_runs_to_success() {
 
     let done = api.sc.run_until(250, 400, async |c| c.job_state(&id).await.is_terminal()).await;
     assert!(done, "the job finished");
-    let job =
-        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job = api
+        .jobs()
+        .get_job(pb::GetJobRequest { id: id.clone(), config_version: None })
+        .await
+        .expect("get")
+        .into_inner()
+        .job
+        .expect("job");
     let status = job.status.expect("status");
     assert_eq!(status.state, pb::JobState::Succeeded as i32);
     assert_eq!(status.task_counts.get("SUCCEEDED"), Some(&3));
@@ -185,7 +191,7 @@ async fn a_batch_job_created_over_grpc_runs_to_success() {
     // Terminal, so it can be deleted; then it is gone, with its events.
     api.jobs().delete_job(pb::DeleteJobRequest { id: id.clone() }).await.expect("delete");
     assert!(api.sc.store.job_events(&id, None, 100).await.expect("read").is_empty(), "events deleted with the job");
-    let e = api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect_err("deleted");
+    let e = api.jobs().get_job(pb::GetJobRequest { id: id.clone(), config_version: None }).await.expect_err("deleted");
     assert_eq!(e.code(), Code::NotFound);
     api.stop().await;
 }
@@ -255,7 +261,8 @@ async fn invalid_specs_are_rejected_naming_the_field_and_nothing_is_stored() {
     assert!(e.message().starts_with("spec:"), "{}", e.message());
     assert_eq!(api.query_ids().await, before, "no rejected job was stored");
 
-    let e = api.jobs().get_job(pb::GetJobRequest { id: String::new() }).await.expect_err("empty id");
+    let e =
+        api.jobs().get_job(pb::GetJobRequest { id: String::new(), config_version: None }).await.expect_err("empty id");
     assert_eq!((e.code(), e.message().starts_with("id:")), (Code::InvalidArgument, true));
     let e =
         api.jobs().kill_job(pb::KillJobRequest { id: "missing".into(), instances: vec![] }).await.expect_err("unknown");
@@ -313,7 +320,14 @@ async fn killing_a_running_stateless_job_kills_every_instance() {
         }
     }
     assert!(killed, "all instances killed: {:?}", api.tasks_in(&id).await);
-    let job = api.jobs().get_job(pb::GetJobRequest { id }).await.expect("get").into_inner().job.expect("job");
+    let job = api
+        .jobs()
+        .get_job(pb::GetJobRequest { id, config_version: None })
+        .await
+        .expect("get")
+        .into_inner()
+        .job
+        .expect("job");
     assert_eq!(job.status.expect("status").state, pb::JobState::Killed as i32);
     api.stop().await;
 }
@@ -334,8 +348,14 @@ async fn an_update_dry_run_reports_the_diff_and_changes_nothing() {
     assert_eq!(diff.added_instances, vec![2]);
     assert!(diff.removed_instances.is_empty());
     assert_eq!(diff.diff, vec![r#"command: "serve" → "serve2""#.to_string()]);
-    let job =
-        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job = api
+        .jobs()
+        .get_job(pb::GetJobRequest { id: id.clone(), config_version: None })
+        .await
+        .expect("get")
+        .into_inner()
+        .job
+        .expect("job");
     assert_eq!(job.status.expect("status").desired_config_version, 1, "a dry run changes nothing");
     assert!(job.update.is_none());
 
@@ -353,8 +373,14 @@ async fn an_update_dry_run_reports_the_diff_and_changes_nothing() {
     let real = pb::UpdateJobRequest { id: id.clone(), spec: Some(next), update: Some(paused), dry_run: false };
     let started = api.jobs().update_job(real).await.expect("update").into_inner();
     assert!(!started.update_id.is_empty());
-    let job =
-        api.jobs().get_job(pb::GetJobRequest { id: id.clone() }).await.expect("get").into_inner().job.expect("job");
+    let job = api
+        .jobs()
+        .get_job(pb::GetJobRequest { id: id.clone(), config_version: None })
+        .await
+        .expect("get")
+        .into_inner()
+        .job
+        .expect("job");
     assert_eq!(job.status.expect("status").desired_config_version, 2);
     let update = job.update.expect("update");
     assert_eq!((update.id.as_str(), update.state), (started.update_id.as_str(), pb::UpdateState::Paused as i32));

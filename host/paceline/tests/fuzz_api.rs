@@ -164,7 +164,7 @@ fn seed(index: usize) -> Vec<u8> {
             .encode_to_vec(),
         "KillJob" | "RestartJob" => pb::KillJobRequest { id: job, instances: vec![0, 2] }.encode_to_vec(),
         "GetJob" | "DeleteJob" | "PauseUpdate" | "ResumeUpdate" | "AbortUpdate" => {
-            pb::GetJobRequest { id: job }.encode_to_vec()
+            pb::GetJobRequest { id: job, config_version: None }.encode_to_vec()
         }
         "DeployPlugin" | "ValidatePlugin" => pb::DeployPluginRequest {
             part: Some(pb::deploy_plugin_request::Part::Meta(pb::deploy_plugin_request::Meta {

@@ -753,4 +753,30 @@ fn an_update_is_followed_and_resumed_or_aborted_from_the_job_page() {
     assert_eq!(dialogs.len(), 1, "{dialogs:?}");
     let job = json(api, None, &["job", "get", &id]);
     assert!(job["update"]["state"].as_str().is_some_and(|s| s.contains("ABORTED")), "{job}");
+    assert_eq!(job["status"]["latest_config_version"], 3, "{job}");
+    // The job's history: version 1 read from the page and rolled back to
+    // (an update to its spec, which becomes version 4).
+    let select = "document.getElementById('version-select')";
+    let (values, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": format!("{select} && {select}.options.length === 3")},
+        {"eval": format!("(s => {{ s.value = '1'; s.dispatchEvent(new Event('change')); return s.value; }})({select})")},
+        {"wait": "(t => t.includes('command: work') && !t.includes('command: work2'))(document.getElementById('version-spec').textContent)"},
+        {"eval": "document.getElementById('rollback-job').textContent"},
+        {"screenshot": shot("job-versions")},
+        {"click": "#rollback-job"},
+        {"wait": format!("{state} === 'SUCCEEDED'"), "timeout": 60},
+        {"wait": format!("{select}.options.length === 4"), "timeout": 30},
+    ]));
+    assert_eq!(values[0], "1");
+    assert_eq!(values[1], "Roll back to version 1");
+    assert_eq!(dialogs.len(), 1, "{dialogs:?}");
+    assert!(dialogs[0].starts_with(&format!("Roll job {id} back to config version 1")), "{dialogs:?}");
+    let job = json(api, None, &["job", "get", &id]);
+    assert_eq!(job["status"]["desired_config_version"], 4, "{job}");
+    assert_eq!(job["spec"]["default_task"]["command"], "work", "{job}");
+    let v2 = json(api, None, &["job", "get", &id, "--config-version", "2"]);
+    assert_eq!(v2["spec"]["default_task"]["command"], "work2", "{v2}");
+    let missing = cli(api, None, &["job", "get", &id, "--config-version", "9"]);
+    assert!(!missing.status.success(), "a version the job never had is refused");
 }

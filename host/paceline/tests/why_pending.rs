@@ -52,7 +52,13 @@ impl Api {
     }
 
     async fn status(&self, id: &str) -> pb::JobStatus {
-        let job = self.jobs.get_job(admin(pb::GetJobRequest { id: id.into() })).await.expect("job").into_inner().job;
+        let job = self
+            .jobs
+            .get_job(admin(pb::GetJobRequest { id: id.into(), config_version: None }))
+            .await
+            .expect("job")
+            .into_inner()
+            .job;
         job.and_then(|j| j.status).expect("status")
     }
 

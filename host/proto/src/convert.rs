@@ -499,6 +499,8 @@ pub fn job_status_pb(rt: &JobRuntime) -> pb::JobStatus {
         // The API fills these in against the hosts of the moment.
         pending_summary: String::new(),
         warnings: Vec::new(),
+        // Not in the runtime: the API fills it in from the job manager.
+        latest_config_version: 0,
     }
 }
 

@@ -104,16 +104,20 @@ pub(super) async fn create_job(
     Ok(Json(created))
 }
 
-/// The body of `scale`: the new instance count.
+/// The body of `scale` (the new instance count) and of `rollback` (the
+/// config version to go back to).
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
 struct ActionBody {
     instances: Option<u32>,
+    version: Option<u64>,
 }
 
 /// `POST /ui/api/jobs/{id}/{action}`: `kill`, `restart`, `scale` (body
 /// `{"instances": N}`: an update of the job's spec with only the count
-/// changed), `pause`, `resume`, `abort` (its update).
+/// changed), `rollback` (body `{"version": N}`: an update to config version
+/// N's spec, which becomes a new version, as `kubectl rollout undo` does),
+/// `pause`, `resume`, `abort` (its update).
 pub(super) async fn job_action(
     State(web): State<Arc<Web>>,
     Path((id, action)): Path<(String, String)>,
@@ -142,19 +146,34 @@ pub(super) async fn job_action(
             let instances = body
                 .instances
                 .ok_or_else(|| Failure(Status::invalid_argument("instances: must be set (the new count)")))?;
-            let job = web.jobs.get_job(Request::new(pb::GetJobRequest { id: id.clone() })).await?.into_inner().job;
+            let job = web
+                .jobs
+                .get_job(Request::new(pb::GetJobRequest { id: id.clone(), config_version: None }))
+                .await?
+                .into_inner()
+                .job;
             let mut spec = job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))?;
             spec.instance_count = instances;
             let r = pb::UpdateJobRequest { id: id.clone(), spec: Some(spec), update: None, dry_run: false };
             serde_json::to_value(web.jobs.update_job(as_caller(r, &who)).await?.into_inner())
                 .map_err(|e| Failure(Status::internal(e.to_string())))?
         }
+        "rollback" => {
+            let version = body
+                .version
+                .ok_or_else(|| Failure(Status::invalid_argument("version: must be set (the config version)")))?;
+            let r = pb::GetJobRequest { id: id.clone(), config_version: Some(version) };
+            let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
+            let spec = job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))?;
+            let r = pb::UpdateJobRequest { id: id.clone(), spec: Some(spec), update: None, dry_run: false };
+            json(web.jobs.update_job(as_caller(r, &who)).await?.into_inner())?
+        }
         "pause" => json(web.jobs.pause_update(as_caller(control(), &who)).await?.into_inner())?,
         "resume" => json(web.jobs.resume_update(as_caller(control(), &who)).await?.into_inner())?,
         "abort" => json(web.jobs.abort_update(as_caller(control(), &who)).await?.into_inner())?,
         other => {
             return Err(Failure(Status::not_found(format!(
-                "`{other}` is not a job action (kill, restart, scale, pause, resume, abort)"
+                "`{other}` is not a job action (kill, restart, scale, rollback, pause, resume, abort)"
             ))));
         }
     };

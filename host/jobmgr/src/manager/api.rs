@@ -137,6 +137,7 @@ impl JobManager {
                     id: job.id.clone(),
                     config: job.config().clone(),
                     config_version: job.runtime.desired_config_version,
+                    latest_config_version: job.latest_version,
                     runtime: job.runtime.clone(),
                     tasks: job.tasks.iter().map(|t| t.rt.clone()).collect(),
                     update: job.update.as_ref().map(|u| u.update.clone()),
@@ -148,7 +149,26 @@ impl JobManager {
         let (version, config) = self.store.get_job_config(id, Some(runtime.desired_config_version)).await?;
         let tasks = self.store.tasks_of_job(id, &[]).await?.into_iter().map(|r| r.runtime).collect();
         let update = self.store.updates_of_job(id).await?.pop();
-        Ok(JobInfo { id: id.to_string(), config: Arc::new(config), config_version: version, runtime, tasks, update })
+        let latest_config_version = self.store.get_job_config(id, None).await?.0;
+        Ok(JobInfo {
+            id: id.to_string(),
+            config: Arc::new(config),
+            config_version: version,
+            latest_config_version,
+            runtime,
+            tasks,
+            update,
+        })
+    }
+
+    /// The spec of config version `version` of job `id` (every version a job
+    /// had is kept): for reading a job's history and rolling back to it.
+    pub async fn config_at(&self, id: &str, version: u64) -> Result<JobConfig, JobError> {
+        match self.store.get_job_config(id, Some(version)).await {
+            Ok((_, config)) => Ok(config),
+            Err(e) if e.is_not_found() => Err(JobError::NotFound(format!("job {id} config version {version}"))),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The pool a job runs in (its current config's), for authorization

@@ -114,7 +114,7 @@ pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
         let mut waiting = 0;
         for _ in 0..args.reads.max(1) {
             let started = Instant::now();
-            let got = jobs.get_job(tonic::Request::new(pb::GetJobRequest { id: "big".into() })).await?;
+            let got = jobs.get_job(tonic::Request::new(pb::GetJobRequest { id: "big".into(), config_version: None })).await?;
             get_times.push(started.elapsed());
             summary = got.into_inner().job.and_then(|j| j.status).map(|s| s.pending_summary).unwrap_or_default();
             let started = Instant::now();

@@ -68,7 +68,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "job get",
-        "paceline job get hello-3f9c1a2b\npaceline job get hello-3f9c1a2b -o yaml        # the spec as a job file",
+        "paceline job get hello-3f9c1a2b\npaceline job get hello-3f9c1a2b -o yaml        # the spec as a job file\npaceline job get web-0a1b2c3d --config-version 1 -o yaml > v1.yaml && paceline job update web-0a1b2c3d v1.yaml   # roll back",
     ),
     ("job list", "paceline job list --state running --owner alice --pool /team-a"),
     ("job kill", "paceline job kill hello-3f9c1a2b\npaceline job kill web-0a1b2c3d --instances 0,2"),

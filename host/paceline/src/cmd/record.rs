@@ -74,7 +74,12 @@ pub fn record(out: PathBuf, name: String, opts: ClientOpts) -> anyhow::Result<Ex
         }
         let mut jobs = Vec::new();
         for id in ids {
-            let job = jobs_api.get_job(pb::GetJobRequest { id: id.clone() }).await.map_err(RpcError)?.into_inner().job;
+            let job = jobs_api
+                .get_job(pb::GetJobRequest { id: id.clone(), config_version: None })
+                .await
+                .map_err(RpcError)?
+                .into_inner()
+                .job;
             let Some(job) = job else { continue };
             let spec = job.spec.clone().with_context(|| format!("job {id} has no spec"))?;
             let config = convert::job_config("spec", &spec).map_err(|e| anyhow::anyhow!("job {id}: {e}"))?;

@@ -36,6 +36,10 @@ pub enum JobCommand {
     Get {
         /// Job id.
         id: String,
+        /// Show the spec of this config version (1 to the job's latest;
+        /// `job get ID` shows the latest as `latest config version`).
+        #[arg(long = "config-version", value_name = "N")]
+        config_version: Option<u64>,
     },
     /// List jobs.
     List {
@@ -187,8 +191,13 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
             }
             emit(out, &json!({ "id": id, "owner": owner, "warnings": warnings }), || format!("{id}\n"))
         }
-        Request::Get(id) => {
-            let job = client.get_job(pb::GetJobRequest { id: id.clone() }).await.map_err(RpcError)?.into_inner().job;
+        Request::Get(id, config_version) => {
+            let job = client
+                .get_job(pb::GetJobRequest { id: id.clone(), config_version })
+                .await
+                .map_err(RpcError)?
+                .into_inner()
+                .job;
             let job = job.ok_or_else(|| anyhow::anyhow!("the server answered with no job for {id}"))?;
             emit(out, &render::job(&job), || job_fields(&job))
         }
@@ -279,7 +288,7 @@ enum Control {
 #[derive(Debug)]
 enum Request {
     Create(JobConfig),
-    Get(String),
+    Get(String, Option<u64>),
     List(pb::QueryJobsRequest),
     Kill(pb::KillJobRequest),
     Restart(pb::RestartJobRequest),
@@ -293,7 +302,7 @@ impl Request {
     fn check(cmd: JobCommand) -> anyhow::Result<Request> {
         Ok(match cmd {
             JobCommand::Create { file } => Request::Create(load_job(&file)?),
-            JobCommand::Get { id } => Request::Get(id),
+            JobCommand::Get { id, config_version } => Request::Get(id, config_version),
             JobCommand::List { states, owner, pool, name } => Request::List(pb::QueryJobsRequest {
                 states: states
                     .iter()
@@ -377,7 +386,13 @@ fn job_fields(j: &pb::Job) -> String {
     if let Some(s) = &j.status {
         f.extend([
             ("state", render::job_state(s.state)),
-            ("config version", format!("{} (desired {})", s.config_version, s.desired_config_version)),
+            (
+                "config version",
+                format!(
+                    "{} (desired {}, latest {})",
+                    s.config_version, s.desired_config_version, s.latest_config_version
+                ),
+            ),
             ("tasks", counts(Some(s))),
             ("created", output::time(s.created_at_ms)),
             ("updated", output::time(s.updated_at_ms)),

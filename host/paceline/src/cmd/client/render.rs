@@ -78,6 +78,7 @@ pub fn job_status(s: &pb::JobStatus) -> Value {
         "state": job_state(s.state),
         "config_version": s.config_version,
         "desired_config_version": s.desired_config_version,
+        "latest_config_version": s.latest_config_version,
         "task_counts": s.task_counts.iter().collect::<std::collections::BTreeMap<_, _>>(),
         "created_at_ms": s.created_at_ms,
         "updated_at_ms": s.updated_at_ms,
