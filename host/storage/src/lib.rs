@@ -24,6 +24,7 @@
 //! - [`memory`]: in ordered maps, not durable: the simulator's store.
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`bench`]: the `paceline bench storage` figures.
+//! - [`snapshot`]: the whole store as one checksummed file: export, verify, restore (decision 0030).
 //! - `validate` (private): input checks shared by both backends.
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
 #![forbid(unsafe_code)]
@@ -36,6 +37,7 @@ pub mod error;
 pub mod fence;
 mod job_events;
 pub mod memory;
+pub mod snapshot;
 pub mod sqlite;
 pub mod store;
 pub mod types;

@@ -222,3 +222,69 @@ async fn tls_with_an_untrusted_ca_or_without_a_client_certificate_is_refused() {
     let user = node_user();
     assert!(clients.iter().any(|(ssl, u)| *ssl == Some(true) && u.as_deref() == Some(user.as_str())), "{clients:?}");
 }
+
+// ---- snapshots (decision 0030) ---------------------------------------------
+
+/// A store on a keyspace of its own (a snapshot's source or target must
+/// hold nothing else), dropped again by [`drop_keyspace`].
+pub(crate) async fn fresh(name: &str) -> (Arc<dyn Store>, String) {
+    let ks = format!("{}_{name}", keyspace());
+    let store = CassandraStore::connect(&config(&ks)).await.unwrap_or_else(|e| panic!("cassandra {ks}: {e}"));
+    (Arc::new(store), ks)
+}
+
+pub(crate) async fn drop_keyspace(ks: &str) {
+    let any = CassandraStore::connect(&config(keyspace())).await.expect("connect");
+    any.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await.expect("drop");
+}
+
+fn sqlite() -> Arc<dyn Store> {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.join("paceline.db")).expect("open"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_cassandra_to_cassandra() {
+    let (src, a) = fresh("snap_src").await;
+    let (dst, b) = fresh("snap_dst").await;
+    crate::snapshot::round_trip(src, dst).await;
+    drop_keyspace(&a).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_sqlite_to_cassandra() {
+    let (dst, b) = fresh("snap_from_sqlite").await;
+    crate::snapshot::round_trip(sqlite(), dst).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_cassandra_to_sqlite() {
+    let (src, a) = fresh("snap_to_sqlite").await;
+    crate::snapshot::round_trip(src, sqlite()).await;
+    drop_keyspace(&a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_bad_files_are_refused() {
+    let (dst, b) = fresh("snap_bad").await;
+    crate::snapshot::bad_files_are_refused(sqlite(), dst).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_sqlite_to_cassandra_to_sqlite() {
+    let (middle, ks) = fresh("migrate_mid").await;
+    crate::snapshot::migrate_there_and_back(sqlite(), middle, sqlite()).await;
+    drop_keyspace(&ks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_into_cassandra_resumes() {
+    let (dst, a) = fresh("migrate_resume").await;
+    let (other, b) = fresh("migrate_other").await;
+    crate::snapshot::migrate_resumes_and_refuses_strangers(sqlite(), dst, other).await;
+    drop_keyspace(&a).await;
+    drop_keyspace(&b).await;
+}
