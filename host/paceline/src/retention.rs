@@ -119,20 +119,19 @@ where
 }
 
 /// Runs sweeps until the task is dropped: again after a second when a sweep
-/// was full (more is due), else after `interval_secs`.
+/// was full (more is due), else after `interval_secs`. Ages are measured on
+/// `clock`, the one the job manager stamps completions with.
 pub async fn run(
     store: std::sync::Arc<dyn Store>,
     jobs: std::sync::Arc<paceline_jobmgr::JobManager>,
+    clock: std::sync::Arc<dyn paceline_jobmgr::Clock>,
     config: RetentionConfig,
 ) {
     if config.max_age_days == 0 && config.max_finished_jobs == 0 {
         return;
     }
     loop {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now = clock.now_ms();
         let jobs = jobs.clone();
         let pause = match sweep(store.as_ref(), &config, now, |id| {
             let jobs = jobs.clone();

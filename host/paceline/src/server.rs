@@ -558,6 +558,7 @@ impl Server {
         tasks.push(tokio::spawn(crate::retention::run(
             cluster.store.clone(),
             cluster.jobs.clone(),
+            clock.clone(),
             config.retention.clone(),
         )));
 
