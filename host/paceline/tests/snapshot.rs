@@ -80,6 +80,12 @@ fn a_restored_snapshot_answers_like_the_cluster_it_was_taken_from() {
         eventually(30, "the host drained", || json(api, &["host", "list"]).to_string().contains("DRAINED"));
         let saved = ok(cli(api, &["operator", "snapshot", "save", snap.to_str().expect("utf-8")]));
         assert!(saved.contains("one point in time") && saved.contains("3 job"), "{saved}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&snap).expect("saved").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "only its owner reads a snapshot");
+        }
         let refused = cli(api, &["operator", "snapshot", "save", snap.to_str().expect("utf-8")]);
         assert!(!refused.status.success(), "an existing file is not overwritten");
         (answers(api, &jobs), jobs)

@@ -96,7 +96,9 @@ async fn save(args: SaveArgs) -> anyhow::Result<()> {
         .max_decoding_message_size(8 << 20);
     let mut stream = client.snapshot(pb::SnapshotRequest {}).await.map_err(RpcError)?.into_inner();
     let tmp = partial(&args.file);
-    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    // Left by a save that was killed: never a complete snapshot.
+    let _ = std::fs::remove_file(&tmp);
+    let file = private_file(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut out = std::io::BufWriter::new(file);
     let mut bytes = 0u64;
     let written: anyhow::Result<()> = async {
@@ -135,6 +137,16 @@ async fn save(args: SaveArgs) -> anyhow::Result<()> {
         trailer.sha256
     );
     Ok(())
+}
+
+/// A new file only its owner reads: a snapshot holds every job's spec,
+/// environment values included.
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 fn target(args: &RestoreArgs) -> anyhow::Result<StorageConfig> {
