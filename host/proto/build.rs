@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "v1/watch",
         "v1/audit",
         "v1/operator",
+        "v1/secret",
     ]
     .iter()
     .map(|p| root.join(format!("paceline/{p}.proto")))
@@ -38,6 +39,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             {
                 let mut c = tonic_prost_build::Config::new();
                 c.protoc_executable(&protoc);
+                // Messages that carry a secret's value get a hand-written,
+                // redacting Debug (src/redacted.rs).
+                c.skip_debug([".paceline.agent.v1.LaunchSecret", ".paceline.v1.PutSecretRequest"]);
                 c
             },
             &protos,

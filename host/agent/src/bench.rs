@@ -75,6 +75,7 @@ pub async fn bench_launch(
             health_check: None,
             volume: None,
             kill_grace_period_secs: 1,
+            secrets: Vec::new(),
         };
         sup.launch_spec(spec)?;
     }

@@ -37,6 +37,7 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
         health_check,
         volume: spec.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
+        secrets: req.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
     }
 }
 
@@ -118,7 +119,13 @@ mod tests {
         spec.env.insert("A".into(), "spec".into());
         spec.resources.memory_mib = 128;
         spec.resources.ports = 1;
-        let mut req = LaunchRequest { run_id: "j-0-1".into(), task_id: "j-0".into(), spec, env: BTreeMap::new() };
+        let mut req = LaunchRequest {
+            run_id: "j-0-1".into(),
+            task_id: "j-0".into(),
+            spec,
+            env: BTreeMap::new(),
+            secrets: Vec::new(),
+        };
         req.env.insert("A".into(), "request".into());
         let launch = launch_from_request(&req);
         let run = RunSpec::from_launch(&launch).unwrap_or_else(|e| panic!("{e}"));

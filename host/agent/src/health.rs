@@ -38,6 +38,7 @@ async fn run_probe(
         Probe::Command { command, args } => {
             let status = Command::new(command)
                 .args(args)
+                .env_clear()
                 .envs(env)
                 .current_dir(sandbox)
                 .stdin(Stdio::null())

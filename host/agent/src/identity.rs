@@ -10,8 +10,6 @@
 //! it made. The token is never sent before the server is verified. See
 //! docs/decisions/0029-agent-identity.md.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,16 +75,8 @@ pub fn dir(data_dir: &Path) -> PathBuf {
 }
 
 fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), AgentError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io_ctx(format!("writing {}", tmp.display())))?;
-    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(io_ctx(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(io_ctx(format!("writing {}", path.display())))
+    paceline_model::secret::write_file_atomic(path, text.as_bytes(), mode)
+        .map_err(io_ctx(format!("writing {}", path.display())))
 }
 
 impl Identity {

@@ -56,6 +56,9 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
         .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default())
         .arg(spec.program)
         .args(spec.args)
+        // The task's environment is exactly `spec.env` (the supervisor
+        // chose what of the agent's own it gets).
+        .env_clear()
         .envs(spec.env)
         .current_dir(spec.cwd)
         .stdin(Stdio::null())

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_model::Resources;
+use paceline_model::secret::Secret;
+use paceline_model::task_secret::{LaunchSecret, SecretTarget};
 use paceline_proto::agent::v1 as pb;
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,11 @@ pub struct RunSpec {
     pub volume: Option<VolumeRef>,
     /// Seconds between SIGTERM and SIGKILL; 0 means the agent's default.
     pub kill_grace_period_secs: u32,
+    /// The run's secrets (decision 0032): in memory only, never in the
+    /// run's record (`serde(skip)`), so a restarted agent has none (the
+    /// process it adopts has them already).
+    #[serde(skip)]
+    pub secrets: Vec<LaunchSecret>,
 }
 
 /// How a run's health is probed.
@@ -122,6 +129,29 @@ fn check_port_name(field: &str, value: &str) -> Result<(), LaunchError> {
     Ok(())
 }
 
+/// One secret of a launch, checked: a target that stays in the secrets
+/// directory or is an environment name, and a UTF-8 value. Errors name the
+/// secret, never its value.
+fn launch_secret(i: usize, s: &pb::LaunchSecret) -> Result<LaunchSecret, LaunchError> {
+    let field = format!("secrets[{i}]");
+    let target = match (s.env.is_empty(), s.file.is_empty()) {
+        (false, true) => {
+            if !s.env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(LaunchError::new(format!("{field}.env"), "is not an environment variable name"));
+            }
+            SecretTarget::Env(s.env.clone())
+        }
+        (true, false) => {
+            check_path_name(&format!("{field}.file"), &s.file)?;
+            SecretTarget::File(s.file.clone())
+        }
+        _ => return Err(LaunchError::new(field, format!("secret {:?}: set exactly one of env and file", s.name))),
+    };
+    let value = String::from_utf8(s.value.clone())
+        .map_err(|_| LaunchError::new(format!("{field}.value"), format!("secret {:?} is not UTF-8", s.name)))?;
+    Ok(LaunchSecret { name: s.name.clone(), target, value: Secret::new(value) })
+}
+
 impl RunSpec {
     /// Validates a protocol `Launch`. Errors name the field at fault.
     pub fn from_launch(launch: &pb::Launch) -> Result<Self, LaunchError> {
@@ -169,6 +199,7 @@ impl RunSpec {
             health_check,
             volume,
             kill_grace_period_secs: launch.kill_grace_period_secs,
+            secrets: launch.secrets.iter().enumerate().map(|(i, s)| launch_secret(i, s)).collect::<Result<_, _>>()?,
         };
         spec.validated()
     }
@@ -268,6 +299,7 @@ impl RunSpec {
             health_check,
             volume: self.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
             kill_grace_period_secs: self.kill_grace_period_secs,
+            secrets: self.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
         }
     }
 }

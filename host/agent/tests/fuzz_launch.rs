@@ -77,6 +77,12 @@ fn seed_launch() -> pb::Launch {
         }),
         volume: Some(pb::Volume { name: "data".into(), size_mib: 10 }),
         kill_grace_period_secs: 3,
+        secrets: vec![pb::LaunchSecret {
+            name: "db".into(),
+            env: String::new(),
+            file: "db.txt".into(),
+            value: b"seed-value".to_vec(),
+        }],
     }
 }
 

@@ -144,7 +144,11 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
     if let Some(route) = path.strip_prefix("/ui/api/") {
         return match (http_method == http::Method::GET, route) {
             (true, _) => Requirement::Read,
-            (false, r) if r.starts_with("plugins/") => Requirement::AtLeast(Role::Operator),
+            // Checking a job file changes nothing.
+            (false, "jobs/validate") => Requirement::Read,
+            // Jobs and tasks: any role here, then the job's pool in the service.
+            (false, r) if r == "jobs" || r.starts_with("jobs/") || r.starts_with("tasks/") => Requirement::JobsInPool,
+            (false, r) if r.starts_with("plugins/") || r.starts_with("hosts/") => Requirement::AtLeast(Role::Operator),
             _ => Requirement::AtLeast(Role::Admin),
         };
     }
@@ -167,6 +171,10 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
         "paceline.v1.WatchService" => Requirement::Read,
+        // Secrets: the handler checks the pool named in the request
+        // (decision 0032); listing shows names only, but only to the team.
+        "paceline.v1.SecretService" if read(method) => Requirement::ReadInPool,
+        "paceline.v1.SecretService" => Requirement::JobsInPool,
         // Users read only their own records: the handler narrows the query.
         "paceline.v1.AuditService" if read(method) => Requirement::Read,
         "paceline.v1.PoolService" if read(method) => Requirement::Read,
@@ -431,7 +439,7 @@ pub fn method_label(path: &str) -> String {
     if let Some(route) = path.strip_prefix("/ui/api/") {
         let first = route.split('/').next().unwrap_or_default();
         return match first {
-            "jobs" | "pools" | "hosts" | "plugins" | "audit" => {
+            "jobs" | "tasks" | "pools" | "hosts" | "plugins" | "audit" | "events" | "whoami" => {
                 let rest = if route.len() > first.len() { "/…" } else { "" };
                 format!("/ui/api/{first}{rest}")
             }
@@ -622,6 +630,9 @@ mod tests {
         use Requirement::*;
         let expected: &[(&str, Requirement)] = &[
             ("AuditService/ListAuditRecords", Read),
+            ("SecretService/PutSecret", JobsInPool),
+            ("SecretService/ListSecrets", ReadInPool),
+            ("SecretService/DeleteSecret", JobsInPool),
             ("HostService/ListHosts", Read),
             ("HostService/GetHost", Read),
             ("HostService/DrainHost", AtLeast(Role::Operator)),
@@ -735,6 +746,31 @@ mod tests {
         // Unknown methods are closed to all but admin.
         assert!(call("ops-token", "/paceline.v1.NewService/DoThing").is_err());
         assert!(call("root-token", "/paceline.v1.NewService/DoThing").is_ok());
+    }
+
+    #[test]
+    fn the_web_ui_actions_follow_the_same_table() {
+        let a = auth();
+        let post = |token: &str, path: &str| a.admit(&http::Method::POST, path, &headers(Some(token)));
+        // Job and task changes pass for a user (the service checks the pool).
+        for path in ["/ui/api/jobs", "/ui/api/jobs/j1/kill", "/ui/api/jobs/j1/scale", "/ui/api/tasks/j1/0/restart"] {
+            assert_eq!(requirement(&http::Method::POST, path), Requirement::JobsInPool, "{path}");
+            assert!(post("alice-token", path).is_ok(), "{path}");
+        }
+        // Checking a job file is a read, not audited.
+        assert_eq!(requirement(&http::Method::POST, "/ui/api/jobs/validate"), Requirement::Read);
+        // Hosts and plugins: operator and above, as on gRPC.
+        for path in ["/ui/api/hosts/h1/drain", "/ui/api/plugins/activate", "/ui/api/plugins/shadow"] {
+            assert_eq!(post("alice-token", path).expect_err("user refused").code(), tonic::Code::PermissionDenied);
+            assert!(post("ops-token", path).is_ok(), "{path}");
+        }
+        // Anything else that changes: admin.
+        assert!(post("ops-token", "/ui/api/pools/new").is_err());
+        // The live stream and whoami need a token like every read.
+        let get = |path: &str| a.admit(&http::Method::GET, path, &headers(None));
+        assert_eq!(get("/ui/api/events").expect_err("no token").code(), tonic::Code::Unauthenticated);
+        assert_eq!(get("/ui/api/whoami").expect_err("no token").code(), tonic::Code::Unauthenticated);
+        assert_eq!(method_label("/ui/api/tasks/j1/0/logs"), "/ui/api/tasks/…");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //!   of every service.
 //! - [`convert`]: wire ↔ model, with errors that name the offending field.
 //! - [`status`]: each manager's errors → gRPC codes.
-//! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`]: one
+//! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`], [`secrets`]: one
 //!   module per service of `proto/paceline/v1/`.
 //! - [`operator`]: `OperatorService`: cluster snapshots for backup (admin only).
 //! - [`audit`]: the audit log: records made in the auth layer, a batching
@@ -40,6 +40,7 @@ use pb::job_service_server::JobServiceServer;
 use pb::operator_service_server::OperatorServiceServer;
 use pb::plugin_service_server::PluginServiceServer;
 use pb::pool_service_server::PoolServiceServer;
+use pb::secret_service_server::SecretServiceServer;
 use pb::task_service_server::TaskServiceServer;
 use pb::watch_service_server::WatchServiceServer;
 
@@ -54,6 +55,7 @@ mod pending;
 pub mod plugins;
 pub mod pools;
 pub mod rate;
+pub mod secrets;
 pub mod standby;
 pub mod status;
 pub mod tasks;
@@ -192,6 +194,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     reporter.set_serving::<WatchServiceServer<watch::WatchApi>>().await;
     reporter.set_serving::<AuditServiceServer<audit::service::AuditApi>>().await;
     reporter.set_serving::<OperatorServiceServer<operator::OperatorApi>>().await;
+    reporter.set_serving::<SecretServiceServer<secrets::SecretApi>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
@@ -202,7 +205,9 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         config.observer.clone(),
         config.audit.clone(),
     ));
-    let mut http = web::routes(roles.clone());
+    // One watch service (and so one pool poller) for gRPC and the page's live stream.
+    let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone());
+    let mut http = web::routes(roles.clone(), watch.clone(), config.auth.clone());
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
     }
@@ -221,7 +226,12 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
         .add_service(limited!(AuditServiceServer, audit::service::AuditApi::new(roles.store.clone()), config))
         .add_service(limited!(OperatorServiceServer, operator::OperatorApi::new(roles.store.clone()), config))
-        .add_service(limited!(WatchServiceServer, watch::WatchApi::new(roles.jobs, roles.resmgr), config)))
+        .add_service(limited!(
+            SecretServiceServer,
+            secrets::SecretApi::new(roles.jobs.clone(), roles.store.clone(), roles.resmgr.clone()),
+            config
+        ))
+        .add_service(limited!(WatchServiceServer, watch, config)))
 }
 
 /// The API of a host manager in a process of its own (`paceline server

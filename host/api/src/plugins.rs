@@ -155,13 +155,19 @@ fn slot_ref(field: &str, slot: &str) -> Result<(), Status> {
     slot_world(slot).map(|_| ()).map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
 }
 
-#[tonic::async_trait]
-impl PluginService for PluginApi {
-    async fn deploy_plugin(
+impl PluginApi {
+    /// Deploys a component that has arrived whole: `DeployPlugin` after its
+    /// upload, and the web UI's upload route.
+    pub async fn deploy_bytes(
         &self,
-        request: Request<Streaming<pb::DeployPluginRequest>>,
-    ) -> Result<Response<pb::DeployPluginResponse>, Status> {
-        let (meta, bytes) = self.upload(request.into_inner()).await?;
+        meta: pb::deploy_plugin_request::Meta,
+        bytes: Vec<u8>,
+    ) -> Result<pb::DeployPluginResponse, Status> {
+        slot_world(&meta.slot).map_err(|e| Status::invalid_argument(format!("meta.slot: {e}")))?;
+        let max = self.registry.runtime().config().max_upload_bytes;
+        if bytes.len() > max {
+            return Err(Status::invalid_argument(format!("upload is over the {max}-byte limit")));
+        }
         let options = DeployOptions { self_test: !meta.skip_self_test };
         let (slot, name, version) = (meta.slot.clone(), meta.name.clone(), meta.version.clone());
         let deadline = (meta.deadline_ms > 0).then(|| std::time::Duration::from_millis(meta.deadline_ms));
@@ -176,7 +182,18 @@ impl PluginService for PluginApi {
             .await?;
         let id = format!("{}@{}", deployed.record.name, deployed.record.version);
         tracing::info!(slot = %meta.slot, version = %id, "plugin deployed through the API");
-        Ok(Response::new(pb::DeployPluginResponse { id, sha256: deployed.record.sha256 }))
+        Ok(pb::DeployPluginResponse { id, sha256: deployed.record.sha256 })
+    }
+}
+
+#[tonic::async_trait]
+impl PluginService for PluginApi {
+    async fn deploy_plugin(
+        &self,
+        request: Request<Streaming<pb::DeployPluginRequest>>,
+    ) -> Result<Response<pb::DeployPluginResponse>, Status> {
+        let (meta, bytes) = self.upload(request.into_inner()).await?;
+        Ok(Response::new(self.deploy_bytes(meta, bytes).await?))
     }
 
     async fn validate_plugin(

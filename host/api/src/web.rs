@@ -7,15 +7,31 @@
 //! gRPC clients reach. So the UI shows exactly what `paceline … -o json`
 //! and every gRPC client see, and has no data model of its own:
 //!
-//! | route | answer | fields the page reads |
-//! |---|---|---|
-//! | `GET /ui/api/jobs` | `QueryJobsResponse` (every job, newest first, first page) | `jobs[].id`, `.spec.{name,kind,pool}`, `.status.{state,task_counts}` |
-//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task], "events": [JobEvent], "events_hidden": why}` (events: `JobEvents`, the newest 100; empty, with `events_hidden` saying why, for a caller who may not read the job's pool) | `tasks[].{instance,state,host,run_id,pending_reason,reason,message}`, `events[].{last_seen_ms,type,reason,count,instance,message}` |
-//! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) | `capacity.{cpu_millis,memory_mib}`; `pools[].path`, `.spec.share`, `.{entitlement,allocation,demand}.{cpu,memory}` |
-//! | `GET /ui/api/hosts` | `ListHostsResponse` | `hosts[].{hostname,state,reachable}`, `.{total,allocated}.{cpu_millis,memory_mib}` |
-//! | `GET /ui/api/plugins` | `ListPluginsResponse` | `slots[].{slot,active}`, `.versions[].{id,state,calls,p99_us,batched}` |
-//! | `POST /ui/api/plugins/rollback` `{"slot": "placement/batch"}` | the `PluginSlot` after the rollback | (re-renders) |
-//! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) | `records[].{at_ms,principal,role,method,target,summary,code,message}` |
+//! | route | answer |
+//! |---|---|
+//! | `GET /ui/api/whoami` | `{"name", "role", "pools", "tokens_required"}`: the caller |
+//! | `GET /ui/api/events?from_revision=` | Server-Sent Events: `WatchEvent`s as JSON ([`live`]) |
+//! | `GET /ui/api/jobs?state=&pool=&owner=&name_contains=&limit=&page_token=` | `QueryJobsResponse` (newest first, one page) |
+//! | `POST /ui/api/jobs` (a job file's YAML) | `CreateJobResponse` |
+//! | `POST /ui/api/jobs/validate` (a job file's YAML) | `{"ok": true, "name", "pool", "instances"}`, or 400 with `line`, `column` |
+//! | `GET /ui/api/jobs/{id}` | `{"job": Job, "tasks": [Task], "events": [JobEvent], "events_hidden": why, "spec_yaml": text}` (events: `JobEvents`, the newest 100; empty, with `events_hidden` saying why, for a caller who may not read the job's pool) |
+//! | `POST /ui/api/jobs/{id}/{kill,restart,scale,pause,resume,abort}` | `{}`, `UpdateJobResponse` (scale, body `{"instances": N}`) or `UpdateControlResponse` |
+//! | `GET /ui/api/tasks/{id}/{instance}` | `{"task": Task, "events": [TaskEvent], "events_hidden": why}` |
+//! | `GET /ui/api/tasks/{id}/{instance}/logs?stream=&run=&offset=&follow=` | the log as a chunked `text/plain` body ([`live`]) |
+//! | `POST /ui/api/tasks/{id}/{instance}/{kill,restart}` | `{}` |
+//! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) |
+//! | `GET /ui/api/hosts` | `ListHostsResponse` |
+//! | `POST /ui/api/hosts/{name}/{drain,down,up}` | `DrainHostResponse` |
+//! | `GET /ui/api/plugins` | `ListPluginsResponse` |
+//! | `POST /ui/api/plugins/rollback` `{"slot"}` | the `PluginSlot` after the rollback |
+//! | `POST /ui/api/plugins/activate` `{"slot", "id"}` | the `PluginSlot` after |
+//! | `POST /ui/api/plugins/shadow` `{"slot", "id"}` or `{"slot", "stop": true}` | `ShadowPluginResponse` |
+//! | `POST /ui/api/plugins/deploy?slot=&name=&version=&skip_self_test=` (body: the `.wasm`) | `DeployPluginResponse` |
+//! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) |
+//!
+//! The changes ([`actions`]) call the service methods as the caller the
+//! auth layer admitted, so the role table and the pool checks are those of
+//! gRPC, and each is audited like its gRPC twin.
 //!
 //! Omitted fields are the proto3 defaults (0, "", false): the page reads a
 //! missing number as 0.
@@ -24,9 +40,9 @@
 //! code (400 invalid, 404 not found, 409 failed precondition, 503
 //! unavailable, 500 otherwise). Authentication and authorization happen in
 //! [`crate::auth::AuthLayer`] before these handlers run: with a tokens file,
-//! reads need a token and the rollback an operator's; the page itself and
-//! its assets are open (they hold no data). The page is the only intended
-//! client of these routes; programs should use gRPC.
+//! reads need a token, host and plugin changes an operator's; the page
+//! itself and its assets are open (they hold no data). The page is the only
+//! intended client of these routes; programs should use gRPC.
 
 use std::sync::Arc;
 
@@ -47,9 +63,22 @@ use tonic::{Request, Status};
 use crate::audit::service::AuditApi;
 use crate::{Roles, hosts::HostApi, jobs::JobApi, plugins::PluginApi, pools::PoolApi, tasks::TaskApi};
 
+mod actions;
+mod live;
+
+/// The page's files, embedded in the binary (plain ES modules, no build
+/// step; decision 0031): name under `/ui/`, content type, text.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.js", JS, include_str!("../web/app.js")),
+    ("api.js", JS, include_str!("../web/api.js")),
+    ("dom.js", JS, include_str!("../web/dom.js")),
+    ("lists.js", JS, include_str!("../web/lists.js")),
+    ("job.js", JS, include_str!("../web/job.js")),
+    ("cluster.js", JS, include_str!("../web/cluster.js")),
+    ("style.css", "text/css; charset=utf-8", include_str!("../web/style.css")),
+];
+const JS: &str = "text/javascript; charset=utf-8";
 const INDEX: &str = include_str!("../web/index.html");
-const APP_JS: &str = include_str!("../web/app.js");
-const STYLE: &str = include_str!("../web/style.css");
 
 /// The services the routes call.
 struct Web {
@@ -59,10 +88,14 @@ struct Web {
     hosts: HostApi,
     plugins: PluginApi,
     audit: AuditApi,
+    watch: crate::watch::WatchApi,
+    auth: Arc<crate::auth::Auth>,
 }
 
-/// The UI's routes over the cluster's roles.
-pub fn routes(roles: Roles) -> Router {
+/// The UI's routes over the cluster's roles; `watch` feeds the page's
+/// live stream (`/ui/api/events`), `auth` answers who the caller is.
+pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth::Auth>) -> Router {
+    let upload_limit = roles.registry.runtime().config().max_upload_bytes;
     let web = Arc::new(Web {
         jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()),
         tasks: TaskApi::new(roles.jobs.clone(), roles.hosts.clone()),
@@ -70,25 +103,59 @@ pub fn routes(roles: Roles) -> Router {
         hosts: HostApi::new(roles.hosts.clone()),
         plugins: PluginApi::new(roles.registry.clone()),
         audit: AuditApi::new(roles.store.clone()),
+        watch,
+        auth,
     });
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
-        .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
-        .route("/ui/api/jobs", get(jobs))
+        .route("/ui/{file}", get(file))
+        .route("/ui/api/whoami", get(actions::whoami))
+        .route("/ui/api/events", get(live::events))
+        .route("/ui/api/jobs", get(jobs).post(actions::create_job))
+        .route("/ui/api/jobs/validate", post(actions::validate_job))
         .route("/ui/api/jobs/{id}", get(job))
+        .route("/ui/api/jobs/{id}/{action}", post(actions::job_action))
+        .route("/ui/api/tasks/{id}/{instance}", get(actions::task))
+        .route("/ui/api/tasks/{id}/{instance}/logs", get(live::logs))
+        .route("/ui/api/tasks/{id}/{instance}/{action}", post(actions::task_action))
         .route("/ui/api/pools", get(pools))
         .route("/ui/api/hosts", get(hosts))
+        .route("/ui/api/hosts/{name}/{action}", post(actions::host_action))
         .route("/ui/api/plugins", get(plugins))
         .route("/ui/api/plugins/rollback", post(rollback))
+        .route("/ui/api/plugins/activate", post(actions::activate))
+        .route("/ui/api/plugins/shadow", post(actions::shadow))
+        .route(
+            "/ui/api/plugins/deploy",
+            // A component may be larger than axum's default body limit (2 MiB).
+            post(actions::deploy).layer(axum::extract::DefaultBodyLimit::max(upload_limit)),
+        )
         .route("/ui/api/audit", get(audit))
         .with_state(web)
 }
 
+/// One of [`ASSETS`]; 404 for any other name.
+async fn file(Path(name): Path<String>) -> Response {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, body)) => asset(content_type, body),
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
+}
+
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// A request to a service made for the caller the auth layer admitted
+/// (the services' pool checks read it from the request).
+fn as_caller<T>(message: T, who: &Option<Extension<Arc<crate::auth::Principal>>>) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(Extension(who)) = who {
+        request.extensions_mut().insert(who.clone());
+    }
+    request
 }
 
 /// A gRPC status as the UI's JSON error.
@@ -106,13 +173,29 @@ impl IntoResponse for Failure {
             Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let mut response = (code, Json(serde_json::json!({ "error": self.0.message() }))).into_response();
+        let mut body = serde_json::json!({ "error": self.0.message() });
+        // Where the error is (a job file's line), when the route said (see `Failure::with_detail`).
+        if let Ok(serde_json::Value::Object(detail)) = serde_json::from_slice::<serde_json::Value>(self.0.details())
+            && let Some(fields) = body.as_object_mut()
+        {
+            fields.extend(detail);
+        }
+        let mut response = (code, Json(body)).into_response();
         // For the audit record of a changing route: the code, not only the HTTP status.
         response.extensions_mut().insert(crate::audit::WebOutcome {
             code: format!("{:?}", self.0.code()),
             message: self.0.message().to_string(),
         });
         response
+    }
+}
+
+impl Failure {
+    /// An error with fields the page reads beside `error` (`line`,
+    /// `column`). They ride in the status's details, which only this
+    /// module's routes set, so every route keeps the one error type.
+    fn with_detail(status: Status, detail: serde_json::Value) -> Failure {
+        Failure(Status::with_details(status.code(), status.message(), detail.to_string().into_bytes().into()))
     }
 }
 
@@ -124,8 +207,41 @@ impl From<Status> for Failure {
 
 type Answer<T> = Result<Json<T>, Failure>;
 
-async fn jobs(State(web): State<Arc<Web>>) -> Answer<pb::QueryJobsResponse> {
-    Ok(Json(web.jobs.query_jobs(Request::new(pb::QueryJobsRequest::default())).await?.into_inner()))
+/// The jobs route's filters: `QueryJobsRequest`'s fields as query
+/// parameters (`state` by name, e.g. `RUNNING`; `limit` and `page_token`
+/// page through a long list).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct JobFilters {
+    state: String,
+    owner: String,
+    pool: String,
+    name_contains: String,
+    limit: u32,
+    page_token: String,
+}
+
+async fn jobs(
+    State(web): State<Arc<Web>>,
+    filters: Result<axum::extract::Query<JobFilters>, axum::extract::rejection::QueryRejection>,
+) -> Answer<pb::QueryJobsResponse> {
+    let axum::extract::Query(f) = filters.map_err(|e| Failure(Status::invalid_argument(format!("query: {e}"))))?;
+    let mut states = Vec::new();
+    if !f.state.is_empty() {
+        let name = format!("JOB_STATE_{}", f.state.to_ascii_uppercase());
+        let state = pb::JobState::from_str_name(&name)
+            .ok_or_else(|| Failure(Status::invalid_argument(format!("state: `{}` is not a job state", f.state))))?;
+        states.push(state as i32);
+    }
+    let request = pb::QueryJobsRequest {
+        states,
+        owner: f.owner,
+        pool: f.pool,
+        name_contains: f.name_contains,
+        limit: f.limit,
+        page_token: f.page_token,
+    };
+    Ok(Json(web.jobs.query_jobs(Request::new(request)).await?.into_inner()))
 }
 
 async fn job(
@@ -151,7 +267,16 @@ async fn job(
         Err(e) if e.code() == tonic::Code::PermissionDenied => (Vec::new(), e.message().to_string()),
         Err(e) => return Err(e.into()),
     };
-    Ok(Json(serde_json::json!({ "job": job, "tasks": tasks, "events": events, "events_hidden": events_hidden })))
+    // The spec in the job file's form (what `job create` reads), to read or copy into a new job.
+    let spec_yaml = job
+        .as_ref()
+        .and_then(|j| j.spec.as_ref())
+        .and_then(|s| paceline_proto::convert::job_config("spec", s).ok())
+        .and_then(|c| serde_yaml::to_string(&c).ok())
+        .unwrap_or_default();
+    Ok(Json(serde_json::json!({
+        "job": job, "tasks": tasks, "events": events, "events_hidden": events_hidden, "spec_yaml": spec_yaml,
+    })))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

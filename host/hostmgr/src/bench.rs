@@ -144,6 +144,7 @@ pub async fn status_updates(hosts: usize, runs: usize) -> Result<StatusFigures, 
                 task_id: format!("bench-{i}"),
                 spec: spec.clone(),
                 env: Default::default(),
+                secrets: Vec::new(),
             })
             .collect();
         manager.launch(lease.id, &offer.name, batch).await?;

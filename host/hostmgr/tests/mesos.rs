@@ -86,6 +86,7 @@ fn run(id: &str, command: &str, args: &[&str], ports: &[&str]) -> LaunchRequest 
             ..TaskSpec::default()
         },
         env: Default::default(),
+        secrets: Vec::new(),
     }
 }
 

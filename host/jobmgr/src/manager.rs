@@ -20,6 +20,7 @@ mod lifecycle;
 mod pending;
 mod recover;
 mod runs;
+mod secrets;
 mod tick;
 mod update;
 mod writes;
@@ -110,6 +111,9 @@ pub struct JobManager {
     pub(crate) events_flushed_at: std::sync::atomic::AtomicU64,
     /// Submit→running latency of tasks' first runs.
     pub(crate) submit_to_running: crate::latency::LatencyHistogram,
+    /// Opens task secrets at launch (decision 0032); `None`: jobs that
+    /// reference secrets are refused.
+    pub(crate) secret_key: Option<Arc<paceline_storage::secrets::SecretKey>>,
 }
 
 impl std::fmt::Debug for JobManager {
@@ -147,7 +151,20 @@ impl JobManager {
             events: Arc::new(crate::events::EventRecorder::new()),
             events_flushed_at: std::sync::atomic::AtomicU64::new(0),
             submit_to_running: crate::latency::LatencyHistogram::default(),
+            secret_key: None,
         }
+    }
+
+    /// The key task secrets are sealed with, when this server has one.
+    pub fn secret_key(&self) -> Option<&Arc<paceline_storage::secrets::SecretKey>> {
+        self.secret_key.as_ref()
+    }
+
+    /// Opens the task secrets that job specs reference with `key`
+    /// (decision 0032); without one, such jobs are refused.
+    pub fn with_secret_key(mut self, key: Arc<paceline_storage::secrets::SecretKey>) -> JobManager {
+        self.secret_key = Some(key);
+        self
     }
 
     pub(crate) fn mem(&self) -> MutexGuard<'_, Mem> {

@@ -20,6 +20,7 @@
 //! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
 //! - [`job`]: job specs, SLA, update specs, job runtime and the state derived from task counts.
 //! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
+//! - [`task_secret`]: secrets a task references by name, and their values on the way to a launch.
 //! - [`run`]: launch requests and run updates that cross the host manager.
 //! - [`host`]: host inventory records and the maintenance state machine.
 //! - [`view`]: a host as placement sees it ([`view::HostView`]).
@@ -38,6 +39,7 @@ pub mod resources;
 pub mod run;
 pub mod secret;
 pub mod task;
+pub mod task_secret;
 pub mod unplaced;
 pub mod view;
 

@@ -24,6 +24,11 @@ pub struct LaunchRequest {
     pub spec: TaskSpec,
     /// Extra environment the runtime adds (PACELINE_JOB_ID, PACELINE_INSTANCE, …).
     pub env: BTreeMap<String, String>,
+    /// The spec's secrets with their values, resolved by the job manager
+    /// just before the launch (decision 0032). Never stored: the host keeps
+    /// them in memory for the run only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<crate::task_secret::LaunchSecret>,
 }
 
 /// The states a host reports for a run.

@@ -10,6 +10,30 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// Writes `bytes` to `path` whole or not at all (a temporary file beside
+/// it, fsynced, then renamed over it), created with `mode` (0600 for a key).
+/// The one writer of the files that hold keys and certificates: the
+/// server's secrets key, the agents' CA and join tokens, an agent's identity.
+pub fn write_file_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    // A leftover from a crash may have another mode: start afresh.
+    let _ = std::fs::remove_file(&tmp);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut f = opts.open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// A string that formats as `"<redacted>"`. Serialises as the plain string
 /// (a config file round-trips), so write it only where the secret belongs.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

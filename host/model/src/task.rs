@@ -109,6 +109,10 @@ pub struct TaskSpec {
     pub volume: Option<VolumeSpec>,
     /// Seconds between the polite stop signal and the forced kill.
     pub kill_grace_period_secs: u32,
+    /// Secrets of the job's pool the task receives, each as an environment
+    /// variable or a file (decision 0032); names only, never values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<crate::task_secret::SecretRef>,
 }
 
 impl TaskSpec {
@@ -166,6 +170,7 @@ impl TaskSpec {
             }
             check_len("volume.name", &v.name)?;
         }
+        crate::task_secret::check_refs(&self.secrets)?;
         Ok(())
     }
 }

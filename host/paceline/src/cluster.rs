@@ -283,6 +283,9 @@ pub struct AssembleConfig {
     pub audit: Option<paceline_api::audit::Auditor>,
     /// Also serve per-host figures (`metrics_per_host` in the server config).
     pub metrics_per_host: bool,
+    /// Seal and open task secrets with this key; none: jobs that name
+    /// secrets are refused (decision 0032).
+    pub secret_key: Option<Arc<paceline_storage::secrets::SecretKey>>,
 }
 
 /// The metrics of a cluster over its roles, with `extra` collectors.
@@ -328,14 +331,18 @@ impl Cluster {
         rm.set_policy(Box::new(crate::wiring::SlotPreemption::new(registry.clone())));
         pools_before_recovery(&mut rm);
         let resmgr = Arc::new(Mutex::new(rm));
-        let jobs = Arc::new(paceline_jobmgr::JobManager::new(
+        let mut jobs = paceline_jobmgr::JobManager::new(
             store.clone(),
             resmgr.clone(),
             registry.clone(),
             hosts.clone(),
             clock,
             config.jobs,
-        ));
+        );
+        if let Some(key) = config.secret_key {
+            jobs = jobs.with_secret_key(key);
+        }
+        let jobs = Arc::new(jobs);
         jobs.recover().await?;
         hosts.expect_runs(jobs.expected_runs()).await;
         // The engine notes plugin fallbacks as job events through the job

@@ -65,6 +65,8 @@ enum Command {
     Pool(cmd::client::pool::PoolArgs),
     /// List hosts and drain them for maintenance.
     Host(cmd::client::host::HostArgs),
+    /// Keep secrets in a pool for its jobs' tasks (values are never shown).
+    Secret(cmd::client::secret::SecretArgs),
     /// Print changes to jobs, tasks and pools as they happen.
     Watch(cmd::client::watch::WatchArgs),
     /// Show the server's audit log: who changed what, when, and the outcome.
@@ -135,6 +137,7 @@ fn main() -> std::process::ExitCode {
         Command::Task(args) => cmd::client::task::run(args),
         Command::Pool(args) => cmd::client::pool::run(args),
         Command::Host(args) => cmd::client::host::run(args),
+        Command::Secret(args) => cmd::client::secret::run(args),
         Command::Audit(args) => cmd::client::audit::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
         Command::Auth(c) => cmd::auth::run(c),

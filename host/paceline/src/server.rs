@@ -161,6 +161,10 @@ pub struct ServerConfig {
     /// `<data_dir>/pki`; see docs/operations.md, "Joining agents"). Highly
     /// available servers must all name the same directory's contents.
     pub agent_pki_dir: Option<PathBuf>,
+    /// The key task secrets are sealed with (decision 0032): one line of 64
+    /// hex digits, mode 0600. Default `<data_dir>/secrets.key`, created on
+    /// first start. Highly available servers must all name the same key.
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -227,6 +231,7 @@ impl Default for ServerConfig {
             audit: AuditConfig::default(),
             retention: crate::retention::RetentionConfig::default(),
             agent_pki_dir: None,
+            secrets_key_file: None,
         }
     }
 }
@@ -235,6 +240,60 @@ impl ServerConfig {
     /// Where the agent port's CA and join tokens are kept.
     pub fn agent_pki_dir(&self) -> PathBuf {
         self.agent_pki_dir.clone().unwrap_or_else(|| self.data_dir.join("pki"))
+    }
+
+    /// The task secrets key: the named file (which must exist), or
+    /// `<data_dir>/secrets.key`, created when missing.
+    pub fn secret_key(&self) -> Result<Arc<paceline_storage::secrets::SecretKey>, ServerError> {
+        use paceline_storage::secrets::SecretKey;
+        let key = match &self.secrets_key_file {
+            Some(path) => {
+                if Secret::file_is_exposed(path) {
+                    tracing::warn!(path = %path.display(), "the secrets key file can be read by others: chmod 600");
+                }
+                SecretKey::from_file(path)
+            }
+            None => SecretKey::load_or_create(&self.data_dir.join("secrets.key")),
+        };
+        key.map(Arc::new).map_err(|e| ServerError::Other(format!("secrets_key_file: {e}")))
+    }
+}
+
+/// Says loudly, at start, when task secrets in the store were sealed with
+/// another key than this server's (their runs would not launch): servers
+/// that share a store must share `secrets_key_file`. A server in a
+/// ZooKeeper membership without one is warned before any secret exists.
+async fn check_secret_key(
+    store: &dyn paceline_storage::Store,
+    key: &paceline_storage::secrets::SecretKey,
+    config: &ServerConfig,
+) {
+    if config.secrets_key_file.is_none() && config.membership != MembershipConfig::Embedded {
+        tracing::warn!(
+            "secrets_key_file is not set: this server sealed task secrets with a key of its own data dir; \
+             servers that take over from each other must all name one key file (decision 0032)"
+        );
+    }
+    let pools = match store.list_pools().await {
+        Ok(p) => p,
+        Err(e) => return tracing::warn!(error = %e, "could not check the task secrets' key"),
+    };
+    let mut other = std::collections::BTreeMap::<String, usize>::new();
+    for (pool, _) in pools {
+        if let Ok(secrets) = store.list_secrets(&pool).await {
+            for s in secrets.iter().filter(|s| s.key_id != key.id()) {
+                *other.entry(s.key_id.clone()).or_default() += 1;
+            }
+        }
+    }
+    for (sealed_with, count) in other {
+        tracing::error!(
+            count,
+            sealed_with,
+            ours = key.id(),
+            "task secrets in the store were sealed with another key: runs that need them will not launch; \
+             give every server the same secrets_key_file"
+        );
     }
 }
 
@@ -524,6 +583,8 @@ impl Server {
             let bytes = serde_json::to_vec(&*spec).map_err(|e| ServerError::Other(e.to_string()))?;
             store.put_pool(DEFAULT_POOL, &bytes).await?;
         }
+        let secret_key = config.secret_key()?;
+        check_secret_key(&*store, &secret_key, &config).await;
         let cluster = Cluster::assemble(
             store,
             registry,
@@ -535,6 +596,7 @@ impl Server {
                 store_metrics: Some(store_metrics),
                 audit: Some(audit.clone()),
                 metrics_per_host: config.metrics_per_host,
+                secret_key: Some(secret_key),
                 ..AssembleConfig::default()
             },
             |rm| {
@@ -894,20 +956,20 @@ mod tests {
 
     #[test]
     fn a_job_manager_config_names_its_host_managers() {
-        let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: secret\n";
+        let yaml = "data_dir: /var/lib/paceline/jobs\nhosts:\n  provider: hostmgr\n  servers: [\"hm1:7410\", \"hm2:7410\"]\n  token: t0k3n-v4lu3\n";
         let config: ServerConfig = serde_yaml::from_str(yaml).expect("parses");
         assert_eq!(
             config.hosts,
             HostsConfig::Hostmgr {
                 servers: vec!["hm1:7410".into(), "hm2:7410".into()],
-                token: Some(Secret::new("secret")),
+                token: Some(Secret::new("t0k3n-v4lu3")),
                 token_file: None,
                 ca_cert: None
             }
         );
         // The token never shows when the config is logged.
         let shown = format!("{config:?}");
-        assert!(shown.contains("<redacted>") && !shown.contains("secret"), "{shown}");
+        assert!(shown.contains("<redacted>") && !shown.contains("t0k3n-v4lu3"), "{shown}");
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");

@@ -425,8 +425,14 @@ impl Runner {
                 if let Ok(mut s) = self.scripts.lock() {
                     s.jobs.insert(j.id.clone(), (j.run, j.runs.clone()));
                 }
-                let config = Arc::new(j.spec.clone());
-                let rejected = match self.cluster.jobs.create(&j.id, j.spec).await {
+                // A replay starts no process: the secrets a recorded job
+                // names do not matter to placement, and the simulator holds
+                // none to give (decision 0032).
+                let mut spec = j.spec;
+                spec.default_task.secrets.clear();
+                spec.instance_overrides.values_mut().for_each(|t| t.secrets.clear());
+                let config = Arc::new(spec.clone());
+                let rejected = match self.cluster.jobs.create(&j.id, spec).await {
                     Ok(_) => None,
                     Err(e) => Some(format!("rejected at submission: {e}")),
                 };

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use paceline_model::host::HostRecord;
 use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
 use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
+use paceline_storage::secrets::SealedSecret;
 use paceline_storage::{JobQuery, JobSummary, Page, PluginVersion, Result, Store, StoreError, TaskCas, TaskRecord};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -328,5 +329,21 @@ impl Store for MeteredStore {
 
     async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
         self.timed("prune_audit", self.inner.prune_audit(before_ms, max_rows)).await
+    }
+
+    async fn put_secret(&self, secret: &SealedSecret) -> Result<()> {
+        self.timed("put_secret", self.inner.put_secret(secret)).await
+    }
+
+    async fn get_secret(&self, pool: &str, name: &str) -> Result<SealedSecret> {
+        self.timed("get_secret", self.inner.get_secret(pool, name)).await
+    }
+
+    async fn list_secrets(&self, pool: &str) -> Result<Vec<SealedSecret>> {
+        self.timed("list_secrets", self.inner.list_secrets(pool)).await
+    }
+
+    async fn delete_secret(&self, pool: &str, name: &str) -> Result<()> {
+        self.timed("delete_secret", self.inner.delete_secret(pool, name)).await
     }
 }

@@ -212,6 +212,7 @@ fn run(run_id: &str, command: &str, args: &[&str], memory_mib: u64, grace: u32) 
             ..TaskSpec::default()
         },
         env: BTreeMap::new(),
+        secrets: Vec::new(),
     }
 }
 

@@ -30,6 +30,16 @@ fn chromium() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Where the test run saves its screenshots (under target/, never committed).
+fn shot(name: &str) -> String {
+    format!("{}/web-ui-screenshots/{name}.png", env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// axe-core, vendored from npm (tests/web/vendor): injected into the page by the driver.
+fn axe() -> String {
+    format!("{}/tests/web/vendor/axe-core-4.10.2/axe.min.js", env!("CARGO_MANIFEST_DIR"))
+}
+
 /// Runs browser steps (see tests/web/cdp.py); the evaluated values and the dialogs seen.
 fn browse(steps: serde_json::Value) -> (Vec<serde_json::Value>, Vec<String>) {
     let out = Command::new("python3")
@@ -120,34 +130,37 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
 
     let url = format!("http://127.0.0.1:{api}/ui/");
     let row = format!("tr[data-job-id=\"{id}\"]");
+    let section = |s: &str| format!("#nav a[data-section=\"{s}\"]");
     let (values, dialogs) = browse(serde_json::json!([
         {"goto": url},
         {"wait": format!("document.querySelector('{row}')")},
         {"eval": format!("document.querySelector('{row} td.state').textContent")},
-        {"click": row},
+        {"screenshot": shot("jobs")},
+        {"click": format!("{row} a")},
         {"wait": "document.querySelectorAll('#tasks-table tr[data-instance]').length === 4"},
         {"eval": "[...document.querySelectorAll('#tasks-table tr[data-instance]')].map(r => r.dataset.state)"},
-        {"click": format!("tr[data-job-id=\"{over}\"]")},
+        {"goto": format!("{url}#/jobs/{over}")},
         {"wait": "document.querySelector('#tasks-table tr[data-instance=\"0\"] td.reason') && document.querySelector('#tasks-table tr[data-instance=\"0\"] td.reason').textContent.includes('reservation')"},
         {"eval": "document.querySelector('#tasks-table tr[data-instance=\"0\"] td.reason').textContent"},
-        {"click": "button[data-tab=\"pools\"]"},
+        {"click": section("pools")},
         {"wait": "document.querySelector('[data-pool=\"/team\"]')"},
         {"eval": "[...document.querySelectorAll('[data-pool]')].map(p => [p.dataset.pool, ...['cpu', 'memory'].flatMap(k => ['entitlement', 'allocation'].map(b => parseFloat(p.querySelector(`[data-kind=${k}] .${b}`).style.width)))])"},
-        {"click": "button[data-tab=\"hosts\"]"},
+        {"screenshot": shot("pools")},
+        {"click": section("hosts")},
         {"wait": "document.querySelectorAll('#hosts-table tr[data-host]').length === 4"},
         {"eval": "[...document.querySelectorAll('#hosts-table tr[data-host]')].map(r => [r.dataset.host, Number(r.dataset.cpuUsed), parseFloat(r.querySelector('.used').style.width)])"},
-        {"click": "button[data-tab=\"plugins\"]"},
-        {"wait": "document.querySelector('div.slot[data-slot=\"placement/batch\"][data-active-version=\"spread@9\"]')"},
+        {"click": section("plugins")},
+        {"wait": "document.querySelector('.slot[data-slot=\"placement/batch\"][data-active-version=\"spread@9\"]')"},
         {"click": "button.rollback[data-slot=\"placement/batch\"]"},
-        {"wait": "document.querySelector('div.slot[data-slot=\"placement/batch\"]').dataset.activeVersion !== 'spread@9'"},
-        {"eval": "document.querySelector('div.slot[data-slot=\"placement/batch\"]').dataset.activeVersion"},
-        {"click": "button[data-tab=\"jobs\"]"},
+        {"wait": "document.querySelector('.slot[data-slot=\"placement/batch\"]').dataset.activeVersion !== 'spread@9'"},
+        {"eval": "document.querySelector('.slot[data-slot=\"placement/batch\"]').dataset.activeVersion"},
+        {"click": section("jobs")},
         {"wait": format!("document.querySelector('{row}')")},
-        {"click": row},
+        {"click": format!("{row} a")},
         {"wait": "document.querySelectorAll('#events-table tr[data-reason=\"Scheduled\"]').length === 4"},
         {"eval": "[...document.querySelectorAll('#events-table tr[data-reason]')].map(r => r.cells[4].textContent).sort()"},
-        // The audit tab shows the rollback just clicked and the activation made with the CLI.
-        {"click": "button[data-tab=\"audit\"]"},
+        // The audit page shows the rollback just clicked and the activation made with the CLI.
+        {"click": section("audit")},
         {"wait": "document.querySelector('#audit-table tr[data-method=\"POST /ui/api/plugins/rollback\"][data-target=\"placement/batch\"]')"},
         {"eval": "[...document.querySelectorAll('#audit-table tr[data-method=\"POST /ui/api/plugins/rollback\"]')].map(r => [r.dataset.principal, r.dataset.code])"},
         {"eval": "[...document.querySelectorAll('#audit-table tr[data-method=\"/paceline.v1.PluginService/ActivatePlugin\"]')].map(r => [r.dataset.target, r.dataset.code])"},
@@ -214,6 +227,31 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
         let (used, width) = (h[1].as_f64().expect("used"), h[2].as_f64().expect("width"));
         assert!((width - 100.0 * used / total).abs() < 0.01, "cpu bar of {}: {width}% for {used}/{total}", h[0]);
     }
+    // Every page, saved as a picture and checked by axe-core (WCAG 2 A and AA):
+    // no serious or critical violation.
+    let mut steps = Vec::new();
+    for (name, route, ready) in [
+        ("jobs", "#/jobs".to_string(), "#jobs-table tbody tr".to_string()),
+        ("job", format!("#/jobs/{id}"), "#events-table tbody tr".to_string()),
+        ("job-pending", format!("#/jobs/{over}"), "#tasks-table tbody tr".to_string()),
+        ("task", format!("#/jobs/{id}/tasks/0"), "#task-events tbody tr".to_string()),
+        ("submit", "#/submit".to_string(), "#job-yaml".to_string()),
+        ("pool", "#/pools/team".to_string(), "#pool-detail .figures".to_string()),
+        ("hosts", "#/hosts".to_string(), "#hosts-table tbody tr".to_string()),
+        ("plugins", "#/plugins".to_string(), ".slot".to_string()),
+        ("plugin-slot", "#/plugins/placement/batch".to_string(), ".slot table".to_string()),
+        ("audit", "#/audit".to_string(), "#audit-table tbody tr".to_string()),
+    ] {
+        steps.push(serde_json::json!({"goto": format!("{url}{route}")}));
+        steps.push(serde_json::json!({"wait": format!("document.body.dataset.view === '{route}' && document.querySelector('{ready}')")}));
+        steps.push(serde_json::json!({"screenshot": shot(name)}));
+        steps.push(serde_json::json!({"axe": axe()}));
+        steps.push(serde_json::json!({"eval": format!("'{name}'")}));
+    }
+    let (checked, _) = browse(serde_json::Value::Array(steps));
+    for pair in checked.chunks(2) {
+        assert_eq!(pair[0], serde_json::json!([]), "axe-core on the {} page: serious violations", pair[1]);
+    }
     assert_eq!(dialogs.len(), 1, "one confirmation: {dialogs:?}");
     assert!(dialogs[0].contains("placement/batch"), "{dialogs:?}");
     assert_ne!(values[5], "spread@9");
@@ -224,6 +262,38 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     assert_ne!(batch["active"], "spread@9");
     assert_eq!(values[7], serde_json::json!([["anonymous", "OK"]]), "the page's rollback, audited");
     assert_eq!(values[8], serde_json::json!([["placement/batch spread@9", "OK"]]), "the CLI's activation, audited");
+    // Activate and shadow from the slot's page: a version chosen in its list.
+    let (values, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/plugins/placement/batch")},
+        {"wait": "document.body.dataset.view === '#/plugins/placement/batch' && document.querySelector('.slot')"},
+        {"type": ["#version-placement-batch", "spread@9"]},
+        {"click": "button.activate[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.slot').dataset.activeVersion === 'spread@9'"},
+        {"click": "button.rollback[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.slot').dataset.activeVersion !== 'spread@9'"},
+        {"type": ["#version-placement-batch", "spread@9"]},
+        {"click": "button.shadow[data-slot=\"placement/batch\"]"},
+        {"wait": "document.querySelector('.shadow-report p')"},
+        // Still there after the re-read that follows the action.
+        {"wait": "window.paceline.refreshes > 0 && document.querySelector('.slot tr[data-version=\"spread@9\"]').cells[1].textContent === 'shadow'"},
+        {"eval": "document.querySelector('.shadow-report p').textContent"},
+        {"screenshot": shot("plugin-shadow")},
+        // Deploy a version from a .wasm file chosen in the page.
+        {"file": ["#wasm-file", paceline_plugin_artifacts::SPREAD_PATH]},
+        {"type": ["#wasm-name", "spread"]},
+        {"type": ["#wasm-version", "10"]},
+        {"click": "#deploy-plugin"},
+        {"wait": "document.querySelector('.slot tr[data-version=\"spread@10\"]')", "timeout": 60},
+        {"eval": "document.getElementById('deploy-result') ? document.getElementById('deploy-result').textContent : ''"},
+    ]));
+    assert!(values[0].as_str().is_some_and(|t| t.starts_with("Compared")), "the shadow report: {values:?}");
+    assert_eq!(dialogs.len(), 4, "activate, roll back, shadow, deploy: each confirmed: {dialogs:?}");
+    let slots = json(api, None, &["plugin", "list"]);
+    let batch = slots.as_array().expect("slots").iter().find(|s| s["slot"] == "placement/batch").expect("slot").clone();
+    assert!(
+        batch["versions"].as_array().expect("versions").iter().any(|v| v["id"] == "spread@10"),
+        "the uploaded version is on the server: {batch}"
+    );
     // The audit route filters by job as `paceline audit --job` does.
     let (code, text) = http(api, "GET", &format!("/ui/api/audit?job_id={id}"), None, "");
     assert!(code == 200 && text.contains("CreateJob") && !text.contains("RollbackPlugin"), "{text}");
@@ -233,8 +303,11 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     // a status that says why.
     let (code, text) = http(api, "GET", "/", None, "");
     assert!(code == 307 && text.to_ascii_lowercase().contains("location: /ui/"), "{text}");
-    let (code, text) = http(api, "GET", "/ui/app.js", None, "");
-    assert!(code == 200 && text.to_ascii_lowercase().contains("content-type: text/javascript"), "{text}");
+    for file in ["app.js", "api.js", "dom.js", "lists.js", "job.js", "cluster.js"] {
+        let (code, text) = http(api, "GET", &format!("/ui/{file}"), None, "");
+        assert!(code == 200 && text.to_ascii_lowercase().contains("content-type: text/javascript"), "{file}: {text}");
+    }
+    assert_eq!(http(api, "GET", "/ui/secrets.txt", None, "").0, 404, "only the embedded files are served");
     for (method, path, body, want) in [
         ("GET", "/ui/api/jobs/no-such-job", "", 404),
         ("POST", "/ui/api/plugins/rollback", "{not json", 400),
@@ -255,15 +328,41 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     assert_eq!(last.0, 409, "{}", last.1);
 }
 
+/// A tokens file admitting several principals (each `paceline auth token`'s
+/// arguments); their tokens, in order.
+fn tokens_for(path: &Path, principals: &[&[&str]]) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut entries = String::new();
+    for args in principals {
+        tokens.push(tokens_file(path, args));
+        let one = std::fs::read_to_string(path).expect("read");
+        entries.push_str(one.strip_prefix("version: 1\nprincipals:\n").expect("one principal"));
+    }
+    std::fs::write(path, format!("version: 1\nprincipals:\n{entries}")).expect("write");
+    tokens
+}
+
 #[test]
 fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
     let tokens = dir.join("tokens.yaml");
-    let token = tokens_file(&tokens, &["--name", "ann", "--role", "user", "--pool", "/default"]);
+    let all = tokens_for(
+        &tokens,
+        &[&["--name", "ann", "--role", "user", "--pool", "/default"], &["--name", "root", "--role", "admin"]],
+    );
+    let (token, root) = (all[0].clone(), all[1].clone());
     let api = free_port();
     let _dev = Dev::start(dir, api, 4, &["--tokens-file", tokens.to_str().expect("utf-8")]);
     let id = json(api, Some(&token), &["job", "create", &job_file(dir, "secret", "/default", 1)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // Another team's job, in a pool ann has no grant for.
+    let pool = dir.join("pool.yaml");
+    std::fs::write(&pool, "reservation: {cpu: 1000, memory: 1024, disk: 100}\n").expect("write");
+    ok(cli(api, Some(&root), &["pool", "create", "/other", pool.to_str().expect("utf-8")]));
+    let theirs = json(api, Some(&root), &["job", "create", &job_file(dir, "theirs", "/other", 1)])["id"]
         .as_str()
         .expect("id")
         .to_string();
@@ -274,16 +373,26 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("\"error\""), "a JSON error: {body}");
     assert_eq!(http(api, "GET", "/ui/api/jobs", Some(&token), "").0, 200);
-    // A user may not roll plugins back.
+    assert_eq!(http(api, "GET", "/ui/api/events", None, "").0, 401, "the live stream needs the token too");
+    // A user may not roll plugins back, drain hosts, or kill another team's job.
     let (code, body) = http(api, "POST", "/ui/api/plugins/rollback", Some(&token), "{\"slot\":\"placement/batch\"}");
     assert_eq!(code, 403, "{body}");
+    let host = json(api, Some(&root), &["host", "list"])[0]["hostname"].as_str().expect("a host").to_string();
+    assert_eq!(http(api, "POST", &format!("/ui/api/hosts/{host}/drain"), Some(&token), "").0, 403);
+    let (code, body) = http(api, "POST", &format!("/ui/api/jobs/{theirs}/kill"), Some(&token), "");
+    assert!(code == 403 && body.contains("may not change jobs in pool /other"), "{code} {body}");
+    // Nor read its log, and its task's events are withheld.
+    let (code, body) = http(api, "GET", &format!("/ui/api/tasks/{theirs}/0/logs?follow=true"), Some(&token), "");
+    assert!(code == 403 && body.contains("may not read task logs or events"), "{code} {body}");
+    let (code, body) = http(api, "GET", &format!("/ui/api/tasks/{theirs}/0"), Some(&token), "");
+    assert!(code == 200 && body.contains("\"events\":[]") && body.contains("may not read"), "{body}");
 
     let url = format!("http://127.0.0.1:{api}/ui/");
-    let (values, _) = browse(serde_json::json!([
+    let (values, dialogs) = browse(serde_json::json!([
         {"goto": url},
         {"wait": "!document.getElementById('error').hidden"},
         {"eval": "document.getElementById('error').textContent"},
-        // The user types the token into the field and presses Use.
+        // The user types the token into the field and signs in.
         {"type": ["#token", token]},
         {"click": "#token-form button[type=submit]"},
         {"wait": format!("document.querySelector('tr[data-job-id=\"{id}\"]')")},
@@ -292,8 +401,356 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
         {"reload": true},
         {"wait": format!("document.querySelector('tr[data-job-id=\"{id}\"]')")},
         {"eval": "document.getElementById('token').value"},
+        {"wait": "window.paceline.live === 'live'"},
+        {"eval": "[document.getElementById('principal').dataset.name, document.getElementById('principal').dataset.role]"},
+        // Another team's job: its actions are off, and the server refuses them anyway.
+        {"goto": format!("{url}#/jobs/{theirs}")},
+        {"wait": "document.getElementById('kill-job')"},
+        {"eval": "['kill-job', 'restart-job', 'scale-job'].map(b => document.getElementById(b).disabled)"},
+        {"eval": format!("fetch('/ui/api/jobs/{theirs}/kill', {{method: 'POST', headers: {{Authorization: 'Bearer ' + localStorage.getItem('paceline-token')}}}}).then(r => r.status)")},
+        {"goto": format!("{url}#/hosts")},
+        {"wait": "document.querySelectorAll('#hosts-table tr[data-host]').length === 4"},
+        {"eval": "[...document.querySelectorAll('button[data-host-action]')].every(b => b.disabled)"},
+        // Ann's own job: she may scale it, then kill it; the page follows both.
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": "document.getElementById('kill-job') && !document.getElementById('kill-job').disabled"},
+        {"type": ["#scale-count", "2"]},
+        {"click": "#scale-job"},
+        {"wait": "document.querySelectorAll('#tasks-table tr[data-instance]').length === 2", "timeout": 30},
+        {"eval": "window.__samePage = true"},
+        {"click": "#kill-job"},
+        {"wait": "document.querySelector('#job-state[data-state=\"KILLED\"]')", "timeout": 30},
+        {"eval": "window.__samePage === true"},
     ]));
     assert!(values[0].as_str().is_some_and(|t| t.contains("Not allowed")), "the page says why: {values:?}");
     assert_eq!(values[1], true, "with the token the error is gone");
     assert_eq!(values[2], token.as_str(), "the token field shows the kept token");
+    assert_eq!(values[3], serde_json::json!(["ann", "user"]), "the principal is shown");
+    assert_eq!(values[4], serde_json::json!([true, true, true]), "another team's job: actions disabled");
+    assert_eq!(values[5], 403, "and refused by the server when sent anyway");
+    assert_eq!(values[6], true, "a user's drain buttons are disabled");
+    assert_eq!(values[8], true, "KILLED shown without a reload");
+    assert_eq!(dialogs.len(), 2, "confirmations for ann's scale and kill: {dialogs:?}");
+    assert_eq!(json(api, Some(&root), &["job", "get", &id])["spec"]["instance_count"], 2, "scaled on the server");
+    let state =
+        |job: &str| json(api, Some(&root), &["job", "get", job])["status"]["state"].as_str().unwrap_or("").to_string();
+    assert!(state(&id).ends_with("KILLED"), "ann's job was killed on the server: {}", state(&id));
+    assert!(!state(&theirs).contains("KILL"), "the other team's job was not: {}", state(&theirs));
+}
+
+/// A job file for a real agent: `sh -c SCRIPT`, `n` instances in /default.
+fn shell_job(name: &str, n: u32, script: &str) -> String {
+    format!(
+        "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpus: 0, ports: 0}}\n"
+    )
+}
+
+#[test]
+fn an_operator_submits_a_job_follows_its_log_and_drains_a_host_from_the_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let data = dir.join("dev");
+    let listen = format!("127.0.0.1:{api}");
+    let _dev = Dev::spawn(
+        &["dev", "--agents", "2", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &listen],
+        "API on",
+    );
+    struct Reap(PathBuf);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            common::kill_processes_working_under(&self.0);
+        }
+    }
+    let _reap = Reap(data.clone());
+    eventually(30, "two agents up", || json(api, None, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+
+    // A task that prints one line, then a second once the page shows the first.
+    let go = dir.join("go");
+    let trigger = shot("task-first-line");
+    let _ = std::fs::remove_file(&trigger);
+    let script = format!(
+        "echo first line; while [ ! -e {} ]; do sleep 0.1; done; echo line after the page opened",
+        go.display()
+    );
+    let file = dir.join("log.yaml");
+    std::fs::write(&file, shell_job("logger", 1, &script)).expect("write");
+    let logger = ok(cli(api, None, &["job", "create", file.to_str().expect("utf-8")]));
+    // The driver saves a screenshot once the first line is on the page; then the task goes on.
+    let (trigger_seen, go_file) = (PathBuf::from(&trigger), go.clone());
+    std::thread::spawn(move || {
+        for _ in 0..600 {
+            if trigger_seen.exists() {
+                let _ = std::fs::write(&go_file, "");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let bad = shell_job("hello", 2, "echo hi").replace("command: sh", "command: \"\"");
+    let good = shell_job("hello", 2, "echo hello from the page");
+    let host = json(api, None, &["host", "list"])[0]["hostname"].as_str().expect("a host").to_string();
+    let (values, dialogs) = browse(serde_json::json!([
+        // Submit from the form: a mistake is shown at its line, nothing is sent.
+        {"goto": format!("{url}#/submit")},
+        {"wait": "document.getElementById('job-yaml')"},
+        {"type": ["#job-yaml", bad]},
+        {"click": "#submit-job"},
+        {"wait": "!document.getElementById('yaml-error').hidden"},
+        {"eval": "[document.getElementById('yaml-error').dataset.line, document.getElementById('yaml-error').textContent, document.getElementById('job-yaml').getAttribute('aria-invalid')]"},
+        {"type": ["#job-yaml", good]},
+        {"eval": "window.__samePage = true"},
+        {"click": "#submit-job"},
+        {"wait": "location.hash.startsWith('#/jobs/') && document.getElementById('job-state')"},
+        // Followed live to its end: no reload, no polling.
+        {"wait": "document.querySelector('#job-state[data-state=\"SUCCEEDED\"]')", "timeout": 60},
+        {"eval": "[location.hash.slice('#/jobs/'.length), window.__samePage === true, window.paceline.events > 0, window.paceline.live]"},
+        {"screenshot": shot("job-submitted")},
+        // A deep link survives a reload; back and forward move between views.
+        {"reload": true},
+        {"wait": "document.querySelector('#job-state[data-state=\"SUCCEEDED\"]')"},
+        {"eval": "[location.hash.startsWith('#/jobs/'), window.__samePage === undefined]"},
+        {"eval": "history.back()"},
+        {"wait": "location.hash === '#/submit' && document.getElementById('job-yaml')"},
+        {"eval": "history.forward()"},
+        {"wait": "document.querySelector('#job-state[data-state=\"SUCCEEDED\"]')"},
+        // The log, live: the second line is printed only after the page shows the first.
+        {"goto": format!("{url}#/jobs/{logger}/tasks/0")},
+        {"wait": "document.getElementById('log').textContent.includes('first line')", "timeout": 60},
+        {"eval": "document.getElementById('log').textContent.includes('after the page opened')"},
+        {"screenshot": trigger},
+        {"wait": "document.getElementById('log').textContent.includes('line after the page opened')", "timeout": 30},
+        {"eval": "document.getElementById('log').textContent"},
+        {"screenshot": shot("task-log")},
+        {"axe": axe()},
+        // Drain a host.
+        {"goto": format!("{url}#/hosts")},
+        {"wait": "document.querySelectorAll('#hosts-table tr[data-host]').length === 2"},
+        {"click": format!("button[data-host-action=\"drain\"][data-host=\"{host}\"]")},
+        {"wait": format!("['DRAINING', 'DRAINED'].includes(document.querySelector('tr[data-host=\"{host}\"]').dataset.state)")},
+        {"screenshot": shot("hosts-drained")},
+        // The keyboard reaches every control: Tab from the top to the Submit link, Enter opens it.
+        {"goto": format!("{url}#/jobs")},
+        {"wait": "document.querySelector('#jobs-table tbody tr')"},
+        {"eval": "document.querySelector('.skip').focus(), document.activeElement.textContent"},
+        {"key": "Tab"}, {"key": "Tab"}, {"key": "Tab"},
+        {"eval": "document.activeElement.textContent"},
+        {"key": "Enter"},
+        {"wait": "location.hash === '#/submit' && document.getElementById('job-yaml')"},
+        {"eval": "document.activeElement.id"},
+    ]));
+    let line = values[0][0].as_str().expect("a line").to_string();
+    assert_eq!(line, "6", "the error points at `command:` (line 6): {:?}", values[0]);
+    assert!(values[0][1].as_str().is_some_and(|t| t.contains("command")), "{:?}", values[0]);
+    assert_eq!(values[0][2], "true", "the field is marked invalid");
+    let submitted = values[2][0].as_str().expect("job id").to_string();
+    assert_eq!(values[2][1], true, "SUCCEEDED reached without a reload");
+    assert_eq!(values[2][2], true, "through the change stream");
+    assert_eq!(values[2][3], "live");
+    assert_eq!(values[3], serde_json::json!([true, true]), "the deep link reloads to the same view");
+    assert!(
+        json(api, None, &["job", "get", &submitted])["status"]["state"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("SUCCEEDED"))
+    );
+    assert_eq!(ok(cli(api, None, &["task", "logs", &submitted, "1"])), "hello from the page");
+    assert_eq!(values[6], false, "the second line was not printed before the page showed the first");
+    assert!(
+        values[7].as_str().is_some_and(|l| l.contains("first line\nline after the page opened")),
+        "{:?}",
+        values[7]
+    );
+    assert_eq!(values[8], serde_json::json!([]), "axe-core on the task page");
+    let hosts = json(api, None, &["host", "list"]);
+    let drained =
+        hosts.as_array().expect("hosts").iter().find(|h| h["hostname"] == host.as_str()).expect("host").clone();
+    assert!(drained["state"].as_str().is_some_and(|s| s.contains("DRAIN")), "drained on the server: {drained}");
+    assert_eq!(values[9], "Skip to content");
+    assert_eq!(values[10], "Submit", "three Tabs: the title link, Jobs, Submit");
+    assert_eq!(values[11], "view", "the new view takes the focus");
+    assert_eq!(dialogs.len(), 2, "confirmations: submit and drain: {dialogs:?}");
+    assert!(dialogs[0].contains("Submit job hello") && dialogs[1].contains(&host), "{dialogs:?}");
+}
+
+#[test]
+fn the_jobs_list_pages_filters_and_sorts_from_its_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let _dev = Dev::start(dir, api, 2, &[]);
+    // 205 jobs through the page's own submit route (a job file's YAML):
+    // three pages of the list. Every seventh is named `odd-…`.
+    for i in 0..205 {
+        let name = if i % 7 == 0 { format!("odd-{i:03}") } else { format!("bulk-{i:03}") };
+        let spec = format!(
+            "name: {name}\npool: /default\nkind: batch\ninstance_count: 1\nlabels: {{tier: t{}}}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpus: 0, ports: 0}}\n",
+            i % 2
+        );
+        let (code, text) = http(api, "POST", "/ui/api/jobs", None, &spec);
+        assert_eq!(code, 200, "{text}");
+    }
+    // A bad file is refused with its line, and creates nothing.
+    let (code, text) = http(api, "POST", "/ui/api/jobs", None, "name: x\nkind: [\n");
+    assert!(code == 400 && text.contains("\"line\":"), "{text}");
+    let (code, text) = http(
+        api,
+        "POST",
+        "/ui/api/jobs/validate",
+        None,
+        "name: x\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"\"\n  resources: {cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpus: 0, ports: 0}\n",
+    );
+    assert!(code == 400 && text.contains("\"line\":6"), "the line of `command:`: {text}");
+
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let rows = "[...document.querySelectorAll('#jobs-table tbody tr')]";
+    let (values, _) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs")},
+        {"wait": "document.querySelectorAll('#jobs-table tbody tr').length === 100"},
+        {"eval": "!!document.getElementById('next-page')"},
+        {"click": "#next-page"},
+        {"wait": "document.body.dataset.view.includes('page=') && document.querySelectorAll('#jobs-table tbody tr').length === 100"},
+        {"eval": format!("{rows}.map(r => r.dataset.jobId)")},
+        {"click": "#next-page"},
+        {"wait": "document.body.dataset.view.includes('page=') && document.querySelectorAll('#jobs-table tbody tr').length === 5"},
+        {"eval": "!!document.getElementById('next-page')"},
+        // The page is in the address: a reload stays on it.
+        {"reload": true},
+        {"wait": "document.querySelectorAll('#jobs-table tbody tr').length === 5"},
+        // Search by name, sorted by name descending, from the form.
+        {"goto": format!("{url}#/jobs")},
+        {"wait": "document.querySelectorAll('#jobs-table tbody tr').length === 100"},
+        {"type": ["#f-q", "odd-"]},
+        {"click": "#job-filters button[type=submit]"},
+        {"wait": "document.body.dataset.view.includes('q=odd-')"},
+        {"click": "a[data-sort=\"name\"]"},
+        {"wait": "document.body.dataset.view.includes('sort=name')"},
+        {"click": "a[data-sort=\"name\"]"},
+        {"wait": "document.body.dataset.view.includes('sort=-name')"},
+        {"eval": format!("{rows}.map(r => r.cells[1].textContent)")},
+        {"eval": "document.querySelector('th[aria-sort=\"descending\"]').textContent"},
+        // A label filter.
+        {"goto": format!("{url}#/jobs?q=odd-&label=tier=t1")},
+        {"wait": "document.body.dataset.view === '#/jobs?q=odd-&label=tier=t1'"},
+        {"eval": format!("{rows}.map(r => r.cells[1].textContent)")},
+        {"eval": "window.paceline.refreshes"},
+    ]));
+    assert_eq!(values[0], true, "205 jobs: a second page");
+    let second = values[1].as_array().expect("ids");
+    assert_eq!(second.len(), 100);
+    assert_eq!(values[2], false, "no page after the third");
+    let odd: Vec<String> = (0..205).filter(|i| i % 7 == 0).map(|i| format!("odd-{i:03}")).rev().collect();
+    assert_eq!(values[3], serde_json::json!(odd), "searched and sorted by name, descending");
+    assert!(values[4].as_str().is_some_and(|t| t.starts_with("Name")), "{:?}", values[4]);
+    let odd_t1: Vec<String> = (0..205).filter(|i| i % 7 == 0 && i % 2 == 1).map(|i| format!("odd-{i:03}")).collect();
+    let mut shown: Vec<String> =
+        values[5].as_array().expect("names").iter().filter_map(|n| n.as_str().map(str::to_string)).collect();
+    shown.sort();
+    assert_eq!(shown, odd_t1, "the label filter");
+}
+
+/// Waits (in a thread) for the driver to save the screenshot `name`, then runs `then`.
+fn when_shot(name: &str, then: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    let path = PathBuf::from(shot(name));
+    let _ = std::fs::remove_file(&path);
+    std::thread::spawn(move || {
+        for _ in 0..1200 {
+            if path.exists() {
+                then();
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+}
+
+#[test]
+fn a_lost_connection_is_shown_and_the_page_reconnects_and_catches_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path().to_path_buf();
+    let api = free_port();
+    let dev = Dev::start(&dir, api, 2, &[]);
+    let first = json(api, None, &["job", "create", &job_file(&dir, "before", "/default", 1)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // The server goes away once the page is live, and comes back (same data,
+    // same port) once the page says the connection is lost; then a job is
+    // created, which the page must show without a reload.
+    let stop = when_shot("live-before-restart", move || drop(dev));
+    let (dir2, restarted) = (dir.clone(), std::sync::Arc::new(std::sync::Mutex::new(None)));
+    let keep = restarted.clone();
+    let start = when_shot("connection-lost", move || {
+        let dev = Dev::start(&dir2, api, 2, &[]);
+        let id = json(api, None, &["job", "create", &job_file(&dir2, "after", "/default", 1)])["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        *keep.lock().expect("lock") = Some((dev, id));
+    });
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let (values, _) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs")},
+        {"wait": format!("document.querySelector('tr[data-job-id=\"{first}\"]') && window.paceline.live === 'live'")},
+        {"eval": "window.__samePage = true"},
+        {"screenshot": shot("live-before-restart")},
+        {"wait": "document.getElementById('live').dataset.live === 'reconnecting'", "timeout": 30},
+        {"eval": "document.getElementById('live').textContent"},
+        {"screenshot": shot("connection-lost")},
+        {"wait": "window.paceline.live === 'live' && document.querySelectorAll('tr[data-job-id^=\"after-\"]').length === 1", "timeout": 60},
+        {"eval": "window.__samePage === true"},
+    ]));
+    stop.join().expect("stopped");
+    start.join().expect("restarted");
+    assert!(values[1].as_str().is_some_and(|t| t.contains("connection lost")), "{values:?}");
+    assert_eq!(values[2], true, "the new job came through the new stream, without a reload");
+    assert!(restarted.lock().expect("lock").is_some(), "the server came back");
+}
+
+#[test]
+fn an_update_is_followed_and_resumed_or_aborted_from_the_job_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let api = free_port();
+    let _dev = Dev::start(dir, api, 2, &[]);
+    let file = job_file(dir, "rolling", "/default", 2);
+    let id = json(api, None, &["job", "create", &file])["id"].as_str().expect("id").to_string();
+    eventually(60, "2 running", || {
+        json(api, None, &["task", "list", &id])
+            .as_array()
+            .is_some_and(|t| t.len() == 2 && t.iter().all(|t| t["state"] == "RUNNING"))
+    });
+    // A new command, rolled out one instance at a time, created paused.
+    let changed = std::fs::read_to_string(&file).expect("read").replace("command: work", "command: work2");
+    let v2 = dir.join("v2.yaml");
+    std::fs::write(&v2, &changed).expect("write");
+    ok(cli(api, None, &["job", "update", &id, v2.to_str().expect("utf-8"), "--paused", "--batch-size", "1"]));
+    let url = format!("http://127.0.0.1:{api}/ui/");
+    let state = "document.getElementById('job-update') && document.getElementById('job-update').dataset.updateState";
+    let (values, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": format!("{state} === 'PAUSED'")},
+        {"screenshot": shot("job-update-paused")},
+        {"click": "button[data-update-action=\"resume\"]"},
+        {"wait": format!("{state} !== 'PAUSED'"), "timeout": 30},
+        {"wait": format!("{state} === 'SUCCEEDED'"), "timeout": 60},
+        {"eval": "document.querySelector('#job-update progress').value"},
+    ]));
+    assert_eq!(values[0], 2, "both instances updated");
+    assert_eq!(dialogs.len(), 1, "{dialogs:?}");
+    assert!(dialogs[0].starts_with("Resume update"), "{dialogs:?}");
+    // A second update, paused, aborted from the page.
+    let v3 = dir.join("v3.yaml");
+    std::fs::write(&v3, changed.replace("command: work2", "command: work3")).expect("write");
+    ok(cli(api, None, &["job", "update", &id, v3.to_str().expect("utf-8"), "--paused"]));
+    let (_, dialogs) = browse(serde_json::json!([
+        {"goto": format!("{url}#/jobs/{id}")},
+        {"wait": format!("{state} === 'PAUSED'")},
+        {"click": "button[data-update-action=\"abort\"]"},
+        {"wait": format!("{state} === 'ABORTED'"), "timeout": 30},
+    ]));
+    assert_eq!(dialogs.len(), 1, "{dialogs:?}");
+    let job = json(api, None, &["job", "get", &id]);
+    assert!(job["update"]["state"].as_str().is_some_and(|s| s.contains("ABORTED")), "{job}");
 }

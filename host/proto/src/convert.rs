@@ -16,6 +16,7 @@ use paceline_model::task::{
     HealthCheck, HttpProbe, RestartPolicy, SpecError, TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskSpec, TaskState,
     TcpProbe, VolumeSpec,
 };
+use paceline_model::task_secret::SecretRef;
 use paceline_model::{Constraint, Preference, Resources};
 
 /// A wire value that cannot become a model value.
@@ -51,6 +52,17 @@ pub fn resources(r: Option<&pb::Resources>) -> Resources {
         ports: r.ports,
     })
     .unwrap_or_default()
+}
+
+/// A launch's secret as the agent protocol carries it (its value in the
+/// clear: for the agent's mutually authenticated stream only).
+pub fn launch_secret_pb(s: &paceline_model::task_secret::LaunchSecret) -> crate::agent::v1::LaunchSecret {
+    use paceline_model::task_secret::SecretTarget;
+    let (env, file) = match &s.target {
+        SecretTarget::Env(e) => (e.clone(), String::new()),
+        SecretTarget::File(f) => (String::new(), f.clone()),
+    };
+    crate::agent::v1::LaunchSecret { name: s.name.clone(), env, file, value: s.value.expose().as_bytes().to_vec() }
 }
 
 /// Resources to the wire.
@@ -253,6 +265,15 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
             .unwrap_or_default(),
         volume: t.volume.as_ref().map(|v| VolumeSpec { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: t.kill_grace_period_secs,
+        secrets: t
+            .secrets
+            .iter()
+            .map(|r| SecretRef {
+                name: r.name.clone(),
+                env: (!r.env.is_empty()).then(|| r.env.clone()),
+                file: (!r.file.is_empty()).then(|| r.file.clone()),
+            })
+            .collect(),
     })
 }
 
@@ -305,6 +326,15 @@ pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
         }),
         volume: t.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: t.kill_grace_period_secs,
+        secrets: t
+            .secrets
+            .iter()
+            .map(|r| pb::SecretRef {
+                name: r.name.clone(),
+                env: r.env.clone().unwrap_or_default(),
+                file: r.file.clone().unwrap_or_default(),
+            })
+            .collect(),
     }
 }
 

@@ -16,6 +16,7 @@
 //!   a process of its own and the core roles.
 //! - [`convert`]: wire ⇄ model.
 //! - [`bearer`]: the interceptor that puts a bearer token on every call.
+//! - `redacted`: the hand-written `Debug` of messages that carry a secret's value.
 
 /// The node-agent protocol.
 pub mod agent {
@@ -26,6 +27,9 @@ pub mod agent {
 
         /// The protocol version this build speaks (`Register.protocol_version`).
         pub const PROTOCOL_VERSION: u32 = 1;
+
+        /// `Register.features`: the agent delivers `Launch.secrets`.
+        pub const FEATURE_SECRETS: &str = "secrets";
     }
 }
 
@@ -51,6 +55,7 @@ pub mod placement {
 
 pub mod bearer;
 pub mod convert;
+mod redacted;
 
 /// The public API, version 1.
 pub mod v1 {

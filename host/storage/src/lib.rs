@@ -23,6 +23,7 @@
 //! - [`sqlite`]: the embedded backend (WAL, one writer thread, group commit).
 //! - [`memory`]: in ordered maps, not durable: the simulator's store.
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
+//! - [`secrets`]: task secrets sealed at rest (AES-256-GCM) and the server's key.
 //! - [`bench`]: the `paceline bench storage` figures.
 //! - [`snapshot`]: the whole store as one checksummed file: export, verify, restore (decision 0030).
 //! - `validate` (private): input checks shared by both backends.
@@ -37,6 +38,7 @@ pub mod error;
 pub mod fence;
 mod job_events;
 pub mod memory;
+pub mod secrets;
 pub mod snapshot;
 pub mod sqlite;
 pub mod store;

@@ -61,6 +61,8 @@ struct Data {
     audit: BTreeMap<u64, crate::AuditRecord>,
     audit_ids: std::collections::HashMap<String, u64>,
     audit_next: u64,
+    /// Sealed task secrets by (pool, name).
+    secrets: BTreeMap<(String, String), crate::secrets::SealedSecret>,
 }
 
 /// The in-memory store. See the module docs: not durable.
@@ -609,5 +611,28 @@ impl Store for MemoryStore {
             }
         }
         Ok(gone)
+    }
+
+    async fn put_secret(&self, secret: &crate::secrets::SealedSecret) -> Result<()> {
+        validate::secret(secret)?;
+        self.write()?.secrets.insert((secret.pool.clone(), secret.name.clone()), secret.clone());
+        Ok(())
+    }
+
+    async fn get_secret(&self, pool: &str, name: &str) -> Result<crate::secrets::SealedSecret> {
+        self.data()
+            .secrets
+            .get(&(pool.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| StoreError::not_found("secret", format!("{pool}/{name}")))
+    }
+
+    async fn list_secrets(&self, pool: &str) -> Result<Vec<crate::secrets::SealedSecret>> {
+        Ok(self.data().secrets.values().filter(|s| s.pool == pool).cloned().collect())
+    }
+
+    async fn delete_secret(&self, pool: &str, name: &str) -> Result<()> {
+        self.write()?.secrets.remove(&(pool.to_string(), name.to_string()));
+        Ok(())
     }
 }

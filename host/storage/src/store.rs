@@ -16,6 +16,7 @@ use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
 
 use crate::audit::{AuditQuery, AuditRecord};
 use crate::error::{Result, StoreError};
+use crate::secrets::SealedSecret;
 use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
 
 /// Domain-level storage. Every method returns only after the change is
@@ -279,4 +280,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// backend that cannot count deletions, Cassandra, returns an estimate).
     /// Cheap enough to run every few minutes; not meant per call.
     async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64>;
+
+    // ---- task secrets (decision 0032): sealed records only ----
+
+    /// Creates or replaces the secret `(secret.pool, secret.name)`, whole.
+    async fn put_secret(&self, secret: &SealedSecret) -> Result<()>;
+
+    /// One secret ([`StoreError::NotFound`] when absent).
+    async fn get_secret(&self, pool: &str, name: &str) -> Result<SealedSecret>;
+
+    /// The secrets of `pool`, by name.
+    async fn list_secrets(&self, pool: &str) -> Result<Vec<SealedSecret>>;
+
+    /// Removes a secret; absent is not an error.
+    async fn delete_secret(&self, pool: &str, name: &str) -> Result<()>;
 }

@@ -65,3 +65,23 @@ pub(crate) fn host(h: &HostRecord) -> Result<()> {
     h.validate()?;
     Ok(())
 }
+
+/// Checks a sealed secret before it is stored: a valid name, a pool path,
+/// and a record of bounded size.
+pub(crate) fn secret(s: &crate::secrets::SealedSecret) -> Result<()> {
+    paceline_model::task_secret::check_name(&s.name)
+        .map_err(|why| StoreError::Invalid(format!("secret name {:?}: {why}", s.name)))?;
+    if !s.pool.starts_with('/') || s.pool.len() > 1024 {
+        return Err(StoreError::Invalid(format!("secret pool {:?}: must be a pool path", s.pool)));
+    }
+    // Hex doubles the sealed value (at most 64 KiB plus its tag).
+    let max = 2 * (paceline_model::task_secret::MAX_VALUE + 16);
+    if s.ciphertext.len() > max || s.nonce.len() != 24 {
+        return Err(StoreError::TooLarge {
+            what: format!("secret {}/{}", s.pool, s.name),
+            size: s.ciphertext.len(),
+            max,
+        });
+    }
+    Ok(())
+}

@@ -18,6 +18,7 @@ use crate::launch_log;
 use crate::process::{self, SpawnSpec};
 use crate::record::{self, Phase, RunRecord};
 use crate::spec::HealthSpec;
+use paceline_model::task_secret::{LaunchSecret, SecretTarget};
 
 impl Supervisor {
     /// Prepares the sandbox, starts the process and supervises it.
@@ -56,7 +57,8 @@ impl Supervisor {
 
     fn task_env(&self, rec: &RunRecord) -> BTreeMap<String, String> {
         let spec = &rec.spec;
-        let mut env = spec.env.clone();
+        let mut env = inherited_env();
+        env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         for (name, port) in &rec.ports {
             env.insert(format!("PORT_{}", name.to_ascii_uppercase()), port.to_string());
         }
@@ -66,6 +68,14 @@ impl Supervisor {
         if let Some(volume) = &spec.volume {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
             env.insert("PACELINE_VOLUME".to_owned(), dir.display().to_string());
+        }
+        if !spec.secrets.is_empty() {
+            env.insert("PACELINE_SECRETS_DIR".to_owned(), rec.sandbox.join(SECRETS_DIR).display().to_string());
+        }
+        for s in &spec.secrets {
+            if let SecretTarget::Env(name) = &s.target {
+                env.insert(name.clone(), s.value.expose().to_owned());
+            }
         }
         if self.inner.cfg.total.gpus > 0 {
             // Also set when empty: a task without GPUs must not see any.
@@ -89,6 +99,7 @@ impl Supervisor {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
             std::fs::create_dir_all(&dir).map_err(|e| format!("creating volume {}: {e}", dir.display()))?;
         }
+        write_secret_files(&rec.sandbox, &spec.secrets)?;
         let exit_file = state_dir.join(record::EXIT_FILE);
         let _ = std::fs::remove_file(&exit_file);
         let env = self.task_env(rec);
@@ -329,6 +340,15 @@ impl Supervisor {
         if let Some(cgroup) = &rec.cgroup {
             isolation::remove_run_cgroup(cgroup);
         }
+        // Secret files live no longer than their run; the sandbox (logs)
+        // stays for garbage collection. Also after a restart, when the
+        // record no longer knows which secrets the run had.
+        let secrets = rec.sandbox.join(SECRETS_DIR);
+        if secrets.exists()
+            && let Err(e) = std::fs::remove_dir_all(&secrets)
+        {
+            tracing::error!(run_id, error = %e, "removing the run's secret files");
+        }
     }
 
     async fn health_loop(self, rec: RunRecord, hc: HealthSpec, gate: Arc<tokio::sync::Mutex<Gate>>) {
@@ -380,4 +400,51 @@ fn read_tail(path: &Path, bytes: u64) -> String {
     let mut buf = Vec::new();
     let _ = file.take(bytes).read_to_end(&mut buf);
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The directory of a run's secret files, inside its sandbox.
+const SECRETS_DIR: &str = "secrets";
+
+/// Writes a run's file secrets into `<sandbox>/secrets/` (mode 0700), each
+/// file mode 0400. Errors name the secret, never its value.
+fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if secrets.iter().all(|s| !matches!(s.target, SecretTarget::File(_))) {
+        return Ok(());
+    }
+    let dir = sandbox.join(SECRETS_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for s in secrets {
+        let SecretTarget::File(name) = &s.target else { continue };
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&path)
+            .map_err(|e| format!("writing secret {}: {e}", s.name))?;
+        f.write_all(s.value.expose().as_bytes()).map_err(|e| format!("writing secret {}: {e}", s.name))?;
+    }
+    Ok(())
+}
+
+/// What a task gets of the agent's own environment: where programs are and
+/// the locale, nothing else. The rest (an agent's token file location, its
+/// proxy credentials, whatever its service manager set) stays with the agent.
+const INHERITED: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// `PATH` when the agent has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+fn inherited_env() -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> =
+        INHERITED.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
+    env.entry("PATH".to_owned()).or_insert_with(|| DEFAULT_PATH.to_owned());
+    env
 }

@@ -82,3 +82,17 @@ async fn old_acknowledged_runs_are_garbage_collected() {
     h.reopen().await;
     assert!(h.sup.outbox().pending().is_empty());
 }
+
+#[tokio::test]
+async fn a_task_sees_its_own_environment_and_not_the_agents() {
+    // Cargo sets this for the test process, which is the agent here.
+    let agent_only = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR for tests");
+    assert!(!agent_only.is_empty());
+    let mut h = harness().await;
+    let mut s = sh("env-1", r#"echo "manifest=${CARGO_MANIFEST_DIR:-unset} mine=$MINE path=${PATH:+set}""#);
+    s.env.insert("MINE".into(), "spec-value".into());
+    h.sup.launch_spec(s).unwrap();
+    let updates = wait_terminal(&mut h.events, "env-1", Duration::from_secs(10)).await;
+    assert_eq!(state(updates.last().unwrap()), RunState::Succeeded);
+    assert_eq!(stdout(&h.sup, "env-1"), "manifest=unset mine=spec-value path=set\n");
+}

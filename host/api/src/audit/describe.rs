@@ -128,18 +128,40 @@ fn describe_grpc(method: &str, m: &[u8]) -> Option<Described> {
         "CreatePool" => Described { target: pb::CreatePoolRequest::decode(m).ok()?.path, ..Default::default() },
         "UpdatePool" => Described { target: pb::UpdatePoolRequest::decode(m).ok()?.path, ..Default::default() },
         "DeletePool" => Described { target: pb::DeletePoolRequest::decode(m).ok()?.path, ..Default::default() },
+        // The pool and name only: the value is never read here.
+        "PutSecret" => {
+            let r = pb::PutSecretRequest::decode(m).ok()?;
+            Described { target: format!("{}/{}", r.pool, r.name), ..Default::default() }
+        }
+        "DeleteSecret" => {
+            let r = pb::DeleteSecretRequest::decode(m).ok()?;
+            Described { target: format!("{}/{}", r.pool, r.name), ..Default::default() }
+        }
         _ => return None,
     })
 }
 
 /// The web UI's changing routes send `{"slot": …}` (the only one today is
 /// the plugin rollback).
-fn describe_web(_path: &str, body: &[u8]) -> Described {
-    let slot = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("slot").and_then(|s| s.as_str()).map(str::to_string))
-        .unwrap_or_default();
-    Described { target: slot, summary: "from the web UI".into(), ..Default::default() }
+fn describe_web(path: &str, body: &[u8]) -> Described {
+    let route: Vec<&str> = path.trim_start_matches("/ui/api/").split('/').collect();
+    let action = |a: &str| format!("{a} from the web UI");
+    match route.as_slice() {
+        // The job's id is in the path; a created job's is noted by the handler.
+        ["jobs", id, a] | ["tasks", id, _, a] => {
+            Described { target: id.to_string(), job_id: id.to_string(), summary: action(a) }
+        }
+        ["hosts", name, a] => Described { target: name.to_string(), summary: action(a), ..Default::default() },
+        // The slot and version are in the query, which the record's method omits; the body is the component.
+        ["plugins", "deploy"] => Described { summary: action("deploy"), ..Default::default() },
+        _ => {
+            let v = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+            let field = |k: &str| v.get(k).and_then(|s| s.as_str()).unwrap_or_default().to_string();
+            let (slot, id) = (field("slot"), field("id"));
+            let target = if id.is_empty() { slot } else { format!("{slot} {id}") };
+            Described { target, summary: "from the web UI".into(), ..Default::default() }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +220,13 @@ mod tests {
         assert_eq!(describe("/paceline.v1.JobService/KillJob", b"\0\0\0\0\x03\xff\xff\xff"), Described::default());
         assert_eq!(describe("/ui/api/plugins/rollback", br#"{"slot":"placement/batch"}"#).target, "placement/batch");
         assert_eq!(describe("/ui/api/plugins/rollback", b"not json").target, "");
+        assert_eq!(
+            describe("/ui/api/plugins/activate", br#"{"slot":"placement/batch","id":"spread@9"}"#).target,
+            "placement/batch spread@9"
+        );
+        let kill = describe("/ui/api/jobs/web-1/kill", b"");
+        assert_eq!((kill.job_id.as_str(), kill.summary.as_str()), ("web-1", "kill from the web UI"));
+        assert_eq!(describe("/ui/api/tasks/web-1/3/restart", b"").job_id, "web-1");
+        assert_eq!(describe("/ui/api/hosts/h1/drain", b"").target, "h1");
     }
 }

@@ -76,7 +76,7 @@ pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
 }
 
 pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
-    let LaunchRequest { run_id, task_id, spec, env } = req;
+    let LaunchRequest { run_id, task_id, spec, env, secrets } = req;
     let mut all_env: HashMap<String, String> = spec.env.into_iter().collect();
     all_env.extend(env);
     pb::Launch {
@@ -100,6 +100,7 @@ pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
         }),
         volume: spec.volume.map(|v| pb::Volume { name: v.name, size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
+        secrets: secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
     }
 }
 

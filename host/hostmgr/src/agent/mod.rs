@@ -66,6 +66,8 @@ type Outbound = mpsc::UnboundedSender<Result<pb::ManagerMessage, Status>>;
 struct Session {
     id: u64,
     tx: Outbound,
+    /// The agent delivers `Launch.secrets` (`Register.features`).
+    secrets: bool,
 }
 
 #[derive(Debug, Default)]
@@ -283,7 +285,8 @@ impl Inner {
             // The newer stream wins; dropping the old sender ends the old response stream.
             let mut hosts = lock(&self.hosts);
             let h = hosts.entry(host.clone()).or_default();
-            if h.session.replace(Session { id, tx }).is_some() {
+            let secrets = reg.features.iter().any(|f| f == pb::FEATURE_SECRETS);
+            if h.session.replace(Session { id, tx, secrets }).is_some() {
                 info!(host, "agent reconnected; replacing its previous stream");
             }
         }
@@ -476,6 +479,13 @@ impl Provider for AgentProvider {
             .get(host)
             .and_then(|h| h.session.as_ref())
             .ok_or_else(|| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;
+        // Checked for the whole batch first, so a refusal starts nothing.
+        if !s.secrets && runs.iter().any(|r| !r.secrets.is_empty()) {
+            return Err(ProviderError::Remote {
+                host: host.to_string(),
+                message: "this agent does not deliver task secrets (an older version): upgrade it".into(),
+            });
+        }
         for r in runs {
             s.tx.send(msg(pb::manager_message::Body::Launch(convert::launch(r))))
                 .map_err(|_| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;

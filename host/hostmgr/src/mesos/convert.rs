@@ -188,6 +188,11 @@ pub(crate) fn check_launch(req: &LaunchRequest) -> Result<(), String> {
     if req.spec.command.is_empty() {
         return Err("command: must not be empty".into());
     }
+    if !req.spec.secrets.is_empty() {
+        // A Mesos task's environment is readable in the master's and the
+        // agents' state endpoints: no place for a secret's value.
+        return Err("secrets: task secrets are not supported by the mesos provider".into());
+    }
     Ok(())
 }
 

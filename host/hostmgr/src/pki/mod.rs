@@ -19,7 +19,6 @@
 mod state;
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -204,16 +203,7 @@ pub fn check_hostname(h: &str) -> Result<(), String> {
 
 /// Writes `text` to `path` through a temporary file and a rename, with `mode`.
 fn write_file(path: &Path, text: &[u8], mode: u32) -> Result<(), PkiError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io_ctx(format!("writing {}", tmp.display())))?;
-    f.write_all(text).and_then(|()| f.sync_all()).map_err(io_ctx(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(io_ctx(format!("writing {}", path.display())))
+    paceline_model::secret::write_file_atomic(path, text, mode).map_err(io_ctx(format!("writing {}", path.display())))
 }
 
 /// The exclusive lock on a PKI directory, released when dropped.

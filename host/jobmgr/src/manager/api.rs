@@ -30,6 +30,7 @@ impl JobManager {
             return Err(JobError::invalid("id", "must be 1-200 of [A-Za-z0-9._-]"));
         }
         validate::check(&config, self.config.max_instances, &self.rm())?;
+        self.check_secrets(&config).await?;
         if self.mem().keys.contains_key(id) {
             return Err(JobError::State(format!("job {id} already exists")));
         }

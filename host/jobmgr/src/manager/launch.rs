@@ -12,6 +12,7 @@ use paceline_model::UnplacedReason;
 use paceline_model::job::JobKind;
 use paceline_model::run::LaunchRequest;
 use paceline_model::task::{TaskEvent, TaskId, TaskRuntime, TaskState};
+use paceline_model::task_secret::LaunchSecret;
 use paceline_resmgr::{TaskEvent as RmEvent, TaskState as RmState};
 
 use super::JobManager;
@@ -251,12 +252,13 @@ impl JobManager {
         hosts: BTreeMap<String, Vec<(u32, TaskHandle)>>,
     ) -> Result<(u32, u32), JobError> {
         let now = self.now();
-        let (job_id, writes, placed_events, runs) = {
+        let (job_id, pool, writes, placed_events, mut runs) = {
             let mut m = self.mem();
             let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok((0, 0));
             };
             let job_id = job.id.clone();
+            let pool = job.config().pool.clone();
             let n: usize = hosts.values().map(Vec::len).sum();
             let mut writes = Vec::with_capacity(n);
             let mut events = Vec::with_capacity(n);
@@ -299,21 +301,34 @@ impl JobManager {
                         run_id,
                         spec,
                         env,
+                        secrets: Vec::new(),
                     });
                     writes.push(Write::new(i, rt, "LAUNCHING"));
                 }
                 runs.push(host_runs);
             }
-            (job_id, writes, events, runs)
+            (job_id, pool, writes, events, runs)
         };
         // The PLACED event first, then LAUNCHING: one write each would double
         // the fsyncs; the event log still shows both steps.
         self.append_events(&job_id, placed_events).await?;
         self.write_tasks(key, writes).await?;
-        let outcomes = futures::future::join_all(
-            hosts.keys().zip(runs).map(|(host, runs)| self.launcher.launch(lease, host, runs)),
-        )
-        .await;
+        // Secrets are opened last, outside the lock, and only for this
+        // launch: nothing else holds their values. A secret that cannot be
+        // had fails the launch as a host's refusal would (the tasks go
+        // back to READY, the reason in their events), never a run without it.
+        let outcomes = match self.resolve_secrets(&pool, &mut runs).await {
+            Ok(()) => {
+                futures::future::join_all(
+                    hosts.keys().zip(runs).map(|(host, runs)| self.launcher.launch(lease, host, runs)),
+                )
+                .await
+            }
+            Err(why) => {
+                tracing::warn!(job = %job_id, error = %why, "launch refused: a secret cannot be had");
+                hosts.keys().map(|_| Err(paceline_joints::PortError::refused(why.clone()))).collect()
+            }
+        };
         let mut writes = Vec::new();
         let mut launched = Vec::new();
         let mut retry = Vec::new();
@@ -380,5 +395,33 @@ impl JobManager {
         }
         self.sync_job(key).await?;
         Ok((accepted, retry.len() as u32))
+    }
+
+    /// Fills in the values of the secrets the runs' specs name, from
+    /// `pool` (decision 0032); each secret is read and opened once per call.
+    async fn resolve_secrets(&self, pool: &str, runs: &mut [Vec<LaunchRequest>]) -> Result<(), String> {
+        let mut opened: BTreeMap<String, paceline_model::secret::Secret> = BTreeMap::new();
+        for run in runs.iter_mut().flatten() {
+            for r in &run.spec.secrets {
+                let Some(target) = r.target() else {
+                    return Err(format!("secret {}: no target", r.name));
+                };
+                if !opened.contains_key(&r.name) {
+                    let key = self.secret_key.as_ref().ok_or("this server has no secrets key (decision 0032)")?;
+                    let sealed = self.store.get_secret(pool, &r.name).await.map_err(|e| {
+                        if e.is_not_found() {
+                            format!("secret {} not found in pool {pool}", r.name)
+                        } else {
+                            format!("secret {}: {e}", r.name)
+                        }
+                    })?;
+                    let value = key.open(&sealed).map_err(|e| e.to_string())?;
+                    opened.insert(r.name.clone(), value);
+                }
+                let value = opened[&r.name].clone();
+                run.secrets.push(LaunchSecret { name: r.name.clone(), target, value });
+            }
+        }
+        Ok(())
     }
 }

@@ -25,6 +25,7 @@ impl JobManager {
     /// update per its `update` spec (or `request.spec`). Returns the update id.
     pub async fn update(&self, id: &str, config: JobConfig, request: UpdateRequest) -> Result<String, JobError> {
         validate::check(&config, self.config.max_instances, &self.rm())?;
+        self.check_secrets(&config).await?;
         let _op = self.ops.lock().await;
         let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         {

@@ -132,6 +132,7 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
                     ..TaskSpec::default()
                 },
                 env: Default::default(),
+                secrets: Vec::new(),
             })
             .collect();
         let mut req = LeaseRequest::new(Resources::ZERO, 1, 60_000);

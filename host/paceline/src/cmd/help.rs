@@ -133,6 +133,16 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("host down", "paceline host down dev-1"),
     ("host up", "paceline host up dev-1"),
     (
+        "secret",
+        "paceline secret put --pool /team-a db-password --from-file db.txt\npaceline secret list --pool /team-a",
+    ),
+    (
+        "secret put",
+        "paceline secret put --pool /team-a db-password --from-file db.txt\nDB_PW=... paceline secret put --pool /team-a db-password --from-env DB_PW",
+    ),
+    ("secret list", "paceline secret list --pool /team-a"),
+    ("secret delete", "paceline secret delete --pool /team-a db-password"),
+    (
         "audit",
         "paceline audit --since 1h\npaceline audit --user alice --job hello-3f9c1a2b --json\npaceline audit --method DeployPlugin --since 2026-03-01T00:00:00Z",
     ),

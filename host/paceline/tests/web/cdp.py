@@ -12,11 +12,18 @@ STEPS_JSON is a list of steps, run in order:
     {"click": CSS}                         click the first element matching CSS
     {"type": [CSS, TEXT]}                  set the value of the first input matching CSS
     {"reload": true}                       reload the page
+    {"screenshot": PATH}                   save a PNG of the page (1280 wide) to PATH
+    {"axe": PATH}                          run axe-core (the file at PATH, injected once per
+                                           page load) on the page; its serious and critical
+                                           violations (a list, empty when none) are a value
+    {"key": NAME}                          press a key (Tab, Shift+Tab, Enter) on the focused element
+    {"file": [CSS, PATH]}                  choose the file at PATH in the file input matching CSS
 
 JavaScript dialogs (confirm, alert) are accepted, and each is recorded.
 Prints {"values": [...], "dialogs": [...]} on success; on failure prints the
 reason to stderr and exits 1.
 """
+import base64
 import json
 import select
 import os
@@ -53,6 +60,8 @@ class Browser:
         self.next_id = 0
         self.session = None
         self.dialogs = []
+        # Uncaught exceptions and console errors, shown when a step fails.
+        self.console = []
 
     def send(self, method, params=None, session=True, timeout=30):
         self.next_id += 1
@@ -86,6 +95,11 @@ class Browser:
             self.buffer += chunk
         raw, self.buffer = self.buffer.split(b"\0", 1)
         message = json.loads(raw)
+        if message.get("method") == "Runtime.exceptionThrown":
+            details = message["params"].get("exceptionDetails", {})
+            self.console.append("exception: %s" % (details.get("exception", {}).get("description") or details.get("text")))
+        elif message.get("method") == "Runtime.consoleAPICalled" and message["params"].get("type") in ("error", "warning"):
+            self.console.append("console: %s" % " ".join(str(a.get("value", a.get("description", ""))) for a in message["params"].get("args", [])))
         if message.get("method") == "Page.javascriptDialogOpening":
             self.dialogs.append(message["params"].get("message", ""))
             # Answer without waiting: the evaluation that opened it is blocked on it.
@@ -101,6 +115,8 @@ class Browser:
         self.session = attached["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
+        # A laptop-sized window: what the screenshots show.
+        self.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
 
     def evaluate(self, expression, timeout=30):
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True,
@@ -117,6 +133,22 @@ class Browser:
             self.proc.wait(timeout=10)
         except Exception:
             pass
+
+
+KEYS = {"Tab": ("Tab", 9, ""), "Enter": ("Enter", 13, "\r")}
+
+# axe-core's rules for WCAG 2 A and AA; only serious and critical findings fail.
+AXE_RUN = """axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}}).then(r =>
+  r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"""
+
+
+def press(browser, name):
+    shift = name.startswith("Shift+")
+    key, code, text = KEYS[name.replace("Shift+", "")]
+    params = {"key": key, "code": key, "windowsVirtualKeyCode": code, "modifiers": 8 if shift else 0}
+    browser.send("Input.dispatchKeyEvent", dict(params, type="keyDown", text=text) if text else dict(params, type="keyDown"))
+    browser.send("Input.dispatchKeyEvent", dict(params, type="keyUp"))
 
 
 def main():
@@ -155,11 +187,38 @@ def main():
                     raise RuntimeError("nothing matches %s" % selector)
             elif "reload" in step:
                 browser.send("Page.reload")
+            elif "screenshot" in step:
+                shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})
+                os.makedirs(os.path.dirname(step["screenshot"]), exist_ok=True)
+                with open(step["screenshot"], "wb") as f:
+                    f.write(base64.b64decode(shot["data"]))
+            elif "axe" in step:
+                if not browser.evaluate("typeof axe !== 'undefined'"):
+                    with open(step["axe"]) as f:
+                        browser.evaluate(f.read() + "\n;true")
+                values.append(browser.evaluate(AXE_RUN, timeout=60))
+            elif "key" in step:
+                press(browser, step["key"])
+            elif "file" in step:
+                selector, path = step["file"]
+                root = browser.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+                node = browser.send("DOM.querySelector", {"nodeId": root, "selector": selector}).get("nodeId")
+                if not node:
+                    raise RuntimeError("nothing matches %s" % selector)
+                browser.send("DOM.setFileInputFiles", {"files": [path], "nodeId": node})
             else:
                 raise RuntimeError("unknown step %r" % step)
         print(json.dumps({"values": values, "dialogs": browser.dialogs}))
     except Exception as e:
         print("cdp.py: %s" % e, file=sys.stderr)
+        try:
+            print("page: %s" % browser.evaluate(
+                "JSON.stringify({hash: location.hash, error: (document.getElementById('error') || {}).textContent,"
+                " text: document.body.innerText.slice(0, 1500)})", timeout=5), file=sys.stderr)
+        except Exception as inner:
+            print("page unreadable: %s" % inner, file=sys.stderr)
+        for line in browser.console[-20:]:
+            print(line, file=sys.stderr)
         sys.exit(1)
     finally:
         browser.close()

@@ -39,6 +39,7 @@ mod leader;
 mod plugins;
 mod retry;
 pub mod schema;
+mod secrets;
 mod security;
 mod stmts;
 mod tasks;
@@ -57,6 +58,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::{Consistency, SerialConsistency};
 
 use crate::error::{Result, StoreError};
+use crate::secrets::SealedSecret;
 use crate::store::Store;
 use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
 pub use config::{CassandraConfig, CassandraTls, ConsistencyLevel};
@@ -375,5 +377,20 @@ impl Store for CassandraStore {
 
     async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
         audit::prune(self, before_ms, max_rows).await
+    }
+    async fn put_secret(&self, secret: &SealedSecret) -> Result<()> {
+        secrets::put(self, secret).await
+    }
+
+    async fn get_secret(&self, pool: &str, name: &str) -> Result<SealedSecret> {
+        secrets::get(self, pool, name).await
+    }
+
+    async fn list_secrets(&self, pool: &str) -> Result<Vec<SealedSecret>> {
+        secrets::list(self, pool).await
+    }
+
+    async fn delete_secret(&self, pool: &str, name: &str) -> Result<()> {
+        secrets::delete(self, pool, name).await
     }
 }

@@ -65,6 +65,10 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
            PRIMARY KEY ((day), at_ms, id)) WITH CLUSTERING ORDER BY (at_ms DESC, id DESC)",
         "CREATE TABLE IF NOT EXISTS audit_days (k int, day int, PRIMARY KEY (k, day))",
     ],
+), (
+    // Decision 0032: sealed task secrets, a partition per pool.
+    "task secrets",
+    &["CREATE TABLE IF NOT EXISTS secrets (pool text, name text, record text, PRIMARY KEY (pool, name))"],
 )];
 
 /// The newest schema version this build knows.

@@ -108,6 +108,10 @@ statements! {
     sel_pool: "SELECT spec FROM pools WHERE path = ?", Plain;
     sel_pools: "SELECT path, spec FROM pools", Plain;
     del_pool: "DELETE FROM pools WHERE path = ?", Plain;
+    ins_secret: "INSERT INTO secrets (pool, name, record) VALUES (?, ?, ?)", Plain;
+    sel_secret: "SELECT record FROM secrets WHERE pool = ? AND name = ?", Plain;
+    sel_secrets: "SELECT name, record FROM secrets WHERE pool = ?", Plain;
+    del_secret: "DELETE FROM secrets WHERE pool = ? AND name = ?", Plain;
     ins_plugin: "INSERT INTO plugins (slot, name, version, meta, chunks) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS", Lwt;
     upd_plugin_meta: "UPDATE plugins SET meta = ? WHERE slot = ? AND name = ? AND version = ?", Plain;
     sel_plugin: "SELECT meta, chunks FROM plugins WHERE slot = ? AND name = ? AND version = ?", Plain;

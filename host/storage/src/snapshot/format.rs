@@ -3,7 +3,7 @@
 //!
 //! - Line 1, the header: `{"format":"paceline-snapshot","version":1,…}`.
 //! - Then one record per line, `{"t":KIND,"r":{…}}`, in the order the
-//!   export visits the store (pools, hosts, provider ids, plugins, slots,
+//!   export visits the store (pools, their sealed secrets, hosts, provider ids, plugins, slots,
 //!   then each job followed by its tasks, task events, updates and job
 //!   events), which is also an order restore can write them in.
 //! - The last line, the trailer: `{"t":"end","r":{"counts":{KIND:N,…},
@@ -85,6 +85,9 @@ pub enum Record {
         /// The resource manager's serialized spec, base64.
         spec: String,
     },
+    /// A task secret as the store keeps it: sealed (AES-256-GCM under the
+    /// server's key, decision 0032), never in the clear.
+    Secret(crate::secrets::SealedSecret),
     /// A host with its maintenance state.
     Host(HostRecord),
     /// An id a provider gave the cluster (`mesos` → framework id).
@@ -151,6 +154,7 @@ impl Record {
     pub fn kind(&self) -> &'static str {
         match self {
             Record::Pool { .. } => "pool",
+            Record::Secret(_) => "secret",
             Record::Host(_) => "host",
             Record::ProviderId { .. } => "provider_id",
             Record::Plugin { .. } => "plugin",

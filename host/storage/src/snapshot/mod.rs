@@ -178,14 +178,23 @@ pub async fn export(store: &dyn Store, sink: &mut dyn Sink) -> Result<Trailer, S
     Ok(trailer)
 }
 
-/// Hands every record of `src` to `out` in snapshot order: pools, hosts,
+/// Hands every record of `src` to `out` in snapshot order: pools, their
+/// sealed secrets, hosts,
 /// provider ids, plugins, slots, then each job (by id page) followed by its
 /// tasks, task events, updates and job events. `frozen` says `src` is a
 /// [`ConsistentView`]: a job that vanishes part-way is then an error, not a
 /// deletion that raced the walk.
 pub async fn walk(src: &dyn Store, frozen: bool, out: &mut dyn RecordSink) -> Result<(), SnapshotError> {
-    for (path, spec) in src.list_pools().await? {
+    let pools = src.list_pools().await?;
+    let paths: Vec<String> = pools.iter().map(|(p, _)| p.clone()).collect();
+    for (path, spec) in pools {
         out.record(Record::Pool { path, spec: format::b64(&spec) }).await?;
+    }
+    // Secrets are listed by pool; sealed, as stored.
+    for path in paths {
+        for secret in src.list_secrets(&path).await? {
+            out.record(Record::Secret(secret)).await?;
+        }
     }
     for host in src.list_hosts().await? {
         out.record(Record::Host(host)).await?;
@@ -276,6 +285,7 @@ fn check(record: &Record) -> Result<(), String> {
             format::unb64(&format!("pool {path}"), spec).map_err(|e| e.to_string())?;
         }
         Record::Host(h) => h.validate().map_err(|e| format!("host {}: {e}", h.hostname))?,
+        Record::Secret(secret) => crate::validate::secret(secret).map_err(|e| e.to_string())?,
         Record::ProviderId { provider, .. } => {
             crate::types::check_id("provider", provider).map_err(|e| e.to_string())?
         }
@@ -439,6 +449,7 @@ impl<'a> Restorer<'a> {
         match record {
             Record::Pool { path, spec } => s.put_pool(&path, &format::unb64(&path, &spec)?).await?,
             Record::Host(h) => s.put_host(&h).await?,
+            Record::Secret(secret) => s.put_secret(&secret).await?,
             Record::ProviderId { provider, id } => s.put_provider_id(&provider, &id).await?,
             Record::Plugin { version, bytes } => {
                 s.put_plugin_version(&version, &format::unb64(&version.id(), &bytes)?).await?

@@ -24,6 +24,7 @@ mod jobs;
 mod leader;
 mod plugins;
 mod schema;
+mod secrets;
 mod tasks;
 mod updates;
 mod writer;
@@ -42,6 +43,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use schema::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreError};
+use crate::secrets::SealedSecret;
 use crate::store::Store;
 use crate::types::{JobQuery, JobSummary, Page, PluginVersion, TaskCas, TaskRecord};
 use writer::Writer;
@@ -400,5 +402,20 @@ impl Store for SqliteStore {
 
     async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
         audit::prune(self, before_ms, max_rows).await
+    }
+    async fn put_secret(&self, secret: &SealedSecret) -> Result<()> {
+        secrets::put(self, secret).await
+    }
+
+    async fn get_secret(&self, pool: &str, name: &str) -> Result<SealedSecret> {
+        secrets::get(self, pool, name).await
+    }
+
+    async fn list_secrets(&self, pool: &str) -> Result<Vec<SealedSecret>> {
+        secrets::list(self, pool).await
+    }
+
+    async fn delete_secret(&self, pool: &str, name: &str) -> Result<()> {
+        secrets::delete(self, pool, name).await
     }
 }

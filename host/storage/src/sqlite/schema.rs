@@ -141,6 +141,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_log_principal ON audit_log(principal, at_ms);
     CREATE INDEX audit_log_job ON audit_log(job_id, at_ms);
     "#,
+    // 5: task secrets (decision 0032), sealed records as JSON.
+    r#"
+    CREATE TABLE secrets (
+        pool TEXT NOT NULL,
+        name TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (pool, name)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The newest schema version this build knows.

@@ -280,6 +280,38 @@ pub async fn pools_are_opaque_blobs(s: Arc<dyn Store>) {
     assert!(matches!(s.put_pool("relative", b"x").await, Err(StoreError::Invalid(_))));
 }
 
+pub async fn secrets_are_sealed_records_per_pool(s: Arc<dyn Store>) {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = paceline_storage::secrets::SecretKey::load_or_create(&dir.path().join("key")).expect("key");
+    let pool = format!("/{}", unique("sec"));
+    let other = format!("{pool}-other");
+    let mut a = key.seal(&pool, "db-password", b"hunter2-conformance").expect("seal");
+    a.version = 1;
+    a.updated_by = "alice".into();
+    s.put_secret(&a).await.expect("put");
+    s.put_secret(&key.seal(&pool, "api-key", b"k1").expect("seal")).await.expect("put");
+    s.put_secret(&key.seal(&other, "db-password", b"elsewhere").expect("seal")).await.expect("put");
+    let got = s.get_secret(&pool, "db-password").await.expect("get");
+    assert_eq!((got.version, got.updated_by.as_str()), (1, "alice"));
+    assert_eq!(key.open(&got).expect("open").expose(), "hunter2-conformance");
+    let names: Vec<String> = s.list_secrets(&pool).await.expect("list").into_iter().map(|x| x.name).collect();
+    assert_eq!(names, vec!["api-key".to_string(), "db-password".to_string()]);
+    // Replaced whole.
+    let mut b = key.seal(&pool, "db-password", b"second").expect("seal");
+    b.version = 2;
+    s.put_secret(&b).await.expect("replace");
+    assert_eq!(key.open(&s.get_secret(&pool, "db-password").await.expect("get")).expect("open").expose(), "second");
+    s.delete_secret(&pool, "db-password").await.expect("delete");
+    assert!(s.get_secret(&pool, "db-password").await.expect_err("gone").is_not_found());
+    s.delete_secret(&pool, "db-password").await.expect("absent is fine");
+    assert_eq!(s.get_secret(&other, "db-password").await.expect("other pool untouched").pool, other);
+    // Bad names are refused whole.
+    let mut bad = key.seal(&pool, "Bad Name", b"x").expect("seal");
+    bad.version = 1;
+    assert!(matches!(s.put_secret(&bad).await, Err(StoreError::Invalid(_))));
+    assert!(s.get_secret(&pool, "Bad Name").await.expect_err("nothing written").is_not_found());
+}
+
 fn plugin(slot: &str, version: &str, bytes: &[u8], at: u64) -> PluginVersion {
     PluginVersion {
         slot: slot.into(),

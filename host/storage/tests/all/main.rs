@@ -26,6 +26,7 @@ macro_rules! conformance_suite {
             bad_input_is_refused_whole,
             cas_race_two_writers_exactly_one_wins,
             audit_log_filters_newest_first_and_prunes,
+            secrets_are_sealed_records_per_pool,
         );
         $crate::conformance_suite!(@job_events $make;
             job_events_fold_repeats_and_filter_by_task,

@@ -44,6 +44,19 @@ pub async fn populate(s: &dyn Store, jobs: u32) {
         .expect("host");
     }
     s.put_provider_id("mesos", "framework-7").await.expect("provider");
+    s.put_secret(&paceline_storage::secrets::SealedSecret {
+        pool: "/prod/web".into(),
+        name: "db-password".into(),
+        version: 3,
+        updated_at_ms: 42,
+        updated_by: "alice".into(),
+        size_bytes: 8,
+        key_id: "0123456789abcdef".into(),
+        nonce: "00".repeat(12),
+        ciphertext: "ab".repeat(24),
+    })
+    .await
+    .expect("secret");
     for (v, bytes) in [("1.0.0", b"\0asm-one".to_vec()), ("2.0.0", (0..3_000u32).map(|i| (i % 251) as u8).collect())] {
         let pv = PluginVersion {
             slot: "placement/batch".into(),
@@ -189,6 +202,8 @@ pub async fn round_trip(src: Arc<dyn Store>, dst: Arc<dyn Store>) {
     assert_eq!(dst.get_task("job-0002", 1).await.expect("task").ports["http"], 31000);
     assert_eq!(dst.task_events("job-0002", 1, 10).await.expect("events")[0].message, "event 2");
     assert_eq!(dst.get_provider_id("mesos").await.expect("provider").as_deref(), Some("framework-7"));
+    let secret = dst.get_secret("/prod/web", "db-password").await.expect("secret, still sealed");
+    assert_eq!((secret.version, secret.ciphertext.as_str()), (3, "ab".repeat(24).as_str()));
     match snapshot::restore(&file, dst.as_ref()).await {
         Err(SnapshotError::NotEmpty(what)) => assert!(what.contains("jobs"), "{what}"),
         other => panic!("a second restore must be refused: {other:?}"),

@@ -29,6 +29,7 @@ pub mod output;
 pub mod plugin;
 pub mod pool;
 pub mod render;
+pub mod secret;
 pub mod task;
 pub mod watch;
 

@@ -1,0 +1,260 @@
+// Pools, hosts, plugins, the audit log and the simulator's instructions.
+import { api, atLeast, post } from "./api.js";
+import { actionButton, el, facts, field, link, num, pct, short, table, when } from "./dom.js";
+
+const enc = encodeURIComponent;
+const KINDS = [["cpu", "cpu_millis", "millicores"], ["memory", "memory_mib", "MiB"], ["disk", "disk_mib", "MiB"], ["gpu", "gpus", "GPUs"]];
+
+function changeOf(ev) {
+  return ev.change || ev;
+}
+
+function bar(kind, entitlement, allocation, capacity, unit) {
+  return [
+    el("span", {}, kind),
+    el("div", { class: "bar", "data-kind": kind, role: "img", "aria-label": kind + ": " + allocation + " of " + entitlement + " " + unit + " entitled" },
+      el("span", { class: "entitlement", style: "width:" + pct(entitlement, capacity).toFixed(2) + "%" }),
+      el("span", { class: "allocation", style: "width:" + pct(allocation, capacity).toFixed(2) + "%" })),
+    el("span", { class: "num" }, allocation + " / " + entitlement + " " + unit + " (allocated / entitled)"),
+  ];
+}
+
+// One pool's figures per resource kind: reservation, limit, share, entitlement, allocation, demand.
+function figures(pool) {
+  const spec = pool.spec || {};
+  const get = (o, k) => num((o || {})[k]);
+  return table("", "Per resource kind", ["Kind", "Reservation", "Limit", "Share", "Entitlement", "Allocation", "Demand"],
+    KINDS.map(([k]) => el("tr", { "data-kind": k }, el("th", { scope: "row" }, k),
+      el("td", {}, get(spec.reservation, k)), el("td", {}, get(spec.limit, k) || "none"), el("td", {}, get(spec.share, k)),
+      el("td", {}, get(pool.entitlement, k)), el("td", {}, get(pool.allocation, k)), el("td", {}, get(pool.demand, k)))),
+    { class: "figures" });
+}
+
+function poolBox(pool, capacity) {
+  const path = pool.path || "/";
+  const depth = path === "/" ? 0 : path.split("/").length - 1;
+  const ent = pool.entitlement || {};
+  const alloc = pool.allocation || {};
+  const box = el("li", { class: "pool", "data-pool": path, style: "margin-left:" + 1.5 * depth + "rem" },
+    el("span", { class: "name" }, link("/pools" + (path === "/" ? "/" : path), path)),
+    el("span", { class: "num" }, "  demand cpu " + num((pool.demand || {}).cpu) + " · share cpu " + num(((pool.spec || {}).share || {}).cpu)
+      + " · tasks " + num(pool.live_tasks)));
+  const bars = el("div", { class: "bars" });
+  bars.append(...bar("cpu", num(ent.cpu), num(alloc.cpu), num(capacity.cpu_millis), "millicores"));
+  bars.append(...bar("memory", num(ent.memory), num(alloc.memory), num(capacity.memory_mib), "MiB"));
+  box.append(bars);
+  return box;
+}
+
+export function pools(view) {
+  const tree = el("ul", { id: "pool-tree", class: "tree", "aria-label": "pool tree" });
+  view.append(el("h2", {}, "Pools"),
+    el("p", { class: "legend" }, el("span", { class: "swatch entitlement" }), " entitlement ", el("span", { class: "swatch allocation" }),
+      " allocation (bars relative to the cluster's capacity)"), tree);
+  async function refresh() {
+    const body = await api("pools");
+    tree.replaceChildren(...(body.pools || []).map((p) => poolBox(p, body.capacity || {})));
+  }
+  return { refresh, wants: (ev) => changeOf(ev).pool !== undefined };
+}
+
+export function poolPage(view, [path]) {
+  const body = el("div", { id: "pool-detail", "data-pool": path });
+  view.append(el("p", { class: "crumbs" }, link("/pools", "Pools"), " / ", path), el("h2", {}, "Pool " + path), body);
+  async function refresh() {
+    const all = await api("pools");
+    const pool = (all.pools || []).find((p) => (p.path || "/") === path);
+    if (!pool) {
+      body.replaceChildren(el("p", {}, "No pool " + path + "."));
+      return;
+    }
+    const jobs = await api("jobs?limit=100&pool=" + enc(path));
+    body.replaceChildren(
+      el("ul", { class: "tree" }, poolBox(pool, all.capacity || {})), figures(pool),
+      facts([["Children", (pool.children || []).join(", ") || "none"], ["Live tasks", String(num(pool.live_tasks))],
+        ["Queued gangs", String(num(pool.queued_gangs))]]),
+      el("p", {}, link("/jobs?pool=" + enc(path), "Jobs in " + path + " (" + (jobs.jobs || []).length + (jobs.next_page_token ? "+" : "") + ")")));
+  }
+  return { refresh, wants: (ev) => changeOf(ev).pool === path };
+}
+
+function hostActions(h, me) {
+  const name = h.hostname;
+  const can = atLeast(me, "operator") ? {} : { disabled: true, title: "needs an operator's token" };
+  const act = (verb, label, question) => actionButton(label, question, () => post("hosts/" + enc(name) + "/" + verb),
+    Object.assign({ "data-host-action": verb, "data-host": name }, can));
+  return [act("drain", "Drain", "Drain " + name + "? Its tasks move to other hosts."),
+    act("down", "Down", "Take " + name + " down?"), act("up", "Up", "Bring " + name + " back up?")];
+}
+
+function hostState(h) {
+  return short(h.state, "HOST_STATE_") + (h.reachable ? "" : " (unreachable)");
+}
+
+function util(u, t) {
+  return el("td", {}, el("div", { class: "bar util", role: "img", "aria-label": num(u) + " of " + num(t) },
+    el("span", { class: "used", style: "width:" + pct(num(u), num(t)).toFixed(2) + "%" })), el("span", { class: "num" }, num(u) + " / " + num(t)));
+}
+
+export function hosts(view, _p, _q, { me }) {
+  const holder = el("div", { class: "scroll" });
+  view.append(el("h2", {}, "Hosts"), holder);
+  async function refresh() {
+    const body = await api("hosts");
+    holder.replaceChildren(table("hosts-table", "Hosts", ["Host", "State", "CPU (millicores)", "Memory (MiB)", "Runs", "Actions"],
+      (body.hosts || []).map((h) => el("tr", { "data-host": h.hostname, "data-state": short(h.state, "HOST_STATE_"), "data-cpu-used": String(num((h.allocated || {}).cpu_millis)) },
+        el("td", {}, link("/hosts/" + enc(h.hostname), h.hostname)), el("td", { class: "state" }, hostState(h)),
+        util((h.allocated || {}).cpu_millis, (h.total || {}).cpu_millis), util((h.allocated || {}).memory_mib, (h.total || {}).memory_mib),
+        el("td", {}, String(num(h.runs))), el("td", { class: "actions" }, hostActions(h, me))))));
+  }
+  // Host states are not in the change stream; a task moving is (placements change allocations).
+  return { refresh, wants: (ev) => !!changeOf(ev).task };
+}
+
+export function hostPage(view, [name], _q, { me }) {
+  const body = el("div", { id: "host-detail", "data-host": name });
+  view.append(el("p", { class: "crumbs" }, link("/hosts", "Hosts"), " / ", name), el("h2", {}, "Host " + name), body);
+  async function refresh() {
+    const all = await api("hosts");
+    const h = (all.hosts || []).find((x) => x.hostname === name);
+    if (!h) {
+      body.replaceChildren(el("p", {}, "No host " + name + "."));
+      return;
+    }
+    body.replaceChildren(
+      facts([["State", el("span", { id: "host-state", "data-state": short(h.state, "HOST_STATE_") }, hostState(h))],
+        ["Provider", h.provider || ""], ["Runs", String(num(h.runs))], ["Last heartbeat", when(h.last_heartbeat_ms)],
+        ["Attributes", Object.entries(h.attributes || {}).map(([k, v]) => k + "=" + v).join(", ")]]),
+      table("host-resources", "Resources", ["Kind", "Total", "Allocated", "Available"], KINDS.map(([k, f]) =>
+        el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, num((h.total || {})[f])), el("td", {}, num((h.allocated || {})[f])),
+          el("td", {}, num((h.available || {})[f]))))),
+      el("section", { class: "actions", "aria-labelledby": "host-actions-h" }, el("h3", { id: "host-actions-h" }, "Actions"), hostActions(h, me)));
+  }
+  return { refresh, wants: (ev) => !!changeOf(ev).task };
+}
+
+function versionRows(slot) {
+  const active = slot.active || "";
+  return (slot.versions || []).map((v) => el("tr", { class: v.id === active ? "active" : "", "data-version": v.id },
+    el("td", {}, v.id + (v.id === active ? " (active)" : "")), el("td", {}, v.state || ""), el("td", {}, String(num(v.calls))),
+    el("td", {}, String(num(v.p50_us))), el("td", {}, String(num(v.p99_us))),
+    el("td", {}, Object.entries(v.errors || {}).map(([k, n]) => k + " " + n).join(", ") || "0"), el("td", {}, v.batched ? "yes" : "")));
+}
+
+// The latest shadow report of each slot (what `ShadowPlugin` answered).
+const reports = new Map();
+
+function slotBox(slot, me, onChange, detailed) {
+  const active = slot.active || "";
+  const can = atLeast(me, "operator") ? {} : { disabled: true, title: "needs an operator's token" };
+  const rollback = actionButton("Roll back", "Roll back " + slot.slot + " from " + (active || "the native policy") + "?",
+    async () => { await post("plugins/rollback", { slot: slot.slot }); await onChange(); },
+    Object.assign({ class: "rollback", "data-slot": slot.slot }, can));
+  if (!active) rollback.disabled = true;
+  const choice = el("select", { id: "version-" + slot.slot.replace(/\W/g, "-") },
+    (slot.versions || []).map((v) => el("option", { value: v.id }, v.id)));
+  const report = el("div", { class: "shadow-report", "aria-live": "polite" });
+  const showReport = (r) => report.replaceChildren(el("p", {}, "Compared " + num(r.compared) + " decisions; " + num(r.differed) + " differed."),
+    el("ul", { class: "samples" }, (r.samples || []).map((s) => el("li", {}, el("code", {}, s)))));
+  // The last report survives the re-reads that follow every action.
+  if (reports.has(slot.slot)) showReport(reports.get(slot.slot));
+  const activate = actionButton("Activate", "Activate the chosen version in " + slot.slot + "?",
+    async () => { await post("plugins/activate", { slot: slot.slot, id: choice.value }); await onChange(); },
+    Object.assign({ class: "activate", "data-slot": slot.slot }, can));
+  const shadow = actionButton("Shadow", "Run the chosen version beside the active one in " + slot.slot + " and compare?",
+    async () => {
+      const r = await post("plugins/shadow", { slot: slot.slot, id: choice.value });
+      reports.set(slot.slot, r);
+      showReport(r);
+    }, Object.assign({ class: "shadow", "data-slot": slot.slot }, can));
+  return el("section", { class: "slot", "data-slot": slot.slot, "data-active-version": active, "aria-label": "slot " + slot.slot },
+    detailed ? deployForm(slot.slot, can, onChange) : null,
+    el("h3", {}, detailed ? slot.slot : link("/plugins/" + slot.slot, slot.slot), rollback),
+    table("", "Versions of " + slot.slot, ["Version", "State", "Calls", "p50 µs", "p99 µs", "Faults", "Batched"], versionRows(slot), { class: "versions" }),
+    (slot.versions || []).length ? el("div", { class: "inline" }, field("Version", choice), activate, shadow) : null,
+    report);
+}
+
+// Deploy a new version from a .wasm file (`paceline plugin deploy` from the browser).
+function deployForm(slot, can, onChange) {
+  const file = el("input", { id: "wasm-file", type: "file", accept: ".wasm,application/wasm" });
+  const name = el("input", { id: "wasm-name", placeholder: "spread" });
+  const version = el("input", { id: "wasm-version", placeholder: "2" });
+  const result = el("span", { id: "deploy-result", role: "status" });
+  const deploy = actionButton("Deploy", "Deploy this component to " + slot + "? It is checked first; it does not become active.",
+    async () => {
+      const f = file.files && file.files[0];
+      if (!f) throw new Error("choose a .wasm file first");
+      const params = new URLSearchParams({ slot, name: name.value.trim(), version: version.value.trim() });
+      const r = await api("plugins/deploy?" + params.toString(), { method: "POST", headers: { "Content-Type": "application/wasm" }, body: f });
+      result.textContent = "Deployed " + r.id + " (sha256 " + String(r.sha256 || "").slice(0, 12) + "…)";
+      await onChange();
+    }, Object.assign({ id: "deploy-plugin" }, can));
+  return el("form", { class: "inline deploy", "aria-label": "Deploy a version", onsubmit: (e) => e.preventDefault() },
+    field(".wasm component", file), field("Name", name), field("Version", version), deploy, result);
+}
+
+export function plugins(view, _p, _q, { me, refresh: again }) {
+  const list = el("div", { id: "plugin-slots" });
+  view.append(el("h2", {}, "Plugins"), list);
+  async function refresh() {
+    const body = await api("plugins");
+    list.replaceChildren(...(body.slots || []).map((s) => slotBox(s, me, again, false)));
+  }
+  return { refresh, wants: () => false };
+}
+
+export function pluginPage(view, [slot], _q, { me, refresh: again }) {
+  const holder = el("div", { id: "plugin-slots" });
+  view.append(el("p", { class: "crumbs" }, link("/plugins", "Plugins"), " / ", slot), el("h2", {}, "Plugin slot " + slot), holder);
+  async function refresh() {
+    const body = await api("plugins");
+    const s = (body.slots || []).find((x) => x.slot === slot);
+    holder.replaceChildren(s ? slotBox(s, me, again, true) : el("p", {}, "No slot " + slot + "."));
+  }
+  return { refresh, wants: () => false };
+}
+
+export function audit(view, _p, query, { go }) {
+  const inputs = [["principal", "audit-principal", "Principal"], ["job_id", "audit-job", "Job id"], ["method", "audit-method", "Method (e.g. KillJob)"]];
+  const form = el("form", { id: "audit-filters", class: "filters", "aria-label": "Filter the audit log" },
+    inputs.map(([key, id, label]) => field(label, el("input", { id, value: query.get(key) || "" }))),
+    el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [key, id] of inputs) {
+      const v = document.getElementById(id).value.trim();
+      if (v) next.set(key, v);
+    }
+    go("/audit?" + next.toString());
+  });
+  const holder = el("div", { class: "scroll" });
+  view.append(el("h2", {}, "Audit log"), form,
+    el("p", { class: "legend" }, "Every change made through the API, the CLI or this page, and every refused call, newest first (the last 100 that match)."), holder);
+  async function refresh() {
+    const params = new URLSearchParams({ limit: "100" });
+    for (const [key] of inputs) if (query.get(key)) params.set(key, query.get(key));
+    const body = await api("audit?" + params.toString());
+    holder.replaceChildren(table("audit-table", "Audit records", ["Time (UTC)", "Principal", "Method", "Target", "Outcome", "Summary"],
+      (body.records || []).map((r) => {
+        const code = r.code || "OK";
+        return el("tr", { "data-method": r.method || "", "data-target": r.target || "", "data-code": code, "data-principal": r.principal || "" },
+          el("td", {}, when(r.at_ms)), el("td", {}, (r.principal || "") + (r.role ? " (" + r.role + ")" : "")),
+          el("td", {}, String(r.method || "").replace("/paceline.v1.", "")), el("td", {}, r.target || "-"),
+          el("td", { class: code === "OK" ? "ok" : "refused" }, r.message ? code + ": " + r.message : code), el("td", {}, r.summary || ""));
+      })));
+  }
+  return { refresh, wants: () => false };
+}
+
+export function simulate(view) {
+  view.append(el("h2", {}, "What would another policy have done here?"),
+    el("p", {}, "Record this cluster's history as a trace, replay it under any policy, and compare two (docs/sim.md). The replay runs the real roles on a virtual clock."),
+    el("ol", {},
+      el("li", {}, "Record: ", el("code", { id: "sim-record" }, "paceline trace record --server " + window.location.origin + " --out trace.jsonl")),
+      el("li", {}, "Replay under a new plugin: ", el("code", {}, "paceline sim run trace.jsonl --policy placement=my_policy.wasm --html report.html")),
+      el("li", {}, "Compare two sets: ", el("code", {}, "paceline sim compare trace.jsonl --a placement=binpack --b placement=spread --html compare.html"))),
+    el("p", {}, "Reports and comparisons are single HTML files with their charts inline: open them in this browser."));
+  return { refresh: async () => {}, wants: () => false };
+}
