@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "v1/plugin",
         "v1/watch",
         "v1/audit",
+        "v1/operator",
         "v1/secret",
     ]
     .iter()

@@ -182,6 +182,8 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         "paceline.v1.PluginService" if method == "ValidatePlugin" => Requirement::AtLeast(Role::Author),
         "paceline.v1.HostService" | "paceline.v1.PluginService" if read(method) => Requirement::Read,
         "paceline.v1.HostService" | "paceline.v1.PluginService" => Requirement::AtLeast(Role::Operator),
+        // A snapshot holds every job's spec and every plugin: admins only.
+        "paceline.v1.OperatorService" => Requirement::AtLeast(Role::Admin),
         _ => Requirement::AtLeast(Role::Admin),
     }
 }
@@ -665,6 +667,7 @@ mod tests {
             ("TaskService/TaskEvents", ReadInPool),
             ("JobService/JobEvents", ReadInPool),
             ("WatchService/Watch", Read),
+            ("OperatorService/Snapshot", AtLeast(Role::Admin)),
         ];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/paceline/v1");
         let mut found = Vec::new();

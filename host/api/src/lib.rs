@@ -19,6 +19,7 @@
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`], [`secrets`]: one
 //!   module per service of `proto/paceline/v1/`.
+//! - [`operator`]: `OperatorService`: cluster snapshots for backup (admin only).
 //! - [`audit`]: the audit log: records made in the auth layer, a batching
 //!   writer, and `AuditService` to read them.
 //! - [`web`]: the web UI (a page and its JSON routes) on the same port.
@@ -36,6 +37,7 @@ use paceline_proto::v1 as pb;
 use pb::audit_service_server::AuditServiceServer;
 use pb::host_service_server::HostServiceServer;
 use pb::job_service_server::JobServiceServer;
+use pb::operator_service_server::OperatorServiceServer;
 use pb::plugin_service_server::PluginServiceServer;
 use pb::pool_service_server::PoolServiceServer;
 use pb::secret_service_server::SecretServiceServer;
@@ -48,6 +50,7 @@ pub mod convert;
 pub mod events;
 pub mod hosts;
 pub mod jobs;
+pub mod operator;
 mod pending;
 pub mod plugins;
 pub mod pools;
@@ -190,6 +193,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     reporter.set_serving::<PluginServiceServer<plugins::PluginApi>>().await;
     reporter.set_serving::<WatchServiceServer<watch::WatchApi>>().await;
     reporter.set_serving::<AuditServiceServer<audit::service::AuditApi>>().await;
+    reporter.set_serving::<OperatorServiceServer<operator::OperatorApi>>().await;
     reporter.set_serving::<SecretServiceServer<secrets::SecretApi>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -221,6 +225,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))
         .add_service(limited!(PluginServiceServer, plugins::PluginApi::new(roles.registry.clone()), config))
         .add_service(limited!(AuditServiceServer, audit::service::AuditApi::new(roles.store.clone()), config))
+        .add_service(limited!(OperatorServiceServer, operator::OperatorApi::new(roles.store.clone()), config))
         .add_service(limited!(
             SecretServiceServer,
             secrets::SecretApi::new(roles.jobs.clone(), roles.store.clone(), roles.resmgr.clone()),

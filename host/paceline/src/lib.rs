@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod ha;
 pub mod leader;
 pub mod metrics;
+pub mod retention;
 pub mod server;
 pub mod sim;
 pub mod store_metrics;

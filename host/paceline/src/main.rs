@@ -4,7 +4,7 @@
 //! with agents), the node `agent`, the gRPC client commands (`job`, `task`,
 //! `pool`, `host`, `watch`, `plugin deploy|list|activate|rollback|shadow`),
 //! local plugin tools (`plugin validate|run`), `auth token`, `bench …`,
-//! `demo` and `completion`.
+//! `operator snapshot save|restore|inspect`, `storage migrate`, `demo` and `completion`.
 //!
 //! It owns command-line parsing, logging setup and wiring only; every
 //! decision lives in the `host/` crates it calls.
@@ -71,6 +71,12 @@ enum Command {
     Watch(cmd::client::watch::WatchArgs),
     /// Show the server's audit log: who changed what, when, and the outcome.
     Audit(cmd::client::audit::AuditArgs),
+    /// Cluster maintenance: snapshots for backup and restore (docs/operations.md).
+    #[command(subcommand)]
+    Operator(cmd::operator::OperatorCommand),
+    /// Move a cluster's data between stores (SQLite, Cassandra).
+    #[command(subcommand)]
+    Storage(cmd::storage::StorageCommand),
     /// Make API tokens for a server's tokens file.
     #[command(subcommand)]
     Auth(cmd::auth::AuthCommand),
@@ -135,6 +141,8 @@ fn main() -> std::process::ExitCode {
         Command::Audit(args) => cmd::client::audit::run(args),
         Command::Watch(args) => cmd::client::watch::run(args),
         Command::Auth(c) => cmd::auth::run(c),
+        Command::Operator(c) => cmd::operator::run(c),
+        Command::Storage(c) => cmd::storage::run(c),
         Command::Completion { shell } => {
             clap_complete::generate(shell, &mut command(), "paceline", &mut std::io::stdout());
             Ok(std::process::ExitCode::SUCCESS)

@@ -155,6 +155,8 @@ pub struct ServerConfig {
     pub metrics_per_host: bool,
     /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
     pub audit: AuditConfig,
+    /// How long, and how many, finished jobs are kept (see docs/operations.md, "Retention").
+    pub retention: crate::retention::RetentionConfig,
     /// The agent port's CA, join tokens and issued certificates (default
     /// `<data_dir>/pki`; see docs/operations.md, "Joining agents"). Highly
     /// available servers must all name the same directory's contents.
@@ -227,6 +229,7 @@ impl Default for ServerConfig {
             metrics_listen_public: false,
             metrics_per_host: false,
             audit: AuditConfig::default(),
+            retention: crate::retention::RetentionConfig::default(),
             agent_pki_dir: None,
             secrets_key_file: None,
         }
@@ -613,6 +616,13 @@ impl Server {
             remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| j.expected_runs())));
         }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
+        // Only the leader runs this function, so only the leader removes finished jobs.
+        tasks.push(tokio::spawn(crate::retention::run(
+            cluster.store.clone(),
+            cluster.jobs.clone(),
+            clock.clone(),
+            config.retention.clone(),
+        )));
 
         // Placement engines in other processes reach the roles on the API port.
         let mut api_config = api_config;

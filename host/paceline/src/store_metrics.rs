@@ -128,6 +128,10 @@ impl Store for MeteredStore {
         self.inner.is_fenced()
     }
 
+    async fn consistent_view(&self) -> Result<Option<paceline_storage::snapshot::ConsistentView>> {
+        self.timed("consistent_view", self.inner.consistent_view()).await
+    }
+
     async fn claim_leadership(&self, epoch: u64) -> Result<()> {
         self.timed("claim_leadership", self.inner.claim_leadership(epoch)).await
     }

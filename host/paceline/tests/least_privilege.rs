@@ -160,3 +160,35 @@ async fn validating_a_plugin_needs_an_author_and_is_rate_limited_per_principal()
     // The limit is bob's, not everyone's.
     assert_eq!(validate("root-token").await.expect("root's own bucket").into_inner().error, "");
 }
+
+/// A snapshot holds every job's spec and every plugin: only an admin takes
+/// one, and what an admin gets is a whole, intact snapshot file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_takes_a_snapshot() {
+    use pb::operator_service_client::OperatorServiceClient;
+    let api = Api::start().await;
+    for who in ["alice-token", "bob-token"] {
+        let e = OperatorServiceClient::new(api.as_(who))
+            .snapshot(pb::SnapshotRequest {})
+            .await
+            .map(|_| ())
+            .expect_err("not an admin");
+        assert_eq!(e.code(), Code::PermissionDenied, "{who}: {e:?}");
+    }
+    let mut stream = OperatorServiceClient::new(api.as_("root-token"))
+        .snapshot(pb::SnapshotRequest {})
+        .await
+        .expect("admin")
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.message().await.expect("chunk") {
+        assert!(chunk.data.len() <= 1 << 20, "chunks of at most 1 MiB");
+        bytes.extend_from_slice(&chunk.data);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.snap");
+    std::fs::write(&file, &bytes).expect("write");
+    let (header, trailer) = paceline_storage::snapshot::verify(&file).expect("an intact snapshot");
+    assert!(header.point_in_time, "the sim cluster's store is SQLite: one moment");
+    assert_eq!(trailer.counts.get("host"), Some(&2), "the cluster's two hosts: {:?}", trailer.counts);
+}

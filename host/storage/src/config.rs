@@ -82,6 +82,31 @@ pub struct SqliteConfig {
     pub path: PathBuf,
 }
 
+impl StorageConfig {
+    /// A store named on a command line: `sqlite:PATH`, or
+    /// `cassandra:HOST:PORT[/KEYSPACE]` (keyspace `paceline` when left out;
+    /// the login and TLS from the `PACELINE_CASSANDRA_*` variables, see
+    /// [`CassandraConfig::with_env_security`]).
+    pub fn from_url(url: &str) -> std::result::Result<StorageConfig, String> {
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err(format!("`{url}`: give the database file, as in sqlite:/var/lib/paceline/paceline.db"));
+            }
+            return Ok(StorageConfig::Sqlite(SqliteConfig { path: PathBuf::from(path) }));
+        }
+        if let Some(rest) = url.strip_prefix("cassandra:") {
+            let (addr, keyspace) = rest.split_once('/').unwrap_or((rest, "paceline"));
+            let port_ok = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !port_ok {
+                return Err(format!("`{url}`: give host and port, as in cassandra:10.0.0.1:9042/paceline"));
+            }
+            let keyspace = if keyspace.is_empty() { "paceline" } else { keyspace };
+            return Ok(StorageConfig::Cassandra(Box::new(CassandraConfig::local(addr, keyspace).with_env_security())));
+        }
+        Err(format!("`{url}`: a store is sqlite:PATH or cassandra:HOST:PORT[/KEYSPACE]"))
+    }
+}
+
 /// Opens the configured store.
 pub async fn open(config: &StorageConfig) -> Result<Arc<dyn Store>> {
     Ok(match config {
@@ -110,5 +135,24 @@ mod tests {
         assert!(serde_yaml::from_str::<StorageConfig>("{}").is_err());
         let back: StorageConfig = serde_yaml::from_str(&serde_yaml::to_string(&s).expect("ser")).expect("round trip");
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn urls_name_a_store_or_are_refused() {
+        assert_eq!(
+            StorageConfig::from_url("sqlite:/tmp/a.db"),
+            Ok(StorageConfig::Sqlite(SqliteConfig { path: "/tmp/a.db".into() }))
+        );
+        let Ok(StorageConfig::Cassandra(c)) = StorageConfig::from_url("cassandra:10.0.0.1:9042/ks1") else {
+            panic!("cassandra url")
+        };
+        assert_eq!((c.contact_points.as_slice(), c.keyspace.as_str()), (&["10.0.0.1:9042".to_string()][..], "ks1"));
+        let Ok(StorageConfig::Cassandra(c)) = StorageConfig::from_url("cassandra:localhost:9042") else {
+            panic!("cassandra url")
+        };
+        assert_eq!(c.keyspace, "paceline");
+        for bad in ["sqlite:", "cassandra:host", "cassandra::9042", "cassandra:h:port", "postgres://x", ""] {
+            assert!(StorageConfig::from_url(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -25,6 +25,7 @@
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`secrets`]: task secrets sealed at rest (AES-256-GCM) and the server's key.
 //! - [`bench`]: the `paceline bench storage` figures.
+//! - [`snapshot`]: the whole store as one checksummed file: export, verify, restore (decision 0030).
 //! - `validate` (private): input checks shared by both backends.
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
 #![forbid(unsafe_code)]
@@ -38,6 +39,7 @@ pub mod fence;
 mod job_events;
 pub mod memory;
 pub mod secrets;
+pub mod snapshot;
 pub mod sqlite;
 pub mod store;
 pub mod types;

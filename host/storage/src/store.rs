@@ -44,6 +44,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// True once a larger epoch has fenced this handle (sticky).
     fn is_fenced(&self) -> bool;
 
+    // ---- snapshots (decision 0030) -------------------------------------------
+
+    /// A read-only view of the whole store as of one moment, for
+    /// [`crate::snapshot::export`], or `None` when the backend has none
+    /// (Cassandra: no cross-partition read view exists; the export then
+    /// reads record by record). SQLite copies the database in one read
+    /// transaction (`VACUUM INTO` a file beside it, removed when the view
+    /// is dropped): writers are not blocked, and the copy needs as much
+    /// free disk as the database.
+    async fn consistent_view(&self) -> Result<Option<crate::snapshot::ConsistentView>> {
+        Ok(None)
+    }
+
     // ---- jobs --------------------------------------------------------------
 
     /// Creates a job: config version 1 and the runtime at version 1

@@ -49,6 +49,28 @@ const EXAMPLES: &[(&str, &str)] = &[
         "plugin shadow",
         "paceline plugin shadow placement/batch my-policy@1.1\npaceline plugin shadow placement/batch my-policy@1.1 --stop   # print the report",
     ),
+    ("operator", "paceline operator snapshot save backup.snap"),
+    (
+        "operator snapshot",
+        "paceline operator snapshot save backup.snap\npaceline operator snapshot restore backup.snap --store sqlite:/var/lib/paceline/paceline.db",
+    ),
+    (
+        "operator snapshot save",
+        "PACELINE_TOKEN_FILE=admin.token paceline operator snapshot save /backups/paceline-$(date +%F).snap",
+    ),
+    (
+        "operator snapshot restore",
+        "paceline operator snapshot restore backup.snap --store sqlite:/var/lib/paceline/paceline.db\npaceline operator snapshot restore backup.snap --store cassandra:10.0.0.1:9042/paceline\npaceline operator snapshot restore backup.snap --config /etc/paceline/server.yaml",
+    ),
+    ("operator snapshot inspect", "paceline operator snapshot inspect backup.snap"),
+    (
+        "storage",
+        "paceline storage migrate --from sqlite:/var/lib/paceline/paceline.db --to cassandra:10.0.0.1:9042/paceline",
+    ),
+    (
+        "storage migrate",
+        "paceline storage migrate --from sqlite:/var/lib/paceline/paceline.db --to cassandra:10.0.0.1:9042/paceline\npaceline storage migrate --from cassandra:10.0.0.1:9042/paceline --to sqlite:/var/lib/paceline/paceline.db",
+    ),
     ("bench", "cargo run --release -p paceline -- bench plugin"),
     ("bench plugin", "paceline bench plugin --tasks 1000 --hosts 10000"),
     ("bench resmgr", "paceline bench resmgr"),

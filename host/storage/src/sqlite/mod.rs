@@ -83,6 +83,9 @@ impl SqliteStore {
             return Err(StoreError::SchemaTooNew { backend: "sqlite", found, supported: SCHEMA_VERSION });
         }
         conn.busy_timeout(Duration::from_secs(10)).map_err(db)?;
+        if found > 0 && found < SCHEMA_VERSION {
+            backup_before_upgrade(&conn, &path, found)?;
+        }
         // WAL: readers never block the writer; FULL: a commit is on disk
         // before it returns (NORMAL could lose the last commits on power loss).
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
@@ -101,6 +104,39 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A copy of the database as of one moment, opened as a store of its
+    /// own: `VACUUM INTO` runs in one read transaction, so the copy holds
+    /// exactly what was committed when it began, and writers go on
+    /// meanwhile (WAL). The copy lies beside the database and is removed
+    /// when the view is dropped.
+    async fn copy_for_snapshot(&self) -> Result<crate::snapshot::ConsistentView> {
+        let copy = crate::snapshot::sibling(
+            &self.path,
+            &format!(".snapshot-{}-{}", std::process::id(), crate::types::now_ms()),
+        );
+        let cleanup: Vec<PathBuf> = ["", "-wal", "-shm"].iter().map(|s| crate::snapshot::sibling(&copy, s)).collect();
+        for p in &cleanup {
+            let _ = std::fs::remove_file(p);
+        }
+        let target = copy.to_string_lossy().into_owned();
+        let made = self
+            .read(move |conn| {
+                conn.execute("VACUUM INTO ?1", [target])
+                    .map_err(|e| StoreError::Backend(format!("copying for a snapshot: {e}")))
+            })
+            .await;
+        let opened = made.and_then(|_| SqliteStore::open(&copy));
+        match opened {
+            Ok(store) => Ok(crate::snapshot::ConsistentView { store: Arc::new(store), cleanup }),
+            Err(e) => {
+                for p in &cleanup {
+                    let _ = std::fs::remove_file(p);
+                }
+                Err(e)
+            }
+        }
     }
 
     async fn write<T, F>(&self, f: F) -> Result<T>
@@ -145,6 +181,24 @@ impl SqliteStore {
     }
 }
 
+/// Copies a database of an older schema beside itself before it is
+/// migrated (`PATH.pre-upgrade-vN-MS`), so that an upgrade can be undone by
+/// putting the copy back and running the older Paceline. A copy of the file
+/// and not a snapshot: only the older build reads the older schema, and it
+/// is the one that needs the copy. If the copy fails nothing is migrated.
+fn backup_before_upgrade(conn: &Connection, path: &Path, found: u32) -> Result<PathBuf> {
+    let copy = crate::snapshot::sibling(path, &format!(".pre-upgrade-v{found}-{}", crate::types::now_ms()));
+    conn.execute("VACUUM INTO ?1", [copy.to_string_lossy().as_ref()]).map_err(|e| {
+        let _ = std::fs::remove_file(&copy);
+        StoreError::Backend(format!(
+            "{}: cannot copy the database (schema {found}) before upgrading it to schema {SCHEMA_VERSION}: {e}; nothing was changed",
+            path.display()
+        ))
+    })?;
+    tracing::info!(from = found, to = SCHEMA_VERSION, backup = %copy.display(), "sqlite store copied before its schema upgrade");
+    Ok(copy)
+}
+
 fn task_what(job_id: &str, instance: u32) -> String {
     format!("task {job_id}/{instance}")
 }
@@ -161,6 +215,10 @@ impl Store for SqliteStore {
 
     fn is_fenced(&self) -> bool {
         self.fence.is_fenced()
+    }
+
+    async fn consistent_view(&self) -> Result<Option<crate::snapshot::ConsistentView>> {
+        self.copy_for_snapshot().await.map(Some)
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use paceline_storage::cassandra::{CassandraStore, SCHEMA_VERSION};
+use paceline_storage::cassandra::{CassandraStore, SCHEMA_VERSION, schema};
 use paceline_storage::{CassandraConfig, CassandraTls, Store, StoreError};
 
 fn script() -> PathBuf {
@@ -221,4 +221,220 @@ async fn tls_with_an_untrusted_ca_or_without_a_client_certificate_is_refused() {
         rows.rows::<(Option<bool>, Option<String>)>().expect("typed").map(|r| r.expect("row")).collect();
     let user = node_user();
     assert!(clients.iter().any(|(ssl, u)| *ssl == Some(true) && u.as_deref() == Some(user.as_str())), "{clients:?}");
+}
+
+// ---- snapshots (decision 0030) ---------------------------------------------
+
+/// A store on a keyspace of its own (a snapshot's source or target must
+/// hold nothing else), dropped again by [`drop_keyspace`].
+pub(crate) async fn fresh(name: &str) -> (Arc<dyn Store>, String) {
+    let ks = format!("{}_{name}", keyspace());
+    let store = CassandraStore::connect(&config(&ks)).await.unwrap_or_else(|e| panic!("cassandra {ks}: {e}"));
+    (Arc::new(store), ks)
+}
+
+pub(crate) async fn drop_keyspace(ks: &str) {
+    let any = CassandraStore::connect(&config(keyspace())).await.expect("connect");
+    any.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await.expect("drop");
+}
+
+fn sqlite() -> Arc<dyn Store> {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.join("paceline.db")).expect("open"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_cassandra_to_cassandra() {
+    let (src, a) = fresh("snap_src").await;
+    let (dst, b) = fresh("snap_dst").await;
+    crate::snapshot::round_trip(src, dst).await;
+    drop_keyspace(&a).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_sqlite_to_cassandra() {
+    let (dst, b) = fresh("snap_from_sqlite").await;
+    crate::snapshot::round_trip(sqlite(), dst).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip_cassandra_to_sqlite() {
+    let (src, a) = fresh("snap_to_sqlite").await;
+    crate::snapshot::round_trip(src, sqlite()).await;
+    drop_keyspace(&a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_bad_files_are_refused() {
+    let (dst, b) = fresh("snap_bad").await;
+    crate::snapshot::bad_files_are_refused(sqlite(), dst).await;
+    drop_keyspace(&b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_sqlite_to_cassandra_to_sqlite() {
+    let (middle, ks) = fresh("migrate_mid").await;
+    crate::snapshot::migrate_there_and_back(sqlite(), middle, sqlite()).await;
+    drop_keyspace(&ks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_into_cassandra_resumes() {
+    let (dst, a) = fresh("migrate_resume").await;
+    let (other, b) = fresh("migrate_other").await;
+    crate::snapshot::migrate_resumes_and_refuses_strangers(sqlite(), dst, other).await;
+    drop_keyspace(&a).await;
+    drop_keyspace(&b).await;
+}
+
+// ---- schema upgrades (decision 0030) -------------------------------------
+
+/// A keyspace of schema 1 (`tests/fixtures/cassandra-schema-v1.cql`, the
+/// first migration's tables), holding the jobs, tasks, hosts, pools and
+/// provider id of the SQLite schema-1 fixture, is upgraded in place by a
+/// connect of this build and reads back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_v1_keyspace_is_upgraded_in_place() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    // The rows, from the SQLite fixture.
+    let db = tempfile::tempdir().expect("tempdir");
+    let conn = rusqlite::Connection::open(db.path().join("v1.db")).expect("sqlite");
+    conn.execute_batch(&std::fs::read_to_string(fixtures.join("sqlite-schema-v1.sql")).expect("sqlite fixture"))
+        .expect("v1 rows");
+
+    let ks = format!("{}_v1", keyspace());
+    let raw = {
+        let _first = FIRST.lock().await;
+        CassandraStore::connect(&config(keyspace())).await.expect("connect")
+    };
+    let s = raw.session();
+    s.query_unpaged(
+        format!("CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        &[],
+    )
+    .await
+    .expect("keyspace");
+    s.await_schema_agreement().await.expect("agreement");
+    s.use_keyspace(ks.as_str(), false).await.expect("use");
+    let cql = std::fs::read_to_string(fixtures.join("cassandra-schema-v1.cql")).expect("cql fixture");
+    for stmt in cql.lines().filter(|l| !l.starts_with("--") && !l.trim().is_empty()) {
+        s.query_unpaged(stmt.trim_end_matches(';'), &[]).await.unwrap_or_else(|e| panic!("{stmt}: {e}"));
+    }
+    s.await_schema_agreement().await.expect("agreement");
+
+    type JobRow = (String, String, String, String, String, String, i32, i64, String, i64, String);
+    let jobs: Vec<JobRow> = conn
+        .prepare("SELECT * FROM jobs")
+        .expect("jobs")
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+                r.get(9)?,
+                r.get(10)?,
+            ))
+        })
+        .expect("rows")
+        .map(|r| r.expect("row"))
+        .collect();
+    for j in &jobs {
+        s.query_unpaged(
+            "INSERT INTO jobs (job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, state, version, runtime)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            j.clone(),
+        )
+        .await
+        .expect("job");
+    }
+    let rows = |sql: &str| -> Vec<(String, i64, String)> {
+        conn.prepare(sql)
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("rows")
+            .map(|r| r.expect("row"))
+            .collect()
+    };
+    for (job, v, body) in rows("SELECT job_id, version, config FROM job_configs") {
+        s.query_unpaged("INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?)", (job, v, body))
+            .await
+            .expect("config");
+    }
+    let tasks: Vec<(String, i32, String, i64, String)> = conn
+        .prepare("SELECT job_id, instance, state, version, runtime FROM tasks")
+        .expect("tasks")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .expect("rows")
+        .map(|r| r.expect("row"))
+        .collect();
+    for (job, instance, state, version, runtime) in tasks {
+        let bucket = instance / paceline_storage::cassandra::TASK_BUCKET as i32;
+        s.query_unpaged("INSERT INTO job_task_buckets (job_id, bucket) VALUES (?, ?)", (job.clone(), bucket))
+            .await
+            .expect("bucket");
+        s.query_unpaged(
+            "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)",
+            (job, bucket, instance, state, version, runtime),
+        )
+        .await
+        .expect("task");
+    }
+    let pairs = |sql: &str| -> Vec<(String, String)> {
+        conn.prepare(sql)
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .map(|r| r.expect("row"))
+            .collect()
+    };
+    for (name, record) in pairs("SELECT hostname, record FROM hosts") {
+        s.query_unpaged("INSERT INTO hosts (hostname, record) VALUES (?, ?)", (name, record)).await.expect("host");
+    }
+    for (p, id) in pairs("SELECT provider, id FROM provider_ids") {
+        s.query_unpaged("INSERT INTO provider_ids (provider, id) VALUES (?, ?)", (p, id)).await.expect("provider");
+    }
+    let pools: Vec<(String, Vec<u8>)> = conn
+        .prepare("SELECT path, spec FROM pools")
+        .expect("pools")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("rows")
+        .map(|r| r.expect("row"))
+        .collect();
+    for (path, spec) in pools {
+        s.query_unpaged("INSERT INTO pools (path, spec) VALUES (?, ?)", (path, spec)).await.expect("pool");
+    }
+    drop(raw);
+
+    // This build connects: it migrates 1 → current and reads everything.
+    let store = CassandraStore::connect(&config(&ks)).await.expect("a newer build opens an older keyspace");
+    assert_eq!(schema::recorded(store.session()).await.expect("recorded"), (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    let store: Arc<dyn Store> = Arc::new(store);
+    assert_eq!(store.get_job_config("job-0001", None).await.expect("config").0, 2);
+    assert_eq!(store.get_job_runtime("job-0001").await.expect("runtime").message, "job 1 said something");
+    let tasks = store.tasks_of_job("job-0001", &[]).await.expect("tasks");
+    assert_eq!(tasks.len(), 4);
+    assert_eq!(tasks[1].runtime.ports["http"], 31000);
+    assert_eq!(store.list_hosts().await.expect("hosts").len(), 3);
+    assert_eq!(store.get_pool("/prod/web").await.expect("pool"), [0u8, 1, 2, 255]);
+    assert_eq!(store.get_provider_id("mesos").await.expect("provider").as_deref(), Some("framework-7"));
+    // What later schemas added works on it.
+    store.claim_leadership(2).await.expect("leader fence (schema 2)");
+    let e = paceline_model::event::JobEvent::new(
+        "job-0001",
+        None,
+        paceline_model::event::EventReason::JobCompleted,
+        "after the upgrade".into(),
+        5,
+    );
+    store.record_job_events(&[e]).await.expect("job events (schema 3)");
+    drop(store);
+    drop_keyspace(&ks).await;
 }

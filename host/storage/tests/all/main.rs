@@ -1,10 +1,12 @@
 //! One integration-test binary: the conformance suite instantiated for
 //! each backend, plus backend-specific tests (crash safety, schema).
 
+mod bench_snapshot;
 mod cassandra;
 mod conformance;
 mod job_events;
 mod memory;
+mod snapshot;
 mod sqlite;
 
 /// Instantiates every conformance test for a backend. `$make` is an async

@@ -237,3 +237,183 @@ async fn crash_safety_sigkill_20_times() {
     assert!(n > 20, "the child acknowledged only {n} batches in 20 runs: the test proved little");
     println!("crash test: {n} acknowledged batches across 20 SIGKILLs, all present");
 }
+
+// ---- snapshots (decision 0030) ---------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_round_trip() {
+    crate::snapshot::round_trip(make().await, make().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_bad_files_are_refused() {
+    crate::snapshot::bad_files_are_refused(make().await, make().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_view_is_of_one_moment_and_leaves_no_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(dir.path().join("paceline.db")).expect("open");
+    crate::snapshot::populate(&store, 1).await;
+    let view = store.consistent_view().await.expect("view").expect("sqlite has one");
+    // Written after the view was taken: the view does not see it.
+    store.create_job("late", &crate::conformance::config("o", 1), &JobRuntime::initial(1, 0)).await.expect("late job");
+    assert!(view.store.get_job_runtime("late").await.expect_err("not in the view").is_not_found());
+    assert!(view.store.get_job_runtime("job-0000").await.is_ok());
+    let files = || std::fs::read_dir(dir.path()).expect("dir").count();
+    let with_view = files();
+    drop(view);
+    assert!(files() < with_view, "the copy is removed with the view");
+    assert!(
+        std::fs::read_dir(dir.path()).expect("dir").all(|e| !e
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .contains(".snapshot-")),
+        "no copy is left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_restore_into_a_file_is_all_or_nothing() {
+    let src = make().await;
+    crate::snapshot::populate(src.as_ref(), 3).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = crate::snapshot::save(src.as_ref(), dir.path()).await;
+    let db = dir.path().join("restored/paceline.db");
+    std::fs::create_dir_all(db.parent().expect("parent")).expect("mkdir");
+
+    // A damaged file: no database appears, nothing is left beside it.
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes.truncate(bytes.len() - 10);
+    let bad = dir.path().join("bad.snap");
+    std::fs::write(&bad, &bytes).expect("write");
+    let err = paceline_storage::snapshot::restore_sqlite_file(&bad, &db).await.expect_err("damaged");
+    assert!(err.to_string().contains("damaged"), "{err}");
+    assert_eq!(std::fs::read_dir(db.parent().expect("parent")).expect("dir").count(), 0, "nothing written");
+
+    paceline_storage::snapshot::restore_sqlite_file(&file, &db).await.expect("restore");
+    assert_eq!(std::fs::read_dir(db.parent().expect("parent")).expect("dir").count(), 1, "one file, WAL folded in");
+    let restored: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).expect("open restored"));
+    assert_eq!(crate::snapshot::records(restored.as_ref()).await, crate::snapshot::records(src.as_ref()).await);
+    drop(restored);
+    let err = paceline_storage::snapshot::restore_sqlite_file(&file, &db).await.expect_err("not empty");
+    assert!(matches!(err, paceline_storage::snapshot::SnapshotError::NotEmpty(_)), "{err}");
+}
+
+// ---- schema upgrades (decision 0030) -------------------------------------
+
+/// The tables of schema version 1, the first release: what the fixture holds.
+const V1_TABLES: &[&str] = &[
+    "jobs",
+    "job_labels",
+    "job_configs",
+    "tasks",
+    "task_events",
+    "updates",
+    "update_progress",
+    "pools",
+    "plugins",
+    "plugin_slots",
+    "hosts",
+    "provider_ids",
+];
+
+fn fixture_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sqlite-schema-v1.sql")
+}
+
+/// Writes `tests/fixtures/sqlite-schema-v1.sql`: a store populated as the
+/// snapshot tests do, cut down to the tables of schema 1 and marked
+/// `user_version = 1`, dumped as SQL by the `sqlite3` shell. Run once when
+/// the fixture is made (`cargo test -p paceline-storage --test all --
+/// --ignored write_schema_v1_fixture`); the committed file is the fixture.
+#[tokio::test]
+#[ignore = "writes the committed fixture; run by hand"]
+async fn write_schema_v1_fixture() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v1.db");
+    let store = SqliteStore::open(&path).expect("open");
+    crate::snapshot::populate(&store, 2).await;
+    drop(store);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg(format!(".dump {}", V1_TABLES.join(" ")))
+        .output()
+        .expect("the sqlite3 shell");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut sql = String::from(
+        "-- A Paceline SQLite store at schema version 1 (the first release's tables),\n\
+         -- written by `write_schema_v1_fixture` in tests/all/sqlite.rs. Do not edit:\n\
+         -- `a_schema_v1_store_is_copied_then_upgraded_in_place` upgrades it.\n",
+    );
+    sql.push_str(&String::from_utf8(out.stdout).expect("utf8"));
+    sql.push_str("PRAGMA user_version = 1;\n");
+    std::fs::create_dir_all(fixture_path().parent().expect("dir")).expect("mkdir");
+    std::fs::write(fixture_path(), sql).expect("write fixture");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_v1_store_is_copied_then_upgraded_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("paceline.db");
+    let sql = std::fs::read_to_string(fixture_path()).expect("the committed fixture");
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    conn.execute_batch(&sql).expect("build the v1 store");
+    let version = |p: &Path| -> u32 {
+        rusqlite::Connection::open(p).expect("raw").query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version")
+    };
+    drop(conn);
+    assert_eq!(version(&path), 1);
+
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("a newer server opens an older store"));
+    assert_eq!(version(&path), SCHEMA_VERSION, "upgraded in place");
+    // The copy taken first is at schema 1, beside the database.
+    let backups: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("paceline.db.pre-upgrade-v1-")))
+        .collect();
+    assert_eq!(backups.len(), 1, "one copy before the upgrade");
+    assert_eq!(version(&backups[0]), 1, "the copy is the old schema, for the old build");
+
+    // Everything of the first release reads back through the new build.
+    assert_eq!(store.get_job_config("job-0001", None).await.expect("config").0, 2);
+    assert_eq!(store.tasks_of_job("job-0001", &[]).await.expect("tasks").len(), 4);
+    assert_eq!(store.task_events("job-0000", 1, 10).await.expect("events").len(), 3);
+    assert_eq!(store.active_plugin("placement/batch").await.expect("slot").as_deref(), Some("binpack@2.0.0"));
+    assert_eq!(store.plugin_bytes("placement/batch", "binpack", "2.0.0").await.expect("bytes").len(), 3000);
+    assert_eq!(store.list_hosts().await.expect("hosts").len(), 3);
+    assert_eq!(store.get_provider_id("mesos").await.expect("provider").as_deref(), Some("framework-7"));
+    assert_eq!(store.updates_of_job("job-0000").await.expect("updates").len(), 1);
+    // And what later schemas added works on it.
+    let e = paceline_model::event::JobEvent::new(
+        "job-0000",
+        None,
+        paceline_model::event::EventReason::JobCompleted,
+        "after the upgrade".into(),
+        5,
+    );
+    store.record_job_events(&[e]).await.expect("job events (schema 3)");
+    store.claim_leadership(3).await.expect("leader fence (schema 2)");
+    drop(store);
+
+    // Opening it again neither migrates nor copies again.
+    drop(SqliteStore::open(&path).expect("reopen"));
+    let copies = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter(|e| e.as_ref().expect("entry").file_name().to_string_lossy().contains("pre-upgrade"))
+        .count();
+    assert_eq!(copies, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_sqlite_to_sqlite_and_back() {
+    crate::snapshot::migrate_there_and_back(make().await, make().await, make().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_resumes_and_refuses_strangers() {
+    crate::snapshot::migrate_resumes_and_refuses_strangers(make().await, make().await, make().await).await;
+}
