@@ -273,16 +273,19 @@ async fn job(
         Err(e) if e.code() == tonic::Code::PermissionDenied => (Vec::new(), e.message().to_string()),
         Err(e) => return Err(e.into()),
     };
-    // The spec in the job file's form (what `job create` reads), to read or copy into a new job.
-    let spec_yaml = job
-        .as_ref()
-        .and_then(|j| j.spec.as_ref())
-        .and_then(|s| paceline_proto::convert::job_config("spec", s).ok())
-        .and_then(|c| serde_yaml::to_string(&c).ok())
-        .unwrap_or_default();
+    let spec_yaml = spec_yaml(job.as_ref());
     Ok(Json(serde_json::json!({
         "job": job, "tasks": tasks, "events": events, "events_hidden": events_hidden, "spec_yaml": spec_yaml,
     })))
+}
+
+/// A job's spec in the job file's form (what `job create` reads), to read
+/// or copy into a new job; empty when it has none.
+fn spec_yaml(job: Option<&pb::Job>) -> String {
+    job.and_then(|j| j.spec.as_ref())
+        .and_then(|s| paceline_proto::convert::job_config("spec", s).ok())
+        .and_then(|c| serde_yaml::to_string(&c).ok())
+        .unwrap_or_default()
 }
 
 /// `GET /ui/api/jobs/{id}/versions/{version}`: that config version's spec
@@ -293,13 +296,7 @@ async fn job_version(
 ) -> Answer<serde_json::Value> {
     let r = pb::GetJobRequest { id, config_version: Some(version) };
     let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
-    let spec_yaml = job
-        .as_ref()
-        .and_then(|j| j.spec.as_ref())
-        .and_then(|s| paceline_proto::convert::job_config("spec", s).ok())
-        .and_then(|c| serde_yaml::to_string(&c).ok())
-        .unwrap_or_default();
-    Ok(Json(serde_json::json!({ "version": version, "spec_yaml": spec_yaml })))
+    Ok(Json(serde_json::json!({ "version": version, "spec_yaml": spec_yaml(job.as_ref()) })))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

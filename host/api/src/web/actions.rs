@@ -146,27 +146,16 @@ pub(super) async fn job_action(
             let instances = body
                 .instances
                 .ok_or_else(|| Failure(Status::invalid_argument("instances: must be set (the new count)")))?;
-            let job = web
-                .jobs
-                .get_job(Request::new(pb::GetJobRequest { id: id.clone(), config_version: None }))
-                .await?
-                .into_inner()
-                .job;
-            let mut spec = job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))?;
+            let mut spec = spec_at(&web, &id, None).await?;
             spec.instance_count = instances;
-            let r = pb::UpdateJobRequest { id: id.clone(), spec: Some(spec), update: None, dry_run: false };
-            serde_json::to_value(web.jobs.update_job(as_caller(r, &who)).await?.into_inner())
-                .map_err(|e| Failure(Status::internal(e.to_string())))?
+            update_to(&web, &id, spec, &who).await?
         }
         "rollback" => {
             let version = body
                 .version
                 .ok_or_else(|| Failure(Status::invalid_argument("version: must be set (the config version)")))?;
-            let r = pb::GetJobRequest { id: id.clone(), config_version: Some(version) };
-            let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
-            let spec = job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))?;
-            let r = pb::UpdateJobRequest { id: id.clone(), spec: Some(spec), update: None, dry_run: false };
-            json(web.jobs.update_job(as_caller(r, &who)).await?.into_inner())?
+            let spec = spec_at(&web, &id, Some(version)).await?;
+            update_to(&web, &id, spec, &who).await?
         }
         "pause" => json(web.jobs.pause_update(as_caller(control(), &who)).await?.into_inner())?,
         "resume" => json(web.jobs.resume_update(as_caller(control(), &who)).await?.into_inner())?,
@@ -179,6 +168,19 @@ pub(super) async fn job_action(
     };
     tracing::info!(job = %id, %action, "job action from the web UI");
     Ok(Json(answer))
+}
+
+/// Job `id`'s spec at `version` (the desired one with `None`).
+async fn spec_at(web: &Web, id: &str, version: Option<u64>) -> Result<pb::JobSpec, Failure> {
+    let r = pb::GetJobRequest { id: id.to_string(), config_version: version };
+    let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
+    job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))
+}
+
+/// A rolling update of job `id` to `spec`, as the caller.
+async fn update_to(web: &Web, id: &str, spec: pb::JobSpec, who: &Who) -> Result<serde_json::Value, Failure> {
+    let r = pb::UpdateJobRequest { id: id.to_string(), spec: Some(spec), update: None, dry_run: false };
+    json(web.jobs.update_job(as_caller(r, who)).await?.into_inner())
 }
 
 fn json<T: serde::Serialize>(v: T) -> Result<serde_json::Value, Failure> {
