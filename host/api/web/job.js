@@ -19,45 +19,62 @@ export function jobPage(view, [id], _query, { me, go }) {
   const body = el("div", { id: "job-detail", "data-job-id": id });
   view.append(el("p", { class: "crumbs" }, link("/jobs", "Jobs"), " / ", id), title, body);
   let spec = "";
-  // The config version shown in "Config versions" (kept across re-reads)
-  // and the specs read so far (a version never changes).
+  // The config version shown in "Config versions" and the one it is
+  // compared with (0: none), both kept across re-reads, and the specs read
+  // so far (a version never changes).
   let chosen = 0;
+  let against = 0;
   const versionYaml = new Map();
 
-  // Every config version the job had, one shown, and a rollback to it:
-  // an update to that version's spec (which becomes a new version).
+  function yamlOf(v) {
+    if (!versionYaml.has(v)) {
+      versionYaml.set(v, api("jobs/" + enc(id) + "/versions/" + v).then((r) => r.spec_yaml || ""));
+    }
+    return versionYaml.get(v);
+  }
+
+  // Every config version the job had, one shown (or its changes against
+  // another), and a rollback to it: an update to that version's spec
+  // (which becomes a new version).
   function versionsSection(status, can) {
     const latest = Math.max(num(status.latest_config_version), num(status.desired_config_version));
     const desired = num(status.desired_config_version);
     if (!chosen || chosen > latest) chosen = desired || latest;
-    const select = el("select", { id: "version-select" }, ...Array.from({ length: latest }, (_, i) => {
-      const v = latest - i;
+    if (against === chosen || against > latest) against = 0;
+    const label = (v) => {
       const notes = [v === num(status.config_version) ? "running" : "", v === desired ? "desired" : ""].filter(Boolean);
-      return el("option", Object.assign({ value: String(v) }, v === chosen ? { selected: true } : {}),
-        "version " + v + (notes.length ? " (" + notes.join(", ") + ")" : ""));
-    }));
-    const pre = el("pre", { id: "version-spec", tabIndex: 0, role: "region", "aria-label": "spec of config version " + chosen },
-      versionYaml.get(chosen) || "…");
+      return "version " + v + (notes.length ? " (" + notes.join(", ") + ")" : "");
+    };
+    const versions = Array.from({ length: latest }, (_, i) => latest - i);
+    const select = el("select", { id: "version-select" }, ...versions.map((v) =>
+      el("option", Object.assign({ value: String(v) }, v === chosen ? { selected: true } : {}), label(v))));
+    const compare = el("select", { id: "version-compare" },
+      el("option", { value: "0" }, "nothing (show the spec)"),
+      ...versions.filter((v) => v !== chosen).map((v) =>
+        el("option", Object.assign({ value: String(v) }, v === against ? { selected: true } : {}), label(v))));
+    const pre = el("pre", { id: "version-spec", tabIndex: 0, role: "region",
+      "aria-label": against ? "changes from version " + against + " to version " + chosen : "spec of config version " + chosen }, "…");
     const section = el("section", { id: "job-versions", "aria-labelledby": "job-versions-h", "data-version": String(chosen) },
       el("h3", { id: "job-versions-h" }, "Config versions"),
-      field("Version", select),
+      el("div", { class: "inline" }, field("Version", select), field("Compare with", compare)),
       actionButton("Roll back to version " + chosen, "Roll job " + id + " back to config version " + chosen + "? (an update to that spec)",
         () => post("jobs/" + enc(id) + "/rollback", { version: chosen }),
         Object.assign({ id: "rollback-job" }, chosen === desired ? { disabled: true, title: "this is the desired version" } : can)),
       pre);
-    select.addEventListener("change", () => {
+    const redraw = (focus) => () => {
       chosen = Number(select.value);
-      const next = versionsSection(status, can);
-      section.replaceWith(next);
-      document.getElementById("version-select").focus();
-    });
-    if (!versionYaml.has(chosen)) {
-      const v = chosen;
-      api("jobs/" + enc(id) + "/versions/" + v).then((r) => {
-        versionYaml.set(v, r.spec_yaml || "");
-        if (chosen === v) pre.textContent = r.spec_yaml || "";
-      }).catch(showError);
-    }
+      against = Number(compare.value);
+      section.replaceWith(versionsSection(status, can));
+      document.getElementById(focus).focus();
+    };
+    select.addEventListener("change", redraw("version-select"));
+    compare.addEventListener("change", redraw("version-compare"));
+    const shown = chosen;
+    const base = against;
+    Promise.all([yamlOf(shown), base ? yamlOf(base) : Promise.resolve(null)]).then(([text, old]) => {
+      if (chosen !== shown || against !== base) return;
+      pre.replaceChildren(...(old === null ? [text] : lineDiff(old, text)));
+    }).catch(showError);
     return section;
   }
 
@@ -302,4 +319,34 @@ export function submitPage(view, _params, _query, { go }) {
   });
   view.append(el("h2", { id: "submit-h" }, "Submit a job"), form);
   return { refresh: async () => {}, wants: () => false };
+}
+
+// The lines of `before` and `after` as one listing: kept lines as they are,
+// removed ones marked "- ", added ones "+ " (a longest common subsequence of
+// lines; specs are short).
+function lineDiff(before, after) {
+  const a = before.split("\n");
+  const b = after.split("\n");
+  const common = Array.from({ length: a.length + 1 }, () => new Array(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      common[i][j] = a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+    }
+  }
+  const out = [];
+  const line = (cls, mark, text) => out.push(el("span", { class: cls }, mark + text + "\n"));
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      line("same", "  ", a[i]);
+      i++;
+      j++;
+    } else if (j < b.length && (i === a.length || common[i][j + 1] >= common[i + 1][j])) {
+      line("added", "+ ", b[j++]);
+    } else {
+      line("removed", "- ", a[i++]);
+    }
+  }
+  return out;
 }

@@ -762,6 +762,11 @@ fn an_update_is_followed_and_resumed_or_aborted_from_the_job_page() {
         {"wait": format!("{select} && {select}.options.length === 3")},
         {"eval": format!("(s => {{ s.value = '1'; s.dispatchEvent(new Event('change')); return s.value; }})({select})")},
         {"wait": "(t => t.includes('command: work') && !t.includes('command: work2'))(document.getElementById('version-spec').textContent)"},
+        // Its changes against version 2, line by line.
+        {"eval": "(s => { s.value = '2'; s.dispatchEvent(new Event('change')); return s.value; })(document.getElementById('version-compare'))"},
+        {"wait": "document.querySelector('#version-spec .removed')"},
+        {"eval": "[...document.querySelectorAll('#version-spec .removed')].map(s => s.textContent.trim()).join('|')"},
+        {"eval": "[...document.querySelectorAll('#version-spec .added')].map(s => s.textContent.trim()).join('|')"},
         {"eval": "document.getElementById('rollback-job').textContent"},
         {"screenshot": shot("job-versions")},
         {"click": "#rollback-job"},
@@ -769,7 +774,10 @@ fn an_update_is_followed_and_resumed_or_aborted_from_the_job_page() {
         {"wait": format!("{select}.options.length === 4"), "timeout": 30},
     ]));
     assert_eq!(values[0], "1");
-    assert_eq!(values[1], "Roll back to version 1");
+    assert_eq!(values[1], "2");
+    assert_eq!(values[2], "-   command: work2", "only the command differs");
+    assert_eq!(values[3], "+   command: work");
+    assert_eq!(values[4], "Roll back to version 1");
     assert_eq!(dialogs.len(), 1, "{dialogs:?}");
     assert!(dialogs[0].starts_with(&format!("Roll job {id} back to config version 1")), "{dialogs:?}");
     let job = json(api, None, &["job", "get", &id]);
