@@ -19,7 +19,8 @@
 //!   per-instance progress — all through [`paceline_storage::Store`], every
 //!   runtime write a compare-and-set; the job-id ↔ `u64` key map the
 //!   resource manager speaks in; the deadline queue (restart backoff, max
-//!   run time, kill retries).
+//!   run time, kill retries). It opens task secrets (decision 0032) only to
+//!   hand them to a launch, and keeps no value.
 //! - **Receives**: API calls ([`JobManager::create`] …), placements
 //!   (it serves the joints' [`ReadyQueue`](paceline_joints::ReadyQueue): the
 //!   commit is the one owner of PLACED), run updates from hosts
@@ -47,7 +48,8 @@
 //!   step), `lifecycle` (the plugin and its actions), `launch` (the ready
 //!   queue: needs, commit, launches), `runs` (run updates), `tick`
 //!   (deadlines, preemption kills, update progress), `update`, `hosts`,
-//!   `recover`.
+//!   `recover`, `secrets` (the secrets a config may name, and which jobs
+//!   name one).
 //! - `validate` (private): create-time checks beyond `JobConfig::validate`.
 //! - [`scenario`]: a reusable test harness (recording launcher, placement player).
 //! - [`bench`]: the `paceline bench jobmgr` figures.
