@@ -283,3 +283,52 @@ fn restore_into_a_configured_store_and_inspect() {
     let no_target = cli(0, &["operator", "snapshot", "restore", snap.to_str().expect("utf-8")]);
     assert_eq!(no_target.status.code(), Some(2), "clap refuses a restore without --store or --config");
 }
+
+/// Retention end to end: a server told to keep two finished jobs removes
+/// the older ones of four once they end, and keeps the live one.
+#[test]
+fn a_server_keeps_only_as_many_finished_jobs_as_its_retention_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let config = dir.path().join("server.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 2, resources: {{cpu_millis: 4000, memory_mib: 8192, disk_mib: 10000, gpus: 0}}, zones: 1}}\nretention: {{max_age_days: 0, max_finished_jobs: 2, batch: 1, interval_secs: 1}}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .expect("write");
+    let _server = Dev::spawn(&["server", "--config", config.to_str().expect("utf-8")], "API on");
+    let job = |name: &str, millis: u32| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: {name}\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: sim\n  env: {{SIM_DURATION_MS: \"{millis}\"}}\n  resources: {{cpu_millis: 100, memory_mib: 32}}\n"
+            ),
+        )
+        .expect("write");
+        ok(cli(api, &["job", "create", path.to_str().expect("utf-8")]))
+    };
+    // One at a time, so their end times are in order.
+    let mut finished = Vec::new();
+    for i in 0..4 {
+        let id = job(&format!("short-{i}"), 10);
+        eventually(30, "the job ends", || {
+            json(api, &["job", "get", &id])["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED"))
+        });
+        finished.push(id);
+    }
+    let live = job("long", 600_000);
+    eventually(30, "the sweep leaves the two newest finished jobs", || {
+        let ids: Vec<String> = json(api, &["job", "list"])
+            .as_array()
+            .map(|a| a.iter().filter_map(|j| j["id"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        ids.len() == 3 && ids.contains(&finished[2]) && ids.contains(&finished[3]) && ids.contains(&live)
+    });
+    // Removed for good: their job and tasks no longer answer.
+    assert!(!cli(api, &["job", "get", &finished[0]]).status.success(), "the oldest finished job is gone");
+    assert!(!cli(api, &["task", "list", &finished[1]]).status.success(), "and its tasks");
+}
