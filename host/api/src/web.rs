@@ -64,6 +64,7 @@ use crate::audit::service::AuditApi;
 use crate::{Roles, hosts::HostApi, jobs::JobApi, plugins::PluginApi, pools::PoolApi, tasks::TaskApi};
 
 mod actions;
+mod history;
 mod live;
 
 /// The page's files, embedded in the binary (plain ES modules, no build
@@ -90,6 +91,7 @@ struct Web {
     audit: AuditApi,
     watch: crate::watch::WatchApi,
     auth: Arc<crate::auth::Auth>,
+    history: Arc<history::PoolHistory>,
 }
 
 /// The UI's routes over the cluster's roles; `watch` feeds the page's
@@ -105,7 +107,9 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         audit: AuditApi::new(roles.store.clone()),
         watch,
         auth,
+        history: Arc::new(history::PoolHistory::default()),
     });
+    history::start(Arc::downgrade(&web.history), PoolApi::new(roles.resmgr.clone(), roles.store.clone()));
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::temporary("/ui/") }))
@@ -122,6 +126,7 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         .route("/ui/api/tasks/{id}/{instance}/logs", get(live::logs))
         .route("/ui/api/tasks/{id}/{instance}/{action}", post(actions::task_action))
         .route("/ui/api/pools", get(pools))
+        .route("/ui/api/pools/history", get(pool_history))
         .route("/ui/api/hosts", get(hosts))
         .route("/ui/api/hosts/{name}/{action}", post(actions::host_action))
         .route("/ui/api/plugins", get(plugins))
@@ -297,6 +302,16 @@ async fn job_version(
     let r = pb::GetJobRequest { id, config_version: Some(version) };
     let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
     Ok(Json(serde_json::json!({ "version": version, "spec_yaml": spec_yaml(job.as_ref()) })))
+}
+
+/// `GET /ui/api/pools/history?path=`: the pool's CPU and memory entitlement
+/// and allocation over the last hour (a sample every 30 s).
+async fn pool_history(
+    State(web): State<Arc<Web>>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Answer<serde_json::Value> {
+    let path = q.get("path").cloned().unwrap_or_else(|| "/".into());
+    Ok(Json(web.history.of(&path)))
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

@@ -73,9 +73,52 @@ export function poolPage(view, [path]) {
       el("ul", { class: "tree" }, poolBox(pool, all.capacity || {})), figures(pool),
       facts([["Children", (pool.children || []).join(", ") || "none"], ["Live tasks", String(num(pool.live_tasks))],
         ["Queued gangs", String(num(pool.queued_gangs))]]),
-      el("p", {}, link("/jobs?pool=" + enc(path), "Jobs in " + path + " (" + (jobs.jobs || []).length + (jobs.next_page_token ? "+" : "") + ")")));
+      el("p", {}, link("/jobs?pool=" + enc(path), "Jobs in " + path + " (" + (jobs.jobs || []).length + (jobs.next_page_token ? "+" : "") + ")")),
+      historyCharts(await api("pools/history?path=" + enc(path)), pool));
   }
   return { refresh, wants: (ev) => changeOf(ev).pool === path };
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  node.append(...children);
+  return node;
+}
+
+// Allocation against entitlement over the last hour: the server's samples
+// (one every 30 s) and the figures of now as the last point.
+function historyCharts(history, pool) {
+  const now = Date.now();
+  const kinds = (e, a) => ({ ec: num(e.cpu), em: num(e.memory), ac: num(a.cpu), am: num(a.memory) });
+  const points = (history.samples || []).map((s) => Object.assign({ t: num(s.at_ms) }, kinds(s.entitlement || {}, s.allocation || {})));
+  points.push(Object.assign({ t: now }, kinds(pool.entitlement || {}, pool.allocation || {})));
+  return el("section", { id: "pool-history", "aria-labelledby": "pool-history-h" },
+    el("h3", { id: "pool-history-h" }, "Allocation against entitlement, last hour"),
+    chart("cpu", "CPU (millicores)", points, (p) => p.ec, (p) => p.ac, now),
+    chart("memory", "Memory (MiB)", points, (p) => p.em, (p) => p.am, now),
+    el("p", { class: "reason" }, "Solid: allocation. Dashed: entitlement. A sample every " +
+      Math.round(num(history.interval_ms) / 1000) + " s since the server started, at most an hour."));
+}
+
+function chart(kind, title, points, entitlement, allocation, now) {
+  const width = 600;
+  const height = 120;
+  const start = now - 3600 * 1000;
+  const x = (t) => (Math.max(0, t - start) / (3600 * 1000)) * width;
+  const top = Math.max(1, ...points.map(entitlement), ...points.map(allocation));
+  const y = (v) => height - (v / top) * (height - 4);
+  const line = (f) => points.map((p) => x(p.t).toFixed(1) + "," + y(f(p)).toFixed(1)).join(" ");
+  const last = points[points.length - 1];
+  const said = title + ": allocation " + allocation(last) + " of entitlement " + entitlement(last) + " now; " +
+    points.length + " points over the last hour";
+  return el("figure", { class: "history" },
+    svg("svg", { id: "history-" + kind, viewBox: "0 0 " + width + " " + height, width: "100%", height: String(height), role: "img", "aria-label": said },
+      svg("polyline", { class: "entitlement", "data-points": points.length, points: line(entitlement), fill: "none", stroke: "#5b6b8c", "stroke-dasharray": "6 4", "stroke-width": 2 }),
+      svg("polyline", { class: "allocation", "data-points": points.length, points: line(allocation), fill: "none", stroke: "#1d5fbf", "stroke-width": 2 })),
+    el("figcaption", {}, said));
 }
 
 function hostActions(h, me) {

@@ -252,6 +252,28 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     for pair in checked.chunks(2) {
         assert_eq!(pair[0], serde_json::json!([]), "axe-core on the {} page: serious violations", pair[1]);
     }
+    // A pool's allocation against its entitlement over the last hour: the
+    // server samples every pool from its start (every 30 s), the page adds
+    // the figures of now.
+    let (code, text) = http(api, "GET", "/ui/api/pools/history?path=/default", None, "");
+    assert_eq!(code, 200, "{text}");
+    assert!(
+        text.contains(r#""samples":[{"allocation":{"cpu":"#) && text.contains(r#""entitlement":{"cpu":"#),
+        "{text}"
+    );
+    let (charted, _) = browse(serde_json::json!([
+        {"goto": format!("{url}#/pools/team")},
+        {"wait": "document.querySelector('#history-cpu polyline.allocation')"},
+        {"eval": "document.getElementById('history-cpu').getAttribute('aria-label')"},
+        {"eval": "Number(document.querySelector('#history-memory polyline.entitlement').dataset.points)"},
+    ]));
+    let team = json(api, None, &["pool", "get", "/team"]);
+    let said = format!(
+        "CPU (millicores): allocation {} of entitlement {} now",
+        team["allocation"]["cpu_millis"], team["entitlement"]["cpu_millis"]
+    );
+    assert!(charted[0].as_str().is_some_and(|l| l.starts_with(&said)), "{charted:?} against {said}");
+    assert!(charted[1].as_u64().is_some_and(|n| n >= 1), "{charted:?}");
     assert_eq!(dialogs.len(), 1, "one confirmation: {dialogs:?}");
     assert!(dialogs[0].contains("placement/batch"), "{dialogs:?}");
     assert_ne!(values[5], "spread@9");
