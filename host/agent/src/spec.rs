@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_model::Resources;
 use paceline_model::secret::Secret;
-use paceline_model::task_secret::{LaunchSecret, SecretTarget};
+use paceline_model::task_secret::{LaunchSecret, SecretRef, check_refs};
 use paceline_proto::agent::v1 as pb;
 use serde::{Deserialize, Serialize};
 
@@ -129,27 +129,31 @@ fn check_port_name(field: &str, value: &str) -> Result<(), LaunchError> {
     Ok(())
 }
 
-/// One secret of a launch, checked: a target that stays in the secrets
-/// directory or is an environment name, and a UTF-8 value. Errors name the
-/// secret, never its value.
-fn launch_secret(i: usize, s: &pb::LaunchSecret) -> Result<LaunchSecret, LaunchError> {
-    let field = format!("secrets[{i}]");
-    let target = match (s.env.is_empty(), s.file.is_empty()) {
-        (false, true) => {
-            if !s.env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(LaunchError::new(format!("{field}.env"), "is not an environment variable name"));
-            }
-            SecretTarget::Env(s.env.clone())
-        }
-        (true, false) => {
-            check_path_name(&format!("{field}.file"), &s.file)?;
-            SecretTarget::File(s.file.clone())
-        }
-        _ => return Err(LaunchError::new(field, format!("secret {:?}: set exactly one of env and file", s.name))),
-    };
-    let value = String::from_utf8(s.value.clone())
-        .map_err(|_| LaunchError::new(format!("{field}.value"), format!("secret {:?} is not UTF-8", s.name)))?;
-    Ok(LaunchSecret { name: s.name.clone(), target, value: Secret::new(value) })
+/// A launch's secrets, checked by the same rules as the task spec that
+/// named them (`task_secret::check_refs`: names, one target each, no
+/// `PACELINE_*` variable, file names that stay in the secrets directory, no
+/// target twice), with UTF-8 values. Errors name the secret, never its value.
+fn launch_secrets(secrets: &[pb::LaunchSecret]) -> Result<Vec<LaunchSecret>, LaunchError> {
+    let refs: Vec<SecretRef> = secrets
+        .iter()
+        .map(|s| SecretRef {
+            name: s.name.clone(),
+            env: (!s.env.is_empty()).then(|| s.env.clone()),
+            file: (!s.file.is_empty()).then(|| s.file.clone()),
+        })
+        .collect();
+    check_refs(&refs).map_err(|e| LaunchError::new("secrets", e.to_string()))?;
+    refs.into_iter()
+        .zip(secrets)
+        .enumerate()
+        .map(|(i, (r, s))| {
+            let value = String::from_utf8(s.value.clone()).map_err(|_| {
+                LaunchError::new(format!("secrets[{i}].value"), format!("secret {:?} is not UTF-8", r.name))
+            })?;
+            let target = r.target().ok_or_else(|| LaunchError::new(format!("secrets[{i}]"), "no target"))?;
+            Ok(LaunchSecret { name: r.name, target, value: Secret::new(value) })
+        })
+        .collect()
 }
 
 impl RunSpec {
@@ -199,7 +203,7 @@ impl RunSpec {
             health_check,
             volume,
             kill_grace_period_secs: launch.kill_grace_period_secs,
-            secrets: launch.secrets.iter().enumerate().map(|(i, s)| launch_secret(i, s)).collect::<Result<_, _>>()?,
+            secrets: launch_secrets(&launch.secrets)?,
         };
         spec.validated()
     }

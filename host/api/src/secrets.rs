@@ -62,10 +62,6 @@ fn info(s: &SealedSecret) -> pb::SecretInfo {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 #[tonic::async_trait]
 impl SecretService for SecretApi {
     async fn put_secret(
@@ -97,7 +93,7 @@ impl SecretService for SecretApi {
         };
         let mut sealed = key.seal(&r.pool, &r.name, &r.value).map_err(|e| Status::internal(e.to_string()))?;
         sealed.version = previous + 1;
-        sealed.updated_at_ms = now_ms();
+        sealed.updated_at_ms = crate::audit::now_ms();
         sealed.updated_by = who.name.clone();
         self.store.put_secret(&sealed).await.map_err(status::store)?;
         tracing::info!(pool = %sealed.pool, name = %sealed.name, version = sealed.version, by = %who.name, "secret set");

@@ -5,7 +5,9 @@
 //! jobs, tasks and hosts with their state tables, and the views of hosts and
 //! tasks from which a plugin request is built.
 //!
-//! It owns no state and performs no I/O. It must not depend on any other
+//! It owns no state and performs no I/O, but for [`secret`]'s reading of
+//! secret files and its one writer of key files (every crate that keeps a
+//! secret shares them). It must not depend on any other
 //! workspace crate: not on the other `host/` crates, and not on the plugin
 //! SDK either. The plugin contract (`wit/`, mirrored by the SDK's types) and
 //! the public API (`proto/`) have types of their own, each converted to and
@@ -20,6 +22,7 @@
 //! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
 //! - [`job`]: job specs, SLA, update specs, job runtime and the state derived from task counts.
 //! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
+//! - [`secret`]: a configured secret that never formats, its readers, and the atomic key-file writer.
 //! - [`task_secret`]: secrets a task references by name, and their values on the way to a launch.
 //! - [`run`]: launch requests and run updates that cross the host manager.
 //! - [`host`]: host inventory records and the maintenance state machine.

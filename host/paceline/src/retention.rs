@@ -58,20 +58,14 @@ fn terminal_states() -> Vec<JobState> {
     JobState::ALL.into_iter().filter(|s| s.is_terminal()).collect()
 }
 
-/// One sweep: lists the finished jobs, picks those due (ended before
-/// `now_ms - max_age`, or the oldest beyond the count), and removes up to
-/// `batch` of them, oldest first, with `delete`.
-pub async fn sweep<F, Fut, E>(
+/// The finished jobs due for removal at `now_ms`, oldest first (ended
+/// before `now_ms - max_age`, or the oldest beyond the count), and how many
+/// finished jobs there are. One pass over the finished jobs' summaries.
+async fn due_jobs(
     store: &dyn Store,
     config: &RetentionConfig,
     now_ms: u64,
-    mut delete: F,
-) -> Result<Sweep, paceline_storage::StoreError>
-where
-    F: FnMut(String) -> Fut,
-    Fut: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
-{
+) -> Result<(u64, Vec<String>), paceline_storage::StoreError> {
     let mut finished: Vec<(u64, String)> = Vec::new();
     let mut cursor = None;
     loop {
@@ -99,14 +93,24 @@ where
         (config.max_age_days > 0).then(|| now_ms.saturating_sub(config.max_age_days.saturating_mul(86_400_000)));
     let over =
         if config.max_finished_jobs > 0 { (finished.len() as u64).saturating_sub(config.max_finished_jobs) } else { 0 };
-    let due: Vec<&(u64, String)> = finished
-        .iter()
+    let count = finished.len() as u64;
+    let due = finished
+        .into_iter()
         .enumerate()
         .filter(|(i, (ended, _))| (*i as u64) < over || cutoff.is_some_and(|c| *ended < c))
-        .map(|(_, j)| j)
+        .map(|(_, (_, id))| id)
         .collect();
-    let mut out = Sweep { finished: finished.len() as u64, due: due.len() as u64, ..Sweep::default() };
-    for (_, id) in due.into_iter().take(config.batch.max(1) as usize) {
+    Ok((count, due))
+}
+
+/// Removes `ids` with `delete`, counting into `out`.
+async fn remove<F, Fut, E>(ids: &[String], out: &mut Sweep, delete: &mut F)
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    for id in ids {
         match delete(id.clone()).await {
             Ok(()) => out.removed += 1,
             Err(e) => {
@@ -115,11 +119,32 @@ where
             }
         }
     }
+}
+
+/// One sweep: lists the finished jobs, picks those due, and removes up to
+/// `batch` of them, oldest first, with `delete`.
+pub async fn sweep<F, Fut, E>(
+    store: &dyn Store,
+    config: &RetentionConfig,
+    now_ms: u64,
+    mut delete: F,
+) -> Result<Sweep, paceline_storage::StoreError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let (finished, due) = due_jobs(store, config, now_ms).await?;
+    let mut out = Sweep { finished, due: due.len() as u64, ..Sweep::default() };
+    let batch = due.len().min(config.batch.max(1) as usize);
+    remove(&due[..batch], &mut out, &mut delete).await;
     Ok(out)
 }
 
-/// Runs sweeps until the task is dropped: again after a second when a sweep
-/// was full (more is due), else after `interval_secs`. Ages are measured on
+/// Runs until the task is dropped: lists the due jobs once, removes them
+/// `batch` at a time with a second between batches (so removal stays a
+/// trickle beside the scheduler's writes, and a large backlog is not listed
+/// again per batch), then waits `interval_secs`. Ages are measured on
 /// `clock`, the one the job manager stamps completions with.
 pub async fn run(
     store: std::sync::Arc<dyn Store>,
@@ -130,36 +155,32 @@ pub async fn run(
     if config.max_age_days == 0 && config.max_finished_jobs == 0 {
         return;
     }
-    loop {
-        let now = clock.now_ms();
+    let mut delete = |id: String| {
         let jobs = jobs.clone();
-        let pause = match sweep(store.as_ref(), &config, now, |id| {
-            let jobs = jobs.clone();
-            async move { jobs.delete(&id).await }
-        })
-        .await
-        {
-            Ok(s) => {
-                if s.removed > 0 {
+        async move { jobs.delete(&id).await }
+    };
+    loop {
+        match due_jobs(store.as_ref(), &config, clock.now_ms()).await {
+            Ok((finished, due)) => {
+                let mut out = Sweep { finished, due: due.len() as u64, ..Sweep::default() };
+                for (i, chunk) in due.chunks(config.batch.max(1) as usize).enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    remove(chunk, &mut out, &mut delete).await;
+                }
+                if out.removed > 0 {
                     tracing::info!(
-                        removed = s.removed,
-                        due = s.due,
-                        finished = s.finished,
+                        removed = out.removed,
+                        due = out.due,
+                        finished = out.finished,
                         "retention: finished jobs removed"
                     );
                 }
-                if s.removed > 0 && s.due > s.removed + s.refused {
-                    Duration::from_secs(1)
-                } else {
-                    Duration::from_secs(config.interval_secs.max(1))
-                }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "retention sweep failed");
-                Duration::from_secs(config.interval_secs.max(1))
-            }
-        };
-        tokio::time::sleep(pause).await;
+            Err(e) => tracing::warn!(error = %e, "retention sweep failed"),
+        }
+        tokio::time::sleep(Duration::from_secs(config.interval_secs.max(1))).await;
     }
 }
 

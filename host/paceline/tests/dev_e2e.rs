@@ -840,6 +840,18 @@ fn task_secrets_reach_their_task_and_nowhere_else() {
         &put(&bob, &["--pool", "/team-a", "db-password", "--from-env", "PW"], &[("PW", "bob's")]),
         "permission denied",
     );
+    // Bad input is refused naming the field, and changes nothing.
+    let garbage = dir.path().join("garbage");
+    for (name, pool, bytes, needle) in [
+        ("Bad Name", "/team-a", b"v".as_slice(), "name:"),
+        ("empty", "/team-a", b"".as_slice(), "value: must be 1 to"),
+        ("binary", "/team-a", b"\xff\xfe\x00".as_slice(), "value: must be UTF-8"),
+        ("nowhere", "/team-a/none", b"v".as_slice(), "pool `/team-a/none` does not exist"),
+    ] {
+        std::fs::write(&garbage, bytes).expect("write");
+        let out = put(&alice, &["--pool", pool, name, "--from-file", garbage.to_str().expect("utf-8")], &[]);
+        refused(&out, needle);
+    }
     let listed = ok(cli_as(api, &alice, &["secret", "list", "--pool", "/team-a", "-o", "json"]));
     let listed: serde_json::Value = serde_json::from_str(&listed).expect("json");
     assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");

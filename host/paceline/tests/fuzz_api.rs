@@ -27,6 +27,7 @@ use pb::host_service_client::HostServiceClient;
 use pb::job_service_client::JobServiceClient;
 use pb::plugin_service_client::PluginServiceClient;
 use pb::pool_service_client::PoolServiceClient;
+use pb::secret_service_client::SecretServiceClient;
 use pb::task_service_client::TaskServiceClient;
 use pb::watch_service_client::WatchServiceClient;
 use proptest::prelude::*;
@@ -144,6 +145,10 @@ rpc_table! {
     "TaskLogs" => |ch, r: pb::TaskLogsRequest| TaskServiceClient::new(ch).task_logs(pb::TaskLogsRequest { follow: false, ..r }),
     "TaskEvents" => |ch, r: pb::TaskEventsRequest| TaskServiceClient::new(ch).task_events(r),
     "Watch" => |ch, r: pb::WatchRequest| WatchServiceClient::new(ch).watch(r),
+    // New RPCs go last: the corpus names an RPC by its index here.
+    "PutSecret" => |ch, r: pb::PutSecretRequest| SecretServiceClient::new(ch).put_secret(r),
+    "ListSecrets" => |ch, r: pb::ListSecretsRequest| SecretServiceClient::new(ch).list_secrets(r),
+    "DeleteSecret" => |ch, r: pb::DeleteSecretRequest| SecretServiceClient::new(ch).delete_secret(r),
 }
 
 /// A well-formed request for each RPC, naming things that exist.
@@ -191,6 +196,11 @@ fn seed(index: usize) -> Vec<u8> {
             pb::TaskLogsRequest { task, run: 1, stream: "stdout".into(), offset: -5, follow: false }.encode_to_vec()
         }
         "Watch" => pb::WatchRequest { from_revision: 1, job_id: job, kinds: vec!["job".into()] }.encode_to_vec(),
+        "PutSecret" => {
+            pb::PutSecretRequest { pool: POOL.into(), name: "db".into(), value: b"v".to_vec() }.encode_to_vec()
+        }
+        "ListSecrets" => pb::ListSecretsRequest { pool: POOL.into() }.encode_to_vec(),
+        "DeleteSecret" => pb::DeleteSecretRequest { pool: POOL.into(), name: "db".into() }.encode_to_vec(),
         _ => Vec::new(),
     }
 }

@@ -45,6 +45,32 @@ async fn launches_the_host_cannot_honour_are_rejected_naming_the_field() {
     };
     assert_eq!(h.sup.launch(&launch).await.unwrap_err().field, "health_check");
 
+    // Secrets the spec's rules would refuse: out of the secrets directory,
+    // the runtime's own variable, no target, a value that is not text. The
+    // error never shows a value.
+    let secret = |env: &str, file: &str, value: &[u8]| pb::Launch {
+        run_id: "secret-1".into(),
+        task_id: "secret".into(),
+        command: "true".into(),
+        secrets: vec![pb::LaunchSecret {
+            name: "db".into(),
+            env: env.into(),
+            file: file.into(),
+            value: value.to_vec(),
+        }],
+        ..Default::default()
+    };
+    for (env, file, value, field) in [
+        ("", "../escape", b"v4lu3".as_slice(), "secrets"),
+        ("PACELINE_RUN_ID", "", b"v4lu3".as_slice(), "secrets"),
+        ("", "", b"v4lu3".as_slice(), "secrets"),
+        ("DB", "", b"\xff\xfe".as_slice(), "secrets[0].value"),
+    ] {
+        let err = h.sup.launch(&secret(env, file, value)).await.unwrap_err();
+        assert_eq!(err.field, field, "{env:?} {file:?}: {err}");
+        assert!(!err.to_string().contains("v4lu3"), "{err}");
+    }
+
     // A live duplicate is a no-op; a duplicate of an ended run is refused.
     h.sup.launch_spec(spec("live-1", "sleep", &["30"])).unwrap();
     assert_eq!(h.sup.launch_spec(spec("live-1", "sleep", &["30"])).unwrap(), LaunchOutcome::AlreadyRunning);

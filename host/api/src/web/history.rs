@@ -76,10 +76,6 @@ impl PoolHistory {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Samples now and every [`INTERVAL`] while `history` is alive (the web
 /// routes hold it); without a tokio runtime there is nothing to run on and
 /// no history.
@@ -93,7 +89,7 @@ pub(super) fn start(history: Weak<PoolHistory>, pools: PoolApi) {
             tick.tick().await;
             let Some(history) = history.upgrade() else { return };
             match pools.list_pools(Request::new(pb::ListPoolsRequest {})).await {
-                Ok(list) => history.record(now_ms(), &list.into_inner().pools),
+                Ok(list) => history.record(crate::audit::now_ms(), &list.into_inner().pools),
                 Err(e) => tracing::debug!(error = %e, "pool history: no sample"),
             }
         }

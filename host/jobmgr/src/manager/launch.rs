@@ -252,13 +252,12 @@ impl JobManager {
         hosts: BTreeMap<String, Vec<(u32, TaskHandle)>>,
     ) -> Result<(u32, u32), JobError> {
         let now = self.now();
-        let (job_id, pool, writes, placed_events, mut runs) = {
+        let (job_id, secrets_pool, writes, placed_events, mut runs) = {
             let mut m = self.mem();
             let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok((0, 0));
             };
             let job_id = job.id.clone();
-            let pool = job.config().pool.clone();
             let n: usize = hosts.values().map(Vec::len).sum();
             let mut writes = Vec::with_capacity(n);
             let mut events = Vec::with_capacity(n);
@@ -307,7 +306,10 @@ impl JobManager {
                 }
                 runs.push(host_runs);
             }
-            (job_id, pool, writes, events, runs)
+            // The pool is needed only to open secrets: most launches name none.
+            let secrets_pool =
+                runs.iter().flatten().any(|r| !r.spec.secrets.is_empty()).then(|| job.config().pool.clone());
+            (job_id, secrets_pool, writes, events, runs)
         };
         // The PLACED event first, then LAUNCHING: one write each would double
         // the fsyncs; the event log still shows both steps.
@@ -317,7 +319,11 @@ impl JobManager {
         // launch: nothing else holds their values. A secret that cannot be
         // had fails the launch as a host's refusal would (the tasks go
         // back to READY, the reason in their events), never a run without it.
-        let outcomes = match self.resolve_secrets(&pool, &mut runs).await {
+        let resolved = match &secrets_pool {
+            Some(pool) => self.resolve_secrets(pool, &mut runs).await,
+            None => Ok(()),
+        };
+        let outcomes = match resolved {
             Ok(()) => {
                 futures::future::join_all(
                     hosts.keys().zip(runs).map(|(host, runs)| self.launcher.launch(lease, host, runs)),

@@ -123,10 +123,6 @@ impl Drop for ConsistentView {
     }
 }
 
-fn now_ms() -> u64 {
-    crate::types::now_ms()
-}
-
 /// Where [`walk`] hands each record, in order.
 #[async_trait]
 pub trait RecordSink: Send {
@@ -165,7 +161,7 @@ pub async fn export(store: &dyn Store, sink: &mut dyn Sink) -> Result<Trailer, S
     let header = Header {
         format: format::FORMAT_NAME.into(),
         version: FORMAT_VERSION,
-        created_at_ms: now_ms(),
+        created_at_ms: crate::types::now_ms(),
         source_backend: store.backend().into(),
         point_in_time: view.is_some(),
         written_by: env!("CARGO_PKG_VERSION").into(),
