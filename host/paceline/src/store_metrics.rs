@@ -140,6 +140,20 @@ impl Store for MeteredStore {
         self.timed("create_job", self.inner.create_job(id, config, runtime)).await
     }
 
+    async fn create_job_with_tasks(
+        &self,
+        id: &str,
+        config: &JobConfig,
+        runtime: &JobRuntime,
+        tasks: &[(u32, TaskRuntime)],
+    ) -> Result<JobRuntime> {
+        self.timed("create_job_with_tasks", self.inner.create_job_with_tasks(id, config, runtime, tasks)).await
+    }
+
+    async fn remove_interrupted_creates(&self) -> Result<Vec<String>> {
+        self.timed("remove_interrupted_creates", self.inner.remove_interrupted_creates()).await
+    }
+
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
         self.timed("add_job_config", self.inner.add_job_config(id, version, config)).await
     }

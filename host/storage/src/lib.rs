@@ -25,6 +25,8 @@
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`secrets`]: task secrets sealed at rest (AES-256-GCM) and the server's key.
 //! - [`bench`]: the `paceline bench storage` figures.
+//! - [`bench_queries`]: the `paceline bench job-queries` figures (many jobs, the query index).
+//! - [`crash`]: crash points that tests arm to kill a writer between two writes.
 //! - [`snapshot`]: the whole store as one checksummed file: export, verify, restore (decision 0030).
 //! - `validate` (private): input checks shared by both backends.
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
@@ -32,8 +34,10 @@
 
 pub mod audit;
 pub mod bench;
+pub mod bench_queries;
 pub mod cassandra;
 pub mod config;
+pub mod crash;
 pub mod error;
 pub mod fence;
 mod job_events;

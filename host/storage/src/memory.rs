@@ -175,6 +175,41 @@ impl Store for MemoryStore {
         Ok(rt)
     }
 
+    async fn create_job_with_tasks(
+        &self,
+        id: &str,
+        config: &JobConfig,
+        runtime: &JobRuntime,
+        tasks: &[(u32, TaskRuntime)],
+    ) -> Result<JobRuntime> {
+        encode_config(id, config)?;
+        let mut rt = runtime.clone();
+        rt.version = 1;
+        rt.validate()?;
+        encode(|| format!("runtime of job {id}"), &rt, limits::MAX_RECORD)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (instance, task) in tasks {
+            check_task(*instance, task)?;
+            if !seen.insert(*instance) {
+                return Err(StoreError::exists("task", format!("{id}/{instance}")));
+            }
+        }
+        // One lock for the job and its tasks: all or nothing.
+        let mut d = self.write()?;
+        if d.jobs.contains_key(id) {
+            return Err(StoreError::exists("job", id));
+        }
+        let mut job = Job { configs: BTreeMap::new(), runtime: rt.clone(), tasks: BTreeMap::new() };
+        job.configs.insert(1, config.clone());
+        for (instance, task) in tasks {
+            let mut task = task.clone();
+            task.version = 1;
+            job.tasks.insert(*instance, task);
+        }
+        d.jobs.insert(id.to_string(), job);
+        Ok(rt)
+    }
+
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
         encode_config(id, config)?;
         let mut d = self.write()?;

@@ -64,6 +64,29 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// id is taken. Returns the stored runtime.
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime>;
 
+    /// Creates a job with its first tasks, all or nothing: config version 1,
+    /// the runtime at version 1 and each task runtime at version 1. A crash
+    /// part way leaves no job that a read can see: SQLite writes everything
+    /// in one transaction; Cassandra claims the id in a state no read
+    /// returns, writes the rest, then makes the job visible, and
+    /// [`Store::remove_interrupted_creates`] removes what a crash left
+    /// behind. [`StoreError::AlreadyExists`] if the id is taken.
+    async fn create_job_with_tasks(
+        &self,
+        id: &str,
+        config: &JobConfig,
+        runtime: &JobRuntime,
+        tasks: &[(u32, TaskRuntime)],
+    ) -> Result<JobRuntime>;
+
+    /// Removes jobs whose [`Store::create_job_with_tasks`] a crash cut
+    /// short, with everything written for them, and returns their ids.
+    /// Called by the leader before it recovers (nothing else creates jobs
+    /// then). Backends whose create is one transaction have nothing to do.
+    async fn remove_interrupted_creates(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Adds config version `version` to a job; it must be the latest + 1
     /// ([`StoreError::Conflict`] otherwise). The runtime is not touched.
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()>;

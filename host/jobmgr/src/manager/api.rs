@@ -40,17 +40,16 @@ impl JobManager {
         // commits instead of queueing behind each other's fsyncs.
         let now = self.now();
         let runtime = JobRuntime::initial(1, now);
-        let stored = self.store.create_job(id, &config, &runtime).await?;
         let mut daemon_hosts = Vec::new();
         if config.kind == JobKind::Daemon {
             daemon_hosts = self.matching_hosts(&config);
         }
         let count = if config.kind == JobKind::Daemon { daemon_hosts.len() as u32 } else { config.instance_count };
         // Tasks are stored PENDING at once (the gangs are queued below, under
-        // the lock): one write for the whole job instead of a create and a
-        // compare-and-set per task. The first state of a run has no event of
-        // its own; events start at PLACED. A crash before the gangs are
-        // queued leaves PENDING tasks, which recovery queues.
+        // the lock), in the same all-or-nothing write as the job: a crash
+        // leaves the whole job or none of it. The first state of a run has
+        // no event of its own; events start at PLACED. A crash before the
+        // gangs are queued leaves PENDING tasks, which recovery queues.
         let rows: Vec<(u32, TaskRuntime)> = (0..count)
             .map(|i| {
                 let mut rt = TaskRuntime::initial(1, now);
@@ -61,11 +60,7 @@ impl JobManager {
                 (i, rt)
             })
             .collect();
-        if let Err(e) = self.store.create_tasks(id, &rows).await {
-            // Keep "rejected means nothing persisted" for storage refusals too.
-            let _ = self.store.delete_job(id).await;
-            return Err(e.into());
-        }
+        let stored = self.store.create_job_with_tasks(id, &config, &runtime, &rows).await?;
         let _op = self.ops.lock().await;
         let key = {
             let mut m = self.mem();

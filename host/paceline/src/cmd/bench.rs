@@ -26,6 +26,8 @@ pub enum BenchCommand {
     Jobmgr(super::bench_hosts::JobmgrBenchArgs),
     /// The whole pipeline on simulated hosts: jobs submitted, placed by the Wasm policies, launched.
     Pipeline(super::bench_hosts::PipelineBenchArgs),
+    /// Job queries (by owner, pool, label, state; live jobs) on a store of many jobs.
+    JobQueries(JobQueriesBenchArgs),
     /// One scrape of `/metrics` on 10,000 simulated hosts and 11,000 pools: time and size.
     Metrics(super::bench_metrics::MetricsBenchArgs),
     /// "Why pending" when read: GetJob and ListTasks of a large waiting job on 10,000 simulated hosts.
@@ -49,6 +51,26 @@ pub struct StorageBenchArgs {
     cassandra: Option<String>,
 }
 
+/// Arguments of `bench job-queries`.
+#[derive(Debug, Args)]
+pub struct JobQueriesBenchArgs {
+    /// Jobs to create (one task each) before the queries.
+    #[arg(long, default_value_t = 100_000)]
+    jobs: u32,
+    /// Creates in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// `host:port` of a Cassandra node (its login and TLS from the
+    /// `PACELINE_CASSANDRA_*` variables `deploy/cassandra/cassandra.sh env`
+    /// prints); keyspace `paceline_bench_queries`, dropped first. Without
+    /// it only SQLite is measured.
+    #[arg(long, env = "PACELINE_CASSANDRA")]
+    cassandra: Option<String>,
+    /// Skip SQLite.
+    #[arg(long)]
+    no_sqlite: bool,
+}
+
 /// Arguments of `bench plugin`.
 #[derive(Debug, Args)]
 pub struct PluginBenchArgs {
@@ -70,6 +92,40 @@ pub struct PluginBenchArgs {
     language_repeat: u32,
 }
 
+fn job_queries(a: JobQueriesBenchArgs) -> anyhow::Result<ExitCode> {
+    use paceline_storage::bench_queries;
+    if cfg!(debug_assertions) {
+        println!("(DEBUG build - figures not meaningful; use --release)");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        if !a.no_sqlite {
+            let dir = tempfile::tempdir()?;
+            let store: Arc<dyn paceline_storage::Store> =
+                Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("paceline.db"))?);
+            let report = bench_queries::run(store, None, a.jobs, a.concurrency).await?;
+            print!("{report}");
+            let size = std::fs::metadata(dir.path().join("paceline.db")).map(|m| m.len()).unwrap_or(0);
+            println!("sqlite file: {:.1} MiB\n", size as f64 / (1 << 20) as f64);
+        }
+        if let Some(addr) = a.cassandra.filter(|s| !s.is_empty()) {
+            let ks = "paceline_bench_queries";
+            let cfg = paceline_storage::CassandraConfig::local(&addr, ks).with_env_security();
+            let first = paceline_storage::cassandra::CassandraStore::connect(&cfg).await?;
+            first.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await?;
+            drop(first);
+            let store = Arc::new(paceline_storage::cassandra::CassandraStore::connect(&cfg).await?);
+            let report = bench_queries::run(store.clone(), Some(store.as_ref()), a.jobs, a.concurrency).await?;
+            print!("{report}");
+            println!("(keyspace {ks} kept; drop it with cqlsh when done)");
+        } else {
+            println!("cassandra skipped: no --cassandra / PACELINE_CASSANDRA");
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Plugin(a) => plugin(a),
@@ -78,6 +134,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Pipeline(a) => super::bench_hosts::pipeline(a),
         BenchCommand::Metrics(a) => super::bench_metrics::run(a),
         BenchCommand::Pending(a) => super::bench_pending::run(a),
+        BenchCommand::JobQueries(a) => job_queries(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {
                 println!("(DEBUG build - figures not meaningful; use --release)");

@@ -85,6 +85,31 @@ impl CassandraStore {
         }
     }
 
+    /// Rows of a paged query, fed to `take` one at a time until it answers
+    /// `false`: only the pages needed are read (a listing's first page
+    /// does not read the whole table). Not retried part way: an error
+    /// after the first page is returned.
+    pub(super) async fn scan_until<R>(
+        &self,
+        what: &str,
+        st: &PreparedStatement,
+        values: impl SerializeRow,
+        mut take: impl FnMut(R) -> Result<bool>,
+    ) -> Result<()>
+    where
+        R: for<'f, 'm> DeserializeRow<'f, 'm>,
+    {
+        let unavailable = |e: &dyn std::fmt::Display| StoreError::Unavailable(format!("{what}: {e}"));
+        let pager = self.session.execute_iter(st.clone(), values).await.map_err(|e| unavailable(&e))?;
+        let mut stream = pager.rows_stream::<R>().map_err(|e| unavailable(&e))?;
+        while let Some(row) = stream.next().await {
+            if !take(row.map_err(|e| unavailable(&e))?)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `rows` with `st` in unlogged batches of bounded size, grouped
     /// by partition (`key(row)`) so each batch touches one partition.
     pub(super) async fn batched<V, K>(&self, what: &str, st: &PreparedStatement, rows: Vec<(K, usize, V)>) -> Result<()>

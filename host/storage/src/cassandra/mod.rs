@@ -23,7 +23,9 @@
 //! - `stmts`: every CQL statement, prepared at connect.
 //! - `exec`: running statements: retries, scans, batches, conditional writes.
 //! - `leader`: leader fencing (claim, and the check before each write).
-//! - `jobs`, `tasks`, `events`, `updates`: a job and what hangs off it.
+//! - `jobs`, `tasks`, `events`, `updates`: a job and what hangs off it;
+//!   a create all or nothing for readers (decision 0033).
+//! - `job_index`: the job query index (decision 0033).
 //! - `plugins`: plugin versions, their chunked bytes, slot histories.
 //! - `inventory`: pools, hosts, provider ids.
 //! - `job_events`: job events, a partition per job (decision 0025).
@@ -34,6 +36,7 @@ mod events;
 mod exec;
 mod inventory;
 mod job_events;
+mod job_index;
 mod jobs;
 mod leader;
 mod plugins;
@@ -180,6 +183,12 @@ impl CassandraStore {
     pub fn session(&self) -> &Session {
         &self.session
     }
+
+    /// A query answered by scanning every job and filtering here, as all
+    /// queries were before the index: the benchmark's baseline.
+    pub async fn query_jobs_by_scan(&self, query: &JobQuery) -> Result<Page<JobSummary>> {
+        jobs::query_by_scan(self, query).await
+    }
 }
 
 #[async_trait]
@@ -198,6 +207,20 @@ impl Store for CassandraStore {
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
         jobs::create_job(self, id, config, runtime).await
+    }
+
+    async fn create_job_with_tasks(
+        &self,
+        id: &str,
+        config: &JobConfig,
+        runtime: &JobRuntime,
+        tasks: &[(u32, TaskRuntime)],
+    ) -> Result<JobRuntime> {
+        jobs::create_job_with_tasks(self, id, config, runtime, tasks).await
+    }
+
+    async fn remove_interrupted_creates(&self) -> Result<Vec<String>> {
+        jobs::remove_interrupted_creates(self).await
     }
 
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {

@@ -69,7 +69,21 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     // Decision 0032: sealed task secrets, a partition per pool.
     "task secrets",
     &["CREATE TABLE IF NOT EXISTS secrets (pool text, name text, record text, PRIMARY KEY (pool, name))"],
+), (
+    // Decision 0033: job queries read an index instead of scanning every
+    // job; a job is created behind a marker so a crash leaves nothing a
+    // read can see. `backfill` fills the index from the jobs already there.
+    "job query index and create markers",
+    &[
+        "CREATE TABLE IF NOT EXISTS job_index (attr text, value text, shard int, job_id text, at bigint,
+           PRIMARY KEY ((attr, value, shard), job_id))",
+        "CREATE TABLE IF NOT EXISTS job_creates (k int, job_id text, nonce text, claimed_ms bigint,
+           PRIMARY KEY (k, job_id, nonce))",
+    ],
 )];
+
+/// The migration whose index [`backfill`] fills from the existing jobs.
+const JOB_INDEX_MIGRATION: u32 = 6;
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -118,6 +132,10 @@ pub async fn migrate(session: &Session) -> Result<()> {
                 .map_err(|e| StoreError::Backend(format!("migration {version}: {e}")))?;
         }
         session.await_schema_agreement().await.map_err(be)?;
+        if version == JOB_INDEX_MIGRATION {
+            // Before the version is recorded: a crash here runs it again.
+            super::job_index::backfill(session).await?;
+        }
         session
             .query_unpaged(
                 "INSERT INTO schema_migrations (id, description, applied_at_ms) VALUES (?, ?, ?)",

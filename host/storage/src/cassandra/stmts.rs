@@ -71,11 +71,22 @@ statements! {
                      WHERE job_id = ? IF latest_config_version = ?", Lwt;
     cas_job: "UPDATE jobs SET state = ?, version = ?, runtime = ? WHERE job_id = ? IF version = ?", Lwt;
     sel_job_serial: "SELECT version, runtime FROM jobs WHERE job_id = ?", Serial;
-    sel_job_runtime: "SELECT runtime FROM jobs WHERE job_id = ?", Plain;
-    sel_job_exists: "SELECT job_id FROM jobs WHERE job_id = ?", Plain;
-    sel_jobs: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime FROM jobs", Plain;
-    sel_jobs_after: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime FROM jobs
+    sel_job_runtime: "SELECT runtime, state FROM jobs WHERE job_id = ?", Plain;
+    sel_job_exists: "SELECT job_id, state FROM jobs WHERE job_id = ?", Plain;
+    sel_job_state: "SELECT state, WRITETIME(state) FROM jobs WHERE job_id = ?", Plain;
+    sel_job_summary: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state
+                      FROM jobs WHERE job_id = ?", Plain;
+    commit_job: "UPDATE jobs SET state = ? WHERE job_id = ? IF state = ?", Lwt;
+    sel_jobs: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state FROM jobs", Plain;
+    sel_jobs_after: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state FROM jobs
                      WHERE token(job_id) > token(?)", Plain;
+    ins_index: "INSERT INTO job_index (attr, value, shard, job_id, at) VALUES (?, ?, ?, ?, ?)", Plain;
+    sel_index: "SELECT job_id, WRITETIME(at) FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id > ? LIMIT ?", Plain;
+    del_index: "DELETE FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
+    del_index_at: "DELETE FROM job_index USING TIMESTAMP ? WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
+    ins_create: "INSERT INTO job_creates (k, job_id, nonce, claimed_ms) VALUES (0, ?, ?, ?)", Plain;
+    del_create: "DELETE FROM job_creates WHERE k = 0 AND job_id = ? AND nonce = ?", Plain;
+    sel_creates: "SELECT job_id, nonce FROM job_creates WHERE k = 0", Plain;
     del_job: "DELETE FROM jobs WHERE job_id = ?", Plain;
     ins_config: "INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?)", Plain;
     sel_config: "SELECT version, config FROM job_configs WHERE job_id = ? AND version = ?", Plain;

@@ -4,6 +4,7 @@
 //! deletion of a job with everything under it.
 
 use paceline_model::job::{JobConfig, JobRuntime};
+use paceline_model::task::TaskRuntime;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, db};
@@ -64,8 +65,22 @@ pub(super) async fn create_job(
     config: &JobConfig,
     runtime: &JobRuntime,
 ) -> Result<JobRuntime> {
+    create_job_with_tasks(store, id, config, runtime, &[]).await
+}
+
+/// The job, its first config and its tasks in one write (one savepoint of
+/// the writer's transaction): all of it is committed, or none.
+pub(super) async fn create_job_with_tasks(
+    store: &SqliteStore,
+    id: &str,
+    config: &JobConfig,
+    runtime: &JobRuntime,
+    tasks: &[(u32, TaskRuntime)],
+) -> Result<JobRuntime> {
     let NewJob { config: body, runtime: rt, runtime_body: rt_body, labels } = new_job(id, config, runtime)?;
+    let rows = super::tasks::new_task_rows(id, tasks)?;
     let (id, config, out) = (id.to_string(), config.clone(), rt.clone());
+    let trims = store.trims.clone();
     store
         .write(move |conn| {
             if job_exists(conn, &id)? {
@@ -89,7 +104,9 @@ pub(super) async fn create_job(
             .map_err(db)?;
             conn.execute("INSERT INTO job_configs (job_id, version, config) VALUES (?1, 1, ?2)", params![id, body])
                 .map_err(db)?;
-            write_summary_columns(conn, &id, &config, 1)
+            write_summary_columns(conn, &id, &config, 1)?;
+            crate::crash::point("create-job.before-tasks");
+            super::tasks::insert_tasks(conn, &id, &rows, &trims)
         })
         .await?;
     Ok(out)

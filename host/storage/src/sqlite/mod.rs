@@ -225,6 +225,16 @@ impl Store for SqliteStore {
         jobs::create_job(self, id, config, runtime).await
     }
 
+    async fn create_job_with_tasks(
+        &self,
+        id: &str,
+        config: &JobConfig,
+        runtime: &JobRuntime,
+        tasks: &[(u32, TaskRuntime)],
+    ) -> Result<JobRuntime> {
+        jobs::create_job_with_tasks(self, id, config, runtime, tasks).await
+    }
+
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
         jobs::add_job_config(self, id, version, config).await
     }

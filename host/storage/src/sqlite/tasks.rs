@@ -5,6 +5,9 @@
 use paceline_model::task::{TaskRuntime, TaskState};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use std::sync::Mutex;
+
+use super::events::TrimCounts;
 use super::jobs::job_exists;
 use super::{SqliteStore, db, task_what};
 use crate::error::{Result, StoreError};
@@ -54,7 +57,10 @@ fn cas_task_in(conn: &Connection, job_id: &str, c: &PreparedCas) -> Result<u64> 
     }
 }
 
-pub(super) async fn create_tasks(store: &SqliteStore, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
+/// Task runtimes checked and encoded for insertion at version 1.
+pub(super) type NewTaskRows = Vec<(u32, &'static str, String)>;
+
+pub(super) fn new_task_rows(job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<NewTaskRows> {
     check_id("job", job_id)?;
     let mut rows = Vec::with_capacity(tasks.len());
     for (instance, rt) in tasks {
@@ -65,6 +71,40 @@ pub(super) async fn create_tasks(store: &SqliteStore, job_id: &str, tasks: &[(u3
         let body = encode(|| task_what(job_id, *instance), &rt, limits::MAX_RECORD)?;
         rows.push((*instance, rt.state.as_str(), body));
     }
+    Ok(rows)
+}
+
+/// Inserts checked rows inside the caller's write (its savepoint makes the
+/// whole write one unit), and notes that the new tasks have no history to trim.
+pub(super) fn insert_tasks(
+    conn: &Connection,
+    job_id: &str,
+    rows: &NewTaskRows,
+    trims: &Mutex<TrimCounts>,
+) -> Result<()> {
+    let mut ins = conn
+        .prepare_cached("INSERT INTO tasks (job_id, instance, state, version, runtime) VALUES (?1, ?2, ?3, 1, ?4)")
+        .map_err(db)?;
+    for (instance, state, body) in rows {
+        ins.execute(params![job_id, instance, state, body]).map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                StoreError::exists("task", format!("{job_id}/{instance}"))
+            }
+            e => db(e),
+        })?;
+    }
+    // New tasks have no history: nothing to trim until TRIM_EVERY.
+    if let Ok(mut t) = trims.lock() {
+        let counts = t.entry(job_id.to_string()).or_default();
+        for (instance, ..) in rows {
+            counts.insert(*instance, 0);
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn create_tasks(store: &SqliteStore, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
+    let rows = new_task_rows(job_id, tasks)?;
     let job_id = job_id.to_string();
     let trims = store.trims.clone();
     store
@@ -72,27 +112,7 @@ pub(super) async fn create_tasks(store: &SqliteStore, job_id: &str, tasks: &[(u3
             if !job_exists(conn, &job_id)? {
                 return Err(StoreError::not_found("job", &job_id));
             }
-            let mut ins = conn
-                .prepare_cached(
-                    "INSERT INTO tasks (job_id, instance, state, version, runtime) VALUES (?1, ?2, ?3, 1, ?4)",
-                )
-                .map_err(db)?;
-            for (instance, state, body) in &rows {
-                ins.execute(params![job_id, instance, state, body]).map_err(|e| match e {
-                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                        StoreError::exists("task", format!("{job_id}/{instance}"))
-                    }
-                    e => db(e),
-                })?;
-            }
-            // New tasks have no history: nothing to trim until TRIM_EVERY.
-            if let Ok(mut t) = trims.lock() {
-                let counts = t.entry(job_id.clone()).or_default();
-                for (instance, ..) in &rows {
-                    counts.insert(*instance, 0);
-                }
-            }
-            Ok(())
+            insert_tasks(conn, &job_id, &rows, &trims)
         })
         .await
 }

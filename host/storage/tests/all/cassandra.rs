@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use paceline_model::job::{JobRuntime, JobState};
 use paceline_storage::cassandra::{CassandraStore, SCHEMA_VERSION, schema};
-use paceline_storage::{CassandraConfig, CassandraTls, Store, StoreError};
+use paceline_storage::{CassandraConfig, CassandraTls, JobQuery, Store, StoreError};
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/cassandra/cassandra.sh")
@@ -435,6 +436,121 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
         5,
     );
     store.record_job_events(&[e]).await.expect("job events (schema 3)");
+    // Schema 6 filled the query index from the jobs already there.
+    let by = |q: JobQuery| {
+        let store = store.clone();
+        async move {
+            let page = store.query_jobs(&JobQuery { limit: 10, ..q }).await.expect("query");
+            page.items.into_iter().map(|j| j.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(by(JobQuery { owner: Some("owner-1".into()), ..Default::default() }).await, ["job-0001"]);
+    assert_eq!(by(JobQuery { states: vec![JobState::Running], ..Default::default() }).await, ["job-0000"]);
+    let t2 = JobQuery { labels: [("tier".to_string(), "t2".to_string())].into(), ..Default::default() };
+    assert_eq!(by(t2).await, ["job-0001"]);
+    let live: Vec<String> = store.live_jobs().await.expect("live").into_iter().map(|j| j.id).collect();
+    assert_eq!(live, ["job-0000"]);
+    drop(store);
+    drop_keyspace(&ks).await;
+}
+
+// ---- the job query index and atomic creates (decision 0033) ----------------
+
+/// The index entries of `job` as (attr, value), read raw.
+async fn index_entries(store: &CassandraStore, job: &str) -> Vec<(String, String)> {
+    let rows = store
+        .session()
+        .query_unpaged("SELECT attr, value, job_id FROM job_index", &[])
+        .await
+        .expect("index")
+        .into_rows_result()
+        .expect("rows");
+    let mut out: Vec<(String, String)> = rows
+        .rows::<(String, String, String)>()
+        .expect("typed")
+        .map(|r| r.expect("row"))
+        .filter(|(.., id)| id == job)
+        .map(|(a, v, _)| (a, v))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A state left removes its entry at once; an old pool's entry, stale after
+/// a config change, is removed by the first query that meets it; a delete
+/// removes the rest. Queries read the index: an entry removed by hand hides
+/// the job from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_index_follows_each_change() {
+    let (store, ks) = fresh("index").await;
+    let raw = CassandraStore::connect(&config(&ks)).await.expect("connect");
+    let owner = crate::conformance::unique("owner");
+    let id = crate::conformance::unique("indexed");
+    let mut c = crate::conformance::config(&owner, 1);
+    c.labels.insert("team".into(), "ml".into());
+    let mut rt = store.create_job(&id, &c, &JobRuntime::initial(1, 0)).await.expect("create");
+    let entry = |a: &str, v: &str| (a.to_string(), v.to_string());
+    assert_eq!(
+        index_entries(&raw, &id).await,
+        [entry("label", "team=ml"), entry("owner", &owner), entry("pool", "/prod/web"), entry("state", "INITIALIZED")]
+    );
+    rt.state = JobState::Running;
+    rt = store.cas_job_runtime(&id, 1, &rt).await.expect("running");
+    assert!(index_entries(&raw, &id).await.contains(&entry("state", "RUNNING")));
+    assert!(!index_entries(&raw, &id).await.contains(&entry("state", "INITIALIZED")), "the state left goes at once");
+
+    c.pool = "/batch".into();
+    store.add_job_config(&id, 2, &c).await.expect("v2");
+    assert!(index_entries(&raw, &id).await.contains(&entry("pool", "/prod/web")), "stale until met");
+    let old = JobQuery { pool: Some("/prod/web".into()), limit: 10, ..Default::default() };
+    assert!(store.query_jobs(&old).await.expect("query").items.is_empty(), "checked against the row");
+    assert!(!index_entries(&raw, &id).await.contains(&entry("pool", "/prod/web")), "the query removed it");
+    let new = JobQuery { pool: Some("/batch".into()), limit: 10, ..Default::default() };
+    assert_eq!(store.query_jobs(&new).await.expect("query").items.len(), 1);
+
+    // Queries read the index: without the owner's entry (removed by hand,
+    // from every shard) the job is not found by owner, still by pool.
+    for shard in 0..8 {
+        raw.session()
+            .query_unpaged(
+                "DELETE FROM job_index WHERE attr = 'owner' AND value = ? AND shard = ? AND job_id = ?",
+                (owner.clone(), shard, id.clone()),
+            )
+            .await
+            .expect("delete by hand");
+    }
+    let by_owner = JobQuery { owner: Some(owner.clone()), limit: 10, ..Default::default() };
+    assert!(store.query_jobs(&by_owner).await.expect("query").items.is_empty());
+    assert_eq!(store.query_jobs(&new).await.expect("query").items.len(), 1);
+    assert_eq!(rt.state, JobState::Running);
+    store.delete_job(&id).await.expect("delete");
+    assert!(index_entries(&raw, &id).await.is_empty(), "a delete leaves no entry");
+    drop(raw);
+    drop(store);
+    drop_keyspace(&ks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child of a_create_killed_midway_leaves_nothing_a_read_sees"]
+async fn crash_child() {
+    let ks = crate::crash::child_store_arg();
+    crate::crash::child_create(Arc::new(CassandraStore::connect(&config(&ks)).await.expect("connect"))).await;
+}
+
+/// A writer killed after the claim and config (before its tasks) and after
+/// its tasks (before the job is made visible).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_killed_midway_leaves_nothing_a_read_sees() {
+    let (store, ks) = fresh("crash").await;
+    for point in ["create-job.before-tasks", "create-job.before-commit"] {
+        let id = crate::conformance::unique("cut");
+        let owner = crate::conformance::unique("owner");
+        crate::crash::run_child("cassandra::crash_child", point, &ks, &id, &owner);
+        let raw = CassandraStore::connect(&config(&ks)).await.expect("connect");
+        assert!(!index_entries(&raw, &id).await.is_empty(), "{point}: the child wrote index entries before it died");
+        crate::crash::nothing_of_the_job_is_seen(store.clone(), &id, &owner).await;
+        assert_eq!(index_entries(&raw, &id).await.len(), 3, "{point}: only the new job's own entries");
+    }
     drop(store);
     drop_keyspace(&ks).await;
 }

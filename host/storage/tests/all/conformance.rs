@@ -131,6 +131,109 @@ pub async fn job_queries_paginate_and_filter(s: Arc<dyn Store>) {
     assert_eq!(live.len(), 5, "terminal jobs are not live");
 }
 
+pub async fn job_create_with_tasks_is_all_or_nothing(s: Arc<dyn Store>) {
+    let owner = unique("owner");
+    let id = unique("atomic");
+    let tasks: Vec<(u32, TaskRuntime)> = (0..250).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+    let rt =
+        s.create_job_with_tasks(&id, &config(&owner, 250), &JobRuntime::initial(1, 0), &tasks).await.expect("create");
+    assert_eq!(rt.version, 1);
+    let stored = s.tasks_of_job(&id, &[]).await.expect("tasks");
+    assert_eq!(stored.len(), 250, "every task, across buckets");
+    assert!(stored.iter().all(|t| t.runtime.version == 1));
+    assert_eq!(s.get_job_config(&id, None).await.expect("config").0, 1);
+
+    // The same id again: refused, and the first job is as it was.
+    let other: Vec<(u32, TaskRuntime)> = (0..3).map(|i| (i, TaskRuntime::initial(7, 0))).collect();
+    assert!(matches!(
+        s.create_job_with_tasks(&id, &config(&owner, 3), &JobRuntime::initial(1, 0), &other).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert_eq!(s.tasks_of_job(&id, &[]).await.expect("tasks").len(), 250);
+    assert_eq!(s.get_task(&id, 0).await.expect("task").run, 1);
+
+    // A task refused: nothing of the job is written.
+    let bad = unique("atomic-bad");
+    let dup = vec![(0, TaskRuntime::initial(1, 0)), (0, TaskRuntime::initial(1, 0))];
+    assert!(s.create_job_with_tasks(&bad, &config(&owner, 2), &JobRuntime::initial(1, 0), &dup).await.is_err());
+    assert!(s.get_job_runtime(&bad).await.expect_err("nothing written").is_not_found());
+    assert!(s.get_job_config(&bad, None).await.expect_err("nothing written").is_not_found());
+    let mine = s.query_jobs(&JobQuery { owner: Some(owner.clone()), limit: 10, ..Default::default() }).await;
+    assert_eq!(mine.expect("query").items.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec![id.as_str()]);
+    // The id is free: the refused create took nothing.
+    s.create_job_with_tasks(&bad, &config(&owner, 1), &JobRuntime::initial(1, 0), &dup[..1]).await.expect("free id");
+}
+
+/// Queries follow a job through state, config and deletion; pages run over
+/// more jobs than one read of a partition returns (Cassandra's index).
+pub async fn job_queries_follow_changes(s: Arc<dyn Store>) {
+    let owner = unique("owner");
+    let ids: Vec<String> = (0..40).map(|i| format!("{}-{i:02}", unique("follow"))).collect();
+    for id in &ids {
+        s.create_job(id, &config(&owner, 1), &JobRuntime::initial(1, 0)).await.expect("create");
+    }
+    let ids_of = |q: JobQuery| {
+        let s = s.clone();
+        async move {
+            let mut q = JobQuery { limit: 3, ..q };
+            let mut out = Vec::new();
+            loop {
+                let page = s.query_jobs(&q).await.expect("page");
+                out.extend(page.items.into_iter().map(|j| j.id));
+                match page.next {
+                    Some(c) => q.cursor = Some(c),
+                    None => break out.into_iter().collect::<BTreeSet<String>>(),
+                }
+            }
+        }
+    };
+    let mine = JobQuery { owner: Some(owner.clone()), ..Default::default() };
+    assert_eq!(ids_of(mine.clone()).await, ids.iter().cloned().collect());
+
+    // State: RUNNING, back to PENDING, RUNNING again (an entry written
+    // again must survive the removal of its earlier self).
+    let a = &ids[0];
+    let mut rt = s.get_job_runtime(a).await.expect("rt");
+    for (v, state) in [(1, JobState::Running), (2, JobState::Pending), (3, JobState::Running)] {
+        rt.state = state;
+        rt = s.cas_job_runtime(a, v, &rt).await.expect("cas");
+    }
+    let running = JobQuery { states: vec![JobState::Running], ..mine.clone() };
+    assert_eq!(ids_of(running.clone()).await, BTreeSet::from([a.clone()]));
+    assert!(ids_of(JobQuery { states: vec![JobState::Pending], ..mine.clone() }).await.is_empty());
+    let live: BTreeSet<String> =
+        s.live_jobs().await.expect("live").into_iter().filter(|j| j.owner == owner).map(|j| j.id).collect();
+    assert_eq!(live.len(), 40);
+    rt.state = JobState::Succeeded;
+    s.cas_job_runtime(a, 4, &rt).await.expect("finish");
+    assert!(ids_of(running).await.is_empty());
+    let live: BTreeSet<String> =
+        s.live_jobs().await.expect("live").into_iter().filter(|j| j.owner == owner).map(|j| j.id).collect();
+    assert_eq!(live.len(), 39, "a finished job is not live");
+
+    // Config: a new pool and label; the old pool no longer finds the job.
+    let b = &ids[1];
+    let mut c2 = config(&owner, 1);
+    c2.pool = format!("/{}", unique("moved"));
+    c2.labels.insert("tier".into(), "gold".into());
+    s.add_job_config(b, 2, &c2).await.expect("v2");
+    assert_eq!(
+        ids_of(JobQuery { pool: Some(c2.pool.clone()), ..Default::default() }).await,
+        BTreeSet::from([b.clone()])
+    );
+    let old_pool = JobQuery { pool: Some("/prod/web".into()), ..mine.clone() };
+    assert_eq!(ids_of(old_pool).await.len(), 39);
+    let gold = JobQuery { labels: [("tier".to_string(), "gold".to_string())].into(), ..mine.clone() };
+    assert_eq!(ids_of(gold).await, BTreeSet::from([b.clone()]));
+
+    // Deleted: gone from every query; the id created again is found once.
+    s.delete_job(b).await.expect("delete");
+    assert!(ids_of(JobQuery { pool: Some(c2.pool.clone()), ..Default::default() }).await.is_empty());
+    assert_eq!(ids_of(mine.clone()).await.len(), 39);
+    s.create_job(b, &config(&owner, 1), &JobRuntime::initial(1, 0)).await.expect("again");
+    assert_eq!(ids_of(mine).await.len(), 40);
+}
+
 pub async fn tasks_batch_create_query_and_cas(s: Arc<dyn Store>) {
     let id = unique("tasks");
     let mut c = config(&unique("owner"), 2000);

@@ -4,6 +4,7 @@
 mod bench_snapshot;
 mod cassandra;
 mod conformance;
+mod crash;
 mod job_events;
 mod memory;
 mod snapshot;
@@ -17,6 +18,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@tests $make;
             jobs_config_versions_and_cas,
             job_queries_paginate_and_filter,
+            job_create_with_tasks_is_all_or_nothing,
+            job_queries_follow_changes,
             tasks_batch_create_query_and_cas,
             task_events_are_bounded_newest_first,
             updates_and_progress,
