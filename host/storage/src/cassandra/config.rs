@@ -64,6 +64,17 @@ pub struct CassandraConfig {
     /// TCP, and the password (if any) crosses the network in clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<CassandraTls>,
+    /// Before a newer server upgrades the keyspace's schema, copy every table
+    /// into a keyspace beside it (`KEYSPACE_preN`, N the old schema version),
+    /// which the older server can be pointed at to go back. On by default;
+    /// turn it off for a store too large to copy in the upgrade's window
+    /// (then take `nodetool snapshot` by hand).
+    #[serde(default = "default_true_copy")]
+    pub copy_before_upgrade: bool,
+}
+
+fn default_true_copy() -> bool {
+    true
 }
 
 /// TLS settings of the connection to Cassandra:
@@ -130,6 +141,7 @@ impl CassandraConfig {
             password_file: None,
             password_env: None,
             tls: None,
+            copy_before_upgrade: true,
         }
     }
 

@@ -158,7 +158,7 @@ impl CassandraStore {
             .map_err(be)?;
         session.await_schema_agreement().await.map_err(be)?;
         session.use_keyspace(ks.as_str(), false).await.map_err(be)?;
-        schema::migrate(&session).await?;
+        schema::migrate(&session, cfg.copy_before_upgrade).await?;
         let (c, sc) = match cfg.consistency {
             ConsistencyLevel::One => (Consistency::One, SerialConsistency::LocalSerial),
             ConsistencyLevel::LocalQuorum => (Consistency::LocalQuorum, SerialConsistency::LocalSerial),

@@ -104,8 +104,10 @@ pub async fn recorded(session: &Session) -> Result<Vec<u32>> {
     Ok(ids)
 }
 
-/// Creates the migrations table, refuses a newer schema, runs what is missing.
-pub async fn migrate(session: &Session) -> Result<()> {
+/// Creates the migrations table, refuses a newer schema, copies an older
+/// one aside (with `copy_before`, see [`copy_before_upgrade`]), runs what
+/// is missing.
+pub async fn migrate(session: &Session, copy_before: bool) -> Result<()> {
     session
         .query_unpaged(
             "CREATE TABLE IF NOT EXISTS schema_migrations (id int PRIMARY KEY, description text, applied_at_ms bigint)",
@@ -119,6 +121,12 @@ pub async fn migrate(session: &Session) -> Result<()> {
         && found > SCHEMA_VERSION
     {
         return Err(StoreError::SchemaTooNew { backend: "cassandra", found, supported: SCHEMA_VERSION });
+    }
+    if copy_before
+        && let Some(&from) = done.last()
+        && from < SCHEMA_VERSION
+    {
+        copy_before_upgrade(session, from).await?;
     }
     for (i, (description, statements)) in MIGRATIONS.iter().enumerate() {
         let version = i as u32 + 1;
@@ -146,4 +154,110 @@ pub async fn migrate(session: &Session) -> Result<()> {
         tracing::info!(version, description, "cassandra schema migrated");
     }
     Ok(())
+}
+
+/// The keyspace an upgrade from schema `from` copies `keyspace` into.
+pub fn pre_upgrade_keyspace(keyspace: &str, from: u32) -> String {
+    let suffix = format!("_pre{from}");
+    // Keyspace names are at most 48 characters.
+    let keep = keyspace.len().min(48 - suffix.len());
+    format!("{}{suffix}", &keyspace[..keep])
+}
+
+/// Tables schema `version` has, with the statements that make them.
+fn tables_of(version: u32) -> Vec<(&'static str, &'static str)> {
+    MIGRATIONS
+        .iter()
+        .take(version as usize)
+        .flat_map(|(_, statements)| statements.iter())
+        .filter_map(|cql| {
+            let rest = cql.strip_prefix("CREATE TABLE IF NOT EXISTS ")?;
+            let name = rest.split([' ', '(']).next()?;
+            Some((name, *cql))
+        })
+        .collect()
+}
+
+/// Copies every table of the session's keyspace, at schema `from`, into
+/// [`pre_upgrade_keyspace`] (replaced if a copy of the same version is
+/// there: an earlier upgrade stopped part way), with the same replication,
+/// before any migration runs. The older server can be pointed at the copy.
+/// Rows are copied as JSON (`SELECT JSON` / `INSERT … JSON`); TTLs are not
+/// kept (a copied task event no longer expires). The servers must be
+/// stopped (the upgrade procedure): the copy is then of one moment.
+async fn copy_before_upgrade(session: &Session, from: u32) -> Result<()> {
+    let keyspace = session
+        .get_keyspace()
+        .ok_or_else(|| StoreError::Backend("schema upgrade: the session has no keyspace".into()))?;
+    let target = pre_upgrade_keyspace(&keyspace, from);
+    let replication: Option<std::collections::HashMap<String, String>> = session
+        .query_unpaged("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?", (keyspace.as_str(),))
+        .await
+        .map_err(be)?
+        .into_rows_result()
+        .map_err(be)?
+        .maybe_first_row::<(std::collections::HashMap<String, String>,)>()
+        .map_err(be)?
+        .map(|r| r.0);
+    let replication = replication.ok_or_else(|| StoreError::Backend(format!("keyspace {keyspace} not found")))?;
+    let mut parts = Vec::new();
+    for (k, v) in &replication {
+        if !k.chars().chain(v.chars()).all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+            return Err(StoreError::Backend(format!("keyspace {keyspace}: replication entry {k} is unusual")));
+        }
+        parts.push(format!("'{k}': '{v}'"));
+    }
+    let started = std::time::Instant::now();
+    tracing::info!(from, to = SCHEMA_VERSION, copy = %target, "cassandra: copying the keyspace before its schema upgrade");
+    let run = |cql: String| async move {
+        session.query_unpaged(cql.as_str(), &[]).await.map_err(|e| StoreError::Backend(format!("{cql}: {e}")))
+    };
+    run(format!("DROP KEYSPACE IF EXISTS {target}")).await?;
+    run(format!("CREATE KEYSPACE {target} WITH replication = {{{}}}", parts.join(", "))).await?;
+    run(format!(
+        "CREATE TABLE IF NOT EXISTS {target}.schema_migrations (id int PRIMARY KEY, description text, applied_at_ms bigint)"
+    ))
+    .await?;
+    let tables = tables_of(from);
+    for (name, cql) in &tables {
+        let qualified = cql.replacen(
+            &format!("CREATE TABLE IF NOT EXISTS {name}"),
+            &format!("CREATE TABLE IF NOT EXISTS {target}.{name}"),
+            1,
+        );
+        run(qualified).await?;
+    }
+    session.await_schema_agreement().await.map_err(be)?;
+    let mut rows = 0u64;
+    for name in std::iter::once("schema_migrations").chain(tables.iter().map(|(n, _)| *n)) {
+        rows += copy_table(session, &keyspace, &target, name).await?;
+    }
+    tracing::info!(
+        copy = %target,
+        rows,
+        seconds = started.elapsed().as_secs_f64(),
+        "cassandra store copied before its schema upgrade"
+    );
+    Ok(())
+}
+
+async fn copy_table(session: &Session, from: &str, to: &str, table: &str) -> Result<u64> {
+    use futures::{StreamExt, TryStreamExt};
+    let insert = session.prepare(format!("INSERT INTO {to}.{table} JSON ?")).await.map_err(be)?;
+    let pager = session.query_iter(format!("SELECT JSON * FROM {from}.{table}"), &[]).await.map_err(be)?;
+    let mut stream = pager.rows_stream::<(String,)>().map_err(be)?.map_err(be).chunks(256);
+    let mut n = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let rows: Vec<String> = chunk.into_iter().map(|r| r.map(|r| r.0)).collect::<Result<_>>()?;
+        n += rows.len() as u64;
+        futures::stream::iter(rows)
+            .map(|json| {
+                let insert = &insert;
+                async move { session.execute_unpaged(insert, (json,)).await.map_err(be) }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await?;
+    }
+    Ok(n)
 }

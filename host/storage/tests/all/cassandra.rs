@@ -417,6 +417,31 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
     // This build connects: it migrates 1 → current and reads everything.
     let store = CassandraStore::connect(&config(&ks)).await.expect("a newer build opens an older keyspace");
     assert_eq!(schema::recorded(store.session()).await.expect("recorded"), (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    // The keyspace as it was, copied aside first: schema 1, every row.
+    let copy = schema::pre_upgrade_keyspace(&ks, 1);
+    let count = |table: &str| {
+        let (session, q) = (store.session(), format!("SELECT COUNT(*) FROM {copy}.{table}"));
+        async move {
+            let rows = session.query_unpaged(q, &[]).await.expect("count").into_rows_result().expect("rows");
+            rows.first_row::<(i64,)>().expect("one row").0
+        }
+    };
+    assert_eq!(count("jobs").await, jobs.len() as i64);
+    let fixture_tasks: i64 = conn.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0)).expect("count");
+    assert_eq!(count("tasks").await, fixture_tasks);
+    assert_eq!(count("schema_migrations").await, 1, "the copy is at schema 1");
+    let tables: Vec<String> = store
+        .session()
+        .query_unpaged("SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?", (copy.as_str(),))
+        .await
+        .expect("tables")
+        .into_rows_result()
+        .expect("rows")
+        .rows::<(String,)>()
+        .expect("typed")
+        .map(|r| r.expect("row").0)
+        .collect();
+    assert!(!tables.iter().any(|t| t == "job_index"), "later schemas' tables are not in the copy: {tables:?}");
     let store: Arc<dyn Store> = Arc::new(store);
     assert_eq!(store.get_job_config("job-0001", None).await.expect("config").0, 2);
     assert_eq!(store.get_job_runtime("job-0001").await.expect("runtime").message, "job 1 said something");
@@ -452,6 +477,7 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
     assert_eq!(live, ["job-0000"]);
     drop(store);
     drop_keyspace(&ks).await;
+    drop_keyspace(&copy).await;
 }
 
 // ---- the job query index and atomic creates (decision 0033) ----------------
