@@ -53,7 +53,8 @@ type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::SnapshotChunk, Status>> 
 impl pb::operator_service_server::OperatorService for OperatorApi {
     type SnapshotStream = ChunkStream;
 
-    async fn snapshot(&self, _request: Request<pb::SnapshotRequest>) -> Result<Response<ChunkStream>, Status> {
+    async fn snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<ChunkStream>, Status> {
+        let pause_writes = request.into_inner().pause_writes;
         // A few chunks in flight: the export waits for a slow client
         // instead of buffering the whole snapshot in memory.
         let (tx, rx) = mpsc::channel(4);
@@ -61,10 +62,22 @@ impl pb::operator_service_server::OperatorService for OperatorApi {
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             let mut sink = ChunkSink(tx.clone());
-            match snapshot::export(store.as_ref(), &mut sink).await {
+            let exported = if pause_writes {
+                match store.pause_writes().await {
+                    Some(pause) => {
+                        tracing::info!(waited_ms = started.elapsed().as_millis() as u64, "snapshot: writes paused");
+                        snapshot::export_paused(store.as_ref(), &mut sink, pause).await
+                    }
+                    None => Err(SnapshotError::Io("this server's store cannot pause its writes".into())),
+                }
+            } else {
+                snapshot::export(store.as_ref(), &mut sink).await
+            };
+            match exported {
                 Ok(trailer) => tracing::info!(
                     records = %snapshot::describe(&trailer.counts),
                     took_ms = started.elapsed().as_millis() as u64,
+                    pause_writes,
                     "snapshot sent"
                 ),
                 Err(e) => {

@@ -19,6 +19,7 @@ use paceline_model::host::HostRecord;
 use paceline_model::job::{InstanceProgress, JobConfig, JobRuntime, Update};
 use paceline_model::task::{TaskEvent, TaskRuntime, TaskSpec, TaskState};
 use paceline_storage::secrets::SealedSecret;
+use paceline_storage::snapshot::{WriteGate, WritePause};
 use paceline_storage::{JobQuery, JobSummary, Page, PluginVersion, Result, Store, StoreError, TaskCas, TaskRecord};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -94,18 +95,34 @@ impl Collector for StoreMetrics {
 }
 
 /// A [`Store`] whose every call is timed into [`StoreMetrics`].
-#[derive(Debug)]
+///
+/// It is also the server's one way to its store, so it holds the gate that
+/// a snapshot closes to pause the server's writes ([`Store::pause_writes`]):
+/// every write waits for a permit, reads never do.
 pub struct MeteredStore {
     inner: Arc<dyn Store>,
     backend: &'static str,
     metrics: StoreMetrics,
+    gate: WriteGate,
+}
+
+impl std::fmt::Debug for MeteredStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeteredStore").field("inner", &self.inner).finish_non_exhaustive()
+    }
 }
 
 impl MeteredStore {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn Store>, metrics: StoreMetrics) -> MeteredStore {
         let backend = inner.backend();
-        MeteredStore { inner, backend, metrics }
+        MeteredStore { inner, backend, metrics, gate: WriteGate::default() }
+    }
+
+    /// A write: timed, once the gate lets it through.
+    async fn write<T>(&self, op: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let _permit = self.gate.permit().await;
+        self.timed(op, call).await
     }
 
     async fn timed<T>(&self, op: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
@@ -132,12 +149,16 @@ impl Store for MeteredStore {
         self.timed("consistent_view", self.inner.consistent_view()).await
     }
 
+    async fn pause_writes(&self) -> Option<WritePause> {
+        Some(self.gate.pause().await)
+    }
+
     async fn claim_leadership(&self, epoch: u64) -> Result<()> {
-        self.timed("claim_leadership", self.inner.claim_leadership(epoch)).await
+        self.write("claim_leadership", self.inner.claim_leadership(epoch)).await
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
-        self.timed("create_job", self.inner.create_job(id, config, runtime)).await
+        self.write("create_job", self.inner.create_job(id, config, runtime)).await
     }
 
     async fn create_job_with_tasks(
@@ -147,15 +168,15 @@ impl Store for MeteredStore {
         runtime: &JobRuntime,
         tasks: &[(u32, TaskRuntime)],
     ) -> Result<JobRuntime> {
-        self.timed("create_job_with_tasks", self.inner.create_job_with_tasks(id, config, runtime, tasks)).await
+        self.write("create_job_with_tasks", self.inner.create_job_with_tasks(id, config, runtime, tasks)).await
     }
 
     async fn remove_interrupted_creates(&self) -> Result<Vec<String>> {
-        self.timed("remove_interrupted_creates", self.inner.remove_interrupted_creates()).await
+        self.write("remove_interrupted_creates", self.inner.remove_interrupted_creates()).await
     }
 
     async fn add_job_config(&self, id: &str, version: u64, config: &JobConfig) -> Result<()> {
-        self.timed("add_job_config", self.inner.add_job_config(id, version, config)).await
+        self.write("add_job_config", self.inner.add_job_config(id, version, config)).await
     }
 
     async fn get_job_config(&self, id: &str, version: Option<u64>) -> Result<(u64, JobConfig)> {
@@ -167,7 +188,7 @@ impl Store for MeteredStore {
     }
 
     async fn cas_job_runtime(&self, id: &str, expected_version: u64, runtime: &JobRuntime) -> Result<JobRuntime> {
-        self.timed("cas_job_runtime", self.inner.cas_job_runtime(id, expected_version, runtime)).await
+        self.write("cas_job_runtime", self.inner.cas_job_runtime(id, expected_version, runtime)).await
     }
 
     async fn query_jobs(&self, query: &JobQuery) -> Result<Page<JobSummary>> {
@@ -179,11 +200,11 @@ impl Store for MeteredStore {
     }
 
     async fn delete_job(&self, id: &str) -> Result<()> {
-        self.timed("delete_job", self.inner.delete_job(id)).await
+        self.write("delete_job", self.inner.delete_job(id)).await
     }
 
     async fn create_tasks(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
-        self.timed("create_tasks", self.inner.create_tasks(job_id, tasks)).await
+        self.write("create_tasks", self.inner.create_tasks(job_id, tasks)).await
     }
 
     async fn get_task(&self, job_id: &str, instance: u32) -> Result<TaskRuntime> {
@@ -197,11 +218,11 @@ impl Store for MeteredStore {
         expected_version: u64,
         runtime: &TaskRuntime,
     ) -> Result<TaskRuntime> {
-        self.timed("cas_task", self.inner.cas_task(job_id, instance, expected_version, runtime)).await
+        self.write("cas_task", self.inner.cas_task(job_id, instance, expected_version, runtime)).await
     }
 
     async fn cas_tasks(&self, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
-        self.timed("cas_tasks", self.inner.cas_tasks(job_id, writes)).await
+        self.write("cas_tasks", self.inner.cas_tasks(job_id, writes)).await
     }
 
     async fn tasks_of_job(&self, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>> {
@@ -213,11 +234,11 @@ impl Store for MeteredStore {
     }
 
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()> {
-        self.timed("append_task_events", self.inner.append_task_events(job_id, instance, events)).await
+        self.write("append_task_events", self.inner.append_task_events(job_id, instance, events)).await
     }
 
     async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
-        self.timed("append_job_events", self.inner.append_job_events(job_id, events)).await
+        self.write("append_job_events", self.inner.append_job_events(job_id, events)).await
     }
 
     async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>> {
@@ -225,7 +246,7 @@ impl Store for MeteredStore {
     }
 
     async fn create_update(&self, update: &Update) -> Result<Update> {
-        self.timed("create_update", self.inner.create_update(update)).await
+        self.write("create_update", self.inner.create_update(update)).await
     }
 
     async fn get_update(&self, id: &str) -> Result<Update> {
@@ -233,7 +254,7 @@ impl Store for MeteredStore {
     }
 
     async fn cas_update(&self, id: &str, expected_version: u64, update: &Update) -> Result<Update> {
-        self.timed("cas_update", self.inner.cas_update(id, expected_version, update)).await
+        self.write("cas_update", self.inner.cas_update(id, expected_version, update)).await
     }
 
     async fn updates_of_job(&self, job_id: &str) -> Result<Vec<Update>> {
@@ -241,7 +262,7 @@ impl Store for MeteredStore {
     }
 
     async fn put_update_progress(&self, update_id: &str, progress: &[InstanceProgress]) -> Result<()> {
-        self.timed("put_update_progress", self.inner.put_update_progress(update_id, progress)).await
+        self.write("put_update_progress", self.inner.put_update_progress(update_id, progress)).await
     }
 
     async fn update_progress(&self, update_id: &str) -> Result<Vec<InstanceProgress>> {
@@ -249,7 +270,7 @@ impl Store for MeteredStore {
     }
 
     async fn put_pool(&self, path: &str, spec: &[u8]) -> Result<()> {
-        self.timed("put_pool", self.inner.put_pool(path, spec)).await
+        self.write("put_pool", self.inner.put_pool(path, spec)).await
     }
 
     async fn get_pool(&self, path: &str) -> Result<Vec<u8>> {
@@ -261,15 +282,15 @@ impl Store for MeteredStore {
     }
 
     async fn delete_pool(&self, path: &str) -> Result<()> {
-        self.timed("delete_pool", self.inner.delete_pool(path)).await
+        self.write("delete_pool", self.inner.delete_pool(path)).await
     }
 
     async fn put_plugin_version(&self, version: &PluginVersion, bytes: &[u8]) -> Result<()> {
-        self.timed("put_plugin_version", self.inner.put_plugin_version(version, bytes)).await
+        self.write("put_plugin_version", self.inner.put_plugin_version(version, bytes)).await
     }
 
     async fn set_plugin_state(&self, slot: &str, name: &str, version: &str, state: &str) -> Result<()> {
-        self.timed("set_plugin_state", self.inner.set_plugin_state(slot, name, version, state)).await
+        self.write("set_plugin_state", self.inner.set_plugin_state(slot, name, version, state)).await
     }
 
     async fn plugin_versions(&self, slot: Option<&str>) -> Result<Vec<PluginVersion>> {
@@ -281,7 +302,7 @@ impl Store for MeteredStore {
     }
 
     async fn set_slot_history(&self, slot: &str, history: &[String]) -> Result<()> {
-        self.timed("set_slot_history", self.inner.set_slot_history(slot, history)).await
+        self.write("set_slot_history", self.inner.set_slot_history(slot, history)).await
     }
 
     async fn slot_histories(&self) -> Result<BTreeMap<String, Vec<String>>> {
@@ -293,11 +314,11 @@ impl Store for MeteredStore {
     }
 
     async fn set_active_plugin(&self, slot: &str, id: &str) -> Result<()> {
-        self.timed("set_active_plugin", self.inner.set_active_plugin(slot, id)).await
+        self.write("set_active_plugin", self.inner.set_active_plugin(slot, id)).await
     }
 
     async fn put_host(&self, host: &HostRecord) -> Result<()> {
-        self.timed("put_host", self.inner.put_host(host)).await
+        self.write("put_host", self.inner.put_host(host)).await
     }
 
     async fn get_host(&self, hostname: &str) -> Result<HostRecord> {
@@ -309,11 +330,11 @@ impl Store for MeteredStore {
     }
 
     async fn delete_host(&self, hostname: &str) -> Result<()> {
-        self.timed("delete_host", self.inner.delete_host(hostname)).await
+        self.write("delete_host", self.inner.delete_host(hostname)).await
     }
 
     async fn put_provider_id(&self, provider: &str, id: &str) -> Result<()> {
-        self.timed("put_provider_id", self.inner.put_provider_id(provider, id)).await
+        self.write("put_provider_id", self.inner.put_provider_id(provider, id)).await
     }
 
     async fn get_provider_id(&self, provider: &str) -> Result<Option<String>> {
@@ -321,7 +342,7 @@ impl Store for MeteredStore {
     }
 
     async fn record_job_events(&self, events: &[paceline_model::event::JobEvent]) -> Result<()> {
-        self.timed("record_job_events", self.inner.record_job_events(events)).await
+        self.write("record_job_events", self.inner.record_job_events(events)).await
     }
 
     async fn job_events(
@@ -334,7 +355,7 @@ impl Store for MeteredStore {
     }
 
     async fn append_audit(&self, records: &[paceline_storage::AuditRecord]) -> Result<()> {
-        self.timed("append_audit", self.inner.append_audit(records)).await
+        self.write("append_audit", self.inner.append_audit(records)).await
     }
 
     async fn query_audit(&self, query: &paceline_storage::AuditQuery) -> Result<Vec<paceline_storage::AuditRecord>> {
@@ -342,11 +363,11 @@ impl Store for MeteredStore {
     }
 
     async fn prune_audit(&self, before_ms: u64, max_rows: u64) -> Result<u64> {
-        self.timed("prune_audit", self.inner.prune_audit(before_ms, max_rows)).await
+        self.write("prune_audit", self.inner.prune_audit(before_ms, max_rows)).await
     }
 
     async fn put_secret(&self, secret: &SealedSecret) -> Result<()> {
-        self.timed("put_secret", self.inner.put_secret(secret)).await
+        self.write("put_secret", self.inner.put_secret(secret)).await
     }
 
     async fn get_secret(&self, pool: &str, name: &str) -> Result<SealedSecret> {
@@ -358,6 +379,113 @@ impl Store for MeteredStore {
     }
 
     async fn delete_secret(&self, pool: &str, name: &str) -> Result<()> {
-        self.timed("delete_secret", self.inner.delete_secret(pool, name)).await
+        self.write("delete_secret", self.inner.delete_secret(pool, name)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use paceline_api::operator::OperatorApi;
+    use paceline_proto::v1 as pb;
+    use paceline_proto::v1::operator_service_server::OperatorService;
+    use paceline_storage::memory::MemoryStore;
+    use paceline_storage::snapshot;
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    fn job() -> JobConfig {
+        let mut c = JobConfig {
+            name: "j".into(),
+            owner: "o".into(),
+            pool: "/p".into(),
+            instance_count: 1,
+            ..Default::default()
+        };
+        c.default_task.command = "true".into();
+        c.default_task.resources.cpu_millis = 100;
+        c.default_task.resources.memory_mib = 64;
+        c
+    }
+
+    /// Takes a snapshot through the API, reading its first chunk only
+    /// before `meanwhile` runs; returns the file's bytes.
+    async fn snapshot_with(store: Arc<dyn Store>, pause_writes: bool, meanwhile: impl Future<Output = ()>) -> Vec<u8> {
+        let api = OperatorApi::new(store);
+        let request = tonic::Request::new(pb::SnapshotRequest { pause_writes });
+        let mut stream = api.snapshot(request).await.expect("snapshot").into_inner();
+        let mut bytes = stream.next().await.expect("a first chunk").expect("chunk").data;
+        meanwhile.await;
+        while let Some(chunk) = stream.next().await {
+            bytes.extend(chunk.expect("chunk").data);
+        }
+        bytes
+    }
+
+    /// A snapshot with `pause_writes` holds a write back until its records
+    /// are read, so the file is of one moment even where the backend has
+    /// no read view (the memory store has none, like Cassandra); without
+    /// it, the same write goes through at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paused_snapshot_holds_writes_back_until_its_records_are_read() {
+        let store: Arc<dyn Store> = Arc::new(MeteredStore::new(Arc::new(MemoryStore::new()), StoreMetrics::default()));
+        // A plugin of 6 MiB: its record is more chunks than the stream
+        // buffers, so the export waits on this reader in the middle of its walk.
+        let bytes = vec![7u8; 6 << 20];
+        let version = PluginVersion {
+            slot: "placement".into(),
+            name: "big".into(),
+            version: "1.0.0".into(),
+            sha256: hex::encode(Sha256::digest(&bytes)),
+            world: "placement".into(),
+            deployed_at_ms: 1,
+            state: "inactive".into(),
+            size: bytes.len() as u64,
+        };
+        store.put_plugin_version(&version, &bytes).await.expect("plugin");
+        store.create_job("before", &job(), &JobRuntime::initial(1, 0)).await.expect("job");
+
+        let writer = store.clone();
+        let file = snapshot_with(store.clone(), true, async move {
+            let write =
+                tokio::spawn(async move { writer.create_job("during", &job(), &JobRuntime::initial(1, 0)).await });
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert!(!write.is_finished(), "a write waits while a paused snapshot reads");
+            // Released once the walk ends: awaited after the stream is read.
+            tokio::spawn(async move { write.await.expect("join").expect("the write goes through after") });
+        })
+        .await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("paused.snap");
+        std::fs::write(&path, &file).expect("write");
+        let (header, trailer) = snapshot::verify(&path).expect("a whole file");
+        assert!(header.point_in_time, "paused: one moment");
+        assert_eq!(trailer.counts.get("job"), Some(&1), "{:?}", trailer.counts);
+        let restored = MemoryStore::new();
+        snapshot::restore(&path, &restored).await.expect("restore");
+        assert!(restored.get_job_runtime("before").await.is_ok());
+        assert!(restored.get_job_runtime("during").await.expect_err("after the moment").is_not_found());
+        eventually_exists(&store, "during").await;
+
+        // Not paused: the same write goes through while the snapshot reads.
+        let writer = store.clone();
+        let file = snapshot_with(store.clone(), false, async move {
+            writer.create_job("unpaused", &job(), &JobRuntime::initial(1, 0)).await.expect("not held back");
+        })
+        .await;
+        let path = dir.path().join("unpaused.snap");
+        std::fs::write(&path, &file).expect("write");
+        assert!(!snapshot::verify(&path).expect("a whole file").0.point_in_time, "read record by record");
+    }
+
+    async fn eventually_exists(store: &Arc<dyn Store>, id: &str) {
+        for _ in 0..100 {
+            if store.get_job_runtime(id).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("{id} was never written");
     }
 }

@@ -169,14 +169,14 @@ async fn only_an_admin_takes_a_snapshot() {
     let api = Api::start().await;
     for who in ["alice-token", "bob-token"] {
         let e = OperatorServiceClient::new(api.as_(who))
-            .snapshot(pb::SnapshotRequest {})
+            .snapshot(pb::SnapshotRequest::default())
             .await
             .map(|_| ())
             .expect_err("not an admin");
         assert_eq!(e.code(), Code::PermissionDenied, "{who}: {e:?}");
     }
     let mut stream = OperatorServiceClient::new(api.as_("root-token"))
-        .snapshot(pb::SnapshotRequest {})
+        .snapshot(pb::SnapshotRequest::default())
         .await
         .expect("admin")
         .into_inner();

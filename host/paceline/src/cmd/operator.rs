@@ -47,6 +47,12 @@ pub struct SaveArgs {
     opts: ClientOpts,
     /// The file to write; it must not exist yet.
     file: PathBuf,
+    /// Hold back the server's writes while its records are read, so that the
+    /// snapshot is of one moment on Cassandra too (SQLite's always is). Writes
+    /// wait, none is refused; API calls that write stall meanwhile (the time
+    /// is printed).
+    #[arg(long)]
+    pause_writes: bool,
 }
 
 /// `paceline operator snapshot restore`.
@@ -94,7 +100,8 @@ async fn save(args: SaveArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let mut client = pb::operator_service_client::OperatorServiceClient::new(connect(&args.opts).await?)
         .max_decoding_message_size(8 << 20);
-    let mut stream = client.snapshot(pb::SnapshotRequest {}).await.map_err(RpcError)?.into_inner();
+    let request = pb::SnapshotRequest { pause_writes: args.pause_writes };
+    let mut stream = client.snapshot(request).await.map_err(RpcError)?.into_inner();
     let tmp = partial(&args.file);
     // Left by a save that was killed: never a complete snapshot.
     let _ = std::fs::remove_file(&tmp);
@@ -132,7 +139,11 @@ async fn save(args: SaveArgs) -> anyhow::Result<()> {
         args.file.display(),
         started.elapsed().as_secs_f64(),
         header.source_backend,
-        if header.point_in_time { ", one point in time" } else { ", read record by record" },
+        match (header.point_in_time, args.pause_writes) {
+            (true, true) => ", one point in time (the server's writes paused meanwhile)",
+            (true, false) => ", one point in time",
+            _ => ", read record by record",
+        },
         snapshot::describe(&trailer.counts),
         trailer.sha256
     );

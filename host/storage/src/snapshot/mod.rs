@@ -153,25 +153,76 @@ impl RecordSink for FileSink<'_> {
 /// (`Header::point_in_time`), else record by record: a job deleted while
 /// the export runs is left out, one created may or may not be in.
 pub async fn export(store: &dyn Store, sink: &mut dyn Sink) -> Result<Trailer, SnapshotError> {
-    let view = store.consistent_view().await?;
+    export_with(store, sink, None).await
+}
+
+/// [`export`] with the store's writes held back by `pause` (from
+/// [`Store::pause_writes`]) until the last record is read: one moment on
+/// any backend, at the price of every write of the server waiting that long.
+pub async fn export_paused(
+    store: &dyn Store,
+    sink: &mut dyn Sink,
+    pause: WritePause,
+) -> Result<Trailer, SnapshotError> {
+    export_with(store, sink, Some(pause)).await
+}
+
+async fn export_with(
+    store: &dyn Store,
+    sink: &mut dyn Sink,
+    pause: Option<WritePause>,
+) -> Result<Trailer, SnapshotError> {
+    let view = match pause {
+        Some(_) => None,
+        None => store.consistent_view().await?,
+    };
     let src: &dyn Store = match &view {
         Some(v) => v.store.as_ref(),
         None => store,
     };
+    let frozen = view.is_some() || pause.is_some();
     let header = Header {
         format: format::FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         created_at_ms: crate::types::now_ms(),
         source_backend: store.backend().into(),
-        point_in_time: view.is_some(),
+        point_in_time: frozen,
         written_by: env!("CARGO_PKG_VERSION").into(),
     };
     let mut out = FileSink { enc: Encoder::new(&header)?, sink };
-    walk(src, view.is_some(), &mut out).await?;
+    walk(src, frozen, &mut out).await?;
+    // Writes resume once every record is read; the last bytes are only sent.
+    drop(pause);
     let (last, trailer) = out.enc.finish()?;
     out.sink.write(last).await?;
     drop(view);
     Ok(trailer)
+}
+
+/// The gate a store handle's writes pass ([`Store::pause_writes`]): each
+/// write holds a shared permit while it runs; a pause takes the gate
+/// whole, after the writes in flight, and new writes wait behind it.
+#[derive(Debug, Default)]
+pub struct WriteGate {
+    lock: std::sync::Arc<tokio::sync::RwLock<()>>,
+}
+
+impl WriteGate {
+    /// A write's permit: waits while a pause holds the gate.
+    pub async fn permit(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.lock.read().await
+    }
+
+    /// Closes the gate until the pause is dropped.
+    pub async fn pause(&self) -> WritePause {
+        WritePause { _guard: self.lock.clone().write_owned().await }
+    }
+}
+
+/// Writes held back until this is dropped ([`WriteGate::pause`]).
+#[derive(Debug)]
+pub struct WritePause {
+    _guard: tokio::sync::OwnedRwLockWriteGuard<()>,
 }
 
 /// Hands every record of `src` to `out` in snapshot order: pools, their
