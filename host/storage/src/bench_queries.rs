@@ -6,7 +6,8 @@
 //! The jobs: `jobs` of one task each, created with
 //! [`Store::create_job_with_tasks`] `concurrency` at a time; job `i` is in
 //! pool `/team-{i % 20}`, owned by `user-{i % 50}`, labelled
-//! `app=app-{i % 500}`; one in a hundred is RUNNING, the rest SUCCEEDED.
+//! `app=app-{i % 500}`; job `i` is RUNNING when `i % 101 == 0` (about one in a
+//! hundred, and one in 5,050 of an owner's), the rest SUCCEEDED.
 
 use std::fmt;
 use std::sync::Arc;
@@ -103,7 +104,7 @@ async fn create_all(store: &Arc<dyn Store>, prefix: &str, jobs: u32, concurrency
             async move {
                 let task = [(0u32, TaskRuntime::initial(1, 0))];
                 let mut rt = store.create_job_with_tasks(&id, &config(i), &JobRuntime::initial(1, 0), &task).await?;
-                rt.state = if i % 100 == 0 { JobState::Running } else { JobState::Succeeded };
+                rt.state = if i % 101 == 0 { JobState::Running } else { JobState::Succeeded };
                 store.cas_job_runtime(&id, 1, &rt).await.map(drop)
             }
         })

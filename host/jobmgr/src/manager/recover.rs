@@ -39,8 +39,17 @@ impl JobManager {
         let _op = self.ops.lock().await;
         // Creates a crash cut short were never acknowledged: they go before
         // anything is read (the store's own record of them, decision 0033).
-        for id in self.store.remove_interrupted_creates().await? {
-            tracing::warn!(job = %id, "removed a job whose create was cut short by a crash (never acknowledged)");
+        match self.store.remove_interrupted_creates().await {
+            Ok(ids) => {
+                for id in ids {
+                    tracing::warn!(job = %id, "removed a job whose create was cut short by a crash (never acknowledged)");
+                }
+            }
+            // What is left is invisible to every read; it only keeps its id
+            // taken until a later start removes it. Not a reason to stay down.
+            Err(e) => {
+                tracing::warn!(error = %e, "creates cut short by a crash not cleaned up; the next start tries again")
+            }
         }
         let live = self.store.live_jobs().await?;
         let mut keys = Vec::new();

@@ -37,8 +37,11 @@ pub(super) const SHARDS: i32 = 8;
 pub(super) const CREATING: &str = "CREATING";
 
 /// Ids read from one partition at a time: a page's worth, within bounds.
-fn chunk(limit: usize) -> i32 {
-    limit.saturating_add(1).clamp(16, 256) as i32
+/// Ids are spread evenly over the shards, so a page of `limit` takes about
+/// `limit / partitions` from each; half as much again, so that one round
+/// usually fills the page (the bound keeps the answer exact either way).
+fn chunk(limit: usize, partitions: usize) -> i32 {
+    (limit.saturating_add(1) / partitions.max(1)).saturating_mul(3).div_ceil(2).saturating_add(8).clamp(16, 256) as i32
 }
 
 /// Which partition of a value holds `job_id`: FNV-1a, stable across
@@ -170,7 +173,7 @@ impl CassandraStore {
         limit: usize,
     ) -> Result<Page<JobSummary>> {
         let mut after = query.cursor.clone().unwrap_or_default();
-        let chunk = chunk(limit);
+        let chunk = chunk(limit, attrs.len() * SHARDS as usize);
         let mut items: Vec<JobSummary> = Vec::new();
         loop {
             // One chunk from every partition; a partition that filled its
@@ -215,11 +218,12 @@ impl CassandraStore {
                     Ok::<_, StoreError>((id, summary, creating))
                 });
             }
-            // In id order: the page is the first matches by id.
-            let rows: Vec<(String, Option<JobSummary>, bool)> =
-                futures::stream::iter(fetches).buffered(CONCURRENCY).try_collect().await?;
+            // In id order (the page is the first matches by id), and only
+            // as far as the page needs: the rest are never fetched.
+            let mut rows = std::pin::pin!(futures::stream::iter(fetches).buffered(CONCURRENCY));
             let mut stale: Vec<(String, Entry)> = Vec::new();
-            for (id, summary, creating) in rows {
+            while let Some(row) = rows.next().await {
+                let (id, summary, creating) = row?;
                 let entries = candidates.remove(&id).unwrap_or_default();
                 if creating {
                     continue;

@@ -17,7 +17,7 @@ use paceline_model::job::{JobConfig, JobRuntime};
 use paceline_model::task::TaskRuntime;
 
 use super::exec::Lwt;
-use super::job_index::{CREATING, config_attrs, live_states, plan};
+use super::job_index::{CREATING, config_attrs, live_states, plan, shard};
 use super::{CONCURRENCY, CassandraStore};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
@@ -96,7 +96,9 @@ pub(super) async fn create_job_with_tasks(
         rows.push((*instance, task));
     }
     let nonce = nonce();
-    store.exec("job create marker", &store.s.ins_create, (id, nonce.as_str(), crate::types::now_ms() as i64)).await?;
+    store
+        .exec("job create marker", &store.s.ins_create, (shard(id), id, nonce.as_str(), crate::types::now_ms() as i64))
+        .await?;
     let values = (
         id,
         &config.name,
@@ -120,20 +122,20 @@ pub(super) async fn create_job_with_tasks(
         }
     };
     if let Err(e) = claimed {
-        let _ = store.exec("job create marker", &store.s.del_create, (id, nonce.as_str())).await;
+        let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
         return Err(e);
     }
     match finish_create(store, id, config, &rt, &body, &rows).await {
         Ok(()) => {
             // A marker left by a failure here only costs the next leader a read.
-            let _ = store.exec("job create marker", &store.s.del_create, (id, nonce.as_str())).await;
+            let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
             Ok(rt)
         }
         Err(e) => {
             // Nothing was acknowledged: take back what was written. If that
             // fails too, the marker leads the next leader's start to it.
             if remove_all(store, id).await.is_ok() {
-                let _ = store.exec("job create marker", &store.s.del_create, (id, nonce.as_str())).await;
+                let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
             }
             Err(e)
         }
@@ -201,7 +203,10 @@ async fn remove_all(store: &CassandraStore, id: &str) -> Result<()> {
 /// every case. Returns the ids removed.
 pub(super) async fn remove_interrupted_creates(store: &CassandraStore) -> Result<Vec<String>> {
     store.fence_check().await?;
-    let markers: Vec<(String, String)> = store.rows("job create markers", &store.s.sel_creates, ()).await?;
+    let mut markers: Vec<(String, String)> = Vec::new();
+    for s in 0..super::job_index::SHARDS {
+        markers.extend(store.rows::<(String, String)>("job create markers", &store.s.sel_creates, (s,)).await?);
+    }
     let mut removed = Vec::new();
     for (id, nonce) in markers {
         let state: Vec<(Option<String>, Option<i64>)> =
@@ -210,7 +215,7 @@ pub(super) async fn remove_interrupted_creates(store: &CassandraStore) -> Result
             remove_all(store, &id).await?;
             removed.push(id.clone());
         }
-        store.exec("job create marker", &store.s.del_create, (id.as_str(), nonce.as_str())).await?;
+        store.exec("job create marker", &store.s.del_create, (shard(&id), id.as_str(), nonce.as_str())).await?;
     }
     Ok(removed)
 }
@@ -366,7 +371,24 @@ pub(super) async fn live_jobs(store: &CassandraStore) -> Result<Vec<JobSummary>>
         states: paceline_model::job::JobState::ALL.into_iter().filter(|s| !s.is_terminal()).collect(),
         ..Default::default()
     };
-    let mut out = store.query_indexed(&query, &live_states(), usize::MAX - 1).await?.items;
+    let mut out = match store.query_indexed(&query, &live_states(), usize::MAX - 1).await {
+        Ok(page) => page.items,
+        Err(e) => {
+            // Recovery must not depend on the index (a partition the node
+            // refuses to read, too many tombstones): the scan is slower, not wrong.
+            tracing::warn!(error = %e, "cassandra: live jobs not read from the index; scanning every job");
+            let mut out = Vec::new();
+            let mut q = JobQuery { limit: crate::types::limits::MAX_PAGE, ..query };
+            loop {
+                let page = query_by_scan(store, &q).await?;
+                out.extend(page.items);
+                match page.next {
+                    Some(c) => q.cursor = Some(c),
+                    None => break out,
+                }
+            }
+        }
+    };
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }

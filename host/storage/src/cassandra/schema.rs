@@ -73,12 +73,23 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     // Decision 0033: job queries read an index instead of scanning every
     // job; a job is created behind a marker so a crash leaves nothing a
     // read can see. `backfill` fills the index from the jobs already there.
+    // Both tables are written and deleted all the time (an entry per state
+    // a job passes, a marker per create): their tombstones would pile up in
+    // the partitions that recovery reads. A lost delete only brings back a
+    // stale entry, which readers check and remove again, so tombstones may
+    // go after 10 minutes, and compaction looks for them early.
     "job query index and create markers",
     &[
         "CREATE TABLE IF NOT EXISTS job_index (attr text, value text, shard int, job_id text, at bigint,
-           PRIMARY KEY ((attr, value, shard), job_id))",
-        "CREATE TABLE IF NOT EXISTS job_creates (k int, job_id text, nonce text, claimed_ms bigint,
-           PRIMARY KEY (k, job_id, nonce))",
+           PRIMARY KEY ((attr, value, shard), job_id))
+           WITH gc_grace_seconds = 600 AND compaction = {'class': 'SizeTieredCompactionStrategy',
+             'tombstone_threshold': '0.1', 'tombstone_compaction_interval': '600',
+             'unchecked_tombstone_compaction': 'true'}",
+        "CREATE TABLE IF NOT EXISTS job_creates (shard int, job_id text, nonce text, claimed_ms bigint,
+           PRIMARY KEY (shard, job_id, nonce))
+           WITH gc_grace_seconds = 600 AND compaction = {'class': 'SizeTieredCompactionStrategy',
+             'tombstone_threshold': '0.1', 'tombstone_compaction_interval': '600',
+             'unchecked_tombstone_compaction': 'true'}",
     ],
 )];
 

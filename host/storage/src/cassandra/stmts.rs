@@ -84,9 +84,9 @@ statements! {
     sel_index: "SELECT job_id, WRITETIME(at) FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id > ? LIMIT ?", Plain;
     del_index: "DELETE FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
     del_index_at: "DELETE FROM job_index USING TIMESTAMP ? WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
-    ins_create: "INSERT INTO job_creates (k, job_id, nonce, claimed_ms) VALUES (0, ?, ?, ?)", Plain;
-    del_create: "DELETE FROM job_creates WHERE k = 0 AND job_id = ? AND nonce = ?", Plain;
-    sel_creates: "SELECT job_id, nonce FROM job_creates WHERE k = 0", Plain;
+    ins_create: "INSERT INTO job_creates (shard, job_id, nonce, claimed_ms) VALUES (?, ?, ?, ?)", Plain;
+    del_create: "DELETE FROM job_creates WHERE shard = ? AND job_id = ? AND nonce = ?", Plain;
+    sel_creates: "SELECT job_id, nonce FROM job_creates WHERE shard = ?", Plain;
     del_job: "DELETE FROM jobs WHERE job_id = ?", Plain;
     ins_config: "INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?)", Plain;
     sel_config: "SELECT version, config FROM job_configs WHERE job_id = ? AND version = ?", Plain;
