@@ -103,14 +103,10 @@ struct Web {
 }
 
 /// The UI's routes over the cluster's roles; `watch` feeds the page's
-/// live stream (`/ui/api/events`), `auth` answers who the caller is,
-/// `sim_reports` is where `paceline sim` reports are listed from.
-pub fn routes(
-    roles: Roles,
-    watch: crate::watch::WatchApi,
-    auth: Arc<crate::auth::Auth>,
-    sim_reports: Option<std::path::PathBuf>,
-) -> Router {
+/// live stream (`/ui/api/events`); from `config`, `auth` answers who the
+/// caller is, `sim_reports_dir` is where `paceline sim` reports are listed
+/// from and `pool_history_file` keeps the pool charts across restarts.
+pub fn routes(roles: Roles, watch: crate::watch::WatchApi, config: &crate::ApiConfig) -> Router {
     let upload_limit = roles.registry.runtime().config().max_upload_bytes;
     let web = Arc::new(Web {
         jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()),
@@ -120,10 +116,13 @@ pub fn routes(
         plugins: PluginApi::new(roles.registry.clone()),
         audit: AuditApi::new(roles.store.clone()),
         watch,
-        auth,
-        history: Arc::new(history::PoolHistory::default()),
+        auth: config.auth.clone(),
+        history: Arc::new(match &config.pool_history_file {
+            Some(file) => history::PoolHistory::kept_in(file, crate::audit::now_ms()),
+            None => history::PoolHistory::default(),
+        }),
         plugin_history: Arc::new(plugin_history::PluginHistory::default()),
-        sim_reports,
+        sim_reports: config.sim_reports_dir.clone(),
     });
     history::start(Arc::downgrade(&web.history), PoolApi::new(roles.resmgr.clone(), roles.store.clone()));
     plugin_history::start(Arc::downgrade(&web.plugin_history), web.plugins.clone());

@@ -406,6 +406,7 @@ async fn prepare(
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         tls: load_tls(config.tls.as_ref())?,
         sim_reports_dir: Some(config.sim_reports_dir.clone().unwrap_or_else(|| config.data_dir.join("sim-reports"))),
+        pool_history_file: Some(config.data_dir.join("pool-history.jsonl")),
         ..paceline_api::ApiConfig::default()
     };
     std::fs::create_dir_all(&config.data_dir)

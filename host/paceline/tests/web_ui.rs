@@ -731,6 +731,13 @@ fn a_lost_connection_is_shown_and_the_page_reconnects_and_catches_up() {
     assert!(values[1].as_str().is_some_and(|t| t.contains("connection lost")), "{values:?}");
     assert_eq!(values[2], true, "the new job came through the new stream, without a reload");
     assert!(restarted.lock().expect("lock").is_some(), "the server came back");
+    // The pool chart's samples survived the restart: the first server's
+    // (taken at its start) and the second's.
+    let (code, text) = http(api, "GET", "/ui/api/pools/history?path=/default", None, "");
+    let history: serde_json::Value =
+        serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap_or_default();
+    let samples = history["samples"].as_array().map_or(0, Vec::len);
+    assert!(code == 200 && samples >= 2, "samples from before and after the restart: {text}");
 }
 
 #[test]
