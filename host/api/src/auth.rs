@@ -439,7 +439,7 @@ pub fn method_label(path: &str) -> String {
     if let Some(route) = path.strip_prefix("/ui/api/") {
         let first = route.split('/').next().unwrap_or_default();
         return match first {
-            "jobs" | "tasks" | "pools" | "hosts" | "plugins" | "audit" | "events" | "whoami" => {
+            "jobs" | "tasks" | "pools" | "hosts" | "plugins" | "audit" | "events" | "whoami" | "sim-reports" => {
                 let rest = if route.len() > first.len() { "/…" } else { "" };
                 format!("/ui/api/{first}{rest}")
             }

@@ -112,6 +112,12 @@ pub struct ApiConfig {
     /// Records every mutating and every refused call ([`audit`]); none
     /// without one.
     pub audit: Option<audit::Auditor>,
+    /// Where `paceline sim` reports are kept for the web UI's Simulations
+    /// page ([`web::sim_reports`]); none listed without one.
+    pub sim_reports_dir: Option<std::path::PathBuf>,
+    /// Where the pool page's hour of samples is kept across restarts
+    /// (`web/history.rs`); in memory only without one.
+    pub pool_history_file: Option<std::path::PathBuf>,
 }
 
 /// Told of every API call once the head of its answer is ready: the
@@ -142,6 +148,8 @@ impl Default for ApiConfig {
             internal: None,
             observer: None,
             audit: None,
+            sim_reports_dir: None,
+            pool_history_file: None,
         }
     }
 }
@@ -207,7 +215,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
     ));
     // One watch service (and so one pool poller) for gRPC and the page's live stream.
     let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone());
-    let mut http = web::routes(roles.clone(), watch.clone(), config.auth.clone());
+    let mut http = web::routes(roles.clone(), watch.clone(), config);
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());
     }

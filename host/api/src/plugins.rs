@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline_plugin::{DeployOptions, MemoryStore, PluginError, Registry, SlotInfo, VersionState, slot_world};
+use paceline_plugin::{
+    DeployOptions, MemoryStore, PluginError, Registry, ShadowReport, SlotInfo, VersionState, slot_world,
+};
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::deploy_plugin_request::Part;
 use paceline_proto::v1::plugin_service_server::PluginService;
@@ -147,6 +149,31 @@ pub fn slot_pb(s: &SlotInfo) -> pb::PluginSlot {
                 }
             })
             .collect(),
+        shadow: s.shadow_report.as_ref().map(report_pb),
+    }
+}
+
+/// A shadow report to the wire.
+pub fn report_pb(r: &ShadowReport) -> pb::ShadowPluginResponse {
+    pb::ShadowPluginResponse {
+        compared: r.compared,
+        differed: r.compared.saturating_sub(r.identical),
+        samples: r.samples.clone(),
+        disagreements: r
+            .disagreements
+            .iter()
+            .map(|d| pb::ShadowDisagreement {
+                at_ms: d.at_ms,
+                kind: d.kind.to_string(),
+                round: d.round,
+                task: d.task.clone(),
+                active: d.active.clone(),
+                shadow: d.shadow.clone(),
+            })
+            .collect(),
+        candidate: r.candidate.clone(),
+        candidate_faults: r.candidate_faults,
+        skipped: r.skipped,
     }
 }
 
@@ -262,11 +289,6 @@ impl PluginService for PluginApi {
             })
             .await?
         };
-        let report = report.unwrap_or_default();
-        Ok(Response::new(pb::ShadowPluginResponse {
-            compared: report.compared,
-            differed: report.compared.saturating_sub(report.identical),
-            samples: report.samples,
-        }))
+        Ok(Response::new(report_pb(&report.unwrap_or_default())))
     }
 }

@@ -22,11 +22,14 @@
 //! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) |
 //! | `GET /ui/api/hosts` | `ListHostsResponse` |
 //! | `POST /ui/api/hosts/{name}/{drain,down,up}` | `DrainHostResponse` |
-//! | `GET /ui/api/plugins` | `ListPluginsResponse` |
+//! | `GET /ui/api/plugins` | `ListPluginsResponse` (a slot's `shadow`: its shadow run's report so far, with the per-task disagreements) |
+//! | `GET /ui/api/plugins/history?slot=` | `{"interval_ms", "versions": [{"id", "samples": [{"at_ms", "calls", "p50_us", "p99_us", "faults"}]}]}`: the last hour, a sample every 30 s ([`plugin_history`]) |
 //! | `POST /ui/api/plugins/rollback` `{"slot"}` | the `PluginSlot` after the rollback |
 //! | `POST /ui/api/plugins/activate` `{"slot", "id"}` | the `PluginSlot` after |
 //! | `POST /ui/api/plugins/shadow` `{"slot", "id"}` or `{"slot", "stop": true}` | `ShadowPluginResponse` |
 //! | `POST /ui/api/plugins/deploy?slot=&name=&version=&skip_self_test=` (body: the `.wasm`) | `DeployPluginResponse` |
+//! | `GET /ui/api/sim-reports` | `{"dir", "reports": [{"name", "format", "bytes", "modified_ms"}]}`: `paceline sim` reports in `sim_reports_dir` ([`sim_reports`]) |
+//! | `GET /ui/api/sim-reports/{name}` | the report (HTML or JSON), with a strict Content-Security-Policy |
 //! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) |
 //!
 //! The changes ([`actions`]) call the service methods as the caller the
@@ -66,6 +69,8 @@ use crate::{Roles, hosts::HostApi, jobs::JobApi, plugins::PluginApi, pools::Pool
 mod actions;
 mod history;
 mod live;
+mod plugin_history;
+pub mod sim_reports;
 
 /// The page's files, embedded in the binary (plain ES modules, no build
 /// step; decision 0031): name under `/ui/`, content type, text.
@@ -92,11 +97,16 @@ struct Web {
     watch: crate::watch::WatchApi,
     auth: Arc<crate::auth::Auth>,
     history: Arc<history::PoolHistory>,
+    plugin_history: Arc<plugin_history::PluginHistory>,
+    /// `sim_reports_dir`, when the server has one.
+    sim_reports: Option<std::path::PathBuf>,
 }
 
 /// The UI's routes over the cluster's roles; `watch` feeds the page's
-/// live stream (`/ui/api/events`), `auth` answers who the caller is.
-pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth::Auth>) -> Router {
+/// live stream (`/ui/api/events`); from `config`, `auth` answers who the
+/// caller is, `sim_reports_dir` is where `paceline sim` reports are listed
+/// from and `pool_history_file` keeps the pool charts across restarts.
+pub fn routes(roles: Roles, watch: crate::watch::WatchApi, config: &crate::ApiConfig) -> Router {
     let upload_limit = roles.registry.runtime().config().max_upload_bytes;
     let web = Arc::new(Web {
         jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()),
@@ -106,10 +116,16 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         plugins: PluginApi::new(roles.registry.clone()),
         audit: AuditApi::new(roles.store.clone()),
         watch,
-        auth,
-        history: Arc::new(history::PoolHistory::default()),
+        auth: config.auth.clone(),
+        history: Arc::new(match &config.pool_history_file {
+            Some(file) => history::PoolHistory::kept_in(file, crate::audit::now_ms()),
+            None => history::PoolHistory::default(),
+        }),
+        plugin_history: Arc::new(plugin_history::PluginHistory::default()),
+        sim_reports: config.sim_reports_dir.clone(),
     });
     history::start(Arc::downgrade(&web.history), PoolApi::new(roles.resmgr.clone(), roles.store.clone()));
+    plugin_history::start(Arc::downgrade(&web.plugin_history), web.plugins.clone());
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::temporary("/ui/") }))
@@ -130,6 +146,7 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
         .route("/ui/api/hosts", get(hosts))
         .route("/ui/api/hosts/{name}/{action}", post(actions::host_action))
         .route("/ui/api/plugins", get(plugins))
+        .route("/ui/api/plugins/history", get(plugin_history))
         .route("/ui/api/plugins/rollback", post(rollback))
         .route("/ui/api/plugins/activate", post(actions::activate))
         .route("/ui/api/plugins/shadow", post(actions::shadow))
@@ -139,6 +156,8 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, auth: Arc<crate::auth
             post(actions::deploy).layer(axum::extract::DefaultBodyLimit::max(upload_limit)),
         )
         .route("/ui/api/audit", get(audit))
+        .route("/ui/api/sim-reports", get(sim_report_list))
+        .route("/ui/api/sim-reports/{name}", get(sim_report))
         .with_state(web)
 }
 
@@ -312,6 +331,49 @@ async fn pool_history(
 ) -> Answer<serde_json::Value> {
     let path = q.get("path").cloned().unwrap_or_else(|| "/".into());
     Ok(Json(web.history.of(&path)))
+}
+
+/// `GET /ui/api/plugins/history?slot=`: each of the slot's versions' calls,
+/// p50/p99 latency and faults over the last hour (a sample every 30 s).
+async fn plugin_history(
+    State(web): State<Arc<Web>>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Answer<serde_json::Value> {
+    let slot = q.get("slot").cloned().unwrap_or_default();
+    Ok(Json(web.plugin_history.of(&slot)))
+}
+
+/// `GET /ui/api/sim-reports`: `{"dir": bool, "reports": [{"name", "format",
+/// "bytes", "modified_ms"}]}`, newest first (`dir`: whether the server has
+/// a reports directory).
+async fn sim_report_list(State(web): State<Arc<Web>>) -> Answer<serde_json::Value> {
+    let Some(dir) = web.sim_reports.clone() else {
+        return Ok(Json(serde_json::json!({ "dir": false, "reports": [] })));
+    };
+    let listed = tokio::task::spawn_blocking(move || sim_reports::list(&dir))
+        .await
+        .map_err(|e| Failure(Status::internal(format!("listing reports: {e}"))))?
+        .map_err(|e| Failure(Status::internal(format!("listing reports: {e}"))))?;
+    Ok(Json(serde_json::json!({ "dir": true, "reports": listed })))
+}
+
+/// `GET /ui/api/sim-reports/{name}`: the report's bytes with a strict
+/// Content-Security-Policy ([`sim_reports::response`]).
+async fn sim_report(State(web): State<Arc<Web>>, Path(name): Path<String>) -> Response {
+    let Some(dir) = web.sim_reports.clone() else {
+        return Failure(Status::not_found("this server keeps no sim reports (sim_reports_dir)")).into_response();
+    };
+    let wanted = name.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let path = sim_reports::path_of(&dir, &wanted)?;
+        std::fs::read(&path).map_err(|error| sim_reports::ServeError::Io { name: wanted, error })
+    })
+    .await;
+    match read {
+        Ok(Ok(bytes)) => sim_reports::response(&name, bytes),
+        Ok(Err(e)) => (e.status(), Json(serde_json::json!({ "error": e.to_string() }))).into_response(),
+        Err(e) => Failure(Status::internal(format!("reading report: {e}"))).into_response(),
+    }
 }
 
 async fn pools(State(web): State<Arc<Web>>) -> Answer<pb::ListPoolsResponse> {

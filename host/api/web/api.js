@@ -35,6 +35,18 @@ export async function api(path, options = {}) {
   return body;
 }
 
+// A route's body as text (a sim report), with the caller's token.
+export async function apiText(path) {
+  const response = await fetch("/ui/api/" + path, { headers: headers() });
+  const text = await response.text();
+  if (!response.ok) {
+    let body = {};
+    try { body = JSON.parse(text); } catch (_) { body = { error: response.statusText }; }
+    throw new ApiError(response.status, body);
+  }
+  return text;
+}
+
 export function post(path, body) {
   return api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body || {}) });
 }

@@ -34,6 +34,7 @@ const ROUTES = [
   [/^\/plugins\/(.+)$/, "plugins", cluster.pluginPage],
   [/^\/audit$/, "audit", cluster.audit],
   [/^\/simulate$/, "simulate", cluster.simulate],
+  [/^\/simulate\/([^/]+)$/, "simulate", cluster.simReport],
 ];
 
 function parseHash() {

@@ -1,5 +1,5 @@
 // Pools, hosts, plugins, the audit log and the simulator's instructions.
-import { api, atLeast, post } from "./api.js";
+import { api, apiText, atLeast, post } from "./api.js";
 import { actionButton, el, facts, field, link, num, pct, short, table, when } from "./dom.js";
 
 const enc = encodeURIComponent;
@@ -121,6 +121,64 @@ function chart(kind, title, points, entitlement, allocation, now) {
     el("figcaption", {}, said));
 }
 
+// Each version's calls, p99 latency and faults over the last hour: the
+// server's samples (one every 30 s) and the figures of now as the last
+// point; one series per version, told apart by colour and dash. The latest
+// figures are also written out (the caption, read by screen readers).
+const SERIES = [["#1d5fbf", ""], ["#b3261e", "6 4"], ["#2e7d32", "2 3"], ["#6a3d9a", "10 3 2 3"], ["#8a5a00", "1 5"]];
+
+function versionCharts(history, slot) {
+  const now = Date.now();
+  const sampled = new Map((history.versions || []).map((v) => [v.id, v.samples || []]));
+  const series = (slot.versions || []).map((v) => {
+    const points = (sampled.get(v.id) || []).map((p) => ({ t: num(p.at_ms), calls: num(p.calls), p50: num(p.p50_us), p99: num(p.p99_us), faults: num(p.faults) }));
+    const faults = Object.values(v.errors || {}).reduce((a, b) => a + num(b), 0);
+    points.push({ t: now, calls: num(v.calls), p50: num(v.p50_us), p99: num(v.p99_us), faults });
+    return { id: v.id, points };
+  });
+  if (!series.length) return el("p", { class: "reason" }, "No versions deployed: the native policy serves, and has no charts.");
+  return el("section", { id: "plugin-history", "aria-labelledby": "plugin-history-h" },
+    el("h3", { id: "plugin-history-h" }, "Calls, latency and faults per version, last hour"),
+    versionChart("calls", "Calls (since the server started)", series, (p) => p.calls, now),
+    versionChart("p99", "p99 latency (µs)", series, (p) => p.p99, now),
+    versionChart("faults", "Faults (since the server started)", series, (p) => p.faults, now),
+    el("ul", { id: "plugin-figures", class: "legend" }, series.map((s, i) => {
+      const last = s.points[s.points.length - 1];
+      const [colour, dash] = SERIES[i % SERIES.length];
+      return el("li", { "data-version": s.id, "data-calls": String(last.calls), "data-p50": String(last.p50), "data-p99": String(last.p99), "data-faults": String(last.faults) },
+        swatchLine(colour, dash), " " + s.id + ": " + last.calls + " calls, p50 " + last.p50 + " µs, p99 " + last.p99 + " µs, " + last.faults + " faults now");
+    })),
+    el("p", { class: "reason" }, "A sample every " + Math.round(num(history.interval_ms) / 1000) +
+      " s since the server started, at most an hour; calls and faults count from the server's start."));
+}
+
+function swatchLine(colour, dash) {
+  return svg("svg", { width: 28, height: 10, "aria-hidden": "true" },
+    svg("line", { x1: 0, y1: 5, x2: 28, y2: 5, stroke: colour, "stroke-width": 2, "stroke-dasharray": dash || "none" }));
+}
+
+function versionChart(kind, title, series, value, now) {
+  const width = 600;
+  const height = 120;
+  const start = now - 3600 * 1000;
+  const x = (t) => (Math.max(0, t - start) / (3600 * 1000)) * width;
+  const top = Math.max(1, ...series.flatMap((s) => s.points.map(value)));
+  const y = (v) => height - (v / top) * (height - 4);
+  const said = title + ": " + series.map((s) => s.id + " " + value(s.points[s.points.length - 1])).join(", ") + " now";
+  return el("figure", { class: "history" },
+    svg("svg", { id: "plugin-history-" + kind, viewBox: "0 0 " + width + " " + height, width: "100%", height: String(height), role: "img", "aria-label": said },
+      ...series.flatMap((s, i) => {
+        const [colour, dash] = SERIES[i % SERIES.length];
+        const last = s.points[s.points.length - 1];
+        // The line, and a dot at now (a version sampled once has no line yet).
+        return [svg("polyline", { "data-version": s.id, "data-points": s.points.length, "data-latest": value(last),
+          points: s.points.map((p) => x(p.t).toFixed(1) + "," + y(value(p)).toFixed(1)).join(" "),
+          fill: "none", stroke: colour, "stroke-width": 2, "stroke-dasharray": dash || "none" }),
+        svg("circle", { cx: Math.min(x(last.t), width - 4).toFixed(1), cy: Math.min(y(value(last)), height - 4).toFixed(1), r: 3, fill: colour })];
+      })),
+    el("figcaption", {}, said));
+}
+
 function hostActions(h, me) {
   const name = h.hostname;
   const can = atLeast(me, "operator") ? {} : { disabled: true, title: "needs an operator's token" };
@@ -186,6 +244,8 @@ function versionRows(slot) {
 
 // The latest shadow report of each slot (what `ShadowPlugin` answered).
 const reports = new Map();
+// The version chosen in each slot's list.
+const chosen = new Map();
 
 function slotBox(slot, me, onChange, detailed) {
   const active = slot.active || "";
@@ -194,28 +254,51 @@ function slotBox(slot, me, onChange, detailed) {
     async () => { await post("plugins/rollback", { slot: slot.slot }); await onChange(); },
     Object.assign({ class: "rollback", "data-slot": slot.slot }, can));
   if (!active) rollback.disabled = true;
-  const choice = el("select", { id: "version-" + slot.slot.replace(/\W/g, "-") },
-    (slot.versions || []).map((v) => el("option", { value: v.id }, v.id)));
+  // The chosen version survives the page's re-reads (it follows placements).
+  const choice = el("select", { id: "version-" + slot.slot.replace(/\W/g, "-"), onchange: () => chosen.set(slot.slot, choice.value) },
+    (slot.versions || []).map((v) => el("option", { value: v.id, selected: chosen.get(slot.slot) === v.id }, v.id)));
   const report = el("div", { class: "shadow-report", "aria-live": "polite" });
-  const showReport = (r) => report.replaceChildren(el("p", {}, "Compared " + num(r.compared) + " decisions; " + num(r.differed) + " differed."),
-    el("ul", { class: "samples" }, (r.samples || []).map((s) => el("li", {}, el("code", {}, s)))));
-  // The last report survives the re-reads that follow every action.
+  const showReport = (r) => report.replaceChildren(...shadowReport(r, active, detailed));
+  // The server's report of the run going on (ListPlugins carries it); else
+  // the last one an action answered (a stopped run's), kept across re-reads.
+  if (slot.shadow) reports.set(slot.slot, slot.shadow);
   if (reports.has(slot.slot)) showReport(reports.get(slot.slot));
   const activate = actionButton("Activate", "Activate the chosen version in " + slot.slot + "?",
-    async () => { await post("plugins/activate", { slot: slot.slot, id: choice.value }); await onChange(); },
+    async () => { chosen.set(slot.slot, choice.value); await post("plugins/activate", { slot: slot.slot, id: choice.value }); await onChange(); },
     Object.assign({ class: "activate", "data-slot": slot.slot }, can));
   const shadow = actionButton("Shadow", "Run the chosen version beside the active one in " + slot.slot + " and compare?",
     async () => {
+      chosen.set(slot.slot, choice.value);
       const r = await post("plugins/shadow", { slot: slot.slot, id: choice.value });
       reports.set(slot.slot, r);
       showReport(r);
     }, Object.assign({ class: "shadow", "data-slot": slot.slot }, can));
   return el("section", { class: "slot", "data-slot": slot.slot, "data-active-version": active, "aria-label": "slot " + slot.slot },
-    detailed ? deployForm(slot.slot, can, onChange) : null,
     el("h3", {}, detailed ? slot.slot : link("/plugins/" + slot.slot, slot.slot), rollback),
     table("", "Versions of " + slot.slot, ["Version", "State", "Calls", "p50 µs", "p99 µs", "Faults", "Batched"], versionRows(slot), { class: "versions" }),
     (slot.versions || []).length ? el("div", { class: "inline" }, field("Version", choice), activate, shadow) : null,
     report);
+}
+
+// A shadow run's counts and, on a slot's page, its latest disagreements as a
+// table: per task, what the active version chose and what the shadow chose.
+function shadowReport(r, active, detailed) {
+  const counts = "Compared " + num(r.compared) + " decisions; " + num(r.differed) + " differed" +
+    (num(r.candidate_faults) ? "; the shadow failed " + num(r.candidate_faults) + " times" : "") +
+    (num(r.skipped) ? "; " + num(r.skipped) + " not compared (the shadow was busy)" : "") + ".";
+  const rows = (r.disagreements || []).slice().reverse();
+  const shadowName = r.candidate || "shadow";
+  // Focusable, so a keyboard can scroll a wide table.
+  const diff = detailed && rows.length ? el("div", { class: "scroll", tabIndex: 0, role: "region", "aria-label": "shadow disagreements" }, table("shadow-diff",
+    "Latest disagreements, newest first (at most 50): where each version put each task",
+    ["Task", "Active (" + (active || "native policy") + ") →", "Shadow (" + shadowName + ") →", "Decision", "When (UTC)"],
+    rows.map((d) => el("tr", { "data-task": d.task || "", "data-active": d.active || "", "data-shadow": d.shadow || "" },
+      el("th", { scope: "row" }, d.task || ""), el("td", { class: "chose-active" }, d.active || ""),
+      el("td", { class: "chose-shadow" }, d.shadow || ""),
+      el("td", {}, (d.kind || "") + (num(d.round) ? " round " + num(d.round) : "")), el("td", {}, when(d.at_ms)))))) : null;
+  const elsewhere = !detailed && rows.length ? el("p", { class: "reason" }, "Per-task disagreements: on the slot's page.") : null;
+  return [el("p", {}, counts + (r.candidate ? " Shadowed version: " + r.candidate + "." : "")), diff, elsewhere,
+    el("ul", { class: "samples" }, (r.samples || []).map((x) => el("li", {}, el("code", {}, x))))].filter(Boolean);
 }
 
 // Deploy a new version from a .wasm file (`paceline plugin deploy` from the browser).
@@ -249,13 +332,23 @@ export function plugins(view, _p, _q, { me, refresh: again }) {
 
 export function pluginPage(view, [slot], _q, { me, refresh: again }) {
   const holder = el("div", { id: "plugin-slots" });
-  view.append(el("p", { class: "crumbs" }, link("/plugins", "Plugins"), " / ", slot), el("h2", {}, "Plugin slot " + slot), holder);
+  const can = atLeast(me, "operator") ? {} : { disabled: true, title: "needs an operator's token" };
+  // The deploy form stays outside the part re-read on changes: a chosen file is kept.
+  view.append(el("p", { class: "crumbs" }, link("/plugins", "Plugins"), " / ", slot), el("h2", {}, "Plugin slot " + slot),
+    deployForm(slot, can, again), holder);
   async function refresh() {
     const body = await api("plugins");
     const s = (body.slots || []).find((x) => x.slot === slot);
-    holder.replaceChildren(s ? slotBox(s, me, again, true) : el("p", {}, "No slot " + slot + "."));
+    if (!s) {
+      holder.replaceChildren(el("p", {}, "No slot " + slot + "."));
+      return;
+    }
+    const history = await api("plugins/history?slot=" + enc(slot));
+    holder.replaceChildren(slotBox(s, me, again, true), versionCharts(history, s));
   }
-  return { refresh, wants: () => false };
+  // Plugin changes are not in the change stream, but a task moving means
+  // the slots were called: the figures and a shadow run's diff moved too.
+  return { refresh, wants: (ev) => !!changeOf(ev).task };
 }
 
 export function audit(view, _p, query, { go }) {
@@ -292,12 +385,49 @@ export function audit(view, _p, query, { go }) {
 }
 
 export function simulate(view) {
-  view.append(el("h2", {}, "What would another policy have done here?"),
-    el("p", {}, "Record this cluster's history as a trace, replay it under any policy, and compare two (docs/sim.md). The replay runs the real roles on a virtual clock."),
+  const holder = el("div", { id: "sim-reports" });
+  view.append(el("h2", {}, "Simulations"),
+    el("p", {}, "What would another policy have done here? Record this cluster's history as a trace, replay it under any policy, and compare two (docs/sim.md). The replay runs the real roles on a virtual clock."),
     el("ol", {},
       el("li", {}, "Record: ", el("code", { id: "sim-record" }, "paceline trace record --server " + window.location.origin + " --out trace.jsonl")),
-      el("li", {}, "Replay under a new plugin: ", el("code", {}, "paceline sim run trace.jsonl --policy placement=my_policy.wasm --html report.html")),
-      el("li", {}, "Compare two sets: ", el("code", {}, "paceline sim compare trace.jsonl --a placement=binpack --b placement=spread --html compare.html"))),
-    el("p", {}, "Reports and comparisons are single HTML files with their charts inline: open them in this browser."));
-  return { refresh: async () => {}, wants: () => false };
+      el("li", {}, "Replay under a new plugin: ", el("code", {}, "paceline sim run trace.jsonl --policy placement=my_policy.wasm --report-dir DIR")),
+      el("li", {}, "Compare two sets: ", el("code", {}, "paceline sim compare trace.jsonl --a placement=binpack --b placement=spread --report-dir DIR"))),
+    el("p", {}, "With DIR the server's reports directory (", el("code", {}, "sim_reports_dir"), ", default ", el("code", {}, "<data_dir>/sim-reports"),
+      "), the reports are listed here."),
+    holder);
+  async function refresh() {
+    const body = await api("sim-reports");
+    if (!body.dir) {
+      holder.replaceChildren(el("p", {}, "This server keeps no simulation reports."));
+      return;
+    }
+    const reports = body.reports || [];
+    holder.replaceChildren(reports.length
+      ? table("sim-table", "Simulation reports, newest first", ["Report", "Format", "Size (bytes)", "Written (UTC)"],
+        reports.map((r) => el("tr", { "data-report": r.name },
+          el("td", {}, link("/simulate/" + enc(r.name), r.name)), el("td", {}, r.format), el("td", {}, String(num(r.bytes))), el("td", {}, when(r.modified_ms)))))
+      : el("p", { id: "sim-none" }, "No reports yet."));
+  }
+  return { refresh, wants: () => false };
+}
+
+// One report, read with the caller's token and shown in a sandboxed frame:
+// no script runs in it, it has no access to this page (nor its token), and
+// its policy allows no request (only its inline style and data: images).
+const REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
+
+export function simReport(view, [name]) {
+  const frameHolder = el("div", { id: "sim-report", "data-report": name });
+  view.append(el("p", { class: "crumbs" }, link("/simulate", "Simulations"), " / ", name), el("h2", {}, "Simulation report " + name), frameHolder);
+  async function refresh() {
+    const text = await apiText("sim-reports/" + enc(name));
+    if (name.endsWith(".json")) {
+      frameHolder.replaceChildren(el("pre", { class: "scroll", tabIndex: 0, role: "region", "aria-label": "report " + name }, text));
+      return;
+    }
+    const policy = '<meta http-equiv="Content-Security-Policy" content="' + REPORT_CSP + '">';
+    const doc = /<head[^>]*>/i.test(text) ? text.replace(/<head[^>]*>/i, (h) => h + policy) : policy + text;
+    frameHolder.replaceChildren(el("iframe", { id: "sim-frame", title: "Simulation report " + name, sandbox: "", srcdoc: doc, class: "report" }));
+  }
+  return { refresh, wants: () => false };
 }

@@ -165,6 +165,10 @@ pub struct ServerConfig {
     /// hex digits, mode 0600. Default `<data_dir>/secrets.key`, created on
     /// first start. Highly available servers must all name the same key.
     pub secrets_key_file: Option<PathBuf>,
+    /// Where `paceline sim run|compare --report-dir` reports are kept for
+    /// the web UI's Simulations page (docs/web-ui.md). Default
+    /// `<data_dir>/sim-reports`; it need not exist until a report is put there.
+    pub sim_reports_dir: Option<PathBuf>,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -232,6 +236,7 @@ impl Default for ServerConfig {
             retention: crate::retention::RetentionConfig::default(),
             agent_pki_dir: None,
             secrets_key_file: None,
+            sim_reports_dir: None,
         }
     }
 }
@@ -400,6 +405,8 @@ async fn prepare(
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         tls: load_tls(config.tls.as_ref())?,
+        sim_reports_dir: Some(config.sim_reports_dir.clone().unwrap_or_else(|| config.data_dir.join("sim-reports"))),
+        pool_history_file: Some(config.data_dir.join("pool-history.jsonl")),
         ..paceline_api::ApiConfig::default()
     };
     std::fs::create_dir_all(&config.data_dir)

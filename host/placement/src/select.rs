@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use paceline_joints::{Lease, Need, ReadyTask};
-use paceline_plugin::{Registry, ServedBy};
+use paceline_plugin::{Names, Registry, ServedBy};
 use paceline_plugin_sdk::types::PlacementResult;
 use tracing::warn;
 
@@ -37,10 +37,16 @@ pub(crate) async fn place(
     round: u64,
 ) -> Option<(PlacementResult, Option<FellBack>)> {
     let request = build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
+    // Names for a shadow run's per-task diff, copied only while one runs.
+    let names = registry.is_shadowed(slot).then(|| Names {
+        tasks: tasks.iter().map(|(t, need)| format!("{}/{}", need.job_id, t.instance)).collect(),
+        hosts: lease.hosts.iter().map(|h| h.name.clone()).collect(),
+    });
     let registry = registry.clone();
     let slot_name = slot.to_string();
     // Wasm calls are synchronous and bounded by the runtime's deadline.
-    match tokio::task::spawn_blocking(move || registry.place(&slot_name, &request)).await {
+    let call = move || registry.place_named(&slot_name, &request, || names.unwrap_or_default());
+    match tokio::task::spawn_blocking(call).await {
         Ok(Ok(answer)) => {
             let fell_back = answer.faults.first().map(|first| {
                 warn!(slot, served_by = ?answer.served_by, faults = answer.faults.len(), "placement fell back");

@@ -39,5 +39,8 @@ pub use config::RuntimeConfig;
 pub use error::{CallError, FaultKind, PluginError};
 pub use natives::{Native, NativePolicy};
 pub use persist::{DirStore, MemoryStore, VersionRecord, VersionState, VersionStore};
-pub use registry::{Answer, DeployOptions, Registry, ServedBy, ShadowReport, SlotInfo, slot_world};
+pub use registry::{
+    Answer, DeployOptions, Disagreement, MAX_DISAGREEMENTS, Names, Registry, ServedBy, ShadowReport, SlotInfo,
+    slot_world,
+};
 pub use runtime::{PluginRuntime, Prepared, World};

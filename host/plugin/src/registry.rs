@@ -114,6 +114,8 @@ pub struct SlotInfo {
     pub active: Option<String>,
     /// Version being shadowed, if any.
     pub shadow: Option<String>,
+    /// The shadow run's report so far, if one runs.
+    pub shadow_report: Option<ShadowReport>,
     /// Every version, oldest first.
     pub versions: Vec<VersionInfo>,
     /// Calls answered by an earlier version or the native policy because
@@ -138,6 +140,51 @@ pub struct ShadowReport {
     pub skipped: u64,
     /// Up to ten examples of differences, as text.
     pub samples: Vec<String>,
+    /// The latest [`MAX_DISAGREEMENTS`] differing decisions, one per task,
+    /// oldest first (a readable diff: what each version chose).
+    pub disagreements: Vec<Disagreement>,
+}
+
+/// Disagreements a shadow report keeps (the newest; older ones are dropped).
+pub const MAX_DISAGREEMENTS: usize = 50;
+
+/// One task the active and the shadowed version decided differently.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Disagreement {
+    /// When it was compared, milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// `placement` or `preemption`.
+    pub kind: &'static str,
+    /// The placement round (0 for preemption).
+    pub round: u64,
+    /// The task: its name from the caller's [`Names`] (`job/instance`), or
+    /// its place in the request when the caller named none.
+    pub task: String,
+    /// What the active version decided for it: a host, `not placed (reason)`;
+    /// `preempted (reason)` or `kept`.
+    pub active: String,
+    /// What the shadowed version decided, in the same words.
+    pub shadow: String,
+}
+
+/// Names of a placement request's tasks and hosts, in the request's order,
+/// for the shadow report's rows. Either may be empty (or short): a task or
+/// host without a name is shown by its place in the request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    /// One per `PlacementRequest::tasks`, e.g. `job-id/3`.
+    pub tasks: Vec<String>,
+    /// One per `PlacementRequest::hosts`: the host name.
+    pub hosts: Vec<String>,
+}
+
+impl ShadowReport {
+    /// Keeps `rows`, dropping the oldest beyond [`MAX_DISAGREEMENTS`].
+    fn keep(&mut self, rows: impl IntoIterator<Item = Disagreement>) {
+        self.disagreements.extend(rows);
+        let over = self.disagreements.len().saturating_sub(MAX_DISAGREEMENTS);
+        self.disagreements.drain(..over);
+    }
 }
 
 struct Version {
@@ -586,6 +633,7 @@ impl Registry {
                 world: s.world,
                 active: s.active.load().as_ref().map(|v| v.id.clone()),
                 shadow: s.shadow.load().as_ref().map(|sh| sh.version.id.clone()),
+                shadow_report: s.shadow.load().as_ref().and_then(|sh| sh.report.lock().ok().map(|r| r.clone())),
                 versions: s
                     .versions
                     .read()
@@ -753,6 +801,24 @@ impl Registry {
         slot_name: &str,
         request: &sdk::PlacementRequest,
     ) -> Result<Answer<sdk::PlacementResult>, PluginError> {
+        self.place_named(slot_name, request, Names::default)
+    }
+
+    /// Whether the slot has a shadow run (so a caller knows [`Names`] are
+    /// worth building).
+    pub fn is_shadowed(&self, slot_name: &str) -> bool {
+        self.slot(slot_name).is_ok_and(|s| s.shadow.load().is_some())
+    }
+
+    /// [`Registry::place`], with the names of the request's tasks and hosts
+    /// for the shadow report's rows; `names` is called only when the slot
+    /// has a shadow run.
+    pub fn place_named(
+        &self,
+        slot_name: &str,
+        request: &sdk::PlacementRequest,
+        names: impl FnOnce() -> Names,
+    ) -> Result<Answer<sdk::PlacementResult>, PluginError> {
         let slot = self.slot(slot_name)?;
         if slot.world != World::Placement {
             return Err(PluginError::UnknownSlot(slot_name.to_string()));
@@ -772,7 +838,7 @@ impl Registry {
             native,
         )?;
         if slot.shadow.load().is_some() {
-            let (req, active) = (request.clone(), answer.value.clone());
+            let (req, active, names) = (request.clone(), answer.value.clone(), names());
             let runtime = self.runtime.clone();
             Self::send_shadow(&slot, move |v, report| {
                 let started = Instant::now();
@@ -786,11 +852,13 @@ impl Registry {
                 r.compared += 1;
                 match out {
                     Ok(o) => {
-                        let differing = placement_diff(&active, &o);
+                        let rows = placement_disagreements(&req, &names, &active, &o, now_ms());
+                        let differing = rows.len() as u64;
                         if differing == 0 {
                             r.identical += 1;
                         } else {
                             r.tasks_differing += differing;
+                            r.keep(rows);
                             if r.samples.len() < 10 {
                                 r.samples.push(format!(
                                     "round {}: {differing} of {} tasks placed differently",
@@ -839,6 +907,7 @@ impl Registry {
                 match out {
                     Ok(o) if o == active => r.identical += 1,
                     Ok(o) => {
+                        r.keep(victim_disagreements(&req, &active, &o, now_ms()));
                         if r.samples.len() < 10 {
                             r.samples.push(format!("active chose {} victims, candidate {}", active.len(), o.len()));
                         }
@@ -894,11 +963,192 @@ impl Registry {
     }
 }
 
-/// Tasks whose outcome differs between two placement answers.
-fn placement_diff(a: &sdk::PlacementResult, b: &sdk::PlacementResult) -> u64 {
-    let host_of =
-        |r: &sdk::PlacementResult| -> BTreeMap<u32, u32> { r.assignments.iter().map(|x| (x.task, x.host)).collect() };
-    let (ha, hb) = (host_of(a), host_of(b));
-    let tasks: std::collections::BTreeSet<u32> = ha.keys().chain(hb.keys()).copied().collect();
-    tasks.into_iter().filter(|t| ha.get(t) != hb.get(t)).count() as u64
+/// The tasks whose outcome differs between two placement answers (`a` the
+/// active version's, `b` the shadow's), one row each, in task order.
+fn placement_disagreements(
+    request: &sdk::PlacementRequest,
+    names: &Names,
+    a: &sdk::PlacementResult,
+    b: &sdk::PlacementResult,
+    at_ms: u64,
+) -> Vec<Disagreement> {
+    // What an answer did with each task: a host index, or why not.
+    let outcome = |r: &sdk::PlacementResult| -> BTreeMap<u32, Result<u32, sdk::UnplacedReason>> {
+        let placed = r.assignments.iter().map(|x| (x.task, Ok(x.host)));
+        placed.chain(r.unplaced.iter().map(|u| (u.task, Err(u.reason)))).collect()
+    };
+    let (oa, ob) = (outcome(a), outcome(b));
+    let host = |h: u32| match names.hosts.get(h as usize) {
+        Some(name) => name.clone(),
+        None => format!("host #{h}"),
+    };
+    let said = |o: Option<&Result<u32, sdk::UnplacedReason>>| match o {
+        Some(Ok(h)) => host(*h),
+        Some(Err(reason)) => format!("not placed ({})", reason.as_str()),
+        None => "not placed".to_string(),
+    };
+    let task = |t: u32| match (names.tasks.get(t as usize), request.tasks.get(t as usize)) {
+        (Some(name), _) => name.clone(),
+        (None, Some(x)) => format!("job #{} instance {}", x.job, x.instance),
+        (None, None) => format!("task #{t}"),
+    };
+    let tasks: std::collections::BTreeSet<u32> = oa.keys().chain(ob.keys()).copied().collect();
+    tasks
+        .into_iter()
+        // Two unplaced answers differ only in wording: not a disagreement.
+        .filter(|t| oa.get(t).and_then(|o| o.ok()) != ob.get(t).and_then(|o| o.ok()))
+        .map(|t| Disagreement {
+            at_ms,
+            kind: "placement",
+            round: request.round,
+            task: task(t),
+            active: said(oa.get(&t)),
+            shadow: said(ob.get(&t)),
+        })
+        .collect()
+}
+
+/// The running tasks one preemption answer takes as victims and the other
+/// does not (or for another reason), one row each.
+fn victim_disagreements(
+    request: &sdk::PreemptionRequest,
+    a: &[sdk::Victim],
+    b: &[sdk::Victim],
+    at_ms: u64,
+) -> Vec<Disagreement> {
+    let chosen =
+        |vs: &[sdk::Victim]| -> BTreeMap<u32, sdk::VictimReason> { vs.iter().map(|v| (v.task, v.reason)).collect() };
+    let (ca, cb) = (chosen(a), chosen(b));
+    let said = |r: Option<&sdk::VictimReason>| match r {
+        Some(reason) => format!("preempted ({})", victim_reason(*reason)),
+        None => "kept".to_string(),
+    };
+    // The request has no task names: the task's place, pool and priority.
+    let task = |t: u32| match request.running.get(t as usize) {
+        Some(x) => {
+            let pool = request.pools.get(x.pool as usize).map_or("?", |p| p.path.as_str());
+            format!("running task #{t} (pool {pool}, priority {})", x.priority)
+        }
+        None => format!("running task #{t}"),
+    };
+    let tasks: std::collections::BTreeSet<u32> = ca.keys().chain(cb.keys()).copied().collect();
+    tasks
+        .into_iter()
+        .filter(|t| ca.get(t) != cb.get(t))
+        .map(|t| Disagreement {
+            at_ms,
+            kind: "preemption",
+            round: 0,
+            task: task(t),
+            active: said(ca.get(&t)),
+            shadow: said(cb.get(&t)),
+        })
+        .collect()
+}
+
+fn victim_reason(r: sdk::VictimReason) -> &'static str {
+    match r {
+        sdk::VictimReason::OverEntitlement => "over_entitlement",
+        sdk::VictimReason::HigherPriority => "higher_priority",
+        sdk::VictimReason::Revoked => "revoked",
+    }
+}
+
+#[cfg(test)]
+mod shadow_diff_tests {
+    use super::*;
+
+    fn request(tasks: u32, hosts: usize) -> sdk::PlacementRequest {
+        sdk::PlacementRequest {
+            round: 7,
+            hosts: vec![sdk::HostOffer::default(); hosts],
+            tasks: (0..tasks).map(|i| sdk::Task { job: 0, instance: i, ..Default::default() }).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn placed(hosts: &[Option<u32>]) -> sdk::PlacementResult {
+        let mut r = sdk::PlacementResult::default();
+        for (t, h) in hosts.iter().enumerate() {
+            match h {
+                Some(h) => r.assignments.push(sdk::Assignment { task: t as u32, host: *h }),
+                None => r.unplaced.push(sdk::Unplaced {
+                    task: t as u32,
+                    reason: sdk::UnplacedReason::InsufficientResources,
+                    detail: String::new(),
+                }),
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn placement_rows_name_each_differing_task_with_both_hosts() {
+        let names =
+            Names { tasks: vec!["j/0".into(), "j/1".into(), "j/2".into()], hosts: vec!["h-a".into(), "h-b".into()] };
+        let rows = placement_disagreements(
+            &request(3, 2),
+            &names,
+            &placed(&[Some(0), Some(0), None]),
+            &placed(&[Some(0), Some(1), Some(1)]),
+            5,
+        );
+        assert_eq!(
+            rows,
+            vec![
+                Disagreement {
+                    at_ms: 5,
+                    kind: "placement",
+                    round: 7,
+                    task: "j/1".into(),
+                    active: "h-a".into(),
+                    shadow: "h-b".into()
+                },
+                Disagreement {
+                    at_ms: 5,
+                    kind: "placement",
+                    round: 7,
+                    task: "j/2".into(),
+                    active: "not placed (insufficient_resources)".into(),
+                    shadow: "h-b".into()
+                },
+            ]
+        );
+        // Without names, the request's places; the same answers agree.
+        let unnamed =
+            placement_disagreements(&request(2, 2), &Names::default(), &placed(&[Some(1)]), &placed(&[None]), 0);
+        assert_eq!((unnamed[0].task.as_str(), unnamed[0].active.as_str()), ("job #0 instance 0", "host #1"));
+        let same = placed(&[Some(0), None]);
+        assert!(placement_disagreements(&request(2, 2), &names, &same, &same, 0).is_empty());
+    }
+
+    #[test]
+    fn victim_rows_say_who_each_version_preempts() {
+        let request = sdk::PreemptionRequest {
+            pools: vec![sdk::PoolView { path: "/a".into(), ..Default::default() }],
+            running: vec![sdk::RunningTask { priority: 3, ..Default::default() }; 3],
+            needs: vec![],
+        };
+        let v = |task| sdk::Victim { task, need: 0, reason: sdk::VictimReason::HigherPriority };
+        let rows = victim_disagreements(&request, &[v(0), v(1)], &[v(1), v(2)], 9);
+        let got: Vec<_> = rows.iter().map(|r| (r.task.as_str(), r.active.as_str(), r.shadow.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("running task #0 (pool /a, priority 3)", "preempted (higher_priority)", "kept"),
+                ("running task #2 (pool /a, priority 3)", "kept", "preempted (higher_priority)"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_report_keeps_the_newest_disagreements() {
+        let mut r = ShadowReport::default();
+        let row = |i: usize| Disagreement { task: format!("t{i}"), ..Default::default() };
+        r.keep((0..MAX_DISAGREEMENTS + 7).map(row));
+        r.keep([row(1000)]);
+        assert_eq!(r.disagreements.len(), MAX_DISAGREEMENTS);
+        assert_eq!(r.disagreements[0].task, "t8", "the oldest went");
+        assert_eq!(r.disagreements[MAX_DISAGREEMENTS - 1].task, "t1000");
+    }
 }

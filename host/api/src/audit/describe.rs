@@ -24,7 +24,9 @@ const LISTED_INSTANCES: usize = 16;
 /// (compressed, cut at the peek limit, malformed) describes nothing.
 pub fn describe(path: &str, body: &[u8]) -> Described {
     if path.starts_with("/ui/api/") {
-        return describe_web(path, body);
+        // A web route's path may carry its query (the upload's slot is there).
+        let (route, query) = path.split_once('?').unwrap_or((path, ""));
+        return describe_web(route, query, body);
     }
     let Some(message) = first_message(body) else {
         return Described::default();
@@ -143,7 +145,7 @@ fn describe_grpc(method: &str, m: &[u8]) -> Option<Described> {
 
 /// The web UI's changing routes send `{"slot": …}` (the only one today is
 /// the plugin rollback).
-fn describe_web(path: &str, body: &[u8]) -> Described {
+fn describe_web(path: &str, query: &str, body: &[u8]) -> Described {
     let route: Vec<&str> = path.trim_start_matches("/ui/api/").split('/').collect();
     let action = |a: &str| format!("{a} from the web UI");
     match route.as_slice() {
@@ -152,8 +154,21 @@ fn describe_web(path: &str, body: &[u8]) -> Described {
             Described { target: id.to_string(), job_id: id.to_string(), summary: action(a) }
         }
         ["hosts", name, a] => Described { target: name.to_string(), summary: action(a), ..Default::default() },
-        // The slot and version are in the query, which the record's method omits; the body is the component.
-        ["plugins", "deploy"] => Described { summary: action("deploy"), ..Default::default() },
+        // The slot and version are in the query (the record's method omits
+        // it); the body is the component, never read here.
+        ["plugins", "deploy"] => {
+            let uri = format!("/?{query}").parse::<http::Uri>().ok();
+            let q = uri
+                .and_then(|u| axum::extract::Query::<std::collections::HashMap<String, String>>::try_from_uri(&u).ok())
+                .map(|q| q.0)
+                .unwrap_or_default();
+            let field = |k: &str| q.get(k).map(String::as_str).unwrap_or_default();
+            let target = match (field("slot"), field("name"), field("version")) {
+                (slot, "", _) | (slot, _, "") => slot.to_string(),
+                (slot, name, version) => format!("{slot} {name}@{version}"),
+            };
+            Described { target, summary: action("deploy"), ..Default::default() }
+        }
         _ => {
             let v = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|s| s.as_str()).unwrap_or_default().to_string();
@@ -228,5 +243,13 @@ mod tests {
         assert_eq!((kill.job_id.as_str(), kill.summary.as_str()), ("web-1", "kill from the web UI"));
         assert_eq!(describe("/ui/api/tasks/web-1/3/restart", b"").job_id, "web-1");
         assert_eq!(describe("/ui/api/hosts/h1/drain", b"").target, "h1");
+        // An upload names its slot and version (from the query; the body is the component).
+        let upload = describe("/ui/api/plugins/deploy?slot=placement%2Fbatch&name=spread&version=10", b"\0asm");
+        assert_eq!(
+            (upload.target.as_str(), upload.summary.as_str()),
+            ("placement/batch spread@10", "deploy from the web UI")
+        );
+        assert_eq!(describe("/ui/api/plugins/deploy?slot=preemption", b"").target, "preemption");
+        assert_eq!(describe("/ui/api/plugins/deploy?%zz", b"").target, "");
     }
 }

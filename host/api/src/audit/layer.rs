@@ -20,6 +20,7 @@ pub const UNAUTHENTICATED: &str = "(unauthenticated)";
 pub struct Pending {
     auditor: Auditor,
     method: String,
+    /// The path, with the query for a web route (what [`describe`] reads).
     path: String,
     who: Option<Arc<Principal>>,
     body: Peeked,
@@ -35,12 +36,18 @@ impl Pending {
     ) -> Pending {
         let path = request.uri().path().to_owned();
         let grpc = !path.starts_with("/ui/");
+        // A web route's query says what it acts on (an upload's slot); a
+        // gRPC path has none. The record's method stays the bare path.
+        let described_path = match request.uri().query() {
+            Some(q) if !grpc => format!("{path}?{q}"),
+            _ => path.clone(),
+        };
         let body = std::mem::replace(request.body_mut(), tonic::body::Body::empty());
         let (peek, copy) = PeekBody::new(body, grpc);
         *request.body_mut() = tonic::body::Body::new(peek);
         let note = Arc::new(AuditNote::default());
         request.extensions_mut().insert(note.clone());
-        Pending { auditor, method: method_name(request.method(), &path), path, who, body: copy, note }
+        Pending { auditor, method: method_name(request.method(), &path), path: described_path, who, body: copy, note }
     }
 
     /// Makes the record from the answer's head and queues it. A gRPC call's

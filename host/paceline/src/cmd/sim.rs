@@ -80,6 +80,16 @@ pub struct ReplayOpts {
     /// Write the report as a self-contained HTML page here.
     #[arg(long)]
     html: Option<PathBuf>,
+    /// Also write the report, HTML and JSON, into this directory as
+    /// NAME.html and NAME.json: a server whose `sim_reports_dir` it is lists
+    /// them on its web UI's Simulations page.
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
+    /// NAME in --report-dir (letters, digits, `.`, `_`, `-`); default
+    /// `run-<ms since the epoch>` or `compare-<ms>`. An existing report of
+    /// that name is replaced.
+    #[arg(long, value_name = "NAME", requires = "report_dir")]
+    report_name: Option<String>,
     /// What to print on stdout.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Print,
@@ -351,7 +361,34 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// Writes beside `path` under a hidden name, then renames: a server listing
+/// the directory (which skips hidden names) never serves half a report.
+fn write_whole(path: &Path, text: &str) -> anyhow::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.partial"));
+    write_file(&partial, text)?;
+    std::fs::rename(&partial, path).with_context(|| format!("renaming {} to {}", partial.display(), path.display()))
+}
+
+/// Where `--report-dir`/`--report-name` put a report: the two paths
+/// (`.html`, `.json`), checked before the replay runs; none without
+/// `--report-dir`.
+fn report_paths(opts: &ReplayOpts, kind: &str) -> anyhow::Result<Option<(PathBuf, PathBuf)>> {
+    let Some(dir) = &opts.report_dir else { return Ok(None) };
+    let name = match &opts.report_name {
+        Some(n) => n.clone(),
+        None => {
+            let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            format!("{kind}-{ms}")
+        }
+    };
+    paceline_api::web::sim_reports::check_stem(&name).map_err(|e| anyhow::anyhow!("--report-name `{name}`: {e}"))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(Some((dir.join(format!("{name}.html")), dir.join(format!("{name}.json")))))
+}
+
 fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let into_dir = report_paths(&a.opts, "run")?;
     let options = options(&a.opts, &a.policies, "")?;
     let mut report = replay_file(&a.trace, options)?;
     if a.opts.reproducible {
@@ -363,6 +400,11 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.opts.html {
         write_file(p, &render::html(&report))?;
     }
+    if let Some((html, json)) = &into_dir {
+        write_whole(html, &render::html(&report))?;
+        write_whole(json, &report.to_json())?;
+        eprintln!("report: {} and {}", html.display(), json.display());
+    }
     match a.opts.output {
         Print::Table => print!("{}", render::table_text(&report)),
         Print::Json => print!("{}", report.to_json()),
@@ -372,6 +414,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    let into_dir = report_paths(&a.opts, "compare")?;
     let ra = replay_file(&a.trace, options(&a.opts, &a.a, &format!("{} ", a.name_a))?)?;
     let rb = replay_file(&a.trace, options(&a.opts, &a.b, &format!("{} ", a.name_b))?)?;
     let (mut ra, mut rb) = (ra, rb);
@@ -387,6 +430,13 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &a.opts.html {
         write_file(p, &render::compare_html(&ra, &rb, names))?;
+    }
+    if let Some((html, json)) = &into_dir {
+        let both =
+            serde_json::json!({ "compare": "paceline-sim-compare", "version": 1, "names": names, "a": ra, "b": rb });
+        write_whole(html, &render::compare_html(&ra, &rb, names))?;
+        write_whole(json, &(serde_json::to_string_pretty(&both)? + "\n"))?;
+        eprintln!("report: {} and {}", html.display(), json.display());
     }
     match a.opts.output {
         Print::Table => print!("{}", render::compare_table(&ra, &rb, names)),

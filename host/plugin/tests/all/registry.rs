@@ -84,9 +84,15 @@ fn shadow_reports_decision_differences_without_acting() {
         if expect_same {
             assert_eq!(report.identical, report.compared);
             assert_eq!(report.tasks_differing, 0);
+            assert!(report.disagreements.is_empty(), "{:?}", report.disagreements);
         } else {
             assert!(report.tasks_differing > 0, "{report:?}");
             assert!(!report.samples.is_empty());
+            // One row per differing task, the newest kept; unnamed tasks and hosts by their place.
+            let rows = &report.disagreements;
+            assert!(!rows.is_empty() && rows.len() <= paceline_plugin::MAX_DISAGREEMENTS, "{}", rows.len());
+            assert_eq!(rows.len() as u64, report.tasks_differing.min(paceline_plugin::MAX_DISAGREEMENTS as u64));
+            assert!(rows.iter().all(|d| d.kind == "placement" && d.active != d.shadow && d.task.starts_with("job #")));
         }
     }
     let info = &reg.list()[0];

@@ -170,15 +170,30 @@ pub fn shadow(a: ShadowArgs) -> anyhow::Result<std::process::ExitCode> {
             stop: a.stop,
         };
         let resp = client.shadow_plugin(r).await.map_err(RpcError)?.into_inner();
-        let value = json!({"compared": resp.compared, "differed": resp.differed, "samples": resp.samples});
-        emit(a.opts.output, &value, || {
+        emit(a.opts.output, &render::shadow_report(&resp), || {
             let mut s = fields(&[
                 ("shadow", format!("{} in {}{}", a.id, a.slot, if a.stop { " (stopped)" } else { "" })),
                 ("compared", resp.compared.to_string()),
                 ("differed", resp.differed.to_string()),
+                ("candidate faults", resp.candidate_faults.to_string()),
+                ("skipped", resp.skipped.to_string()),
             ]);
             for sample in &resp.samples {
                 s.push_str(&format!("  {sample}\n"));
+            }
+            if !resp.disagreements.is_empty() {
+                // The latest per-task differences: what each version chose.
+                let mut t = Table::new(&["KIND", "ROUND", "TASK", "ACTIVE →", "SHADOW →"]);
+                for d in &resp.disagreements {
+                    t.row(vec![
+                        d.kind.clone(),
+                        d.round.to_string(),
+                        d.task.clone(),
+                        d.active.clone(),
+                        d.shadow.clone(),
+                    ]);
+                }
+                s.push_str(&t.render());
             }
             s
         })

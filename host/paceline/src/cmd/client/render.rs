@@ -208,7 +208,31 @@ pub fn plugin_slot(s: &pb::PluginSlot) -> Value {
             })
         })
         .collect();
-    json!({"slot": s.slot, "active": s.active, "versions": versions})
+    let mut v = json!({"slot": s.slot, "active": s.active, "versions": versions});
+    if let Some(report) = &s.shadow {
+        v["shadow"] = shadow_report(report);
+    }
+    v
+}
+
+/// A shadow run's report: counts and the per-task disagreements.
+pub fn shadow_report(r: &pb::ShadowPluginResponse) -> Value {
+    let rows: Vec<Value> = r
+        .disagreements
+        .iter()
+        .map(|d| {
+            json!({"at_ms": d.at_ms, "kind": d.kind, "round": d.round, "task": d.task, "active": d.active, "shadow": d.shadow})
+        })
+        .collect();
+    json!({
+        "candidate": r.candidate,
+        "compared": r.compared,
+        "differed": r.differed,
+        "candidate_faults": r.candidate_faults,
+        "skipped": r.skipped,
+        "samples": r.samples,
+        "disagreements": rows,
+    })
 }
 
 /// A watch event.
