@@ -62,8 +62,8 @@ pub struct JobQueriesBenchArgs {
     concurrency: usize,
     /// `host:port` of a Cassandra node (its login and TLS from the
     /// `PACELINE_CASSANDRA_*` variables `deploy/cassandra/cassandra.sh env`
-    /// prints); keyspace `paceline_bench_queries`, dropped first. Without
-    /// it only SQLite is measured.
+    /// prints); a keyspace `paceline_bench_qSECONDS` of its own, dropped at
+    /// the end. Without it only SQLite is measured.
     #[arg(long, env = "PACELINE_CASSANDRA")]
     cassandra: Option<String>,
     /// Skip SQLite.
@@ -109,15 +109,17 @@ fn job_queries(a: JobQueriesBenchArgs) -> anyhow::Result<ExitCode> {
             println!("sqlite file: {:.1} MiB\n", size as f64 / (1 << 20) as f64);
         }
         if let Some(addr) = a.cassandra.filter(|s| !s.is_empty()) {
-            let ks = "paceline_bench_queries";
-            let cfg = paceline_storage::CassandraConfig::local(&addr, ks).with_env_security();
-            let first = paceline_storage::cassandra::CassandraStore::connect(&cfg).await?;
-            first.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await?;
-            drop(first);
+            // A keyspace of its own, dropped at the end.
+            let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let ks = format!("paceline_bench_q{secs}");
+            let cfg = paceline_storage::CassandraConfig::local(&addr, &ks).with_env_security();
             let store = Arc::new(paceline_storage::cassandra::CassandraStore::connect(&cfg).await?);
-            let report = bench_queries::run(store.clone(), Some(store.as_ref()), a.jobs, a.concurrency).await?;
-            print!("{report}");
-            println!("(keyspace {ks} kept; drop it with cqlsh when done)");
+            let report = bench_queries::run(store.clone(), Some(store.as_ref()), a.jobs, a.concurrency).await;
+            let dropped = store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await;
+            print!("{}", report?);
+            if let Err(e) = dropped {
+                println!("(keyspace {ks} not dropped: {e})");
+            }
         } else {
             println!("cassandra skipped: no --cassandra / PACELINE_CASSANDRA");
         }
