@@ -83,6 +83,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
     ("bench pending", "paceline bench pending --hosts 10000 --instances 10000"),
+    (
+        "bench job-queries",
+        "paceline bench job-queries --jobs 100000                             # SQLite\npaceline bench job-queries --jobs 100000 --cassandra 127.0.0.1:9042  # and Cassandra",
+    ),
     ("job", "paceline job create examples/hello.yaml\npaceline job list --state running"),
     (
         "job create",
