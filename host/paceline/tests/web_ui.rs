@@ -88,6 +88,21 @@ fn job_file(dir: &Path, name: &str, pool: &str, n: u32) -> String {
     path.to_str().expect("utf-8").to_string()
 }
 
+/// Creates the job of [`job_file`] as the admin and waits until its `n`
+/// tasks run; its id.
+fn create_running(api: u16, dir: &Path, name: &str, pool: &str, n: u32) -> String {
+    let id = json(api, None, &["job", "create", &job_file(dir, name, pool, n)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    eventually(60, &format!("{n} running"), || {
+        json(api, None, &["task", "list", &id])
+            .as_array()
+            .is_some_and(|t| t.len() == n as usize && t.iter().all(|t| t["state"] == "RUNNING"))
+    });
+    id
+}
+
 /// A raw HTTP/1.1 request (what a browser sends), answering the status code and body.
 fn http(api: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", api)).expect("connect");
@@ -113,15 +128,7 @@ fn the_page_shows_jobs_pools_hosts_and_plugins_and_rolls_a_plugin_back() {
     let pool = dir.join("pool.yaml");
     std::fs::write(&pool, "reservation: {cpu: 4000, memory: 4096, disk: 1000}\n").expect("write");
     ok(cli(api, None, &["pool", "create", "/team", pool.to_str().expect("utf-8")]));
-    let id = json(api, None, &["job", "create", &job_file(dir, "webjob", "/team", 4)])["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    eventually(60, "4 running", || {
-        json(api, None, &["task", "list", &id])
-            .as_array()
-            .is_some_and(|t| t.len() == 4 && t.iter().all(|t| t["state"] == "RUNNING"))
-    });
+    let id = create_running(api, dir, "webjob", "/team", 4);
     // A fifth core would exceed /team's reservation: it waits, and says so.
     let over =
         json(api, None, &["job", "create", &job_file(dir, "over", "/team", 1)])["id"].as_str().expect("id").to_string();
@@ -848,15 +855,7 @@ fn the_slot_page_shows_the_shadow_diff_and_version_charts_and_sim_reports_open()
     ok(cli(api, None, &["plugin", "activate", "placement/batch", "binpack@1"]));
     let started = json(api, None, &["plugin", "shadow", "placement/batch", "spread@1"]);
     assert_eq!(started["candidate"], "spread@1", "{started}");
-    let id = json(api, None, &["job", "create", &job_file(dir, "shadowed", "/default", 4)])["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    eventually(60, "4 running", || {
-        json(api, None, &["task", "list", &id])
-            .as_array()
-            .is_some_and(|t| t.len() == 4 && t.iter().all(|t| t["state"] == "RUNNING"))
-    });
+    let id = create_running(api, dir, "shadowed", "/default", 4);
     // The report so far, as `plugin list` has it (the run goes on).
     eventually(30, "a disagreement in the report", || {
         let slots = json(api, None, &["plugin", "list"]);
