@@ -91,10 +91,7 @@ fn job_file(dir: &Path, name: &str, pool: &str, n: u32) -> String {
 /// Creates the job of [`job_file`] as the admin and waits until its `n`
 /// tasks run; its id.
 fn create_running(api: u16, dir: &Path, name: &str, pool: &str, n: u32) -> String {
-    let id = json(api, None, &["job", "create", &job_file(dir, name, pool, n)])["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let id = json(api, None, &["job", "create", &job_file(dir, name, pool, n)])["id"].as_str().expect("id").to_string();
     eventually(60, &format!("{n} running"), || {
         json(api, None, &["task", "list", &id])
             .as_array()
