@@ -160,19 +160,7 @@ impl Store for MemoryStore {
     }
 
     async fn create_job(&self, id: &str, config: &JobConfig, runtime: &JobRuntime) -> Result<JobRuntime> {
-        encode_config(id, config)?;
-        let mut rt = runtime.clone();
-        rt.version = 1;
-        rt.validate()?;
-        encode(|| format!("runtime of job {id}"), &rt, limits::MAX_RECORD)?;
-        let mut d = self.write()?;
-        if d.jobs.contains_key(id) {
-            return Err(StoreError::exists("job", id));
-        }
-        let mut job = Job { configs: BTreeMap::new(), runtime: rt.clone(), tasks: BTreeMap::new() };
-        job.configs.insert(1, config.clone());
-        d.jobs.insert(id.to_string(), job);
-        Ok(rt)
+        self.create_job_with_tasks(id, config, runtime, &[]).await
     }
 
     async fn create_job_with_tasks(
