@@ -106,8 +106,44 @@ async fn make() -> Arc<dyn Store> {
     let cfg = config(keyspace());
     let mut done = FIRST.lock().await;
     let store = CassandraStore::connect(&cfg).await.unwrap_or_else(|e| panic!("cassandra at {}: {e}", address()));
+    if !*done {
+        drop_keyspaces_of_gone_runs(&store).await;
+    }
     *done = true;
     Arc::new(store)
+}
+
+/// The script's node is reused across runs (CI's included), so the keyspaces
+/// of earlier test and torture runs pile up there; a few hundred of them
+/// (about twenty tables each) exhausted the test node's heap. Each run drops
+/// those whose process (the pid in the name) is gone, however it ended.
+async fn drop_keyspaces_of_gone_runs(store: &CassandraStore) {
+    let names: Vec<String> =
+        match store.session().query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces", &[]).await {
+            Ok(r) => match r.into_rows_result() {
+                Ok(rows) => rows
+                    .rows::<(String,)>()
+                    .map(|it| it.filter_map(|r| r.ok()).map(|r| r.0).collect())
+                    .unwrap_or_default(),
+                Err(_) => return,
+            },
+            Err(_) => return,
+        };
+    for ks in names.iter().filter(|ks| keyspace_of_gone_run(ks)) {
+        // Best effort: a keyspace left behind now is dropped by a later run.
+        let _ = store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await;
+    }
+}
+
+/// `paceline_test_PID_…` (this suite) or `torture_PID` (scripts/torture)
+/// whose PID is not a live process.
+fn keyspace_of_gone_run(ks: &str) -> bool {
+    let pid = ks
+        .strip_prefix("paceline_test_")
+        .and_then(|rest| rest.split('_').next())
+        .or_else(|| ks.strip_prefix("torture_"))
+        .and_then(|pid| pid.parse::<u32>().ok());
+    pid.is_some_and(|pid| pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists())
 }
 
 crate::conformance_suite!(make);
