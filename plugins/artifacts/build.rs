@@ -7,8 +7,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PLUGINS: &[&str] =
-    &["binpack", "spread", "gang-gpu", "priority-preempt", "batch", "stateless", "stateful", "daemon"];
+const PLUGINS: &[&str] = &[
+    "binpack",
+    "spread",
+    "gang-gpu",
+    "priority-preempt",
+    "batch",
+    "stateless",
+    "stateful",
+    "daemon",
+    "gpu-fgd",
+    "gpu-random",
+    "gpu-bestfit",
+    "gpu-dotprod",
+    "gpu-packing",
+];
 const GUESTS: &[&str] = &[
     "guest-loop",
     "guest-oom",
@@ -18,6 +31,7 @@ const GUESTS: &[&str] = &[
     "guest-entropy",
     "guest-greedy",
     "guest-premature",
+    "guest-gpu-greedy",
 ];
 
 fn main() {

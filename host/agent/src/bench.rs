@@ -54,10 +54,11 @@ pub async fn bench_launch(
 ) -> Result<BenchFigures, AgentError> {
     let sup = Supervisor::open(SupervisorConfig {
         data_dir: data_dir.to_owned(),
-        total: Resources { cpu_millis: 1_000_000, memory_mib: 1_000_000, disk_mib: 1_000_000, gpus: 0, ports: 0 },
+        total: Resources { cpu_millis: 1_000_000, memory_mib: 1_000_000, disk_mib: 1_000_000, gpu_milli: 0, ports: 0 },
         port_range: (40000, 40099),
         isolation,
         default_kill_grace: Duration::from_secs(1),
+        gpu_devices: Vec::new(),
         adopt_poll: Duration::from_millis(250),
     })
     .await?;
@@ -70,12 +71,13 @@ pub async fn bench_launch(
             command: "true".to_owned(),
             args: Vec::new(),
             env: Default::default(),
-            resources: Resources { cpu_millis: 10, memory_mib: 64, disk_mib: 0, gpus: 0, ports: 0 },
+            resources: Resources { cpu_millis: 10, memory_mib: 64, disk_mib: 0, gpu_milli: 0, ports: 0 },
             port_names: Vec::new(),
             health_check: None,
             volume: None,
             kill_grace_period_secs: 1,
             secrets: Vec::new(),
+            gpu: Default::default(),
         };
         sup.launch_spec(spec)?;
     }

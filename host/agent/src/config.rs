@@ -58,7 +58,7 @@ impl Default for AgentConfig {
             data_dir: PathBuf::from("/var/lib/paceline/agent"),
             hostname: None,
             resources: ResourceOverrides::default(),
-            reserve: Resources { cpu_millis: 0, memory_mib: 256, disk_mib: 1024, gpus: 0, ports: 0 },
+            reserve: Resources { cpu_millis: 0, memory_mib: 256, disk_mib: 1024, gpu_milli: 0, ports: 0 },
             attributes: BTreeMap::new(),
             port_range_first: 31000,
             port_range_last: 31999,
@@ -98,6 +98,9 @@ pub struct HostInfo {
     pub attributes: BTreeMap<String, String>,
     /// GPU model names, one per device, when `nvidia-smi` answered.
     pub gpu_models: Vec<String>,
+    /// The GPU devices tasks may use, in order (`total.gpu_milli / 1000`
+    /// of them; a reserve withholds the last ones).
+    pub gpus: Vec<paceline_model::gpu::GpuDevice>,
     /// The enforcement in use.
     pub isolation: Isolation,
 }
@@ -135,7 +138,7 @@ impl AgentConfig {
             cpu_millis: std::thread::available_parallelism().map(|n| n.get() as u64 * 1000).unwrap_or(1000),
             memory_mib: detect_memory_mib().unwrap_or(0),
             disk_mib: detect_disk_mib(&self.data_dir).unwrap_or(0),
-            gpus: if gpu_models.is_empty() { count_gpu_devices() } else { gpu_models.len() as u64 },
+            gpu_milli: if gpu_models.is_empty() { count_gpu_devices() } else { gpu_models.len() as u64 } * 1000,
             ports: 0,
         };
         let o = &self.resources;
@@ -143,7 +146,11 @@ impl AgentConfig {
             cpu_millis: o.cpu_millis.unwrap_or(detected.cpu_millis).saturating_sub(self.reserve.cpu_millis),
             memory_mib: o.memory_mib.unwrap_or(detected.memory_mib).saturating_sub(self.reserve.memory_mib),
             disk_mib: o.disk_mib.unwrap_or(detected.disk_mib).saturating_sub(self.reserve.disk_mib),
-            gpus: o.gpus.unwrap_or(detected.gpus).saturating_sub(self.reserve.gpus),
+            gpu_milli: o
+                .gpus
+                .unwrap_or(detected.whole_gpus())
+                .saturating_sub(self.reserve.gpu_milli.div_ceil(1000))
+                .saturating_mul(1000),
             ports: u64::from(self.port_range_last.saturating_sub(self.port_range_first)) + 1,
         };
         let isolation = Isolation::detect(self.isolation);
@@ -152,7 +159,19 @@ impl AgentConfig {
         if let Some(model) = gpu_models.first() {
             attributes.entry("gpu_model".to_owned()).or_insert_with(|| model.clone());
         }
-        Ok(HostInfo { hostname, total, attributes, gpu_models, isolation })
+        // Devices in detection order; a model per device when nvidia-smi
+        // named them, else the `gpu_model` attribute (set by hand).
+        let gpus = (0..total.whole_gpus() as u32)
+            .map(|index| paceline_model::gpu::GpuDevice {
+                index,
+                model: gpu_models
+                    .get(index as usize)
+                    .or_else(|| attributes.get("gpu_model"))
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect();
+        Ok(HostInfo { hostname, total, attributes, gpu_models, gpus, isolation })
     }
 }
 

@@ -27,6 +27,7 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
         max_consecutive_failures: hc.max_consecutive_failures,
     });
     pb::Launch {
+        gpu: paceline_proto::convert::gpu_grant_pb(&req.gpu),
         run_id: req.run_id.clone(),
         task_id: req.task_id.clone(),
         command: spec.command.clone(),
@@ -125,13 +126,16 @@ mod tests {
             spec,
             env: BTreeMap::new(),
             secrets: Vec::new(),
+            gpu: paceline_model::gpu::GpuGrant { devices: vec![1], milli_each: 250 },
         };
+        req.spec.resources.gpu_milli = 250;
         req.env.insert("A".into(), "request".into());
         let launch = launch_from_request(&req);
         let run = RunSpec::from_launch(&launch).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(run.env["A"], "request");
         assert_eq!(run.kill_grace_period_secs, 7);
         assert_eq!(run.resources.memory_mib, 128);
+        assert_eq!((run.resources.gpu_milli, run.gpu.devices.as_slice(), run.gpu.milli_each), (250, &[1][..], 250));
         let hc = run.health_check.clone().unwrap_or_else(|| panic!("health check lost"));
         assert_eq!(hc.probe, Probe::Http { port: "http".into(), path: "/ready".into() });
         assert_eq!(hc.interval_secs, 2);

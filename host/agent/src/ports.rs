@@ -1,5 +1,5 @@
 //! Allocation of numbered resources a run holds exclusively: host ports from
-//! the configured range and GPU device indexes.
+//! the configured range.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
@@ -19,10 +19,6 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn ports(first: u16, last: u16) -> Self {
         Self { all: (u32::from(first)..=u32::from(last)).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: true }
-    }
-
-    pub(crate) fn indexes(count: u32) -> Self {
-        Self { all: (0..count).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: false }
     }
 
     pub(crate) fn free(&self) -> usize {
@@ -72,7 +68,7 @@ mod tests {
 
     #[test]
     fn never_hands_out_a_held_number_twice() {
-        let mut pool = Pool::indexes(3);
+        let mut pool = Pool { all: (0..3).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: false };
         let a = pool.take(2).unwrap_or_default();
         assert_eq!(a.len(), 2);
         assert!(pool.take(2).is_none());

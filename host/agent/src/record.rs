@@ -29,13 +29,29 @@ pub(crate) enum Phase {
     Ended,
 }
 
+impl RunRecord {
+    /// The devices the run holds, as a grant.
+    pub(crate) fn gpu_grant(&self) -> paceline_model::gpu::GpuGrant {
+        let each = if self.gpu_milli_each == 0 { 1000 } else { self.gpu_milli_each };
+        paceline_model::gpu::GpuGrant {
+            devices: self.gpus.clone(),
+            milli_each: if self.gpus.is_empty() { 0 } else { each },
+        }
+    }
+}
+
 /// One run's persisted record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct RunRecord {
     pub(crate) spec: RunSpec,
     pub(crate) phase: Phase,
     pub(crate) ports: BTreeMap<String, u16>,
+    /// Positions of the GPU devices the run holds.
     pub(crate) gpus: Vec<u32>,
+    /// Milli-GPUs held on each; 0 in records written before GPU shares,
+    /// whose devices were whole.
+    #[serde(default)]
+    pub(crate) gpu_milli_each: u32,
     pub(crate) sandbox: PathBuf,
     /// The wrapper's pid, which is also the process group id.
     pub(crate) pid: Option<u32>,

@@ -64,7 +64,7 @@ impl Agent {
             cpu_millis = host.total.cpu_millis,
             memory_mib = host.total.memory_mib,
             disk_mib = host.total.disk_mib,
-            gpus = host.total.gpus,
+            gpu_milli = host.total.gpu_milli,
             isolation = host.isolation.name(),
             "agent host"
         );
@@ -138,6 +138,7 @@ impl Agent {
             port_range_first: u32::from(self.config.port_range_first),
             port_range_last: u32::from(self.config.port_range_last),
             features: vec![pb::FEATURE_SECRETS.to_owned()],
+            gpus: self.host.gpus.iter().map(paceline_proto::convert::gpu_device_pb).collect(),
         }
     }
 

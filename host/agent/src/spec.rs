@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_model::Resources;
+use paceline_model::gpu::GpuGrant;
 use paceline_model::secret::Secret;
 use paceline_model::task_secret::{LaunchSecret, SecretRef, check_refs};
 use paceline_proto::agent::v1 as pb;
@@ -47,6 +48,10 @@ pub struct RunSpec {
     /// process it adopts has them already).
     #[serde(skip)]
     pub secrets: Vec<LaunchSecret>,
+    /// The GPU devices the manager granted (positions in the host's device
+    /// list); empty: the agent picks whole devices itself (an older manager).
+    #[serde(default, skip_serializing_if = "GpuGrant::is_empty")]
+    pub gpu: GpuGrant,
 }
 
 /// How a run's health is probed.
@@ -204,6 +209,7 @@ impl RunSpec {
             volume,
             kill_grace_period_secs: launch.kill_grace_period_secs,
             secrets: launch_secrets(&launch.secrets)?,
+            gpu: paceline_proto::convert::gpu_grant(launch.gpu.as_ref()),
         };
         spec.validated()
     }
@@ -293,6 +299,7 @@ impl RunSpec {
             out
         });
         pb::Launch {
+            gpu: paceline_proto::convert::gpu_grant_pb(&self.gpu),
             run_id: self.run_id.clone(),
             task_id: self.task_id.clone(),
             command: self.command.clone(),

@@ -34,10 +34,11 @@ static AGENT: LazyLock<Agent> = LazyLock::new(|| {
     let sup = rt.block_on(async {
         let sup = Supervisor::open(SupervisorConfig {
             data_dir: dir.path().to_owned(),
-            total: Resources { cpu_millis: 1000, memory_mib: 1024, disk_mib: 1000, gpus: 0, ports: 0 },
+            total: Resources { cpu_millis: 1000, memory_mib: 1024, disk_mib: 1000, gpu_milli: 0, ports: 0 },
             port_range: (45100, 45109),
             isolation: Isolation::detect(IsolationChoice::Auto),
             default_kill_grace: Duration::from_secs(1),
+            gpu_devices: Vec::new(),
             adopt_poll: Duration::from_millis(50),
         })
         .await
@@ -67,6 +68,7 @@ fn seed_launch() -> pb::Launch {
             disk_mib: 10,
             gpus: 0,
             ports: 1,
+            gpu_milli: 0,
         }),
         port_names: vec!["http".into()],
         health_check: Some(pb::HealthCheck {
@@ -77,6 +79,7 @@ fn seed_launch() -> pb::Launch {
         }),
         volume: Some(pb::Volume { name: "data".into(), size_mib: 10 }),
         kill_grace_period_secs: 3,
+        gpu: None,
         secrets: vec![pb::LaunchSecret {
             name: "db".into(),
             env: String::new(),

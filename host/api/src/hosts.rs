@@ -40,6 +40,7 @@ impl HostApi {
             attributes: h.view.attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             runs: u32::try_from(h.runs.len()).unwrap_or(u32::MAX),
             last_heartbeat_ms: h.last_heartbeat_ms,
+            gpus: h.view.gpus.iter().map(paceline_proto::convert::gpu_slot_pb).collect(),
         }
     }
 

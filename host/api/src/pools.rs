@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use paceline_model::pool::{PerKind, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
+use paceline_model::resources::GPU_MILLI;
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::pool_service_server::PoolService;
 use paceline_resmgr::{PoolError, ResourceManager};
@@ -62,17 +63,31 @@ pub fn apply_pools(rm: &mut ResourceManager, pools: &[(String, PoolSpec)]) -> Re
     Ok(())
 }
 
-fn kinds_pb(p: &PerKind<u64>, unlimited_as_zero: bool) -> pb::PerKind {
+/// Per-kind values to the wire; amounts carry GPU both as whole devices
+/// (`gpu`, rounded down) and as milli-GPUs (`gpu_milli`).
+fn kinds_pb(p: &PerKind<u64>, unlimited_as_zero: bool, amounts: bool) -> pb::PerKind {
     let f = |v: u64| if unlimited_as_zero && v == UNLIMITED { 0 } else { v };
-    pb::PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu: f(p.gpu) }
+    let (gpu, gpu_milli) =
+        if amounts { (if p.gpu == UNLIMITED { f(p.gpu) } else { p.gpu / GPU_MILLI }, f(p.gpu)) } else { (f(p.gpu), 0) };
+    pb::PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu, gpu_milli }
 }
 
-fn kinds(p: Option<&pb::PerKind>, unset: u64, zero_means: u64) -> PerKind<u64> {
+/// Per-kind values from the wire; for amounts, GPU from `gpu_milli` when
+/// set, else whole `gpu` devices.
+fn kinds(p: Option<&pb::PerKind>, unset: u64, zero_means: u64, amounts: bool) -> PerKind<u64> {
     match p {
         None => PerKind::splat(unset),
         Some(p) => {
             let f = |v: u64| if v == 0 { zero_means } else { v };
-            PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu: f(p.gpu) }
+            let gpu = match (amounts, p.gpu_milli) {
+                (true, m) if m > 0 => m,
+                (true, _) => match f(p.gpu) {
+                    UNLIMITED => UNLIMITED,
+                    whole => whole.saturating_mul(GPU_MILLI),
+                },
+                (false, _) => f(p.gpu),
+            };
+            PerKind { cpu: f(p.cpu), memory: f(p.memory), disk: f(p.disk), gpu }
         }
     }
 }
@@ -116,17 +131,17 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
     };
     let limited = kinds_listed(&format!("{field}.limited_kinds"), &s.limited_kinds)?;
     let limit = if limited.is_empty() {
-        kinds(s.limit.as_ref(), UNLIMITED, UNLIMITED)
+        kinds(s.limit.as_ref(), UNLIMITED, UNLIMITED, true)
     } else {
-        let given = kinds(s.limit.as_ref(), 0, 0);
+        let given = kinds(s.limit.as_ref(), 0, 0, true);
         PerKind::from_array(ResourceKind::ALL.map(|k| if limited.contains(&k) { given.get(k) } else { UNLIMITED }))
     };
     let spec = PoolSpec {
-        reservation: kinds(s.reservation.as_ref(), 0, 0),
+        reservation: kinds(s.reservation.as_ref(), 0, 0, true),
         limit,
-        share: kinds(s.share.as_ref(), 1, 1),
+        share: kinds(s.share.as_ref(), 1, 1, false),
         pool_type,
-        slack_limit: kinds(s.slack_limit.as_ref(), 0, 0),
+        slack_limit: kinds(s.slack_limit.as_ref(), 0, 0, true),
         queue_policy,
     };
     spec.check().map_err(|e| FieldError { field: format!("{field}.{}", e.field()), reason: e.to_string() })?;
@@ -145,11 +160,11 @@ pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
         ResourceKind::ALL.into_iter().filter(|k| f(*k)).map(|k| k.as_str().to_string()).collect()
     };
     pb::PoolSpec {
-        reservation: Some(kinds_pb(&s.reservation, false)),
-        limit: Some(kinds_pb(&s.limit, true)),
-        share: Some(kinds_pb(&s.share, false)),
+        reservation: Some(kinds_pb(&s.reservation, false, true)),
+        limit: Some(kinds_pb(&s.limit, true, true)),
+        share: Some(kinds_pb(&s.share, false, false)),
         static_kinds: named(&|k| s.pool_type.get(k) == PoolType::Static),
-        slack_limit: Some(kinds_pb(&s.slack_limit, false)),
+        slack_limit: Some(kinds_pb(&s.slack_limit, false, true)),
         queue_policy: match s.queue_policy {
             QueuePolicy::PriorityFifo => "priority_fifo",
             QueuePolicy::Fifo => "fifo",
@@ -160,7 +175,13 @@ pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
 }
 
 fn per_kind(r: &paceline_model::Resources) -> pb::PerKind {
-    pb::PerKind { cpu: r.cpu_millis, memory: r.memory_mib, disk: r.disk_mib, gpu: r.gpus }
+    pb::PerKind {
+        cpu: r.cpu_millis,
+        memory: r.memory_mib,
+        disk: r.disk_mib,
+        gpu: r.whole_gpus(),
+        gpu_milli: r.gpu_milli,
+    }
 }
 
 /// The pool service.

@@ -145,6 +145,7 @@ pub async fn status_updates(hosts: usize, runs: usize) -> Result<StatusFigures, 
                 spec: spec.clone(),
                 env: Default::default(),
                 secrets: Vec::new(),
+                gpu: Default::default(),
             })
             .collect();
         manager.launch(lease.id, &offer.name, batch).await?;

@@ -33,6 +33,9 @@ pub struct RunningRun {
     pub task_id: String,
     /// What it holds.
     pub resources: Resources,
+    /// The GPU devices it holds (empty: none, or a provider that does not
+    /// say).
+    pub gpu: paceline_model::gpu::GpuGrant,
 }
 
 /// A host introducing itself (first time or after a reconnect).
@@ -48,6 +51,9 @@ pub struct HostRegistration {
     pub attributes: Labels,
     /// Runs it supervises now, for reconciliation.
     pub running: Vec<RunningRun>,
+    /// Its GPU devices, in order (empty: devices 0..n of `total`, of the
+    /// `gpu_model` attribute).
+    pub gpus: Vec<paceline_model::gpu::GpuDevice>,
 }
 
 /// What a provider reports.

@@ -71,9 +71,15 @@ fn agent_seed() -> Vec<u8> {
                 disk_mib: 10000,
                 gpus: 0,
                 ports: 10,
+                gpu_milli: 0,
             }),
             attributes: [("rack".to_owned(), "r1".to_owned())].into_iter().collect(),
-            running: vec![pb::RunningRun { run_id: "job-1-0-1".into(), task_id: "job-1-0".into(), resources: None }],
+            running: vec![pb::RunningRun {
+                run_id: "job-1-0-1".into(),
+                task_id: "job-1-0".into(),
+                resources: None,
+                gpu: None,
+            }],
             port_range_first: 31000,
             port_range_last: 31010,
             ..Default::default()

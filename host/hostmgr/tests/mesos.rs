@@ -87,6 +87,7 @@ fn run(id: &str, command: &str, args: &[&str], ports: &[&str]) -> LaunchRequest 
         },
         env: Default::default(),
         secrets: Vec::new(),
+        gpu: Default::default(),
     }
 }
 
@@ -161,7 +162,7 @@ async fn offers_become_inventory_and_the_framework_id_is_kept() {
         let info = h.hosts.host("h1").expect("h1");
         assert_eq!(
             info.view.total,
-            Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpus: 0, ports: 100 }
+            Resources { cpu_millis: 4000, memory_mib: 8192, disk_mib: 10_000, gpu_milli: 0, ports: 100 }
         );
         assert_eq!(info.view.attributes.get("zone").map(String::as_str), Some("z1"));
         assert_eq!(info.agent_id, fake.agent_id("h1"));
@@ -329,6 +330,7 @@ async fn failover_keeps_the_framework_reconciles_and_launches_nothing_twice() {
         run_id: "svc-0-1".into(),
         task_id: "svc-0".into(),
         resources: Resources::new(500, 256, 10, 0),
+        gpu: Default::default(),
         last_seq: 2,
     }];
     let mut b = harness(config(vec![fake.url()], Encoding::Protobuf), store.clone(), expected).await;

@@ -183,7 +183,7 @@ impl Harness {
                     Some(h) if need.host_required || self.hosts.contains(h) => h.clone(),
                     _ => self.hosts[(task.instance as usize + n) % self.hosts.len()].clone(),
                 };
-                placements.push(Placement { task, host });
+                placements.push(Placement { task, host, gpu: Default::default() });
             }
         }
         if placements.is_empty() {

@@ -1,7 +1,7 @@
 //! The model's types as the plugin contract's, and back: the one place where
 //! they are converted (decision 0013).
 //!
-//! The contract (`wit/`, `paceline:scheduler@0.1.1`) is frozen per version
+//! The contract (`wit/`, `paceline:scheduler@0.1.2`) is frozen per version
 //! and mirrored by the SDK's types (`paceline_plugin_sdk::types`), which the
 //! host runtime turns into the WIT's bindings and back
 //! (`host/plugin/src/bindings.rs`). The model is the host's own and may
@@ -28,10 +28,16 @@ pub trait FromContract<C> {
     fn from_contract(value: C) -> Self;
 }
 
+/// The contract's `gpus` counts whole devices. A share of one device is
+/// rounded up (a preemption need or a victim holding half a GPU counts as
+/// one device: the contract has no smaller unit). Placement sends its own
+/// GPU side instead (`PlacementRequest::gpu_tasks`, `gpu_hosts`) and sets a
+/// share's `demand.gpus` to 0 itself.
 impl IntoContract for Resources {
     type Contract = sdk::Resources;
     fn into_contract(self) -> sdk::Resources {
-        let Resources { cpu_millis, memory_mib, disk_mib, gpus, ports } = self;
+        let Resources { cpu_millis, memory_mib, disk_mib, gpu_milli, ports } = self;
+        let gpus = gpu_milli.div_ceil(paceline_model::resources::GPU_MILLI);
         sdk::Resources { cpu_millis, memory_mib, disk_mib, gpus, ports }
     }
 }
@@ -39,7 +45,8 @@ impl IntoContract for Resources {
 impl FromContract<sdk::Resources> for Resources {
     fn from_contract(value: sdk::Resources) -> Resources {
         let sdk::Resources { cpu_millis, memory_mib, disk_mib, gpus, ports } = value;
-        Resources { cpu_millis, memory_mib, disk_mib, gpus, ports }
+        let gpu_milli = gpus.saturating_mul(paceline_model::resources::GPU_MILLI);
+        Resources { cpu_millis, memory_mib, disk_mib, gpu_milli, ports }
     }
 }
 
@@ -178,7 +185,10 @@ mod tests {
         ] {
             assert_eq!(JobState::from_contract(s.into_contract()), s);
         }
-        let r = Resources { cpu_millis: 1, memory_mib: 2, disk_mib: 3, gpus: 4, ports: 5 };
+        let r = Resources { cpu_millis: 1, memory_mib: 2, disk_mib: 3, gpu_milli: 4000, ports: 5 };
+        assert_eq!(r.into_contract().gpus, 4);
+        let half = Resources { gpu_milli: 500, ..Resources::ZERO };
+        assert_eq!(half.into_contract().gpus, 1, "a share counts as a device in the contract's whole units");
         assert_eq!(Resources::from_contract(r.into_contract()), r);
     }
 }

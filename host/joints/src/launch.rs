@@ -40,6 +40,9 @@ pub struct ExpectedRun {
     pub task_id: String,
     /// What it holds.
     pub resources: Resources,
+    /// The GPU devices it holds on the host.
+    #[serde(default, skip_serializing_if = "paceline_model::gpu::GpuGrant::is_empty")]
+    pub gpu: paceline_model::gpu::GpuGrant,
     /// The last update seq the job manager handled (0 if none): an update the
     /// host manager makes up (a LOST for a missing run) must follow it.
     pub last_seq: u64,

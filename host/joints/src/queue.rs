@@ -69,6 +69,8 @@ pub struct Need {
     pub slot: String,
     /// A host not to use for this run: the previous launch there was refused.
     pub avoid_host: Option<String>,
+    /// GPU models the task accepts (empty: any); checked per device.
+    pub gpu_models: Vec<String>,
 }
 
 /// What one [`ReadyQueue::take_ready`] handed out. Every task is PLACING
@@ -91,6 +93,8 @@ pub struct Placement {
     pub task: ReadyTask,
     /// The chosen host, one of the lease's.
     pub host: String,
+    /// The host's GPU devices the task gets (empty when it asks for none).
+    pub gpu: paceline_model::gpu::GpuGrant,
 }
 
 /// What a [`ReadyQueue::commit`] did with each placement.

@@ -72,6 +72,10 @@ pub struct HostRecord {
     pub total: Resources,
     /// Attributes used by constraints (`zone`, `rack`, `gpu_model`, …).
     pub attributes: Labels,
+    /// The host's GPU devices, as its agent detected them; empty for a
+    /// host that reports only a count (see [`crate::gpu::devices_of`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::gpu::GpuDevice>,
     /// Maintenance state.
     pub state: MaintenanceState,
     /// When the host first registered, milliseconds since the epoch.
@@ -92,6 +96,10 @@ impl HostRecord {
         for (k, v) in &self.attributes {
             check_len("attributes", k)?;
             check_len("attributes", v)?;
+        }
+        check_count("gpus", self.gpus.len())?;
+        for g in &self.gpus {
+            check_len("gpus", &g.model)?;
         }
         Ok(())
     }

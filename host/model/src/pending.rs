@@ -311,18 +311,20 @@ fn amount(r: &Resources, kind: ResourceKind) -> u64 {
         ResourceKind::Cpu => r.cpu_millis,
         ResourceKind::Memory => r.memory_mib,
         ResourceKind::Disk => r.disk_mib,
-        ResourceKind::Gpu => r.gpus,
+        ResourceKind::Gpu => r.gpu_milli,
     }
 }
 
-/// An amount as a person writes it: cpus (not millicores), MiB, gpus.
+/// An amount as a person writes it: cpus (not millicores), MiB, gpus (not
+/// milli-GPUs).
 pub fn human(kind: ResourceKind, n: u64) -> String {
     match kind {
         ResourceKind::Cpu if n.is_multiple_of(1000) => format!("{} cpu", n / 1000),
         ResourceKind::Cpu => format!("{} cpu", n as f64 / 1000.0),
         ResourceKind::Memory => format!("{n} MiB of memory"),
         ResourceKind::Disk => format!("{n} MiB of disk"),
-        ResourceKind::Gpu => format!("{n} gpu"),
+        ResourceKind::Gpu if n.is_multiple_of(1000) => format!("{} gpu", n / 1000),
+        ResourceKind::Gpu => format!("{} gpu", n as f64 / 1000.0),
     }
 }
 

@@ -107,7 +107,7 @@ pub struct PerKind<T> {
     pub memory: T,
     /// Disk (MiB for amounts).
     pub disk: T,
-    /// GPUs (whole devices for amounts).
+    /// GPU (milli-GPUs for amounts: 1000 is one device).
     pub gpu: T,
 }
 
@@ -136,7 +136,7 @@ impl<T: Copy> PerKind<T> {
 impl PerKind<u64> {
     /// Amounts of a resource vector (ports dropped).
     pub fn from_resources(r: &Resources) -> Self {
-        PerKind { cpu: r.cpu_millis, memory: r.memory_mib, disk: r.disk_mib, gpu: r.gpus }
+        PerKind { cpu: r.cpu_millis, memory: r.memory_mib, disk: r.disk_mib, gpu: r.gpu_milli }
     }
 
     /// As a resource vector with no ports.
@@ -147,6 +147,11 @@ impl PerKind<u64> {
 
 /// No limit in a kind.
 pub const UNLIMITED: u64 = u64::MAX;
+
+/// Whole GPUs as milli-GPUs, [`UNLIMITED`] kept.
+pub fn whole_gpus_to_milli(whole: u64) -> u64 {
+    if whole == UNLIMITED { UNLIMITED } else { whole.saturating_mul(crate::resources::GPU_MILLI) }
+}
 
 /// An amount as people read it: [`UNLIMITED`] as `unlimited`, else the number.
 pub fn amount_text(v: u64) -> String {
@@ -205,21 +210,31 @@ pub struct KindValues<T> {
     /// Disk (MiB for amounts).
     #[serde(alias = "disk", skip_serializing_if = "Option::is_none")]
     pub disk_mib: Option<T>,
-    /// GPUs (whole devices for amounts).
+    /// GPU (whole devices for amounts).
     #[serde(alias = "gpu", skip_serializing_if = "Option::is_none")]
     pub gpus: Option<T>,
+    /// GPU in milli-GPUs, for amounts that are not whole devices (`gpus`
+    /// or this, not both; for shares and types the same as `gpus`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<T>,
 }
 
 impl<T> Default for KindValues<T> {
     fn default() -> Self {
-        KindValues { cpu_millis: None, memory_mib: None, disk_mib: None, gpus: None }
+        KindValues { cpu_millis: None, memory_mib: None, disk_mib: None, gpus: None, gpu_milli: None }
     }
 }
 
 impl<T: Copy> KindValues<T> {
     /// Every kind given.
     pub fn all(p: PerKind<T>) -> Self {
-        KindValues { cpu_millis: Some(p.cpu), memory_mib: Some(p.memory), disk_mib: Some(p.disk), gpus: Some(p.gpu) }
+        KindValues {
+            cpu_millis: Some(p.cpu),
+            memory_mib: Some(p.memory),
+            disk_mib: Some(p.disk),
+            gpus: Some(p.gpu),
+            gpu_milli: None,
+        }
     }
 
     /// The kinds left out filled with `default`.
@@ -228,24 +243,48 @@ impl<T: Copy> KindValues<T> {
             cpu: self.cpu_millis.unwrap_or(default),
             memory: self.memory_mib.unwrap_or(default),
             disk: self.disk_mib.unwrap_or(default),
-            gpu: self.gpus.unwrap_or(default),
+            gpu: self.gpus.or(self.gpu_milli).unwrap_or(default),
         }
     }
 }
 
 impl KindValues<Amount> {
+    /// The amounts, GPU in milli-GPUs (`gpus` is whole devices; when both
+    /// are given, `gpu_milli` wins: [`PoolEntry::check_gpu_spelling`]
+    /// refuses that for files).
     fn amounts(&self, default: u64) -> PerKind<u64> {
-        KindValues {
-            cpu_millis: self.cpu_millis.map(|a| a.0),
-            memory_mib: self.memory_mib.map(|a| a.0),
-            disk_mib: self.disk_mib.map(|a| a.0),
-            gpus: self.gpus.map(|a| a.0),
+        let gpu = match (self.gpu_milli, self.gpus) {
+            (Some(m), _) => m.0,
+            (None, Some(whole)) => whole_gpus_to_milli(whole.0),
+            (None, None) => default,
+        };
+        PerKind {
+            cpu: self.cpu_millis.map_or(default, |a| a.0),
+            memory: self.memory_mib.map_or(default, |a| a.0),
+            disk: self.disk_mib.map_or(default, |a| a.0),
+            gpu,
         }
-        .or(default)
     }
 
+    /// The file form: GPU as whole `gpus` when it is whole devices (or
+    /// unlimited), else as `gpu_milli`.
     fn of(p: &PerKind<u64>) -> Self {
-        KindValues::all(PerKind::from_array(p.to_array().map(Amount)))
+        let whole = p.gpu == UNLIMITED || p.gpu.is_multiple_of(crate::resources::GPU_MILLI);
+        KindValues {
+            cpu_millis: Some(Amount(p.cpu)),
+            memory_mib: Some(Amount(p.memory)),
+            disk_mib: Some(Amount(p.disk)),
+            gpus: whole.then_some(Amount(if p.gpu == UNLIMITED {
+                UNLIMITED
+            } else {
+                p.gpu / crate::resources::GPU_MILLI
+            })),
+            gpu_milli: (!whole).then_some(Amount(p.gpu)),
+        }
+    }
+
+    fn both_gpu_spellings(&self) -> bool {
+        self.gpus.is_some() && self.gpu_milli.is_some()
     }
 }
 
@@ -334,8 +373,11 @@ pub enum QueuePolicy {
     Fifo,
 }
 
-/// Everything an operator declares for one pool.
+/// Everything an operator declares for one pool. GPU amounts are in
+/// milli-GPUs; a spec stored before GPU shares (whole GPUs, no
+/// `gpu_milli_units` mark) is read as whole devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "StoredPoolSpec", into = "StoredPoolSpec")]
 pub struct PoolSpec {
     /// Guaranteed amounts.
     pub reservation: PerKind<u64>,
@@ -349,6 +391,53 @@ pub struct PoolSpec {
     pub slack_limit: PerKind<u64>,
     /// Order of the pool's queue.
     pub queue_policy: QueuePolicy,
+}
+
+/// [`PoolSpec`] as stored: the same fields and a mark that its GPU amounts
+/// are milli-GPUs (absent in specs stored before GPU shares).
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct StoredPoolSpec {
+    reservation: PerKind<u64>,
+    limit: PerKind<u64>,
+    share: PerKind<u64>,
+    pool_type: PerKind<PoolType>,
+    slack_limit: PerKind<u64>,
+    queue_policy: QueuePolicy,
+    #[serde(default)]
+    gpu_milli_units: bool,
+}
+
+impl From<StoredPoolSpec> for PoolSpec {
+    fn from(s: StoredPoolSpec) -> Self {
+        let mut spec = PoolSpec {
+            reservation: s.reservation,
+            limit: s.limit,
+            share: s.share,
+            pool_type: s.pool_type,
+            slack_limit: s.slack_limit,
+            queue_policy: s.queue_policy,
+        };
+        if !s.gpu_milli_units {
+            for amounts in [&mut spec.reservation, &mut spec.limit, &mut spec.slack_limit] {
+                amounts.gpu = whole_gpus_to_milli(amounts.gpu);
+            }
+        }
+        spec
+    }
+}
+
+impl From<PoolSpec> for StoredPoolSpec {
+    fn from(s: PoolSpec) -> Self {
+        StoredPoolSpec {
+            reservation: s.reservation,
+            limit: s.limit,
+            share: s.share,
+            pool_type: s.pool_type,
+            slack_limit: s.slack_limit,
+            queue_policy: s.queue_policy,
+            gpu_milli_units: true,
+        }
+    }
 }
 
 impl Default for PoolSpec {
@@ -489,6 +578,21 @@ pub struct PoolEntry {
 }
 
 impl PoolEntry {
+    /// Refuses an entry that spells a GPU amount both as `gpus` and as
+    /// `gpu_milli`; names the field.
+    pub fn check_gpu_spelling(&self) -> Result<(), String> {
+        for (field, v) in
+            [("reservation", &self.reservation), ("limit", &self.limit), ("slack_limit", &self.slack_limit)]
+        {
+            if v.both_gpu_spellings() {
+                return Err(format!(
+                    "{field}: give `gpus` (whole devices) or `gpu_milli` (1000 is one device), not both"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The spec this entry declares, defaults filled in.
     pub fn spec(&self) -> PoolSpec {
         PoolSpec {
@@ -527,7 +631,7 @@ mod tests {
         let file: PoolFile = serde_yaml::from_str(yaml).expect("parses");
         let spec = file.pools[0].spec();
         assert_eq!(spec.reservation, PerKind { cpu: 4000, memory: 0, disk: 0, gpu: 0 });
-        assert_eq!(spec.limit.gpu, 2);
+        assert_eq!(spec.limit.gpu, 2000, "two whole GPUs in milli-GPUs");
         assert_eq!(spec.limit.cpu, UNLIMITED);
         assert_eq!(spec.share, PerKind::splat(1));
         assert_eq!(spec.pool_type.gpu, PoolType::Static);
@@ -594,6 +698,38 @@ mod tests {
         assert!(!yaml.contains("18446744073709551615"), "{yaml}");
         let back: PoolEntry = serde_yaml::from_str(&yaml).expect("reads");
         assert_eq!(back.spec(), spec);
+    }
+
+    #[test]
+    fn gpu_amounts_are_milli_gpus_in_files_and_in_stored_specs() {
+        let half = entry(
+            "reservation: {gpu_milli: 2500}
+limit: {gpus: 4}
+",
+        )
+        .expect("parses");
+        assert_eq!((half.reservation.gpu, half.limit.gpu), (2500, 4000));
+        let yaml = serde_yaml::to_string(&PoolEntry::from_spec("/a", &half)).expect("writes");
+        assert!(yaml.contains("gpu_milli: 2500") && yaml.contains("gpus: 4"), "{yaml}");
+        assert_eq!(serde_yaml::from_str::<PoolEntry>(&yaml).expect("reads").spec(), half);
+        let both: PoolEntry = serde_yaml::from_str(
+            "path: /a
+limit: {gpus: 1, gpu_milli: 500}
+",
+        )
+        .expect("parses");
+        assert!(both.check_gpu_spelling().expect_err("both").contains("limit"));
+        // A spec stored before GPU shares counted whole GPUs and had no mark.
+        let mut old = serde_json::to_value(half).expect("json");
+        assert_eq!(old["gpu_milli_units"], true);
+        old.as_object_mut().expect("object").remove("gpu_milli_units");
+        old["limit"]["gpu"] = 3.into();
+        old["reservation"]["gpu"] = 1.into();
+        let read: PoolSpec = serde_json::from_value(old).expect("older spec");
+        assert_eq!((read.reservation.gpu, read.limit.gpu, read.limit.cpu), (1000, 3000, UNLIMITED));
+        let unlimited: PoolSpec =
+            serde_json::from_value(serde_json::to_value(PoolSpec::default()).expect("json")).expect("back");
+        assert_eq!(unlimited.limit.gpu, UNLIMITED);
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! Resources in integer units: CPU in millicores, memory and disk in MiB,
-//! GPUs as whole devices, ports as a count. All arithmetic saturates.
+//! GPU in milli-GPUs (1000 is one whole device), ports as a count. All
+//! arithmetic saturates.
+//!
+//! A task asks for whole GPUs (`gpu_milli` a multiple of 1000) or for a
+//! share of one device (`gpu_milli` below 1000); which devices it gets is
+//! decided per device at placement ([`crate::gpu`]). Aggregates (a host's
+//! total, a pool's allocation) sum milli-GPUs. Spec files and stored
+//! records written before GPU shares say `gpus: N` (whole devices): that is
+//! read as `gpu_milli: N × 1000`.
 //!
 //! This is the host's own type. The plugin contract has its own
 //! (`paceline_plugin_sdk::types::Resources`, the WIT record), converted in one
@@ -10,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 /// A vector of resources.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(try_from = "ResourcesFile")]
 pub struct Resources {
     /// CPU in millicores: 1000 is one core.
     pub cpu_millis: u64,
@@ -18,10 +26,48 @@ pub struct Resources {
     pub memory_mib: u64,
     /// Disk in MiB.
     pub disk_mib: u64,
-    /// Whole GPU devices.
-    pub gpus: u64,
+    /// GPU in milli-GPUs: 1000 is one whole device.
+    pub gpu_milli: u64,
     /// Host ports, as a count.
     pub ports: u64,
+}
+
+/// One GPU device in milli-GPUs.
+pub const GPU_MILLI: u64 = 1000;
+
+/// [`Resources`] as files and stored records spell it: `gpus` (whole
+/// devices, the older spelling) or `gpu_milli`, not both.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[derive(Default)]
+struct ResourcesFile {
+    cpu_millis: u64,
+    memory_mib: u64,
+    disk_mib: u64,
+    gpus: Option<u64>,
+    gpu_milli: Option<u64>,
+    ports: u64,
+}
+
+impl TryFrom<ResourcesFile> for Resources {
+    type Error = String;
+
+    fn try_from(f: ResourcesFile) -> Result<Self, Self::Error> {
+        let gpu_milli = match (f.gpus, f.gpu_milli) {
+            (Some(_), Some(_)) => {
+                return Err("give `gpus` (whole devices) or `gpu_milli` (1000 is one device), not both".into());
+            }
+            (Some(whole), None) => whole.saturating_mul(GPU_MILLI),
+            (None, milli) => milli.unwrap_or(0),
+        };
+        Ok(Resources {
+            cpu_millis: f.cpu_millis,
+            memory_mib: f.memory_mib,
+            disk_mib: f.disk_mib,
+            gpu_milli,
+            ports: f.ports,
+        })
+    }
 }
 
 /// Applies `op` to each kind of `a` and `b`.
@@ -31,7 +77,7 @@ macro_rules! each_kind {
             cpu_millis: $op($a.cpu_millis, $b.cpu_millis),
             memory_mib: $op($a.memory_mib, $b.memory_mib),
             disk_mib: $op($a.disk_mib, $b.disk_mib),
-            gpus: $op($a.gpus, $b.gpus),
+            gpu_milli: $op($a.gpu_milli, $b.gpu_milli),
             ports: $op($a.ports, $b.ports),
         }
     };
@@ -39,11 +85,22 @@ macro_rules! each_kind {
 
 impl Resources {
     /// Nothing of anything.
-    pub const ZERO: Resources = Resources { cpu_millis: 0, memory_mib: 0, disk_mib: 0, gpus: 0, ports: 0 };
+    pub const ZERO: Resources = Resources { cpu_millis: 0, memory_mib: 0, disk_mib: 0, gpu_milli: 0, ports: 0 };
 
-    /// Builds a vector from the four scored kinds (ports zero).
-    pub const fn new(cpu_millis: u64, memory_mib: u64, disk_mib: u64, gpus: u64) -> Self {
-        Resources { cpu_millis, memory_mib, disk_mib, gpus, ports: 0 }
+    /// Builds a vector from the four scored kinds (ports zero); GPU in
+    /// milli-GPUs.
+    pub const fn new(cpu_millis: u64, memory_mib: u64, disk_mib: u64, gpu_milli: u64) -> Self {
+        Resources { cpu_millis, memory_mib, disk_mib, gpu_milli, ports: 0 }
+    }
+
+    /// Whole GPU devices asked for (a share of one device counts 0).
+    pub const fn whole_gpus(&self) -> u64 {
+        self.gpu_milli / GPU_MILLI
+    }
+
+    /// The share of one device asked for, when the ask is one (1..=999).
+    pub const fn gpu_share(&self) -> Option<u64> {
+        if self.gpu_milli > 0 && self.gpu_milli < GPU_MILLI { Some(self.gpu_milli) } else { None }
     }
 
     /// Every kind is zero.
@@ -54,7 +111,7 @@ impl Resources {
     /// `self` fits within `available` in every kind.
     pub fn fits_in(&self, available: &Resources) -> bool {
         let within = each_kind!(self, available, |a: u64, b: u64| u64::from(a <= b));
-        (within.cpu_millis & within.memory_mib & within.disk_mib & within.gpus & within.ports) == 1
+        (within.cpu_millis & within.memory_mib & within.disk_mib & within.gpu_milli & within.ports) == 1
     }
 
     /// Kind-wise sum, saturating at `u64::MAX`.
@@ -99,5 +156,18 @@ mod tests {
         let ports = Resources { ports: 1, ..Resources::ZERO };
         assert!(!ports.fits_in(&Resources::ZERO), "ports count too");
         assert!(Resources::ZERO.is_zero() && !ports.is_zero());
+    }
+
+    #[test]
+    fn gpus_read_as_whole_devices_and_gpu_milli_as_is() {
+        let old: Resources = serde_json::from_str(r#"{"cpu_millis": 1, "gpus": 2}"#).expect("older spelling");
+        assert_eq!((old.gpu_milli, old.whole_gpus(), old.gpu_share()), (2000, 2, None));
+        let share: Resources = serde_json::from_str(r#"{"gpu_milli": 500}"#).expect("share");
+        assert_eq!((share.whole_gpus(), share.gpu_share()), (0, Some(500)));
+        let both = serde_json::from_str::<Resources>(r#"{"gpus": 1, "gpu_milli": 500}"#).expect_err("both");
+        assert!(both.to_string().contains("not both"), "{both}");
+        assert!(serde_json::from_str::<Resources>(r#"{"tpus": 1}"#).is_err(), "unknown kinds are refused");
+        let back: Resources = serde_json::from_str(&serde_json::to_string(&share).expect("json")).expect("round trip");
+        assert_eq!(back, share);
     }
 }

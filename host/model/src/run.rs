@@ -29,6 +29,10 @@ pub struct LaunchRequest {
     /// them in memory for the run only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<crate::task_secret::LaunchSecret>,
+    /// The host's GPU devices the run gets (placement's grant); empty for a
+    /// run that asks for no GPU, or to let the host manager choose.
+    #[serde(default, skip_serializing_if = "crate::gpu::GpuGrant::is_empty")]
+    pub gpu: crate::gpu::GpuGrant,
 }
 
 /// The states a host reports for a run.

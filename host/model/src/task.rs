@@ -90,8 +90,13 @@ pub struct TaskSpec {
     /// runs `command` as a plain process.
     pub image: Option<String>,
     /// Resources reserved for the task; `resources.ports` must equal the
-    /// number of `ports` names.
+    /// number of `ports` names. `resources.gpu_milli` is whole devices (a
+    /// multiple of 1000) or a share of one device (below 1000).
     pub resources: Resources,
+    /// GPU models the task accepts (`[V100M16, V100M32]`); empty: any. Only
+    /// with a GPU ask; checked per device at placement.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_models: Vec<String>,
     /// Names of the host ports the task needs; the agent assigns numbers
     /// and passes them as `PORT_<NAME>` environment variables.
     pub ports: Vec<String>,
@@ -145,6 +150,29 @@ impl TaskSpec {
             return Err(SpecError::Invalid {
                 field: "resources.ports",
                 reason: format!("is {} but {} port names are given", self.resources.ports, self.ports.len()),
+            });
+        }
+        let gpu = self.resources.gpu_milli;
+        if gpu > crate::resources::GPU_MILLI && !gpu.is_multiple_of(crate::resources::GPU_MILLI) {
+            return Err(SpecError::Invalid {
+                field: "resources.gpu_milli",
+                reason: format!(
+                    "is {gpu}: ask for whole GPUs (a multiple of 1000) or for a share of one GPU (below 1000), \
+                     not for both"
+                ),
+            });
+        }
+        check_count("gpu_models", self.gpu_models.len())?;
+        for m in &self.gpu_models {
+            if m.is_empty() {
+                return Err(SpecError::Empty("gpu_models"));
+            }
+            check_len("gpu_models", m)?;
+        }
+        if !self.gpu_models.is_empty() && gpu == 0 {
+            return Err(SpecError::Invalid {
+                field: "gpu_models",
+                reason: "names GPU models but the task asks for no GPU (resources.gpu_milli or gpus)".into(),
             });
         }
         check_count("constraints", self.constraints.len())?;
@@ -546,6 +574,11 @@ pub struct TaskRuntime {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
+    /// The GPU devices of `host` the current run holds (placement's grant);
+    /// empty when it asks for none. Absent in records written before GPU
+    /// shares.
+    #[serde(default, skip_serializing_if = "crate::gpu::GpuGrant::is_empty")]
+    pub gpu: crate::gpu::GpuGrant,
     /// Storage version for compare-and-set: 1 when created, +1 per write.
     /// Owned by the store: callers pass the version they read.
     pub version: u64,
@@ -572,6 +605,7 @@ impl TaskRuntime {
             completed_at_ms: None,
             updated_at_ms: now_ms,
             healthy: None,
+            gpu: crate::gpu::GpuGrant::default(),
             version: 0,
         }
     }

@@ -22,12 +22,20 @@ pub struct HostView {
     pub task_labels: BTreeSet<String>,
     /// Tasks per job id that the host runs.
     pub job_counts: BTreeMap<String, u32>,
+    /// The host's GPU devices and what runs hold of each (empty for a host
+    /// without GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::gpu::GpuSlot>,
 }
 
 impl HostView {
     /// An empty host of capacity `total`.
     pub fn new(name: impl Into<String>, total: Resources) -> Self {
-        HostView { name: name.into(), total, ..HostView::default() }
+        let gpus = crate::gpu::devices_of(&total, &[], None)
+            .into_iter()
+            .map(|device| crate::gpu::GpuSlot { device, used_milli: 0 })
+            .collect();
+        HostView { name: name.into(), total, gpus, ..HostView::default() }
     }
 
     /// What is free.

@@ -395,7 +395,7 @@ fn per_kind(p: &PerKind<u64>) -> [u64; 4] {
 }
 
 fn resources(r: &paceline_model::Resources) -> [u64; 4] {
-    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus]
+    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpu_milli]
 }
 
 /// What the cluster's roles hold, read at scrape time: pools (spec and

@@ -92,7 +92,9 @@ pub enum SimError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicySource {
     /// A built-in policy by name (`binpack`, `spread`, `gang-gpu`,
-    /// `priority-preempt`, `batch`, `stateless`, `stateful`, `daemon`).
+    /// `priority-preempt`, `batch`, `stateless`, `stateful`, `daemon`, and the
+    /// GPU-sharing `gpu-fgd`, `gpu-random`, `gpu-bestfit`, `gpu-dotprod`,
+    /// `gpu-packing`).
     Builtin(String),
     /// A component's bytes, with the name it is known by.
     Wasm {
@@ -115,6 +117,11 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
         "stateless" => a::STATELESS,
         "stateful" => a::STATEFUL,
         "daemon" => a::DAEMON,
+        "gpu-fgd" => a::GPU_FGD,
+        "gpu-random" => a::GPU_RANDOM,
+        "gpu-bestfit" => a::GPU_BESTFIT,
+        "gpu-dotprod" => a::GPU_DOTPROD,
+        "gpu-packing" => a::GPU_PACKING,
         _ => return None,
     })
 }
@@ -165,6 +172,11 @@ pub enum Arrival {
         /// Stop at the first job that cannot be placed whole; otherwise go
         /// on through the trace, leaving such jobs waiting.
         stop_at_first_unplaced: bool,
+        /// Go on until the GPU asked for by the jobs submitted reaches this
+        /// percentage of the cluster's GPU capacity, offering the trace's
+        /// jobs again (ids suffixed `.r2`, `.r3`, …) when it runs out (the
+        /// fragmentation paper's experiment); `None`: the trace once.
+        until_gpu_pct: Option<u32>,
     },
 }
 
@@ -643,24 +655,70 @@ impl Runner {
         tick: u64,
         sample_every: u64,
         stop_at_first_unplaced: bool,
+        until_gpu_pct: Option<u32>,
         progress: &mut Option<Progress>,
     ) -> Result<(u64, u64, FillObserved), SimError> {
         let mut seen = FillObserved { stop_at_first_unplaced, ..FillObserved::default() };
         let (mut now, mut steps) = (0u64, 0u64);
         let mut last_progress = Instant::now();
-        while let Some((line, timed)) = next_event(reader)? {
-            let mut job = match timed.event {
-                Event::Pool(_) | Event::Host(_) => {
-                    self.apply(line, now, timed.event).await?;
-                    continue;
-                }
-                Event::End => break,
-                Event::Job(j) => j,
-                other => {
-                    *seen.dropped.entry(other.name().to_string()).or_default() += 1;
-                    continue;
+        // The GPU curve: capacity from host lines, arrived and held per job.
+        let (mut capacity, mut arrived, mut held, mut next_point) = (0u64, 0u64, 0u64, 0u64);
+        // The trace's jobs, kept to be offered again (`until_gpu_pct`).
+        let mut offered: Vec<(u64, paceline_sim::trace::JobEvent)> = Vec::new();
+        let mut trace_done = false;
+        let (mut pass, mut replay) = (1u32, 0usize);
+        loop {
+            let target_reached =
+                until_gpu_pct.is_none_or(|pct| capacity > 0 && arrived >= capacity / 100 * u64::from(pct));
+            let next = if !trace_done { next_event(reader)? } else { None };
+            let (line, mut job) = match next {
+                Some((line, timed)) => match timed.event {
+                    Event::Pool(_) | Event::Host(_) => {
+                        if let Event::Host(h) = &timed.event {
+                            capacity += h.resources.gpu_milli;
+                        }
+                        self.apply(line, now, timed.event).await?;
+                        continue;
+                    }
+                    Event::End => {
+                        trace_done = true;
+                        continue;
+                    }
+                    Event::Job(j) => {
+                        if until_gpu_pct.is_some() {
+                            offered.push((line, (*j).clone()));
+                        }
+                        (line, j)
+                    }
+                    other => {
+                        *seen.dropped.entry(other.name().to_string()).or_default() += 1;
+                        continue;
+                    }
+                },
+                None => {
+                    trace_done = true;
+                    // Offer the trace's jobs again until the target is met.
+                    if target_reached || offered.is_empty() {
+                        break;
+                    }
+                    if replay == offered.len() {
+                        replay = 0;
+                        pass += 1;
+                    }
+                    if replay == 0 && pass == 1 {
+                        pass = 2;
+                    }
+                    let (line, mut j) = offered[replay].clone();
+                    replay += 1;
+                    j.id = format!("{}.r{pass}", j.id);
+                    j.spec.name = j.id.clone();
+                    (line, Box::new(j))
                 }
             };
+            if !trace_done && until_gpu_pct.is_some() && target_reached {
+                break;
+            }
+            let job_gpu = job.spec.default_task.resources.gpu_milli.saturating_mul(u64::from(job.spec.instance_count));
             // Nothing ends: the cluster only fills.
             job.run = RunScript::default();
             job.runs.clear();
@@ -690,6 +748,20 @@ impl Runner {
             {
                 cb(now, None, self.tasks_arrived);
                 last_progress = Instant::now();
+            }
+            arrived += job_gpu;
+            if placed {
+                held += job_gpu;
+            }
+            if capacity > 0 {
+                while arrived * 50 >= next_point * capacity {
+                    seen.gpu_curve.push(paceline_sim::report::FillPoint {
+                        arrived_milli: arrived,
+                        allocated_milli: held,
+                        capacity_milli: capacity,
+                    });
+                    next_point += 1;
+                }
             }
             if !placed {
                 if seen.first_unplaced.is_none() {
@@ -912,11 +984,12 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
     let mut reader = reader;
     let mut fill = None;
     let (now, steps) = match options.arrival {
-        Arrival::UntilFull { stop_at_first_unplaced } => {
+        Arrival::UntilFull { stop_at_first_unplaced, until_gpu_pct } => {
             // The span of a fill is not the trace's and is not known before
             // it ends: one sample per step, thinned afterwards.
-            let (now, steps, seen) =
-                runner.fill(&mut reader, tick, tick, stop_at_first_unplaced, &mut options.progress).await?;
+            let (now, steps, seen) = runner
+                .fill(&mut reader, tick, tick, stop_at_first_unplaced, until_gpu_pct, &mut options.progress)
+                .await?;
             runner.thin_samples(options.samples.max(1) as usize);
             fill = Some(seen);
             (now, steps)

@@ -213,6 +213,7 @@ fn run(run_id: &str, command: &str, args: &[&str], memory_mib: u64, grace: u32) 
         },
         env: BTreeMap::new(),
         secrets: Vec::new(),
+        gpu: Default::default(),
     }
 }
 
@@ -397,6 +398,7 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
             run_id: "known-0-1".into(),
             task_id: "known-0".into(),
             resources: Resources::new(100, 64, 10, 0),
+            gpu: Default::default(),
             last_seq: 2,
         },
         ExpectedRun {
@@ -404,6 +406,7 @@ async fn a_restarted_host_manager_reconciles_with_its_agents() {
             run_id: "ghost-0-1".into(),
             task_id: "ghost-0".into(),
             resources: Resources::new(100, 64, 10, 0),
+            gpu: Default::default(),
             last_seq: 2,
         },
     ];

@@ -465,7 +465,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     let job = |name: &str, pool: &str, n: u32, priority: u32, preemptible: bool| {
         let spec = format!(
             "name: {name}\nowner: t\npool: {pool}\nkind: batch\ninstance_count: {n}\nsla: {{priority: {priority}, preemptible: {preemptible}}}\n\
-             default_task:\n  command: sleep\n  args: [\"300\"]\n  resources: {{cpu_millis: 500, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n  kill_grace_period_secs: 1\n"
+             default_task:\n  command: sleep\n  args: [\"300\"]\n  resources: {{cpu_millis: 500, memory_mib: 64, disk_mib: 10, gpu_milli: 0, ports: 0}}\n  kill_grace_period_secs: 1\n"
         );
         let file = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&file, spec).expect("spec");

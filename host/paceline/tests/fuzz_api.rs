@@ -157,7 +157,7 @@ fn seed(index: usize) -> Vec<u8> {
     let task = Some(pb::TaskRef { job_id: job.clone(), instance: 0 });
     let spec = Some(paceline_proto::convert::job_spec_pb(&hello()));
     let pool_spec = Some(pb::PoolSpec {
-        reservation: Some(pb::PerKind { cpu: 1000, memory: 1024, disk: 1000, gpu: 0 }),
+        reservation: Some(pb::PerKind { cpu: 1000, memory: 1024, disk: 1000, gpu: 0, gpu_milli: 0 }),
         ..Default::default()
     });
     match RPCS[index] {

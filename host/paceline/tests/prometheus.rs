@@ -46,7 +46,7 @@ fn job_file(dir: &Path, name: &str, pool: &str, n: u32, cpu_millis: u64) -> Stri
     std::fs::write(
         &path,
         format!(
-            "name: {name}\nowner: metrics\npool: {pool}\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: {cpu_millis}, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n"
+            "name: {name}\nowner: metrics\npool: {pool}\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: {cpu_millis}, memory_mib: 64, disk_mib: 10, gpu_milli: 0, ports: 0}}\n"
         ),
     )
     .expect("write");

@@ -363,21 +363,21 @@ fn fill_trace(hosts: usize) -> Vec<u8> {
 #[test]
 fn arriving_until_full_binpack_fits_more_than_spread() {
     let trace = fill_trace(6);
-    let stop = Arrival::UntilFull { stop_at_first_unplaced: true };
+    let stop = Arrival::UntilFull { stop_at_first_unplaced: true, until_gpu_pct: None };
     let binpack = run_with(&trace, &[("placement", "binpack")], stop);
     let spread = run_with(&trace, &[("placement", "spread")], stop);
     let (fb, fs) = (binpack.fill.as_ref().expect("fill figures"), spread.fill.as_ref().expect("fill figures"));
     assert_eq!((fb.jobs_submitted, fb.jobs_placed, fb.tasks_placed), (10, 10, 10), "{fb:?}");
     assert_eq!(fb.first_unplaced, None);
-    assert_eq!((fb.cpu_cores, fb.gpus, fb.gpu_share), (22.0, 22, 0.9167), "{fb:?}");
+    assert_eq!((fb.cpu_cores, fb.gpus, fb.gpu_share), (22.0, 22.0, 0.9167), "{fb:?}");
     assert_eq!((fs.jobs_submitted, fs.jobs_placed, fs.tasks_placed), (7, 6, 6), "{fs:?}");
     assert_eq!(fs.first_unplaced.as_deref(), Some("large-0"), "no host left whole");
-    assert_eq!((fs.cpu_cores, fs.gpus), (6.0, 6));
+    assert_eq!((fs.cpu_cores, fs.gpus), (6.0, 6.0));
     assert_eq!(spread.outcomes.never_placed, 1, "{:?}", spread.outcomes);
     assert_eq!(spread.outcomes.running, 6, "nothing ends in this mode");
 
     // Going on past the first misfit: spread fits no large task at all.
-    let on = Arrival::UntilFull { stop_at_first_unplaced: false };
+    let on = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
     let spread_all = run_with(&trace, &[("placement", "spread")], on);
     let f = spread_all.fill.as_ref().expect("fill figures");
     assert_eq!((f.jobs_submitted, f.jobs_placed, f.tasks_placed), (10, 6, 6), "{f:?}");
@@ -410,4 +410,87 @@ fn arriving_until_full_binpack_fits_more_than_spread() {
         assert_eq!(r.outcomes.succeeded, 10, "{:?}", r.outcomes);
         assert!(r.fill.is_none());
     }
+}
+
+/// GPU sharing (decision 0035) through the whole pipeline: two hosts of one
+/// GPU device each, of different models; jobs arrive one after another and
+/// nothing ends. The host of each task comes from the report.
+/// Non-preemptible work is admitted within its pool's reservation: the
+/// pool reserves `reserved_milli` milli-GPUs.
+fn gpu_trace(reserved_milli: u64) -> Vec<u8> {
+    let mut t = String::from(r#"{"format":"paceline-trace","version":1,"name":"gpu-sharing","source":"hand"}"#);
+    t.push('\n');
+    t += &format!(
+        r#"{{"at":0,"event":"pool","pool":{{"path":"/p","reservation":{{"cpu":64000,"memory":65536,"gpu_milli":{reserved_milli}}}}}}}"#
+    );
+    t.push('\n');
+    for (name, model) in [("h-a", "A100"), ("h-b", "T4")] {
+        t += &format!(
+            r#"{{"at":0,"event":"host","name":"{name}","resources":{{"cpu_millis":16000,"memory_mib":32768,"gpus":1}},"attributes":{{"gpu_model":"{model}"}}}}"#
+        );
+        t.push('\n');
+    }
+    let job = |id: &str, milli: u64, models: &str| {
+        format!(
+            r#"{{"at":0,"event":"job","id":"{id}","spec":{{"name":"{id}","owner":"t","pool":"/p","instance_count":1,"default_task":{{"command":"x","resources":{{"cpu_millis":1000,"memory_mib":1024,"gpu_milli":{milli}}}{models}}}}},"run":{{"ms":1000}}}}"#
+        )
+    };
+    for line in [
+        job("half-1", 500, ""),
+        job("half-2", 500, ""),
+        job("half-3", 500, ""),
+        job("whole-1", 1000, ""),
+        job("quarter-t4", 250, r#","gpu_models":["T4"]"#),
+    ] {
+        t += &line;
+        t.push('\n');
+    }
+    t.into_bytes()
+}
+
+fn host_of(r: &Report, job: &str) -> Option<String> {
+    r.tasks.iter().find(|t| t.job == job)?.runs.iter().find_map(|run| run.host.clone())
+}
+
+#[test]
+fn gpu_shares_share_a_device_whole_gpus_never_land_on_a_shared_one_and_models_are_honoured() {
+    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
+    for policy in ["binpack", "gang-gpu", "gpu-fgd", "gpu-packing"] {
+        let r = run_with(&gpu_trace(2000), &[("placement", policy)], keep_going);
+        let (h1, h2, h3) = (host_of(&r, "half-1"), host_of(&r, "half-2"), host_of(&r, "half-3"));
+        assert!(h1.is_some() && h1 == h2, "{policy}: two halves share one device: {h1:?} {h2:?}");
+        assert!(h3.is_some() && h3 != h1, "{policy}: the third half goes to the other host's device: {h3:?}");
+        // Each device holds half a GPU or more now: no device is wholly free.
+        assert_eq!(host_of(&r, "whole-1"), None, "{policy}: a whole GPU never goes to a shared device");
+        assert_eq!(host_of(&r, "quarter-t4").as_deref(), Some("h-b"), "{policy}: only the T4 host takes it");
+        let f = r.fill.as_ref().expect("fill figures");
+        assert_eq!((f.jobs_placed, f.gpus, f.gpu_share), (4, 1.75, 0.875), "{policy}: {f:?}");
+        let curve = &f.gpu_curve;
+        assert!(!curve.is_empty() && curve.iter().all(|p| p.allocated <= p.arrived), "{policy}: {curve:?}");
+    }
+}
+
+#[test]
+fn a_pool_reservation_in_milli_gpus_admits_shares_up_to_it() {
+    // The pool reserves 1,000 milli-GPU: two halves, then nothing more.
+    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
+    let r = run_with(&gpu_trace(1000), &[("placement", "binpack")], keep_going);
+    let placed: Vec<&str> =
+        r.tasks.iter().filter(|t| t.runs.iter().any(|run| run.host.is_some())).map(|t| t.job.as_str()).collect();
+    assert_eq!(placed, vec!["half-1", "half-2"], "{:?}", r.never_placed);
+    assert_eq!(r.fill.as_ref().expect("fill").gpus, 1.0);
+}
+
+#[test]
+fn arriving_until_a_gpu_share_offers_the_trace_again() {
+    // 3 × 500 + 1,000 + 250 asked per pass on 2,000 of capacity: the second
+    // pass starts, and the fill stops once 150% has arrived.
+    let until = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: Some(150) };
+    let r = run_with(&gpu_trace(2000), &[("placement", "binpack")], until);
+    let f = r.fill.as_ref().expect("fill figures");
+    assert!(f.jobs_submitted > 5, "the trace was offered again: {f:?}");
+    let last = f.gpu_curve.last().expect("curve");
+    assert!(last.arrived >= 1.5, "{f:?}");
+    assert_eq!(f.gpu_at_full.map(|p| p.arrived >= 1.0), Some(true), "{f:?}");
+    assert!(r.tasks.iter().any(|t| t.job.ends_with(".r2")), "second-pass jobs are named apart");
 }

@@ -18,7 +18,7 @@ use common::{BIN, Dev, cli, eventually, free_port, json, ok};
 fn job_file(dir: &Path, name: &str, n: u32, script: &str, restarts: u32) -> String {
     let path = dir.join(format!("{name}.yaml"));
     let yaml = format!(
-        "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpus: 0, ports: 0}}\n  restart_policy: {{on_failure: {}, max_restarts: {restarts}, backoff_secs: 1}}\n",
+        "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpu_milli: 0, ports: 0}}\n  restart_policy: {{on_failure: {}, max_restarts: {restarts}, backoff_secs: 1}}\n",
         restarts > 0
     );
     std::fs::write(&path, yaml).expect("write the job file");

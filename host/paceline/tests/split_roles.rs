@@ -85,7 +85,7 @@ fn core(dir: &Path, api: u16, cores: u64) -> Proc {
     std::fs::write(
         &yaml,
         format!(
-            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}\n",
+            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:0\nhosts: {{provider: sim, hosts: 4, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpu_milli: 0, ports: 0}}, zones: 1}}\n",
             dir.join("core").display(),
             cores * 1000
         ),
@@ -128,7 +128,7 @@ fn job(dir: &Path, name: &str, n: u32, duration_ms: u64) -> String {
     std::fs::write(
         &path,
         format!(
-            "name: {name}\nowner: test\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"{duration_ms}\"}}\n  resources: {{cpu_millis: 1000, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n"
+            "name: {name}\nowner: test\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"{duration_ms}\"}}\n  resources: {{cpu_millis: 1000, memory_mib: 64, disk_mib: 10, gpu_milli: 0, ports: 0}}\n"
         ),
     )
     .expect("write");
@@ -348,7 +348,7 @@ fn job_manager(dir: &Path, api: u16, hostmgr: u16) -> Proc {
 
 fn sim_hosts(n: usize, cores: u64) -> String {
     format!(
-        "{{provider: sim, hosts: {n}, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpus: 0, ports: 0}}, zones: 1}}",
+        "{{provider: sim, hosts: {n}, resources: {{cpu_millis: {}, memory_mib: 8192, disk_mib: 100000, gpu_milli: 0, ports: 0}}, zones: 1}}",
         cores * 1000
     )
 }
@@ -506,7 +506,7 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     let sleeper = dir.join("sleeper.yaml");
     std::fs::write(
         &sleeper,
-        "name: sleeper\nowner: test\npool: /default\nkind: batch\ninstance_count: 4\ndefault_task:\n  command: sleep\n  args: [\"600\"]\n  resources: {cpu_millis: 200, memory_mib: 32, disk_mib: 10, gpus: 0, ports: 0}\n",
+        "name: sleeper\nowner: test\npool: /default\nkind: batch\ninstance_count: 4\ndefault_task:\n  command: sleep\n  args: [\"600\"]\n  resources: {cpu_millis: 200, memory_mib: 32, disk_mib: 10, gpu_milli: 0, ports: 0}\n",
     )
     .expect("write");
     let s = create(jm_api, sleeper.to_str().expect("utf-8"));

@@ -81,7 +81,7 @@ fn job_file(dir: &Path, name: &str, pool: &str, n: u32) -> String {
     std::fs::write(
         &path,
         format!(
-            "name: {name}\nowner: web\npool: {pool}\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: 1000, memory_mib: 64, disk_mib: 10, gpus: 0, ports: 0}}\n"
+            "name: {name}\nowner: web\npool: {pool}\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: 1000, memory_mib: 64, disk_mib: 10, gpu_milli: 0, ports: 0}}\n"
         ),
     )
     .expect("write");
@@ -470,7 +470,7 @@ fn with_a_tokens_file_the_data_needs_a_token_and_the_page_asks_for_one() {
 /// A job file for a real agent: `sh -c SCRIPT`, `n` instances in /default.
 fn shell_job(name: &str, n: u32, script: &str) -> String {
     format!(
-        "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpus: 0, ports: 0}}\n"
+        "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpu_milli: 0, ports: 0}}\n"
     )
 }
 
@@ -614,7 +614,7 @@ fn the_jobs_list_pages_filters_and_sorts_from_its_address() {
     for i in 0..205 {
         let name = if i % 7 == 0 { format!("odd-{i:03}") } else { format!("bulk-{i:03}") };
         let spec = format!(
-            "name: {name}\npool: /default\nkind: batch\ninstance_count: 1\nlabels: {{tier: t{}}}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpus: 0, ports: 0}}\n",
+            "name: {name}\npool: /default\nkind: batch\ninstance_count: 1\nlabels: {{tier: t{}}}\ndefault_task:\n  command: work\n  env: {{SIM_DURATION_MS: \"600000\"}}\n  resources: {{cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpu_milli: 0, ports: 0}}\n",
             i % 2
         );
         let (code, text) = http(api, "POST", "/ui/api/jobs", None, &spec);
@@ -628,7 +628,7 @@ fn the_jobs_list_pages_filters_and_sorts_from_its_address() {
         "POST",
         "/ui/api/jobs/validate",
         None,
-        "name: x\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"\"\n  resources: {cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpus: 0, ports: 0}\n",
+        "name: x\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"\"\n  resources: {cpu_millis: 10, memory_mib: 8, disk_mib: 1, gpu_milli: 0, ports: 0}\n",
     );
     assert!(code == 400 && text.contains("\"line\":6"), "the line of `command:`: {text}");
 

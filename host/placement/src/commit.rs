@@ -8,6 +8,7 @@ use std::sync::Arc;
 use paceline_joints::contract::FromContract;
 use paceline_joints::{Need, Placement, ReadyTask, TaskHandle};
 use paceline_model::UnplacedReason;
+use paceline_model::gpu::GpuGrant;
 use paceline_model::view::HostView;
 use paceline_plugin_sdk::types::PlacementResult;
 
@@ -22,12 +23,20 @@ pub(crate) struct Outcome {
 /// request's order). The registry has validated the indices; any it had not
 /// would be skipped here, never indexed out of range.
 pub(crate) fn outcome(tasks: &[(ReadyTask, Need)], hosts: &[Arc<HostView>], result: &PlacementResult) -> Outcome {
+    let grants: std::collections::HashMap<u32, &[u32]> =
+        result.grants.iter().map(|g| (g.task, g.devices.as_slice())).collect();
     let placements = result
         .assignments
         .iter()
         .filter_map(|a| {
             let (task, _) = tasks.get(a.task as usize)?;
-            Some(Placement { task: *task, host: hosts.get(a.host as usize)?.name.clone() })
+            let devices = grants.get(&a.task).map(|d| d.to_vec()).unwrap_or_default();
+            let gpu = if devices.is_empty() {
+                GpuGrant::default()
+            } else {
+                GpuGrant { devices, milli_each: paceline_model::gpu::shape(&task.resources).1 }
+            };
+            Some(Placement { task: *task, host: hosts.get(a.host as usize)?.name.clone(), gpu })
         })
         .collect();
     let unplaced = result

@@ -59,7 +59,8 @@ pub struct RoundReport {
     pub port_errors: usize,
 }
 
-/// The placement engine. Stateless between rounds; see the crate docs.
+/// The placement engine. Stateless between rounds but for the workload
+/// mix it hands GPU-aware policies (soft state: a restart starts it empty).
 pub struct Engine {
     queue: Arc<dyn ReadyQueue>,
     offers: Arc<dyn OfferSource>,
@@ -68,6 +69,8 @@ pub struct Engine {
     round: AtomicU64,
     /// Where plugin fallbacks are noted as job events, if anywhere.
     events: Option<Arc<dyn EventSink>>,
+    /// The shapes of the last tasks taken, for GPU-aware policies.
+    workload: std::sync::Mutex<crate::workload::WorkloadMix>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -88,7 +91,7 @@ impl Engine {
         registry: Arc<Registry>,
         config: EngineConfig,
     ) -> Engine {
-        Engine { queue, offers, registry, config, round: AtomicU64::new(0), events: None }
+        Engine { queue, offers, registry, config, round: AtomicU64::new(0), events: None, workload: Default::default() }
     }
 
     /// Notes a `PluginFellBack` event on each job of a group whose placement
@@ -128,6 +131,11 @@ impl Engine {
                 }
             };
             report.taken += taken.ready.len() + taken.orphans.len();
+            if let Ok(mut mix) = self.workload.lock() {
+                for (t, _) in &taken.ready {
+                    mix.observe(t.id.0, &t.resources);
+                }
+            }
             // A task whose job is gone cannot be placed; deferring it lets the
             // job manager's cleanup (or a recreated job) decide its fate.
             self.send_back(taken.orphans.iter().map(|t| (t, UnplacedReason::Deferred)), now_ms, &mut report).await;
@@ -171,7 +179,12 @@ impl Engine {
         }
 
         let round = self.round.fetch_add(1, Ordering::Relaxed);
-        let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease, round).await;
+        // The workload mix goes with the round's GPU side (see feasible.rs).
+        let gpu_side = group.tasks.iter().any(|(t, _)| t.resources.gpu_milli > 0)
+            || lease.hosts.iter().any(|h| !h.gpus.is_empty());
+        let workload =
+            if gpu_side { self.workload.lock().map(|m| m.classes()).unwrap_or_default() } else { Vec::new() };
+        let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease, round, workload).await;
         report.plugin_calls += 1;
         let Some((result, fell_back)) = answer else {
             self.release(lease.id).await;

@@ -21,8 +21,8 @@ use paceline_joints::{JobHosts, LeaseRequest, Need};
 use paceline_model::view::HostView;
 use paceline_model::{Constraint, Preference, Resources};
 use paceline_plugin_sdk::types::{
-    self as sdk, AttributeColumn, ConstraintSet, HostCount, HostFilter, HostOffer, JobInfo, NO_VALUE, PlacementRequest,
-    Task,
+    self as sdk, AttributeColumn, ConstraintSet, GpuDevice, GpuHost, GpuTask, HostCount, HostFilter, HostOffer,
+    JobInfo, NO_VALUE, PlacementRequest, Task,
 };
 
 /// The lease filter of a group: free capacity of at least the smallest
@@ -84,6 +84,8 @@ pub struct TaskView {
     /// A host this task must not be placed on this time (its last launch
     /// there was refused, e.g. a Mesos offer rescinded under it).
     pub avoid_host: Option<String>,
+    /// GPU models the task accepts (empty: any).
+    pub gpu_models: Vec<String>,
 }
 
 /// Builds a plugin request from hosts and tasks. Tasks keep their order (gangs
@@ -212,26 +214,78 @@ pub fn build_placement_request_indexed<H: Borrow<HostView>>(
             constraints.push(ConstraintSet { eligible, preferences });
             (constraints.len() - 1) as u32
         });
+        // A share of one device asks for no whole device (its device is
+        // chosen on the GPU side); whole devices are counted.
+        let mut demand = t.demand.into_contract();
+        demand.gpus = t.demand.whole_gpus();
         out_tasks.push(Task {
             job,
             instance: t.instance,
             gang: t.gang,
-            demand: t.demand.into_contract(),
+            demand,
             constraints: set,
             preferred_host: t.preferred_host.as_deref().and_then(host_at),
         });
     }
+    // The GPU side (0.1.2) when some task asks for GPU or some host has a
+    // GPU (where a CPU task goes decides whether it strands a host's GPUs):
+    // devices per host (a host's `free.gpus` is then its wholly free
+    // devices), and each task's ask with its models as symbols. A cluster
+    // without GPUs pays nothing for it.
+    let wants_gpu = tasks.iter().any(|t| t.demand.gpu_milli > 0) || hosts.iter().any(|h| !h.gpus.is_empty());
+    let (gpu_hosts, gpu_tasks) = if wants_gpu {
+        let gpu_hosts: Vec<GpuHost> = hosts
+            .iter()
+            .map(|h| GpuHost {
+                devices: h
+                    .gpus
+                    .iter()
+                    .map(|slot| GpuDevice {
+                        free_milli: slot.free_milli(),
+                        model: if slot.device.model.is_empty() {
+                            NO_VALUE
+                        } else {
+                            intern(&slot.device.model, &mut symbols)
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        let gpu_tasks = tasks
+            .iter()
+            .map(|t| GpuTask {
+                milli: u32::try_from(t.demand.gpu_milli).unwrap_or(u32::MAX),
+                models: t.gpu_models.iter().map(|m| intern(m, &mut symbols)).collect(),
+            })
+            .collect();
+        (gpu_hosts, gpu_tasks)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     PlacementRequest {
         round,
         hosts: hosts
             .iter()
-            .map(|h| HostOffer { free: h.free().into_contract(), total: h.total.into_contract() })
+            .map(|h| {
+                let mut free = h.free().into_contract();
+                free.gpus = if h.gpus.is_empty() {
+                    h.free().whole_gpus()
+                } else {
+                    h.gpus.iter().filter(|s| s.used_milli == 0).count() as u64
+                };
+                let mut total = h.total.into_contract();
+                total.gpus = h.total.whole_gpus();
+                HostOffer { free, total }
+            })
             .collect(),
         attributes,
         symbols,
         jobs,
         constraints,
         tasks: out_tasks,
+        gpu_hosts,
+        gpu_tasks,
+        gpu_workload: Vec::new(),
     }
 }
 

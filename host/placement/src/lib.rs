@@ -60,6 +60,7 @@ pub mod feasible;
 pub mod remote;
 mod select;
 mod take;
+pub mod workload;
 
 pub use engine::{Engine, EngineConfig, RoundReport};
 pub use feasible::{TaskView, build_placement_request, build_placement_request_indexed, lease_request_for};

@@ -67,6 +67,7 @@ fn need_pb(n: &Need) -> pb::Need {
         host_required: n.host_required,
         slot: n.slot.clone(),
         avoid_host: n.avoid_host.clone().unwrap_or_default(),
+        gpu_models: n.gpu_models.clone(),
     }
 }
 
@@ -88,6 +89,7 @@ fn need(field: &str, n: &pb::Need) -> Result<Need, FieldError> {
         host_required: n.host_required,
         slot: n.slot.clone(),
         avoid_host: non_empty(&n.avoid_host),
+        gpu_models: n.gpu_models.clone(),
     })
 }
 
@@ -213,7 +215,8 @@ impl PlacementPeer for CoreService {
             .map(|(i, p)| {
                 let task =
                     p.task.as_ref().ok_or_else(|| FieldError::new(format!("placements[{i}].task"), "missing"))?;
-                Ok(Placement { task: ready_task(task), host: p.host.clone() })
+                let gpu = convert::gpu_grant(p.gpu.as_ref());
+                Ok(Placement { task: ready_task(task), host: p.host.clone(), gpu })
             })
             .collect::<Result<Vec<_>, FieldError>>()?;
         let c = self.queue.commit(LeaseId(r.lease_id), placements, self.clock.now_ms()).await.map_err(port_status)?;
@@ -296,7 +299,11 @@ impl ReadyQueue for RemoteCore {
             lease_id: lease.0,
             placements: placements
                 .iter()
-                .map(|p| pb::Placement { task: Some(ready_task_pb(&p.task)), host: p.host.clone() })
+                .map(|p| pb::Placement {
+                    task: Some(ready_task_pb(&p.task)),
+                    host: p.host.clone(),
+                    gpu: convert::gpu_grant_pb(&p.gpu),
+                })
                 .collect(),
         };
         let a = self.client.clone().commit(request).await.map_err(|s| status_port(&s, "commit"))?.into_inner();
@@ -349,7 +356,7 @@ mod tests {
             gang: 9,
             pool: PoolId(4),
             priority: 5,
-            resources: Resources { cpu_millis: 250, memory_mib: 512, disk_mib: 1, gpus: 1, ports: 2 },
+            resources: Resources { cpu_millis: 250, memory_mib: 512, disk_mib: 1, gpu_milli: 1000, ports: 2 },
         };
         assert_eq!(ready_task(&ready_task_pb(&t)), t);
         let n = Need {
@@ -363,6 +370,7 @@ mod tests {
             host_required: true,
             slot: "placement/stateless".into(),
             avoid_host: None,
+            gpu_models: vec!["V100M16".into(), "V100M32".into()],
         };
         assert_eq!(need("need", &need_pb(&n)), Ok(n.clone()));
         for r in UnplacedReason::ALL {

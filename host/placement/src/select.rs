@@ -35,8 +35,13 @@ pub(crate) async fn place(
     tasks: &[(ReadyTask, Need)],
     lease: &Lease,
     round: u64,
+    workload: Vec<paceline_plugin_sdk::types::TaskClass>,
 ) -> Option<(PlacementResult, Option<FellBack>)> {
-    let request = build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
+    let mut request =
+        build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
+    if !request.gpu_tasks.is_empty() {
+        request.gpu_workload = workload;
+    }
     // Names for a shadow run's per-task diff, copied only while one runs.
     let names = registry.is_shadowed(slot).then(|| Names {
         tasks: tasks.iter().map(|(t, need)| format!("{}/{}", need.job_id, t.instance)).collect(),
@@ -90,6 +95,7 @@ fn task_views(tasks: &[(ReadyTask, Need)]) -> Vec<TaskView> {
                 preferences: need.preferences.clone(),
                 preferred_host: need.preferred_host.clone(),
                 avoid_host: need.avoid_host.clone(),
+                gpu_models: need.gpu_models.clone(),
             }
         })
         .collect()

@@ -78,6 +78,7 @@ pub(crate) mod placement {
 
     pub(crate) fn result(r: w::PlacementResult) -> sdk::PlacementResult {
         sdk::PlacementResult {
+            grants: Vec::new(),
             assignments: r.assignments.into_iter().map(|a| sdk::Assignment { task: a.task, host: a.host }).collect(),
             unplaced: r
                 .unplaced
@@ -95,6 +96,53 @@ pub(crate) mod placement {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The `placement-gpu` world (0.1.2): the `placement` types and the GPU side.
+pub(crate) mod placement_gpu {
+    use super::sdk;
+    wasmtime::component::bindgen!({
+        world: "placement-gpu",
+        path: "../../wit",
+        with: {
+            "paceline:scheduler/types": super::placement::paceline::scheduler::types,
+            "paceline:scheduler/placement-types": super::placement::paceline::scheduler::placement_types,
+        },
+    });
+    use paceline::scheduler::gpu_placement_types as g;
+
+    pub(crate) fn gpu_request(r: &sdk::PlacementRequest) -> g::GpuRequest {
+        g::GpuRequest {
+            hosts: r
+                .gpu_hosts
+                .iter()
+                .map(|h| g::GpuHost {
+                    devices: h
+                        .devices
+                        .iter()
+                        .map(|d| g::GpuDevice { free_milli: d.free_milli, model: d.model })
+                        .collect(),
+                })
+                .collect(),
+            tasks: r.gpu_tasks.iter().map(|t| g::GpuTask { milli: t.milli, models: t.models.clone() }).collect(),
+            workload: r
+                .gpu_workload
+                .iter()
+                .map(|c| g::TaskClass {
+                    cpu_millis: c.cpu_millis,
+                    memory_mib: c.memory_mib,
+                    milli: c.milli,
+                    weight: c.weight,
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn result(r: g::GpuPlacementResult) -> sdk::PlacementResult {
+        let mut out = super::placement::result(r.placement);
+        out.grants = r.grants.into_iter().map(|g| sdk::DeviceGrant { task: g.task, devices: g.devices }).collect();
+        out
     }
 }
 

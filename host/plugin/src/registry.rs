@@ -442,10 +442,20 @@ impl Registry {
         let invalid = |e: Violation| (FaultKind::InvalidAnswer, e.to_string());
         let mut cases = 0usize;
         match &v.prepared.0 {
-            PreparedWorld::Placement(_) => {
-                for (case, req) in samples::placement().enumerate() {
+            PreparedWorld::Placement(_) | PreparedWorld::PlacementGpu(_) => {
+                // A component built before 0.1.2 is tried on what a 0.1.1
+                // host sends (no GPU side): it places whole GPUs only, and a
+                // round with a share it places where no device takes it is
+                // refused and served by the fallback (decision 0035).
+                let gpu_world = matches!(v.prepared.0, PreparedWorld::PlacementGpu(_));
+                for (case, mut req) in samples::placement().enumerate() {
                     if over() {
                         break;
+                    }
+                    if !gpu_world {
+                        req.gpu_hosts.clear();
+                        req.gpu_tasks.clear();
+                        req.gpu_workload.clear();
                     }
                     cases += 1;
                     let what = format!("placement case {case}");
@@ -825,7 +835,12 @@ impl Registry {
         }
         let native = match self.native(slot_name) {
             Some(NativePolicy { name, policy: Native::Placement(f) }) => {
-                Some((name, Box::new(move || f(request)) as Box<dyn Fn() -> sdk::PlacementResult>))
+                let answer = move || {
+                    let mut out = f(request);
+                    paceline_plugin_sdk::placement::complete_grants(request, &mut out);
+                    out
+                };
+                Some((name, Box::new(answer) as Box<dyn Fn() -> sdk::PlacementResult>))
             }
             _ => None,
         };

@@ -57,6 +57,7 @@ pub(crate) struct Warm {
 
 enum WarmInstance {
     Placement(bindings::placement::Placement),
+    PlacementGpu(bindings::placement_gpu::PlacementGpu),
     Preemption(bindings::preemption::Preemption),
     Lifecycle(bindings::lifecycle::Lifecycle),
     LifecycleBatched(bindings::lifecycle::batched::LifecycleBatched),
@@ -108,7 +109,10 @@ impl Prepared {
 
 #[derive(Clone)]
 pub(crate) enum PreparedWorld {
+    /// A placement built before 0.1.2: `place` only (whole GPUs).
     Placement(bindings::placement::PlacementPre<CallState>),
+    /// A 0.1.2 placement that also exports `place-gpu`.
+    PlacementGpu(bindings::placement_gpu::PlacementGpuPre<CallState>),
     Preemption(bindings::preemption::PreemptionPre<CallState>),
     /// A 0.1.0 lifecycle: `on-event` only.
     Lifecycle(bindings::lifecycle::LifecyclePre<CallState>),
@@ -294,9 +298,12 @@ impl PluginRuntime {
         let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
         Ok(Prepared(
             match world {
-                World::Placement => {
-                    PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?)
-                }
+                // The GPU world first; a component without `place-gpu`
+                // (built before 0.1.2) places whole-GPU work only.
+                World::Placement => match bindings::placement_gpu::PlacementGpuPre::new(pre.clone()) {
+                    Ok(gpu) => PreparedWorld::PlacementGpu(gpu),
+                    Err(_) => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
+                },
                 World::Preemption => {
                     PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?)
                 }
@@ -365,14 +372,12 @@ impl PluginRuntime {
         prepared: &Prepared,
         request: &sdk::PlacementRequest,
     ) -> Option<[std::time::Duration; 3]> {
-        let PreparedWorld::Placement(pre) = &prepared.0 else { return None };
         let t0 = std::time::Instant::now();
         let mut store = self.new_store().ok()?;
         let t1 = std::time::Instant::now();
-        let instance = pre.instantiate(&mut store).ok()?;
+        let instance = self.instantiate_placement(prepared, &mut store)?;
         let t2 = std::time::Instant::now();
-        let wire = bindings::placement::request(request);
-        let _ = instance.call_place(&mut store, &wire).ok()?;
+        self.call_warm_placement(&mut store, &instance, request).ok()?;
         drop(store);
         Some([t1 - t0, t2 - t1, t2.elapsed()])
     }
@@ -382,11 +387,9 @@ impl PluginRuntime {
     /// memory limiter saw them grow), for `paceline bench plugin`.
     #[doc(hidden)]
     pub fn placement_instance_memory(&self, prepared: &Prepared, request: &sdk::PlacementRequest) -> Option<usize> {
-        let PreparedWorld::Placement(pre) = &prepared.0 else { return None };
         let mut store = self.new_store_with(self.ticks_for(prepared)).ok()?;
-        let instance = pre.instantiate(&mut store).ok()?;
-        let wire = bindings::placement::request(request);
-        instance.call_place(&mut store, &wire).ok()?;
+        let instance = self.instantiate_placement(prepared, &mut store)?;
+        self.call_warm_placement(&mut store, &instance, request).ok()?;
         Some(store.data().limits.total_bytes())
     }
 
@@ -398,6 +401,7 @@ impl PluginRuntime {
         let mut store = self.new_store().ok()?;
         match &prepared.0 {
             PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+            PreparedWorld::PlacementGpu(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::LifecycleBatched(pre) => pre.instantiate(&mut store).map(drop).ok()?,
@@ -425,6 +429,7 @@ impl PluginRuntime {
                 let mut store = self.new_store_with(ticks)?;
                 let instance = match &prepared.0 {
                     PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
+                    PreparedWorld::PlacementGpu(pre) => pre.instantiate(&mut store).map(WarmInstance::PlacementGpu),
                     PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
                     PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(WarmInstance::Lifecycle),
                     PreparedWorld::LifecycleBatched(pre) => {
@@ -469,12 +474,42 @@ impl PluginRuntime {
         prepared: &Prepared,
         request: &sdk::PlacementRequest,
     ) -> Result<sdk::PlacementResult, (FaultKind, String)> {
+        let mut out =
+            self.with_instance(prepared, |store, instance| self.call_warm_placement(store, instance, request))?;
+        // Devices for GPU tasks the answer left to the runtime (a component
+        // built before 0.1.2 grants none); the registry then checks them.
+        paceline_plugin_sdk::placement::complete_grants(request, &mut out);
+        Ok(out)
+    }
+
+    /// A fresh instance of a placement component, of either world.
+    fn instantiate_placement(&self, prepared: &Prepared, store: &mut Store<CallState>) -> Option<WarmInstance> {
+        match &prepared.0 {
+            PreparedWorld::Placement(pre) => pre.instantiate(store).map(WarmInstance::Placement).ok(),
+            PreparedWorld::PlacementGpu(pre) => pre.instantiate(store).map(WarmInstance::PlacementGpu).ok(),
+            _ => None,
+        }
+    }
+
+    /// One placement call on `instance`: `place-gpu` when the round has a
+    /// GPU side (a GPU ask or a GPU host) and the component exports it, else
+    /// `place` (a round without GPUs costs what it did before 0.1.2).
+    fn call_warm_placement(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &WarmInstance,
+        request: &sdk::PlacementRequest,
+    ) -> wasmtime::Result<sdk::PlacementResult> {
         let wire = bindings::placement::request(request);
-        let out = self.with_instance(prepared, |store, instance| match instance {
-            WarmInstance::Placement(i) => i.call_place(store, &wire),
+        let gpu = !request.gpu_tasks.is_empty();
+        match instance {
+            WarmInstance::PlacementGpu(i) if gpu => i
+                .call_place_gpu(&mut *store, &wire, &bindings::placement_gpu::gpu_request(request))
+                .map(bindings::placement_gpu::result),
+            WarmInstance::PlacementGpu(i) => i.call_place(store, &wire).map(bindings::placement::result),
+            WarmInstance::Placement(i) => i.call_place(store, &wire).map(bindings::placement::result),
             _ => Err(wasmtime::Error::msg("not a placement component")),
-        })?;
-        Ok(bindings::placement::result(out))
+        }
     }
 
     /// Calls `select-victims` in a sandboxed instance.
@@ -576,6 +611,7 @@ impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match &self.0 {
             PreparedWorld::Placement(_) => "Prepared(placement)",
+            PreparedWorld::PlacementGpu(_) => "Prepared(placement-gpu)",
             PreparedWorld::Preemption(_) => "Prepared(preemption)",
             PreparedWorld::Lifecycle(_) => "Prepared(lifecycle)",
             PreparedWorld::LifecycleBatched(_) => "Prepared(lifecycle-batched)",

@@ -75,6 +75,9 @@ fn hand_picked_placement() -> PlacementRequest {
         preferred_host: None,
     };
     PlacementRequest {
+        gpu_hosts: Vec::new(),
+        gpu_tasks: Vec::new(),
+        gpu_workload: Vec::new(),
         round: 1,
         hosts: vec![host(4000, 8192), host(2000, 4096), host(1000, 2048)],
         attributes: vec![AttributeColumn { key: "zone".into(), values: vec![0, 1, 0] }],
@@ -183,7 +186,50 @@ pub(crate) fn placement_case(g: &mut Gen, round: u64) -> PlacementRequest {
             tasks.push(Task { job, instance, gang, demand, constraints: constraint, preferred_host });
         }
     }
-    PlacementRequest { round, hosts, attributes, symbols, jobs, constraints, tasks }
+    let mut request =
+        PlacementRequest { round, hosts, attributes, symbols, jobs, constraints, tasks, ..Default::default() };
+    add_gpu_side(g, &mut request);
+    request
+}
+
+/// The GPU side (0.1.2) of a generated case with GPU hosts: devices partly
+/// used by shares, whole-GPU tasks as asked, and some tasks asking for a
+/// share, a few of them for one model only. Drawn after the rest of the
+/// case, so the cases without GPUs are those of earlier corpora.
+fn add_gpu_side(g: &mut Gen, r: &mut PlacementRequest) {
+    if r.hosts.iter().all(|h| h.total.gpus == 0) {
+        return;
+    }
+    let model = r.symbols.len() as u32;
+    r.symbols.push("gpu-model-a".into());
+    r.gpu_hosts = r
+        .hosts
+        .iter_mut()
+        .map(|h| {
+            let devices: Vec<GpuDevice> = (0..h.total.gpus)
+                .map(|_| GpuDevice {
+                    free_milli: if g.chance(30) { g.pick(&[0, 300, 500, 900]) } else { DEVICE_MILLI },
+                    model: if g.chance(50) { model } else { NO_VALUE },
+                })
+                .collect();
+            h.free.gpus = devices.iter().filter(|d| d.free_milli == DEVICE_MILLI).count() as u64;
+            GpuHost { devices }
+        })
+        .collect();
+    let tasks = r.tasks.clone();
+    r.gpu_tasks = tasks
+        .iter()
+        .map(|t| {
+            if t.demand.gpus > 0 {
+                GpuTask { milli: t.demand.gpus as u32 * DEVICE_MILLI, models: Vec::new() }
+            } else if g.chance(15) {
+                let models = if g.chance(25) { vec![model] } else { Vec::new() };
+                GpuTask { milli: g.pick(&[100, 250, 500, 700]), models }
+            } else {
+                GpuTask::default()
+            }
+        })
+        .collect();
 }
 
 /// The placement corpus: the hand-picked case, then generated ones.

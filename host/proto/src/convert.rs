@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 
 use crate::v1 as pb;
+use paceline_model::gpu::{GpuDevice, GpuGrant, GpuSlot};
 use paceline_model::job::{JobConfig, JobKind, JobRuntime, JobState, Sla, Update, UpdateSpec, UpdateState};
+use paceline_model::resources::GPU_MILLI;
 use paceline_model::task::{
     HealthCheck, HttpProbe, RestartPolicy, SpecError, TaskEvent, TaskGoal, TaskId, TaskRuntime, TaskSpec, TaskState,
     TcpProbe, VolumeSpec,
@@ -42,16 +44,46 @@ impl From<FieldError> for tonic::Status {
     }
 }
 
-/// Resources from the wire.
+/// Resources from the wire: `gpu_milli` when set, else whole `gpus`.
 pub fn resources(r: Option<&pb::Resources>) -> Resources {
     r.map(|r| Resources {
         cpu_millis: r.cpu_millis,
         memory_mib: r.memory_mib,
         disk_mib: r.disk_mib,
-        gpus: r.gpus,
+        gpu_milli: if r.gpu_milli > 0 { r.gpu_milli } else { r.gpus.saturating_mul(GPU_MILLI) },
         ports: r.ports,
     })
     .unwrap_or_default()
+}
+
+/// A GPU grant from the wire.
+pub fn gpu_grant(g: Option<&pb::GpuGrant>) -> GpuGrant {
+    g.map(|g| GpuGrant { devices: g.devices.clone(), milli_each: g.milli_each }).unwrap_or_default()
+}
+
+/// A GPU grant to the wire (`None` when empty).
+pub fn gpu_grant_pb(g: &GpuGrant) -> Option<pb::GpuGrant> {
+    (!g.is_empty()).then(|| pb::GpuGrant { devices: g.devices.clone(), milli_each: g.milli_each })
+}
+
+/// A GPU device from the wire.
+pub fn gpu_device(d: &pb::GpuDevice) -> GpuDevice {
+    GpuDevice { index: d.index, model: d.model.clone() }
+}
+
+/// A GPU device to the wire.
+pub fn gpu_device_pb(d: &GpuDevice) -> pb::GpuDevice {
+    pb::GpuDevice { index: d.index, model: d.model.clone() }
+}
+
+/// A device with its use, to the wire.
+pub fn gpu_slot_pb(s: &GpuSlot) -> pb::GpuSlot {
+    pb::GpuSlot { device: Some(gpu_device_pb(&s.device)), used_milli: s.used_milli }
+}
+
+/// A device with its use, from the wire.
+pub fn gpu_slot(s: &pb::GpuSlot) -> GpuSlot {
+    GpuSlot { device: s.device.as_ref().map(gpu_device).unwrap_or_default(), used_milli: s.used_milli }
 }
 
 /// A launch's secret as the agent protocol carries it (its value in the
@@ -65,14 +97,15 @@ pub fn launch_secret_pb(s: &paceline_model::task_secret::LaunchSecret) -> crate:
     crate::agent::v1::LaunchSecret { name: s.name.clone(), env, file, value: s.value.expose().as_bytes().to_vec() }
 }
 
-/// Resources to the wire.
+/// Resources to the wire: both GPU spellings (whole devices rounded down).
 pub fn resources_pb(r: &Resources) -> pb::Resources {
     pb::Resources {
         cpu_millis: r.cpu_millis,
         memory_mib: r.memory_mib,
         disk_mib: r.disk_mib,
-        gpus: r.gpus,
+        gpus: r.whole_gpus(),
         ports: r.ports,
+        gpu_milli: r.gpu_milli,
     }
 }
 
@@ -274,6 +307,7 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
                 file: (!r.file.is_empty()).then(|| r.file.clone()),
             })
             .collect(),
+        gpu_models: t.gpu_models.clone(),
     })
 }
 
@@ -335,6 +369,7 @@ pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
                 file: r.file.clone().unwrap_or_default(),
             })
             .collect(),
+        gpu_models: t.gpu_models.clone(),
     }
 }
 
@@ -560,6 +595,7 @@ pub fn host_view(h: &crate::placement::v2::HostView) -> paceline_model::view::Ho
         attributes: h.attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         task_labels: h.task_labels.iter().cloned().collect(),
         job_counts: h.job_counts.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        gpus: h.gpus.iter().map(gpu_slot).collect(),
     }
 }
 
@@ -572,6 +608,7 @@ pub fn host_view_pb(h: &paceline_model::view::HostView) -> crate::placement::v2:
         attributes: h.attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         task_labels: h.task_labels.iter().cloned().collect(),
         job_counts: h.job_counts.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        gpus: h.gpus.iter().map(gpu_slot_pb).collect(),
     }
 }
 
@@ -608,7 +645,7 @@ mod tests {
             default_task: TaskSpec {
                 command: "python3".into(),
                 args: vec!["-m".into(), "http.server".into()],
-                resources: Resources { cpu_millis: 500, memory_mib: 128, disk_mib: 10, gpus: 0, ports: 1 },
+                resources: Resources { cpu_millis: 500, memory_mib: 128, disk_mib: 10, gpu_milli: 0, ports: 1 },
                 ports: vec!["http".into()],
                 constraints: vec![
                     Constraint::AttributeIn { key: "zone".into(), values: vec!["a".into(), "b".into()] },

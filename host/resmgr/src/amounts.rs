@@ -5,7 +5,7 @@
 use paceline_model::Resources;
 use paceline_model::pool::ResourceKind;
 
-/// cpu millicores, memory MiB, disk MiB, gpus.
+/// cpu millicores, memory MiB, disk MiB, milli-GPUs.
 pub type Amounts = [u64; 4];
 
 /// Nothing.
@@ -14,7 +14,7 @@ pub const ZERO: Amounts = [0; 4];
 /// The four entitled kinds of a resource vector.
 #[inline]
 pub fn of(r: &Resources) -> Amounts {
-    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus]
+    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpu_milli]
 }
 
 /// Back to a resource vector (no ports).

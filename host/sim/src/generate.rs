@@ -78,7 +78,7 @@ pub fn generate(cfg: &GenConfig) -> (Header, Vec<Timed>) {
     for i in 0..cfg.hosts {
         let zone = zone_name(i as u32 % zones);
         let (resources, shape) = if i < gpu_hosts {
-            (Resources::new(48_000, 393_216, 2_000_000, 8), "gpu")
+            (Resources::new(48_000, 393_216, 2_000_000, 8_000), "gpu")
         } else if i < gpu_hosts + big_hosts {
             (Resources::new(64_000, 262_144, 2_000_000, 0), "large")
         } else {
@@ -88,7 +88,7 @@ pub fn generate(cfg: &GenConfig) -> (Header, Vec<Timed>) {
         let mut attributes = paceline_model::Labels::new();
         attributes.insert("zone".into(), zone);
         attributes.insert("shape".into(), shape.into());
-        if resources.gpus > 0 {
+        if resources.gpu_milli > 0 {
             attributes.insert("gpu_model".into(), "G1".into());
         }
         hosts.push(Timed { at: 0, event: Event::Host(HostEvent { name: format!("h-{i:05}"), resources, attributes }) });
@@ -199,13 +199,14 @@ fn pools(capacity: &Resources) -> Vec<PoolEntry> {
         memory_mib: pct(capacity.memory_mib, 20),
         disk_mib: pct(capacity.disk_mib, 20),
         gpus: None,
+        gpu_milli: None,
     };
     let batch = entry("/batch");
     let mut a = entry("/batch/a");
     a.share = Some(OneOrPerKind::All(2));
     let b = entry("/batch/b");
     let mut ml = entry("/ml");
-    ml.reservation = KindValues { gpus: pct(capacity.gpus, 50), ..KindValues::default() };
+    ml.reservation = KindValues { gpu_milli: pct(capacity.gpu_milli, 50), ..KindValues::default() };
     vec![prod, batch, a, b, ml]
 }
 
@@ -237,7 +238,7 @@ fn draft(rng: &mut Rng, n: usize, kind: Mix, sigma: f64) -> Draft {
         pool,
         job_kind,
         instances,
-        Resources::new(cpu, memory, 1_024, gpus),
+        Resources::new(cpu, memory, 1_024, gpus * 1_000),
     );
     spec.labels.insert("mix".into(), kind_name(kind).into());
     if gang {

@@ -256,6 +256,71 @@ pub fn line_chart(title: &str, x_ms: &[u64], series: &[(String, &[f64], &str)], 
     svg
 }
 
+/// A named line of (x, y) points with its colour.
+pub type Curve<'a> = (String, Vec<(f64, f64)>, &'a str);
+
+/// A line chart of (x, y) points, both in percent, as inline SVG: the
+/// "arrive until full" GPU curve (allocated against arrived).
+pub fn percent_chart(title: &str, x_label: &str, series: &[Curve<'_>]) -> String {
+    let (w, h, left, right, top, bottom) = (760.0, 260.0, 56.0, 12.0, 26.0, 50.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let x_max = nice(series.iter().flat_map(|(_, p, _)| p.iter().map(|q| q.0)).fold(1.0_f64, f64::max));
+    let y_max = 100.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>{}</title>"#,
+        esc(title)
+    );
+    let _ = write!(svg, r#"<text x="{left}" y="16" class="t">{}</text>"#, esc(title));
+    for i in 0..=4 {
+        let y = top + ph - ph * f64::from(i) / 4.0;
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" class="a" text-anchor="end">{}%</text>"##,
+            left + pw,
+            left - 4.0,
+            y + 4.0,
+            short(y_max * f64::from(i) / 4.0)
+        );
+        let x = left + pw * f64::from(i) / 4.0;
+        let _ = write!(
+            svg,
+            r#"<text x="{x:.1}" y="{:.1}" class="a" text-anchor="middle">{}%</text>"#,
+            top + ph + 14.0,
+            short(x_max * f64::from(i) / 4.0)
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="a" text-anchor="middle">{}</text>"#,
+        left + pw / 2.0,
+        top + ph + 28.0,
+        esc(x_label)
+    );
+    for (k, (label, points, color)) in series.iter().enumerate() {
+        let mut line = String::new();
+        for (x, y) in points {
+            let px = left + pw * (x / x_max).clamp(0.0, 1.0);
+            let py = top + ph - ph * (y / y_max).clamp(0.0, 1.0);
+            let _ = write!(line, "{px:.1},{py:.1} ");
+        }
+        let _ =
+            write!(svg, r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{}"/>"#, line.trim_end());
+        let lx = left + 8.0 + 170.0 * k as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}" class="a">{}</text>"#,
+            h - 8.0,
+            lx + 14.0,
+            h - 4.0,
+            esc(label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 fn nice(v: f64) -> f64 {
     let mag = 10f64.powf(v.log10().floor());
     for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
@@ -365,6 +430,7 @@ fn charts(reports: &[(&str, &Report)]) -> String {
         "",
     );
     chart("Stranded GPUs", pick(&|r| r.series.stranded_gpus.as_slice(), "GPUs"), "");
+
     let waiting: Vec<(String, Vec<f64>, &str)> = reports
         .iter()
         .enumerate()
@@ -388,6 +454,25 @@ fn charts(reports: &[(&str, &Report)]) -> String {
             }
         }
         chart(&format!("Pool {}: CPU allocation and entitlement, % of the cluster", ps.pool), lines, "%");
+    }
+    let curves: Vec<Curve<'_>> = reports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (name, r))| {
+            let curve = &r.fill.as_ref()?.gpu_curve;
+            (!curve.is_empty()).then(|| {
+                let points = curve.iter().map(|p| (p.arrived * 100.0, p.allocated * 100.0)).collect();
+                (name.to_string(), points, COLORS[i % COLORS.len()])
+            })
+        })
+        .collect();
+    if !curves.is_empty() {
+        out.push_str(&percent_chart(
+            "GPU allocated as the work arrives (arrive until full)",
+            "GPU asked for by the jobs arrived, % of GPU capacity",
+            &curves,
+        ));
+        out.push('\n');
     }
     out
 }

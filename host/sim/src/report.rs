@@ -217,6 +217,20 @@ pub struct FillObserved {
     /// Trace lines the mode does not replay, by event name (kills, updates,
     /// failures, maintenance, policy swaps: they are about time).
     pub dropped: BTreeMap<String, u64>,
+    /// GPU allocation as the arrived work grew: one point per 2% of the
+    /// cluster's GPU capacity arrived (empty without GPUs).
+    pub gpu_curve: Vec<FillPoint>,
+}
+
+/// One point of [`FillObserved::gpu_curve`], in milli-GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FillPoint {
+    /// GPU asked for by the jobs submitted so far (placed or not).
+    pub arrived_milli: u64,
+    /// GPU held by the jobs placed so far.
+    pub allocated_milli: u64,
+    /// The cluster's GPU capacity then.
+    pub capacity_milli: u64,
 }
 
 /// The figures of an "arrive until full" replay: how much of the trace's
@@ -236,8 +250,8 @@ pub struct Fill {
     pub first_unplaced: Option<String>,
     /// CPU cores held by placed tasks at the stop.
     pub cpu_cores: f64,
-    /// GPUs held by placed tasks at the stop.
-    pub gpus: u64,
+    /// GPUs held by placed tasks at the stop (shares counted in thousandths).
+    pub gpus: f64,
     /// Shares of the capacity of the hosts up at the stop.
     pub cpu_share: f64,
     /// See `cpu_share`.
@@ -246,6 +260,25 @@ pub struct Fill {
     pub gpu_share: f64,
     /// Trace lines not replayed in this mode, by event.
     pub dropped: BTreeMap<String, u64>,
+    /// GPU allocation as the arrived work grew (the fragmentation paper's
+    /// curve); empty without GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_curve: Vec<GpuFillPoint>,
+    /// The first point of `gpu_curve` where the arrived work reached 100% of
+    /// the GPU capacity, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_at_full: Option<GpuFillPoint>,
+}
+
+/// GPU allocation at one amount of arrived work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuFillPoint {
+    /// GPU asked for by the jobs submitted so far, a share of capacity.
+    pub arrived: f64,
+    /// GPU held by placed jobs, a share of capacity.
+    pub allocated: f64,
+    /// GPUs not allocated (capacity − held, in GPUs).
+    pub unallocated_gpus: f64,
 }
 
 /// Percentiles of a set of durations, ms (nearest rank).
@@ -509,7 +542,7 @@ fn mean_peak(values: &[f64]) -> MeanPeak {
 /// these fits a host, no waiting demand does.
 fn minimal(demands: &BTreeMap<Resources4, u64>) -> Vec<Resources> {
     let mut keys: Vec<Resources> = demands.keys().map(|k| k.0).collect();
-    keys.sort_by_key(|r| (r.cpu_millis, r.memory_mib, r.gpus, r.disk_mib, r.ports));
+    keys.sort_by_key(|r| (r.cpu_millis, r.memory_mib, r.gpu_milli, r.disk_mib, r.ports));
     let mut out: Vec<Resources> = Vec::new();
     for k in keys {
         if !out.iter().any(|m| m.fits_in(&k)) {
@@ -525,7 +558,7 @@ struct Resources4(Resources);
 
 impl Ord for Resources4 {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let k = |r: &Resources| (r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus, r.ports);
+        let k = |r: &Resources| (r.cpu_millis, r.memory_mib, r.disk_mib, r.gpu_milli, r.ports);
         k(&self.0).cmp(&k(&other.0))
     }
 }
@@ -721,9 +754,9 @@ impl Observed {
             series.t_ms.push(s);
             series.cpu.push(ratio(allocated.cpu_millis, capacity.cpu_millis));
             series.memory.push(ratio(allocated.memory_mib, capacity.memory_mib));
-            series.gpu.push(ratio(allocated.gpus, capacity.gpus));
+            series.gpu.push(ratio(allocated.gpu_milli, capacity.gpu_milli));
             series.stranded_cpu_cores.push(r4(stranded.cpu_millis as f64 / 1_000.0));
-            series.stranded_gpus.push(stranded.gpus as f64);
+            series.stranded_gpus.push(r4(stranded.gpu_milli as f64 / 1_000.0));
             series.waiting.push(waiting_n);
             series.running.push(running_n);
             capacity_at.push(capacity);
@@ -752,9 +785,9 @@ impl Observed {
                 ps.cpu_entitlement.push(e);
                 ps.cpu_deviation.push(r4(a - e));
                 dev_cpu += (a - e).abs();
-                if cap.gpus > 0 {
-                    let ag = ratio(s.allocation.gpus, cap.gpus);
-                    let eg = ratio(s.entitlement.gpus.min(cap.gpus), cap.gpus);
+                if cap.gpu_milli > 0 {
+                    let ag = ratio(s.allocation.gpu_milli, cap.gpu_milli);
+                    let eg = ratio(s.entitlement.gpu_milli.min(cap.gpu_milli), cap.gpu_milli);
                     dev_gpu += (ag - eg).abs();
                     n_gpu += 1;
                 }
@@ -798,6 +831,14 @@ impl Observed {
     }
 }
 
+fn gpu_fill_point(p: &FillPoint) -> GpuFillPoint {
+    GpuFillPoint {
+        arrived: ratio(p.arrived_milli, p.capacity_milli),
+        allocated: ratio(p.allocated_milli, p.capacity_milli),
+        unallocated_gpus: r4(p.capacity_milli.saturating_sub(p.allocated_milli) as f64 / 1_000.0),
+    }
+}
+
 impl Observed {
     fn fill_figures(&self, f: &FillObserved) -> Fill {
         let mut held = Resources::default();
@@ -824,11 +865,13 @@ impl Observed {
             tasks_placed,
             first_unplaced: f.first_unplaced.clone(),
             cpu_cores: r4(held.cpu_millis as f64 / 1_000.0),
-            gpus: held.gpus,
+            gpus: r4(held.gpu_milli as f64 / 1_000.0),
             cpu_share: ratio(held.cpu_millis, capacity.cpu_millis),
             memory_share: ratio(held.memory_mib, capacity.memory_mib),
-            gpu_share: ratio(held.gpus, capacity.gpus),
+            gpu_share: ratio(held.gpu_milli, capacity.gpu_milli),
             dropped: f.dropped.clone(),
+            gpu_curve: f.gpu_curve.iter().map(gpu_fill_point).collect(),
+            gpu_at_full: f.gpu_curve.iter().find(|p| p.arrived_milli >= p.capacity_milli).map(gpu_fill_point),
         }
     }
 }

@@ -119,8 +119,8 @@ pub struct JobEvent {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunScript>,
     /// The share of one GPU each task asked for, in thousandths, when the
-    /// source had fractional requests (recorded; version 1 places whole
-    /// GPUs, `spec`'s `gpus`).
+    /// source had fractional requests (recorded as the source said it; what
+    /// is placed is `spec`'s `gpu_milli`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_milli: Option<u64>,
 }
@@ -201,6 +201,9 @@ pub struct PolicyEvent {
 }
 
 /// One line after the header.
+// Pool lines are few (a tree's worth per trace) and jobs are boxed: the
+// size of a pool entry costs nothing that matters.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// A pool of the tree (parents before children).

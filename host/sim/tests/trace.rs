@@ -139,7 +139,7 @@ fn openb_sample_maps_nodes_pods_and_fractional_gpus() {
         })
         .collect();
     assert_eq!(hosts.len(), 3);
-    assert_eq!((hosts[1].resources.cpu_millis, hosts[1].resources.gpus), (96_000, 8));
+    assert_eq!((hosts[1].resources.cpu_millis, hosts[1].resources.gpu_milli), (96_000, 8_000));
     assert_eq!(hosts[1].attributes.get("gpu_model").map(String::as_str), Some("V100M32"));
     assert!(!hosts[0].attributes.contains_key("gpu_model"), "a CPU node has no model");
     let jobs: Vec<(u64, &paceline_sim::trace::JobEvent)> = imported
@@ -150,10 +150,10 @@ fn openb_sample_maps_nodes_pods_and_fractional_gpus() {
             _ => None,
         })
         .collect();
-    assert_eq!(jobs.len(), 4, "every pod, fractional ones rounded up");
+    assert_eq!(jobs.len(), 4, "every pod, fractional ones as shares");
     let (at, frac) = jobs[1];
     assert_eq!(at, 50_000, "arrival relative to the first creation, in ms");
-    assert_eq!((frac.spec.default_task.resources.gpus, frac.gpu_milli), (1, Some(460)));
+    assert_eq!((frac.spec.default_task.resources.gpu_milli, frac.gpu_milli), (460, Some(460)), "a share of one device");
     assert_eq!(frac.run.ms, Some(240_000), "deletion - scheduled");
     assert!(frac.spec.sla.preemptible, "BE is preemptible");
     let (_, typed) = jobs[2];
@@ -164,7 +164,11 @@ fn openb_sample_maps_nodes_pods_and_fractional_gpus() {
     );
     let (_, pending) = jobs[3];
     assert_eq!(pending.run.ms, Some(600_000), "never scheduled: from creation");
-    assert!(imported.summary.iter().any(|s| s.contains("fractional GPU rounded up to 1: 1")), "{:?}", imported.summary);
+    assert!(
+        imported.summary.iter().any(|s| s.contains("fractional GPU: a share of one device: 1")),
+        "{:?}",
+        imported.summary
+    );
 
     let dropped = openb::import(
         Cursor::new(OPENB_NODES),

@@ -106,7 +106,7 @@ fn job(instances: u32) -> JobConfig {
         default_task: TaskSpec {
             command: "/bin/true".into(),
             args: vec!["--flag".into(), "value".into()],
-            resources: Resources { cpu_millis: 500, memory_mib: 256, disk_mib: 100, gpus: 0, ports: 0 },
+            resources: Resources { cpu_millis: 500, memory_mib: 256, disk_mib: 100, gpu_milli: 0, ports: 0 },
             ..Default::default()
         },
         ..Default::default()

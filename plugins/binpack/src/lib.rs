@@ -92,9 +92,9 @@ export_placement!(Binpack);
 pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, UnplacedReason> {
     let task = &round.request.tasks[t as usize];
     let demand = task.demand;
+    let gpu = round.gpu_task(t).milli;
     if let Some(p) = task.preferred_host
-        && let Some(free) = round.free.get(p as usize)
-        && demand.fits_in(free)
+        && round.fits(t, p)
         && !round.at_max_per_host(task.job, p)
         && eligible_host(round, task, p)
     {
@@ -108,6 +108,7 @@ pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, Unp
         && !limited
         && !has_preferences
         && demand.gpus == 0
+        && gpu == 0
         && demand.ports == 0
         && small(demand.cpu_millis)
         && small(demand.memory_mib)
@@ -117,10 +118,12 @@ pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, Unp
         return best_fit_all(&compact.slots, d).ok_or(UnplacedReason::InsufficientResources);
     }
     // Everything else: a host matching more preference weight wins, then
-    // the fullest after taking the task.
+    // the fullest after taking the task; for a GPU ask, then the host with
+    // the fewest milli-GPUs left (shares pack onto started devices).
     round.pick_min_by_key(t, |h| {
         let leftover = round.free[h as usize].saturating_sub(&demand);
-        (-round.preference_score(task, h), round.scales[h as usize].score(&leftover))
+        let gpu_left: u64 = if gpu > 0 { round.gpu_free[h as usize].iter().map(|&f| u64::from(f)).sum() } else { 0 };
+        (-round.preference_score(task, h), round.scales[h as usize].score(&leftover), gpu_left)
     })
 }
 

@@ -16,9 +16,8 @@
 //! impl PlacementPolicy for FirstFit {
 //!     fn place(request: &PlacementRequest) -> PlacementResult {
 //!         place_gangs(Round::new(request), |round, t| {
-//!             let demand = round.request.tasks[t as usize].demand;
 //!             (0..round.free.len() as u32)
-//!                 .find(|&h| demand.fits_in(&round.free[h as usize]))
+//!                 .find(|&h| round.fits(t, h))
 //!                 .ok_or(UnplacedReason::InsufficientResources)
 //!         })
 //!     }
@@ -58,7 +57,7 @@ pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.1";
 
 /// Everything a policy usually needs.
 pub mod prelude {
-    pub use crate::placement::{Round, gangs, place_gangs};
+    pub use crate::placement::{Round, complete_grants, gangs, place_gangs};
     pub use crate::resources::ScoreScale;
     pub use crate::types::*;
     pub use crate::{
@@ -111,7 +110,8 @@ pub trait LifecyclePolicy {
     }
 }
 
-/// Exports a [`PlacementPolicy`] as the component's `placement` world.
+/// Exports a [`PlacementPolicy`] as the component's `placement-gpu` world
+/// (`place` and, since 0.1.2, `place-gpu`).
 ///
 /// On native targets it only checks that the type implements the trait, so a
 /// mistake is reported at the author's line by a plain `cargo check`.
@@ -130,6 +130,12 @@ macro_rules! export_placement {
                     request: $crate::wasm::placement::paceline::scheduler::placement_types::PlacementRequest,
                 ) -> $crate::wasm::placement::paceline::scheduler::placement_types::PlacementResult {
                     $crate::wasm::placement::run::<$policy>(request)
+                }
+                fn place_gpu(
+                    request: $crate::wasm::placement::paceline::scheduler::placement_types::PlacementRequest,
+                    gpu: $crate::wasm::placement::paceline::scheduler::gpu_placement_types::GpuRequest,
+                ) -> $crate::wasm::placement::paceline::scheduler::gpu_placement_types::GpuPlacementResult {
+                    $crate::wasm::placement::run_gpu::<$policy>(request, gpu)
                 }
             }
             $crate::wasm::placement::export_placement_world!(PacelinePlacementGuest with_types_in $crate::wasm::placement);

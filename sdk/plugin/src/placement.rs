@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::resources::ScoreScale;
 use crate::types::{
-    Assignment, HostFilter, PlacementRequest, PlacementResult, Resources, Task, Unplaced, UnplacedReason,
+    Assignment, DEVICE_MILLI, DeviceGrant, GpuTask, HostFilter, PlacementRequest, PlacementResult, Resources, Task,
+    Unplaced, UnplacedReason,
 };
 
 /// Mutable state of one placement round: what is still free on each host,
@@ -28,7 +29,13 @@ pub struct Round<'a> {
     tracked_jobs: Vec<bool>,
     journal: Vec<u32>,
     result: PlacementResult,
+    /// Milli-GPUs free per device, per host (empty when the round has no
+    /// GPU host), updated as tasks are assigned.
+    pub gpu_free: Vec<Vec<u32>>,
 }
+
+/// A task that asks for no GPU.
+static NO_GPU: GpuTask = GpuTask { milli: 0, models: Vec::new() };
 
 impl<'a> Round<'a> {
     /// Starts a round over `request`, counting tasks per (job, host) only for
@@ -63,7 +70,62 @@ impl<'a> Round<'a> {
             counts,
             tracked_jobs,
             journal: Vec::new(),
-            result: PlacementResult { assignments: Vec::with_capacity(request.tasks.len()), unplaced: Vec::new() },
+            result: PlacementResult {
+                assignments: Vec::with_capacity(request.tasks.len()),
+                unplaced: Vec::new(),
+                grants: Vec::new(),
+            },
+            gpu_free: request.gpu_hosts.iter().map(|h| h.devices.iter().map(|d| d.free_milli).collect()).collect(),
+        }
+    }
+
+    /// Task `task`'s GPU ask (none when the round carries no GPU side).
+    pub fn gpu_task(&self, task: u32) -> &'a GpuTask {
+        self.request.gpu_tasks.get(task as usize).unwrap_or(&NO_GPU)
+    }
+
+    /// Whether task `task` fits on `host`: its demand within the host's free
+    /// capacity and, when it asks for GPU, devices that take it.
+    pub fn fits(&self, task: u32, host: u32) -> bool {
+        let Some(free) = self.free.get(host as usize) else { return false };
+        self.request.tasks.get(task as usize).is_some_and(|t| t.demand.fits_in(free)) && self.gpu_fits(task, host)
+    }
+
+    /// Whether `host` has devices for task `task`'s GPU ask (true for a task
+    /// that asks for none).
+    pub fn gpu_fits(&self, task: u32, host: u32) -> bool {
+        let ask = self.gpu_task(task);
+        let (count, _) = ask.shape();
+        if count == 0 {
+            return true;
+        }
+        let (Some(devices), Some(free)) = (self.request.gpu_hosts.get(host as usize), self.gpu_free.get(host as usize))
+        else {
+            return false;
+        };
+        devices.devices.iter().zip(free).filter(|(d, f)| ask.takes(d, **f)).take(count as usize).count()
+            == count as usize
+    }
+
+    /// The devices the runtime's default would give task `task` on `host`:
+    /// whole devices from the lowest wholly free ones, a share on the
+    /// device it fills best (least free that takes it, lowest index on
+    /// ties). `None` when the host has none that take it.
+    pub fn default_devices(&self, task: u32, host: u32) -> Option<Vec<u32>> {
+        let ask = self.gpu_task(task);
+        let (count, each) = ask.shape();
+        if count == 0 {
+            return Some(Vec::new());
+        }
+        let devices = &self.request.gpu_hosts.get(host as usize)?.devices;
+        let free = self.gpu_free.get(host as usize)?;
+        let takes = |i: usize| ask.takes(&devices[i], free[i]);
+        if each == DEVICE_MILLI {
+            let picked: Vec<u32> =
+                (0..devices.len()).filter(|&i| takes(i)).take(count as usize).map(|i| i as u32).collect();
+            (picked.len() == count as usize).then_some(picked)
+        } else {
+            (0..devices.len()).filter(|&i| takes(i)).min_by_key(|&i| (free[i], i)).map(|i| vec![i as u32])
         }
     }
 
@@ -86,11 +148,37 @@ impl<'a> Round<'a> {
         }
     }
 
-    /// Records `task` (an index into the request) on `host` and takes its demand.
+    /// Records `task` (an index into the request) on `host` and takes its
+    /// demand; a GPU ask gets [`Round::default_devices`] (none when no
+    /// device takes it: the runtime then refuses the answer).
     pub fn assign(&mut self, task: u32, host: u32) {
+        let devices = self.default_devices(task, host).unwrap_or_default();
+        self.assign_with_devices(task, host, devices);
+    }
+
+    /// [`Round::assign`] with the policy's own choice of devices (indices
+    /// into the host's devices; empty for a task that asks for no GPU).
+    pub fn assign_with_devices(&mut self, task: u32, host: u32, devices: Vec<u32>) {
         let t = &self.request.tasks[task as usize];
-        let f = &mut self.free[host as usize];
-        *f = f.saturating_sub(&t.demand);
+        let (_, each) = self.gpu_task(task).shape();
+        if !devices.is_empty() {
+            if let Some(free) = self.gpu_free.get_mut(host as usize) {
+                for &d in &devices {
+                    if let Some(f) = free.get_mut(d as usize) {
+                        *f = f.saturating_sub(each);
+                    }
+                }
+                // Whole free devices, as the host offer counts them.
+                let whole = free.iter().filter(|&&f| f == DEVICE_MILLI).count() as u64;
+                let f = &mut self.free[host as usize];
+                *f = f.saturating_sub(&t.demand);
+                f.gpus = whole;
+            }
+            self.result.grants.push(DeviceGrant { task, devices });
+        } else {
+            let f = &mut self.free[host as usize];
+            *f = f.saturating_sub(&t.demand);
+        }
         if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false) {
             *self.counts.entry((t.job, host)).or_insert(0) += 1;
         }
@@ -117,6 +205,18 @@ impl<'a> Round<'a> {
             let t = &self.request.tasks[a.task as usize];
             let f = &mut self.free[a.host as usize];
             *f = f.saturating_add(&t.demand);
+            if let Some(g) = self.result.grants.iter().rposition(|g| g.task == a.task) {
+                let grant = self.result.grants.swap_remove(g);
+                let (_, each) = self.gpu_task(a.task).shape();
+                if let Some(free) = self.gpu_free.get_mut(a.host as usize) {
+                    for d in grant.devices {
+                        if let Some(f) = free.get_mut(d as usize) {
+                            *f = (*f + each).min(DEVICE_MILLI);
+                        }
+                    }
+                    self.free[a.host as usize].gpus = free.iter().filter(|&&f| f == DEVICE_MILLI).count() as u64;
+                }
+            }
             self.journal.push(a.host);
             if self.tracked_jobs.get(t.job as usize).copied().unwrap_or(false)
                 && let Some(c) = self.counts.get_mut(&(t.job, a.host))
@@ -176,8 +276,7 @@ impl<'a> Round<'a> {
         let mut best: Option<(K, u32)> = None;
         let mut blocked_by_max = false;
         for h in hosts {
-            let Some(free) = self.free.get(h as usize) else { continue };
-            if !task.demand.fits_in(free) {
+            if !self.fits(t, h) {
                 continue;
             }
             if self.at_max_per_host(task.job, h) {
@@ -200,6 +299,42 @@ impl<'a> Round<'a> {
     pub fn finish(self) -> PlacementResult {
         self.result
     }
+}
+
+/// Gives every assigned task that asks for GPU and holds no grant the
+/// runtime's default devices ([`Round::default_devices`], after the grants
+/// the answer already makes, in assignment order). The runtime runs it on
+/// every answer before checking it, so a policy built against the API
+/// before GPU shares (or one that leaves device choice to the runtime)
+/// still places GPU tasks; a task no device of its host takes keeps no
+/// grant, and the check refuses the answer.
+pub fn complete_grants(request: &PlacementRequest, result: &mut PlacementResult) {
+    if request.gpu_tasks.iter().all(|t| t.milli == 0) {
+        return;
+    }
+    let mut round = Round::new(request);
+    let mut granted = vec![false; request.tasks.len()];
+    let explicit = std::mem::take(&mut result.grants);
+    let host_of: std::collections::HashMap<u32, u32> = result.assignments.iter().map(|a| (a.task, a.host)).collect();
+    for g in &explicit {
+        if let Some(&host) = host_of.get(&g.task)
+            && let Some(seen) = granted.get_mut(g.task as usize)
+        {
+            *seen = true;
+            round.assign_with_devices(g.task, host, g.devices.clone());
+        }
+    }
+    let mut grants = explicit;
+    for a in &result.assignments {
+        if granted.get(a.task as usize).copied().unwrap_or(true) || round.gpu_task(a.task).milli == 0 {
+            continue;
+        }
+        if let Some(devices) = round.default_devices(a.task, a.host) {
+            round.assign_with_devices(a.task, a.host, devices.clone());
+            grants.push(DeviceGrant { task: a.task, devices });
+        }
+    }
+    result.grants = grants;
 }
 
 /// Splits the request's tasks into gangs: runs of consecutive tasks with the

@@ -1,4 +1,4 @@
-//! Plain Rust mirrors of the `paceline:scheduler@0.1.1` WIT types.
+//! Plain Rust mirrors of the `paceline:scheduler@0.1.2` WIT types.
 //!
 //! Field names and meanings are those of `wit/types.wit`; see there for the
 //! contract. These types are what a policy reads and returns, what scenario
@@ -19,7 +19,8 @@ pub struct Resources {
     pub memory_mib: u64,
     /// Disk in MiB.
     pub disk_mib: u64,
-    /// Whole GPU devices.
+    /// Whole GPU devices (in a host's `free`: its wholly free devices; in a
+    /// demand: 0 for a share of one device, see [`GpuTask`]).
     pub gpus: u64,
     /// Host ports, as a count.
     pub ports: u64,
@@ -142,6 +143,96 @@ pub struct PlacementRequest {
     pub constraints: Vec<ConstraintSet>,
     /// Tasks to place, gangs contiguous, in admission order.
     pub tasks: Vec<Task>,
+    /// GPU devices per host, in host order (0.1.2); empty when no host of
+    /// the round has a GPU and no task asks for one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_hosts: Vec<GpuHost>,
+    /// GPU ask per task, in task order (0.1.2; 0 for a task that asks for
+    /// none); empty exactly when `gpu_hosts` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_tasks: Vec<GpuTask>,
+    /// The task shapes the runtime has seen lately, most frequent first
+    /// (0.1.2; empty without a GPU side).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_workload: Vec<TaskClass>,
+}
+
+/// A shape of task seen lately, with its relative weight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskClass {
+    /// CPU in millicores.
+    pub cpu_millis: u64,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// GPU ask in milli-GPUs (0: none).
+    pub milli: u32,
+    /// How often it was seen (relative).
+    pub weight: u32,
+}
+
+/// One milli-GPU unit per device: 1000 is one whole device.
+pub const DEVICE_MILLI: u32 = 1000;
+
+/// One GPU device as a policy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuDevice {
+    /// Milli-GPUs free on it (1000: wholly free).
+    pub free_milli: u32,
+    /// Its model: an index into `PlacementRequest::symbols`, or [`NO_VALUE`].
+    pub model: u32,
+}
+
+/// A host's GPU devices, in the host's device order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuHost {
+    /// The devices; empty for a host without GPUs.
+    pub devices: Vec<GpuDevice>,
+}
+
+/// One task's GPU ask.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuTask {
+    /// 0: none; below 1000: a share of one device; else that many whole
+    /// devices × 1000.
+    pub milli: u32,
+    /// Models the task accepts (indices into `PlacementRequest::symbols`);
+    /// empty: any.
+    pub models: Vec<u32>,
+}
+
+impl GpuTask {
+    /// Devices the task needs and milli-GPUs on each: `(n, 1000)` for n
+    /// whole devices, `(1, share)` for a share, `(0, 0)` for none.
+    pub fn shape(&self) -> (u32, u32) {
+        match self.milli {
+            0 => (0, 0),
+            m if m < DEVICE_MILLI => (1, m),
+            m => (m / DEVICE_MILLI, DEVICE_MILLI),
+        }
+    }
+
+    /// Whether device `d` takes the task's per-device ask with `free` left
+    /// on it: whole devices only when wholly free, a share when it fits;
+    /// and of an accepted model.
+    pub fn takes(&self, d: &GpuDevice, free: u32) -> bool {
+        let (_, each) = self.shape();
+        let room = if each == DEVICE_MILLI { free == DEVICE_MILLI } else { free >= each };
+        room && (self.models.is_empty() || self.models.contains(&d.model))
+    }
+}
+
+/// The devices an assigned task gets on its host.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeviceGrant {
+    /// Index into `PlacementRequest::tasks`.
+    pub task: u32,
+    /// Indices into the host's [`GpuHost::devices`].
+    pub devices: Vec<u32>,
 }
 
 /// Task `task` goes to host `host`.
@@ -204,6 +295,10 @@ pub struct PlacementResult {
     pub assignments: Vec<Assignment>,
     /// Tasks not placed.
     pub unplaced: Vec<Unplaced>,
+    /// Device grants of assigned tasks that ask for GPU (0.1.2); a task
+    /// without one gets devices chosen by the runtime.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<DeviceGrant>,
 }
 
 /// A resource pool as the resource manager sees it.

@@ -11,7 +11,10 @@
 //! - Placement ([`check_placement`]): every task exactly once; known indices;
 //!   no host given more than it has free (so no host is used twice beyond
 //!   what fits); hard constraints; per-host maxima, existing tasks counted;
-//!   a gang placed whole or not at all.
+//!   a gang placed whole or not at all; GPU devices (0.1.2): every assigned
+//!   task that asks for GPU holds devices of its host that take it (whole
+//!   devices wholly free, a share within what its device has left, an
+//!   accepted model), and no other task holds any.
 //! - Preemption ([`check_victims`]): known indices, no victim twice, only
 //!   preemptible (or revocable) tasks, only from the pools the need allows,
 //!   and no more than needed: a need's victims cover it, and none of them
@@ -68,6 +71,15 @@ pub enum Violation {
     },
     /// Part of a gang was placed and part was not.
     PartialGang(u32),
+    /// A task's GPU devices are wrong (missing, unknown, repeated, shared
+    /// when whole, overcommitted, of a model it does not accept) or were
+    /// granted to a task that is not assigned or asks for no GPU.
+    BadGrant {
+        /// The task.
+        task: u32,
+        /// What is wrong.
+        why: String,
+    },
     /// A victim is not preemptible.
     NotPreemptible(u32),
     /// A victim refers to a need that does not exist.
@@ -128,6 +140,7 @@ impl fmt::Display for Violation {
                 write!(f, "job {job} has {count} tasks on host {host}, above its per-host maximum")
             }
             Self::PartialGang(g) => write!(f, "gang {g} was placed only in part"),
+            Self::BadGrant { task, why } => write!(f, "task {task}'s GPU devices: {why}"),
             Self::NotPreemptible(t) => write!(f, "victim {t} is not preemptible"),
             Self::UnknownNeed(n) => write!(f, "need index {n} is not in the request"),
             Self::WrongPool { task, need } => write!(f, "victim {task} is from a pool that need {need} does not allow"),
@@ -192,7 +205,67 @@ pub fn check_placement(request: &PlacementRequest, result: &PlacementResult) -> 
         }
     }
     check_max_per_host(request, result)?;
-    check_gangs(request, &seen)
+    check_gangs(request, &seen)?;
+    check_grants(request, result)
+}
+
+/// GPU grants: each assigned task that asks for GPU has exactly one grant,
+/// on devices of its host that take it given the grants before it; no
+/// other task has one.
+fn check_grants(request: &PlacementRequest, result: &PlacementResult) -> Result<(), Violation> {
+    let bad = |task: u32, why: String| Err(Violation::BadGrant { task, why });
+    if request.gpu_tasks.is_empty() && result.grants.is_empty() {
+        return Ok(());
+    }
+    let mut host_of = vec![None; request.tasks.len()];
+    for a in &result.assignments {
+        host_of[a.task as usize] = Some(a.host);
+    }
+    let mut free: Vec<Vec<u32>> =
+        request.gpu_hosts.iter().map(|h| h.devices.iter().map(|d| d.free_milli).collect()).collect();
+    let mut granted = vec![false; request.tasks.len()];
+    for g in &result.grants {
+        let Some(&host) = host_of.get(g.task as usize) else { return bad(g.task, "not a task of the request".into()) };
+        let Some(host) = host else { return bad(g.task, "granted devices but not assigned".into()) };
+        if std::mem::replace(&mut granted[g.task as usize], true) {
+            return bad(g.task, "granted devices twice".into());
+        }
+        let Some(ask) = request.gpu_tasks.get(g.task as usize).filter(|a| a.milli > 0) else {
+            return bad(g.task, "granted devices but asks for no GPU".into());
+        };
+        let (count, each) = ask.shape();
+        if g.devices.len() != count as usize {
+            return bad(g.task, format!("asks for {count} device(s), granted {}", g.devices.len()));
+        }
+        let devices = request.gpu_hosts.get(host as usize).map(|h| h.devices.as_slice()).unwrap_or_default();
+        for (i, &d) in g.devices.iter().enumerate() {
+            let Some(device) = devices.get(d as usize) else {
+                return bad(g.task, format!("device {d} does not exist on host {host}"));
+            };
+            if g.devices[..i].contains(&d) {
+                return bad(g.task, format!("device {d} granted twice"));
+            }
+            let left = free[host as usize][d as usize];
+            if !ask.takes(device, left) {
+                let why = if !ask.models.is_empty() && !ask.models.contains(&device.model) {
+                    format!("device {d} of host {host} is not of a model the task accepts")
+                } else if each == crate::types::DEVICE_MILLI {
+                    format!("whole device {d} of host {host} is not wholly free ({left} milli-GPU free)")
+                } else {
+                    format!("device {d} of host {host} has {left} milli-GPU free, the share needs {each}")
+                };
+                return bad(g.task, why);
+            }
+            free[host as usize][d as usize] = left - each;
+        }
+    }
+    for (t, host) in host_of.iter().enumerate() {
+        let asks = request.gpu_tasks.get(t).is_some_and(|a| a.milli > 0);
+        if host.is_some() && asks && !granted[t] {
+            return bad(t as u32, "assigned without GPU devices (none of its host takes it)".into());
+        }
+    }
+    Ok(())
 }
 
 fn check_max_per_host(request: &PlacementRequest, result: &PlacementResult) -> Result<(), Violation> {
@@ -358,6 +431,90 @@ mod tests {
         }
     }
 
+    /// Two hosts of two devices (host 0: one wholly free, one with 400
+    /// free and model `m`; host 1: two wholly free); tasks 0–2 ask for
+    /// 500, 500 and one whole GPU, task 3 for 300 of model `m`.
+    fn gpu_request() -> PlacementRequest {
+        let host = HostOffer { free: Resources::new(8000, 8000, 0, 0), total: Resources::new(8000, 8000, 0, 2) };
+        let mut r = PlacementRequest {
+            hosts: vec![host, host],
+            symbols: vec!["m".into()],
+            jobs: vec![JobInfo::default()],
+            constraints: vec![ConstraintSet::default()],
+            tasks: (0..4)
+                .map(|g| Task { demand: Resources::new(100, 100, 0, 0), gang: g, ..Task::default() })
+                .collect(),
+            ..PlacementRequest::default()
+        };
+        r.hosts[0].free.gpus = 1;
+        r.hosts[1].free.gpus = 2;
+        r.tasks[2].demand.gpus = 1;
+        let dev = |free_milli, model| GpuDevice { free_milli, model };
+        r.gpu_hosts = vec![
+            GpuHost { devices: vec![dev(1000, NO_VALUE), dev(400, 0)] },
+            GpuHost { devices: vec![dev(1000, NO_VALUE), dev(1000, NO_VALUE)] },
+        ];
+        let ask = |milli, models: Vec<u32>| GpuTask { milli, models };
+        r.gpu_tasks = vec![ask(500, vec![]), ask(500, vec![]), ask(1000, vec![]), ask(300, vec![0])];
+        r
+    }
+
+    fn with_grants(pairs: &[(u32, u32)], grants: &[(u32, &[u32])]) -> PlacementResult {
+        let mut out = assign(pairs, &[]);
+        let placed: Vec<u32> = pairs.iter().map(|p| p.0).collect();
+        out.unplaced = (0..4)
+            .filter(|t| !placed.contains(t))
+            .map(|task| Unplaced { task, reason: UnplacedReason::Deferred, detail: String::new() })
+            .collect();
+        out.grants = grants.iter().map(|&(task, d)| DeviceGrant { task, devices: d.to_vec() }).collect();
+        out
+    }
+
+    #[test]
+    fn gpu_grants_are_checked_per_device() {
+        let r = gpu_request();
+        let ok = with_grants(&[(0, 1), (1, 1), (2, 0), (3, 0)], &[(0, &[0]), (1, &[0]), (2, &[0]), (3, &[1])]);
+        assert_eq!(
+            check_placement(&r, &ok),
+            Ok(()),
+            "two halves share host 1's device 0; the whole GPU and the m-share on host 0"
+        );
+        let bad = |pairs: &[(u32, u32)], grants: &[(u32, &[u32])], needle: &str| {
+            let e = check_placement(&r, &with_grants(pairs, grants)).expect_err(needle);
+            assert!(matches!(e, Violation::BadGrant { .. }) && e.to_string().contains(needle), "{needle}: {e}");
+        };
+        bad(&[(0, 1), (1, 1)], &[(0, &[0]), (1, &[0]), (1, &[1])], "twice");
+        bad(&[(0, 0), (1, 0)], &[(0, &[1]), (1, &[1])], "400 milli-GPU free");
+        bad(&[(0, 1), (2, 1)], &[(0, &[0]), (2, &[0])], "not wholly free");
+        bad(&[(3, 1)], &[(3, &[0])], "not of a model");
+        bad(&[(0, 1)], &[(0, &[5])], "does not exist");
+        bad(&[(0, 1)], &[], "without GPU devices");
+        bad(&[(0, 1)], &[(0, &[0]), (1, &[0])], "not assigned");
+        bad(&[(2, 1)], &[(2, &[0, 1])], "asks for 1 device");
+    }
+
+    #[test]
+    fn missing_grants_are_completed_with_the_runtime_default() {
+        let r = gpu_request();
+        // No grants at all (a policy from before 0.1.2): whole GPUs to the
+        // lowest wholly free device, shares to the fullest device they fit.
+        let mut out = with_grants(&[(0, 0), (1, 1), (2, 1), (3, 0)], &[]);
+        crate::placement::complete_grants(&r, &mut out);
+        assert_eq!(check_placement(&r, &out), Ok(()), "{out:?}");
+        let of = |t: u32| out.grants.iter().find(|g| g.task == t).map(|g| g.devices.clone());
+        assert_eq!(
+            (of(0), of(3)),
+            (Some(vec![0]), Some(vec![1])),
+            "the share on host 0's wholly free device, the m-share on the model-m one"
+        );
+        assert_ne!(of(1), of(2), "the whole GPU does not take the shared device");
+        // A whole GPU that no device of its host takes (the share took the
+        // wholly free one) keeps no grant: refused.
+        let mut crowded = with_grants(&[(0, 0), (2, 0)], &[]);
+        crate::placement::complete_grants(&r, &mut crowded);
+        assert!(check_placement(&r, &crowded).is_err(), "{crowded:?}");
+    }
+
     fn assign(pairs: &[(u32, u32)], unplaced: &[u32]) -> PlacementResult {
         PlacementResult {
             assignments: pairs.iter().map(|&(task, host)| Assignment { task, host }).collect(),
@@ -365,6 +522,7 @@ mod tests {
                 .iter()
                 .map(|&task| Unplaced { task, reason: UnplacedReason::Deferred, detail: String::new() })
                 .collect(),
+            grants: Vec::new(),
         }
     }
 

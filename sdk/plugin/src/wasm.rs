@@ -23,11 +23,13 @@ macro_rules! convert_resources {
     };
 }
 
-/// The `placement` world.
+/// The `placement-gpu` world (0.1.2): `place` and `place-gpu`, so a policy
+/// built with this SDK places GPU shares on a current runtime and whole-GPU
+/// work on one that predates 0.1.2.
 pub mod placement {
     use super::sdk;
     wit_bindgen::generate!({
-        world: "placement",
+        world: "placement-gpu",
         path: "../../wit",
         pub_export_macro: true,
         export_macro_name: "export_placement_world",
@@ -88,6 +90,9 @@ pub mod placement {
                     preferred_host: t.preferred_host,
                 })
                 .collect(),
+            gpu_hosts: Vec::new(),
+            gpu_tasks: Vec::new(),
+            gpu_workload: Vec::new(),
         }
     }
 
@@ -116,6 +121,41 @@ pub mod placement {
     /// Runs a policy on a lifted request.
     pub fn run<P: crate::PlacementPolicy>(r: w::PlacementRequest) -> w::PlacementResult {
         result(P::place(&request(r)))
+    }
+
+    use self::paceline::scheduler::gpu_placement_types as g;
+
+    /// Runs a policy on a lifted request with its GPU side.
+    pub fn run_gpu<P: crate::PlacementPolicy>(r: w::PlacementRequest, gpu: g::GpuRequest) -> g::GpuPlacementResult {
+        let mut req = request(r);
+        req.gpu_hosts = gpu
+            .hosts
+            .into_iter()
+            .map(|h| sdk::GpuHost {
+                devices: h
+                    .devices
+                    .into_iter()
+                    .map(|d| sdk::GpuDevice { free_milli: d.free_milli, model: d.model })
+                    .collect(),
+            })
+            .collect();
+        req.gpu_tasks = gpu.tasks.into_iter().map(|t| sdk::GpuTask { milli: t.milli, models: t.models }).collect();
+        req.gpu_workload = gpu
+            .workload
+            .into_iter()
+            .map(|c| sdk::TaskClass {
+                cpu_millis: c.cpu_millis,
+                memory_mib: c.memory_mib,
+                milli: c.milli,
+                weight: c.weight,
+            })
+            .collect();
+        let mut out = P::place(&req);
+        let grants = std::mem::take(&mut out.grants)
+            .into_iter()
+            .map(|g| g::DeviceGrant { task: g.task, devices: g.devices })
+            .collect();
+        g::GpuPlacementResult { placement: result(out), grants }
     }
 }
 

@@ -60,6 +60,7 @@ fn placement_result() -> impl Strategy<Value = PlacementResult> {
                 .into_iter()
                 .map(|task| Unplaced { task, reason: UnplacedReason::Deferred, detail: String::new() })
                 .collect(),
+            grants: Vec::new(),
         },
     )
 }

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use paceline_model::Resources;
+use paceline_model::gpu::{self, GpuDevice, GpuSlot};
 use paceline_proto::agent::v1 as pb;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio::task::AbortHandle;
@@ -58,6 +59,8 @@ pub struct SupervisorConfig {
     pub default_kill_grace: Duration,
     /// How often a re-adopted process (not our child) is checked for exit.
     pub adopt_poll: Duration,
+    /// The GPU devices, in order (empty: devices 0..n of `total`).
+    pub gpu_devices: Vec<GpuDevice>,
 }
 
 impl SupervisorConfig {
@@ -70,6 +73,7 @@ impl SupervisorConfig {
             isolation: host.isolation.clone(),
             default_kill_grace: Duration::from_secs(u64::from(config.default_kill_grace_secs)),
             adopt_poll: Duration::from_millis(250),
+            gpu_devices: host.gpus.clone(),
         }
     }
 }
@@ -101,7 +105,8 @@ struct State {
     runs: HashMap<String, Entry>,
     used: Resources,
     ports: Pool,
-    gpus: Pool,
+    /// The GPU devices and the milli-GPUs runs hold of each.
+    gpus: Vec<GpuSlot>,
 }
 
 #[derive(Debug)]
@@ -132,14 +137,14 @@ fn add(a: &mut Resources, b: &Resources) {
     a.cpu_millis += b.cpu_millis;
     a.memory_mib += b.memory_mib;
     a.disk_mib += b.disk_mib;
-    a.gpus += b.gpus;
+    a.gpu_milli += b.gpu_milli;
 }
 
 fn sub(a: &mut Resources, b: &Resources) {
     a.cpu_millis = a.cpu_millis.saturating_sub(b.cpu_millis);
     a.memory_mib = a.memory_mib.saturating_sub(b.memory_mib);
     a.disk_mib = a.disk_mib.saturating_sub(b.disk_mib);
-    a.gpus = a.gpus.saturating_sub(b.gpus);
+    a.gpu_milli = a.gpu_milli.saturating_sub(b.gpu_milli);
 }
 
 /// A terminal outcome.
@@ -195,12 +200,15 @@ impl Supervisor {
             std::fs::create_dir_all(dir).map_err(io_ctx(format!("creating {}", dir.display())))?;
         }
         let outbox = Outbox::open(&state_root)?;
-        let gpus = u32::try_from(cfg.total.gpus).unwrap_or(u32::MAX);
+        let gpus = gpu::devices_of(&cfg.total, &cfg.gpu_devices, None)
+            .into_iter()
+            .map(|device| GpuSlot { device, used_milli: 0 })
+            .collect();
         let state = State {
             runs: HashMap::new(),
             used: Resources::default(),
             ports: Pool::ports(cfg.port_range.0, cfg.port_range.1),
-            gpus: Pool::indexes(gpus),
+            gpus,
         };
         let (events, _) = broadcast::channel(4096);
         let sup = Supervisor {
@@ -247,7 +255,7 @@ impl Supervisor {
             {
                 let mut st = lock(&self.inner.state);
                 st.ports.hold(rec.ports.values().map(|p| u32::from(*p)));
-                st.gpus.hold(rec.gpus.iter().copied());
+                gpu::apply(&mut st.gpus, &rec.gpu_grant(), false);
                 add(&mut st.used, &rec.spec.resources);
             }
             let (kill_tx, kill_rx) = mpsc::unbounded_channel();
@@ -367,6 +375,7 @@ impl Supervisor {
                 run_id: e.record.spec.run_id.clone(),
                 task_id: e.record.spec.task_id.clone(),
                 resources: Some(proto_resources(&e.record.spec.resources)),
+                gpu: paceline_proto::convert::gpu_grant_pb(&e.record.gpu_grant()),
             })
             .collect();
         out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
@@ -409,7 +418,7 @@ impl Supervisor {
                 ("resources.cpu_millis", r.cpu_millis, total.cpu_millis, used.cpu_millis),
                 ("resources.memory_mib", r.memory_mib, total.memory_mib, used.memory_mib),
                 ("resources.disk_mib", r.disk_mib, total.disk_mib, used.disk_mib),
-                ("resources.gpus", r.gpus, total.gpus, used.gpus),
+                ("resources.gpu_milli", r.gpu_milli, total.gpu_milli, used.gpu_milli),
             ] {
                 let free = have.saturating_sub(used);
                 if want > free {
@@ -430,10 +439,25 @@ impl Supervisor {
                     ),
                 ));
             };
-            let Some(gpus) = st.gpus.take(spec.resources.gpus as usize) else {
-                st.ports.release(ports);
-                return Err(LaunchError::new("resources.gpus", "no free GPU devices"));
+            // The manager's grant, checked against what the devices have
+            // left; without one (an older manager), the agent's own pick.
+            let grant = if spec.gpu.is_empty() {
+                gpu::pick(&st.gpus, &spec.resources, &[]).ok_or_else(|| "no free GPU device takes it".to_owned())
+            } else {
+                gpu::check_grant(&st.gpus, &spec.resources, &[], &spec.gpu)
+                    .map(|()| spec.gpu.clone())
+                    .map_err(|e| e.to_string())
             };
+            let grant = match grant {
+                Ok(g) => g,
+                Err(why) => {
+                    st.ports.release(ports);
+                    return Err(LaunchError::new("gpu", why));
+                }
+            };
+            gpu::apply(&mut st.gpus, &grant, false);
+            let gpus = grant.devices.clone();
+            let gpu_milli_each = grant.milli_each;
             add(&mut st.used, &spec.resources);
             let ports: BTreeMap<String, u16> =
                 spec.port_names.iter().cloned().zip(ports.into_iter().map(|p| p as u16)).collect();
@@ -443,6 +467,7 @@ impl Supervisor {
                 phase: Phase::Starting,
                 ports,
                 gpus,
+                gpu_milli_each,
                 pid: None,
                 start_time: None,
                 cgroup: None,

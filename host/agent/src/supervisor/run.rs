@@ -11,6 +11,8 @@ use nix::sys::signal::Signal;
 use paceline_proto::agent::v1 as pb;
 use tokio::sync::mpsc;
 
+use paceline_model::gpu;
+
 use super::{Gate, Outcome, Supervisor, Waiter, launch_failed, lock, now_ms, sub};
 use crate::health::probe_once;
 use crate::isolation::{self, Isolation};
@@ -77,11 +79,18 @@ impl Supervisor {
                 env.insert(name.clone(), s.value.expose().to_owned());
             }
         }
-        if self.inner.cfg.total.gpus > 0 {
+        if self.inner.cfg.total.gpu_milli > 0 {
             // Also set when empty: a task without GPUs must not see any.
-            let list = rec.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            // Positions in the device list become the devices' indices.
+            let devices = gpu::devices_of(&self.inner.cfg.total, &self.inner.cfg.gpu_devices, None);
+            let list = rec.gpu_grant().visible_devices(&devices);
             env.insert("CUDA_VISIBLE_DEVICES".to_owned(), list.clone());
             env.insert("NVIDIA_VISIBLE_DEVICES".to_owned(), if list.is_empty() { "none".to_owned() } else { list });
+            if !rec.gpus.is_empty() {
+                // The share of each device the run may use (1000: whole);
+                // the workload honours it (e.g. a memory fraction).
+                env.insert("PACELINE_GPU_MILLI".to_owned(), rec.gpu_grant().milli_each.to_string());
+            }
         }
         env
     }
@@ -329,7 +338,7 @@ impl Supervisor {
             entry.kill_tx = None;
             let rec = entry.record.clone();
             st.ports.release(rec.ports.values().map(|p| u32::from(*p)));
-            st.gpus.release(rec.gpus.iter().copied());
+            gpu::apply(&mut st.gpus, &rec.gpu_grant(), true);
             sub(&mut st.used, &rec.spec.resources);
             rec
         };

@@ -30,10 +30,11 @@ pub struct Harness {
 pub fn config(dir: &std::path::Path, range: (u16, u16)) -> SupervisorConfig {
     SupervisorConfig {
         data_dir: dir.to_owned(),
-        total: Resources { cpu_millis: 8000, memory_mib: 16384, disk_mib: 100_000, gpus: 0, ports: 0 },
+        total: Resources { cpu_millis: 8000, memory_mib: 16384, disk_mib: 100_000, gpu_milli: 0, ports: 0 },
         port_range: range,
         isolation: isolation(),
         default_kill_grace: Duration::from_secs(5),
+        gpu_devices: Vec::new(),
         adopt_poll: Duration::from_millis(50),
     }
 }
@@ -66,12 +67,13 @@ pub fn spec(run_id: &str, command: &str, args: &[&str]) -> RunSpec {
         command: command.to_owned(),
         args: args.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::new(),
-        resources: Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpus: 0, ports: 0 },
+        resources: Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpu_milli: 0, ports: 0 },
         port_names: Vec::new(),
         health_check: None,
         volume: None,
         kill_grace_period_secs: 5,
         secrets: Vec::new(),
+        gpu: Default::default(),
     }
 }
 

@@ -6,6 +6,7 @@
 mod common;
 
 mod bench;
+mod gpu;
 mod health;
 mod kill;
 mod launch_log;

@@ -20,8 +20,8 @@ async fn launches_the_host_cannot_honour_are_rejected_naming_the_field() {
     assert_eq!(err.field, "resources.memory_mib");
     assert!(err.to_string().contains("free"), "{err}");
     let mut s = sh("gpu-1", "true");
-    s.resources.gpus = 1;
-    assert_eq!(field(s), "resources.gpus");
+    s.resources.gpu_milli = 1000;
+    assert_eq!(field(s), "resources.gpu_milli");
     let mut s = sh("hc-1", "true");
     s.port_names = vec!["http".into()];
     s.health_check = Some(health(Probe::Http { port: "admin".into(), path: "/".into() }, 1, 1));

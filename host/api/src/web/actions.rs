@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_bad_job_file_points_at_its_line() {
-        let text = "name: a\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"\"\n  resources: {cpu_millis: 100, memory_mib: 32, disk_mib: 1, gpus: 0, ports: 0}\n";
+        let text = "name: a\npool: /default\nkind: batch\ninstance_count: 1\ndefault_task:\n  command: \"\"\n  resources: {cpu_millis: 100, memory_mib: 32, disk_mib: 1, gpu_milli: 0, ports: 0}\n";
         let Err(Failure(status)) = parse_job(text) else { panic!("an empty command is refused") };
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert!(status.message().contains("command"), "{}", status.message());

@@ -210,8 +210,8 @@ mod tests {
     fn pool(path: &str, alloc_cpu: u64) -> pb::Pool {
         pb::Pool {
             path: path.into(),
-            entitlement: Some(pb::PerKind { cpu: 4000, memory: 8192, disk: 0, gpu: 0 }),
-            allocation: Some(pb::PerKind { cpu: alloc_cpu, memory: 64, disk: 0, gpu: 0 }),
+            entitlement: Some(pb::PerKind { cpu: 4000, memory: 8192, disk: 0, gpu: 0, gpu_milli: 0 }),
+            allocation: Some(pb::PerKind { cpu: alloc_cpu, memory: 64, disk: 0, gpu: 0, gpu_milli: 0 }),
             ..Default::default()
         }
     }

@@ -46,7 +46,9 @@ pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
         ("total.memory_mib", t.memory_mib, MAX_MEMORY_MIB, true),
         ("total.disk_mib", t.disk_mib, MAX_DISK_MIB, false),
         ("total.gpus", t.gpus, MAX_GPUS, false),
+        ("total.gpu_milli", t.gpu_milli, MAX_GPUS * 1000, false),
         ("total.ports", t.ports, MAX_PORTS, false),
+        ("gpus", r.gpus.len() as u64, MAX_GPUS, false),
     ] {
         if required && v == 0 {
             return Err(format!("{field}: must be greater than 0"));
@@ -72,11 +74,14 @@ pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
     if let Some(i) = r.running.iter().position(|run| run.run_id.is_empty()) {
         return Err(format!("running[{i}].run_id: must not be empty"));
     }
+    if let Some(i) = r.gpus.iter().position(|g| g.model.len() > MAX_STRING) {
+        return Err(format!("gpus[{i}].model: at most {MAX_STRING} bytes"));
+    }
     Ok(())
 }
 
 pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
-    let LaunchRequest { run_id, task_id, spec, env, secrets } = req;
+    let LaunchRequest { run_id, task_id, spec, env, secrets, gpu } = req;
     let mut all_env: HashMap<String, String> = spec.env.into_iter().collect();
     all_env.extend(env);
     pb::Launch {
@@ -101,6 +106,7 @@ pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
         volume: spec.volume.map(|v| pb::Volume { name: v.name, size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
         secrets: secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
+        gpu: paceline_proto::convert::gpu_grant_pb(&gpu),
     }
 }
 
@@ -151,6 +157,7 @@ mod tests {
                 disk_mib: 0,
                 gpus: 0,
                 ports: 100,
+                gpu_milli: 0,
             }),
             ..pb::Register::default()
         }

@@ -301,10 +301,12 @@ impl Inner {
                 .into_iter()
                 .map(|r| RunningRun {
                     resources: paceline_proto::convert::resources(r.resources.as_ref()),
+                    gpu: paceline_proto::convert::gpu_grant(r.gpu.as_ref()),
                     run_id: r.run_id,
                     task_id: r.task_id,
                 })
                 .collect(),
+            gpus: reg.gpus.iter().map(paceline_proto::convert::gpu_device).collect(),
         };
         if events.send(ProviderEvent::HostRegistered(registration)).await.is_err() {
             return;

@@ -300,9 +300,9 @@ impl HostManager {
     /// (live, holds the host), the host (reachable, UP), the run ids (new,
     /// distinct) and capacity; then holds the resources, takes the host out
     /// of the lease (its offer is used) and hands the runs to the provider.
-    pub async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), HostError> {
+    pub async fn launch(&self, lease: LeaseId, host: &str, mut runs: Vec<LaunchRequest>) -> Result<(), HostError> {
         let now = self.now();
-        self.inner.lock().begin_launch(lease, host, &runs, now)?;
+        self.inner.lock().begin_launch(lease, host, &mut runs, now)?;
         let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
         if let Err(e) = self.inner.provider.launch(host, runs).await {
             let mut fx = Vec::new();

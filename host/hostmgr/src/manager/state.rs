@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use paceline_model::Resources;
+use paceline_model::gpu::{self, GpuDevice, GpuGrant, GpuSlot};
 use paceline_model::host::{HostRecord, MaintenanceState};
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
 use paceline_model::view::HostView;
@@ -74,6 +75,8 @@ pub(crate) struct RunEntry {
     task_id: String,
     job: String,
     resources: Resources,
+    /// The GPU devices it holds on its host.
+    gpu: GpuGrant,
     labels: Vec<String>,
     /// `None` until the first update: launched, not yet confirmed.
     state: Option<RunState>,
@@ -137,7 +140,7 @@ fn over(need: &Resources, free: &Resources) -> Option<(&'static str, u64, u64)> 
         ("cpu_millis", need.cpu_millis, free.cpu_millis),
         ("memory_mib", need.memory_mib, free.memory_mib),
         ("disk_mib", need.disk_mib, free.disk_mib),
-        ("gpus", need.gpus, free.gpus),
+        ("gpu_milli", need.gpu_milli, free.gpu_milli),
         ("ports", need.ports, free.ports),
     ]
     .into_iter()
@@ -199,6 +202,27 @@ impl State {
         h.state = r.state;
         h.registered_at_ms = r.registered_at_ms;
         h.durable = true;
+        self.set_devices(i, &r.gpus);
+    }
+
+    /// Sets host `i`'s GPU devices (the listed ones, or devices 0..n of its
+    /// total and `gpu_model` attribute) and what its live runs hold of them.
+    fn set_devices(&mut self, i: u32, listed: &[GpuDevice]) {
+        let h = &self.hosts[i as usize];
+        let devices = gpu::devices_of(&h.view.total, listed, h.view.attributes.get("gpu_model").map(String::as_str));
+        let unchanged =
+            h.view.gpus.len() == devices.len() && h.view.gpus.iter().zip(&devices).all(|(s, d)| s.device == *d);
+        if unchanged {
+            return;
+        }
+        let mut slots: Vec<GpuSlot> = devices.into_iter().map(|device| GpuSlot { device, used_milli: 0 }).collect();
+        for run in &h.runs {
+            if let Some(r) = self.runs.get(run) {
+                gpu::apply(&mut slots, &r.gpu, false);
+            }
+        }
+        let h = &mut self.hosts[i as usize];
+        Arc::make_mut(&mut h.view).gpus = slots;
     }
 
     /// The durable record of a host as it is now.
@@ -215,6 +239,7 @@ impl State {
             address: None,
             total: h.view.total,
             attributes: h.view.attributes.clone(),
+            gpus: h.view.gpus.iter().map(|s| s.device.clone()).collect(),
             state: h.state,
             registered_at_ms: h.registered_at_ms,
             updated_at_ms: now,
@@ -298,6 +323,7 @@ impl State {
         // Copies the view only if a lease still holds this one.
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_add(&r.resources);
+        gpu::apply(&mut view.gpus, &r.gpu, false);
         *view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
         *self.job_hosts.entry(r.job.clone()).or_default().entry(r.host).or_insert(0) += 1;
         for l in &r.labels {
@@ -323,6 +349,7 @@ impl State {
         let h = &mut self.hosts[i as usize];
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_sub(&r.resources);
+        gpu::apply(&mut view.gpus, &r.gpu, true);
         if let Some(n) = view.job_counts.get_mut(&r.job) {
             *n -= 1;
             if *n == 0 {
@@ -557,6 +584,9 @@ impl State {
         h.liveness = Liveness::Up;
         h.last_seen_ms = now;
         h.durable = true;
+        let before: Vec<GpuDevice> = self.hosts[i as usize].view.gpus.iter().map(|s| s.device.clone()).collect();
+        self.set_devices(i, &r.gpus);
+        let changed = changed || self.hosts[i as usize].view.gpus.iter().map(|s| &s.device).ne(before.iter());
         if changed {
             fx.push(Effect::Persist(r.hostname.clone()));
         }
@@ -581,7 +611,7 @@ impl State {
                 }
                 None => {
                     // Held until the owner says what it expects (see `expect_runs`).
-                    let mut e = RunEntry::new(i, &run.task_id, run.resources, Vec::new(), now, true);
+                    let mut e = RunEntry::new(i, &run.task_id, run.resources, run.gpu.clone(), Vec::new(), now, true);
                     e.state = Some(RunState::Running);
                     self.runs.insert(run.run_id.clone(), e);
                     self.hold(&run.run_id);
@@ -747,7 +777,7 @@ impl State {
                 }
                 continue;
             }
-            let mut r = RunEntry::new(i, &e.task_id, e.resources, Vec::new(), now, false);
+            let mut r = RunEntry::new(i, &e.task_id, e.resources, e.gpu.clone(), Vec::new(), now, false);
             r.state = Some(RunState::Running);
             r.last_seq = e.last_seq;
             r.acked_seq = e.last_seq;
@@ -909,7 +939,7 @@ impl State {
         &mut self,
         lease: LeaseId,
         host: &str,
-        runs: &[LaunchRequest],
+        runs: &mut [LaunchRequest],
         now: u64,
     ) -> Result<(), HostError> {
         let l = self.leases.get(&lease).ok_or(HostError::UnknownLease(lease))?;
@@ -934,7 +964,7 @@ impl State {
         let mut need = Resources::ZERO;
         let mut seen: HashSet<&str> = HashSet::with_capacity(runs.len());
         let mut tasks: HashSet<&str> = HashSet::with_capacity(runs.len());
-        for r in runs {
+        for r in runs.iter() {
             if r.run_id.is_empty() {
                 return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
             }
@@ -955,12 +985,32 @@ impl State {
         if let Some((field, requested, free)) = over(&need, &h.view.free()) {
             return Err(HostError::OverCapacity { host: host.to_string(), field, requested, free });
         }
+        // GPU devices: each run's grant (the host's default choice for a
+        // launch that names none) must fit what the devices have left,
+        // counting the grants before it.
+        let mut slots = h.view.gpus.clone();
+        for r in runs.iter_mut() {
+            if r.gpu.is_empty() && r.spec.resources.gpu_milli > 0 {
+                r.gpu = gpu::pick(&slots, &r.spec.resources, &r.spec.gpu_models).ok_or_else(|| {
+                    HostError::InvalidRequest {
+                        field: "gpu",
+                        reason: format!("no GPU device of host {host} takes {} milli-GPU", r.spec.resources.gpu_milli),
+                    }
+                })?;
+            }
+            if r.spec.resources.gpu_milli > 0 || !r.gpu.is_empty() {
+                gpu::check_grant(&slots, &r.spec.resources, &r.spec.gpu_models, &r.gpu)
+                    .map_err(|e| HostError::InvalidRequest { field: "gpu", reason: format!("host {host}: {e}") })?;
+                gpu::apply(&mut slots, &r.gpu, false);
+            }
+        }
         // The host stays in the lease until it is released or expires: the
         // job manager may launch several groups of one placement round on it
         // (one per job), each checked against what is still free.
-        for r in runs {
+        for r in runs.iter() {
             let labels = r.spec.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            self.runs.insert(r.run_id.clone(), RunEntry::new(i, &r.task_id, r.spec.resources, labels, now, false));
+            let entry = RunEntry::new(i, &r.task_id, r.spec.resources, r.gpu.clone(), labels, now, false);
+            self.runs.insert(r.run_id.clone(), entry);
             self.hold(&r.run_id);
         }
         // Unconfirmed after the launch timeout is LOST (see `tick`).
@@ -1019,12 +1069,21 @@ impl State {
 }
 
 impl RunEntry {
-    fn new(host: u32, task_id: &str, resources: Resources, labels: Vec<String>, now: u64, orphan: bool) -> Self {
+    fn new(
+        host: u32,
+        task_id: &str,
+        resources: Resources,
+        gpu: GpuGrant,
+        labels: Vec<String>,
+        now: u64,
+        orphan: bool,
+    ) -> Self {
         RunEntry {
             host,
             task_id: task_id.to_string(),
             job: job_of(task_id).to_string(),
             resources,
+            gpu,
             labels,
             state: None,
             launched_at_ms: now,

@@ -39,7 +39,7 @@ pub(crate) fn add_resource(total: &mut Resources, r: &mesos::Resource) {
         "cpus" => total.cpu_millis = total.cpu_millis.saturating_add((scalar(r) * 1000.0).round() as u64),
         "mem" => total.memory_mib = total.memory_mib.saturating_add(scalar(r).floor() as u64),
         "disk" => total.disk_mib = total.disk_mib.saturating_add(scalar(r).floor() as u64),
-        "gpus" => total.gpus = total.gpus.saturating_add(scalar(r).floor() as u64),
+        "gpus" => total.gpu_milli = total.gpu_milli.saturating_add(scalar(r).floor() as u64 * 1000),
         "ports" => total.ports = total.ports.saturating_add(range_count(r)),
         _ => {}
     }
@@ -167,7 +167,8 @@ impl Carver {
         let ok = self.take_scalar("cpus", need.cpu_millis as f64 / 1000.0, &mut resources)
             && self.take_scalar("mem", need.memory_mib as f64, &mut resources)
             && self.take_scalar("disk", need.disk_mib as f64, &mut resources)
-            && self.take_scalar("gpus", need.gpus as f64, &mut resources)
+            // Mesos counts whole GPUs: a share of one takes a whole device.
+            && self.take_scalar("gpus", need.gpu_milli.div_ceil(1000) as f64, &mut resources)
             && self.take_ports(need.ports, &mut resources, &mut ports);
         ok.then_some(Carved { resources, ports })
     }
@@ -365,22 +366,24 @@ mod tests {
     #[test]
     fn offers_become_resources_without_revocable() {
         let r = offer_resources(&offer(), "*");
-        assert_eq!(r, Resources { cpu_millis: 2500, memory_mib: 1024, disk_mib: 0, gpus: 1, ports: 2 });
+        assert_eq!(r, Resources { cpu_millis: 2500, memory_mib: 1024, disk_mib: 0, gpu_milli: 1000, ports: 2 });
     }
 
     #[test]
     fn carving_shrinks_to_what_the_run_needs() {
         let o = offer();
         let mut c = Carver::new([&o], "*");
-        let a =
-            c.carve(&Resources { cpu_millis: 1500, memory_mib: 512, disk_mib: 0, gpus: 0, ports: 1 }).expect("fits");
+        let a = c
+            .carve(&Resources { cpu_millis: 1500, memory_mib: 512, disk_mib: 0, gpu_milli: 0, ports: 1 })
+            .expect("fits");
         assert_eq!(a.ports, vec![31000]);
         let cpus: f64 = a.resources.iter().filter(|r| r.name == "cpus").map(scalar).sum();
         assert!((cpus - 1.5).abs() < 1e-9);
-        let b =
-            c.carve(&Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpus: 1, ports: 1 }).expect("fits");
+        let b = c
+            .carve(&Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpu_milli: 1000, ports: 1 })
+            .expect("fits");
         assert_eq!(b.ports, vec![31001]);
-        assert!(c.carve(&Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpus: 0, ports: 0 }).is_none());
+        assert!(c.carve(&Resources { cpu_millis: 100, memory_mib: 0, disk_mib: 0, gpu_milli: 0, ports: 0 }).is_none());
     }
 
     #[test]

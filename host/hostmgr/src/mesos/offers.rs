@@ -27,8 +27,15 @@ impl Inner {
                 .runs
                 .iter()
                 .filter(|(_, r)| r.agent_id == agent_id && !r.terminal)
-                .map(|(id, r)| RunningRun { run_id: id.clone(), task_id: r.task_id.clone(), resources: r.resources })
+                .map(|(id, r)| RunningRun {
+                    run_id: id.clone(),
+                    task_id: r.task_id.clone(),
+                    resources: r.resources,
+                    gpu: Default::default(),
+                })
                 .collect(),
+            // Mesos reports a count of GPUs, not devices.
+            gpus: Vec::new(),
         })
     }
 

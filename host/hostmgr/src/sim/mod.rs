@@ -113,6 +113,7 @@ struct SimRun {
     end: End,
     grace_ms: u64,
     resources: Resources,
+    gpu: paceline_model::gpu::GpuGrant,
     ports: BTreeMap<String, u16>,
     /// Sent and not yet acknowledged, oldest first. Kept compact (the
     /// update is rebuilt to re-send it) so the hot path clones nothing.
@@ -429,8 +430,10 @@ impl SimState {
                     run_id: id.clone(),
                     task_id: r.task_id.clone(),
                     resources: r.resources,
+                    gpu: r.gpu.clone(),
                 })
                 .collect(),
+            gpus: Vec::new(),
         }
     }
 
@@ -560,6 +563,7 @@ impl SimState {
                 end: End::Exit(exit_code),
                 grace_ms: u64::from(req.spec.kill_grace_period_secs) * 1000,
                 resources: req.spec.resources,
+                gpu: req.gpu.clone(),
                 ports,
                 unacked: VecDeque::new(),
             },

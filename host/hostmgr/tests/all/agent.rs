@@ -43,6 +43,7 @@ fn register(hostname: &str, running: &[&str]) -> pb::Register {
             disk_mib: 10_000,
             gpus: 0,
             ports: 0,
+            gpu_milli: 0,
         }),
         attributes: [("zone".to_string(), "a".to_string())].into(),
         running: running
@@ -55,6 +56,7 @@ fn register(hostname: &str, running: &[&str]) -> pb::Register {
                     memory_mib: 1024,
                     ..Default::default()
                 }),
+                gpu: None,
             })
             .collect(),
         ..pb::Register::default()
@@ -140,6 +142,7 @@ async fn agent_session_end_to_end_with_reconciliation_and_acks() {
             run_id: "expected-0-1".into(),
             task_id: "expected-0".into(),
             resources: SMALL,
+            gpu: Default::default(),
             last_seq: 4,
         }])
         .await;
@@ -340,6 +343,7 @@ async fn an_update_for_a_run_reported_before_expectations_reaches_the_owner_at_a
             run_id: "web-0-2".into(),
             task_id: "web-0".into(),
             resources: SMALL,
+            gpu: Default::default(),
             last_seq: 0,
         }])
         .await;

@@ -265,6 +265,7 @@ async fn restarted_manager_reconciles_against_expectations() {
             run_id: "keep-0-1".into(),
             task_id: "keep-0".into(),
             resources: SMALL,
+            gpu: Default::default(),
             last_seq: 2,
         },
         paceline_hostmgr::ExpectedRun {
@@ -272,6 +273,7 @@ async fn restarted_manager_reconciles_against_expectations() {
             run_id: "gone-0-1".into(),
             task_id: "gone-0".into(),
             resources: SMALL,
+            gpu: Default::default(),
             last_seq: 2,
         },
     ])
@@ -338,6 +340,7 @@ async fn a_host_expected_to_hold_a_run_but_never_seen_is_lost_after_the_deadline
             run_id: "ghost-0-1".into(),
             task_id: "ghost-0".into(),
             resources: SMALL,
+            gpu: Default::default(),
             last_seq: 2,
         }])
         .await;

@@ -31,6 +31,7 @@ pub fn req(run_id: &str, resources: Resources, env: &[(&str, &str)]) -> LaunchRe
         spec: spec(resources, env),
         env: BTreeMap::new(),
         secrets: Vec::new(),
+        gpu: Default::default(),
     }
 }
 

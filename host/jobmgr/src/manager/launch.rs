@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use paceline_joints::{Committed, ExpectedRun, LeaseId, Need, Placement, PortError, ReadyQueue, Taken, TaskHandle};
 use paceline_model::UnplacedReason;
+use paceline_model::gpu::GpuGrant;
 use paceline_model::job::JobKind;
 use paceline_model::run::LaunchRequest;
 use paceline_model::task::{TaskEvent, TaskId, TaskRuntime, TaskState};
@@ -130,8 +131,13 @@ fn need_in(m: &Mem, job_key: u64, instance: u32) -> Option<Need> {
         host_required: kind == JobKind::Daemon,
         slot,
         avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.clone() },
+        gpu_models: spec.gpu_models.clone(),
     })
 }
+
+/// Per host, the instances placed there with their resource manager
+/// handles and GPU devices.
+type HostsPlaced = BTreeMap<String, Vec<(u32, TaskHandle, GpuGrant)>>;
 
 /// A task the job manager still wants placed.
 fn waits_for_placement(t: &TaskEntry) -> bool {
@@ -164,6 +170,7 @@ impl JobManager {
                         run_id: task.run_id(t.rt.run),
                         task_id: task.to_string(),
                         resources: job.config_at(t.rt.config_version).task_spec(i as u32).resources,
+                        gpu: t.rt.gpu.clone(),
                         last_seq: t.last_seq,
                     });
                 }
@@ -193,7 +200,7 @@ impl JobManager {
         let _op = self.ops.lock().await;
         let now = self.now();
         let mut committed = Committed::default();
-        let mut jobs: BTreeMap<u64, BTreeMap<String, Vec<(u32, TaskHandle)>>> = BTreeMap::new();
+        let mut jobs: BTreeMap<u64, HostsPlaced> = BTreeMap::new();
         {
             let mut rm = self.rm();
             let m = self.mem();
@@ -216,7 +223,7 @@ impl JobManager {
                     committed.dropped += 1;
                     continue;
                 }
-                jobs.entry(key).or_default().entry(p.host).or_default().push((instance, id));
+                jobs.entry(key).or_default().entry(p.host).or_default().push((instance, id, p.gpu));
             }
         }
         use futures::StreamExt;
@@ -245,12 +252,7 @@ impl JobManager {
 
     /// Launches one job's placed tasks, grouped per host.
     /// Returns how many were launched and how many their host refused.
-    async fn launch_job(
-        &self,
-        lease: LeaseId,
-        key: u64,
-        hosts: BTreeMap<String, Vec<(u32, TaskHandle)>>,
-    ) -> Result<(u32, u32), JobError> {
+    async fn launch_job(&self, lease: LeaseId, key: u64, hosts: HostsPlaced) -> Result<(u32, u32), JobError> {
         let now = self.now();
         let (job_id, secrets_pool, writes, placed_events, mut runs) = {
             let mut m = self.mem();
@@ -265,7 +267,8 @@ impl JobManager {
             let placed_message = format!("lease {lease}");
             for (host, tasks) in &hosts {
                 let mut host_runs = Vec::with_capacity(tasks.len());
-                for &(i, rm_task) in tasks {
+                for (i, rm_task, gpu) in tasks {
+                    let (i, rm_task) = (*i, *rm_task);
                     let t = &mut job.tasks[i as usize];
                     t.rm_task = Some(rm_task);
                     t.gang = None;
@@ -285,6 +288,7 @@ impl JobManager {
                     let mut rt = t.rt.clone();
                     rt.state = TaskState::Launching;
                     rt.host = Some(host.clone());
+                    rt.gpu = gpu.clone();
                     rt.config_version = rt.desired_config_version;
                     let spec = match job.configs.get(&rt.config_version) {
                         Some(cfg) => cfg.task_spec(i).clone(),
@@ -301,6 +305,7 @@ impl JobManager {
                         spec,
                         env,
                         secrets: Vec::new(),
+                        gpu: gpu.clone(),
                     });
                     writes.push(Write::new(i, rt, "LAUNCHING"));
                 }
@@ -350,7 +355,7 @@ impl JobManager {
                 match outcome {
                     Ok(()) => {
                         accepted += tasks.len() as u32;
-                        for &(i, id) in tasks {
+                        for &(i, id, _) in tasks {
                             let t = &mut job.tasks[i as usize];
                             if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
                                 let _ = rm.task_event(id, RmEvent::StartLaunch, now);
@@ -383,7 +388,7 @@ impl JobManager {
                     }
                     Err(e) => {
                         tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
-                        for &(i, id) in tasks {
+                        for &(i, id, _) in tasks {
                             let t = &mut job.tasks[i as usize];
                             let why = format!("launch on {host} failed: {e}");
                             let rt = refused_launch(&mut rm, kind, t, Some(id), host, why, now);

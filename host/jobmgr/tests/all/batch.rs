@@ -129,6 +129,7 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
             run_id: "b5-0-2".to_string(),
             task_id: "b5-0".to_string(),
             resources: paceline_model::Resources::new(100, 64, 10, 0),
+            gpu: Default::default(),
             // The harness reported RUNNING as the run's first update.
             last_seq: 1
         }]

@@ -133,6 +133,7 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
                 },
                 env: Default::default(),
                 secrets: Vec::new(),
+                gpu: Default::default(),
             })
             .collect();
         let mut req = LeaseRequest::new(Resources::ZERO, 1, 60_000);

@@ -70,6 +70,12 @@ pub struct ReplayOpts {
     /// jobs that do not fit waiting, instead of stopping at the first.
     #[arg(long, requires = "arrive_until_full")]
     keep_going: bool,
+    /// With --arrive-until-full: go on (as --keep-going) until the GPU asked
+    /// for by the jobs submitted reaches PCT% of the cluster's GPU capacity,
+    /// offering the trace's jobs again when it runs out; the report's
+    /// `fill.gpu_curve` is the allocation as the arrived work grew.
+    #[arg(long, value_name = "PCT", requires = "arrive_until_full")]
+    until_gpu_pct: Option<u32>,
     /// Put every task's runs (placement time, host, end) and outcome into
     /// the JSON report (large for large traces).
     #[arg(long)]
@@ -186,6 +192,8 @@ pub enum ImportCommand {
 /// What to do with fractional GPU requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FractionalGpu {
+    /// A share of one GPU device (`gpu_milli`), as the trace asks.
+    Share,
     /// One whole GPU.
     RoundUp,
     /// Leave the pod out.
@@ -202,7 +210,7 @@ pub struct OpenbArgs {
     #[arg(long)]
     pods: PathBuf,
     /// Fractional GPU requests (num_gpu 1, gpu_milli < 1000).
-    #[arg(long, value_enum, default_value = "round-up")]
+    #[arg(long, value_enum, default_value = "share")]
     fractional_gpu: FractionalGpu,
     /// Where to write the trace.
     #[arg(short = 'o', long = "out")]
@@ -337,7 +345,10 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
         batch_size: opts.batch_size,
         progress,
         arrival: if opts.arrive_until_full {
-            Arrival::UntilFull { stop_at_first_unplaced: !opts.keep_going }
+            Arrival::UntilFull {
+                stop_at_first_unplaced: !opts.keep_going && opts.until_gpu_pct.is_none(),
+                until_gpu_pct: opts.until_gpu_pct,
+            }
         } else {
             Arrival::ByTime
         },
@@ -488,6 +499,7 @@ fn import_openb(a: OpenbArgs) -> anyhow::Result<ExitCode> {
     use paceline_sim::import::openb;
     let opts = openb::Options {
         fractional: match a.fractional_gpu {
+            FractionalGpu::Share => openb::Fractional::Share,
             FractionalGpu::RoundUp => openb::Fractional::RoundUp,
             FractionalGpu::Drop => openb::Fractional::Drop,
         },

@@ -71,6 +71,47 @@ fn placement_gang_whole_or_nothing_and_max_per_host() {
     self_test_refuses("placement/batch", artifacts::GUEST_GARBAGE, "hard constraints");
 }
 
+/// Two shares of 600 and a whole GPU on a host of two wholly free devices.
+fn gpu_request() -> PlacementRequest {
+    let host = HostOffer { free: Resources::new(8000, 8192, 0, 2), total: Resources::new(8000, 8192, 0, 2) };
+    let task = |instance, gpus| Task {
+        instance,
+        gang: instance,
+        demand: Resources::new(100, 100, 0, gpus),
+        ..Task::default()
+    };
+    let device = GpuDevice { free_milli: 1000, model: NO_VALUE };
+    PlacementRequest {
+        hosts: vec![host],
+        jobs: vec![JobInfo::default()],
+        constraints: vec![ConstraintSet::default()],
+        tasks: vec![task(0, 0), task(1, 0), task(2, 1)],
+        gpu_hosts: vec![GpuHost { devices: vec![device, device] }],
+        gpu_tasks: [600, 600, 1000].map(|milli| GpuTask { milli, models: Vec::new() }).to_vec(),
+        ..PlacementRequest::default()
+    }
+}
+
+#[test]
+fn placement_never_overcommits_a_gpu_device() {
+    let reg = registry(runtime_with(RuntimeConfig { auto_rollback_after: 100, ..RuntimeConfig::default() }));
+    bad_on_top(&reg, "placement/batch", artifacts::GPU_FGD, artifacts::GUEST_GPU_GREEDY);
+    let req = gpu_request();
+    let answer = reg.place("placement/batch", &req).expect("the slot answers");
+    assert_eq!(answer.served_by, ServedBy::Version("good@1".into()));
+    assert_eq!(answer.faults.len(), 1);
+    assert!(answer.faults[0].message.contains("GPU devices"), "{}", answer.faults[0]);
+    paceline_plugin_sdk::validate::check_placement(&req, &answer.value).expect("what is served holds");
+    // What gpu-fgd served: the shares on different devices (600 + 600 > 1000)
+    // and the whole GPU left waiting, with no device wholly free.
+    let devices: Vec<&[u32]> = answer.value.grants.iter().map(|g| g.devices.as_slice()).collect();
+    assert_eq!(devices.len(), 2, "{:?}", answer.value);
+    assert_ne!(devices[0], devices[1]);
+    assert!(answer.value.unplaced.iter().any(|u| u.task == 2), "{:?}", answer.value);
+    assert_eq!(errors(&reg, "placement/batch", "bad@1", FaultKind::InvalidAnswer), 1);
+    self_test_refuses("placement/batch", artifacts::GUEST_GPU_GREEDY, "placement case");
+}
+
 fn preemption_request(non_preemptible: bool, need_cpu: u64) -> PreemptionRequest {
     let task = |preemptible| RunningTask {
         pool: 0,

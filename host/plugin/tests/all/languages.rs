@@ -409,6 +409,9 @@ mod rounds_gen {
             gang += 1 + r.below(3) as u32;
         }
         PlacementRequest {
+            gpu_hosts: Vec::new(),
+            gpu_tasks: Vec::new(),
+            gpu_workload: Vec::new(),
             round: seed,
             hosts,
             attributes,

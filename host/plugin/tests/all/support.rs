@@ -47,6 +47,9 @@ pub fn workload(tasks: u32, hosts: u32, seed: u64) -> PlacementRequest {
         gang += 1;
     }
     PlacementRequest {
+        gpu_hosts: Vec::new(),
+        gpu_tasks: Vec::new(),
+        gpu_workload: Vec::new(),
         round: seed,
         hosts: hosts_v,
         attributes: vec![AttributeColumn { key: "zone".into(), values: (0..hosts).map(|h| h % 2).collect() }],

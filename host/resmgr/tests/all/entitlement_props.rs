@@ -96,7 +96,7 @@ fn submit_demands(w: &mut World, raw: &[RawPool]) {
 }
 
 fn amounts(r: &Resources) -> [u64; 4] {
-    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus]
+    [r.cpu_millis, r.memory_mib, r.disk_mib, r.gpu_milli]
 }
 
 /// Checks every property at every interior pool, per kind.

@@ -136,8 +136,8 @@ fn every_kind_is_divided_on_its_own() {
     }
     rm.recompute_entitlement();
     let (a, b) = (rm.pool_status("/a").expect("a").entitlement, rm.pool_status("/b").expect("b").entitlement);
-    // cpu: a 60 reserved + 20 of the remaining 40; memory 3:1; gpu 3 over 1:1 → 1 and 2.
+    // cpu: a 60 reserved + 20 of the remaining 40; memory 3:1; gpu 3 milli over 1:1 → 1 and 2.
     assert_eq!((a.cpu_millis, b.cpu_millis), (80, 20));
     assert_eq!((a.memory_mib, b.memory_mib), (750, 250));
-    assert_eq!((a.gpus, b.gpus), (1, 2));
+    assert_eq!((a.gpu_milli, b.gpu_milli), (1, 2));
 }

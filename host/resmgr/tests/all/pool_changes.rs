@@ -128,7 +128,7 @@ fn yaml_loads_all_or_nothing() {
     let good = "pools:\n  - path: /ml\n    reservation: { cpu: 4000, gpu: 4 }\n    limit: { gpu: 8 }\n    share: { cpu: 2 }\n  - path: /ml/train\n    reservation: { gpu: 4 }\n    type: { gpu: static }\n    slack_limit: { cpu: 1000 }\n";
     assert_eq!(rm.load_pools_yaml(good), Ok(2));
     let spec = *rm.tree().spec(rm.tree().id("/ml/train").expect("train")).expect("spec");
-    assert_eq!(spec.reservation.gpu, 4);
+    assert_eq!(spec.reservation.gpu, 4000, "4 whole GPUs, in milli-GPUs");
     assert_eq!(spec.limit.gpu, UNLIMITED, "no limit of its own; bounded by /ml's through entitlement");
     let before = snapshot(&rm);
     // The second entry breaks the reservation rule: the first must not be applied either.

@@ -10,8 +10,8 @@
 //! | pod `creation_time` (s) | the job's `at`, in ms from the earliest creation |
 //! | pod `deletion_time − scheduled_time` (s) | its run time (`deletion − creation` when never scheduled) |
 //! | pod `cpu_milli`, `memory_mib` | task `resources` |
-//! | pod `num_gpu`, `gpu_milli` | whole GPUs; a fractional request (`num_gpu` 1, `gpu_milli` < 1000) is rounded up to one GPU or dropped (`--fractional-gpu`), its `gpu_milli` kept on the job line |
-//! | pod `gpu_spec` (`A\|B`) | constraint `attribute_in gpu_model [A, B]` |
+//! | pod `num_gpu`, `gpu_milli` | `resources.gpu_milli`: `num_gpu` × 1000, or for a fractional request (`num_gpu` 1, `gpu_milli` < 1000) a share of one device (the default), one whole GPU, or left out (`--fractional-gpu share\|round-up\|drop`); the pod's `gpu_milli` is kept on the job line |
+//! | pod `gpu_spec` (`A\|B`) | task `gpu_models: [A, B]` and constraint `attribute_in gpu_model [A, B]` |
 //! | pod `qos` | label `qos`; priority LS 3, Guaranteed 3, Burstable 2, BE 1 (BE preemptible) |
 //! | pod `pod_phase` | Failed exits 1, every other phase exits 0 |
 //!
@@ -32,8 +32,10 @@ use crate::trace::{Event, Header, HostEvent, JobEvent, RunScript, Timed, job_spe
 /// What to do with a pod asking for part of one GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fractional {
-    /// Give it one whole GPU (the default: every pod stays in the trace).
+    /// A share of one GPU device, as the trace asks (the default).
     #[default]
+    Share,
+    /// Give it one whole GPU.
     RoundUp,
     /// Leave the pod out.
     Drop,
@@ -50,7 +52,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fractional: Fractional::RoundUp, pool: "/openb".into() }
+        Options { fractional: Fractional::Share, pool: "/openb".into() }
     }
 }
 
@@ -63,7 +65,8 @@ pub(crate) fn reserving(path: &str, total: &Resources) -> PoolEntry {
             cpu_millis: some(total.cpu_millis),
             memory_mib: some(total.memory_mib),
             disk_mib: some(total.disk_mib),
-            gpus: some(total.gpus),
+            gpus: None,
+            gpu_milli: some(total.gpu_milli),
         },
         ..PoolEntry::default()
     }
@@ -117,7 +120,7 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
             field(NODES, &row, cpu, "cpu_milli")?,
             field(NODES, &row, mem, "memory_mib")?,
             0,
-            field(NODES, &row, gpu, "gpu")?,
+            field::<u64>(NODES, &row, gpu, "gpu")?.saturating_mul(1000),
         );
         let mut attributes = paceline_model::Labels::new();
         let m = text(&row, model);
@@ -125,7 +128,7 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
             attributes.insert("gpu_model".into(), m.to_string());
         }
         hosts += 1;
-        gpu_hosts += u64::from(resources.gpus > 0);
+        gpu_hosts += u64::from(resources.gpu_milli > 0);
         events.push(Timed { at: 0, event: Event::Host(HostEvent { name, resources, attributes }) });
     }
 
@@ -188,9 +191,17 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
             *counts.entry("dropped: fractional GPU").or_default() += 1;
             continue;
         }
-        if fractional {
-            *counts.entry("fractional GPU rounded up to 1").or_default() += 1;
-        }
+        let gpu_ask = match (fractional, opts.fractional) {
+            (true, Fractional::Share) => {
+                *counts.entry("fractional GPU: a share of one device").or_default() += 1;
+                gpu_milli
+            }
+            (true, _) => {
+                *counts.entry("fractional GPU rounded up to 1").or_default() += 1;
+                1000
+            }
+            (false, _) => num_gpu.saturating_mul(1000),
+        };
         let started = if scheduled >= created && scheduled > 0 || created == 0 && scheduled == 0 {
             scheduled
         } else {
@@ -198,7 +209,7 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
             created
         };
         let run_s = deleted.saturating_sub(started).max(1);
-        let mut spec = job_spec(&name, &opts.pool, JobKind::Batch, 1, Resources::new(cpu, memory, 0, num_gpu));
+        let mut spec = job_spec(&name, &opts.pool, JobKind::Batch, 1, Resources::new(cpu, memory, 0, gpu_ask));
         spec.owner = "openb".into();
         if !qos.is_empty() {
             spec.labels.insert("qos".into(), qos.to_string());
@@ -213,6 +224,7 @@ pub fn import(nodes: impl BufRead, pods: impl BufRead, opts: &Options) -> Result
         if !gpu_spec.is_empty() && gpu_spec != "nan" {
             let values: Vec<String> =
                 gpu_spec.split('|').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            spec.default_task.gpu_models = values.clone();
             spec.default_task.constraints.push(Constraint::AttributeIn { key: "gpu_model".into(), values });
             *counts.entry("GPU type constraint (gpu_spec)").or_default() += 1;
         }

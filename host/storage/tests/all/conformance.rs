@@ -27,7 +27,7 @@ pub fn config(owner: &str, instances: u32) -> JobConfig {
         instance_count: instances,
         default_task: TaskSpec {
             command: "serve".into(),
-            resources: Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpus: 0, ports: 0 },
+            resources: Resources { cpu_millis: 1000, memory_mib: 512, disk_mib: 0, gpu_milli: 0, ports: 0 },
             ..Default::default()
         },
         ..Default::default()
@@ -472,8 +472,9 @@ pub async fn hosts_and_provider_ids(s: Arc<dyn Store>) {
         provider: "agent".into(),
         agent_id: Some("a1".into()),
         address: Some("127.0.0.1:7070".into()),
-        total: Resources { cpu_millis: 8000, memory_mib: 16384, disk_mib: 100_000, gpus: 1, ports: 100 },
+        total: Resources { cpu_millis: 8000, memory_mib: 16384, disk_mib: 100_000, gpu_milli: 1000, ports: 100 },
         attributes: [("zone".to_string(), "a".to_string())].into(),
+        gpus: vec![paceline_model::gpu::GpuDevice { index: 0, model: "A100".into() }],
         state: MaintenanceState::Up,
         registered_at_ms: 1,
         updated_at_ms: 1,

@@ -26,6 +26,7 @@ impl PlacementPolicy for Entropy {
             unplaced: (0..request.tasks.len() as u32)
                 .map(|task| Unplaced { task, reason: UnplacedReason::Deferred, detail: detail.clone() })
                 .collect(),
+            grants: Vec::new(),
         }
     }
 }

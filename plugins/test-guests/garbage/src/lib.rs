@@ -25,7 +25,7 @@ impl PlacementPolicy for Garbage {
             5 => ((0..n.min(2)).map(|task| Assignment { task, host: 0 }).collect(), rest(2)),
             _ => (Vec::new(), Vec::new()),
         };
-        PlacementResult { assignments, unplaced }
+        PlacementResult { assignments, unplaced, grants: Vec::new() }
     }
 }
 

@@ -79,10 +79,12 @@ async fn exec(opts: ClientOpts, cmd: HostCommand) -> anyhow::Result<()> {
     emit(out, &render::host(&host), || host_fields(&host))
 }
 
-/// Resources as `cpu/memory/disk/gpus`.
+/// Resources as `cpu/memory/disk/gpus` (GPUs with shares as decimals).
 fn res(r: Option<&pb::Resources>) -> String {
     let r = r.cloned().unwrap_or_default();
-    format!("{}/{}/{}/{}", r.cpu_millis, r.memory_mib, r.disk_mib, r.gpus)
+    let milli = if r.gpu_milli > 0 { r.gpu_milli } else { r.gpus.saturating_mul(1000) };
+    let gpus = if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{}", milli as f64 / 1000.0) };
+    format!("{}/{}/{}/{gpus}", r.cpu_millis, r.memory_mib, r.disk_mib)
 }
 
 fn host_table(hosts: &[pb::Host]) -> String {

@@ -191,7 +191,7 @@ fn amount(v: u64) -> String {
     amount_text(v)
 }
 
-/// Per-kind amounts as `cpu_millis/memory_mib/disk_mib/gpus`; one
+/// Per-kind amounts as `cpu_millis/memory_mib/disk_mib/gpu_milli`; one
 /// `unlimited` when every kind is.
 fn kinds(p: &PerKind<u64>) -> String {
     if p.to_array().iter().all(|v| *v == UNLIMITED) {
@@ -203,7 +203,8 @@ fn kinds(p: &PerKind<u64>) -> String {
 /// Per-kind amounts from the wire.
 fn wire_kinds(p: Option<&pb::PerKind>) -> String {
     let p = p.cloned().unwrap_or_default();
-    kinds(&PerKind { cpu: p.cpu, memory: p.memory, disk: p.disk, gpu: p.gpu })
+    let gpu = if p.gpu_milli > 0 { p.gpu_milli } else { p.gpu.saturating_mul(1000) };
+    kinds(&PerKind { cpu: p.cpu, memory: p.memory, disk: p.disk, gpu })
 }
 
 /// Shares: one weight when every kind has the same, else per kind.
@@ -227,7 +228,7 @@ fn pool_type(p: &PerKind<PoolType>) -> String {
 }
 
 /// What the amounts in a table mean.
-const UNITS: &str = "amounts are cpu_millis/memory_mib/disk_mib/gpus; shares are weights";
+const UNITS: &str = "amounts are cpu_millis/memory_mib/disk_mib/gpu_milli; shares are weights";
 
 fn pool_tree(resp: &pb::ListPoolsResponse) -> String {
     let mut t = Table::new(&[
@@ -261,7 +262,8 @@ fn pool_tree(resp: &pb::ListPoolsResponse) -> String {
         ]);
     }
     let c = resp.capacity.unwrap_or_default();
-    format!("{}{UNITS}; cluster capacity {}/{}/{}/{}\n", t.render(), c.cpu_millis, c.memory_mib, c.disk_mib, c.gpus)
+    let gpu = if c.gpu_milli > 0 { c.gpu_milli } else { c.gpus.saturating_mul(1000) };
+    format!("{}{UNITS}; cluster capacity {}/{}/{}/{gpu}\n", t.render(), c.cpu_millis, c.memory_mib, c.disk_mib)
 }
 
 fn pool_fields(p: &pb::Pool) -> String {

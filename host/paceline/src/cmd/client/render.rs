@@ -39,10 +39,11 @@ pub fn host_state(s: i32) -> String {
     enum_name(pb::HostState::try_from(s).ok().map(|e| e.as_str_name()), "HOST_STATE_", s)
 }
 
-/// Resources.
+/// Resources (GPU in milli-GPUs, as job specs and pool files spell it).
 pub fn resources(r: Option<&pb::Resources>) -> Value {
     let r = r.cloned().unwrap_or_default();
-    json!({"cpu_millis": r.cpu_millis, "memory_mib": r.memory_mib, "disk_mib": r.disk_mib, "gpus": r.gpus, "ports": r.ports})
+    let gpu_milli = if r.gpu_milli > 0 { r.gpu_milli } else { r.gpus.saturating_mul(1000) };
+    json!({"cpu_millis": r.cpu_millis, "memory_mib": r.memory_mib, "disk_mib": r.disk_mib, "gpu_milli": gpu_milli, "ports": r.ports})
 }
 
 /// An amount: the number, or `"unlimited"` for 2^64-1.
@@ -51,10 +52,11 @@ pub fn amount(v: u64) -> Value {
 }
 
 /// Per-kind amounts, named as task and host resources are (`cpu_millis`,
-/// `memory_mib`, `disk_mib`, `gpus`).
+/// `memory_mib`, `disk_mib`, `gpu_milli`).
 pub fn per_kind(p: Option<&pb::PerKind>) -> Value {
     let p = p.cloned().unwrap_or_default();
-    json!({"cpu_millis": amount(p.cpu), "memory_mib": amount(p.memory), "disk_mib": amount(p.disk), "gpus": amount(p.gpu)})
+    let gpu_milli = if p.gpu_milli > 0 { p.gpu_milli } else { p.gpu.saturating_mul(1000) };
+    json!({"cpu_millis": amount(p.cpu), "memory_mib": amount(p.memory), "disk_mib": amount(p.disk), "gpu_milli": amount(gpu_milli)})
 }
 
 /// A pool spec from the wire as the model reads it; a spec this build cannot
@@ -187,6 +189,10 @@ pub fn host(h: &pb::Host) -> Value {
         "attributes": h.attributes.iter().collect::<std::collections::BTreeMap<_, _>>(),
         "runs": h.runs,
         "last_heartbeat_ms": h.last_heartbeat_ms,
+        "gpus": h.gpus.iter().map(|g| {
+            let d = g.device.clone().unwrap_or_default();
+            json!({"index": d.index, "model": d.model, "used_milli": g.used_milli})
+        }).collect::<Vec<_>>(),
     })
 }
 

@@ -1,0 +1,142 @@
+//! Fragmentation gradient descent.
+//!
+//! The fragmentation of a host for one class of task is the GPU capacity
+//! of the host that class cannot use:
+//! - the whole of the host's free GPU when the class does not fit the host
+//!   at all (CPU, memory, or no device that takes it);
+//! - else the free GPU on devices that cannot take it: for a share of one
+//!   device, the devices with less free than the share; for whole devices,
+//!   the devices not wholly free.
+//!
+//! A class that asks for no GPU loses nothing on a host it fits (it needs
+//! no GPU there) and the whole free GPU on one it does not: a CPU task that
+//! takes a host's last cores strands that host's GPUs for the CPU tasks to
+//! come as well.
+//!
+//! A host's fragmentation is the sum over the workload's classes of their
+//! weight × that amount. Each task goes where its placement makes the
+//! fragmentation grow least (the steepest descent), device included.
+
+use paceline_plugin_sdk::prelude::*;
+
+use crate::{candidates, place_with_devices};
+
+/// Most devices a host is scored with (larger hosts are scored on their
+/// first 64; a guard, no real host has more).
+const MAX_DEVICES: usize = 64;
+
+/// The fragmentation gradient descent policy.
+#[derive(Debug)]
+pub struct Fgd;
+
+impl PlacementPolicy for Fgd {
+    fn place(request: &PlacementRequest) -> PlacementResult {
+        let frag = Frag::new(&request.gpu_workload);
+        place_with_devices(request, |round, t| choose(round, &frag, t))
+    }
+}
+
+/// The workload's GPU classes, as fragmentation is measured against them.
+#[derive(Clone, Debug, Default)]
+pub struct Frag {
+    /// (cpu millis, memory MiB, milli-GPU, weight).
+    classes: Vec<(u64, u64, u32, u64)>,
+}
+
+impl Frag {
+    /// The measure for a workload.
+    pub fn new(workload: &[TaskClass]) -> Frag {
+        let classes = workload
+            .iter()
+            .filter(|c| c.weight > 0)
+            .map(|c| (c.cpu_millis, c.memory_mib, c.milli, u64::from(c.weight)))
+            .collect();
+        Frag { classes }
+    }
+
+    /// The fragmentation of a host with `cpu` and `memory` free and its
+    /// devices' free milli-GPU in `devices`.
+    pub fn of(&self, cpu: u64, memory: u64, devices: &[u32]) -> u64 {
+        let free: u64 = devices.iter().map(|&f| u64::from(f)).sum();
+        if free == 0 {
+            return 0;
+        }
+        let whole = devices.iter().filter(|&&f| f == DEVICE_MILLI).count() as u64;
+        let most = devices.iter().copied().max().unwrap_or(0);
+        let mut sum = 0u64;
+        for &(c, m, milli, w) in &self.classes {
+            let gpu_fits = match milli {
+                0 => true,
+                m if m < DEVICE_MILLI => most >= m,
+                m => whole >= u64::from(m / DEVICE_MILLI),
+            };
+            let lost = if c > cpu || m > memory || !gpu_fits {
+                free
+            } else {
+                let need = milli.min(DEVICE_MILLI);
+                devices.iter().filter(|&&f| f < need).map(|&f| u64::from(f)).sum()
+            };
+            sum = sum.saturating_add(w.saturating_mul(lost));
+        }
+        sum
+    }
+}
+
+/// (growth, GPU left on the host, left on the device, CPU left, host).
+type Key = (i128, u64, u32, u64, u32);
+
+/// The host and devices where task `t` grows fragmentation least.
+fn choose(round: &Round<'_>, frag: &Frag, t: u32) -> Result<(u32, Option<Vec<u32>>), UnplacedReason> {
+    let task = &round.request.tasks[t as usize];
+    let ask = round.gpu_task(t);
+    let (count, each) = ask.shape();
+    // (growth, GPU left on the host, left on the device, CPU left, host)
+    // → the choice.
+    let mut best: Option<(Key, (u32, Vec<u32>))> = None;
+    for h in candidates(round, t)? {
+        let free = &round.free[h as usize];
+        let cpu_after = free.cpu_millis.saturating_sub(task.demand.cpu_millis);
+        let mem_after = free.memory_mib.saturating_sub(task.demand.memory_mib);
+        let devices: &[u32] = round.gpu_free.get(h as usize).map_or(&[], |d| &d[..d.len().min(MAX_DEVICES)]);
+        let before = i128::from(frag.of(free.cpu_millis, free.memory_mib, devices));
+        let mut after = [0u32; MAX_DEVICES];
+        after[..devices.len()].copy_from_slice(devices);
+        let options: Vec<Vec<u32>> = if count == 0 {
+            vec![Vec::new()]
+        } else if each == DEVICE_MILLI {
+            round.default_devices(t, h).into_iter().collect()
+        } else {
+            // One option per distinct free amount (the lowest index of
+            // each): devices alike score alike.
+            let info = &round.request.gpu_hosts[h as usize].devices;
+            let mut seen: Vec<u32> = Vec::new();
+            let mut out = Vec::new();
+            for (i, &f) in devices.iter().enumerate() {
+                if ask.takes(&info[i], f) && !seen.contains(&f) {
+                    seen.push(f);
+                    out.push(vec![i as u32]);
+                }
+            }
+            out
+        };
+        for option in options {
+            for &d in &option {
+                after[d as usize] -= each;
+            }
+            let f_after = frag.of(cpu_after, mem_after, &after[..devices.len()]);
+            let grown = i128::from(f_after) - before;
+            let gpu_left: u64 = after[..devices.len()].iter().map(|&f| u64::from(f)).sum();
+            for &d in &option {
+                after[d as usize] += each;
+            }
+            // The device's free after the task: among equal hosts, the
+            // fullest device (best fit).
+            let dev_left = option.first().map_or(0, |&d| after[d as usize] - each);
+            let key = (grown, gpu_left, dev_left, cpu_after, h);
+            if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                best = Some((key, (h, option)));
+            }
+        }
+    }
+    best.map(|(_, (h, devices))| (h, Some(devices))).ok_or(UnplacedReason::InsufficientResources)
+}
