@@ -579,10 +579,11 @@ impl Server {
             store.put_pool(DEFAULT_POOL, &bytes).await?;
             pools.push((DEFAULT_POOL.to_string(), spec));
         }
-        // `/default` as earlier versions made it (2^40 reserved) reads as the
-        // same pool made today (`unlimited`), so it is printed as such.
+        // `/default` as earlier versions made it (2^40 reserved; 2^20 whole
+        // GPUs, read as milli-GPUs) reads as the same pool made today
+        // (`unlimited`), so it is printed as such.
         let old_default = PoolSpec {
-            reservation: PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: 1 << 20 },
+            reservation: PerKind { cpu: 1 << 40, memory: 1 << 40, disk: 1 << 40, gpu: (1 << 20) * 1000 },
             ..PoolSpec::default()
         };
         if let Some((_, spec)) = pools.iter_mut().find(|(p, s)| p == DEFAULT_POOL && *s == old_default) {

@@ -137,7 +137,7 @@ fn registry() -> Arc<Registry> {
 
 fn resmgr() -> Arc<Mutex<ResourceManager>> {
     let mut rm = ResourceManager::new(Config::default());
-    rm.set_capacity(Resources::new(64_000, 256 * 1024, 1 << 20, 8));
+    rm.set_capacity(Resources::new(64_000, 256 * 1024, 1 << 20, 8_000));
     let mut spec = PoolSpec::default();
     spec.reservation.cpu = 64_000;
     spec.reservation.memory = 256 * 1024;

@@ -716,7 +716,7 @@ mod tests {
 
     #[test]
     fn a_host_view_survives_the_placement_protocol() {
-        let mut h = paceline_model::view::HostView::new("h1", Resources::new(4000, 8192, 10, 1));
+        let mut h = paceline_model::view::HostView::new("h1", Resources::new(4000, 8192, 10, 1_000));
         h.allocated = Resources { cpu_millis: 500, ports: 2, ..Resources::ZERO };
         h.attributes.insert("zone".into(), "a".into());
         h.task_labels.insert("app=web".into());

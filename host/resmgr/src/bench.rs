@@ -171,7 +171,7 @@ pub fn entitlement_figures() -> EntitlementFigures {
         let spec = GangSpec {
             job: 3_000_000 + i,
             tasks: 1_000,
-            per_task: Resources::new(4_000, 16_384, 100_000, 1),
+            per_task: Resources::new(4_000, 16_384, 100_000, 1_000),
             ..GangSpec::default()
         };
         let g = match rm.submit("/p0/p0/p0/p0", spec, 0) {

@@ -237,23 +237,26 @@ pub fn line_chart(title: &str, x_ms: &[u64], series: &[(String, &[f64], &str)], 
             let y = top + ph - ph * (v / y_max).clamp(0.0, 1.0);
             let _ = write!(points, "{x:.1},{y:.1} ");
         }
-        let _ = write!(
-            svg,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{}"/>"#,
-            points.trim_end()
-        );
-        let lx = left + 8.0 + 170.0 * k as f64;
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}" class="a">{}</text>"#,
-            h - 8.0,
-            lx + 14.0,
-            h - 4.0,
-            esc(label)
-        );
+        line_with_legend(&mut svg, &points, k, label, color, left, h);
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// Series `k`'s polyline (`points`: "x,y x,y …") and its legend entry at
+/// the bottom of a chart of height `h`.
+fn line_with_legend(svg: &mut String, points: &str, k: usize, label: &str, color: &str, left: f64, h: f64) {
+    let _ =
+        write!(svg, r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{}"/>"#, points.trim_end());
+    let lx = left + 8.0 + 170.0 * k as f64;
+    let _ = write!(
+        svg,
+        r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}" class="a">{}</text>"#,
+        h - 8.0,
+        lx + 14.0,
+        h - 4.0,
+        esc(label)
+    );
 }
 
 /// A named line of (x, y) points with its colour.
@@ -305,17 +308,7 @@ pub fn percent_chart(title: &str, x_label: &str, series: &[Curve<'_>]) -> String
             let py = top + ph - ph * (y / y_max).clamp(0.0, 1.0);
             let _ = write!(line, "{px:.1},{py:.1} ");
         }
-        let _ =
-            write!(svg, r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{}"/>"#, line.trim_end());
-        let lx = left + 8.0 + 170.0 * k as f64;
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}" class="a">{}</text>"#,
-            h - 8.0,
-            lx + 14.0,
-            h - 4.0,
-            esc(label)
-        );
+        line_with_legend(&mut svg, &line, k, label, color, left, h);
     }
     svg.push_str("</svg>");
     svg

@@ -10,7 +10,7 @@
 //! that linking the code does not link an export; the host links them
 //! natively for tests and the simulator's fallbacks.
 //!
-//! Every policy places gangs whole ([`place_gangs`]), honours eligibility,
+//! Every policy places gangs whole ([`place_gangs_on_devices`]), honours eligibility,
 //! per-host maxima and GPU models, and names the devices it chose.
 //!
 //! Choices the paper leaves open, stated once here:
@@ -76,41 +76,12 @@ pub(crate) fn gpu_total(round: &Round<'_>, h: u32) -> u64 {
 }
 
 /// Places every gang with `choose`, which returns a host and the devices
-/// (empty: the runtime's default for a GPU ask, none otherwise).
-pub(crate) fn place_with_devices<F>(request: &PlacementRequest, mut choose: F) -> PlacementResult
+/// (`None`: the runtime's default for a GPU ask).
+pub(crate) fn place_with_devices<F>(request: &PlacementRequest, choose: F) -> PlacementResult
 where
     F: FnMut(&Round<'_>, u32) -> Result<(u32, Option<Vec<u32>>), UnplacedReason>,
 {
-    let mut round = Round::new(request);
-    for (start, end) in gangs(&request.tasks) {
-        let checkpoint = round.checkpoint();
-        let mut failed = None;
-        for t in start as u32..end as u32 {
-            match choose(&round, t) {
-                Ok((host, Some(devices))) => round.assign_with_devices(t, host, devices),
-                Ok((host, None)) => round.assign(t, host),
-                Err(reason) => {
-                    failed = Some((t, reason));
-                    break;
-                }
-            }
-        }
-        if let Some((culprit, reason)) = failed {
-            round.undo_since(checkpoint);
-            for t in start as u32..end as u32 {
-                if t == culprit {
-                    round.leave(t, reason, "");
-                } else {
-                    round.leave(
-                        t,
-                        UnplacedReason::GangIncomplete,
-                        format!("task {culprit} of the gang could not be placed"),
-                    );
-                }
-            }
-        }
-    }
-    round.finish()
+    place_gangs_on_devices(Round::new(request), choose)
 }
 
 #[cfg(test)]

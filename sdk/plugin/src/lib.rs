@@ -57,7 +57,7 @@ pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.1";
 
 /// Everything a policy usually needs.
 pub mod prelude {
-    pub use crate::placement::{Round, complete_grants, gangs, place_gangs};
+    pub use crate::placement::{Round, complete_grants, gangs, place_gangs, place_gangs_on_devices};
     pub use crate::resources::ScoreScale;
     pub use crate::types::*;
     pub use crate::{

@@ -360,28 +360,39 @@ pub fn gangs(tasks: &[Task]) -> impl Iterator<Item = (usize, usize)> + '_ {
 /// for a task, the gang's earlier assignments are undone, that task is left
 /// with the returned reason and its gang-mates with `GangIncomplete`.
 ///
-/// `choose(round, task_index)` returns the host or the reason it found none.
-pub fn place_gangs<F>(mut round: Round<'_>, mut choose: F) -> PlacementResult
+/// `choose(round, task_index)` returns the host or the reason it found none;
+/// a GPU ask gets the runtime's default devices ([`Round::assign`]).
+pub fn place_gangs<F>(round: Round<'_>, mut choose: F) -> PlacementResult
 where
     F: FnMut(&Round<'_>, u32) -> Result<u32, UnplacedReason>,
+{
+    place_gangs_on_devices(round, |r, t| choose(r, t).map(|h| (h, None)))
+}
+
+/// [`place_gangs`] for a policy that chooses GPU devices too: `choose`
+/// returns the host and, for a GPU ask, `Some(devices)` (indices into the
+/// host's devices) or `None` for the runtime's default.
+pub fn place_gangs_on_devices<F>(mut round: Round<'_>, mut choose: F) -> PlacementResult
+where
+    F: FnMut(&Round<'_>, u32) -> Result<(u32, Option<Vec<u32>>), UnplacedReason>,
 {
     let request = round.request;
     for (start, end) in gangs(&request.tasks) {
         let checkpoint = round.checkpoint();
         let mut failed = None;
-        for t in start..end {
-            match choose(&round, t as u32) {
-                Ok(host) => round.assign(t as u32, host),
+        for t in start as u32..end as u32 {
+            match choose(&round, t) {
+                Ok((host, Some(devices))) => round.assign_with_devices(t, host, devices),
+                Ok((host, None)) => round.assign(t, host),
                 Err(reason) => {
-                    failed = Some((t as u32, reason));
+                    failed = Some((t, reason));
                     break;
                 }
             }
         }
         if let Some((culprit, reason)) = failed {
             round.undo_since(checkpoint);
-            for t in start..end {
-                let t = t as u32;
+            for t in start as u32..end as u32 {
                 if t == culprit {
                     round.leave(t, reason, "");
                 } else {

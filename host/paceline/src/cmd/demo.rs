@@ -83,7 +83,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         (
             "placement/gpu",
             "train (gang of 4 x 2 GPUs)",
-            tasks("train", 4, Resources::new(4000, 16_384, 0, 2), vec![], true),
+            tasks("train", 4, Resources::new(4000, 16_384, 0, 2_000), vec![], true),
         ),
     ];
     for (round, (slot, title, ts)) in workloads.into_iter().enumerate() {
@@ -121,7 +121,7 @@ fn sample_hosts() -> Vec<HostView> {
         .map(|i| {
             let gpu_host = i >= 10;
             let total = if gpu_host {
-                Resources::new(16_000, 65_536, 100_000, 4)
+                Resources::new(16_000, 65_536, 100_000, 4_000)
             } else {
                 Resources::new(8000, 32_768, 100_000, 0)
             };
