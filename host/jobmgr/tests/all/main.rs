@@ -6,6 +6,7 @@ mod batch;
 mod bench;
 mod common;
 mod daemon;
+mod grow;
 mod recover;
 mod stateful;
 mod stateless;
