@@ -5,6 +5,7 @@
 mod batch;
 mod bench;
 mod common;
+mod controller;
 mod daemon;
 mod grow;
 mod recover;
