@@ -336,7 +336,7 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     for (String w : r.getWarningsList()) {
       LOG.warn("Paceline: job {}: {}", jobId, w);
     }
-    LOG.info("Paceline: executor job {} created in {} with {} instance(s); executor N's log: `paceline task logs {} N`",
+    LOG.info("Paceline: executor job {} created in {} with {} instance(s); executor N's log: `paceline task logs {} N --stderr`",
         jobId, settings.pool, count, jobId);
   }
 
