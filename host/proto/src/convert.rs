@@ -637,6 +637,10 @@ mod tests {
         let model = spec();
         let wire = job_spec_pb(&model);
         assert_eq!(job_config("spec", &wire), Ok(model));
+        let controller = JobConfig { controller: true, ..spec() };
+        let wire = job_spec_pb(&controller);
+        assert!(wire.controller);
+        assert_eq!(job_config("spec", &wire), Ok(controller));
     }
 
     #[test]
