@@ -648,6 +648,8 @@ mod tests {
             ("JobService/PauseUpdate", JobsInPool),
             ("JobService/ResumeUpdate", JobsInPool),
             ("JobService/AbortUpdate", JobsInPool),
+            ("JobService/AddInstances", JobsInPool),
+            ("JobService/RemoveInstances", JobsInPool),
             ("PluginService/DeployPlugin", AtLeast(Role::Operator)),
             ("PluginService/ValidatePlugin", AtLeast(Role::Author)),
             ("PluginService/ListPlugins", Read),

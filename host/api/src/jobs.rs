@@ -243,6 +243,37 @@ impl JobService for JobApi {
         Ok(Response::new(pb::KillJobResponse {}))
     }
 
+    async fn add_instances(
+        &self,
+        request: Request<pb::AddInstancesRequest>,
+    ) -> Result<Response<pb::AddInstancesResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        if r.count == 0 {
+            return Err(Status::invalid_argument("count: must be at least 1"));
+        }
+        auth::check_job(&request, &self.jobs, &r.id).await?;
+        let (instances, update_id) = self.jobs.add_instances(&r.id, r.count).await.map_err(|e| status::job(e, ""))?;
+        let instance_count = instances.last().map_or(0, |i| i + 1);
+        tracing::info!(job = %r.id, added = instances.len(), update = %update_id, "job grown");
+        Ok(Response::new(pb::AddInstancesResponse { instances, instance_count, update_id }))
+    }
+
+    async fn remove_instances(
+        &self,
+        request: Request<pb::RemoveInstancesRequest>,
+    ) -> Result<Response<pb::RemoveInstancesResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        if r.instances.is_empty() {
+            return Err(Status::invalid_argument("instances: name at least one instance"));
+        }
+        auth::check_job(&request, &self.jobs, &r.id).await?;
+        self.checked_instances(&r.id, &r.instances).await?;
+        let removed = self.jobs.remove_instances(&r.id, &r.instances).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::RemoveInstancesResponse { removed }))
+    }
+
     async fn restart_job(
         &self,
         request: Request<pb::RestartJobRequest>,

@@ -143,6 +143,13 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
         pool_type,
         slack_limit: kinds(s.slack_limit.as_ref(), 0, 0, true),
         queue_policy,
+        controller_limit_percent: match s.controller_limit_percent {
+            None => None,
+            Some(p) => Some(u8::try_from(p).ok().filter(|&p| p <= 100).ok_or_else(|| FieldError {
+                field: format!("{field}.controller_limit_percent"),
+                reason: format!("{p} is not a percent from 0 to 100"),
+            })?),
+        },
     };
     spec.check().map_err(|e| FieldError { field: format!("{field}.{}", e.field()), reason: e.to_string() })?;
     Ok(spec)
@@ -171,6 +178,7 @@ pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
         }
         .to_string(),
         limited_kinds: named(&|k| s.limit.get(k) != UNLIMITED),
+        controller_limit_percent: s.controller_limit_percent.map(u32::from),
     }
 }
 
@@ -358,6 +366,7 @@ mod tests {
             limit: PerKind { cpu: 2000, memory: UNLIMITED, disk: UNLIMITED, gpu: 2 },
             pool_type: PerKind { cpu: PoolType::Static, ..PerKind::splat(PoolType::Elastic) },
             queue_policy: QueuePolicy::Fifo,
+            controller_limit_percent: Some(20),
             ..PoolSpec::default()
         };
         assert_eq!(pool_spec("spec", &pool_spec_pb(&spec)), Ok(spec));
@@ -376,6 +385,14 @@ mod tests {
         assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.static_kinds[1]".to_string()));
         let wire = pb::PoolSpec { limited_kinds: vec!["gpus".into(), "tpu".into()], ..Default::default() };
         assert_eq!(pool_spec("spec", &wire).map_err(|e| e.field), Err("spec.limited_kinds[1]".to_string()));
+        for bad in [101, 300] {
+            let wire = pb::PoolSpec { controller_limit_percent: Some(bad), ..Default::default() };
+            assert_eq!(
+                pool_spec("spec", &wire).map_err(|e| e.field),
+                Err("spec.controller_limit_percent".to_string()),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

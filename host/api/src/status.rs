@@ -37,9 +37,18 @@ pub fn host(e: HostError) -> Status {
 
 /// Fields of a pool's spec, which the wire nests under `spec`.
 fn spec_field(field: &str) -> bool {
-    ["reservation", "limit", "share", "slack_limit", "pool_type", "static_kinds", "queue_policy"]
-        .iter()
-        .any(|f| field == *f || field.starts_with(&format!("{f}.")))
+    [
+        "reservation",
+        "limit",
+        "share",
+        "slack_limit",
+        "pool_type",
+        "static_kinds",
+        "queue_policy",
+        "controller_limit_percent",
+    ]
+    .iter()
+    .any(|f| field == *f || field.starts_with(&format!("{f}.")))
 }
 
 /// A resource manager pool error; the message leads with the request field.

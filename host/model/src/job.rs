@@ -114,6 +114,12 @@ pub struct JobConfig {
     pub plugin_overrides: BTreeMap<String, String>,
     /// Free-form description.
     pub description: String,
+    /// The job's tasks are controllers (e.g. a Spark driver that runs its
+    /// executors as another job): in its pool they count against the pool's
+    /// `controller_limit_percent` as well. Not written when false, so the
+    /// stored form of every other job is unchanged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub controller: bool,
 }
 
 impl JobConfig {

@@ -391,6 +391,40 @@ pub struct PoolSpec {
     pub slack_limit: PerKind<u64>,
     /// Order of the pool's queue.
     pub queue_policy: QueuePolicy,
+    /// Most of the pool that controller tasks (jobs marked `controller`,
+    /// such as a Spark driver that runs its executors as another job) may
+    /// hold at once, in percent of the pool's reservation, per kind; in a
+    /// kind the pool reserves nothing, of its limit (no cap where it has
+    /// neither). `None`: no cap. Peloton's `controller_limit`: drivers
+    /// cannot fill a pool and leave no room for the executors they start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_limit_percent: Option<u8>,
+}
+
+impl PoolSpec {
+    /// The most controller tasks may hold in each kind ([`u64::MAX`] where
+    /// there is no cap).
+    pub fn controller_cap(&self) -> PerKind<u64> {
+        let Some(pct) = self.controller_limit_percent else {
+            return PerKind::splat(u64::MAX);
+        };
+        let of = |kind: ResourceKind| {
+            let (r, l) = (self.reservation.get(kind), self.limit.get(kind));
+            let base = if r > 0 { r } else { l };
+            if base == UNLIMITED {
+                u64::MAX
+            } else {
+                // At most 100%: no overflow (u64 × 100 / 100 in u128).
+                (u128::from(base) * u128::from(pct.min(100)) / 100) as u64
+            }
+        };
+        PerKind {
+            cpu: of(ResourceKind::Cpu),
+            memory: of(ResourceKind::Memory),
+            disk: of(ResourceKind::Disk),
+            gpu: of(ResourceKind::Gpu),
+        }
+    }
 }
 
 /// [`PoolSpec`] as stored: the same fields and a mark that its GPU amounts
@@ -450,6 +484,7 @@ impl Default for PoolSpec {
             pool_type: PerKind::splat(PoolType::Elastic),
             slack_limit: PerKind::splat(0),
             queue_policy: QueuePolicy::PriorityFifo,
+            controller_limit_percent: None,
         }
     }
 }
@@ -484,6 +519,9 @@ pub enum SpecError {
         /// The kind.
         kind: ResourceKind,
     },
+    /// A controller limit above 100 percent.
+    #[error("controller_limit_percent is {0}; it is a percent of the pool's reservation, from 0 to 100")]
+    ControllerLimitAbove100(u8),
     /// A limit of 0 in a kind tasks need: no task asking for it could run.
     #[error(
         "a limit of 0 means no task that needs {kind} could ever run in this pool; leave the kind out, or \
@@ -503,6 +541,7 @@ impl SpecError {
             Self::ZeroShare { kind } => format!("share.{}", kind.field()),
             Self::StaticWithoutReservation { kind } => format!("type.{}", kind.field()),
             Self::ZeroLimit { kind } => format!("limit.{}", kind.field()),
+            Self::ControllerLimitAbove100(_) => "controller_limit_percent".to_string(),
         }
     }
 }
@@ -518,6 +557,9 @@ impl PoolSpec {
             if self.share.get(kind) == 0 {
                 return Err(SpecError::ZeroShare { kind });
             }
+        }
+        if let Some(pct) = self.controller_limit_percent.filter(|&p| p > 100) {
+            return Err(SpecError::ControllerLimitAbove100(pct));
         }
         Ok(())
     }
@@ -575,6 +617,10 @@ pub struct PoolEntry {
     /// Queue order.
     #[serde(default)]
     pub queue_policy: QueuePolicy,
+    /// Most of the pool controller tasks may hold, in percent of its
+    /// reservation (of its limit where it reserves nothing); left out: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_limit_percent: Option<u8>,
 }
 
 impl PoolEntry {
@@ -602,6 +648,7 @@ impl PoolEntry {
             pool_type: self.pool_type.map_or(PerKind::splat(PoolType::Elastic), |t| t.or(PoolType::Elastic)),
             slack_limit: self.slack_limit.amounts(0),
             queue_policy: self.queue_policy,
+            controller_limit_percent: self.controller_limit_percent,
         }
     }
 
@@ -616,6 +663,7 @@ impl PoolEntry {
             pool_type: Some(OneOrPerKind::of(&spec.pool_type)),
             slack_limit: KindValues::of(&spec.slack_limit),
             queue_policy: spec.queue_policy,
+            controller_limit_percent: spec.controller_limit_percent,
         }
     }
 }
@@ -648,6 +696,24 @@ mod tests {
         let mut spec = PoolSpec::default();
         spec.share.gpu = 0;
         assert_eq!(spec.check().map_err(|e| e.field()), Err("share.gpus".to_string()));
+    }
+
+    #[test]
+    fn the_controller_cap_is_a_share_of_the_reservation_else_of_the_limit() {
+        let spec = entry("reservation: {cpu_millis: 4000}\nlimit: {memory_mib: 1000}\ncontroller_limit_percent: 25\n")
+            .expect("parses");
+        assert_eq!(spec.controller_limit_percent, Some(25));
+        let cap = spec.controller_cap();
+        assert_eq!((cap.cpu, cap.memory, cap.disk), (1000, 250, u64::MAX), "disk: no reservation, no limit");
+        assert!(spec.check().is_ok());
+        assert_eq!(PoolSpec::default().controller_cap(), PerKind::splat(u64::MAX));
+        let over = PoolSpec { controller_limit_percent: Some(101), ..PoolSpec::default() };
+        assert_eq!(over.check().map_err(|e| e.field()), Err("controller_limit_percent".to_string()));
+        // The file form keeps it, and a spec stored before the field existed still reads.
+        assert_eq!(PoolEntry::from_spec("/a", &spec).spec(), spec);
+        let old: PoolSpec =
+            serde_yaml::from_str(&serde_yaml::to_string(&PoolSpec::default()).expect("yaml")).expect("old");
+        assert_eq!(old.controller_limit_percent, None);
     }
 
     fn entry(yaml: &str) -> Result<PoolSpec, String> {

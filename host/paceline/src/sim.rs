@@ -343,6 +343,7 @@ fn pending_category(info: &paceline_resmgr::PendingInfo) -> String {
         P::OverEntitlement { kind, .. } => format!("admission: over entitlement ({kind}) in {pool}"),
         P::WaitingOnReservation { kind, .. } => format!("admission: waiting on reservation ({kind}) in {pool}"),
         P::OverSlackEntitlement { kind, .. } => format!("admission: over slack entitlement ({kind}) in {pool}"),
+        P::OverControllerLimit { kind, .. } => format!("admission: over the controller limit ({kind}) in {pool}"),
         P::ClusterFull { kind, .. } => format!("admission: cluster full ({kind}), waiting for preemption"),
         P::BehindHead { .. } => format!("admission: queued behind another gang in {pool}"),
         P::PoolCannotHold { kind, .. } => format!("admission: pool {pool} can never hold {kind}"),

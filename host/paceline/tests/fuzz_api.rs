@@ -149,6 +149,8 @@ rpc_table! {
     "PutSecret" => |ch, r: pb::PutSecretRequest| SecretServiceClient::new(ch).put_secret(r),
     "ListSecrets" => |ch, r: pb::ListSecretsRequest| SecretServiceClient::new(ch).list_secrets(r),
     "DeleteSecret" => |ch, r: pb::DeleteSecretRequest| SecretServiceClient::new(ch).delete_secret(r),
+    "AddInstances" => |ch, r: pb::AddInstancesRequest| JobServiceClient::new(ch).add_instances(r),
+    "RemoveInstances" => |ch, r: pb::RemoveInstancesRequest| JobServiceClient::new(ch).remove_instances(r),
 }
 
 /// A well-formed request for each RPC, naming things that exist.
@@ -201,6 +203,8 @@ fn seed(index: usize) -> Vec<u8> {
         }
         "ListSecrets" => pb::ListSecretsRequest { pool: POOL.into() }.encode_to_vec(),
         "DeleteSecret" => pb::DeleteSecretRequest { pool: POOL.into(), name: "db".into() }.encode_to_vec(),
+        "AddInstances" => pb::AddInstancesRequest { id: job, count: 2 }.encode_to_vec(),
+        "RemoveInstances" => pb::RemoveInstancesRequest { id: job, instances: vec![1] }.encode_to_vec(),
         _ => Vec::new(),
     }
 }

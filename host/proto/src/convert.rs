@@ -431,6 +431,7 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
         update: j.update.as_ref().map(update_spec).unwrap_or_default(),
         plugin_overrides: j.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: j.description.clone(),
+        controller: j.controller,
     };
     // Task specs first, so their errors carry the task's own path.
     check_task(&format!("{field}.default_task"), &config.default_task)?;
@@ -464,6 +465,7 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
         update: Some(update_spec_pb(&c.update)),
         plugin_overrides: c.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: c.description.clone(),
+        controller: c.controller,
     }
 }
 
@@ -672,6 +674,10 @@ mod tests {
         let model = spec();
         let wire = job_spec_pb(&model);
         assert_eq!(job_config("spec", &wire), Ok(model));
+        let controller = JobConfig { controller: true, ..spec() };
+        let wire = job_spec_pb(&controller);
+        assert!(wire.controller);
+        assert_eq!(job_config("spec", &wire), Ok(controller));
     }
 
     #[test]

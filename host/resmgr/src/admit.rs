@@ -5,6 +5,9 @@
 //!   non-preemptible, the pool's non-preemptible allocation + gang ≤ its
 //!   reservation;
 //! - revocable: pool revocable allocation + gang ≤ pool slack entitlement;
+//! - a controller gang (a job marked `controller`): the pool's controller
+//!   allocation + gang ≤ its controller cap (`PoolSpec::controller_cap`);
+//!   a gang waiting on it blocks nothing behind it;
 //! - always: everything allocated in the cluster + gang ≤ capacity (the
 //!   entitlement of a pool over its own may still be held by it until
 //!   preemption frees it).
@@ -49,6 +52,11 @@ impl ResourceManager {
 
     fn check(&self, slot: &GangSlot) -> Result<(), PendingReason> {
         let n = &self.tree.nodes[slot.pool as usize];
+        if slot.spec.controller
+            && let Some((kind, by)) = amounts::over(&n.alloc_ctl, &slot.total, &n.ctl_cap)
+        {
+            return Err(PendingReason::OverControllerLimit { kind, by });
+        }
         if slot.spec.revocable {
             if let Some((kind, by)) = amounts::over(&n.alloc_rev, &slot.total, &n.slack_ent) {
                 return Err(PendingReason::OverSlackEntitlement { kind, by });
@@ -114,6 +122,15 @@ impl ResourceManager {
                         } else {
                             i += 1;
                         }
+                    }
+                    Err(reason @ PendingReason::OverControllerLimit { .. }) => {
+                        // Blocks nothing: the work behind it (the executors of
+                        // the controllers already running, say) is what the
+                        // cap keeps room for.
+                        if let Some(s) = self.gangs.get_mut(id) {
+                            s.reason = reason;
+                        }
+                        i += 1;
                     }
                     Err(reason) => {
                         if let Some(s) = self.gangs.get_mut(id) {

@@ -21,6 +21,9 @@ pub struct GangSpec {
     pub revocable: bool,
     /// A preempted task ends KILLED instead of going back to the queue.
     pub kill_on_preempt: bool,
+    /// Controller tasks (a job marked `controller`): also held to the
+    /// pool's controller limit.
+    pub controller: bool,
     /// Tasks in the gang (at least 1).
     pub tasks: u32,
     /// What each task needs.
@@ -37,6 +40,7 @@ impl Default for GangSpec {
             preemptible: true,
             revocable: false,
             kill_on_preempt: false,
+            controller: false,
             tasks: 1,
             per_task: Resources::ZERO,
         }

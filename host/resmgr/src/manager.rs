@@ -76,6 +76,7 @@ pub(crate) struct TaskRec {
     pub preemptible: bool,
     pub revocable: bool,
     pub kill_on_preempt: bool,
+    pub controller: bool,
     pub resources: Resources,
     pub attempts: u32,
     pub since_ms: u64,
@@ -440,6 +441,7 @@ impl ResourceManager {
                 preemptible: spec.preemptible,
                 revocable: spec.revocable,
                 kill_on_preempt: spec.kill_on_preempt,
+                controller: spec.controller,
                 resources: spec.per_task,
                 attempts: 0,
                 since_ms: now_ms,
@@ -465,7 +467,11 @@ impl ResourceManager {
     /// the gang was queued there (its queued amounts and count go).
     fn charge(&mut self, p: u32, spec: &GangSpec, total: &Amounts, from_queue: bool) {
         let (revocable, np, n) = (spec.revocable, !spec.preemptible && !spec.revocable, u64::from(spec.tasks));
+        let controller = spec.controller;
         self.tree.walk_up(p, |node| {
+            if controller {
+                node.alloc_ctl = amounts::add(&node.alloc_ctl, total);
+            }
             if revocable {
                 if from_queue {
                     node.queued_rev = amounts::sub(&node.queued_rev, total);
@@ -680,6 +686,7 @@ impl ResourceManager {
         let t = &mut self.tasks[slot_of(id)];
         t.live = false;
         let (p, res, revocable, preemptible) = (t.pool, amounts::of(&t.resources), t.revocable, t.preemptible);
+        let controller = t.controller;
         let requeue = preempted && !t.kill_on_preempt;
         let spec = GangSpec {
             job: t.job,
@@ -689,12 +696,16 @@ impl ResourceManager {
             preemptible: t.preemptible,
             revocable: t.revocable,
             kill_on_preempt: t.kill_on_preempt,
+            controller: t.controller,
             tasks: 1,
             per_task: t.resources,
         };
         self.free_tasks.push(slot_of(id) as u32);
         let np = !preemptible && !revocable;
         self.tree.walk_up(p, |n| {
+            if controller {
+                n.alloc_ctl = amounts::sub(&n.alloc_ctl, &res);
+            }
             if revocable {
                 n.alloc_rev = amounts::sub(&n.alloc_rev, &res);
             } else {

@@ -35,6 +35,14 @@ pub enum PendingReason {
         /// Static with no reservation (else a limit of 0).
         is_static: bool,
     },
+    /// It is a controller task and would take its pool's controllers `by`
+    /// units of `kind` over the pool's controller limit.
+    OverControllerLimit {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
     /// It is revocable and would take its pool over its slack entitlement.
     OverSlackEntitlement {
         /// The first kind short.
@@ -66,6 +74,7 @@ impl PendingReason {
             PendingReason::OverEntitlement { .. } => "over_entitlement",
             PendingReason::WaitingOnReservation { .. } => "waiting_on_reservation",
             PendingReason::PoolCannotHold { .. } => "pool_cannot_hold",
+            PendingReason::OverControllerLimit { .. } => "over_controller_limit",
             PendingReason::OverSlackEntitlement { .. } => "over_slack_entitlement",
             PendingReason::ClusterFull { .. } => "cluster_full",
             PendingReason::BehindHead { .. } => "behind_head",
@@ -127,6 +136,12 @@ impl std::fmt::Display for PendingInfo {
             PendingReason::OverSlackEntitlement { kind, by } => {
                 write!(f, "over slack entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
             }
+            PendingReason::OverControllerLimit { kind, by } => write!(
+                f,
+                "controller task: pool {pool}'s controllers would exceed its controller_limit_percent by {by} {} of \
+                 {kind}; it waits for other controllers there to end",
+                kind.unit()
+            ),
             PendingReason::ClusterFull { kind, by } => write!(
                 f,
                 "within pool {pool}'s entitlement but the cluster is short {by} {} of {kind}; waiting for preemption",

@@ -51,6 +51,10 @@ pub(crate) struct Node {
     pub usable_sum: Amounts,
     /// Non-preemptible part of `alloc_nr`.
     pub alloc_np: Amounts,
+    /// What controller tasks hold (any lane).
+    pub alloc_ctl: Amounts,
+    /// Most controller tasks may hold here (`PoolSpec::controller_cap`).
+    pub ctl_cap: Amounts,
     pub alloc_rev: Amounts,
     pub queued_rev: Amounts,
     pub usable_rev: Amounts,
@@ -82,6 +86,8 @@ impl Node {
             alloc_nr: ZERO,
             alloc_rev: ZERO,
             alloc_np: ZERO,
+            alloc_ctl: ZERO,
+            ctl_cap: ZERO,
             queued_nr: ZERO,
             queued_rev: ZERO,
             gangs: 0,
@@ -106,6 +112,7 @@ impl Node {
         let limit = spec.limit.to_array();
         self.cap = std::array::from_fn(|k| if self.is_static[k] { self.res[k] } else { limit[k] });
         self.slack_cap = amounts::min(&spec.slack_limit.to_array(), &self.cap);
+        self.ctl_cap = spec.controller_cap().to_array();
     }
 
     pub fn demand_nr(&self) -> Amounts {
@@ -494,6 +501,7 @@ struct Carried {
     alloc_nr: Amounts,
     alloc_rev: Amounts,
     alloc_np: Amounts,
+    alloc_ctl: Amounts,
     queued_nr: Amounts,
     queued_rev: Amounts,
     gangs: u64,
@@ -506,6 +514,7 @@ impl Carried {
             alloc_nr: n.alloc_nr,
             alloc_rev: n.alloc_rev,
             alloc_np: n.alloc_np,
+            alloc_ctl: n.alloc_ctl,
             queued_nr: n.queued_nr,
             queued_rev: n.queued_rev,
             gangs: n.gangs,
@@ -518,6 +527,7 @@ impl Carried {
         a.alloc_nr = f(&a.alloc_nr, &self.alloc_nr);
         a.alloc_rev = f(&a.alloc_rev, &self.alloc_rev);
         a.alloc_np = f(&a.alloc_np, &self.alloc_np);
+        a.alloc_ctl = f(&a.alloc_ctl, &self.alloc_ctl);
         a.queued_nr = f(&a.queued_nr, &self.queued_nr);
         a.queued_rev = f(&a.queued_rev, &self.queued_rev);
         if add {

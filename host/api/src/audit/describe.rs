@@ -81,6 +81,14 @@ fn describe_grpc(method: &str, m: &[u8]) -> Option<Described> {
             let r = pb::RestartJobRequest::decode(m).ok()?;
             job(r.id, instances(&r.instances))
         }
+        "AddInstances" => {
+            let r = pb::AddInstancesRequest::decode(m).ok()?;
+            job(r.id, format!("count={}", r.count))
+        }
+        "RemoveInstances" => {
+            let r = pb::RemoveInstancesRequest::decode(m).ok()?;
+            job(r.id, instances(&r.instances))
+        }
         "DeleteJob" => job(pb::DeleteJobRequest::decode(m).ok()?.id, String::new()),
         "PauseUpdate" | "ResumeUpdate" | "AbortUpdate" => {
             job(pb::UpdateControlRequest::decode(m).ok()?.id, String::new())

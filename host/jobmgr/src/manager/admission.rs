@@ -161,6 +161,7 @@ pub(crate) fn gang_spec(
         preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
         revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
         kill_on_preempt: false,
+        controller: cfg.controller,
         tasks,
         per_task,
     }

@@ -233,6 +233,31 @@ impl JobManager {
         self.sync_job(key).await
     }
 
+    /// Stops chosen instances for good (the `RemoveInstances` call): each
+    /// gets the goal to be killed, which no lifecycle undoes (only an
+    /// explicit restart would), while the job keeps its goal to run and its
+    /// instance count. Returns the instances that were still meant to run.
+    pub async fn remove_instances(&self, id: &str, instances: &[u32]) -> Result<Vec<u32>, JobError> {
+        if instances.is_empty() {
+            return Err(JobError::invalid("instances", "name at least one instance"));
+        }
+        let live: Vec<u32> = {
+            let m = self.mem();
+            let key = m.key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            if let Some(bad) = instances.iter().find(|&&i| i as usize >= job.tasks.len()) {
+                return Err(JobError::NotFound(format!("instance {bad} of job {id}")));
+            }
+            let mut live: Vec<u32> =
+                instances.iter().copied().filter(|&i| job.tasks[i as usize].rt.goal != TaskGoal::Kill).collect();
+            live.sort_unstable();
+            live.dedup();
+            live
+        };
+        self.kill(id, Some(instances.to_vec())).await?;
+        Ok(live)
+    }
+
     /// Deletes a terminal job with everything stored about it. Refused
     /// while a task of it has not ended (a failed job's kills still in
     /// flight): deleting its records then would orphan a running process,

@@ -234,6 +234,7 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
             PendingReason::OverEntitlement { .. }
             | PendingReason::WaitingOnReservation { .. }
             | PendingReason::OverSlackEntitlement { .. }
+            | PendingReason::OverControllerLimit { .. }
             | PendingReason::PoolCannotHold { .. } => why(PendingKind::OverEntitlement, info.to_string()),
             PendingReason::ClusterFull { .. } => why(PendingKind::WaitingForCapacity, format!("{info} ({words})")),
             PendingReason::BehindHead { .. } => match head {

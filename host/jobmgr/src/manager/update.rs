@@ -42,6 +42,48 @@ impl JobManager {
         self.start_update(key, config, spec, None).await
     }
 
+    /// Grows a live job by `count` instances at its current spec: an update
+    /// that only raises `instance_count`, so nothing restarts and the new
+    /// instances (numbered after the highest, never reusing an id) go
+    /// through admission like any other and wait while the pool is full.
+    /// Read and written under the operations lock, so two concurrent calls
+    /// each get their own instances. Returns the new instance ids and the
+    /// update id.
+    pub async fn add_instances(&self, id: &str, count: u32) -> Result<(Vec<u32>, String), JobError> {
+        if count == 0 {
+            return Err(JobError::invalid("count", "must be at least 1"));
+        }
+        let _op = self.ops.lock().await;
+        let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        let (config, spec, old) = {
+            let m = self.mem();
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            if job.kind() == JobKind::Daemon {
+                return Err(JobError::invalid("id", "a daemon job runs one instance per host and cannot be grown"));
+            }
+            if job.runtime.state.is_terminal() || job.runtime.goal != paceline_model::job::JobGoal::Run {
+                return Err(JobError::State(format!("job {id} is {}", job.runtime.state)));
+            }
+            let mut config = (**job.config()).clone();
+            let old = config.instance_count;
+            config.instance_count = old.checked_add(count).ok_or_else(|| {
+                JobError::invalid("count", format!("{old} + {count} instances is more than a job can have"))
+            })?;
+            let mut spec = config.update.clone();
+            spec.start_paused = false;
+            (config, spec, old)
+        };
+        validate::check(&config, self.config.max_instances, &self.rm()).map_err(|e| match e {
+            JobError::Invalid { field, reason } if field == "instance_count" => {
+                JobError::Invalid { field: "count".into(), reason }
+            }
+            e => e,
+        })?;
+        let new = config.instance_count;
+        let update = self.start_update(key, config, spec, None).await?;
+        Ok(((old..new).collect(), update))
+    }
+
     /// Restarts instances (`None`: all) in rolling batches of `batch_size`
     /// (0: all at once): an update to an identical config version in which
     /// every listed instance gets a new run. Returns the update id.

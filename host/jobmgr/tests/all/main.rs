@@ -5,7 +5,9 @@
 mod batch;
 mod bench;
 mod common;
+mod controller;
 mod daemon;
+mod grow;
 mod recover;
 mod stateful;
 mod stateless;

@@ -99,6 +99,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("job list", "paceline job list --state running --owner alice --pool /team-a"),
     ("job kill", "paceline job kill hello-3f9c1a2b\npaceline job kill web-0a1b2c3d --instances 0,2"),
     ("job restart", "paceline job restart web-0a1b2c3d --batch-size 2"),
+    ("job grow", "paceline job grow web-0a1b2c3d 3            # three more instances, numbered after the highest"),
+    ("job remove", "paceline job remove web-0a1b2c3d --instances 4,7   # stopped for good, the rest keep running"),
     (
         "job update",
         "paceline job update web-0a1b2c3d web-v2.yaml --dry-run\npaceline job update web-0a1b2c3d web-v2.yaml --batch-size 2",

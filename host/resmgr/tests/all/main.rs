@@ -3,6 +3,7 @@
 
 mod admission;
 mod common;
+mod controller;
 mod entitlement_props;
 mod entitlement_table;
 mod pool_changes;

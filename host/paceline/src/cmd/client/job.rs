@@ -64,6 +64,23 @@ pub enum JobCommand {
         #[arg(long, value_delimiter = ',')]
         instances: Vec<u32>,
     },
+    /// Grow a running job by COUNT instances at its current spec (the
+    /// `AddInstances` call); they wait while the pool has no room.
+    Grow {
+        /// Job id.
+        id: String,
+        /// How many instances to add.
+        count: u32,
+    },
+    /// Stop chosen instances for good (the `RemoveInstances` call): the
+    /// job keeps running with the others and its instance count.
+    Remove {
+        /// Job id.
+        id: String,
+        /// The instances to remove (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        instances: Vec<u32>,
+    },
     /// Restart a job's instances in rolling batches.
     Restart {
         /// Job id.
@@ -218,6 +235,29 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
             client.kill_job(r.clone()).await.map_err(RpcError)?;
             done(out, &r.id, "killing")
         }
+        Request::Grow(r) => {
+            let resp = client.add_instances(r.clone()).await.map_err(RpcError)?.into_inner();
+            let value = json!({
+                "id": r.id,
+                "instances": resp.instances,
+                "instance_count": resp.instance_count,
+                "update_id": resp.update_id,
+            });
+            emit(out, &value, || {
+                format!(
+                    "{}: added instances {} (instance count {})\n",
+                    r.id,
+                    output::list(&resp.instances),
+                    resp.instance_count
+                )
+            })
+        }
+        Request::Remove(r) => {
+            let resp = client.remove_instances(r.clone()).await.map_err(RpcError)?.into_inner();
+            emit(out, &json!({ "id": r.id, "removed": resp.removed }), || {
+                format!("{}: removing instances {}\n", r.id, output::list(&resp.removed))
+            })
+        }
         Request::Restart(r) => {
             client.restart_job(r.clone()).await.map_err(RpcError)?;
             done(out, &r.id, "restarting")
@@ -291,6 +331,8 @@ enum Request {
     Get(String, Option<u64>),
     List(pb::QueryJobsRequest),
     Kill(pb::KillJobRequest),
+    Grow(pb::AddInstancesRequest),
+    Remove(pb::RemoveInstancesRequest),
     Restart(pb::RestartJobRequest),
     Update(pb::UpdateJobRequest),
     Delete(String),
@@ -315,6 +357,13 @@ impl Request {
                 page_token: String::new(),
             }),
             JobCommand::Kill { id, instances } => Request::Kill(pb::KillJobRequest { id, instances }),
+            JobCommand::Grow { id, count } => {
+                if count == 0 {
+                    return Err(bad_input("COUNT must be at least 1"));
+                }
+                Request::Grow(pb::AddInstancesRequest { id, count })
+            }
+            JobCommand::Remove { id, instances } => Request::Remove(pb::RemoveInstancesRequest { id, instances }),
             JobCommand::Restart { id, instances, batch_size } => {
                 Request::Restart(pb::RestartJobRequest { id, instances, batch_size })
             }

@@ -34,7 +34,8 @@ pub enum PoolCommand {
     Create {
         /// Pool path, such as /team/batch.
         path: String,
-        /// The pool spec (YAML: reservation, limit, share, type, slack_limit, queue_policy;
+        /// The pool spec (YAML: reservation, limit, share, type, slack_limit, queue_policy,
+        /// controller_limit_percent;
         /// kinds `cpu_millis`, `memory_mib`, `disk_mib`, `gpus`; see docs/resmgr.md).
         file: PathBuf,
     },
@@ -280,6 +281,10 @@ fn pool_fields(p: &pb::Pool) -> String {
         ("share", shares(&spec.share)),
         ("slack limit", kinds(&spec.slack_limit)),
         ("queue policy", queue_policy.into()),
+        (
+            "controller limit",
+            spec.controller_limit_percent.map_or_else(|| "-".to_string(), |p| format!("{p}% of the reservation")),
+        ),
         ("entitlement", wire_kinds(p.entitlement.as_ref())),
         ("allocation", wire_kinds(p.allocation.as_ref())),
         ("demand", wire_kinds(p.demand.as_ref())),
