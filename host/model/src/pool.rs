@@ -437,6 +437,8 @@ struct StoredPoolSpec {
     pool_type: PerKind<PoolType>,
     slack_limit: PerKind<u64>,
     queue_policy: QueuePolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    controller_limit_percent: Option<u8>,
     #[serde(default)]
     gpu_milli_units: bool,
 }
@@ -450,6 +452,7 @@ impl From<StoredPoolSpec> for PoolSpec {
             pool_type: s.pool_type,
             slack_limit: s.slack_limit,
             queue_policy: s.queue_policy,
+            controller_limit_percent: s.controller_limit_percent,
         };
         if !s.gpu_milli_units {
             for amounts in [&mut spec.reservation, &mut spec.limit, &mut spec.slack_limit] {
@@ -469,6 +472,7 @@ impl From<PoolSpec> for StoredPoolSpec {
             pool_type: s.pool_type,
             slack_limit: s.slack_limit,
             queue_policy: s.queue_policy,
+            controller_limit_percent: s.controller_limit_percent,
             gpu_milli_units: true,
         }
     }
