@@ -107,6 +107,8 @@ struct Proc {
     /// agent by design) are killed when the agent is dropped, so that the
     /// test leaves nothing running (scripts/leftovers checks).
     tasks_under: Option<PathBuf>,
+    /// Where its stderr goes.
+    log: PathBuf,
 }
 
 impl Proc {
@@ -121,7 +123,7 @@ impl Proc {
                 sink.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), line));
             }
         });
-        Proc { name: name.to_string(), child, lines, exited: None, tasks_under: None }
+        Proc { name: name.to_string(), child, lines, exited: None, tasks_under: None, log: stderr.to_path_buf() }
     }
 
     /// When a stdout line containing `needle` arrived, if one did.
@@ -135,7 +137,17 @@ impl Proc {
             if let Some(t) = self.line_at(needle) {
                 return t;
             }
-            assert!(self.alive(), "{} exited ({:?}) before printing {needle:?}", self.name, self.exited);
+            if !self.alive() {
+                // Its stderr, so that a failure in CI says why it exited.
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+                panic!(
+                    "{} exited ({:?}) before printing {needle:?}; its stderr ends:\n{}",
+                    self.name,
+                    self.exited,
+                    tail.join("\n")
+                );
+            }
             assert!(Instant::now() < deadline, "{} did not print {needle:?} within {secs} s", self.name);
             std::thread::sleep(Duration::from_millis(20));
         }

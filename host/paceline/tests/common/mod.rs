@@ -37,8 +37,35 @@ pub fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_paceline");
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, below the kernel's ephemeral range.
+/// A port the kernel hands out (bind to 0) can be given again as the source
+/// port of any outgoing connection while the process meant to listen on it
+/// is not up yet or stands by, and its bind then fails (a standby job
+/// manager of `ha_zookeeper` exited so in CI).
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (low.saturating_sub(20_000).max(10_000), low.saturating_sub(1));
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(std::process::id()) << 32);
+    for _ in 0..200 {
+        // splitmix64 of a per-process counter: spread over the range.
+        let mut x = seed.wrapping_add(NEXT.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed));
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        if to <= from {
+            break;
+        }
+        let port = (from + x % (to - from)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
