@@ -709,6 +709,32 @@ mod tests {
     }
 
     #[test]
+    fn gpu_asks_are_whole_devices_or_a_share_and_models_need_an_ask() {
+        let spec = |milli: u64, models: &[&str]| TaskSpec {
+            command: "x".into(),
+            resources: Resources { gpu_milli: milli, ..Resources::ZERO },
+            gpu_models: models.iter().map(|m| m.to_string()).collect(),
+            ..Default::default()
+        };
+        for ok in [0, 1, 500, 999, 1000, 3000] {
+            assert!(spec(ok, &[]).validate().is_ok(), "{ok}");
+        }
+        for bad in [1500, 2001] {
+            let e = spec(bad, &[]).validate().expect_err("whole and a share");
+            assert!(
+                matches!(&e, SpecError::Invalid { field: "resources.gpu_milli", .. })
+                    && e.to_string().contains("not for both"),
+                "{e}"
+            );
+        }
+        assert!(spec(500, &["T4"]).validate().is_ok());
+        assert!(matches!(spec(0, &["T4"]).validate(), Err(SpecError::Invalid { field: "gpu_models", .. })));
+        assert!(matches!(spec(500, &[""]).validate(), Err(SpecError::Empty("gpu_models"))));
+        let long = "m".repeat(limits::MAX_STRING + 1);
+        assert!(matches!(spec(500, &[long.as_str()]).validate(), Err(SpecError::TooLong { field: "gpu_models", .. })));
+    }
+
+    #[test]
     fn runs() {
         let r = TaskRuntime::initial(3, 10);
         let n = r.next_run(20);

@@ -175,6 +175,16 @@ mod tests {
             ("zero cpu", |r| r.total.as_mut().into_iter().for_each(|t| t.cpu_millis = 0), Some("total.cpu_millis")),
             ("zero memory", |r| r.total.as_mut().into_iter().for_each(|t| t.memory_mib = 0), Some("total.memory_mib")),
             ("huge gpus", |r| r.total.as_mut().into_iter().for_each(|t| t.gpus = 1 << 20), Some("total.gpus")),
+            (
+                "huge gpu_milli",
+                |r| r.total.as_mut().into_iter().for_each(|t| t.gpu_milli = 1 << 40),
+                Some("total.gpu_milli"),
+            ),
+            (
+                "a device model too long",
+                |r| r.gpus = vec![paceline_proto::v1::GpuDevice { index: 0, model: "m".repeat(100_000) }],
+                Some("gpus[0].model"),
+            ),
             ("port range", |r| (r.port_range_first, r.port_range_last) = (2000, 1000), Some("port_range_first")),
             ("empty agent id", |r| r.agent_id.clear(), Some("agent_id")),
         ];
