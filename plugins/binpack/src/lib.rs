@@ -20,9 +20,10 @@ pub struct Binpack;
 impl PlacementPolicy for Binpack {
     fn place(request: &PlacementRequest) -> PlacementResult {
         let mut compact = Compact::new(request);
+        let mut picker = RunPicker::new();
         place_gangs(Round::new(request), |round, t| {
             compact.sync(round);
-            best_fit(round, &compact, t)
+            best_fit(round, &compact, &mut picker, t)
         })
     }
 }
@@ -88,8 +89,19 @@ impl Compact {
 
 export_placement!(Binpack);
 
-/// Picks the best-fit host for task `t`, or says why there is none.
-pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, UnplacedReason> {
+/// A host's rank for a task: preference weight matched (negated), the
+/// fullness left after the task, then milli-GPUs left; least first.
+type Rank = (i64, u64, u64);
+
+/// Picks the best-fit host for task `t`, or says why there is none. A run
+/// of alike tasks (one job's instances) is served from `picker`'s heap after
+/// its first task: the same choices, without a scan per task.
+pub fn best_fit(
+    round: &Round<'_>,
+    compact: &Compact,
+    picker: &mut RunPicker<Rank>,
+    t: u32,
+) -> Result<u32, UnplacedReason> {
     let task = &round.request.tasks[t as usize];
     let demand = task.demand;
     let gpu = round.gpu_task(t).milli;
@@ -115,16 +127,29 @@ pub fn best_fit(round: &Round<'_>, compact: &Compact, t: u32) -> Result<u32, Unp
         && small(demand.disk_mib);
     if fast {
         let d = [demand.cpu_millis as u32, demand.memory_mib as u32, demand.disk_mib as u32];
-        return best_fit_all(&compact.slots, d).ok_or(UnplacedReason::InsufficientResources);
+        // The heap ranks hosts by the tight loop's own score.
+        let rank = |h: u32| (0, fast_score(&compact.slots[h as usize], d), 0);
+        return picker.pick_or_scan(round, t, rank, || {
+            best_fit_all(&compact.slots, d).ok_or(UnplacedReason::InsufficientResources)
+        });
     }
     // Everything else: a host matching more preference weight wins, then
     // the fullest after taking the task; for a GPU ask, then the host with
     // the fewest milli-GPUs left (shares pack onto started devices).
-    round.pick_min_by_key(t, |h| {
+    picker.pick(round, t, |h| {
         let leftover = round.free[h as usize].saturating_sub(&demand);
         let gpu_left: u64 = if gpu > 0 { round.gpu_free[h as usize].iter().map(|&f| u64::from(f)).sum() } else { 0 };
         (-round.preference_score(task, h), round.scales[h as usize].score(&leftover), gpu_left)
     })
+}
+
+/// The tight loop's score of a host the task fits: fullness left after it.
+fn fast_score(s: &Slot, d: [u32; 3]) -> u64 {
+    let f = s.free;
+    u64::from(f[0].saturating_sub(d[0])) * u64::from(s.scale[0])
+        + u64::from(f[1].saturating_sub(d[1])) * u64::from(s.scale[1])
+        + u64::from(f[2].saturating_sub(d[2])) * u64::from(s.scale[2])
+        + u64::from(f[3]) * u64::from(s.scale[3])
 }
 
 fn eligible_host(round: &Round<'_>, task: &Task, host: u32) -> bool {

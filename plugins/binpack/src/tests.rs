@@ -42,3 +42,73 @@ fn the_compact_copy_follows_assignments_and_undone_gangs() {
     let r = Binpack::place(&req);
     assert_eq!(r.assignments, vec![Assignment { task: 2, host: 0 }]);
 }
+
+/// Binpack with a scan for every task: what the run picker must match.
+fn scanning(req: &PlacementRequest) -> PlacementResult {
+    let mut compact = Compact::new(req);
+    place_gangs(Round::new(req), |round, t| {
+        compact.sync(round);
+        best_fit(round, &compact, &mut RunPicker::new(), t)
+    })
+}
+
+#[test]
+fn runs_of_alike_tasks_go_where_a_scan_per_task_would() {
+    // Hosts of three sizes, some partly used; jobs of 1 to 40 alike tasks:
+    // some limited per host, some constrained to half the hosts, some with
+    // a preference, one gang of three that cannot fit whole.
+    let sizes = [Resources::new(8_000, 16_384, 100_000, 0), Resources::new(16_000, 32_768, 100_000, 0)];
+    let hosts: Vec<HostOffer> = (0..60u64)
+        .map(|i| {
+            let total = sizes[(i % 2) as usize];
+            let used = Resources::new((i * 700) % 6_000, (i * 1_300) % 9_000, 0, 0);
+            HostOffer { free: total.saturating_sub(&used), total }
+        })
+        .collect();
+    let half: Vec<u32> = (0..60).filter(|h| h % 2 == 0).collect();
+    let rack = AttributeColumn { key: "rack".into(), values: (0..60).map(|h| h % 3).collect() };
+    let mut req = PlacementRequest {
+        hosts,
+        attributes: vec![rack],
+        symbols: vec!["a".into(), "b".into(), "c".into()],
+        jobs: vec![
+            JobInfo::default(),
+            JobInfo { max_per_host: 1, ..JobInfo::default() },
+            JobInfo { max_per_host: 2, ..JobInfo::default() },
+            JobInfo::default(),
+        ],
+        constraints: vec![
+            ConstraintSet::default(),
+            ConstraintSet { eligible: HostFilter::Only(half), preferences: Vec::new() },
+            ConstraintSet {
+                eligible: HostFilter::All,
+                preferences: vec![Preference { attribute: 0, value: 1, weight: 5 }],
+            },
+        ],
+        ..PlacementRequest::default()
+    };
+    let mut gang = 0;
+    let mut add = |job: u32, constraints: u32, count: u32, demand: Resources, together: bool| {
+        for i in 0..count {
+            req.tasks.push(Task { job, instance: i, gang, demand, constraints, preferred_host: None });
+            if !together {
+                gang += 1;
+            }
+        }
+        if together {
+            gang += 1;
+        }
+    };
+    add(0, 0, 40, Resources::new(1_000, 2_048, 0, 0), false);
+    add(1, 1, 35, Resources::new(2_000, 1_024, 0, 0), false);
+    add(2, 2, 30, Resources::new(500, 512, 0, 0), false);
+    add(3, 0, 3, Resources::new(15_000, 1_024, 0, 0), true);
+    add(0, 0, 1, Resources::new(3_000, 1_000, 0, 0), false);
+    add(3, 1, 25, Resources::new(1_500, 4_096, 0, 0), false);
+    add(0, 0, 200, Resources::new(2_000, 2_048, 0, 0), false);
+    let picked = Binpack::place(&req);
+    let scanned = scanning(&req);
+    assert_eq!(picked, scanned);
+    assert!(picked.assignments.len() > 100, "{} placed", picked.assignments.len());
+    assert!(!picked.unplaced.is_empty(), "the last job does not all fit");
+}

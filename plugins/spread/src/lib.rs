@@ -15,13 +15,19 @@ pub struct Spread;
 
 impl PlacementPolicy for Spread {
     fn place(request: &PlacementRequest) -> PlacementResult {
-        place_gangs(Round::tracking_every_job(request), choose)
+        let mut picker = RunPicker::new();
+        place_gangs(Round::tracking_every_job(request), |round, t| choose(round, &mut picker, t))
     }
 }
 
 export_placement!(Spread);
 
-fn choose(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
+/// A host's rank for a task: preference weight matched (negated), the
+/// job's tasks on the host's attribute value, on the host, then how full
+/// the host would be; least first.
+type Rank = (i64, u32, u32, u64);
+
+fn choose(round: &Round<'_>, picker: &mut RunPicker<Rank>, t: u32) -> Result<u32, UnplacedReason> {
     let task = &round.request.tasks[t as usize];
     let job = round.request.jobs.get(task.job as usize);
     let column = job.and_then(|j| j.spread_over);
@@ -43,7 +49,7 @@ fn choose(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
             .and_then(|v| per_value.iter().find(|(value, _)| *value == v).map(|(_, n)| *n))
             .unwrap_or(0)
     };
-    round.pick_min_by_key(t, |h| {
+    let rank = |h: u32| {
         let free = &round.free[h as usize];
         let total = round.request.hosts[h as usize].total;
         let used_after = total.saturating_sub(&free.saturating_sub(&task.demand));
@@ -53,7 +59,14 @@ fn choose(round: &Round<'_>, t: u32) -> Result<u32, UnplacedReason> {
             round.job_count(task.job, h),
             round.scales[h as usize].score(&used_after),
         )
-    })
+    };
+    match column {
+        // A placement changes the rank of the host it went to and no other:
+        // a run of the job's tasks is served from the picker's heap.
+        None => picker.pick(round, t, rank),
+        // It changes the count of every host of its attribute value.
+        Some(_) => round.pick_min_by_key(t, rank),
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@
 //! on anything in `host/`: the contract is `wit/`, and this SDK is its Rust face.
 #![deny(missing_docs)]
 
+pub mod pick;
 pub mod placement;
 pub mod resources;
 pub mod types;
@@ -57,6 +58,7 @@ pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.1";
 
 /// Everything a policy usually needs.
 pub mod prelude {
+    pub use crate::pick::RunPicker;
     pub use crate::placement::{Round, complete_grants, gangs, place_gangs, place_gangs_on_devices};
     pub use crate::resources::ScoreScale;
     pub use crate::types::*;
