@@ -34,7 +34,7 @@
 //! that changed nothing the clock jumps to the next thing due: a trace
 //! event, a run's end, a job-manager deadline or a resource-manager timer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -147,6 +147,8 @@ pub struct Options {
     pub until_ms: Option<u64>,
     /// Most tasks a placement round takes per job kind.
     pub batch_size: usize,
+    /// Tasks in the engine's workload mix (`EngineConfig::workload_window`).
+    pub workload_window: usize,
     /// Called about every 200 ms of wall time.
     pub progress: Option<Progress>,
     /// How the trace's jobs arrive.
@@ -177,6 +179,10 @@ pub enum Arrival {
         /// jobs again (ids suffixed `.r2`, `.r3`, …) when it runs out (the
         /// fragmentation paper's experiment); `None`: the trace once.
         until_gpu_pct: Option<u32>,
+        /// Jobs in a random order drawn from this seed (hosts, pools and
+        /// the rest first, as the trace has them), a new order each time the
+        /// trace is offered again; `None`: the trace's order.
+        shuffle: Option<u64>,
     },
 }
 
@@ -197,6 +203,7 @@ impl Default for Options {
             spread_key: "zone".into(),
             until_ms: None,
             batch_size: 1_000,
+            workload_window: paceline_placement::workload::WINDOW,
             progress: None,
             arrival: Arrival::ByTime,
             list_tasks: false,
@@ -655,10 +662,10 @@ impl Runner {
         reader: &mut Reader<R>,
         tick: u64,
         sample_every: u64,
-        stop_at_first_unplaced: bool,
-        until_gpu_pct: Option<u32>,
+        mode: FillMode,
         progress: &mut Option<Progress>,
     ) -> Result<(u64, u64, FillObserved), SimError> {
+        let FillMode { stop_at_first_unplaced, until_gpu_pct, shuffle } = mode;
         let mut seen = FillObserved { stop_at_first_unplaced, ..FillObserved::default() };
         let (mut now, mut steps) = (0u64, 0u64);
         let mut last_progress = Instant::now();
@@ -668,10 +675,32 @@ impl Runner {
         let mut offered: Vec<(u64, paceline_sim::trace::JobEvent)> = Vec::new();
         let mut trace_done = false;
         let (mut pass, mut replay) = (1u32, 0usize);
+        // Shuffled: the whole trace read first, its jobs put after the rest
+        // in a random order.
+        let mut shuffled = match shuffle {
+            Some(seed) => {
+                let (mut first, mut jobs) = (VecDeque::new(), Vec::new());
+                while let Some((line, timed)) = next_event(reader)? {
+                    match timed.event {
+                        Event::Job(_) => jobs.push((line, timed)),
+                        _ => first.push_back((line, timed)),
+                    }
+                }
+                let mut rng = paceline_sim::rng::Rng::new(seed);
+                shuffle_in_place(&mut jobs, &mut rng);
+                first.extend(jobs);
+                Some((first, rng))
+            }
+            None => None,
+        };
         loop {
             let target_reached =
                 until_gpu_pct.is_none_or(|pct| capacity > 0 && arrived >= capacity / 100 * u64::from(pct));
-            let next = if !trace_done { next_event(reader)? } else { None };
+            let next = match (&mut shuffled, trace_done) {
+                (_, true) => None,
+                (Some((queue, _)), false) => queue.pop_front(),
+                (None, false) => next_event(reader)?,
+            };
             let (line, mut job) = match next {
                 Some((line, timed)) => match timed.event {
                     Event::Pool(_) | Event::Host(_) => {
@@ -708,6 +737,11 @@ impl Runner {
                     }
                     if replay == 0 && pass == 1 {
                         pass = 2;
+                    }
+                    if replay == 0
+                        && let Some((_, rng)) = &mut shuffled
+                    {
+                        shuffle_in_place(&mut offered, rng);
                     }
                     let (line, mut j) = offered[replay].clone();
                     replay += 1;
@@ -775,6 +809,23 @@ impl Runner {
             }
         }
         Ok((now, steps, seen))
+    }
+}
+
+/// How "arrive until full" goes ([`Arrival::UntilFull`]'s fields).
+#[derive(Clone, Copy, Debug)]
+struct FillMode {
+    stop_at_first_unplaced: bool,
+    until_gpu_pct: Option<u32>,
+    shuffle: Option<u64>,
+}
+
+/// Fisher–Yates with the simulator's own generator, so an order depends on
+/// the seed alone.
+fn shuffle_in_place<T>(items: &mut [T], rng: &mut paceline_sim::rng::Rng) {
+    for i in (1..items.len()).rev() {
+        let j = rng.range(0, i as u64) as usize;
+        items.swap(i, j);
     }
 }
 
@@ -945,6 +996,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
             batch_size: options.batch_size.max(1),
             max_hosts_per_lease: usize::MAX / 2,
             lease_ttl: Duration::from_secs(3_600),
+            workload_window: options.workload_window.max(1),
             ..Default::default()
         },
         jobs: paceline_jobmgr::JobManagerConfig { concurrent_jobs: 1, max_instances: 1_000_000, ..Default::default() },
@@ -985,11 +1037,17 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
     let mut reader = reader;
     let mut fill = None;
     let (now, steps) = match options.arrival {
-        Arrival::UntilFull { stop_at_first_unplaced, until_gpu_pct } => {
+        Arrival::UntilFull { stop_at_first_unplaced, until_gpu_pct, shuffle } => {
             // The span of a fill is not the trace's and is not known before
             // it ends: one sample per step, thinned afterwards.
             let (now, steps, seen) = runner
-                .fill(&mut reader, tick, tick, stop_at_first_unplaced, until_gpu_pct, &mut options.progress)
+                .fill(
+                    &mut reader,
+                    tick,
+                    tick,
+                    FillMode { stop_at_first_unplaced, until_gpu_pct, shuffle },
+                    &mut options.progress,
+                )
                 .await?;
             runner.thin_samples(options.samples.max(1) as usize);
             fill = Some(seen);

@@ -363,7 +363,7 @@ fn fill_trace(hosts: usize) -> Vec<u8> {
 #[test]
 fn arriving_until_full_binpack_fits_more_than_spread() {
     let trace = fill_trace(6);
-    let stop = Arrival::UntilFull { stop_at_first_unplaced: true, until_gpu_pct: None };
+    let stop = Arrival::UntilFull { stop_at_first_unplaced: true, until_gpu_pct: None, shuffle: None };
     let binpack = run_with(&trace, &[("placement", "binpack")], stop);
     let spread = run_with(&trace, &[("placement", "spread")], stop);
     let (fb, fs) = (binpack.fill.as_ref().expect("fill figures"), spread.fill.as_ref().expect("fill figures"));
@@ -377,7 +377,7 @@ fn arriving_until_full_binpack_fits_more_than_spread() {
     assert_eq!(spread.outcomes.running, 6, "nothing ends in this mode");
 
     // Going on past the first misfit: spread fits no large task at all.
-    let on = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
+    let on = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None, shuffle: None };
     let spread_all = run_with(&trace, &[("placement", "spread")], on);
     let f = spread_all.fill.as_ref().expect("fill figures");
     assert_eq!((f.jobs_submitted, f.jobs_placed, f.tasks_placed), (10, 6, 6), "{f:?}");
@@ -454,7 +454,7 @@ fn host_of(r: &Report, job: &str) -> Option<String> {
 
 #[test]
 fn gpu_shares_share_a_device_whole_gpus_never_land_on_a_shared_one_and_models_are_honoured() {
-    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
+    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None, shuffle: None };
     for policy in ["binpack", "gang-gpu", "gpu-fgd", "gpu-packing"] {
         let r = run_with(&gpu_trace(2000), &[("placement", policy)], keep_going);
         let (h1, h2, h3) = (host_of(&r, "half-1"), host_of(&r, "half-2"), host_of(&r, "half-3"));
@@ -473,7 +473,7 @@ fn gpu_shares_share_a_device_whole_gpus_never_land_on_a_shared_one_and_models_ar
 #[test]
 fn a_pool_reservation_in_milli_gpus_admits_shares_up_to_it() {
     // The pool reserves 1,000 milli-GPU: two halves, then nothing more.
-    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None };
+    let keep_going = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None, shuffle: None };
     let r = run_with(&gpu_trace(1000), &[("placement", "binpack")], keep_going);
     let placed: Vec<&str> =
         r.tasks.iter().filter(|t| t.runs.iter().any(|run| run.host.is_some())).map(|t| t.job.as_str()).collect();
@@ -485,7 +485,7 @@ fn a_pool_reservation_in_milli_gpus_admits_shares_up_to_it() {
 fn arriving_until_a_gpu_share_offers_the_trace_again() {
     // 3 × 500 + 1,000 + 250 asked per pass on 2,000 of capacity: the second
     // pass starts, and the fill stops once 150% has arrived.
-    let until = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: Some(150) };
+    let until = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: Some(150), shuffle: None };
     let r = run_with(&gpu_trace(2000), &[("placement", "binpack")], until);
     let f = r.fill.as_ref().expect("fill figures");
     assert!(f.jobs_submitted > 5, "the trace was offered again: {f:?}");
@@ -493,4 +493,26 @@ fn arriving_until_a_gpu_share_offers_the_trace_again() {
     assert!(last.arrived >= 1.5, "{f:?}");
     assert_eq!(f.gpu_at_full.map(|p| p.arrived >= 1.0), Some(true), "{f:?}");
     assert!(r.tasks.iter().any(|t| t.job.ends_with(".r2")), "second-pass jobs are named apart");
+}
+
+#[test]
+fn shuffled_arrivals_follow_the_seed() {
+    // The jobs in the order they arrived (each arrives after the one before is settled).
+    let order = |shuffle: Option<u64>| {
+        let mode = Arrival::UntilFull { stop_at_first_unplaced: false, until_gpu_pct: None, shuffle };
+        let r = run_with(&gpu_trace(5000), &[("placement", "binpack")], mode);
+        let mut arrived: Vec<(u64, String)> = r.tasks.iter().map(|t| (t.arrived_ms, t.job.clone())).collect();
+        arrived.sort();
+        arrived.into_iter().map(|(_, job)| job).collect::<Vec<_>>()
+    };
+    let plain = order(None);
+    assert_eq!(plain, ["half-1", "half-2", "half-3", "whole-1", "quarter-t4"]);
+    let seven = order(Some(7));
+    assert_eq!(seven, order(Some(7)), "the same seed gives the same order");
+    let mut same_jobs = seven.clone();
+    same_jobs.sort();
+    let mut expected = plain.clone();
+    expected.sort();
+    assert_eq!(same_jobs, expected, "every job arrives once");
+    assert!((1..6).any(|seed| order(Some(seed)) != plain), "some seed changes the order");
 }

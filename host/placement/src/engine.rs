@@ -26,6 +26,9 @@ pub struct EngineConfig {
     /// How long the host manager keeps a lease before taking its hosts back
     /// (an engine that dies mid-round holds them no longer than this).
     pub lease_ttl: Duration,
+    /// Tasks whose shapes make the workload mix handed to GPU-aware
+    /// policies (`gpu-request.workload`): the last this many taken.
+    pub workload_window: usize,
 }
 
 impl Default for EngineConfig {
@@ -35,6 +38,7 @@ impl Default for EngineConfig {
             max_hosts_per_lease: 5_000,
             idle_interval: Duration::from_millis(50),
             lease_ttl: Duration::from_secs(30),
+            workload_window: crate::workload::WINDOW,
         }
     }
 }
@@ -91,7 +95,8 @@ impl Engine {
         registry: Arc<Registry>,
         config: EngineConfig,
     ) -> Engine {
-        Engine { queue, offers, registry, config, round: AtomicU64::new(0), events: None, workload: Default::default() }
+        let workload = std::sync::Mutex::new(crate::workload::WorkloadMix::with_window(config.workload_window));
+        Engine { queue, offers, registry, config, round: AtomicU64::new(0), events: None, workload }
     }
 
     /// Notes a `PluginFellBack` event on each job of a group whose placement

@@ -21,9 +21,11 @@ pub const MAX_CLASSES: usize = 64;
 
 type Shape = (u64, u64, u32);
 
-/// The last [`WINDOW`] task shapes and their counts.
-#[derive(Debug, Default)]
+/// The last `window` task shapes and their counts ([`WINDOW`] unless the
+/// engine is configured otherwise).
+#[derive(Debug)]
 pub struct WorkloadMix {
+    window: usize,
     order: VecDeque<(u64, Shape)>,
     counts: HashMap<Shape, u32>,
     /// Tasks in the window: one taken again (it did not fit last round) is
@@ -31,7 +33,18 @@ pub struct WorkloadMix {
     seen: HashSet<u64>,
 }
 
+impl Default for WorkloadMix {
+    fn default() -> Self {
+        WorkloadMix::with_window(WINDOW)
+    }
+}
+
 impl WorkloadMix {
+    /// A mix of the last `window` tasks (at least one).
+    pub fn with_window(window: usize) -> WorkloadMix {
+        WorkloadMix { window: window.max(1), order: VecDeque::new(), counts: HashMap::new(), seen: HashSet::new() }
+    }
+
     /// Counts task `id`'s shape once, forgetting the oldest past the window.
     pub fn observe(&mut self, id: u64, r: &Resources) {
         if !self.seen.insert(id) {
@@ -40,7 +53,7 @@ impl WorkloadMix {
         let shape = (r.cpu_millis, r.memory_mib, u32::try_from(r.gpu_milli).unwrap_or(u32::MAX));
         *self.counts.entry(shape).or_insert(0) += 1;
         self.order.push_back((id, shape));
-        if self.order.len() > WINDOW
+        if self.order.len() > self.window
             && let Some((old_id, old)) = self.order.pop_front()
         {
             self.seen.remove(&old_id);

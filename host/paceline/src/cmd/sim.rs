@@ -76,6 +76,17 @@ pub struct ReplayOpts {
     /// `fill.gpu_curve` is the allocation as the arrived work grew.
     #[arg(long, value_name = "PCT", requires = "arrive_until_full")]
     until_gpu_pct: Option<u32>,
+    /// With --arrive-until-full: the trace's jobs arrive in a random order
+    /// drawn from SEED (hosts and pools first), and each time the trace is
+    /// offered again, in a new order (the paper's `--shuffle-pod`; run
+    /// several seeds and average, as it does).
+    #[arg(long, value_name = "SEED", requires = "arrive_until_full")]
+    shuffle: Option<u64>,
+    /// Tasks whose shapes make the workload mix handed to GPU-aware policies
+    /// (`gpu-request.workload`): the last N the engine took. The server's
+    /// default is 256.
+    #[arg(long, value_name = "N", default_value_t = paceline_placement::workload::WINDOW)]
+    workload_window: usize,
     /// Put every task's runs (placement time, host, end) and outcome into
     /// the JSON report (large for large traces).
     #[arg(long)]
@@ -343,11 +354,13 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
         spread_key: opts.spread_key.clone(),
         until_ms: opts.until_ms,
         batch_size: opts.batch_size,
+        workload_window: opts.workload_window,
         progress,
         arrival: if opts.arrive_until_full {
             Arrival::UntilFull {
                 stop_at_first_unplaced: !opts.keep_going && opts.until_gpu_pct.is_none(),
                 until_gpu_pct: opts.until_gpu_pct,
+                shuffle: opts.shuffle,
             }
         } else {
             Arrival::ByTime
