@@ -32,6 +32,8 @@ pub enum BenchCommand {
     Metrics(super::bench_metrics::MetricsBenchArgs),
     /// "Why pending" when read: GetJob and ListTasks of a large waiting job on 10,000 simulated hosts.
     Pending(super::bench_pending::PendingBenchArgs),
+    /// Nomad's, YuniKorn's and the Kubernetes scheduler's own benchmark shapes through the placement engine.
+    Peers(super::bench_peers::PeersBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -136,6 +138,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Pipeline(a) => super::bench_hosts::pipeline(a),
         BenchCommand::Metrics(a) => super::bench_metrics::run(a),
         BenchCommand::Pending(a) => super::bench_pending::run(a),
+        BenchCommand::Peers(a) => super::bench_peers::run(a),
         BenchCommand::JobQueries(a) => job_queries(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_hosts;
 pub mod bench_languages;
 pub mod bench_metrics;
+pub mod bench_peers;
 pub mod bench_pending;
 pub mod client;
 pub mod demo;
