@@ -216,6 +216,12 @@ pub struct PipelineBenchArgs {
     /// Simulated hosts.
     #[arg(long, default_value_t = 10_000)]
     hosts: usize,
+    /// Cores of each host. Default: 8, or as many as the work needs when
+    /// that is more (each host 25% above its share of the tasks; Nomad's
+    /// C1M put 200 containers on a host). Memory is sized alike (4 GiB per
+    /// core). Work that cannot fit is refused with the arithmetic.
+    #[arg(long)]
+    host_cores: Option<u64>,
     /// Place through `paceline.placement.v2` on a loopback port, as an engine
     /// in a process of its own does (`--roles placement`), instead of in the loop.
     #[arg(long)]
@@ -298,6 +304,35 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What each pipeline task asks for.
+const PIPELINE_TASK: Resources = Resources::new(250, 512, 100, 0);
+
+/// The hosts' shape: `--host-cores`, or sized for the work; an error with
+/// the arithmetic when the work cannot fit.
+fn host_for(args: &PipelineBenchArgs) -> anyhow::Result<Resources> {
+    let total = u64::from(args.jobs) * u64::from(args.instances);
+    let hosts = args.hosts.max(1) as u64;
+    let share = total.div_ceil(hosts);
+    let cores_needed = (share * PIPELINE_TASK.cpu_millis * 5 / 4).div_ceil(1_000);
+    let cores = args.host_cores.unwrap_or(cores_needed.max(8));
+    let host = Resources::new(cores * 1_000, cores * 4_096, 1_000_000, 0);
+    let per_host = (host.cpu_millis / PIPELINE_TASK.cpu_millis)
+        .min(host.memory_mib / PIPELINE_TASK.memory_mib)
+        .min(host.disk_mib / PIPELINE_TASK.disk_mib);
+    if per_host.saturating_mul(hosts) < total {
+        bail!(
+            "{total} tasks of {} millicores / {} MiB cannot fit on {hosts} hosts of {cores} cores / {} MiB: {per_host} a host x {hosts} = {} tasks; use --hosts {} or --host-cores {}",
+            PIPELINE_TASK.cpu_millis,
+            PIPELINE_TASK.memory_mib,
+            host.memory_mib,
+            per_host.saturating_mul(hosts),
+            total.div_ceil(per_host.max(1)),
+            (share * PIPELINE_TASK.cpu_millis).div_ceil(1_000),
+        );
+    }
+    Ok(host)
+}
+
 /// One pipeline run; returns its rate (tasks launched per second). With
 /// `metrics`, the cluster keeps its metrics and a scraper encodes them
 /// every second, as a Prometheus scraping at a 1 s interval would.
@@ -310,7 +345,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
 
     let dir = tempfile::tempdir()?;
     let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
-    let host = Resources::new(8_000, 32_768, 1_000_000, 0);
+    let host = host_for(args)?;
     let sim = Arc::new(SimProvider::new(SimConfig {
         shapes: vec![
             HostShape::new(args.hosts / 2, "a-", host).attribute("zone", "a"),
@@ -378,11 +413,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
             pool: "/bench".into(),
             kind: JobKind::Batch,
             instance_count: instances,
-            default_task: TaskSpec {
-                command: "work".into(),
-                resources: Resources::new(250, 512, 100, 0),
-                ..TaskSpec::default()
-            },
+            default_task: TaskSpec { command: "work".into(), resources: PIPELINE_TASK, ..TaskSpec::default() },
             ..JobConfig::default()
         };
         (format!("bench-{j}"), spec)
@@ -455,10 +486,12 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     latencies.sort_unstable();
     let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0);
     println!(
-        "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts, placement {}: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
+        "pipeline: {total} tasks ({} jobs x {}) onto {} simulated hosts of {} cores / {} GiB, placement {}: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s (budget <= 10 s, >= 10,000 tasks/s)",
         args.jobs,
         args.instances,
         args.hosts,
+        host.cpu_millis / 1_000,
+        host.memory_mib / 1_024,
         if args.remote_placement { "over gRPC on loopback (--remote-placement)" } else { "in the loop" },
         ms(submitted),
         ms(launched),
