@@ -520,6 +520,10 @@ impl State {
         };
         if r.terminal && r.pending.is_empty() {
             self.runs.remove(run_id);
+        } else if r.pending.is_empty() {
+            // A running task keeps no capacity for updates it no longer
+            // holds: about 800 bytes a run, 0.8 GB at a million runs.
+            r.pending = VecDeque::new();
         }
         upstream
     }

@@ -641,6 +641,10 @@ impl Provider for SimProvider {
             }
             if run.terminal && run.unacked.is_empty() {
                 st.runs.remove(run_id);
+            } else if run.unacked.is_empty() {
+                // A live run keeps no capacity for updates it no longer holds
+                // (a few hundred bytes each, a million runs at scale).
+                run.unacked = VecDeque::new();
             }
         }
         Ok(())
