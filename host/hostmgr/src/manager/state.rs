@@ -107,7 +107,10 @@ pub(crate) struct State {
     pub config: ManagerConfig,
     hosts: Vec<HostEntry>,
     by_name: HashMap<String, u32>,
-    runs: HashMap<String, RunEntry>,
+    /// Boxed: a hash table keeps up to twice its length in slots, and
+    /// more while it grows; a slot of a boxed entry is 32 bytes instead of
+    /// the entry's ~250 (a million runs: about 0.3 GB less at the peak).
+    runs: HashMap<String, Box<RunEntry>>,
     /// Task id → the run holding resources for it: a task has one live run.
     live_task_runs: HashMap<String, String>,
     leases: BTreeMap<LeaseId, LeaseEntry>,
@@ -617,7 +620,7 @@ impl State {
                     // Held until the owner says what it expects (see `expect_runs`).
                     let mut e = RunEntry::new(i, &run.task_id, run.resources, run.gpu.clone(), Vec::new(), now, true);
                     e.state = Some(RunState::Running);
-                    self.runs.insert(run.run_id.clone(), e);
+                    self.runs.insert(run.run_id.clone(), Box::new(e));
                     self.hold(&run.run_id);
                 }
             }
@@ -785,7 +788,7 @@ impl State {
             r.state = Some(RunState::Running);
             r.last_seq = e.last_seq;
             r.acked_seq = e.last_seq;
-            self.runs.insert(e.run_id.clone(), r);
+            self.runs.insert(e.run_id.clone(), Box::new(r));
             self.hold(&e.run_id);
             if self.hosts[i as usize].liveness == Liveness::Up {
                 // Registered already, and did not report it.
@@ -1014,7 +1017,7 @@ impl State {
         for r in runs.iter() {
             let labels = r.spec.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let entry = RunEntry::new(i, &r.task_id, r.spec.resources, r.gpu.clone(), labels, now, false);
-            self.runs.insert(r.run_id.clone(), entry);
+            self.runs.insert(r.run_id.clone(), Box::new(entry));
             self.hold(&r.run_id);
         }
         // Unconfirmed after the launch timeout is LOST (see `tick`).

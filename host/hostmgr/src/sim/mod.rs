@@ -156,7 +156,8 @@ impl SimRun {
 struct SimState {
     hosts: Vec<SimHost>,
     by_name: HashMap<String, u32>,
-    runs: HashMap<String, SimRun>,
+    /// Boxed, as the host manager's runs are (see its `State::runs`).
+    runs: HashMap<String, Box<SimRun>>,
     /// (due, run id); stale entries (the run's `end_at` moved) are skipped.
     timers: BinaryHeap<Reverse<(u64, String)>>,
     rng: fastrand::Rng,
@@ -554,7 +555,7 @@ impl SimState {
         let id = req.run_id;
         self.runs.insert(
             id.clone(),
-            SimRun {
+            Box::new(SimRun {
                 host,
                 task_id: req.task_id,
                 seq: 0,
@@ -566,7 +567,7 @@ impl SimState {
                 gpu: req.gpu.clone(),
                 ports,
                 unacked: VecDeque::new(),
-            },
+            }),
         );
         self.update(&id, now, RunState::Starting, None, None, "", "", out);
         self.update(&id, now, RunState::Running, None, None, "", "", out);
