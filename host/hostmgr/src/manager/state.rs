@@ -56,7 +56,7 @@ pub(crate) struct HostEntry {
     pub registered_at_ms: u64,
     pub lease: Option<LeaseId>,
     /// Runs that hold resources here (live, or orphans being killed).
-    pub runs: HashSet<String>,
+    pub runs: HashSet<Id>,
     /// How many runs carry each `key=value` label (the view keeps the set).
     label_counts: HashMap<String, u32>,
     /// From storage or a registration: worth a record.
@@ -72,8 +72,8 @@ struct Pending {
 #[derive(Debug)]
 pub(crate) struct RunEntry {
     host: u32,
-    task_id: String,
-    job: String,
+    /// Shared with `State::live_task_runs`' key.
+    task_id: Id,
     resources: Resources,
     /// The GPU devices it holds on its host.
     gpu: GpuGrant,
@@ -110,9 +110,9 @@ pub(crate) struct State {
     /// Boxed: a hash table keeps up to twice its length in slots, and
     /// more while it grows; a slot of a boxed entry is 32 bytes instead of
     /// the entry's ~250 (a million runs: about 0.3 GB less at the peak).
-    runs: HashMap<String, Box<RunEntry>>,
+    runs: HashMap<Id, Box<RunEntry>>,
     /// Task id → the run holding resources for it: a task has one live run.
-    live_task_runs: HashMap<String, String>,
+    live_task_runs: HashMap<Id, Id>,
     leases: BTreeMap<LeaseId, LeaseEntry>,
     next_lease: u64,
     cursor: usize,
@@ -132,6 +132,10 @@ pub(crate) struct State {
     /// answers "where does this job already run" without a lookup per host.
     job_hosts: HashMap<String, BTreeMap<u32, u32>>,
 }
+
+/// A run or task id, shared by the tables that name it (a run's id is in
+/// three of them, its task's in two): one allocation each, not five.
+type Id = Arc<str>;
 
 fn job_of(task_id: &str) -> &str {
     task_id.rsplit_once('-').map_or(task_id, |(job, _)| job)
@@ -287,7 +291,7 @@ impl State {
 
     fn info(&self, i: u32) -> HostInfo {
         let h = &self.hosts[i as usize];
-        let mut runs: Vec<String> = h.runs.iter().cloned().collect();
+        let mut runs: Vec<String> = h.runs.iter().map(|id| id.to_string()).collect();
         runs.sort();
         HostInfo {
             view: HostView::clone(&h.view),
@@ -315,10 +319,10 @@ impl State {
     // ---- allocation --------------------------------------------------------
 
     fn hold(&mut self, run_id: &str) {
-        let Some(r) = self.runs.get(run_id) else { return };
-        self.live_task_runs.insert(r.task_id.clone(), run_id.to_string());
+        let Some((id, r)) = self.runs.get_key_value(run_id) else { return };
+        self.live_task_runs.insert(r.task_id.clone(), id.clone());
         let h = &mut self.hosts[r.host as usize];
-        h.runs.insert(run_id.to_string());
+        h.runs.insert(id.clone());
         if h.liveness == Liveness::Never {
             // A host never seen becomes one that can be lost (see `tick`).
             self.hosts_due_ms = 0;
@@ -327,8 +331,9 @@ impl State {
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_add(&r.resources);
         gpu::apply(&mut view.gpus, &r.gpu, false);
-        *view.job_counts.entry(r.job.clone()).or_insert(0) += 1;
-        *self.job_hosts.entry(r.job.clone()).or_default().entry(r.host).or_insert(0) += 1;
+        let job = r.job();
+        *view.job_counts.entry(job.to_string()).or_insert(0) += 1;
+        *self.job_hosts.entry(job.to_string()).or_default().entry(r.host).or_insert(0) += 1;
         for l in &r.labels {
             let n = h.label_counts.entry(l.clone()).or_insert(0);
             *n += 1;
@@ -346,20 +351,20 @@ impl State {
         if !h.runs.remove(run_id) {
             return;
         }
-        if self.live_task_runs.get(&r.task_id).is_some_and(|live| live == run_id) {
+        if self.live_task_runs.get(&r.task_id).is_some_and(|live| &**live == run_id) {
             self.live_task_runs.remove(&r.task_id);
         }
         let h = &mut self.hosts[i as usize];
         let view = Arc::make_mut(&mut h.view);
         view.allocated = view.allocated.saturating_sub(&r.resources);
         gpu::apply(&mut view.gpus, &r.gpu, true);
-        if let Some(n) = view.job_counts.get_mut(&r.job) {
+        if let Some(n) = view.job_counts.get_mut(r.job()) {
             *n -= 1;
             if *n == 0 {
-                view.job_counts.remove(&r.job);
+                view.job_counts.remove(r.job());
             }
         }
-        if let Some(on) = self.job_hosts.get_mut(&r.job) {
+        if let Some(on) = self.job_hosts.get_mut(r.job()) {
             if let Some(n) = on.get_mut(&i) {
                 *n -= 1;
                 if *n == 0 {
@@ -367,7 +372,7 @@ impl State {
                 }
             }
             if on.is_empty() {
-                self.job_hosts.remove(&r.job);
+                self.job_hosts.remove(r.job());
             }
         }
         for l in &r.labels {
@@ -396,8 +401,11 @@ impl State {
         let from = h.state;
         h.state = to;
         let host = h.view.name.clone();
-        let mut runs: Vec<String> =
-            if to == MaintenanceState::Draining { h.runs.iter().cloned().collect() } else { Vec::new() };
+        let mut runs: Vec<String> = if to == MaintenanceState::Draining {
+            h.runs.iter().map(|id| id.to_string()).collect()
+        } else {
+            Vec::new()
+        };
         runs.sort();
         info!(host, %from, %to, "maintenance state changed");
         fx.push(Effect::Persist(host.clone()));
@@ -408,7 +416,7 @@ impl State {
 
     /// Records an update, frees resources when it ends the run, and sends it on.
     fn deliver(&mut self, update: RunUpdate, now: u64, fx: &mut Vec<Effect>) {
-        let Some(r) = self.runs.get_mut(&update.run_id) else { return };
+        let Some(r) = self.runs.get_mut(update.run_id.as_str()) else { return };
         r.last_seq = update.seq;
         r.state = Some(update.state);
         let ended = update.state.is_terminal() && !r.terminal;
@@ -439,7 +447,7 @@ impl State {
         let update = RunUpdate {
             host: self.hosts[r.host as usize].view.name.clone(),
             run_id: run_id.to_string(),
-            task_id: r.task_id.clone(),
+            task_id: r.task_id.to_string(),
             seq: r.last_seq + 1,
             state,
             healthy: None,
@@ -458,7 +466,7 @@ impl State {
         let ack = |fx: &mut Vec<Effect>, u: &RunUpdate| {
             fx.push(Effect::Ack { host: u.host.clone(), run_id: u.run_id.clone(), seq: u.seq })
         };
-        let Some(r) = self.runs.get_mut(&u.run_id) else {
+        let Some(r) = self.runs.get_mut(u.run_id.as_str()) else {
             // Finished and acknowledged, or never ours: nobody is waiting for it.
             ack(fx, &u);
             return;
@@ -498,8 +506,8 @@ impl State {
             if u.state.is_terminal() {
                 let id = u.run_id.clone();
                 self.free(&id, fx);
-                if self.runs.get(&id).is_some_and(|r| r.pending.is_empty()) {
-                    self.runs.remove(&id);
+                if self.runs.get(id.as_str()).is_some_and(|r| r.pending.is_empty()) {
+                    self.runs.remove(id.as_str());
                 }
             }
             return;
@@ -557,7 +565,7 @@ impl State {
                 self.emit(HostEvent::HostLeft { host, reason });
             }
             ProviderEvent::LaunchRejected { host, run_id, error } => {
-                if self.runs.get(&run_id).is_some_and(|r| r.state.is_none()) {
+                if self.runs.get(run_id.as_str()).is_some_and(|r| r.state.is_none()) {
                     warn!(host, run_id, error, "launch rejected");
                     self.synthesize(&run_id, RunState::Failed, "LAUNCH_REJECTED", error, now, fx);
                 }
@@ -609,7 +617,7 @@ impl State {
         let mut reported: HashSet<&str> = HashSet::with_capacity(r.running.len());
         for run in &r.running {
             reported.insert(run.run_id.as_str());
-            match self.runs.get(&run.run_id) {
+            match self.runs.get(run.run_id.as_str()) {
                 Some(e) if e.host == i && !e.terminal => {}
                 Some(_) => fx.push(Effect::Kill { host: host.clone(), run_id: run.run_id.clone() }),
                 None if self.expectations_loaded => {
@@ -620,7 +628,7 @@ impl State {
                     // Held until the owner says what it expects (see `expect_runs`).
                     let mut e = RunEntry::new(i, &run.task_id, run.resources, run.gpu.clone(), Vec::new(), now, true);
                     e.state = Some(RunState::Running);
-                    self.runs.insert(run.run_id.clone(), Box::new(e));
+                    self.runs.insert(Id::from(run.run_id.as_str()), Box::new(e));
                     self.hold(&run.run_id);
                 }
             }
@@ -628,9 +636,9 @@ impl State {
         let missing: Vec<String> = self.hosts[i as usize]
             .runs
             .iter()
-            .filter(|id| !reported.contains(id.as_str()))
-            .filter(|id| self.runs.get(id.as_str()).is_some_and(|e| !e.orphan && e.state.is_some()))
-            .cloned()
+            .filter(|&id| !reported.contains(&**id))
+            .filter(|&id| self.runs.get(&**id).is_some_and(|e| !e.orphan && e.state.is_some()))
+            .map(|id| id.to_string())
             .collect();
         for id in missing {
             self.synthesize(
@@ -747,12 +755,12 @@ impl State {
         if was == Liveness::Up {
             self.emit(HostEvent::HostLeft { host: host.clone(), reason: "missed heartbeats".into() });
         }
-        let mut runs: Vec<String> = self.hosts[i as usize].runs.iter().cloned().collect();
+        let mut runs: Vec<String> = self.hosts[i as usize].runs.iter().map(|id| id.to_string()).collect();
         runs.sort();
         for id in runs {
-            if self.runs.get(&id).is_some_and(|r| r.orphan) {
+            if self.runs.get(id.as_str()).is_some_and(|r| r.orphan) {
                 self.free(&id, fx);
-                self.runs.remove(&id);
+                self.runs.remove(id.as_str());
                 continue;
             }
             self.synthesize(&id, RunState::Lost, "HOST_LOST", format!("host {host} missed its heartbeats"), now, fx);
@@ -767,13 +775,12 @@ impl State {
         for e in expected {
             wanted.insert(e.run_id.clone());
             let i = self.host_slot(&e.host, now);
-            if let Some(r) = self.runs.get_mut(&e.run_id) {
+            if let Some(r) = self.runs.get_mut(e.run_id.as_str()) {
                 if r.orphan && r.host == i {
                     // The host reported it before we knew: adopt it, then hand
                     // the owner what the host said meanwhile and it has not seen.
                     r.orphan = false;
-                    r.task_id = e.task_id;
-                    r.job = job_of(&r.task_id).to_string();
+                    r.task_id = Id::from(e.task_id);
                     r.state = Some(RunState::Running);
                     r.last_seq = r.last_seq.max(e.last_seq);
                     r.acked_seq = r.acked_seq.max(e.last_seq);
@@ -788,7 +795,7 @@ impl State {
             r.state = Some(RunState::Running);
             r.last_seq = e.last_seq;
             r.acked_seq = e.last_seq;
-            self.runs.insert(e.run_id.clone(), Box::new(r));
+            self.runs.insert(Id::from(e.run_id.as_str()), Box::new(r));
             self.hold(&e.run_id);
             if self.hosts[i as usize].liveness == Liveness::Up {
                 // Registered already, and did not report it.
@@ -805,8 +812,8 @@ impl State {
         let orphans: Vec<(String, String)> = self
             .runs
             .iter()
-            .filter(|(id, r)| r.orphan && !wanted.contains(id.as_str()))
-            .map(|(id, r)| (self.hosts[r.host as usize].view.name.clone(), id.clone()))
+            .filter(|&(id, r)| r.orphan && !wanted.contains(&**id))
+            .map(|(id, r)| (self.hosts[r.host as usize].view.name.clone(), id.to_string()))
             .collect();
         for (host, run_id) in orphans {
             info!(host, run_id, "run not expected by the owner; killing it");
@@ -975,7 +982,7 @@ impl State {
             if r.run_id.is_empty() {
                 return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
             }
-            if !seen.insert(r.run_id.as_str()) || self.runs.contains_key(&r.run_id) {
+            if !seen.insert(r.run_id.as_str()) || self.runs.contains_key(r.run_id.as_str()) {
                 return Err(HostError::DuplicateRunId(r.run_id.clone()));
             }
             if r.task_id.is_empty() {
@@ -984,8 +991,8 @@ impl State {
             if !tasks.insert(r.task_id.as_str()) {
                 return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: r.run_id.clone() });
             }
-            if let Some(live) = self.live_task_runs.get(&r.task_id) {
-                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: live.clone() });
+            if let Some(live) = self.live_task_runs.get(r.task_id.as_str()) {
+                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: live.to_string() });
             }
             need = need.saturating_add(&r.spec.resources);
         }
@@ -1017,7 +1024,7 @@ impl State {
         for r in runs.iter() {
             let labels = r.spec.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let entry = RunEntry::new(i, &r.task_id, r.spec.resources, r.gpu.clone(), labels, now, false);
-            self.runs.insert(r.run_id.clone(), Box::new(entry));
+            self.runs.insert(Id::from(r.run_id.as_str()), Box::new(entry));
             self.hold(&r.run_id);
         }
         // Unconfirmed after the launch timeout is LOST (see `tick`).
@@ -1028,9 +1035,9 @@ impl State {
     /// Undoes `begin_launch` when the provider refused the launch outright.
     pub fn abort_launch(&mut self, run_ids: &[String], fx: &mut Vec<Effect>) {
         for id in run_ids {
-            if self.runs.get(id).is_some_and(|e| e.state.is_none()) {
+            if self.runs.get(id.as_str()).is_some_and(|e| e.state.is_none()) {
                 self.free(id, fx);
-                self.runs.remove(id);
+                self.runs.remove(id.as_str());
             }
         }
     }
@@ -1076,6 +1083,11 @@ impl State {
 }
 
 impl RunEntry {
+    /// The run's job id (its task id without the instance).
+    fn job(&self) -> &str {
+        job_of(&self.task_id)
+    }
+
     fn new(
         host: u32,
         task_id: &str,
@@ -1087,8 +1099,7 @@ impl RunEntry {
     ) -> Self {
         RunEntry {
             host,
-            task_id: task_id.to_string(),
-            job: job_of(task_id).to_string(),
+            task_id: Id::from(task_id),
             resources,
             gpu,
             labels,
