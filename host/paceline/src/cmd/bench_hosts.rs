@@ -261,7 +261,7 @@ async fn remote_engine(
         remote.clone(),
         remote,
         cluster.registry.clone(),
-        paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
+        paceline_placement::EngineConfig::default(),
     );
     Ok(tokio::spawn(async move {
         loop {
@@ -277,6 +277,16 @@ async fn remote_engine(
 /// submits `jobs × instances` tasks and times until all run.
 pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
     debug_note();
+    let engine = paceline_placement::EngineConfig::default();
+    println!(
+        "as `paceline server` runs: SQLite store, engine defaults (batch {} tasks per kind, {} hosts per lease), a step every {} ms, the built-in Wasm policies",
+        engine.batch_size,
+        engine.max_hosts_per_lease,
+        paceline::server::ServerConfig::default().loop_interval_ms,
+    );
+    println!(
+        "differs from `paceline server`: jobs created in-process by 32 concurrent clients (not through the gRPC API and its auth layer); plugin registry in memory; one pool /bench with an unlimited reservation; hosts simulated"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if args.metrics_compare == 0 {
         runtime.block_on(pipeline_once(&args, !args.no_metrics))?;
@@ -372,7 +382,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     let registry = Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
     let config = AssembleConfig {
         install_default_plugins: true,
-        engine: paceline_placement::EngineConfig { batch_size: 10_000, ..Default::default() },
+        engine: paceline_placement::EngineConfig::default(),
         no_placement: args.remote_placement,
         no_metrics: !metrics,
         store_metrics,
@@ -440,7 +450,13 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     };
     let mut spent = Breakdown::default();
     let mut submitted = None;
+    // Paced as `paceline server`'s loop is (`Cluster::spawn`): a step every
+    // `loop_interval_ms`, the next one at once when a step ran over it.
+    let period = Duration::from_millis(paceline::server::ServerConfig::default().loop_interval_ms.max(1));
+    let mut every = tokio::time::interval(period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while (sim.run_count() as u64) < total {
+        every.tick().await;
         if wall.elapsed() > Duration::from_secs(600) {
             bail!("gave up after 600 s with {} of {total} launched", sim.run_count());
         }
@@ -451,11 +467,6 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
         cluster.hosts.sync().await?;
         let step = cluster.step(sim.now_ms()).await;
         spent.add(&step);
-        if step.placed == 0 && step.host_events == 0 {
-            // Nothing to do yet: wait as `paceline server`'s loop does
-            // between passes instead of spinning against the clients.
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
     }
     if let Some(engine) = &engine {
         engine.abort();
