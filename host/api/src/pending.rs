@@ -10,10 +10,10 @@ use paceline_jobmgr::{JobManager, PendingReport};
 use paceline_model::pending::CensusHost;
 use paceline_proto::v1 as pb;
 
-/// The hosts as the census counts them (a copy of the host manager's views,
+/// The hosts as the census counts them (the host manager's views, shared,
 /// taken only when some task waits).
 fn census_hosts(hosts: &dyn HostAccess) -> Vec<CensusHost> {
-    hosts.hosts().into_iter().map(|h| CensusHost { view: h.view, state: h.state, reachable: h.reachable }).collect()
+    hosts.census()
 }
 
 /// Why each waiting instance of `job_id` waits (all, or those in `only`).

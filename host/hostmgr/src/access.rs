@@ -33,6 +33,24 @@ pub trait HostAccess: OfferSource + Launcher + Send + Sync + std::fmt::Debug {
     fn host(&self, name: &str) -> Option<HostInfo>;
     /// Every host, in the order they became known.
     fn hosts(&self) -> Vec<HostInfo>;
+    /// Every host as "why pending" counts them: its view (shared, not
+    /// copied), maintenance state and reachability.
+    fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
+        self.hosts()
+            .into_iter()
+            .map(|h| paceline_model::pending::CensusHost {
+                view: Arc::new(h.view),
+                state: h.state,
+                reachable: h.reachable,
+            })
+            .collect()
+    }
+    /// Runs tracked (launched, not yet ended and acknowledged), counted
+    /// without copying a host; `None` where the count is not at hand (a
+    /// host manager in another process).
+    fn run_count(&self) -> Option<usize> {
+        None
+    }
     /// Waits until the events the provider sent before the call are applied.
     async fn sync(&self) -> Result<(), HostError>;
     /// Checks deadlines now (virtual clocks; the manager also ticks alone).
@@ -73,6 +91,14 @@ impl HostAccess for HostManager {
 
     fn hosts(&self) -> Vec<HostInfo> {
         HostManager::hosts(self)
+    }
+
+    fn run_count(&self) -> Option<usize> {
+        Some(HostManager::run_count(self))
+    }
+
+    fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
+        HostManager::census(self)
     }
 
     async fn sync(&self) -> Result<(), HostError> {

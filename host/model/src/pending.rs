@@ -103,8 +103,10 @@ pub struct Why {
 /// A host as the census counts it: its view and whether it takes new work.
 #[derive(Clone, Debug)]
 pub struct CensusHost {
-    /// Capacity, allocation, attributes, what it runs.
-    pub view: HostView,
+    /// Capacity, allocation, attributes, what it runs: the host manager's
+    /// own copy, shared (a census on every CreateJob must not copy every
+    /// host's job counts).
+    pub view: std::sync::Arc<HostView>,
     /// Maintenance state.
     pub state: MaintenanceState,
     /// Within its heartbeat deadline.
@@ -370,7 +372,7 @@ mod tests {
     }
 
     fn up(view: &HostView) -> CensusHost {
-        CensusHost { view: view.clone(), state: MaintenanceState::Up, reachable: true }
+        CensusHost { view: std::sync::Arc::new(view.clone()), state: MaintenanceState::Up, reachable: true }
     }
 
     #[test]

@@ -419,6 +419,18 @@ impl HostManager {
         self.inner.lock().host_info(name)
     }
 
+    /// Every host as "why pending" counts them; the views are the
+    /// manager's own, shared.
+    pub fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
+        self.inner.lock().census()
+    }
+
+    /// Runs the manager tracks (launched and not yet ended and
+    /// acknowledged): a count, without copying any host.
+    pub fn run_count(&self) -> usize {
+        self.inner.lock().run_count()
+    }
+
     /// Every host, in the order they became known.
     pub fn hosts(&self) -> Vec<HostInfo> {
         self.inner.lock().hosts_info()

@@ -281,6 +281,21 @@ impl State {
         rx
     }
 
+    pub fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
+        self.hosts
+            .iter()
+            .map(|h| paceline_model::pending::CensusHost {
+                view: h.view.clone(),
+                state: h.state,
+                reachable: h.liveness == Liveness::Up,
+            })
+            .collect()
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
     pub fn host_info(&self, name: &str) -> Option<HostInfo> {
         self.by_name.get(name).map(|&i| self.info(i))
     }
