@@ -34,6 +34,8 @@ pub enum BenchCommand {
     Pending(super::bench_pending::PendingBenchArgs),
     /// Nomad's, YuniKorn's and the Kubernetes scheduler's own benchmark shapes through the placement engine.
     Peers(super::bench_peers::PeersBenchArgs),
+    /// The pipeline through a real `paceline server` and its gRPC API with auth, over simulated hosts.
+    Server(super::bench_server::ServerBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -139,6 +141,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Metrics(a) => super::bench_metrics::run(a),
         BenchCommand::Pending(a) => super::bench_pending::run(a),
         BenchCommand::Peers(a) => super::bench_peers::run(a),
+        BenchCommand::Server(a) => super::bench_server::run(a),
         BenchCommand::JobQueries(a) => job_queries(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {

@@ -8,6 +8,7 @@ pub mod bench_languages;
 pub mod bench_metrics;
 pub mod bench_peers;
 pub mod bench_pending;
+pub mod bench_server;
 pub mod client;
 pub mod demo;
 pub mod help;
