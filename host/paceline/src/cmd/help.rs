@@ -79,7 +79,15 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("bench jobmgr", "paceline bench jobmgr"),
     (
         "bench pipeline",
-        "paceline bench pipeline\npaceline bench pipeline --metrics-compare 3      # metrics off and on, in turn",
+        "paceline bench pipeline\npaceline bench pipeline --jobs 10000             # a million tasks (hosts sized for them)\npaceline bench pipeline --metrics-compare 3      # metrics off and on, in turn",
+    ),
+    (
+        "bench peers",
+        "paceline bench peers                          # every shape, 5 timed runs each\npaceline bench peers --shape nomad-service    # one shape",
+    ),
+    (
+        "bench server",
+        "paceline bench server                         # 100,000 tasks through a real server's API\npaceline bench server --jobs 10000 --hosts 10000",
     ),
     ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
     ("bench pending", "paceline bench pending --hosts 10000 --instances 10000"),
