@@ -59,6 +59,7 @@ pub async fn bench_launch(
         isolation,
         default_kill_grace: Duration::from_secs(1),
         gpu_devices: Vec::new(),
+        gpu_memory_mib: Vec::new(),
         adopt_poll: Duration::from_millis(250),
     })
     .await?;

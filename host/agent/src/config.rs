@@ -84,6 +84,11 @@ pub struct ResourceOverrides {
     pub disk_mib: Option<u64>,
     /// Whole GPUs.
     pub gpus: Option<u64>,
+    /// Memory of each GPU device in MiB, where `nvidia-smi` does not say
+    /// (configured devices, `/dev/nvidia*` without a working driver tool).
+    /// Only used to limit a share's device memory under NVIDIA MPS
+    /// (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`).
+    pub gpu_memory_mib: Option<u64>,
 }
 
 /// What the agent found out about its host.
@@ -98,6 +103,9 @@ pub struct HostInfo {
     pub attributes: BTreeMap<String, String>,
     /// GPU model names, one per device, when `nvidia-smi` answered.
     pub gpu_models: Vec<String>,
+    /// Each device's memory in MiB, in `gpus` order: from `nvidia-smi`, else
+    /// `resources.gpu_memory_mib`; 0 where unknown.
+    pub gpu_memory_mib: Vec<u64>,
     /// The GPU devices tasks may use, in order (`total.gpu_milli / 1000`
     /// of them; a reserve withholds the last ones).
     pub gpus: Vec<paceline_model::gpu::GpuDevice>,
@@ -133,7 +141,8 @@ impl AgentConfig {
                 .and_then(|h| h.into_string().ok())
                 .unwrap_or_else(|| "localhost".to_owned()),
         };
-        let gpu_models = detect_gpu_models();
+        let detected_gpus = detect_gpus();
+        let gpu_models: Vec<String> = detected_gpus.iter().map(|g| g.name.clone()).collect();
         let detected = Resources {
             cpu_millis: std::thread::available_parallelism().map(|n| n.get() as u64 * 1000).unwrap_or(1000),
             memory_mib: detect_memory_mib().unwrap_or(0),
@@ -171,7 +180,10 @@ impl AgentConfig {
                     .unwrap_or_default(),
             })
             .collect();
-        Ok(HostInfo { hostname, total, attributes, gpu_models, gpus, isolation })
+        let gpu_memory_mib = (0..total.whole_gpus() as usize)
+            .map(|i| detected_gpus.get(i).and_then(|g| g.memory_mib).or(self.resources.gpu_memory_mib).unwrap_or(0))
+            .collect();
+        Ok(HostInfo { hostname, total, attributes, gpu_models, gpu_memory_mib, gpus, isolation })
     }
 }
 
@@ -189,12 +201,27 @@ pub fn detect_disk_mib(dir: &Path) -> Option<u64> {
     Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64) / (1024 * 1024))
 }
 
+/// One GPU as `nvidia-smi` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetectedGpu {
+    /// Its name (`NVIDIA H100 80GB HBM3`).
+    pub name: String,
+    /// `memory.total` in MiB, when the driver reports it.
+    pub memory_mib: Option<u64>,
+}
+
 /// GPU names from `nvidia-smi`, one per device; empty when it is missing,
 /// fails, or hangs for more than 10 s (a wedged driver must not stop the agent).
 pub fn detect_gpu_models() -> Vec<String> {
+    detect_gpus().into_iter().map(|g| g.name).collect()
+}
+
+/// The GPUs `nvidia-smi` lists, with their memory; empty as for
+/// [`detect_gpu_models`].
+pub fn detect_gpus() -> Vec<DetectedGpu> {
     use std::io::Read;
     let child = Command::new("nvidia-smi")
-        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .args(["--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -218,7 +245,26 @@ pub fn detect_gpu_models() -> Vec<String> {
     if !status.is_some_and(|s| s.success()) || child.stdout.take().map(|mut o| o.read_to_string(&mut out)).is_none() {
         return Vec::new();
     }
-    out.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
+    parse_gpu_lines(&out)
+}
+
+/// `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`
+/// lines (`NVIDIA H100 80GB HBM3, 81559`). The memory is the last field (a
+/// name may hold a comma); `[N/A]` or a missing field leaves it unknown.
+pub fn parse_gpu_lines(out: &str) -> Vec<DetectedGpu> {
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.rsplit_once(',') {
+            Some((name, mem)) if mem.trim().parse::<u64>().is_ok() => {
+                DetectedGpu { name: name.trim().to_owned(), memory_mib: mem.trim().parse().ok() }
+            }
+            Some((name, mem)) if mem.trim().starts_with('[') => {
+                DetectedGpu { name: name.trim().to_owned(), memory_mib: None }
+            }
+            _ => DetectedGpu { name: l.to_owned(), memory_mib: None },
+        })
+        .collect()
 }
 
 /// `/dev/nvidia<N>` device nodes (GPUs without a working `nvidia-smi`).
@@ -236,4 +282,25 @@ fn count_gpu_devices() -> u64 {
                 .count() as u64
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod gpu_detection_tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_smi_lines_give_names_and_memory() {
+        let out = "NVIDIA H100 80GB HBM3, 81559\nTesla T4, [N/A]\nOdd, Name, 16384\n\nbare name\n";
+        let got = parse_gpu_lines(out);
+        let want = [
+            ("NVIDIA H100 80GB HBM3", Some(81559)),
+            ("Tesla T4", None),
+            ("Odd, Name", Some(16384)),
+            ("bare name", None),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, (name, mem)) in got.iter().zip(want) {
+            assert_eq!((g.name.as_str(), g.memory_mib), (name, mem));
+        }
+    }
 }

@@ -39,6 +39,7 @@ static AGENT: LazyLock<Agent> = LazyLock::new(|| {
             isolation: Isolation::detect(IsolationChoice::Auto),
             default_kill_grace: Duration::from_secs(1),
             gpu_devices: Vec::new(),
+            gpu_memory_mib: Vec::new(),
             adopt_poll: Duration::from_millis(50),
         })
         .await

@@ -51,6 +51,7 @@ impl TaskApi {
     /// round and a census of the hosts (decision 0026).
     fn with_why(&self, job_id: &str, mut tasks: Vec<pb::Task>) -> Vec<pb::Task> {
         crate::pending::fill_tasks(&self.jobs, self.hosts.as_ref(), job_id, &mut tasks);
+        fill_gpu_indices(self.hosts.as_ref(), &mut tasks);
         tasks
     }
 
@@ -64,6 +65,23 @@ impl TaskApi {
             .get(t.instance as usize)
             .cloned()
             .ok_or_else(|| Status::not_found(format!("task.instance: job {} has no instance {}", t.job_id, t.instance)))
+    }
+}
+
+/// Fills `gpu_device_indices` of the tasks that hold GPU devices: the
+/// grant names positions in the host's device list, a person (and
+/// `CUDA_VISIBLE_DEVICES`) names device indices. Left empty when the host is
+/// not registered now, or a position is not in its list.
+fn fill_gpu_indices(hosts: &dyn HostAccess, tasks: &mut [pb::Task]) {
+    for t in tasks.iter_mut() {
+        let Some(grant) = &t.gpu else { continue };
+        if grant.devices.is_empty() || t.host.is_empty() {
+            continue;
+        }
+        let Some(host) = hosts.host(&t.host) else { continue };
+        let indices: Option<Vec<u32>> =
+            grant.devices.iter().map(|&d| host.view.gpus.get(d as usize).map(|s| s.device.index)).collect();
+        t.gpu_device_indices = indices.unwrap_or_default();
     }
 }
 

@@ -1,9 +1,15 @@
 // Pools, hosts, plugins, the audit log and the simulator's instructions.
 import { api, apiText, atLeast, post } from "./api.js";
-import { actionButton, el, facts, field, link, num, pct, short, table, when } from "./dom.js";
+import { actionButton, el, facts, field, gpus, link, num, pct, short, table, when } from "./dom.js";
 
 const enc = encodeURIComponent;
 const KINDS = [["cpu", "cpu_millis", "millicores"], ["memory", "memory_mib", "MiB"], ["disk", "disk_mib", "MiB"], ["gpu", "gpus", "GPUs"]];
+
+// One kind of an amount: GPU in GPUs with shares as fractions (from
+// `gpu_milli`), the other kinds as they are.
+function amountOf(o, kind, field) {
+  return kind === "gpu" ? gpus(o) : num((o || {})[field]);
+}
 
 function changeOf(ev) {
   return ev.change || ev;
@@ -22,7 +28,7 @@ function bar(kind, entitlement, allocation, capacity, unit) {
 // One pool's figures per resource kind: reservation, limit, share, entitlement, allocation, demand.
 function figures(pool) {
   const spec = pool.spec || {};
-  const get = (o, k) => num((o || {})[k]);
+  const get = (o, k) => amountOf(o, k, k);
   return table("", "Per resource kind", ["Kind", "Reservation", "Limit", "Share", "Entitlement", "Allocation", "Demand"],
     KINDS.map(([k]) => el("tr", { "data-kind": k }, el("th", { scope: "row" }, k),
       el("td", {}, get(spec.reservation, k)), el("td", {}, get(spec.limit, k) || "none"), el("td", {}, get(spec.share, k)),
@@ -227,8 +233,8 @@ export function hostPage(view, [name], _q, { me }) {
         ["Provider", h.provider || ""], ["Runs", String(num(h.runs))], ["Last heartbeat", when(h.last_heartbeat_ms)],
         ["Attributes", Object.entries(h.attributes || {}).map(([k, v]) => k + "=" + v).join(", ")]]),
       table("host-resources", "Resources", ["Kind", "Total", "Allocated", "Available"], KINDS.map(([k, f]) =>
-        el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, num((h.total || {})[f])), el("td", {}, num((h.allocated || {})[f])),
-          el("td", {}, num((h.available || {})[f]))))),
+        el("tr", { "data-kind": k }, el("th", { scope: "row" }, k), el("td", {}, amountOf(h.total, k, f)), el("td", {}, amountOf(h.allocated, k, f)),
+          el("td", {}, amountOf(h.available, k, f))))),
       el("section", { class: "actions", "aria-labelledby": "host-actions-h" }, el("h3", { id: "host-actions-h" }, "Actions"), hostActions(h, me)));
   }
   return { refresh, wants: (ev) => !!changeOf(ev).task };

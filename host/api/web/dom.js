@@ -33,6 +33,29 @@ export function num(v) {
   return Number(v || 0);
 }
 
+// GPU of a resource amount (`Resources` or a pool's `PerKind`) in GPUs: from
+// `gpu_milli` (1000 a device), or the whole devices of `gpus` / `gpu` where
+// an older server sends no milli; a share shows as a fraction ("0.5").
+export function gpus(o) {
+  const r = o || {};
+  const milli = num(r.gpu_milli) || num(r.gpus !== undefined ? r.gpus : r.gpu) * 1000;
+  return milli / 1000;
+}
+
+// A task's GPU devices: "0.5 GPU on device 1", "2 GPUs on devices 0,1"; ""
+// when it holds none. Device indices where the server knows the host's
+// devices, else positions in its device list.
+export function taskGpu(t) {
+  const g = (t || {}).gpu || {};
+  const devices = g.devices || [];
+  if (devices.length === 0) return "";
+  const amount = (num(g.milli_each) * devices.length) / 1000;
+  const indices = (t.gpu_device_indices || []).length === devices.length;
+  const list = (indices ? t.gpu_device_indices : devices).join(",");
+  return amount + (amount > 1 ? " GPUs" : " GPU") + " on " + (indices ? "device" : "device position") +
+    (devices.length > 1 ? "s " : " ") + list;
+}
+
 export function pct(part, whole) {
   return whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
 }

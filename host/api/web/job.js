@@ -1,6 +1,6 @@
 // A job's page, a task's page (with its log, live), and submitting a job.
 import { api, mayChangeJobsIn, post, postText, streamLog } from "./api.js";
-import { actionButton, el, facts, field, link, num, short, showError, table, when } from "./dom.js";
+import { actionButton, el, facts, field, link, num, short, showError, table, taskGpu, when } from "./dom.js";
 
 const enc = encodeURIComponent;
 
@@ -215,7 +215,8 @@ export function taskPage(view, [id, instance], _query, { me }) {
     const events = one.events || [];
     body.replaceChildren(
       facts([["State", el("span", { id: "task-state", "data-state": st }, st)],
-        ["Host", t.host ? link("/hosts/" + enc(t.host), t.host) : ""], ["Run", String(num(t.run))], ["Run id", t.run_id || ""],
+        ["Host", t.host ? link("/hosts/" + enc(t.host), t.host) : ""], ["GPU", el("span", { id: "task-gpu" }, taskGpu(t)) ],
+        ["Run", String(num(t.run))], ["Run id", t.run_id || ""],
         ["Config version", String(num(t.config_version))], ["Failures", String(num(t.failure_count))],
         ["Healthy", t.healthy === undefined ? "" : String(t.healthy)],
         ["Started", when(t.started_at_ms)], ["Ended", when(t.completed_at_ms)],

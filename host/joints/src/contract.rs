@@ -1,7 +1,7 @@
 //! The model's types as the plugin contract's, and back: the one place where
 //! they are converted (decision 0013).
 //!
-//! The contract (`wit/`, `paceline:scheduler@0.1.2`) is frozen per version
+//! The contract (`wit/`, `paceline:scheduler@0.1.3`) is frozen per version
 //! and mirrored by the SDK's types (`paceline_plugin_sdk::types`), which the
 //! host runtime turns into the WIT's bindings and back
 //! (`host/plugin/src/bindings.rs`). The model is the host's own and may
@@ -30,9 +30,10 @@ pub trait FromContract<C> {
 
 /// The contract's `gpus` counts whole devices. A share of one device is
 /// rounded up (a preemption need or a victim holding half a GPU counts as
-/// one device: the contract has no smaller unit). Placement sends its own
-/// GPU side instead (`PlacementRequest::gpu_tasks`, `gpu_hosts`) and sets a
-/// share's `demand.gpus` to 0 itself.
+/// one device: the field has no smaller unit). Each world sends its exact
+/// GPU side beside it: placement `PlacementRequest::gpu_tasks`, `gpu_hosts`
+/// (and sets a share's `demand.gpus` to 0 itself), preemption (0.1.3)
+/// `PreemptionRequest::gpu_pools`, `gpu_running`, `gpu_needs`.
 impl IntoContract for Resources {
     type Contract = sdk::Resources;
     fn into_contract(self) -> sdk::Resources {

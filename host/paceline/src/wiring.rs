@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use paceline_plugin::{Registry, ServedBy};
+use paceline_plugin::{GpuUnit, Registry, ServedBy};
 use paceline_plugin_sdk::types::{PreemptionRequest, Victim};
 use paceline_resmgr::{PolicyError, PreemptionPolicy};
 
@@ -22,7 +22,7 @@ use paceline_resmgr::{PolicyError, PreemptionPolicy};
 #[derive(Debug, Clone)]
 pub struct SlotPreemption {
     registry: Arc<Registry>,
-    last: Arc<std::sync::Mutex<Option<ServedBy>>>,
+    last: Arc<std::sync::Mutex<Option<(ServedBy, GpuUnit)>>>,
 }
 
 impl SlotPreemption {
@@ -45,15 +45,20 @@ impl PreemptionPolicy for SlotPreemption {
         if let ServedBy::Native(name) = &answer.served_by {
             tracing::debug!(policy = name, faults = answer.faults.len(), "preemption answered by the native policy");
         }
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer.served_by);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((answer.served_by, answer.gpu_unit));
         Ok(answer.value)
     }
 
     fn refused(&self, reason: &str) {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(served_by) = last {
+        if let Some((served_by, _)) = last {
             self.registry.report_refusal("preemption", &served_by, "resource manager", reason);
         }
+    }
+
+    fn answered_in_whole_gpus(&self) -> bool {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(*last, Some((_, GpuUnit::Whole)))
     }
 }
 

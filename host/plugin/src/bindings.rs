@@ -204,6 +204,37 @@ pub(crate) mod preemption {
     }
 }
 
+/// The `preemption-gpu` world (0.1.3): the `preemption` types and the GPU
+/// side in milli-GPUs.
+pub(crate) mod preemption_gpu {
+    use super::sdk;
+    wasmtime::component::bindgen!({
+        world: "preemption-gpu",
+        path: "../../wit",
+        with: {
+            "paceline:scheduler/types": super::preemption::paceline::scheduler::types,
+            "paceline:scheduler/preemption-types": super::preemption::paceline::scheduler::preemption_types,
+        },
+    });
+    use paceline::scheduler::gpu_preemption_types as g;
+
+    pub(crate) fn gpu_request(r: &sdk::PreemptionRequest) -> g::GpuPreemptionRequest {
+        g::GpuPreemptionRequest {
+            pools: r
+                .gpu_pools
+                .iter()
+                .map(|p| g::GpuPool {
+                    reservation_milli: p.reservation_milli,
+                    entitlement_milli: p.entitlement_milli,
+                    allocation_milli: p.allocation_milli,
+                })
+                .collect(),
+            running: r.gpu_running.clone(),
+            needs: r.gpu_needs.clone(),
+        }
+    }
+}
+
 pub(crate) mod lifecycle {
     use super::sdk;
     wasmtime::component::bindgen!({ world: "lifecycle", path: "../../wit" });

@@ -43,4 +43,4 @@ pub use registry::{
     Answer, DeployOptions, Disagreement, MAX_DISAGREEMENTS, Names, Registry, ServedBy, ShadowReport, SlotInfo,
     slot_world,
 };
-pub use runtime::{PluginRuntime, Prepared, World};
+pub use runtime::{GpuUnit, PluginRuntime, Prepared, World};

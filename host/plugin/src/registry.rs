@@ -20,7 +20,7 @@ use crate::error::{CallError, FaultKind, PluginError};
 use crate::metrics::{MetricsSnapshot, VersionMetrics};
 use crate::natives::{self, Native, NativePolicy};
 use crate::persist::{VersionRecord, VersionState, VersionStore};
-use crate::runtime::{PluginRuntime, Prepared, PreparedWorld, World, call_error};
+use crate::runtime::{GpuUnit, PluginRuntime, Prepared, PreparedWorld, World, call_error};
 use crate::samples;
 
 /// Time the deploy self-test may take; cases past it are not run.
@@ -64,6 +64,11 @@ pub struct Answer<T> {
     pub served_by: ServedBy,
     /// Faults of versions tried before, in order.
     pub faults: Vec<CallError>,
+    /// The unit the answer counted GPU in. Always milli-GPUs except for a
+    /// preemption answer of a component built before 0.1.3 asked about
+    /// GPU shares ([`GpuUnit::Whole`]): it was checked in whole devices,
+    /// and a caller that checks it again must do the same.
+    pub gpu_unit: GpuUnit,
 }
 
 /// Options of [`Registry::deploy`].
@@ -463,7 +468,9 @@ impl Registry {
                     validate::check_placement(&req, &out).map_err(|e| fail(&what, &req, invalid(e)))?;
                 }
             }
-            PreparedWorld::Preemption(_) => {
+            PreparedWorld::Preemption(_) | PreparedWorld::PreemptionGpu(_) => {
+                // A component built before 0.1.3 sees GPU shares as whole
+                // devices and is judged in them (`judge_victims`).
                 for (case, req) in samples::preemption().enumerate() {
                     if over() {
                         break;
@@ -471,7 +478,7 @@ impl Registry {
                     cases += 1;
                     let what = format!("preemption case {case}");
                     let out = self.runtime.call_preemption(&v.prepared, &req).map_err(|e| fail(&what, &req, e))?;
-                    validate::check_victims(&req, &out).map_err(|e| fail(&what, &req, invalid(e)))?;
+                    judge_victims(&req, &out).map_err(|e| fail(&what, &req, invalid(e)))?;
                 }
             }
             PreparedWorld::Lifecycle(_) | PreparedWorld::LifecycleBatched(_) => {
@@ -701,7 +708,12 @@ impl Registry {
                     if !faults.is_empty() {
                         slot.fallbacks.fetch_add(1, Ordering::Relaxed);
                     }
-                    return Ok(Answer { value: o, served_by: ServedBy::Version(v.id.clone()), faults });
+                    return Ok(Answer {
+                        value: o,
+                        served_by: ServedBy::Version(v.id.clone()),
+                        faults,
+                        gpu_unit: GpuUnit::Milli,
+                    });
                 }
                 Err(fault) => {
                     v.metrics.record(started.elapsed(), Some(fault.0));
@@ -733,7 +745,7 @@ impl Registry {
                     tracing::error!(slot = %slot.name, native = name, input = %err.input_hash, message = %err.message, "native policy answer refused");
                     return Err(PluginError::Call(err));
                 }
-                Ok(Answer { value, served_by: ServedBy::Native(name), faults })
+                Ok(Answer { value, served_by: ServedBy::Native(name), faults, gpu_unit: GpuUnit::Milli })
             }
             None => Err(PluginError::Call(faults.pop().unwrap_or_else(|| CallError {
                 kind: FaultKind::Instantiate,
@@ -900,23 +912,26 @@ impl Registry {
         let slot = self.slot("preemption")?;
         let runtime = &self.runtime;
         let native = match self.native("preemption") {
-            Some(NativePolicy { name, policy: Native::Preemption(f) }) => {
-                Some((name, Box::new(move || f(request)) as Box<dyn Fn() -> Vec<sdk::Victim>>))
-            }
+            // A native policy is built against the current SDK: milli-GPUs.
+            Some(NativePolicy { name, policy: Native::Preemption(f) }) => Some((
+                name,
+                Box::new(move || (f(request), GpuUnit::Milli)) as Box<dyn Fn() -> (Vec<sdk::Victim>, GpuUnit)>,
+            )),
             _ => None,
         };
-        let answer = self.serve(
-            &slot,
-            request,
-            |p| runtime.call_preemption(p, request),
-            |o| validate::check_victims(request, o),
-            native,
-        )?;
+        let judged =
+            self.serve(&slot, request, |p| runtime.call_preemption(p, request), |o| judge_victims(request, o), native)?;
+        let answer = Answer {
+            value: judged.value.0,
+            served_by: judged.served_by,
+            faults: judged.faults,
+            gpu_unit: judged.value.1,
+        };
         if slot.shadow.load().is_some() {
             let (req, active) = (request.clone(), answer.value.clone());
             let runtime = self.runtime.clone();
             Self::send_shadow(&slot, move |v, report| {
-                let out = runtime.call_preemption(&v.prepared, &req);
+                let out = runtime.call_preemption(&v.prepared, &req).map(|o| o.0);
                 let Ok(mut r) = report.lock() else { return };
                 r.compared += 1;
                 match out {
@@ -975,6 +990,19 @@ impl Registry {
             |o| validate::check_actions(job, tasks, o),
             native,
         )
+    }
+}
+
+/// Checks a preemption answer in the GPU unit its component counted in:
+/// milli-GPUs, or whole devices for a component built before 0.1.3 that
+/// saw a request with GPU shares rounded up (it keeps working as it did).
+fn judge_victims(
+    request: &sdk::PreemptionRequest,
+    (victims, unit): &(Vec<sdk::Victim>, GpuUnit),
+) -> Result<(), Violation> {
+    match unit {
+        GpuUnit::Milli => validate::check_victims(request, victims),
+        GpuUnit::Whole => validate::check_victims(&request.in_whole_gpus(), victims),
     }
 }
 
@@ -1143,6 +1171,7 @@ mod shadow_diff_tests {
             pools: vec![sdk::PoolView { path: "/a".into(), ..Default::default() }],
             running: vec![sdk::RunningTask { priority: 3, ..Default::default() }; 3],
             needs: vec![],
+            ..Default::default()
         };
         let v = |task| sdk::Victim { task, need: 0, reason: sdk::VictimReason::HigherPriority };
         let rows = victim_disagreements(&request, &[v(0), v(1)], &[v(1), v(2)], 9);

@@ -59,6 +59,7 @@ enum WarmInstance {
     Placement(bindings::placement::Placement),
     PlacementGpu(bindings::placement_gpu::PlacementGpu),
     Preemption(bindings::preemption::Preemption),
+    PreemptionGpu(bindings::preemption_gpu::PreemptionGpu),
     Lifecycle(bindings::lifecycle::Lifecycle),
     LifecycleBatched(bindings::lifecycle::batched::LifecycleBatched),
 }
@@ -113,11 +114,25 @@ pub(crate) enum PreparedWorld {
     Placement(bindings::placement::PlacementPre<CallState>),
     /// A 0.1.2 placement that also exports `place-gpu`.
     PlacementGpu(bindings::placement_gpu::PlacementGpuPre<CallState>),
+    /// A preemption built before 0.1.3: `select-victims` only (whole GPUs).
     Preemption(bindings::preemption::PreemptionPre<CallState>),
+    /// A 0.1.3 preemption that also exports `select-victims-gpu`.
+    PreemptionGpu(bindings::preemption_gpu::PreemptionGpuPre<CallState>),
     /// A 0.1.0 lifecycle: `on-event` only.
     Lifecycle(bindings::lifecycle::LifecyclePre<CallState>),
     /// A 0.1.1 lifecycle that also exports `on-events`.
     LifecycleBatched(bindings::lifecycle::batched::LifecycleBatchedPre<CallState>),
+}
+
+/// The unit in which a preemption answer counted GPU, and is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuUnit {
+    /// Milli-GPUs: the request's GPU side (WIT 0.1.3), or a request
+    /// without one (where both units agree).
+    Milli,
+    /// Whole devices: a component built before 0.1.3 was asked about a
+    /// request with GPU shares, which it saw rounded up.
+    Whole,
 }
 
 /// The plugin runtime: one wasmtime engine with its settings.
@@ -304,9 +319,12 @@ impl PluginRuntime {
                     Ok(gpu) => PreparedWorld::PlacementGpu(gpu),
                     Err(_) => PreparedWorld::Placement(bindings::placement::PlacementPre::new(pre).map_err(wrong)?),
                 },
-                World::Preemption => {
-                    PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?)
-                }
+                // The GPU world first; a component without
+                // `select-victims-gpu` (built before 0.1.3) sees whole GPUs.
+                World::Preemption => match bindings::preemption_gpu::PreemptionGpuPre::new(pre.clone()) {
+                    Ok(gpu) => PreparedWorld::PreemptionGpu(gpu),
+                    Err(_) => PreparedWorld::Preemption(bindings::preemption::PreemptionPre::new(pre).map_err(wrong)?),
+                },
                 // The batched world first; a component without `on-events`
                 // (built against 0.1.0) is called once per event.
                 World::Lifecycle => match bindings::lifecycle::batched::LifecycleBatchedPre::new(pre.clone()) {
@@ -403,6 +421,7 @@ impl PluginRuntime {
             PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::PlacementGpu(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(drop).ok()?,
+            PreparedWorld::PreemptionGpu(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(drop).ok()?,
             PreparedWorld::LifecycleBatched(pre) => pre.instantiate(&mut store).map(drop).ok()?,
         }
@@ -431,6 +450,7 @@ impl PluginRuntime {
                     PreparedWorld::Placement(pre) => pre.instantiate(&mut store).map(WarmInstance::Placement),
                     PreparedWorld::PlacementGpu(pre) => pre.instantiate(&mut store).map(WarmInstance::PlacementGpu),
                     PreparedWorld::Preemption(pre) => pre.instantiate(&mut store).map(WarmInstance::Preemption),
+                    PreparedWorld::PreemptionGpu(pre) => pre.instantiate(&mut store).map(WarmInstance::PreemptionGpu),
                     PreparedWorld::Lifecycle(pre) => pre.instantiate(&mut store).map(WarmInstance::Lifecycle),
                     PreparedWorld::LifecycleBatched(pre) => {
                         pre.instantiate(&mut store).map(WarmInstance::LifecycleBatched)
@@ -512,18 +532,29 @@ impl PluginRuntime {
         }
     }
 
-    /// Calls `select-victims` in a sandboxed instance.
+    /// Calls `select-victims-gpu` (a request with a GPU side and a component
+    /// that exports it) or `select-victims` in a sandboxed instance. The
+    /// answer comes with its GPU unit: [`GpuUnit::Whole`] when the component
+    /// saw whole devices only (built before 0.1.3, or no GPU side), and is
+    /// judged in that unit.
     pub(crate) fn call_preemption(
         &self,
         prepared: &Prepared,
         request: &sdk::PreemptionRequest,
-    ) -> Result<Vec<sdk::Victim>, (FaultKind, String)> {
+    ) -> Result<(Vec<sdk::Victim>, GpuUnit), (FaultKind, String)> {
         let wire = bindings::preemption::request(request);
+        let gpu = request.has_gpu_side();
         let out = self.with_instance(prepared, |store, instance| match instance {
-            WarmInstance::Preemption(i) => i.call_select_victims(store, &wire),
+            WarmInstance::PreemptionGpu(i) if gpu => i
+                .call_select_victims_gpu(&mut *store, &wire, &bindings::preemption_gpu::gpu_request(request))
+                .map(|v| (v, GpuUnit::Milli)),
+            WarmInstance::PreemptionGpu(i) => i.call_select_victims(store, &wire).map(|v| (v, GpuUnit::Milli)),
+            WarmInstance::Preemption(i) => {
+                i.call_select_victims(store, &wire).map(|v| (v, if gpu { GpuUnit::Whole } else { GpuUnit::Milli }))
+            }
             _ => Err(wasmtime::Error::msg("not a preemption component")),
         })?;
-        Ok(bindings::preemption::victims(out))
+        Ok((bindings::preemption::victims(out.0), out.1))
     }
 
     /// Calls `on-event` in a sandboxed instance.
@@ -613,6 +644,7 @@ impl std::fmt::Debug for Prepared {
             PreparedWorld::Placement(_) => "Prepared(placement)",
             PreparedWorld::PlacementGpu(_) => "Prepared(placement-gpu)",
             PreparedWorld::Preemption(_) => "Prepared(preemption)",
+            PreparedWorld::PreemptionGpu(_) => "Prepared(preemption-gpu)",
             PreparedWorld::Lifecycle(_) => "Prepared(lifecycle)",
             PreparedWorld::LifecycleBatched(_) => "Prepared(lifecycle-batched)",
         })

@@ -257,6 +257,7 @@ fn hand_picked_preemption() -> PreemptionRequest {
             })
             .collect(),
         needs: vec![Need { pool: 1, priority: 10, resources: r(2000), from_pools: vec![0] }],
+        ..PreemptionRequest::default()
     }
 }
 
@@ -296,13 +297,46 @@ pub(crate) fn preemption_case(g: &mut Gen) -> PreemptionRequest {
             from_pools: (0..n_pools).filter(|_| g.chance(50)).collect(),
         })
         .collect();
-    PreemptionRequest { pools, running, needs }
+    PreemptionRequest { pools, running, needs, ..PreemptionRequest::default() }
 }
 
 /// The preemption corpus: the hand-picked case, then generated ones.
 pub(crate) fn preemption() -> impl Iterator<Item = PreemptionRequest> {
     let mut g = Gen::new(SEED ^ 1);
-    std::iter::once(hand_picked_preemption()).chain((1..PREEMPTION_CASES).map(move |_| preemption_case(&mut g)))
+    std::iter::once(hand_picked_preemption())
+        .chain(std::iter::once(gpu_share_preemption()))
+        .chain((2..PREEMPTION_CASES).map(move |_| preemption_case(&mut g)))
+}
+
+/// GPU shares (WIT 0.1.3): a need of one device where two tasks hold half a
+/// device each and a third a whole one. In milli-GPUs the two halves or the
+/// whole one cover it, never a half beside the whole; a component built
+/// before 0.1.3 sees one device each and is judged in whole devices.
+fn gpu_share_preemption() -> PreemptionRequest {
+    let gpus = |n| Resources::new(0, 0, 0, n);
+    PreemptionRequest {
+        pools: vec![
+            PoolView { path: "/a".into(), reservation: gpus(0), entitlement: gpus(0), allocation: gpus(2) },
+            PoolView { path: "/b".into(), reservation: gpus(1), entitlement: gpus(1), allocation: gpus(0) },
+        ],
+        running: (0..3u32)
+            .map(|i| RunningTask {
+                pool: 0,
+                priority: 1,
+                preemptible: true,
+                revocable: false,
+                started_at_ms: u64::from(i) * 10,
+                resources: gpus(1),
+            })
+            .collect(),
+        needs: vec![Need { pool: 1, priority: 10, resources: gpus(1), from_pools: vec![0] }],
+        gpu_pools: vec![
+            GpuPool { reservation_milli: 0, entitlement_milli: 0, allocation_milli: 2000 },
+            GpuPool { reservation_milli: 1000, entitlement_milli: 1000, allocation_milli: 0 },
+        ],
+        gpu_running: vec![500, 500, 1000],
+        gpu_needs: vec![1000],
+    }
 }
 
 /// The start of one lifecycle sequence: a job of some kind, its tasks as

@@ -506,6 +506,9 @@ pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
         },
         // The API fills it in, with the text (it needs the managers' state).
         pending_kind: String::new(),
+        gpu: gpu_grant_pb(&rt.gpu),
+        // The API fills them in from the host's device list.
+        gpu_device_indices: Vec::new(),
     }
 }
 

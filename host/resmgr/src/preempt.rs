@@ -34,6 +34,15 @@ pub trait PreemptionPolicy: Send + Sync {
     fn refused(&self, reason: &str) {
         let _ = reason;
     }
+
+    /// Whether the answer just returned counted GPU in whole devices: a
+    /// component built before WIT 0.1.3 sees a share of a device rounded up
+    /// to a device, and is judged in those units (it keeps working as it
+    /// did). The default, and every policy built on the current SDK, counts
+    /// milli-GPUs.
+    fn answered_in_whole_gpus(&self) -> bool {
+        false
+    }
 }
 
 /// The default policy, `priority-preempt`, run natively.
@@ -51,7 +60,11 @@ impl PreemptionPolicy for NativePriorityPreempt {
     }
 }
 
-/// Checks a policy's answer against the request.
+/// Checks a policy's answer against the request, GPU in milli-GPUs where
+/// the request carries its GPU side: two victims holding half a device each
+/// cover a need of one device, and a victim that could be spared is refused
+/// in milli-GPUs too. To judge an answer given in whole devices, pass
+/// [`PreemptionRequest::in_whole_gpus`].
 pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), VictimError> {
     use paceline_plugin_sdk::validate::Violation;
     // The SDK's checks are the contract (the registry ran them already);
@@ -61,15 +74,23 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
         Violation::NotNeeded { task, need } => VictimError::NotNeeded { task, need },
         other => VictimError::Contract(other.to_string()),
     })?;
+    // In the manager's own unit: milli-GPUs, from the GPU side when there
+    // is one, else whole devices × 1000.
+    let milli = request.has_gpu_side();
+    let request = &*request.in_milli_gpus();
+    let amount = |r: paceline_plugin_sdk::types::Resources| {
+        let mut m = Resources::from_contract(r);
+        if milli {
+            m.gpu_milli = r.gpus;
+        }
+        amounts::of(&m)
+    };
     for (n, need) in request.needs.iter().enumerate() {
         let n = n as u32;
-        let want = amounts::of(&Resources::from_contract(need.resources));
+        let want = amount(need.resources);
         let mut freed = amounts::ZERO;
         for v in victims.iter().filter(|v| v.need == n) {
-            freed = amounts::add(
-                &freed,
-                &amounts::of(&Resources::from_contract(request.running[v.task as usize].resources)),
-            );
+            freed = amounts::add(&freed, &amount(request.running[v.task as usize].resources));
         }
         if victims.iter().all(|v| v.need != n) {
             continue;
@@ -78,10 +99,7 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
             return Err(VictimError::NotEnough { need: n });
         }
         for v in victims.iter().filter(|v| v.need == n) {
-            let without = amounts::sub(
-                &freed,
-                &amounts::of(&Resources::from_contract(request.running[v.task as usize].resources)),
-            );
+            let without = amounts::sub(&freed, &amount(request.running[v.task as usize].resources));
             if amounts::fits(&want, &without) {
                 return Err(VictimError::NotNeeded { task: v.task, need: n });
             }
@@ -93,8 +111,10 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
 /// Asks `policy`, falls back to the native policy on an error or a wrong
 /// answer, and returns victims that passed [`validate`] (possibly none).
 pub fn choose(policy: &dyn PreemptionPolicy, request: &PreemptionRequest) -> Vec<Victim> {
+    // An answer given in whole GPU devices is judged in them (WIT 0.1.3).
+    let whole = request.in_whole_gpus();
     match policy.select_victims(request) {
-        Ok(v) => match validate(request, &v) {
+        Ok(v) => match validate(if policy.answered_in_whole_gpus() { &whole } else { request }, &v) {
             Ok(()) => return v,
             Err(e) => {
                 tracing::warn!(policy = policy.name(), error = %e, "preemption policy answer rejected; using native fallback");
@@ -142,6 +162,7 @@ mod tests {
             ],
             running: vec![task(true, 10), task(true, 10), task(false, 10)],
             needs: vec![Need { pool: 1, priority: 1, resources: Resources::new(10, 0, 0, 0), from_pools: vec![0] }],
+            ..PreemptionRequest::default()
         }
     }
 

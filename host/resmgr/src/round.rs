@@ -16,7 +16,7 @@
 //! says kill-on-preempt).
 
 use paceline_joints::contract::IntoContract;
-use paceline_plugin_sdk::types::{Need, PoolView, PreemptionRequest, RunningTask};
+use paceline_plugin_sdk::types::{GpuPool, Need, PoolView, PreemptionRequest, RunningTask};
 
 use crate::amounts::{self, Amounts};
 use crate::manager::{KillReason, KillRequest, ResourceManager, TaskHandle};
@@ -25,6 +25,9 @@ use crate::queue::Lane;
 use crate::reason::PendingReason;
 use crate::task::{TaskEvent, TaskState};
 use crate::tree::NONE;
+
+/// The GPU kind's position in [`Amounts`] (milli-GPUs).
+const GPU: usize = 3;
 
 struct PendingNeed {
     pool: u32,
@@ -119,6 +122,11 @@ impl ResourceManager {
                     entitlement: amounts::to_resources(&n.ent).into_contract(),
                     allocation: amounts::to_resources(&n.alloc_nr).into_contract(),
                 });
+                req.gpu_pools.push(GpuPool {
+                    reservation_milli: n.res[GPU],
+                    entitlement_milli: n.ent[GPU],
+                    allocation_milli: n.alloc_nr[GPU],
+                });
             }
             index[p as usize]
         };
@@ -141,6 +149,7 @@ impl ResourceManager {
                 resources: amounts::to_resources(&need.amount).into_contract(),
                 from_pools,
             });
+            req.gpu_needs.push(need.amount[GPU]);
         }
         if req.needs.is_empty() {
             return;
@@ -163,9 +172,22 @@ impl ResourceManager {
                 started_at_ms: t.started_ms,
                 resources: t.resources.into_contract(),
             });
+            req.gpu_running.push(t.resources.gpu_milli);
         }
         if req.running.is_empty() {
             return;
+        }
+        // The GPU side (WIT 0.1.3) only where some GPU is involved: a round
+        // without GPUs is what it was before, in either unit.
+        let any_gpu = req.gpu_needs.iter().chain(&req.gpu_running).any(|&m| m > 0)
+            || req
+                .gpu_pools
+                .iter()
+                .any(|p| p.reservation_milli > 0 || p.entitlement_milli > 0 || p.allocation_milli > 0);
+        if !any_gpu {
+            req.gpu_pools.clear();
+            req.gpu_running.clear();
+            req.gpu_needs.clear();
         }
         let victims = preempt::choose(self.policy.as_ref(), &req);
         for v in victims {

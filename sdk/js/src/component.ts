@@ -14,10 +14,10 @@
  * @module
  */
 
-import type * as T from 'paceline:scheduler/types@0.1.2';
-import type * as P from 'paceline:scheduler/placement-types@0.1.2';
-import type * as Q from 'paceline:scheduler/preemption-types@0.1.2';
-import type * as L from 'paceline:scheduler/lifecycle-types@0.1.2';
+import type * as T from 'paceline:scheduler/types@0.1.3';
+import type * as P from 'paceline:scheduler/placement-types@0.1.3';
+import type * as Q from 'paceline:scheduler/preemption-types@0.1.3';
+import type * as L from 'paceline:scheduler/lifecycle-types@0.1.3';
 import type {
   Action,
   Event,

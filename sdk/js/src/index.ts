@@ -17,7 +17,7 @@
  * `@paceline/plugin-sdk/harness` (`src/harness.ts`), so that a component
  * never bundles it.
  *
- * The SDK's version follows the WIT package it implements (0.1.2); its
+ * The SDK's version follows the WIT package it implements (0.1.3); its
  * helpers break ties as the Rust SDK's do, so a ported policy decides the same.
  *
  * @module

@@ -18,10 +18,10 @@
 /// <reference path="../generated/preemption.d.ts" />
 /// <reference path="../generated/lifecycle-batched.d.ts" />
 
-import type * as T from 'paceline:scheduler/types@0.1.2';
-import type * as P from 'paceline:scheduler/placement-types@0.1.2';
-import type * as Q from 'paceline:scheduler/preemption-types@0.1.2';
-import type * as L from 'paceline:scheduler/lifecycle-types@0.1.2';
+import type * as T from 'paceline:scheduler/types@0.1.3';
+import type * as P from 'paceline:scheduler/placement-types@0.1.3';
+import type * as Q from 'paceline:scheduler/preemption-types@0.1.3';
+import type * as L from 'paceline:scheduler/lifecycle-types@0.1.3';
 
 /** A wire type with every `bigint` turned into `number` (typed arrays, strings and enums kept). */
 export type Numeric<W> = W extends bigint
@@ -96,7 +96,7 @@ export type Action = Numeric<L.Action>;
 export const NO_VALUE = 0xffff_ffff;
 
 /** The version of the WIT package this SDK implements. */
-export const WIT_PACKAGE = 'paceline:scheduler@0.1.2';
+export const WIT_PACKAGE = 'paceline:scheduler@0.1.3';
 
 /** A placement policy (world `placement`): one call per round. Must be a pure function of the request. */
 export interface PlacementPolicy {

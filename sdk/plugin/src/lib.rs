@@ -6,7 +6,7 @@
 //! | world | trait | export macro | decides |
 //! |---|---|---|---|
 //! | `placement` | [`PlacementPolicy`] | [`export_placement!`] | which host each task of a round goes to |
-//! | `preemption` | [`PreemptionPolicy`] | [`export_preemption!`] | which running tasks to stop |
+//! | `preemption-gpu` (or `preemption`) | [`PreemptionPolicy`] | [`export_preemption!`] | which running tasks to stop |
 //! | `lifecycle-batched` (or `lifecycle`) | [`LifecyclePolicy`] | [`export_lifecycle!`] | how a job kind reacts to events |
 //!
 //! ```ignore
@@ -77,6 +77,11 @@ pub trait PlacementPolicy {
 }
 
 /// A preemption policy.
+///
+/// The request may carry its GPU side in milli-GPUs (0.1.3); the host then
+/// judges the answer in milli-GPUs, so compare amounts in
+/// [`types::PreemptionRequest::in_milli_gpus`] (a share of a device counts
+/// as what it is, not as a whole device).
 pub trait PreemptionPolicy {
     /// Choose victims that free each need; fewest first.
     fn select_victims(request: &types::PreemptionRequest) -> Vec<types::Victim>;
@@ -145,7 +150,10 @@ macro_rules! export_placement {
     };
 }
 
-/// Exports a [`PreemptionPolicy`] as the component's `preemption` world.
+/// Exports a [`PreemptionPolicy`] as the component's `preemption-gpu` world
+/// (`select-victims` and, since 0.1.3, `select-victims-gpu`: the policy
+/// then sees the request's GPU side; compare amounts through
+/// [`types::PreemptionRequest::in_milli_gpus`]).
 #[macro_export]
 macro_rules! export_preemption {
     ($policy:ty) => {
@@ -161,6 +169,12 @@ macro_rules! export_preemption {
                     request: $crate::wasm::preemption::paceline::scheduler::preemption_types::PreemptionRequest,
                 ) -> ::std::vec::Vec<$crate::wasm::preemption::paceline::scheduler::preemption_types::Victim> {
                     $crate::wasm::preemption::run::<$policy>(request)
+                }
+                fn select_victims_gpu(
+                    request: $crate::wasm::preemption::paceline::scheduler::preemption_types::PreemptionRequest,
+                    gpu: $crate::wasm::preemption::paceline::scheduler::gpu_preemption_types::GpuPreemptionRequest,
+                ) -> ::std::vec::Vec<$crate::wasm::preemption::paceline::scheduler::preemption_types::Victim> {
+                    $crate::wasm::preemption::run_gpu::<$policy>(request, gpu)
                 }
             }
             $crate::wasm::preemption::export_preemption_world!(PacelinePreemptionGuest with_types_in $crate::wasm::preemption);

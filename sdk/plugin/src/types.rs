@@ -1,4 +1,4 @@
-//! Plain Rust mirrors of the `paceline:scheduler@0.1.2` WIT types.
+//! Plain Rust mirrors of the `paceline:scheduler@0.1.3` WIT types.
 //!
 //! Field names and meanings are those of `wit/types.wit`; see there for the
 //! contract. These types are what a policy reads and returns, what scenario
@@ -357,6 +357,84 @@ pub struct PreemptionRequest {
     pub running: Vec<RunningTask>,
     /// What must be freed, most important first.
     pub needs: Vec<Need>,
+    /// GPU amounts of each pool in milli-GPUs, in pool order (0.1.3); empty
+    /// when nothing in the request holds or needs GPU. The `gpus` fields
+    /// above stay whole devices, a share rounded up.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_pools: Vec<GpuPool>,
+    /// Milli-GPUs each running task holds, in `running` order (0.1.3); empty
+    /// exactly when `gpu_pools` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_running: Vec<u64>,
+    /// Milli-GPUs each need must have freed, in `needs` order (0.1.3); empty
+    /// exactly when `gpu_pools` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_needs: Vec<u64>,
+}
+
+/// A pool's GPU amounts in milli-GPUs (1000 per device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuPool {
+    /// Guaranteed milli-GPUs.
+    pub reservation_milli: u64,
+    /// Milli-GPUs the pool is entitled to now.
+    pub entitlement_milli: u64,
+    /// Milli-GPUs its running non-revocable tasks hold.
+    pub allocation_milli: u64,
+}
+
+impl PreemptionRequest {
+    /// Whether the request carries its GPU side in milli-GPUs (0.1.3).
+    pub fn has_gpu_side(&self) -> bool {
+        !self.gpu_pools.is_empty() || !self.gpu_running.is_empty() || !self.gpu_needs.is_empty()
+    }
+
+    /// The request with every `gpus` field in milli-GPUs, taken from the GPU
+    /// side: the one unit in which "enough" and "no more than needed" are
+    /// right for shares of a device (two 500-milli tasks free one device).
+    /// Without a GPU side (a request built before 0.1.3, or one without
+    /// GPUs) it is the request unchanged, whole devices throughout. A
+    /// preemption policy compares amounts in this view; the runtime checks
+    /// answers in it.
+    pub fn in_milli_gpus(&self) -> std::borrow::Cow<'_, PreemptionRequest> {
+        use std::borrow::Cow;
+        if !self.has_gpu_side() {
+            return Cow::Borrowed(self);
+        }
+        let mut r = self.clone();
+        let (pools, running, needs) =
+            (std::mem::take(&mut r.gpu_pools), std::mem::take(&mut r.gpu_running), std::mem::take(&mut r.gpu_needs));
+        // A missing entry (a malformed side) counts as none: the checks
+        // then see less GPU, never more.
+        for (i, p) in r.pools.iter_mut().enumerate() {
+            let g = pools.get(i).copied().unwrap_or_default();
+            p.reservation.gpus = g.reservation_milli;
+            p.entitlement.gpus = g.entitlement_milli;
+            p.allocation.gpus = g.allocation_milli;
+        }
+        for (i, t) in r.running.iter_mut().enumerate() {
+            t.resources.gpus = running.get(i).copied().unwrap_or(0);
+        }
+        for (i, n) in r.needs.iter_mut().enumerate() {
+            n.resources.gpus = needs.get(i).copied().unwrap_or(0);
+        }
+        Cow::Owned(r)
+    }
+
+    /// The request as a component built before 0.1.3 sees it: without its
+    /// GPU side, GPUs in whole devices (a share rounded up).
+    pub fn in_whole_gpus(&self) -> std::borrow::Cow<'_, PreemptionRequest> {
+        use std::borrow::Cow;
+        if !self.has_gpu_side() {
+            return Cow::Borrowed(self);
+        }
+        let mut r = self.clone();
+        r.gpu_pools.clear();
+        r.gpu_running.clear();
+        r.gpu_needs.clear();
+        Cow::Owned(r)
+    }
 }
 
 /// Why a task was chosen as a victim.

@@ -309,7 +309,14 @@ fn check_gangs(request: &PlacementRequest, seen: &[u8]) -> Result<(), Violation>
 /// preemptible tasks, only from the pools each need allows, and for each
 /// need with victims: they cover it, and none of them could be spared.
 /// No victims at all is always allowed.
+///
+/// GPU is counted in milli-GPUs when the request carries its GPU side
+/// (0.1.3, [`PreemptionRequest::in_milli_gpus`]): two 500-milli victims
+/// cover a need of 1000, and a 1000-milli victim beside a 500-milli one for
+/// a need of 500 is one too many. To judge an answer of a component that saw
+/// whole devices only, pass [`PreemptionRequest::in_whole_gpus`].
 pub fn check_victims(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), Violation> {
+    let request = &*request.in_milli_gpus();
     check_victim_indices(request, victims)?;
     for (n, need) in request.needs.iter().enumerate() {
         let n = n as u32;
@@ -576,7 +583,54 @@ mod tests {
             pools: vec![PoolView::default(), PoolView::default()],
             running: vec![task(true, 10), task(true, 10), task(false, 10), task(true, 5)],
             needs: vec![Need { pool: 1, resources: Resources::new(10, 0, 0, 0), ..Need::default() }],
+            ..PreemptionRequest::default()
         }
+    }
+
+    /// GPU shares: victims holding 500, 500 and 1000 milli-GPUs (each one
+    /// device in whole units), a need of `need` milli-GPUs.
+    fn gpu_preemption(need: u64) -> PreemptionRequest {
+        let task = |gpus| RunningTask {
+            preemptible: true,
+            resources: Resources::new(0, 0, 0, gpus),
+            ..RunningTask::default()
+        };
+        PreemptionRequest {
+            pools: vec![PoolView::default(), PoolView::default()],
+            running: vec![task(1), task(1), task(1)],
+            needs: vec![Need { pool: 1, resources: Resources::new(0, 0, 0, need.div_ceil(1000)), ..Need::default() }],
+            gpu_pools: vec![GpuPool::default(); 2],
+            gpu_running: vec![500, 500, 1000],
+            gpu_needs: vec![need],
+        }
+    }
+
+    #[test]
+    fn victims_count_gpu_shares_in_milli() {
+        let v = |task| Victim { task, need: 0, reason: VictimReason::OverEntitlement };
+        type Case = (&'static str, u64, Vec<Victim>, Result<(), Violation>);
+        let cases: &[Case] = &[
+            ("two halves free a device", 1000, vec![v(0), v(1)], Ok(())),
+            ("one half does not", 1000, vec![v(0)], Err(Violation::NotEnough(0))),
+            ("a whole device does", 1000, vec![v(2)], Ok(())),
+            ("a half for a half", 500, vec![v(0)], Ok(())),
+            ("a whole for a half", 500, vec![v(2)], Ok(())),
+            (
+                "a whole beside a half is one too many",
+                500,
+                vec![v(0), v(2)],
+                Err(Violation::NotNeeded { task: 0, need: 0 }),
+            ),
+            ("three for one and a half", 1500, vec![v(0), v(1), v(2)], Err(Violation::NotNeeded { task: 0, need: 0 })),
+        ];
+        for (name, need, victims, expected) in cases {
+            assert_eq!(&check_victims(&gpu_preemption(*need), victims), expected, "case {name}");
+        }
+        // In whole devices (a component built before 0.1.3), one half
+        // "covers" a device and two are one too many.
+        let req = gpu_preemption(1000);
+        assert_eq!(check_victims(&req.in_whole_gpus(), &[v(0)]), Ok(()));
+        assert_eq!(check_victims(&req.in_whole_gpus(), &[v(0), v(1)]), Err(Violation::NotNeeded { task: 0, need: 0 }));
     }
 
     #[test]

@@ -159,11 +159,13 @@ pub mod placement {
     }
 }
 
-/// The `preemption` world.
+/// The `preemption-gpu` world (0.1.3): `select-victims` and
+/// `select-victims-gpu`, so a policy built with this SDK counts GPU shares
+/// exactly on a current runtime and whole devices on one that predates 0.1.3.
 pub mod preemption {
     use super::sdk;
     wit_bindgen::generate!({
-        world: "preemption",
+        world: "preemption-gpu",
         path: "../../wit",
         pub_export_macro: true,
         export_macro_name: "export_preemption_world",
@@ -207,13 +209,41 @@ pub mod preemption {
                     from_pools: n.from_pools,
                 })
                 .collect(),
+            gpu_pools: Vec::new(),
+            gpu_running: Vec::new(),
+            gpu_needs: Vec::new(),
         }
     }
 
     /// Runs a policy on a lifted request.
     pub fn run<P: crate::PreemptionPolicy>(r: w::PreemptionRequest) -> Vec<w::Victim> {
-        P::select_victims(&request(r))
+        victims(P::select_victims(&request(r)))
+    }
+
+    use self::paceline::scheduler::gpu_preemption_types as g;
+
+    /// Runs a policy on a lifted request with its GPU side (milli-GPUs).
+    pub fn run_gpu<P: crate::PreemptionPolicy>(
+        r: w::PreemptionRequest,
+        gpu: g::GpuPreemptionRequest,
+    ) -> Vec<w::Victim> {
+        let mut req = request(r);
+        req.gpu_pools = gpu
+            .pools
             .into_iter()
+            .map(|p| sdk::GpuPool {
+                reservation_milli: p.reservation_milli,
+                entitlement_milli: p.entitlement_milli,
+                allocation_milli: p.allocation_milli,
+            })
+            .collect();
+        req.gpu_running = gpu.running;
+        req.gpu_needs = gpu.needs;
+        victims(P::select_victims(&req))
+    }
+
+    fn victims(v: Vec<sdk::Victim>) -> Vec<w::Victim> {
+        v.into_iter()
             .map(|v| w::Victim {
                 task: v.task,
                 need: v.need,

@@ -106,6 +106,7 @@ proptest! {
             pools: vec![PoolView::default(); 3],
             running: running.into_iter().map(|(preemptible, revocable, resources, pool)| RunningTask { pool, preemptible, revocable, resources, ..RunningTask::default() }).collect(),
             needs: needs.into_iter().map(|(resources, from_pools)| Need { resources, from_pools, ..Need::default() }).collect(),
+            ..PreemptionRequest::default()
         };
         let victims: Vec<Victim> = victims.into_iter().map(|(task, need)| Victim { task, need, reason: VictimReason::OverEntitlement }).collect();
         if check_victims(&req, &victims).is_ok() {

@@ -1,7 +1,7 @@
 """paceline-plugin: write Paceline scheduling policies in Python.
 
 A policy is a pure function from a request to a decision, written against
-one world of the WIT package ``paceline:scheduler@0.1.2`` and shipped as a
+one world of the WIT package ``paceline:scheduler@0.1.3`` and shipped as a
 WebAssembly component built with componentize-py:
 
 =====================  ========================  =====================  ==========================================
@@ -21,7 +21,7 @@ Layout:
 - :mod:`~paceline_plugin.harness`: scenario files and a native runner (for pytest).
 - :mod:`~paceline_plugin.component`: the glue to componentize-py's generated bindings.
 
-The SDK's version follows the WIT package it implements (0.1.2). It has the
+The SDK's version follows the WIT package it implements (0.1.3). It has the
 same helpers, with the same tie-breaking, as the Rust SDK
 (``sdk/plugin``), so a policy ported with them decides the same.
 """
@@ -33,10 +33,10 @@ from .resources import ScoreScale
 from .types import *  # noqa: F401,F403
 from . import types as _types
 
-__version__ = "0.1.2"
+__version__ = "0.1.3"
 
 #: The version of the WIT package this SDK implements.
-WIT_PACKAGE = "paceline:scheduler@0.1.2"
+WIT_PACKAGE = "paceline:scheduler@0.1.3"
 
 __all__ = [
     "LifecyclePolicy",

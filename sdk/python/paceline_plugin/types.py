@@ -1,4 +1,4 @@
-"""Python mirrors of the ``paceline:scheduler@0.1.2`` WIT types.
+"""Python mirrors of the ``paceline:scheduler@0.1.3`` WIT types.
 
 Field names and meanings are those of ``wit/types.wit`` (kebab-case there,
 snake_case here); see there for the full contract. These are the types a

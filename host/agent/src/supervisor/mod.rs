@@ -61,6 +61,10 @@ pub struct SupervisorConfig {
     pub adopt_poll: Duration,
     /// The GPU devices, in order (empty: devices 0..n of `total`).
     pub gpu_devices: Vec<GpuDevice>,
+    /// Each device's memory in MiB, in the same order; 0 or missing:
+    /// unknown. A share of a device is limited to its part of it under
+    /// NVIDIA MPS (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`).
+    pub gpu_memory_mib: Vec<u64>,
 }
 
 impl SupervisorConfig {
@@ -74,6 +78,7 @@ impl SupervisorConfig {
             default_kill_grace: Duration::from_secs(u64::from(config.default_kill_grace_secs)),
             adopt_poll: Duration::from_millis(250),
             gpu_devices: host.gpus.clone(),
+            gpu_memory_mib: host.gpu_memory_mib.clone(),
         }
     }
 }

@@ -89,7 +89,9 @@ impl Supervisor {
             if !rec.gpus.is_empty() {
                 // The share of each device the run may use (1000: whole);
                 // the workload honours it (e.g. a memory fraction).
-                env.insert("PACELINE_GPU_MILLI".to_owned(), rec.gpu_grant().milli_each.to_string());
+                let grant = rec.gpu_grant();
+                env.insert("PACELINE_GPU_MILLI".to_owned(), grant.milli_each.to_string());
+                env.extend(mps_limits(&grant, &devices, &self.inner.cfg.gpu_memory_mib));
             }
         }
         env
@@ -456,4 +458,30 @@ fn inherited_env() -> BTreeMap<String, String> {
         INHERITED.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
     env.entry("PATH".to_owned()).or_insert_with(|| DEFAULT_PATH.to_owned());
     env
+}
+
+/// NVIDIA MPS limits for a share of one device: the compute share in
+/// percent, rounded up (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`), and, when the
+/// device's memory is known, its part of it (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`,
+/// `<device index>=<MiB>M`, rounded down so shares never add up to more than
+/// the device). They take effect only when the process is a client of an
+/// MPS control daemon; without one CUDA ignores them. Whole devices get
+/// none (nothing to share).
+pub(crate) fn mps_limits(
+    grant: &gpu::GpuGrant,
+    devices: &[gpu::GpuDevice],
+    memory_mib: &[u64],
+) -> Vec<(String, String)> {
+    let [position] = grant.devices[..] else { return Vec::new() };
+    let milli = u64::from(grant.milli_each);
+    if milli == 0 || milli >= paceline_model::resources::GPU_MILLI {
+        return Vec::new();
+    }
+    let mut out = vec![("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".to_owned(), milli.div_ceil(10).to_string())];
+    let memory = memory_mib.get(position as usize).copied().unwrap_or(0);
+    if let (Some(device), true) = (devices.get(position as usize), memory > 0) {
+        let share = memory.saturating_mul(milli) / paceline_model::resources::GPU_MILLI;
+        out.push(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".to_owned(), format!("{}={share}M", device.index)));
+    }
+    out
 }

@@ -35,6 +35,7 @@ pub fn config(dir: &std::path::Path, range: (u16, u16)) -> SupervisorConfig {
         isolation: isolation(),
         default_kill_grace: Duration::from_secs(5),
         gpu_devices: Vec::new(),
+        gpu_memory_mib: Vec::new(),
         adopt_poll: Duration::from_millis(50),
     }
 }

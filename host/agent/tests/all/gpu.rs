@@ -2,6 +2,10 @@
 //! devices of its grant and refuses a grant it cannot honour. The host's
 //! two devices are configured (indices 3 and 5, as `nvidia-smi` might
 //! number them), so no GPU is needed.
+//!
+//! The MPS limits a share gets (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`,
+//! `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`) are only environment here: they take
+//! effect under an NVIDIA MPS control daemon, which this test does not need.
 
 use paceline_agent::Supervisor;
 use paceline_model::gpu::{GpuDevice, GpuGrant};
@@ -71,4 +75,48 @@ async fn grants_survive_an_agent_restart() {
     let kept = running.iter().find(|r| r.run_id == "keep-1").expect("reported");
     assert_eq!(kept.gpu.as_ref().map(|g| (g.devices.clone(), g.milli_each)), Some((vec![0], 700)));
     h.sup.kill("keep-1", Some(0)).unwrap();
+}
+
+fn mps_run(run_id: &str, milli: u64, devices: &[u32]) -> paceline_agent::RunSpec {
+    let mut s = gpu_run(run_id, milli, devices);
+    s.args = vec![
+        "-c".into(),
+        r#"echo "threads=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset} mem=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT-unset} visible=$CUDA_VISIBLE_DEVICES"; sleep 30"#.into(),
+    ];
+    s
+}
+
+#[tokio::test]
+async fn a_share_gets_mps_compute_and_memory_limits_a_whole_device_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let range = port_range();
+    let mut cfg = config(dir.path(), range);
+    cfg.total.gpu_milli = 2000;
+    cfg.gpu_devices = vec![GpuDevice { index: 3, model: "T4".into() }, GpuDevice { index: 5, model: "T4".into() }];
+    // The second device's memory is known (15360 MiB, a T4), the first's not.
+    cfg.gpu_memory_mib = vec![0, 15360];
+    let sup = Supervisor::open(cfg).await.unwrap();
+    // A third of a device: 34 % of its threads (rounded up), 5 GiB of its
+    // memory (rounded down), named by the device's index on the host.
+    sup.launch_spec(mps_run("third-1", 333, &[1])).unwrap();
+    wait_stdout(&sup, "third-1", "threads=34 mem=5=5114M visible=5").await;
+    // A share of the device whose memory is unknown: compute only.
+    sup.launch_spec(mps_run("half-1", 500, &[0])).unwrap();
+    wait_stdout(&sup, "half-1", "threads=50 mem=unset visible=3").await;
+    // A whole device is not shared: no MPS limit.
+    sup.kill("half-1", Some(0)).unwrap();
+    let mut whole_started = false;
+    for _ in 0..100 {
+        if sup.launch_spec(mps_run("whole-1", 1000, &[0])).is_ok() {
+            whole_started = true;
+            break;
+        }
+        // The killed share frees its device once its process is gone.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(whole_started, "the whole device was freed by the killed share");
+    wait_stdout(&sup, "whole-1", "threads=unset mem=unset visible=3").await;
+    for id in ["third-1", "whole-1"] {
+        sup.kill(id, Some(0)).unwrap();
+    }
 }

@@ -326,6 +326,9 @@ pub struct Policy;
 
 impl PreemptionPolicy for Policy {
     fn select_victims(request: &PreemptionRequest) -> Vec<Victim> {
+        // GPU in milli-GPUs where the request carries them (WIT 0.1.3): the
+        // unit the runtime judges the answer in.
+        let request = &*request.in_milli_gpus();
         let mut taken = vec![false; request.running.len()];
         let mut victims = Vec::new();
         for (n, need) in request.needs.iter().enumerate() {

@@ -123,7 +123,92 @@ fn preemption_request(non_preemptible: bool, need_cpu: u64) -> PreemptionRequest
         pools: vec![PoolView { path: "/a".into(), ..PoolView::default() }, PoolView::default()],
         running: vec![task(!non_preemptible), task(true), task(true)],
         needs: vec![Need { pool: 1, priority: 1, resources: Resources::new(need_cpu, 0, 0, 0), from_pools: vec![0] }],
+        ..PreemptionRequest::default()
     }
+}
+
+/// GPU shares (WIT 0.1.3): candidates holding `held` milli-GPUs (each one
+/// device in whole units, rounded up), a need of `need` milli-GPUs.
+fn gpu_preemption_request(held: &[u64], need: u64) -> PreemptionRequest {
+    let whole = |m: u64| m.div_ceil(1000);
+    let running: Vec<RunningTask> = held
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| RunningTask {
+            pool: 0,
+            priority: 1,
+            preemptible: true,
+            started_at_ms: i as u64,
+            resources: Resources::new(0, 0, 0, whole(m)),
+            ..RunningTask::default()
+        })
+        .collect();
+    let alloc: u64 = held.iter().sum();
+    PreemptionRequest {
+        pools: vec![
+            PoolView { path: "/a".into(), allocation: Resources::new(0, 0, 0, whole(alloc)), ..PoolView::default() },
+            PoolView { path: "/b".into(), entitlement: Resources::new(0, 0, 0, whole(need)), ..PoolView::default() },
+        ],
+        running,
+        needs: vec![Need {
+            pool: 1,
+            priority: 9,
+            resources: Resources::new(0, 0, 0, whole(need)),
+            from_pools: vec![0],
+        }],
+        gpu_pools: vec![
+            GpuPool { allocation_milli: alloc, ..GpuPool::default() },
+            GpuPool { entitlement_milli: need, ..GpuPool::default() },
+        ],
+        gpu_running: held.to_vec(),
+        gpu_needs: vec![need],
+    }
+}
+
+/// The built-in `priority-preempt` component counts shares exactly: two
+/// half-device victims for a need of one device (in whole devices one of
+/// them would have looked enough), and for a need of half a device one
+/// victim, never the half beside the whole.
+#[test]
+fn preemption_counts_gpu_shares_in_milli() {
+    let reg = registry(runtime());
+    reg.deploy("preemption", "pp", "1", artifacts::PRIORITY_PREEMPT, DeployOptions::default()).expect("deploys");
+    reg.activate("preemption", "pp@1").expect("activates");
+    let victims = |req: &PreemptionRequest| -> Vec<u32> {
+        let answer = reg.select_victims(req).expect("the slot answers");
+        assert_eq!(answer.served_by, ServedBy::Version("pp@1".into()));
+        assert!(answer.faults.is_empty(), "{:?}", answer.faults);
+        assert_eq!(answer.gpu_unit, paceline_plugin::GpuUnit::Milli);
+        let mut v: Vec<u32> = answer.value.iter().map(|v| v.task).collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(victims(&gpu_preemption_request(&[500, 500], 1000)), vec![0, 1]);
+    // Equal priority: the most recently started first (task 1, the whole
+    // device) covers the half alone.
+    assert_eq!(victims(&gpu_preemption_request(&[500, 1000], 500)), vec![1]);
+    assert_eq!(victims(&gpu_preemption_request(&[1000, 500], 500)), vec![1]);
+    // A need of 700: the two halves (started last, taken first) and not
+    // the whole device after them; in whole devices one half would do.
+    assert_eq!(victims(&gpu_preemption_request(&[1000, 500, 500], 700)), vec![1, 2]);
+}
+
+/// An answer that preempts more than needed in milli-GPUs is refused, counted
+/// as a fault, and the fallback serves.
+#[test]
+fn preemption_over_preempting_gpu_shares_is_a_fault() {
+    let reg = registry(runtime_with(RuntimeConfig { auto_rollback_after: 100, ..RuntimeConfig::default() }));
+    bad_on_top(&reg, "preemption", artifacts::PRIORITY_PREEMPT, artifacts::GUEST_GREEDY);
+    // The greedy guest names both: half a device is needed, the whole one
+    // alone would do, and so would the half alone.
+    let req = gpu_preemption_request(&[500, 1000], 500);
+    let answer = reg.select_victims(&req).expect("the slot answers");
+    assert_eq!(answer.served_by, ServedBy::Version("good@1".into()));
+    assert_eq!(answer.faults.len(), 1);
+    assert!(answer.faults[0].message.contains("not needed"), "{}", answer.faults[0]);
+    assert_eq!(answer.value.len(), 1, "{:?}", answer.value);
+    paceline_plugin_sdk::validate::check_victims(&req, &answer.value).expect("what is served holds");
+    assert_eq!(errors(&reg, "preemption", "bad@1", FaultKind::InvalidAnswer), 1);
 }
 
 #[test]

@@ -130,6 +130,7 @@ fn preemption_slot_and_lifecycle_natives() {
             })
             .collect(),
         needs: vec![Need { pool: 1, priority: 9, resources: Resources::new(1500, 0, 0, 0), from_pools: vec![0] }],
+        ..PreemptionRequest::default()
     };
     let native = reg.select_victims(&req).expect("native answers");
     assert_eq!(native.served_by, ServedBy::Native("priority-preempt"));

@@ -197,3 +197,49 @@ fn revocable_work_is_revoked_at_once_for_non_revocable_work() {
     assert_eq!(kills.len(), 2, "no K-period wait for revocable work, and only what B needs");
     assert!(kills.iter().all(|k| k.reason == KillReason::Preempted(VictimReason::Revoked)));
 }
+
+/// GPU shares are counted exactly (WIT 0.1.3, decision 0036): pool A
+/// borrows both GPUs of the cluster with four tasks of half a GPU; pool B's
+/// task of one whole GPU takes back exactly two of them. Rounded up to
+/// whole devices, as the preemption contract counted before, one victim
+/// looked like a device and half of what B needs would have been freed.
+#[test]
+fn gpu_shares_are_preempted_in_milli_gpus() {
+    let mut rm = ResourceManager::new(Config { preempt_after_periods: 1, ..Config::default() });
+    rm.set_capacity(paceline_model::Resources::new(100_000, 1 << 30, 1 << 30, 2_000));
+    for pool in ["/a", "/b"] {
+        let mut spec = cpu(50_000, None, 1);
+        spec.reservation.gpu = 1_000;
+        spec.share.gpu = 1;
+        rm.create_pool(pool, spec).expect("pool");
+    }
+    let half = |job| GangSpec {
+        preemptible: true,
+        per_task: paceline_model::Resources::new(100, 0, 0, 500),
+        ..gang(job, 1, 100)
+    };
+    for job in 0..4 {
+        rm.submit("/a", half(job), 0).expect("a job");
+    }
+    assert_eq!(rm.tick(1).admitted_gangs, 4, "A borrows B's GPU");
+    run_all(&mut rm, 1);
+    let whole = GangSpec { per_task: paceline_model::Resources::new(100, 0, 0, 1_000), ..gang(100, 1, 100) };
+    rm.submit("/b", whole, 2).expect("b gang");
+    let mut kills = Vec::new();
+    for now in 2..6 {
+        kills.extend(rm.tick(now).kills);
+        if !kills.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(kills.len(), 2, "two halves free the one GPU B needs, and no more: {kills:?}");
+    for kill in &kills {
+        let t = rm.task(kill.task).expect("victim");
+        assert_eq!(t.resources.gpu_milli, 500);
+        assert_eq!(rm.tree().path(t.pool), Some("/a"));
+    }
+    for kill in &kills {
+        rm.task_event(kill.task, TaskEvent::KillConfirmed, 7).expect("killed");
+    }
+    assert_eq!(rm.tick(8).admitted_gangs, 1, "B's whole GPU is admitted once they are gone");
+}

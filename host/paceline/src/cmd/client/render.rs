@@ -135,7 +135,39 @@ pub fn task(t: &pb::Task) -> Value {
         "completed_at_ms": t.completed_at_ms,
         "pending_reason": t.pending_reason,
         "pending_kind": t.pending_kind,
+        "gpu": t.gpu.as_ref().map(|g| json!({ "devices": g.devices, "milli_each": g.milli_each })),
+        "gpu_device_indices": t.gpu_device_indices,
     })
+}
+
+/// A task's GPU grant as (amount in GPUs, `0.5` or `2`; devices, `0,1`;
+/// whether they are device indices rather than positions in the host's
+/// device list), or `None` when it holds no device.
+fn gpu_parts(t: &pb::Task) -> Option<(String, String, bool)> {
+    let g = t.gpu.as_ref().filter(|g| !g.devices.is_empty())?;
+    let milli = u64::from(g.milli_each) * g.devices.len() as u64;
+    let amount = if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{}", milli as f64 / 1000.0) };
+    let indices = t.gpu_device_indices.len() == g.devices.len();
+    let list = if indices { &t.gpu_device_indices } else { &g.devices };
+    Some((amount, list.iter().map(u32::to_string).collect::<Vec<_>>().join(","), indices))
+}
+
+/// A task's GPU devices for a person: `0.5 GPU on device 1`, `2 GPUs on
+/// devices 0,1`; `-` when it holds none. Names device indices where the
+/// server knows them, else positions in the host's device list.
+pub fn task_gpu(t: &pb::Task) -> String {
+    let Some((amount, list, indices)) = gpu_parts(t) else {
+        return "-".into();
+    };
+    let unit = if amount == "1" || amount.starts_with("0.") { "GPU" } else { "GPUs" };
+    let plural = if list.contains(',') { "s" } else { "" };
+    let word = if indices { "device" } else { "device position" };
+    format!("{amount} {unit} on {word}{plural} {list}")
+}
+
+/// The same in a table cell: `0.5@1`, `2@0,1`, `-`.
+pub fn task_gpu_short(t: &pb::Task) -> String {
+    gpu_parts(t).map_or_else(|| "-".into(), |(amount, list, _)| format!("{amount}@{list}"))
 }
 
 /// A task event.
@@ -264,6 +296,25 @@ mod tests {
         assert_eq!(task_state(pb::TaskState::Placing as i32), "PLACING");
         assert_eq!(host_state(pb::HostState::Draining as i32), "DRAINING");
         assert_eq!(update_state(99), "99");
+    }
+
+    #[test]
+    fn a_task_shows_its_gpu_share_and_devices() {
+        let with_gpu = |devices: Vec<u32>, milli_each, indices: Vec<u32>| pb::Task {
+            gpu: Some(pb::GpuGrant { devices, milli_each }),
+            gpu_device_indices: indices,
+            ..Default::default()
+        };
+        assert_eq!(task_gpu(&pb::Task::default()), "-");
+        assert_eq!(task_gpu_short(&pb::Task::default()), "-");
+        assert_eq!(task_gpu(&with_gpu(vec![1], 500, vec![1])), "0.5 GPU on device 1");
+        assert_eq!(task_gpu_short(&with_gpu(vec![1], 500, vec![1])), "0.5@1");
+        assert_eq!(task_gpu(&with_gpu(vec![0, 1], 1000, vec![2, 3])), "2 GPUs on devices 2,3");
+        assert_eq!(task_gpu(&with_gpu(vec![0], 1000, vec![0])), "1 GPU on device 0");
+        assert_eq!(task_gpu(&with_gpu(vec![0], 250, vec![])), "0.25 GPU on device position 0");
+        let v = task(&with_gpu(vec![1], 500, vec![1]));
+        assert_eq!(v["gpu"]["milli_each"], 500);
+        assert_eq!(v["gpu_device_indices"][0], 1);
     }
 
     #[test]
