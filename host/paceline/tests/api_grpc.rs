@@ -480,7 +480,6 @@ async fn pools_are_created_listed_updated_and_deleted_and_persisted() {
 /// A task's GPU devices over the API (issue 28): two tasks of half a GPU on
 /// one host of two devices share one device; `GetTask` and `ListTasks` say
 /// which, as grant positions and as device indices.
-#[ignore = "gpu-gaps: the two half-GPU tasks never reach RUNNING on the sim cluster here (not diagnosed before the deadline)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_shows_its_gpu_share_and_devices() {
     let gpu_host =

@@ -34,7 +34,7 @@ pub fn registry() -> Arc<Registry> {
 
 fn pools(rm: &mut paceline_resmgr::ResourceManager) {
     rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 64_000));
-    let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 64 };
+    let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 64_000 };
     rm.create_pool(POOL, PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
 }
 

@@ -146,7 +146,8 @@ pub fn task(t: &pb::Task) -> Value {
 fn gpu_parts(t: &pb::Task) -> Option<(String, String, bool)> {
     let g = t.gpu.as_ref().filter(|g| !g.devices.is_empty())?;
     let milli = u64::from(g.milli_each) * g.devices.len() as u64;
-    let amount = if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{}", milli as f64 / 1000.0) };
+    let amount =
+        if milli.is_multiple_of(1000) { (milli / 1000).to_string() } else { format!("{}", milli as f64 / 1000.0) };
     let indices = t.gpu_device_indices.len() == g.devices.len();
     let list = if indices { &t.gpu_device_indices } else { &g.devices };
     Some((amount, list.iter().map(u32::to_string).collect::<Vec<_>>().join(","), indices))
