@@ -314,6 +314,18 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A host manager over `sim`'s hosts on its virtual clock, ticked only when
+/// a bench steps it, every host registered.
+pub(crate) async fn sim_host_manager(sim: &Arc<paceline_hostmgr::SimProvider>) -> anyhow::Result<HostManager> {
+    let hosts = HostManager::builder(sim.clone())
+        .clock(Arc::new(sim.clock()))
+        .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
+        .start()
+        .await?;
+    hosts.sync().await?;
+    Ok(hosts)
+}
+
 /// What each pipeline task asks for.
 const PIPELINE_TASK: Resources = Resources::new(250, 512, 100, 0);
 
@@ -372,12 +384,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     if let Some(m) = &store_metrics {
         store = Arc::new(paceline::store_metrics::MeteredStore::new(store, m.clone()));
     }
-    let hosts = HostManager::builder(sim.clone())
-        .clock(Arc::new(clock.clone()))
-        .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
-        .start()
-        .await?;
-    hosts.sync().await?;
+    let hosts = sim_host_manager(&sim).await?;
     let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
     let registry = Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
     let config = AssembleConfig {

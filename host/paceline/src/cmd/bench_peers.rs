@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use clap::Args;
-use paceline_hostmgr::{HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
+use paceline_hostmgr::{HostManager, HostShape, SimConfig, SimProvider};
 use paceline_joints::{Committed, PortError, TaskHandle};
 use paceline_model::job::JobKind;
 use paceline_model::run::LaunchRequest;
@@ -314,13 +314,7 @@ async fn drain(engine: &Engine, queue: &ShapeQueue, now_ms: u64) -> (u32, usize)
 
 async fn run_once(shape: &Shape, registry: &Arc<paceline_plugin::Registry>) -> anyhow::Result<RunFigures> {
     let sim = Arc::new(SimProvider::new(SimConfig { shapes: shape.hosts.clone(), ..SimConfig::default() }));
-    let clock = sim.clock();
-    let hosts = HostManager::builder(sim.clone())
-        .clock(Arc::new(clock.clone()))
-        .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
-        .start()
-        .await?;
-    hosts.sync().await?;
+    let hosts = super::bench_hosts::sim_host_manager(&sim).await?;
     let now = sim.now_ms();
     let engine_for =
         |queue: Arc<ShapeQueue>| Engine::new(queue, Arc::new(hosts.clone()), registry.clone(), EngineConfig::default());

@@ -25,7 +25,7 @@ pub struct PendingBenchArgs {
 
 pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
     use paceline::cluster::{AssembleConfig, Cluster};
-    use paceline_hostmgr::{HostManager, HostShape, ManagerConfig, SimConfig, SimProvider};
+    use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::Resources;
     use paceline_model::job::{JobConfig, JobKind};
     use paceline_model::pool::{PerKind, PoolSpec};
@@ -52,12 +52,7 @@ pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
         let clock = sim.clock();
         let store: Arc<dyn paceline_storage::Store> =
             Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
-        let hosts = HostManager::builder(sim.clone())
-            .clock(Arc::new(clock.clone()))
-            .config(ManagerConfig { tick_interval: None, ..ManagerConfig::default() })
-            .start()
-            .await?;
-        hosts.sync().await?;
+        let hosts = super::bench_hosts::sim_host_manager(&sim).await?;
         let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
         let registry =
             Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
