@@ -111,10 +111,17 @@ pub fn validate(request: &PreemptionRequest, victims: &[Victim]) -> Result<(), V
 /// Asks `policy`, falls back to the native policy on an error or a wrong
 /// answer, and returns victims that passed [`validate`] (possibly none).
 pub fn choose(policy: &dyn PreemptionPolicy, request: &PreemptionRequest) -> Vec<Victim> {
-    // An answer given in whole GPU devices is judged in them (WIT 0.1.3).
-    let whole = request.in_whole_gpus();
     match policy.select_victims(request) {
-        Ok(v) => match validate(if policy.answered_in_whole_gpus() { &whole } else { request }, &v) {
+        // An answer given in whole GPU devices is judged in them (WIT 0.1.3);
+        // the whole-device copy is made only for such an answer.
+        Ok(v) => match validate(
+            &*if policy.answered_in_whole_gpus() {
+                request.in_whole_gpus()
+            } else {
+                std::borrow::Cow::Borrowed(request)
+            },
+            &v,
+        ) {
             Ok(()) => return v,
             Err(e) => {
                 tracing::warn!(policy = policy.name(), error = %e, "preemption policy answer rejected; using native fallback");

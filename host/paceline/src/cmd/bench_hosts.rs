@@ -327,16 +327,23 @@ pub(crate) async fn sim_host_manager(sim: &Arc<paceline_hostmgr::SimProvider>) -
 }
 
 /// What each pipeline task asks for.
-const PIPELINE_TASK: Resources = Resources::new(250, 512, 100, 0);
+pub(crate) const PIPELINE_TASK: Resources = Resources::new(250, 512, 100, 0);
 
 /// The hosts' shape: `--host-cores`, or sized for the work; an error with
 /// the arithmetic when the work cannot fit.
 fn host_for(args: &PipelineBenchArgs) -> anyhow::Result<Resources> {
-    let total = u64::from(args.jobs) * u64::from(args.instances);
-    let hosts = args.hosts.max(1) as u64;
+    size_hosts(u64::from(args.jobs) * u64::from(args.instances), args.hosts, args.host_cores)
+}
+
+/// Hosts for `total` tasks of [`PIPELINE_TASK`] on `hosts` hosts: `cores`
+/// each, or 8, or enough for each host's share plus 25%; an error with the
+/// arithmetic when the work cannot fit. `bench pipeline` and `bench server`
+/// size alike.
+pub(crate) fn size_hosts(total: u64, hosts: usize, cores: Option<u64>) -> anyhow::Result<Resources> {
+    let hosts = hosts.max(1) as u64;
     let share = total.div_ceil(hosts);
     let cores_needed = (share * PIPELINE_TASK.cpu_millis * 5 / 4).div_ceil(1_000);
-    let cores = args.host_cores.unwrap_or(cores_needed.max(8));
+    let cores = cores.unwrap_or(cores_needed.max(8));
     let host = Resources::new(cores * 1_000, cores * 4_096, 1_000_000, 0);
     let per_host = (host.cpu_millis / PIPELINE_TASK.cpu_millis)
         .min(host.memory_mib / PIPELINE_TASK.memory_mib)

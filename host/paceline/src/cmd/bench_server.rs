@@ -42,16 +42,15 @@ pub struct ServerBenchArgs {
     clients: usize,
 }
 
-const TASK: Resources = Resources::new(250, 512, 100, 0);
+use super::bench_hosts::PIPELINE_TASK as TASK;
 
 pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");
     }
     let total = u64::from(args.jobs) * u64::from(args.instances);
-    let hosts = args.hosts.max(1) as u64;
-    let cores = ((total.div_ceil(hosts) * TASK.cpu_millis * 5 / 4).div_ceil(1_000)).max(8);
-    let host = Resources::new(cores * 1_000, cores * 4_096, 1_000_000, 0);
+    let host = super::bench_hosts::size_hosts(total, args.hosts, None)?;
+    let cores = host.cpu_millis / 1_000;
     let teams = args.teams.max(1);
     let dir = tempfile::tempdir()?;
     // An admin token, as `paceline auth token --role admin` makes one.
