@@ -149,8 +149,9 @@ pub enum MembershipError {
     NotAllowed { op: &'static str, path: String, identity: String },
     #[error("encoding member info: {0}")]
     Encode(#[from] serde_json::Error),
-    #[error("no tokio runtime: membership must be started inside one")]
-    NoRuntime,
+    /// The thread that runs the ZooKeeper session could not be started.
+    #[error("cannot start the membership thread: {0}")]
+    Thread(String),
 }
 
 /// Result with [`MembershipError`].
@@ -185,7 +186,7 @@ pub trait Membership: Send + Sync + std::fmt::Debug {
 ///   kind: zookeeper
 ///   connect: "zk1:2181,zk2:2181,zk3:2181"
 ///   cluster: prod
-///   session_timeout_ms: 6000
+///   session_timeout_ms: 1500
 ///   auth:                      # strongly advised; without it the nodes are world-writable
 ///     user: paceline
 ///     password_file: /etc/paceline/zookeeper-password

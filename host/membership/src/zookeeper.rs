@@ -30,20 +30,30 @@
 //! write is the [`Leadership::Leader`] epoch. Zxids grow across the whole ensemble, so each
 //! gain of leadership, by any member, has a larger epoch than every gain before it.
 //!
-//! # Step-down rule
+//! # Step-down rule: a lease on the session
 //!
-//! A member stops being leader (every role reads [`Leadership::Unknown`]) as soon as the
-//! client reports the connection `Disconnected`, before it does anything else — it does not
-//! wait for `Expired`. The client declares a connection lost after 2/5 of the negotiated
-//! session timeout `T` without hearing from the server (or at once on a socket error), while
-//! the server expires the session no sooner than `T` after it last heard from the client and
-//! the client pings every ~0.15·`T` when idle. So the old leader steps down around
-//! 0.4·`T` before ZooKeeper can delete its node and let another member lead. This holds while
-//! the process is not paused longer than that margin (GC, SIGSTOP); the epoch is the fence
-//! for that case.
+//! ZooKeeper expires a session no sooner than the session timeout `T` after it last heard
+//! from the client, and it heard from the client no sooner than the client sent a request
+//! that it answered. Every member sends a cheap request (`exists /paceline`) every `T/10`
+//! and keeps the send time of the latest one answered: until that time plus `3/4·T` its
+//! session cannot have expired, so no other member can have been elected. A member stops
+//! being leader (every role reads [`Leadership::Unknown`]) when that lease runs out, and at
+//! once when the session expires or closes. The remaining quarter of `T` is the margin for
+//! the step-down to take effect (a server exits at once) before a successor can lead.
 //!
-//! If the connection comes back within the same session, the member re-evaluates and, if its
-//! node is still the lowest, leads again with a new, larger epoch. If the session expired or
+//! A connection the client declares lost (no reply within `2/5·T`, or a socket error) is not
+//! a step-down by itself: the client reconnects within the same session, and a leader whose
+//! ZooKeeper answers late, as a busy machine's does, keeps leading as long as the lease holds.
+//! An earlier rule stepped down at every lost connection; under load on a 2-core machine a
+//! 1 s session lost its leader several times a minute that way (docs/decisions/0038).
+//! The session runs on a thread of its own (see [`ZooKeeperMembership::start`]), so the
+//! heartbeats and the lease's timer do not wait behind scheduling work. The rule holds while
+//! the process is not paused longer than the margin (SIGSTOP, a stalled machine); the epoch
+//! is the fence for that case.
+//!
+//! If the connection comes back within the same session, the member re-evaluates: a leader
+//! whose lease held leads on with the same epoch; one whose lease ran out leads again, if its
+//! node is still the lowest, with a new, larger epoch. If the session expired or
 //! was closed, the member opens a fresh session, creates fresh nodes and campaigns again.
 //! ZooKeeper unreachable (at start or later) is not fatal: connecting is retried with a
 //! backoff of 0.2 s doubling to 5 s, each failure logged.
@@ -64,16 +74,20 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_trait::async_trait;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 use zookeeper_client as zk;
 
 use crate::{Leadership, MemberInfo, Membership, MembershipError, Result, Role, ZooKeeperAuth};
 
-/// Session timeout asked for when the configuration does not say.
-pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// Session timeout asked for when the configuration does not say. A SIGKILLed leader's
+/// successor places work about this long plus one ZooKeeper tick after the kill; the lease
+/// (3/4 of it) is how long a busy ZooKeeper may leave a leader unanswered before it steps
+/// down. Measured in docs/benchmarks.md ("Failover"); chosen in decision 0038.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(1_500);
 
 /// Root of every Paceline cluster's nodes.
 pub const ROOT: &str = "/paceline";
@@ -85,6 +99,12 @@ const BACKOFF_MIN: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for node deletes and the session close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// A member stops leading when ZooKeeper has answered no request it sent within this share
+/// of the session timeout (see the module's step-down rule).
+const LEASE_NUM: u32 = 3;
+const LEASE_DEN: u32 = 4;
+/// A heartbeat request is sent every session timeout divided by this.
+const HEARTBEATS_PER_SESSION: u32 = 10;
 /// Safety net: re-evaluate after an error even if no watch or reconnect wakes us.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
@@ -191,7 +211,8 @@ struct Inner {
     /// The client of the established session, `None` between sessions.
     session: watch::Sender<Option<zk::Client>>,
     shutdown: watch::Sender<bool>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    /// Becomes `true` when the membership thread has closed the session and ended.
+    finished: watch::Sender<bool>,
     /// Malformed nodes already warned about (warn once per node path).
     warned: Mutex<HashSet<String>>,
 }
@@ -202,6 +223,9 @@ struct Gate {
     generation: u64,
     /// The current session is connected and may publish.
     live: bool,
+    /// The session's lease holds (see [`Lease`]): ZooKeeper answered a request sent less
+    /// than [`LEASE_FRACTION`] of the session timeout ago. Leadership is published only then.
+    fresh: bool,
 }
 
 impl ZooKeeperMembership {
@@ -209,10 +233,15 @@ impl ZooKeeperMembership {
     /// [`Leadership::Unknown`] until a session is established; an unreachable ZooKeeper is
     /// retried with backoff (see [`ZooKeeperMembership::wait_connected`]).
     ///
-    /// Errors: an invalid configuration, or no tokio runtime.
+    /// The session and the election run on a thread of their own with its own
+    /// single-threaded runtime, not on the caller's: the ZooKeeper client's pings, its
+    /// connection-loss timer and the step-down must not wait behind scheduling work. On a
+    /// busy runtime a late ping is a session that expires (and leadership that moves) while
+    /// the leader is alive; see docs/decisions/0038-failover-defaults.md.
+    ///
+    /// Errors: an invalid configuration, or the thread cannot be started.
     pub fn start(config: ZooKeeperConfig) -> Result<Self> {
         config.validate()?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| MembershipError::NoRuntime)?;
         match &config.auth {
             Some(auth) => info!(cluster = %config.cluster, user = %auth.user(),
                 "ZooKeeper membership authenticates with digest; nodes are created for that user alone"),
@@ -233,11 +262,23 @@ impl ZooKeeperMembership {
             gate: Mutex::new(Gate::default()),
             session: watch::Sender::new(None),
             shutdown: watch::Sender::new(false),
-            task: Mutex::new(None),
+            finished: watch::Sender::new(false),
             warned: Mutex::new(HashSet::new()),
         });
-        let task = runtime.spawn(run(inner.clone()));
-        *lock(&inner.task) = Some(task);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| MembershipError::Thread(err.to_string()))?;
+        let background = inner.clone();
+        std::thread::Builder::new()
+            .name("paceline-zookeeper".into())
+            .spawn(move || {
+                runtime.block_on(run(background.clone()));
+                // Dropping the runtime ends what the client left running (its session task).
+                drop(runtime);
+                background.finished.send_replace(true);
+            })
+            .map_err(|err| MembershipError::Thread(err.to_string()))?;
         Ok(ZooKeeperMembership { inner })
     }
 
@@ -315,13 +356,11 @@ impl Membership for ZooKeeperMembership {
         // Step down first, then clean up.
         inner.shutdown.send_replace(true);
         inner.step_down_all(None);
-        let task = lock(&inner.task).take();
-        if let Some(mut task) = task {
-            let limit = CLOSE_TIMEOUT + Duration::from_secs(2);
-            if tokio::time::timeout(limit, &mut task).await.is_err() {
-                warn!(cluster = %inner.config.cluster, "membership did not close within {limit:?}; aborting it");
-                task.abort();
-            }
+        let mut finished = inner.finished.subscribe();
+        let limit = CLOSE_TIMEOUT + Duration::from_secs(2);
+        if tokio::time::timeout(limit, finished.wait_for(|f| *f)).await.is_err() {
+            warn!(cluster = %inner.config.cluster,
+                "membership did not close within {limit:?}; its session will expire on its own");
         }
         inner.step_down_all(None);
     }
@@ -340,6 +379,8 @@ async fn run(inner: Arc<Inner>) {
             // Sent with the session's first packets and again after every reconnect.
             connector = connector.with_auth(auth.scheme(), &auth.credential());
         }
+        // The server touches the session no sooner than this: the start of the lease.
+        let connecting = Instant::now();
         let connect = connector.connect(&cfg.connect);
         // Connecting gives up on its own after about a session timeout; the outer limit
         // guards against a server that accepts but never answers.
@@ -354,7 +395,7 @@ async fn run(inner: Arc<Inner>) {
                     info!(cluster = %cfg.cluster, connect = %cfg.connect, "reached ZooKeeper after {failures} failed attempts");
                 }
                 failures = 0;
-                run_session(&inner, client).await;
+                run_session(&inner, client, connecting).await;
             }
             Ok(Err(_)) | Err(_) => {
                 failures += 1;
@@ -395,20 +436,29 @@ async fn sleep_or_shutdown(delay: Duration, shutdown: &mut watch::Receiver<bool>
     }
 }
 
-/// One session: publish the client, campaign per role, follow the session state; returns when
-/// the session ends (expired, closed) or on shutdown, with the session closed.
-async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
+/// One session: publish the client, campaign per role, follow the session state and keep
+/// the lease; returns when the session ends (expired, closed) or on shutdown, with the
+/// session closed. `connecting`: when the connect request was sent.
+async fn run_session(inner: &Arc<Inner>, client: zk::Client, connecting: Instant) {
     let cfg = &inner.config;
     let session_id = client.session_id();
     let mut states = client.state_watcher();
+    let negotiated = client.session_timeout();
+    let mut lease = Lease::new(negotiated, connecting);
     let generation = {
         let mut gate = lock(&inner.gate);
         gate.generation += 1;
         gate.live = client.state() == zk::SessionState::SyncConnected;
+        gate.fresh = true;
         gate.generation
     };
-    info!(cluster = %cfg.cluster, session = %session_id, timeout = ?client.session_timeout(),
+    info!(cluster = %cfg.cluster, session = %session_id, timeout = ?negotiated,
         "ZooKeeper session established");
+    if negotiated != cfg.session_timeout {
+        warn!(cluster = %cfg.cluster, asked = ?cfg.session_timeout, negotiated = ?negotiated,
+            "ZooKeeper gave another session timeout than asked (its minSessionTimeout / maxSessionTimeout, \
+             2 and 20 tickTimes unless set): failover takes about the negotiated timeout; see docs/membership.md");
+    }
     inner.session.send_replace(Some(client.clone()));
     if cfg.auth.is_some() {
         inner.restrict_open_parents(&client).await;
@@ -430,14 +480,17 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
     }
 
     let mut shutdown = inner.shutdown.subscribe();
+    let mut heartbeat = tokio::time::interval(lease.heartbeat_every());
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = futures::stream::FuturesUnordered::new();
     loop {
         tokio::select! {
             state = states.changed() => match state {
                 zk::SessionState::Disconnected => {
-                    // The step-down rule: not leader the moment the connection is in doubt.
-                    inner.step_down_all(Some(generation));
-                    warn!(cluster = %cfg.cluster, session = %session_id,
-                        "lost connection to ZooKeeper; stepped down from every role, reconnecting");
+                    // Not a step-down yet: the session lives on at the server until it expires,
+                    // and the lease says how long this member may go on trusting that.
+                    warn!(cluster = %cfg.cluster, session = %session_id, leading_until = ?lease.remaining(),
+                        "lost connection to ZooKeeper; reconnecting (still leading until the lease runs out)");
                 }
                 zk::SessionState::SyncConnected => {
                     {
@@ -448,6 +501,8 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
                     }
                     info!(cluster = %cfg.cluster, session = %session_id, "reconnected to ZooKeeper; re-electing");
                     nudge.send_modify(|n| *n += 1);
+                    // Renew the lease now rather than at the next tick.
+                    heartbeat.reset_immediately();
                 }
                 zk::SessionState::ConnectedReadOnly => {
                     // Read-only sessions are not requested; never lead on one.
@@ -460,12 +515,33 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
                     break;
                 }
             },
+            _ = heartbeat.tick() => {
+                // A request the server must answer; its send time, once answered, renews the lease.
+                let sent = Instant::now();
+                let check = client.check_stat(ROOT);
+                in_flight.push(async move { (sent, check.await.is_ok()) });
+            }
+            Some((sent, answered)) = futures::StreamExt::next(&mut in_flight) => {
+                if answered && lease.renew(sent) && inner.refresh(generation) {
+                    info!(cluster = %cfg.cluster, session = %session_id, "ZooKeeper answers again; re-electing");
+                    nudge.send_modify(|n| *n += 1);
+                }
+            }
+            () = tokio::time::sleep_until(lease.ends()) => {
+                if inner.lapse(generation) {
+                    warn!(cluster = %cfg.cluster, session = %session_id, lease = ?lease.length(),
+                        "ZooKeeper answered nothing sent in the last {:?}; stepped down from every role before \
+                         the session can expire", lease.length());
+                }
+                lease.lapsed();
+            }
             _ = shutdown.wait_for(|s| *s) => {
                 inner.step_down_all(Some(generation));
                 break;
             }
         }
     }
+    drop(in_flight);
 
     // End of session: role tasks stop (deleting their nodes on shutdown), then every clone of
     // the client is dropped, which closes the session.
@@ -487,6 +563,58 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client) {
             Err(_) => warn!(cluster = %cfg.cluster, session = %session_id,
                 "ZooKeeper session not confirmed closed within {CLOSE_TIMEOUT:?}; it will expire"),
         }
+    }
+}
+
+/// How long this member may trust its session: ZooKeeper expires a session no sooner than
+/// the session timeout after it last heard from the client, and it heard from us no sooner
+/// than we sent a request it answered. So until `renewed + LEASE_NUM/LEASE_DEN × timeout`
+/// the session cannot have expired and no other member can lead; past it, step down.
+#[derive(Debug)]
+struct Lease {
+    timeout: Duration,
+    /// Send time of the latest answered request.
+    renewed: Instant,
+    /// The lease ran out and has not been renewed since.
+    lapsed: bool,
+}
+
+impl Lease {
+    fn new(timeout: Duration, renewed: Instant) -> Lease {
+        Lease { timeout, renewed, lapsed: false }
+    }
+
+    fn length(&self) -> Duration {
+        self.timeout * LEASE_NUM / LEASE_DEN
+    }
+
+    fn heartbeat_every(&self) -> Duration {
+        (self.timeout / HEARTBEATS_PER_SESSION).max(Duration::from_millis(10))
+    }
+
+    /// When the lease runs out; far ahead once it has (nothing more to do until renewed).
+    fn ends(&self) -> Instant {
+        if self.lapsed { self.renewed + Duration::from_secs(86_400) } else { self.renewed + self.length() }
+    }
+
+    fn remaining(&self) -> Duration {
+        self.ends().saturating_duration_since(Instant::now())
+    }
+
+    /// An answer to a request sent at `sent`; `true` when it renews a lapsed lease.
+    fn renew(&mut self, sent: Instant) -> bool {
+        if sent > self.renewed {
+            self.renewed = sent;
+        }
+        let renewed = self.lapsed && Instant::now() < self.renewed + self.length();
+        if renewed {
+            self.lapsed = false;
+        }
+        renewed
+    }
+
+    fn lapsed(&mut self) {
+        self.lapsed = true;
     }
 }
 
@@ -545,7 +673,7 @@ impl Inner {
     }
 
     /// Every role to `Unknown`, and the session (if `generation` is still current, or always
-    /// for `None`) no longer live. Runs before anything else reacts to a lost connection.
+    /// for `None`) no longer live: an expired or closed session, or shutdown.
     fn step_down_all(&self, generation: Option<u64>) {
         let mut gate = lock(&self.gate);
         match generation {
@@ -561,6 +689,32 @@ impl Inner {
         }
     }
 
+    /// The lease of `generation`'s session ran out: every role to `Unknown`, and no
+    /// publication until it is renewed. Returns whether a role led.
+    fn lapse(&self, generation: u64) -> bool {
+        let mut gate = lock(&self.gate);
+        if gate.generation != generation {
+            return false;
+        }
+        gate.fresh = false;
+        let mut led = false;
+        for tx in self.roles.values() {
+            led |= tx.borrow().is_leader();
+            tx.send_if_modified(|s| std::mem::replace(s, Leadership::Unknown) != Leadership::Unknown);
+        }
+        led
+    }
+
+    /// The lease of `generation`'s session holds again; `true` when it had lapsed.
+    fn refresh(&self, generation: u64) -> bool {
+        let mut gate = lock(&self.gate);
+        let was = gate.generation == generation && !gate.fresh;
+        if gate.generation == generation {
+            gate.fresh = true;
+        }
+        was
+    }
+
     /// Publishes `state` for `role` if the session of `generation` is current, live and
     /// connected; under the gate, so a step-down never comes before a stale publication.
     /// Returns whether it was published.
@@ -568,6 +722,7 @@ impl Inner {
         let gate = lock(&self.gate);
         let ok = gate.generation == generation
             && gate.live
+            && gate.fresh
             && client.state() == zk::SessionState::SyncConnected
             && !*self.shutdown.borrow();
         if ok && let Some(tx) = self.roles.get(&role) {

@@ -160,6 +160,45 @@ async fn expired_leader_steps_down_before_successor_leads() {
     }
 }
 
+/// A leader whose ZooKeeper answers late (a busy machine) keeps leading: its client
+/// declares the connection lost after 2/5 of the session timeout and reconnects within the
+/// same session, and the lease (3/4 of the timeout) has not run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_that_answers_late_does_not_move_leadership() {
+    init_tracing();
+    let cluster = unique_cluster("late");
+    let proxy = Proxy::start(zookeeper()).await;
+    let a_member = ZooKeeperMembership::start(zk_config(&proxy.addr, &cluster, "a", &[Role::Jobmgr])).unwrap();
+    a_member.wait_connected(SETTLE).await.unwrap();
+    let mut a = a_member.watch(Role::Jobmgr);
+    let epoch = leader_epoch(&wait_for(&mut a, SETTLE, "a leads", Leadership::is_leader).await).unwrap();
+    let mut members = vec![a_member];
+    members.extend(start_members(&cluster, Role::Jobmgr, &["b"]).await);
+    let mut b = members[1].watch(Role::Jobmgr);
+    wait_for(&mut b, SETTLE, "b follows a", |l| follows(l, "a")).await;
+    let session = members[0].session_id();
+    let a_log = record(members[0].watch(Role::Jobmgr));
+    let b_log = record(members[1].watch(Role::Jobmgr));
+
+    // Half the session timeout without a byte from ZooKeeper: more than the client's 2/5.
+    let timeout = zk_config(&proxy.addr, &cluster, "a", &[]).session_timeout;
+    proxy.hold();
+    tokio::time::sleep(timeout / 2).await;
+    proxy.release();
+    tokio::time::sleep(timeout * 2).await;
+
+    assert_eq!(*a.borrow(), Leadership::Leader { epoch }, "a leads on, with the same epoch");
+    assert_eq!(members[0].session_id(), session, "the same session");
+    let a_log = a_log.lock().unwrap().clone();
+    assert!(a_log.iter().all(|(_, l)| l.is_leader()), "a never stopped leading: {a_log:?}");
+    let b_log = b_log.lock().unwrap().clone();
+    assert!(b_log.iter().all(|(_, l)| follows(l, "a")), "b followed a throughout: {b_log:?}");
+
+    for m in &members {
+        m.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_nodes_are_ignored() {
     init_tracing();

@@ -242,6 +242,8 @@ pub fn detect_two_leaders(channels: Vec<watch::Receiver<Leadership>>) -> std::sy
 pub struct Proxy {
     pub addr: String,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// While `true`, bytes are read but not passed on (a ZooKeeper that answers late).
+    held: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
     conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -253,22 +255,25 @@ impl Proxy {
         let addr = listener.local_addr().unwrap().to_string();
         let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Default::default();
-        let (target, cut2, conns2) = (target.to_string(), cut.clone(), conns.clone());
+        let held = std::sync::Arc::new(tokio::sync::watch::Sender::new(false));
+        let (target, cut2, conns2, held2) = (target.to_string(), cut.clone(), conns.clone(), held.clone());
         let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 if cut2.load(Ordering::SeqCst) {
                     continue; // dropped: the client sees the connection close
                 }
-                let target = target.clone();
+                let (target, held) = (target.clone(), held2.clone());
                 let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    if let Ok(outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let (in_read, in_write) = inbound.into_split();
+                        let (out_read, out_write) = outbound.into_split();
+                        tokio::join!(pump(in_read, out_write, &held), pump(out_read, in_write, &held));
                     }
                 });
                 conns2.lock().unwrap().push(task);
             }
         });
-        Proxy { addr, cut, conns, accept }
+        Proxy { addr, cut, held, conns, accept }
     }
 
     pub fn cut(&self) {
@@ -281,6 +286,37 @@ impl Proxy {
     pub fn restore(&self) {
         self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Holds every byte in both directions until [`Proxy::release`]: connections stay open
+    /// and nothing is lost, it only arrives late.
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    pub fn release(&self) {
+        self.held.send_replace(false);
+    }
+}
+
+/// Copies `from` to `to`, waiting while `held`.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    held: &tokio::sync::watch::Sender<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut held = held.subscribe();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if held.wait_for(|h| !*h).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 impl Drop for Proxy {
