@@ -42,6 +42,12 @@ pub struct AgentConfig {
     pub reconnect_initial_ms: u64,
     /// Largest reconnect delay.
     pub reconnect_max_ms: u64,
+    /// For this long after a registered session ends, redial every
+    /// `reconnect_initial_ms` (with jitter) instead of backing off: a highly
+    /// available manager's successor leads within about its ZooKeeper session
+    /// timeout, and an agent that has backed off to seconds by then keeps
+    /// every task of its host from being placed for that long. 0: back off at once.
+    pub failover_redial_ms: u64,
     /// Grace between SIGTERM and SIGKILL when a launch leaves it 0.
     pub default_kill_grace_secs: u32,
     /// `auto` (cgroup v2 when delegated, else rlimits) or `rlimits`.
@@ -65,6 +71,7 @@ impl Default for AgentConfig {
             heartbeat_interval_ms: 5000,
             reconnect_initial_ms: 200,
             reconnect_max_ms: 10_000,
+            failover_redial_ms: 10_000,
             default_kill_grace_secs: 10,
             isolation: IsolationChoice::Auto,
             gc_after_secs: 24 * 3600,

@@ -174,6 +174,8 @@ impl Agent {
         // listening for agents).
         let mut index = 0usize;
         let mut attempt: u32 = 0;
+        // When the last registered session ended (the failover window's start).
+        let mut lost_at: Option<std::time::Instant> = None;
         loop {
             let manager = &managers[index % managers.len()];
             let result = tokio::select! {
@@ -188,6 +190,7 @@ impl Agent {
                 Ok(true) => {
                     tracing::warn!("manager closed the session; reconnecting");
                     attempt = 0;
+                    lost_at = Some(std::time::Instant::now());
                 }
                 Ok(false) => {
                     tracing::warn!(manager, "session ended before registration");
@@ -229,12 +232,7 @@ impl Agent {
                     index += 1;
                 }
             }
-            // The backoff grows per round over every manager, not per address.
-            let delay = backoff(
-                self.config.reconnect_initial_ms,
-                self.config.reconnect_max_ms,
-                attempt / managers.len() as u32,
-            );
+            let delay = redial_delay(&self.config, attempt / managers.len() as u32, lost_at.map(|t| t.elapsed()));
             attempt = attempt.saturating_add(1);
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -275,7 +273,18 @@ impl Agent {
         loop {
             tokio::select! {
                 msg = inbound.message() => {
-                    let Some(msg) = msg? else { return Ok(registered) };
+                    let msg = match msg {
+                        Ok(msg) => msg,
+                        // A registered session cut off (the manager died, the network broke)
+                        // ended like a closed one: redial at once, a successor may lead.
+                        // Refusals stay errors: the loop gives up on those.
+                        Err(status) if registered && !is_refusal(status.code()) => {
+                            tracing::warn!(manager, error = %status, "lost the session with the host manager");
+                            return Ok(true);
+                        }
+                        Err(status) => return Err(status.into()),
+                    };
+                    let Some(msg) = msg else { return Ok(registered) };
                     let Some(body) = msg.body else { continue };
                     match body {
                         In::Registered(r) => {
@@ -342,6 +351,28 @@ impl Agent {
     }
 }
 
+/// Codes with which a manager refuses this agent itself (its report, its
+/// certificate, its join): redialling cannot fix them.
+fn is_refusal(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::InvalidArgument
+            | tonic::Code::Unauthenticated
+            | tonic::Code::PermissionDenied
+            | tonic::Code::AlreadyExists
+    )
+}
+
+/// The wait before the next dial. `round`: failed rounds over every manager
+/// (the backoff grows per round, not per address); `since_lost`: time since
+/// a registered session ended, if one did. Within `failover_redial_ms` of
+/// that the agent redials at its first delay, so it finds a successor leader
+/// as soon as it listens; otherwise, and at first start, it backs off.
+pub fn redial_delay(config: &AgentConfig, round: u32, since_lost: Option<Duration>) -> Duration {
+    let fast = since_lost.is_some_and(|t| t < Duration::from_millis(config.failover_redial_ms));
+    backoff(config.reconnect_initial_ms, config.reconnect_max_ms, if fast { 0 } else { round })
+}
+
 /// Exponential backoff with jitter: uniform in [d/2, d] where d doubles per
 /// attempt up to `max_ms`, so a fleet of agents does not redial in step.
 pub fn backoff(initial_ms: u64, max_ms: u64, attempt: u32) -> Duration {
@@ -368,6 +399,25 @@ fn agent_id(data_dir: &Path) -> Result<String, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redials_fast_right_after_losing_a_registered_session_then_backs_off() {
+        let config = AgentConfig::default();
+        let first = Duration::from_millis(config.reconnect_initial_ms);
+        let window = Duration::from_millis(config.failover_redial_ms);
+        for round in [0, 3, 8, 20] {
+            // Within the window: the first delay, whatever the round.
+            assert!(redial_delay(&config, round, Some(window / 2)) <= first);
+            // Never registered, or the window passed: the backoff of the round.
+            let slow = Duration::from_millis(config.reconnect_initial_ms << round.min(20))
+                .min(Duration::from_millis(config.reconnect_max_ms))
+                / 2;
+            assert!(redial_delay(&config, round, None) >= slow);
+            assert!(redial_delay(&config, round, Some(window * 2)) >= slow);
+        }
+        let off = AgentConfig { failover_redial_ms: 0, ..AgentConfig::default() };
+        assert!(redial_delay(&off, 8, Some(Duration::ZERO)) >= Duration::from_millis(off.reconnect_max_ms) / 2);
+    }
 
     #[test]
     fn managers_are_a_comma_separated_list() {
