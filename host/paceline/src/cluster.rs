@@ -123,13 +123,15 @@ impl Cluster {
         let mut events = self.events.lock().await;
         let mut n = 0;
         let mut inventory_changed = false;
+        let mut joined = false;
         let mut draining = Vec::new();
         let mut runs = Vec::new();
         while let Some(ev) = events.try_recv() {
             n += 1;
             match ev {
                 HostEvent::Run(update) => runs.push(update),
-                HostEvent::HostJoined { .. } | HostEvent::HostLeft { .. } => inventory_changed = true,
+                HostEvent::HostJoined { .. } => (inventory_changed, joined) = (true, true),
+                HostEvent::HostLeft { .. } => inventory_changed = true,
                 HostEvent::HostStateChanged { host, to, .. } => {
                     inventory_changed = true;
                     if to == paceline_model::host::MaintenanceState::Draining {
@@ -159,6 +161,11 @@ impl Cluster {
         }
         if inventory_changed {
             self.hosts_changed().await;
+        }
+        // A host (re)joined: tasks backing off may fit now (after a host
+        // manager's failover, every host joins again).
+        if joined && let Ok(mut rm) = self.resmgr.lock() {
+            rm.retry_backed_off();
         }
         for host in draining {
             self.jobs.on_host_draining(&host).await;

@@ -736,6 +736,28 @@ impl ResourceManager {
         }
     }
 
+    /// Every task waiting out a placement backoff goes back to READY now, its
+    /// attempts kept (so the next failure waits longer still): a host joined
+    /// or came back, so what kept the task unplaced may be gone. After a host
+    /// manager's failover its hosts register again and the tasks whose leases
+    /// failed meanwhile are placed at once, not a doubled backoff later.
+    /// Returns how many went back.
+    pub fn retry_backed_off(&mut self) -> usize {
+        let mut back = 0;
+        for Reverse((_, raw)) in std::mem::take(&mut self.backoff).into_vec() {
+            let id = TaskHandle(raw);
+            if let Some(t) = self
+                .tasks
+                .get(slot_of(id))
+                .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
+            {
+                self.ready[kind_index(t.kind)].push_back(raw);
+                back += 1;
+            }
+        }
+        back
+    }
+
     /// Kill requests not yet handed out.
     pub fn take_kills(&mut self) -> Vec<KillRequest> {
         std::mem::take(&mut self.kills)

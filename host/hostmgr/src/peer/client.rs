@@ -225,7 +225,18 @@ impl RemoteHosts {
                     Ok(Some(batch)) => {
                         if !batch.hosts_json.is_empty() {
                             match from_json::<Vec<HostInfo>>("hosts_json", &batch.hosts_json) {
-                                Ok(hosts) => *self.shared.inventory.write().unwrap_or_else(|p| p.into_inner()) = hosts,
+                                Ok(hosts) => {
+                                    let mut inventory =
+                                        self.shared.inventory.write().unwrap_or_else(|p| p.into_inner());
+                                    let joined = newly_reachable(&inventory, &hosts);
+                                    *inventory = hosts;
+                                    drop(inventory);
+                                    for ev in joined {
+                                        if tx.send(ev).is_err() {
+                                            return;
+                                        }
+                                    }
+                                }
                                 Err(e) => warn!(error = %e, "unreadable inventory from the host manager"),
                             }
                             *self.shared.provider.write().unwrap_or_else(|p| p.into_inner()) = batch.provider;
@@ -258,6 +269,23 @@ impl RemoteHosts {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// `HostJoined` for each host reachable in `new` that was not in `old`: a
+/// host that registered with a new host manager's leader before this
+/// client subscribed to it joined without an event on this stream, and the
+/// job manager retries tasks waiting out a placement backoff on a join.
+fn newly_reachable(old: &[HostInfo], new: &[HostInfo]) -> Vec<HostEvent> {
+    let before: std::collections::HashSet<&str> =
+        old.iter().filter(|h| h.reachable).map(|h| h.view.name.as_str()).collect();
+    new.iter()
+        .filter(|h| h.reachable && !before.contains(h.view.name.as_str()))
+        .map(|h| HostEvent::HostJoined {
+            host: h.view.name.clone(),
+            total: h.view.total,
+            attributes: h.view.attributes.clone(),
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -426,6 +454,33 @@ fn unavailable(message: impl Into<String>) -> HostError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn host(name: &str, reachable: bool) -> HostInfo {
+        HostInfo {
+            view: paceline_model::view::HostView { name: name.into(), ..Default::default() },
+            agent_id: None,
+            state: paceline_model::host::MaintenanceState::Up,
+            reachable,
+            last_heartbeat_ms: 0,
+            lease: None,
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hosts_that_became_reachable_between_inventories_joined() {
+        let old = [host("a", true), host("b", false)];
+        let new = [host("a", true), host("b", true), host("c", true), host("d", false)];
+        let joined: Vec<String> = newly_reachable(&old, &new)
+            .into_iter()
+            .map(|e| match e {
+                HostEvent::HostJoined { host, .. } => host,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(joined, ["b", "c"], "b came back, c is new; a was there, d is not reachable");
+        assert!(newly_reachable(&new, &new).is_empty(), "the same inventory again: nothing joined");
+    }
 
     #[test]
     fn statuses_keep_their_class_there_and_back() {

@@ -61,6 +61,30 @@ fn placement_failure_backs_off_then_returns() {
 }
 
 #[test]
+fn a_host_joining_ends_every_placement_backoff_but_keeps_the_attempts() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 2, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let (a, b) = (out[0].id, out[1].id);
+    rm.placement_failed(a, UnplacedReason::Deferred, 0).expect("failed");
+    rm.placement_failed(b, UnplacedReason::InsufficientResources, 0).expect("failed");
+    // b is killed while it backs off: it must not come back.
+    rm.kill(b, 1).expect("kill");
+    out.clear();
+    rm.tick(1);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 1, &mut out), 0, "still backing off");
+    assert_eq!(rm.retry_backed_off(), 1, "a returns, the killed b does not");
+    rm.tick(1);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 1, &mut out), 1);
+    assert_eq!(out[0].id, a);
+    assert_eq!(rm.task(a).expect("a").attempts, 1, "the attempt still counts");
+    // Nothing waits any more: a second call finds nothing, and the backoff timer is gone.
+    assert_eq!(rm.retry_backed_off(), 0);
+}
+
+#[test]
 fn timeouts_fall_back_to_ready() {
     let mut rm = world();
     rm.submit("/a", gang(1, 1, 100), 0).expect("job");
