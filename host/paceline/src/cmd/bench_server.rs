@@ -40,6 +40,26 @@ pub struct ServerBenchArgs {
     /// Clients submitting at once, each its own stream of CreateJob calls.
     #[arg(long, default_value_t = 32)]
     clients: usize,
+    /// Keep the load on this long: rounds of the same work (submit, wait until
+    /// every task is launched, kill every job, wait until every task is gone)
+    /// until this many seconds have passed. 0: one round.
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    duration: u64,
+    /// Campaign on this ZooKeeper (`host:port[,…]`) for every role, as a
+    /// highly available `paceline server` does, before the load starts, and
+    /// report every change of leadership during it (a session that expires
+    /// or a connection declared lost because the leader was busy).
+    #[arg(long, value_name = "CONNECT")]
+    zookeeper: Option<String>,
+    /// ZooKeeper digest user (with --zookeeper).
+    #[arg(long, env = "PACELINE_ZOOKEEPER_USER", requires = "zookeeper")]
+    zookeeper_user: Option<String>,
+    /// File holding that user's password (with --zookeeper).
+    #[arg(long, env = "PACELINE_ZOOKEEPER_PASSWORD_FILE", requires = "zookeeper")]
+    zookeeper_password_file: Option<std::path::PathBuf>,
+    /// Session timeout asked of ZooKeeper (default: the server's default).
+    #[arg(long, value_name = "MS", requires = "zookeeper")]
+    session_timeout_ms: Option<u64>,
 }
 
 use super::bench_hosts::PIPELINE_TASK as TASK;
@@ -153,18 +173,79 @@ async fn bench(
     }
 
     let leaves = Arc::new(leaves);
+    let leadership = match &args.zookeeper {
+        Some(connect) => Some(LeadershipWatch::start(connect, &args).await?),
+        None => None,
+    };
+    let began = Instant::now();
+    let mut rates = Vec::new();
+    for round in 0.. {
+        let (submitted, launched_after, ids) = submit_round(&api, &server, &leaves, &args, round, total).await?;
+        let rate = total as f64 / launched_after.as_secs_f64();
+        println!(
+            "server: {total} tasks ({} jobs x {}) through the API onto {} simulated hosts: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s{}",
+            args.jobs,
+            args.instances,
+            args.hosts,
+            submitted.as_secs_f64() * 1e3,
+            launched_after.as_secs_f64() * 1e3,
+            rate,
+            if args.duration > 0 { format!(" (round {})", round + 1) } else { String::new() }
+        );
+        rates.push(rate);
+        if began.elapsed() >= Duration::from_secs(args.duration) {
+            break;
+        }
+        let killed = kill_round(&api, &server, &args, ids).await?;
+        println!("  killed every job of round {} in {:.0} ms", round + 1, killed.as_secs_f64() * 1e3);
+    }
+    if rates.len() > 1 {
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = rates.iter().copied().fold(0.0, f64::max);
+        println!("{} rounds in {:.0} s: {min:.0}–{max:.0} tasks/s", rates.len(), began.elapsed().as_secs_f64());
+    }
+    let store_bytes = dir_size(data);
+    println!(
+        "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {:.1} MiB",
+        peak_rss_mib().unwrap_or(0),
+        store_bytes as f64 / (1 << 20) as f64
+    );
+    if let Some(watch) = leadership {
+        let changes = watch.finish(began.elapsed()).await;
+        if changes > 0 {
+            server.shutdown().await;
+            bail!("leadership changed {changes} times under load");
+        }
+    }
+    server.shutdown().await;
+    Ok(())
+}
+
+type Api = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, paceline_proto::bearer::Bearer>;
+
+/// One round: every job submitted by the clients; returns (all submitted, all launched)
+/// since the round began, and the jobs' ids.
+async fn submit_round(
+    api: &Api,
+    server: &paceline::server::Server,
+    leaves: &Arc<Vec<String>>,
+    args: &ServerBenchArgs,
+    round: u32,
+    total: u64,
+) -> anyhow::Result<(Duration, Duration, Vec<String>)> {
     let instances = args.instances;
     let wall = Instant::now();
+    let before = server.cluster.hosts.run_count().context("the server's host manager counts no runs")? as u64;
     let clients = {
-        let api = api.clone();
+        let (api, leaves, jobs, clients) = (api.clone(), leaves.clone(), args.jobs, args.clients.max(1));
         tokio::spawn(async move {
-            futures::stream::iter(0..args.jobs)
+            futures::stream::iter(0..jobs)
                 .map(|j| {
                     let mut client = JobServiceClient::new(api.clone());
                     let pool = leaves[j as usize % leaves.len()].clone();
                     async move {
                         let spec = JobConfig {
-                            name: format!("bench-{j}"),
+                            name: format!("bench-{round}-{j}"),
                             pool,
                             kind: JobKind::Batch,
                             instance_count: instances,
@@ -172,21 +253,21 @@ async fn bench(
                             ..JobConfig::default()
                         };
                         let request = pb::CreateJobRequest { spec: Some(paceline_api::convert::job_spec_pb(&spec)) };
-                        client.create_job(request).await.map(|_| ()).map_err(|e| anyhow::anyhow!("job {j}: {e}"))
+                        client
+                            .create_job(request)
+                            .await
+                            .map(|r| r.into_inner().id)
+                            .map_err(|e| anyhow::anyhow!("job {j}: {e}"))
                     }
                 })
-                .buffer_unordered(args.clients.max(1))
+                .buffer_unordered(clients)
                 .collect::<Vec<_>>()
                 .await
         })
     };
     let mut submitted = None;
-
     loop {
-        let Some(launched) = server.cluster.hosts.run_count() else {
-            bail!("the server's host manager counts no runs")
-        };
-        let launched = launched as u64;
+        let launched = (server.cluster.hosts.run_count().unwrap_or(0) as u64).saturating_sub(before);
         if launched >= total {
             break;
         }
@@ -199,26 +280,129 @@ async fn bench(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let launched_after = wall.elapsed();
-    for created in clients.await? {
-        created?;
+    let ids = clients.await?.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((submitted.unwrap_or(launched_after), launched_after, ids))
+}
+
+/// Kills `ids` through the API and waits until the hosts run nothing.
+async fn kill_round(
+    api: &Api,
+    server: &paceline::server::Server,
+    args: &ServerBenchArgs,
+    ids: Vec<String>,
+) -> anyhow::Result<Duration> {
+    let wall = Instant::now();
+    let results =
+        futures::stream::iter(ids)
+            .map(|id| {
+                let mut client = JobServiceClient::new(api.clone());
+                async move {
+                    client.kill_job(pb::KillJobRequest { id: id.clone(), instances: Vec::new() }).await.map(|_| ())
+                }
+            })
+            .buffer_unordered(args.clients.max(1))
+            .collect::<Vec<_>>()
+            .await;
+    for r in results {
+        r.context("killing a job")?;
     }
-    let submitted = submitted.unwrap_or(launched_after);
-    let store_bytes = dir_size(data);
-    println!(
-        "server: {total} tasks ({} jobs x {instances}) through the API onto {} simulated hosts: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s",
-        args.jobs,
-        args.hosts,
-        submitted.as_secs_f64() * 1e3,
-        launched_after.as_secs_f64() * 1e3,
-        total as f64 / launched_after.as_secs_f64()
-    );
-    println!(
-        "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {:.1} MiB",
-        peak_rss_mib().unwrap_or(0),
-        store_bytes as f64 / (1 << 20) as f64
-    );
-    server.shutdown().await;
-    Ok(())
+    while server.cluster.hosts.run_count().unwrap_or(0) > 0 {
+        if wall.elapsed() > Duration::from_secs(600) {
+            bail!("the round's tasks still run 600 s after their jobs were killed");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(wall.elapsed())
+}
+
+/// The bench's place in a ZooKeeper election, as a highly available server's: the
+/// primary role first, the others once it leads, each a membership (a session) of its
+/// own; counts every moment a role stops being led.
+struct LeadershipWatch {
+    memberships: Vec<Arc<dyn paceline_membership::Membership>>,
+    changes: Arc<std::sync::atomic::AtomicU64>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+    timeout: Duration,
+}
+
+impl LeadershipWatch {
+    async fn start(connect: &str, args: &ServerBenchArgs) -> anyhow::Result<LeadershipWatch> {
+        use paceline_membership::{Leadership, MemberInfo, MembershipConfig, Role, ZooKeeperAuthConfig};
+        let timeout = Duration::from_millis(
+            args.session_timeout_ms
+                .unwrap_or(paceline_membership::zookeeper::DEFAULT_SESSION_TIMEOUT.as_millis() as u64),
+        );
+        let auth = match (&args.zookeeper_user, &args.zookeeper_password_file) {
+            (Some(user), Some(file)) => Some(ZooKeeperAuthConfig {
+                scheme: Default::default(),
+                user: user.clone(),
+                password_file: Some(file.clone()),
+                password_env: None,
+            }),
+            (None, None) => None,
+            _ => bail!("--zookeeper-user and --zookeeper-password-file go together"),
+        };
+        let config = MembershipConfig::ZooKeeper {
+            connect: connect.to_owned(),
+            cluster: format!("bench-{}", std::process::id()),
+            session_timeout_ms: timeout.as_millis() as u64,
+            auth,
+        };
+        let member = MemberInfo {
+            id: "bench".into(),
+            api_addr: "127.0.0.1:0".into(),
+            agent_addr: String::new(),
+            roles: Role::ALL.to_vec(),
+        };
+        let changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut memberships = Vec::new();
+        let mut watchers = Vec::new();
+        for roles in [vec![Role::Jobmgr], vec![Role::Resmgr, Role::Hostmgr, Role::Placement]] {
+            let membership = paceline_membership::from_config(&config, member.clone(), roles.clone())?;
+            for role in roles {
+                let mut rx = membership.watch(role);
+                tokio::time::timeout(Duration::from_secs(30), rx.wait_for(Leadership::is_leader))
+                    .await
+                    .with_context(|| format!("not leading {role} on ZooKeeper {connect} within 30 s"))??;
+                let changes = changes.clone();
+                watchers.push(tokio::spawn(async move {
+                    loop {
+                        if rx.wait_for(|l| !l.is_leader()).await.is_err() {
+                            return;
+                        }
+                        changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        eprintln!("LEADERSHIP CHANGE: stopped leading {role} under load");
+                        if rx.wait_for(Leadership::is_leader).await.is_err() {
+                            return;
+                        }
+                    }
+                }));
+            }
+            memberships.push(membership);
+        }
+        println!(
+            "leading every role on ZooKeeper {connect} (session timeout asked {} ms, two sessions as a server holds); watching for changes under load",
+            timeout.as_millis()
+        );
+        Ok(LeadershipWatch { memberships, changes, watchers, timeout })
+    }
+
+    /// Stops watching, leaves the election; the number of changes seen.
+    async fn finish(self, load: Duration) -> u64 {
+        for w in &self.watchers {
+            w.abort();
+        }
+        let changes = self.changes.load(std::sync::atomic::Ordering::SeqCst);
+        println!(
+            "leadership under {:.0} s of load (session timeout {} ms): {changes} changes",
+            load.as_secs_f64(),
+            self.timeout.as_millis()
+        );
+        for m in self.memberships {
+            m.shutdown().await;
+        }
+        changes
+    }
 }
 
 /// Bytes under `dir`, recursively (0 where unreadable).

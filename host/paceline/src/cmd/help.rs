@@ -87,7 +87,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "bench server",
-        "paceline bench server                         # 100,000 tasks through a real server's API\npaceline bench server --jobs 10000 --hosts 10000",
+        "paceline bench server                         # 100,000 tasks through a real server's API\npaceline bench server --jobs 10000 --hosts 10000\npaceline bench server --jobs 10000 --duration 600 --zookeeper 127.0.0.1:2181   # leadership under 10 min of load",
     ),
     ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
     ("bench pending", "paceline bench pending --hosts 10000 --instances 10000"),
