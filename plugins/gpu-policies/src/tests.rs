@@ -107,6 +107,33 @@ fn fgd_prefers_the_host_where_a_share_strands_nothing() {
 }
 
 #[test]
+fn fgd_compares_gradients_in_steps_and_breaks_ties_by_packing() {
+    // Classes: whole GPU (weight 99), half (weight 1): 100 in all. A 300
+    // share on host 0's device of 600 grows the sum by -29,400 (-294
+    // expected milli-GPU); on host 1's device of 500, by -29,500 (-295):
+    // host 1 is steeper by 1 milli-GPU, less than a step, so both fall on
+    // the same step and the host with less GPU left after the task wins:
+    // host 0 (300 left) over host 1 (200 + its wholly free device).
+    let frag = Frag::new(&[
+        TaskClass { cpu_millis: 1000, memory_mib: 0, milli: 1000, weight: 99 },
+        TaskClass { cpu_millis: 1000, memory_mib: 0, milli: 500, weight: 1 },
+    ]);
+    let g0 = frag.of(8000, 8000, &[300]) as i128 - frag.of(8000, 8000, &[600]) as i128;
+    let g1 = frag.of(8000, 8000, &[200, 1000]) as i128 - frag.of(8000, 8000, &[500, 1000]) as i128;
+    assert_eq!((g0, g1), (-29_400, -29_500));
+    assert_eq!(frag.step(g0), frag.step(g1), "less than a step apart");
+    // A full step apart: different steps; the steeper one is lower.
+    assert!(frag.step(g1 - 100 * STEP_MILLI) < frag.step(g1));
+    assert_eq!(frag.step(0), 0);
+    assert_eq!(frag.step(-1), -1, "any decrease is below no change");
+
+    let classes = [(1000, 1000, 99), (1000, 500, 1)];
+    let req = request(&[(64_000, &[600]), (64_000, &[500, 1000])], &[(1000, 300)], &classes);
+    let out = Fgd::place(&req);
+    assert_eq!(placed(&out, 0), Some((0, vec![0])), "the tie goes to the fuller host: {out:?}");
+}
+
+#[test]
 fn every_policy_answers_validly_on_a_crowded_round() {
     let hosts: Vec<(u64, &[u32])> =
         vec![(64_000, &[1000, 1000, 400, 0]), (2_000, &[1000, 1000]), (64_000, &[700, 700]), (64_000, &[])];
