@@ -275,7 +275,7 @@ mod tests {
             MembershipConfig::ZooKeeper {
                 connect: "127.0.0.1:2181".into(),
                 cluster: "c1".into(),
-                session_timeout_ms: 6000,
+                session_timeout_ms: 1500,
                 auth: None,
             }
         );
