@@ -139,7 +139,7 @@ impl JobService for JobApi {
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
         // Accepted whatever the hosts are (one may join), but told now if no
         // host could ever hold some instance (decision 0026).
-        let warnings = crate::pending::report(&self.jobs, self.hosts.as_ref(), &id, None).never_fit_warnings();
+        let warnings = crate::pending::never_fit_warnings(&self.jobs, self.hosts.as_ref(), &id);
         tracing::info!(job = %id, %owner, %pool, kind = %kind.as_str(), instances, by = %who.name, warnings = warnings.len(), "job created");
         Ok(Response::new(pb::CreateJobResponse { id, owner, warnings }))
     }

@@ -7,13 +7,23 @@
 
 use paceline_hostmgr::HostAccess;
 use paceline_jobmgr::{JobManager, PendingReport};
-use paceline_model::pending::CensusHost;
+use paceline_model::pending::{Census, CensusHost};
 use paceline_proto::v1 as pb;
 
 /// The hosts as the census counts them (the host manager's views, shared,
 /// taken only when some task waits).
 fn census_hosts(hosts: &dyn HostAccess) -> Vec<CensusHost> {
     hosts.census()
+}
+
+/// What CreateJob warns of: the instances of `job_id` no host could ever
+/// hold. Asks the host manager for one host per task shape first; the full
+/// census only when a shape finds none.
+pub(crate) fn never_fit_warnings(jobs: &JobManager, hosts: &dyn HostAccess, job_id: &str) -> Vec<String> {
+    let could_take = |shape: &paceline_model::pending::Shape<'_>| {
+        hosts.any_host(&mut |view, state, reachable| Census::could_ever_take(shape, view, state, reachable))
+    };
+    jobs.never_fit_warnings(job_id, could_take, || census_hosts(hosts))
 }
 
 /// Why each waiting instance of `job_id` waits (all, or those in `only`).

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use paceline_joints::{Launcher, OfferSource, PortError};
+use paceline_model::host::MaintenanceState;
 use paceline_model::run::LaunchRequest;
+use paceline_model::view::HostView;
 
 use crate::{
     ExpectedRun, HostError, HostEvents, HostInfo, HostManager, Lease, LeaseId, LeaseRequest, LogChunk, LogStream,
@@ -44,6 +46,12 @@ pub trait HostAccess: OfferSource + Launcher + Send + Sync + std::fmt::Debug {
                 reachable: h.reachable,
             })
             .collect()
+    }
+    /// Whether `pred` holds for some host (its view, maintenance state,
+    /// reachability), stopping at the first: a question about one host that
+    /// must not copy every host's view to be answered.
+    fn any_host(&self, pred: &mut dyn FnMut(&HostView, MaintenanceState, bool) -> bool) -> bool {
+        self.census().iter().any(|h| pred(&h.view, h.state, h.reachable))
     }
     /// Runs tracked (launched, not yet ended and acknowledged), counted
     /// without copying a host; `None` where the count is not at hand (a
@@ -99,6 +107,10 @@ impl HostAccess for HostManager {
 
     fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
         HostManager::census(self)
+    }
+
+    fn any_host(&self, pred: &mut dyn FnMut(&HostView, MaintenanceState, bool) -> bool) -> bool {
+        HostManager::any_host(self, pred)
     }
 
     async fn sync(&self) -> Result<(), HostError> {

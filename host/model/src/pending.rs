@@ -228,6 +228,18 @@ impl Census {
         c
     }
 
+    /// Whether a host could ever take `shape`, as [`Census::of`] counts it
+    /// in `fit_empty`: in service, every attribute constraint met, and big
+    /// enough when empty. One such host means the shape does not
+    /// [`Census::never_fits`]; a caller that only wants that answer can stop
+    /// at the first one instead of counting every host.
+    pub fn could_ever_take(shape: &Shape<'_>, view: &HostView, state: MaintenanceState, reachable: bool) -> bool {
+        state == MaintenanceState::Up
+            && reachable
+            && !shape.constraints.iter().any(|k| is_attribute(k) && k.admits(view) == Some(false))
+            && shape.demand.fits_in(&view.total)
+    }
+
     /// No host in service could ever take it (and there are hosts: an empty
     /// cluster is waiting for hosts, not a task that never fits).
     pub fn never_fits(&self) -> bool {
@@ -393,6 +405,41 @@ mod tests {
         assert_eq!((c.hosts, c.fit_now, c.fit_empty), (5, 1, 2));
         assert_eq!(c.to_string(), "1/5 hosts fit: 1 draining, 1 insufficient cpu, 1 not rack=r1, 1 too small (cpu)");
         assert!(!c.never_fits());
+    }
+
+    #[test]
+    fn could_ever_take_agrees_with_the_census() {
+        let small = Resources::new(2_000, 4_096, 10_000, 0);
+        let big = Resources::new(8_000, 32_768, 100_000, 0);
+        let mut hosts = Vec::new();
+        for (i, (total, state, reachable)) in [
+            (small, MaintenanceState::Up, true),
+            (big, MaintenanceState::Draining, true),
+            (big, MaintenanceState::Up, false),
+            (big, MaintenanceState::Up, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut view = HostView { name: format!("h{i}"), total, ..HostView::default() };
+            view.attributes.insert("zone".into(), if i == 3 { "b".into() } else { "a".into() });
+            hosts.push(CensusHost { view: std::sync::Arc::new(view), state, reachable });
+        }
+        let zone = |z: &str| Constraint::AttributeEquals { key: "zone".into(), value: z.into() };
+        let cases = [
+            (Resources::new(1_000, 1_024, 0, 0), vec![]),
+            (Resources::new(4_000, 1_024, 0, 0), vec![]),
+            (Resources::new(4_000, 1_024, 0, 0), vec![zone("a")]),
+            (Resources::new(4_000, 1_024, 0, 0), vec![zone("b")]),
+            (Resources::new(1_000, 1_024, 0, 0), vec![zone("c")]),
+            (Resources::new(16_000, 1_024, 0, 0), vec![]),
+        ];
+        for (demand, constraints) in &cases {
+            let shape = Shape { job: "j", demand, constraints };
+            let census = Census::of(Shape { job: "j", demand, constraints }, &hosts);
+            let some = hosts.iter().any(|h| Census::could_ever_take(&shape, &h.view, h.state, h.reachable));
+            assert_eq!(!census.never_fits(), some, "{demand:?} {constraints:?}");
+        }
     }
 
     #[test]

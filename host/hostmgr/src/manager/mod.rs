@@ -425,6 +425,15 @@ impl HostManager {
         self.inner.lock().census()
     }
 
+    /// Whether `pred` holds for some host, stopping at the first; under the
+    /// manager's lock, copying nothing.
+    pub fn any_host(
+        &self,
+        pred: &mut dyn FnMut(&paceline_model::view::HostView, MaintenanceState, bool) -> bool,
+    ) -> bool {
+        self.inner.lock().any_host(pred)
+    }
+
     /// Runs the manager tracks (launched and not yet ended and
     /// acknowledged): a count, without copying any host.
     pub fn run_count(&self) -> usize {

@@ -292,6 +292,13 @@ impl State {
             .collect()
     }
 
+    pub fn any_host(
+        &self,
+        pred: &mut dyn FnMut(&paceline_model::view::HostView, paceline_model::host::MaintenanceState, bool) -> bool,
+    ) -> bool {
+        self.hosts.iter().any(|h| pred(&h.view, h.state, h.liveness == Liveness::Up))
+    }
+
     pub fn run_count(&self) -> usize {
         self.runs.len()
     }

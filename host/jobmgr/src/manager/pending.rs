@@ -147,6 +147,44 @@ impl JobManager {
         PendingReport { tasks }
     }
 
+    /// The never-fit warnings of a job's waiting instances (what CreateJob
+    /// answers), as [`JobManager::why_pending`] words them. But when some
+    /// host `could_take` each distinct shape of them, there are none, and
+    /// neither the hosts nor the resource manager's tasks are read: on a
+    /// cluster where the work fits, that is one host looked at per shape.
+    pub fn never_fit_warnings(
+        &self,
+        id: &str,
+        could_take: impl Fn(&Shape<'_>) -> bool,
+        hosts: impl FnOnce() -> Vec<CensusHost>,
+    ) -> Vec<String> {
+        // The shapes under the mirror's lock; the hosts asked without it.
+        let shapes: Vec<(Resources, Vec<Constraint>)> = {
+            let m = self.mem();
+            let Some(job) = m.key_of(id).and_then(|k| m.jobs.get(&k)) else {
+                return Vec::new();
+            };
+            let mut shapes: Vec<(Resources, Vec<Constraint>)> = Vec::new();
+            for (i, t) in job.tasks.iter().enumerate() {
+                if !matches!(
+                    t.rt.state,
+                    TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing
+                ) {
+                    continue;
+                }
+                let spec = job.config_at(t.rt.desired_config_version).task_spec(i as u32);
+                if !shapes.iter().any(|(d, c)| *d == spec.resources && *c == spec.constraints) {
+                    shapes.push((spec.resources, spec.constraints.clone()));
+                }
+            }
+            shapes
+        };
+        if shapes.iter().all(|(demand, constraints)| could_take(&Shape { job: id, demand, constraints })) {
+            return Vec::new();
+        }
+        self.why_pending(id, None, hosts).never_fit_warnings()
+    }
+
     /// The waiting instances of a job with what the managers know of them.
     /// Locks the resource manager, then the mirror (the crate's order).
     fn waiting(&self, id: &str, only: Option<&[u32]>) -> Vec<Waiting> {
