@@ -743,19 +743,24 @@ impl ResourceManager {
     /// failed meanwhile are placed at once, not a doubled backoff later.
     /// Returns how many went back.
     pub fn retry_backed_off(&mut self) -> usize {
-        let mut back = 0;
-        for Reverse((_, raw)) in std::mem::take(&mut self.backoff).into_vec() {
-            let id = TaskHandle(raw);
-            if let Some(t) = self
-                .tasks
-                .get(slot_of(id))
-                .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
-            {
-                self.ready[kind_index(t.kind)].push_back(raw);
-                back += 1;
-            }
-        }
-        back
+        let waiting = std::mem::take(&mut self.backoff).into_vec();
+        waiting.into_iter().filter(|Reverse((_, raw))| self.end_backoff(*raw)).count()
+    }
+
+    /// A task whose placement backoff is over goes back to its ready queue,
+    /// if it is still the same live READY task; whether it went.
+    fn end_backoff(&mut self, raw: u64) -> bool {
+        let id = TaskHandle(raw);
+        let Some(kind) = self
+            .tasks
+            .get(slot_of(id))
+            .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
+            .map(|t| t.kind)
+        else {
+            return false;
+        };
+        self.ready[kind_index(kind)].push_back(raw);
+        true
     }
 
     /// Kill requests not yet handed out.
@@ -785,14 +790,7 @@ impl ResourceManager {
                 break;
             }
             self.backoff.pop();
-            let id = TaskHandle(raw);
-            if let Some(t) = self
-                .tasks
-                .get(slot_of(id))
-                .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
-            {
-                self.ready[kind_index(t.kind)].push_back(raw);
-            }
+            self.end_backoff(raw);
         }
         fired
     }
