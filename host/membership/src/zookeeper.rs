@@ -489,8 +489,8 @@ async fn run_session(inner: &Arc<Inner>, client: zk::Client, connecting: Instant
                 zk::SessionState::Disconnected => {
                     // Not a step-down yet: the session lives on at the server until it expires,
                     // and the lease says how long this member may go on trusting that.
-                    warn!(cluster = %cfg.cluster, session = %session_id, leading_until = ?lease.remaining(),
-                        "lost connection to ZooKeeper; reconnecting (still leading until the lease runs out)");
+                    warn!(cluster = %cfg.cluster, session = %session_id, lease_left = ?lease.remaining(),
+                        "lost connection to ZooKeeper; reconnecting (roles unchanged until the lease runs out)");
                 }
                 zk::SessionState::SyncConnected => {
                     {
