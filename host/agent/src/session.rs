@@ -209,12 +209,8 @@ impl Agent {
                 // Its certificate or join was refused (no certificate, another
                 // host's, revoked; a bad, expired or spent token): retrying
                 // cannot fix that either.
-                Err(AgentError::Session(status))
-                    if matches!(
-                        status.code(),
-                        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied | tonic::Code::AlreadyExists
-                    ) =>
-                {
+                // (InvalidArgument, the other refusal, is the arm above.)
+                Err(AgentError::Session(status)) if is_refusal(status.code()) => {
                     tracing::error!(error = %status.message(), "the host manager refused this agent");
                     self.supervisor.detach();
                     return Err(AgentError::Identity(format!(

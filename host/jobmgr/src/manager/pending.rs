@@ -166,10 +166,7 @@ impl JobManager {
             };
             let mut shapes: Vec<(Resources, Vec<Constraint>)> = Vec::new();
             for (i, t) in job.tasks.iter().enumerate() {
-                if !matches!(
-                    t.rt.state,
-                    TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing
-                ) {
+                if !waits(t.rt.state) {
                     continue;
                 }
                 let spec = job.config_at(t.rt.desired_config_version).task_spec(i as u32);
@@ -220,9 +217,7 @@ impl JobManager {
         for (i, t) in job.tasks.iter().enumerate() {
             let instance = i as u32;
             let state = t.rt.state;
-            if !wanted(instance)
-                || !matches!(state, TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing)
-            {
+            if !wanted(instance) || !waits(state) {
                 continue;
             }
             let spec = job.config_at(t.rt.desired_config_version).task_spec(instance);
@@ -256,6 +251,11 @@ impl JobManager {
         }
         out
     }
+}
+
+/// The states in which a task waits to run (what "why pending" explains).
+fn waits(state: TaskState) -> bool {
+    matches!(state, TaskState::Initialized | TaskState::Pending | TaskState::Ready | TaskState::Placing)
 }
 
 /// The kind and sentence of one waiting instance.
