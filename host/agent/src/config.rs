@@ -172,7 +172,9 @@ impl AgentConfig {
         let isolation = Isolation::detect(self.isolation);
         let mut attributes = self.attributes.clone();
         attributes.entry("isolation".to_owned()).or_insert_with(|| isolation.name().to_owned());
-        if let Some(model) = gpu_models.first() {
+        // A host told to use none of the GPUs it has (`gpus: 0`) does not
+        // advertise their model.
+        if let Some(model) = gpu_models.first().filter(|_| total.whole_gpus() > 0) {
             attributes.entry("gpu_model".to_owned()).or_insert_with(|| model.clone());
         }
         // Devices in detection order; a model per device when nvidia-smi

@@ -34,8 +34,17 @@ impl Drop for Proc {
 
 /// Starts `paceline <args>` and waits for the line that says the API is up.
 fn start(args: &[&str], ready: &str) -> Proc {
-    let mut child =
-        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starts");
+    start_with_path(args, ready, None)
+}
+
+/// [`start`], with a folder put first on the child's PATH.
+fn start_with_path(args: &[&str], ready: &str, path_first: Option<&Path>) -> Proc {
+    let mut cmd = Command::new(BIN);
+    if let Some(first) = path_first {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", first.display()));
+    }
+    let mut child = cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starts");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     let ready = ready.to_string();
@@ -118,6 +127,39 @@ fn hello_runs_to_success_on_two_agents_and_its_output_is_readable() {
     let rows = task0.as_array().expect("a list");
     assert!(!rows.is_empty() && rows.iter().all(|e| e["object"] == "task 0"), "{task0}");
     assert!(rows.iter().any(|e| e["reason"] == "Scheduled" && e["type"] == "Normal"), "{task0}");
+}
+
+/// Both local agents of `dev` see the machine's GPUs (here an
+/// `nvidia-smi` that lists two); only the first registers them, or the
+/// cluster would grant each device once per agent.
+#[test]
+fn dev_gives_the_machines_gpus_to_its_first_agent_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(&smi, "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559'\necho 'NVIDIA H100 80GB HBM3, 81559'\n")
+        .expect("writes nvidia-smi");
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let api = free_port();
+    let data = dir.path().join("dev");
+    let mut dev = start_with_path(
+        &["dev", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &format!("127.0.0.1:{api}")],
+        "API on",
+        Some(&bin),
+    );
+    dev.1 = Some(data);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let first = json(api, &["host", "get", "dev-1"]);
+    let second = json(api, &["host", "get", "dev-2"]);
+    assert_eq!(first["total"]["gpu_milli"], 2000, "{first}");
+    let models: Vec<_> = first["gpus"].as_array().expect("devices").iter().map(|g| g["model"].clone()).collect();
+    assert_eq!(models, vec![serde_json::json!("NVIDIA H100 80GB HBM3"); 2], "{first}");
+    assert_eq!(first["attributes"]["gpu_model"], "NVIDIA H100 80GB HBM3", "{first}");
+    assert_eq!(second["total"]["gpu_milli"], 0, "{second}");
+    assert!(second["gpus"].as_array().is_none_or(|g| g.is_empty()), "{second}");
+    assert!(second["attributes"].get("gpu_model").is_none(), "a host without GPUs names no model: {second}");
 }
 
 /// Live processes (not zombies) whose command line contains every one of

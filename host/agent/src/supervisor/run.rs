@@ -127,6 +127,12 @@ impl Supervisor {
                 .map_err(|e| format!("creating the run's cgroup: {e}"))?;
                 (Some(dir), None)
             }
+            // CUDA maps device and host memory into one address space and
+            // reserves far more of it than any memory request, so under
+            // `ulimit -v` a GPU run could not start CUDA at all: a run with
+            // GPUs gets no address-space cap (docs/hosts.md; cgroup v2 caps
+            // its memory properly).
+            Isolation::Rlimits if spec.resources.gpu_milli > 0 => (None, None),
             Isolation::Rlimits => (None, (spec.resources.memory_mib > 0).then_some(spec.resources.memory_mib * 1024)),
         };
         let procs = cgroup.as_ref().map(|c| c.join("cgroup.procs"));

@@ -120,3 +120,30 @@ async fn a_share_gets_mps_compute_and_memory_limits_a_whole_device_none() {
         sup.kill(id, Some(0)).unwrap();
     }
 }
+
+/// Under `rlimits` isolation a CPU run's memory is an address-space cap;
+/// a GPU run gets none, since CUDA reserves address space far beyond any
+/// memory request and would not start under it.
+#[tokio::test]
+async fn under_rlimits_a_gpu_run_has_no_address_space_cap_and_a_cpu_run_has_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let range = port_range();
+    let mut cfg = config(dir.path(), range);
+    cfg.isolation = paceline_agent::Isolation::Rlimits;
+    cfg.total.gpu_milli = 1000;
+    cfg.gpu_devices = vec![GpuDevice { index: 0, model: "H100".into() }];
+    let sup = Supervisor::open(cfg).await.unwrap();
+    let mut gpu = sh("as-gpu-1", r#"echo "as=$(ulimit -v)"; sleep 30"#);
+    gpu.resources.gpu_milli = 500;
+    gpu.resources.memory_mib = 256;
+    gpu.gpu = GpuGrant { devices: vec![0], milli_each: 500 };
+    sup.launch_spec(gpu).unwrap();
+    let mut cpu = sh("as-cpu-1", r#"echo "as=$(ulimit -v)"; sleep 30"#);
+    cpu.resources.memory_mib = 256;
+    sup.launch_spec(cpu).unwrap();
+    wait_stdout(&sup, "as-gpu-1", "as=unlimited").await;
+    wait_stdout(&sup, "as-cpu-1", &format!("as={}", 256 * 1024)).await;
+    for id in ["as-gpu-1", "as-cpu-1"] {
+        sup.kill(id, Some(0)).unwrap();
+    }
+}

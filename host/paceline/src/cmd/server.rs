@@ -80,7 +80,7 @@ pub struct ServerArgs {
 /// Arguments of `paceline dev`.
 #[derive(Debug, Args)]
 pub struct DevArgs {
-    /// Local agents to start (each gets an equal share of this machine).
+    /// Local agents to start (each gets an equal share of this machine's CPU and memory; the first one takes every GPU).
     #[arg(long, default_value_t = 2)]
     agents: usize,
     /// Simulated hosts instead of agents (no processes are started for tasks).
@@ -376,6 +376,10 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args(["--memory-mib", &(memory / n).max(1024).to_string()])
                     .args(["--port-range", &format!("{first}-{}", first + 999)])
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
+                    // Every local agent would find the same GPUs: the first
+                    // one alone takes them, or each device would be granted
+                    // once per agent.
+                    .args(if i > 1 { &["--gpus", "0"][..] } else { &[][..] })
                     .args(["--log-format", if json_logs { "json" } else { "text" }])
                     .arg("--stop-when-stdin-closes")
                     .args(["--ca-hash", &join.ca_hash])
