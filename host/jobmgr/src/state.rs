@@ -105,8 +105,9 @@ pub(crate) struct TaskEntry {
     /// submitted again.
     pub preempted: bool,
     /// The host where this run's launch was refused: the next placement
-    /// avoids it (in memory only; a restart forgets it).
-    pub avoid_host: Option<String>,
+    /// avoids it (in memory only; a restart forgets it). A boxed `str`:
+    /// 8 bytes less than a `String` in every task entry (a million of them).
+    pub avoid_host: Option<Box<str>>,
 }
 
 impl TaskEntry {

@@ -186,6 +186,8 @@ pub struct ResourceManager {
     ready: [VecDeque<u64>; 4],
     backoff: BinaryHeap<Reverse<(u64, u64)>>,
     timers: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// `timers` is compacted when it grows to this length.
+    timers_compact_at: usize,
     dirty: Vec<u32>,
     scratch: EntScratch,
     pub(crate) preempting: Vec<Amounts>,
@@ -209,6 +211,9 @@ impl std::fmt::Debug for ResourceManager {
             .finish_non_exhaustive()
     }
 }
+
+/// Below this many entries the timer heap is never compacted.
+const MIN_TIMERS_COMPACT_AT: usize = 4096;
 
 pub(crate) fn kind_index(kind: JobKind) -> usize {
     match kind {
@@ -234,6 +239,7 @@ impl ResourceManager {
             ready: Default::default(),
             backoff: BinaryHeap::new(),
             timers: BinaryHeap::new(),
+            timers_compact_at: MIN_TIMERS_COMPACT_AT,
             dirty: Vec::new(),
             scratch: EntScratch::default(),
             preempting: vec![amounts::ZERO],
@@ -768,7 +774,33 @@ impl ResourceManager {
         std::mem::take(&mut self.kills)
     }
 
+    /// A task's timer stays in the heap after the task leaves the timed
+    /// state (PLACING, LAUNCHING, …) until it is due, minutes later: at a
+    /// million tasks placed in a minute that is millions of dead entries
+    /// (tens of MiB). When the heap has doubled since the last compaction,
+    /// the dead ones are dropped, so the work is amortised per push.
+    fn compact_timers(&mut self) {
+        if self.timers.len() < self.timers_compact_at {
+            return;
+        }
+        let tasks = &self.tasks;
+        self.timers.retain(|Reverse((_, raw, epoch))| {
+            let id = TaskHandle(*raw);
+            tasks.get(slot_of(id)).is_some_and(|t| t.live && t.generation == generation_of(id) && t.epoch == *epoch)
+        });
+        let live = self.timers.len();
+        self.timers.shrink_to(live.saturating_mul(2));
+        self.timers_compact_at = live.saturating_mul(2).max(MIN_TIMERS_COMPACT_AT);
+    }
+
+    /// State-timeout entries held, live and dead (memory accounting and
+    /// tests).
+    pub fn timer_entries(&self) -> usize {
+        self.timers.len()
+    }
+
     fn fire_timers(&mut self, now_ms: u64) -> usize {
+        self.compact_timers();
         let mut fired = 0;
         while let Some(&Reverse((at, raw, epoch))) = self.timers.peek() {
             if at > now_ms {

@@ -113,11 +113,19 @@ struct SimRun {
     end: End,
     grace_ms: u64,
     resources: Resources,
-    gpu: paceline_model::gpu::GpuGrant,
-    ports: BTreeMap<String, u16>,
+    /// GPU grant and ports, boxed: most runs have neither, and a million
+    /// runs would carry 56 bytes each of empty collections.
+    extras: Option<Box<RunExtras>>,
     /// Sent and not yet acknowledged, oldest first. Kept compact (the
     /// update is rebuilt to re-send it) so the hot path clones nothing.
     unacked: VecDeque<Sent>,
+}
+
+/// What few runs have.
+#[derive(Debug, Default)]
+struct RunExtras {
+    gpu: paceline_model::gpu::GpuGrant,
+    ports: BTreeMap<String, u16>,
 }
 
 /// One update as sent; with the run's fields it rebuilds the [`RunUpdate`].
@@ -134,6 +142,14 @@ struct Sent {
 }
 
 impl SimRun {
+    fn gpu(&self) -> paceline_model::gpu::GpuGrant {
+        self.extras.as_ref().map(|e| e.gpu.clone()).unwrap_or_default()
+    }
+
+    fn ports(&self) -> BTreeMap<String, u16> {
+        self.extras.as_ref().map(|e| e.ports.clone()).unwrap_or_default()
+    }
+
     fn rebuild(&self, host: &str, run_id: &str, s: &Sent) -> RunUpdate {
         RunUpdate {
             host: host.to_string(),
@@ -147,7 +163,7 @@ impl SimRun {
             reason: s.reason.to_string(),
             message: s.message.to_string(),
             at_ms: s.at_ms,
-            ports: self.ports.clone(),
+            ports: self.ports(),
         }
     }
 }
@@ -431,7 +447,7 @@ impl SimState {
                     run_id: id.clone(),
                     task_id: r.task_id.clone(),
                     resources: r.resources,
-                    gpu: r.gpu.clone(),
+                    gpu: r.gpu(),
                 })
                 .collect(),
             gpus: Vec::new(),
@@ -564,8 +580,8 @@ impl SimState {
                 end: End::Exit(exit_code),
                 grace_ms: u64::from(req.spec.kill_grace_period_secs) * 1000,
                 resources: req.spec.resources,
-                gpu: req.gpu.clone(),
-                ports,
+                extras: (!ports.is_empty() || !req.gpu.is_empty())
+                    .then(|| Box::new(RunExtras { gpu: req.gpu.clone(), ports })),
                 unacked: VecDeque::new(),
             }),
         );

@@ -116,6 +116,46 @@ async fn kill_ends_killed_after_grace_on_the_virtual_clock() {
     );
 }
 
+/// A run's ports and GPU grant (kept aside from the common fields) reach
+/// its updates, their redelivery and the host's re-registration; a run
+/// without them reports none.
+#[tokio::test]
+async fn ports_and_gpu_grants_are_reported_and_runs_without_them_have_none() {
+    let sim = SimProvider::new(sim_config(1));
+    let (tx, mut rx) = mpsc::channel(1024);
+    sim.start(tx.clone()).await.unwrap();
+    assert!(matches!(rx.recv().await, Some(ProviderEvent::HostRegistered(_))));
+    let mut with = req("web-0-1", SMALL, &[]);
+    with.spec.ports = vec!["http".into(), "admin".into()];
+    with.gpu = paceline_model::gpu::GpuGrant { devices: vec![0], milli_each: 500 };
+    sim.launch("h00000", vec![with, req("plain-0-1", SMALL, &[])]).await.unwrap();
+    let mut ports = std::collections::BTreeMap::new();
+    while let Ok(ProviderEvent::RunUpdate(u)) = rx.try_recv() {
+        ports.insert(u.run_id.clone(), u.ports.clone());
+    }
+    let web = &ports["web-0-1"];
+    assert_eq!(web.keys().collect::<Vec<_>>(), vec!["admin", "http"]);
+    assert!(ports["plain-0-1"].is_empty());
+    // Redelivered (not acknowledged): the same ports again.
+    sim.advance(10_000).await;
+    let mut again = None;
+    while let Ok(ev) = rx.try_recv() {
+        if let ProviderEvent::RunUpdate(u) = ev
+            && u.run_id == "web-0-1"
+        {
+            again = Some(u.ports);
+        }
+    }
+    assert_eq!(again.as_ref(), Some(web));
+    // Registering again lists the runs with their grants.
+    sim.start(tx).await.unwrap();
+    let Some(ProviderEvent::HostRegistered(reg)) = rx.recv().await else { panic!("a registration") };
+    let grants: std::collections::BTreeMap<_, _> =
+        reg.running.iter().map(|r| (r.run_id.clone(), r.gpu.clone())).collect();
+    assert_eq!(grants["web-0-1"], paceline_model::gpu::GpuGrant { devices: vec![0], milli_each: 500 });
+    assert!(grants["plain-0-1"].is_empty());
+}
+
 #[tokio::test]
 async fn sim_redelivers_unacknowledged_updates_only() {
     let sim = SimProvider::new(sim_config(1));

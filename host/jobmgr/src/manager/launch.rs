@@ -47,7 +47,7 @@ pub(crate) fn refused_launch(
     }
     rt.message = why;
     if kind != JobKind::Daemon {
-        t.avoid_host = Some(host.to_string());
+        t.avoid_host = Some(host.into());
     }
     rt
 }
@@ -130,7 +130,7 @@ fn need_in(m: &Mem, job_key: u64, instance: u32) -> Option<Need> {
         preferred_host,
         host_required: kind == JobKind::Daemon,
         slot,
-        avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.clone() },
+        avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.as_deref().map(str::to_owned) },
         gpu_models: spec.gpu_models.clone(),
     })
 }

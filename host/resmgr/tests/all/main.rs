@@ -9,3 +9,4 @@ mod entitlement_table;
 mod pool_changes;
 mod preemption;
 mod tasks;
+mod timers;
