@@ -192,6 +192,11 @@ impl JobManager {
         };
         let only: Option<std::collections::HashSet<u32>> = only.map(|o| o.iter().copied().collect());
         let wanted = |i: u32| only.as_ref().is_none_or(|o| o.contains(&i));
+        // Nothing waits (a running job, the usual GetJob): no need to read
+        // the resource manager's tasks at all.
+        if !job.tasks.iter().enumerate().any(|(i, t)| wanted(i as u32) && waits(t.rt.state)) {
+            return Vec::new();
+        }
         let name_of = |key: u64| m.jobs.get(&key).map_or_else(|| "(deleted)".to_string(), |j| j.id.clone());
         // One pass over the resource manager's tasks for the whole job.
         let admitted: HashMap<u32, TaskWait> =
