@@ -137,7 +137,9 @@ impl IntoContract for UnplacedReason {
             UnplacedReason::ConstraintsUnsatisfiable => sdk::UnplacedReason::ConstraintsUnsatisfiable,
             UnplacedReason::MaxPerHost => sdk::UnplacedReason::MaxPerHost,
             UnplacedReason::GangIncomplete => sdk::UnplacedReason::GangIncomplete,
-            UnplacedReason::Deferred => sdk::UnplacedReason::Deferred,
+            // The engine's own reason, unknown to the contract: to a policy
+            // the task was simply not placed that round.
+            UnplacedReason::Deferred | UnplacedReason::HostManagerUnreachable => sdk::UnplacedReason::Deferred,
         }
     }
 }
@@ -172,6 +174,11 @@ mod tests {
             assert_eq!(name(serde_json::to_value(k.into_contract()).expect("serializes")), k.as_str());
         }
         for r in UnplacedReason::ALL {
+            if r == UnplacedReason::HostManagerUnreachable {
+                // The engine's own reason: the contract has no such value.
+                assert_eq!(r.into_contract(), sdk::UnplacedReason::Deferred);
+                continue;
+            }
             assert_eq!(UnplacedReason::from_contract(r.into_contract()), r);
             assert_eq!(r.into_contract().as_str(), r.as_str());
         }

@@ -120,7 +120,10 @@ pub trait ReadyQueue: Send + Sync {
     async fn take_ready(&self, kind: JobKind, max: usize, now_ms: u64) -> Result<Taken, PortError>;
 
     /// Sends tasks back to READY with a reason (their "why pending"; the
-    /// resource manager backs them off). Returns how many still were PLACING.
+    /// resource manager backs them off, but for
+    /// [`UnplacedReason::HostManagerUnreachable`]: nothing was tried, so no
+    /// attempt counts and they return after a short fixed delay). Returns
+    /// how many still were PLACING.
     async fn unplaced(&self, tasks: &[(TaskHandle, UnplacedReason)], now_ms: u64) -> Result<usize, PortError>;
 
     /// The one step from PLACING to running: for each placement whose task

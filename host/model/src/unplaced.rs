@@ -1,6 +1,7 @@
 //! Why a task was not placed in a round: the placement policy's answer, or
 //! the engine's own when it could not ask one. The resource manager keeps the
-//! last one as part of a task's "why pending" and backs the task off.
+//! last one as part of a task's "why pending" and backs the task off (all
+//! but [`UnplacedReason::HostManagerUnreachable`], which is no attempt).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,18 +18,27 @@ pub enum UnplacedReason {
     /// Another task of the same gang could not be placed.
     GangIncomplete,
     /// Not placed this round for another reason (the policy deferred it, its
-    /// job was gone, a lease or the slot failed).
+    /// job was gone, the slot gave no answer, or the host manager refused
+    /// the lease).
     Deferred,
+    /// The engine could not reach the host manager (its lease call failed as
+    /// unavailable, e.g. during the host manager's failover): nothing about
+    /// the task was tried. Not a placement attempt: the resource manager
+    /// retries it after a short fixed delay, without backing off. The
+    /// engine's own reason, never a placement policy's (the plugin contract
+    /// has no such value; it reads as `deferred` there).
+    HostManagerUnreachable,
 }
 
 impl UnplacedReason {
     /// Every reason.
-    pub const ALL: [UnplacedReason; 5] = [
+    pub const ALL: [UnplacedReason; 6] = [
         UnplacedReason::InsufficientResources,
         UnplacedReason::ConstraintsUnsatisfiable,
         UnplacedReason::MaxPerHost,
         UnplacedReason::GangIncomplete,
         UnplacedReason::Deferred,
+        UnplacedReason::HostManagerUnreachable,
     ];
 
     /// A stable snake_case name, for metrics, "why pending" and the wire.
@@ -39,6 +49,7 @@ impl UnplacedReason {
             Self::MaxPerHost => "max_per_host",
             Self::GangIncomplete => "gang_incomplete",
             Self::Deferred => "deferred",
+            Self::HostManagerUnreachable => "host_manager_unreachable",
         }
     }
 

@@ -123,14 +123,17 @@ impl Cluster {
         let mut events = self.events.lock().await;
         let mut n = 0;
         let mut inventory_changed = false;
-        let mut joined = false;
+        let mut joined = Vec::new();
         let mut draining = Vec::new();
         let mut runs = Vec::new();
         while let Some(ev) = events.try_recv() {
             n += 1;
             match ev {
                 HostEvent::Run(update) => runs.push(update),
-                HostEvent::HostJoined { .. } => (inventory_changed, joined) = (true, true),
+                HostEvent::HostJoined { host, total, .. } => {
+                    inventory_changed = true;
+                    joined.push((host, total));
+                }
                 HostEvent::HostLeft { .. } => inventory_changed = true,
                 HostEvent::HostStateChanged { host, to, .. } => {
                     inventory_changed = true;
@@ -160,12 +163,16 @@ impl Cluster {
             self.hosts.acknowledge_all(&written).await;
         }
         if inventory_changed {
-            self.hosts_changed().await;
-        }
-        // A host (re)joined: tasks backing off may fit now (after a host
-        // manager's failover, every host joins again).
-        if joined && let Ok(mut rm) = self.resmgr.lock() {
-            rm.retry_backed_off();
+            let room = self.hosts_changed(&joined).await;
+            // Hosts (re)joined: tasks backing off that one of them could take
+            // go back to READY now, the rest keep their backoff (after a host
+            // manager's failover every host joins again).
+            if !joined.is_empty()
+                && let Ok(mut rm) = self.resmgr.lock()
+            {
+                let back = rm.retry_backed_off(&room);
+                tracing::debug!(joined = joined.len(), back, "backed-off tasks re-offered after hosts joined");
+            }
         }
         for host in draining {
             self.jobs.on_host_draining(&host).await;
@@ -178,22 +185,39 @@ impl Cluster {
         n
     }
 
-    /// Recomputes capacity from the inventory and tells the job manager which hosts take tasks.
-    async fn hosts_changed(&self) {
+    /// Recomputes capacity from the inventory and tells the job manager which
+    /// hosts take tasks. Returns the most any one of the `joined` hosts (name,
+    /// capacity) could take, kind by kind: the component-wise maximum of
+    /// their free resources, so a task that fits none of them does not fit
+    /// it either. A joined host that does not take tasks (draining, gone
+    /// again) adds nothing; one the inventory does not list yet adds its
+    /// whole capacity, erring towards a retry.
+    async fn hosts_changed(&self, joined: &[(String, Resources)]) -> Resources {
         let infos = self.hosts.hosts();
+        let mut unseen: std::collections::HashMap<&str, Resources> =
+            joined.iter().map(|(name, total)| (name.as_str(), *total)).collect();
         let mut total = Resources::default();
+        let mut room = Resources::default();
         let mut view = Vec::with_capacity(infos.len());
         for h in &infos {
             let accepts = h.reachable && h.state.accepts_tasks();
+            let was_joined = !unseen.is_empty() && unseen.remove(h.view.name.as_str()).is_some();
             if accepts {
                 total = total.saturating_add(&h.view.total);
+                if was_joined {
+                    room = room.max(&h.view.free());
+                }
             }
             view.push((h.view.name.clone(), h.view.attributes.clone(), accepts));
+        }
+        for capacity in unseen.values() {
+            room = room.max(capacity);
         }
         if let Ok(mut rm) = self.resmgr.lock() {
             rm.set_capacity(total);
         }
         self.jobs.on_hosts_changed(view).await;
+        room
     }
 
     /// One pass of every loop at `now_ms`: host events, the job manager's
@@ -378,7 +402,7 @@ impl Cluster {
             cluster.metrics = Some(Arc::new(metrics));
         }
         let cluster = Arc::new(cluster);
-        cluster.hosts_changed().await;
+        cluster.hosts_changed(&[]).await;
         Ok(cluster)
     }
 }

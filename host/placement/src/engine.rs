@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use paceline_joints::{EventSink, LeaseId, OfferSource, ReadyQueue, ReadyTask};
+use paceline_joints::{EventSink, LeaseId, OfferSource, PortError, PortErrorKind, ReadyQueue, ReadyTask};
 use paceline_model::UnplacedReason;
 use paceline_model::job::JobKind;
 use paceline_plugin::Registry;
@@ -168,7 +168,7 @@ impl Engine {
             Err(e) => {
                 warn!(slot = %group.slot, error = %e, "lease failed; tasks go back to the queue");
                 report.port_errors += 1;
-                self.send_back(all(UnplacedReason::Deferred), now_ms, report).await;
+                self.send_back(all(lease_failure_reason(&e)), now_ms, report).await;
                 return;
             }
         };
@@ -249,6 +249,18 @@ impl Engine {
                 report.port_errors += 1;
             }
         }
+    }
+}
+
+/// Why a group goes back when its lease failed. Unreachable (down, failing
+/// over, not leading): nothing about the tasks was tried, so it is no
+/// placement attempt and the resource manager retries them shortly without
+/// backing off (decision 0040). Refused: the same request would fail again,
+/// so the tasks back off as after any attempt.
+fn lease_failure_reason(e: &PortError) -> UnplacedReason {
+    match e.kind {
+        PortErrorKind::Unavailable => UnplacedReason::HostManagerUnreachable,
+        PortErrorKind::Refused => UnplacedReason::Deferred,
     }
 }
 

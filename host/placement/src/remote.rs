@@ -99,13 +99,30 @@ fn reason_pb(r: UnplacedReason) -> pb::UnplacedReason {
         UnplacedReason::ConstraintsUnsatisfiable => pb::UnplacedReason::ConstraintsUnsatisfiable,
         UnplacedReason::MaxPerHost => pb::UnplacedReason::MaxPerHost,
         UnplacedReason::GangIncomplete => pb::UnplacedReason::GangIncomplete,
-        UnplacedReason::Deferred => pb::UnplacedReason::Deferred,
+        // DEFERRED is how a core older than `host_manager_unreachable` reads it.
+        UnplacedReason::Deferred | UnplacedReason::HostManagerUnreachable => pb::UnplacedReason::Deferred,
     }
 }
 
 fn reason(field: &str, r: i32) -> Result<UnplacedReason, FieldError> {
     let wire = pb::UnplacedReason::try_from(r).map_err(|_| FieldError::new(field, format!("unknown reason {r}")))?;
     UnplacedReason::ALL.into_iter().find(|m| reason_pb(*m) == wire).ok_or_else(|| FieldError::new(field, "must be set"))
+}
+
+fn unplaced_task_pb(task: TaskHandle, r: UnplacedReason) -> pb::UnplacedTask {
+    pb::UnplacedTask {
+        task: task.0,
+        reason: reason_pb(r) as i32,
+        host_manager_unreachable: r == UnplacedReason::HostManagerUnreachable,
+    }
+}
+
+/// A task sent back, as the core reads it: `reason` must be valid even when
+/// the flag overrides it (an engine of this build sends DEFERRED with it).
+fn unplaced_task(field: &str, t: &pb::UnplacedTask) -> Result<(TaskHandle, UnplacedReason), FieldError> {
+    let r = reason(field, t.reason)?;
+    let r = if t.host_manager_unreachable { UnplacedReason::HostManagerUnreachable } else { r };
+    Ok((TaskHandle(t.task), r))
 }
 
 fn lease_request_pb(r: &LeaseRequest) -> pb::LeaseRequest {
@@ -200,7 +217,7 @@ impl PlacementPeer for CoreService {
             .tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| Ok((TaskHandle(t.task), reason(&format!("tasks[{i}].reason"), t.reason)?)))
+            .map(|(i, t)| unplaced_task(&format!("tasks[{i}].reason"), t))
             .collect::<Result<Vec<_>, FieldError>>()?;
         let returned = self.queue.unplaced(&back, self.clock.now_ms()).await.map_err(port_status)?;
         Ok(Response::new(pb::UnplacedResponse { returned: u32::try_from(returned).unwrap_or(u32::MAX) }))
@@ -287,9 +304,7 @@ impl ReadyQueue for RemoteCore {
     }
 
     async fn unplaced(&self, tasks: &[(TaskHandle, UnplacedReason)], _now_ms: u64) -> Result<usize, PortError> {
-        let request = pb::UnplacedRequest {
-            tasks: tasks.iter().map(|(t, r)| pb::UnplacedTask { task: t.0, reason: reason_pb(*r) as i32 }).collect(),
-        };
+        let request = pb::UnplacedRequest { tasks: tasks.iter().map(|(t, r)| unplaced_task_pb(*t, *r)).collect() };
         let answer = self.client.clone().unplaced(request).await.map_err(|s| status_port(&s, "unplaced"))?;
         Ok(answer.get_ref().returned as usize)
     }
@@ -374,8 +389,14 @@ mod tests {
         };
         assert_eq!(need("need", &need_pb(&n)), Ok(n.clone()));
         for r in UnplacedReason::ALL {
-            assert_eq!(reason("reason", reason_pb(r) as i32), Ok(r));
+            assert_eq!(unplaced_task("reason", &unplaced_task_pb(TaskHandle(3), r)), Ok((TaskHandle(3), r)));
         }
+        // An older core reads only `reason`: an unreachable host manager is DEFERRED to it.
+        let sent = unplaced_task_pb(TaskHandle(3), UnplacedReason::HostManagerUnreachable);
+        assert_eq!(reason("reason", sent.reason), Ok(UnplacedReason::Deferred));
+        // An older engine never sets the flag: its reasons read as they always did.
+        let old = pb::UnplacedTask { task: 3, reason: pb::UnplacedReason::Deferred as i32, ..Default::default() };
+        assert_eq!(unplaced_task("reason", &old), Ok((TaskHandle(3), UnplacedReason::Deferred)));
         assert_eq!(reason("tasks[0].reason", 0).map_err(|e| e.field), Err("tasks[0].reason".to_string()));
         let mut req = LeaseRequest::new(Resources::new(100, 200, 0, 0), 50, 30_000);
         req.constraints = n.constraints.clone();

@@ -31,12 +31,17 @@ struct Hosts {
     leased: Mutex<BTreeMap<u64, Vec<String>>>,
     leases_made: Mutex<u64>,
     requests: Mutex<Vec<LeaseRequest>>,
+    /// When set, every lease fails with this (the host manager down, or refusing).
+    failing: Mutex<Option<PortError>>,
 }
 
 #[async_trait]
 impl OfferSource for Hosts {
     async fn lease(&self, request: &LeaseRequest) -> Result<Lease, PortError> {
         self.requests.lock().map_err(broken)?.push(request.clone());
+        if let Some(e) = self.failing.lock().map_err(broken)?.clone() {
+            return Err(e);
+        }
         let free = self.free.lock().map_err(broken)?;
         let mut leased = self.leased.lock().map_err(broken)?;
         let busy: BTreeSet<&String> = leased.values().flatten().collect();
@@ -338,4 +343,50 @@ async fn a_pinned_task_goes_to_its_host_or_nowhere() {
     assert_eq!(launched[0].1.host, "host-3");
     let requests = hosts.requests.lock().expect("requests");
     assert!(requests.iter().all(|r| r.only_hosts == vec!["host-3".to_string()]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_host_manager_is_retried_shortly_and_counts_no_attempt() {
+    let rm = resmgr();
+    let hosts = hosts(2, 4_000, |_| "a");
+    let jobs = Queue::new(&rm, &hosts, BTreeMap::from([(1, need("job-1", vec![]))]));
+    {
+        let mut rm = rm.lock().expect("rm");
+        let g = GangSpec { job: 1, tasks: 2, per_task: Resources::new(1_000, 256, 0, 0), ..GangSpec::default() };
+        rm.submit("/team", g, 0).expect("submits");
+        rm.tick(1);
+    }
+    let engine = engine(&rm, &hosts, &jobs, registry(), EngineConfig::default());
+    // Per instance: placement attempts and the last reason.
+    let waits = |rm: &ResourceManager| -> Vec<Option<(u32, Option<UnplacedReason>)>> {
+        (0..2).map(|i| rm.find_task(1, i).map(|t| (t.attempts, t.last_unplaced))).collect()
+    };
+    let retry = Config::default().timeouts.unreachable_retry_ms;
+
+    // The host manager is down (failing over): the lease fails as unavailable.
+    *hosts.failing.lock().expect("hosts") = Some(PortError::unavailable("host manager unreachable"));
+    let report = engine.run_round(2).await;
+    assert_eq!((report.taken, report.unplaced, report.port_errors), (2, 2, 1), "{report:?}");
+    {
+        let mut rm = rm.lock().expect("rm");
+        let reason = Some(UnplacedReason::HostManagerUnreachable);
+        assert_eq!(waits(&rm), vec![Some((0, reason)); 2], "no placement attempt counted");
+        assert_eq!(rm.next_wake_ms(), Some(2 + retry), "due after the fixed retry delay, not a backoff");
+        rm.tick(2 + retry);
+    }
+    // Up again but refusing: the same request would fail again, so that one
+    // is an attempt and backs off.
+    *hosts.failing.lock().expect("hosts") = Some(PortError::refused("no such lease"));
+    let report = engine.run_round(2 + retry).await;
+    assert_eq!((report.taken, report.unplaced), (2, 2), "retried after the delay: {report:?}");
+    {
+        let mut rm = rm.lock().expect("rm");
+        let reason = Some(UnplacedReason::Deferred);
+        assert_eq!(waits(&rm), vec![Some((1, reason)); 2]);
+        assert_eq!(rm.next_wake_ms(), Some(2 + retry + 1_000), "the first backoff");
+        rm.tick(2 + retry + 1_000);
+    }
+    *hosts.failing.lock().expect("hosts") = None;
+    let report = engine.run_round(2 + retry + 1_000).await;
+    assert_eq!(report.placed, 2, "{report:?}");
 }

@@ -599,10 +599,23 @@ impl ResourceManager {
         self.ready[kind_index(kind)].len()
     }
 
-    /// Placement could not place the task this round: back to READY after a backoff.
+    /// Placement could not place the task this round: back to READY after a
+    /// backoff that doubles with each attempt. When the engine could not
+    /// reach the host manager ([`UnplacedReason::HostManagerUnreachable`])
+    /// nothing was tried: back to READY after the fixed
+    /// [`Timeouts::unreachable_retry_ms`], the attempts left as they were.
     pub fn placement_failed(&mut self, id: TaskHandle, reason: UnplacedReason, now_ms: u64) -> Result<(), TaskError> {
+        let event = match reason {
+            UnplacedReason::HostManagerUnreachable => TaskEvent::HostManagerUnreachable,
+            _ => TaskEvent::PlacementFailed,
+        };
+        // Checked before the reason is noted, so that a refused call changes nothing.
+        let state = self.task_mut(id)?.state;
+        if task::next(state, event).is_none() {
+            return Err(TaskError::Transition { task: id.0, state, event });
+        }
         self.task_mut(id)?.last_unplaced = Some(reason);
-        self.apply(id, TaskEvent::PlacementFailed, now_ms).map(|_| ())
+        self.apply(id, event, now_ms).map(|_| ())
     }
 
     /// Asks for a task to be killed; the kill request comes back from the next
@@ -614,11 +627,20 @@ impl ResourceManager {
     /// Reports a task event from placement or the runtime: `Placed`,
     /// `StartLaunch`, `Running`, `Succeeded`, `Failed`, `Lost`,
     /// `KillConfirmed`. The manager's own events (`Admit`, `StartPlacing`,
-    /// `PlacementFailed`, `Preempt`, `Kill`, `Timeout`) have their own entry
-    /// points and are refused here.
+    /// `PlacementFailed`, `HostManagerUnreachable`, `Preempt`, `Kill`,
+    /// `Timeout`) have their own entry points and are refused here.
     pub fn task_event(&mut self, id: TaskHandle, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
         use TaskEvent as E;
-        if matches!(event, E::Admit | E::StartPlacing | E::PlacementFailed | E::Preempt | E::Kill | E::Timeout) {
+        if matches!(
+            event,
+            E::Admit
+                | E::StartPlacing
+                | E::PlacementFailed
+                | E::HostManagerUnreachable
+                | E::Preempt
+                | E::Kill
+                | E::Timeout
+        ) {
             let state = self.task_mut(id)?.state;
             return Err(TaskError::Transition { task: id.0, state, event });
         }
@@ -660,6 +682,11 @@ impl ResourceManager {
                 let t = self.task_mut(id)?;
                 t.attempts += 1;
                 let wait = timeouts.backoff(t.attempts);
+                self.backoff.push(Reverse((now_ms.saturating_add(wait), id.0)));
+            }
+            TaskState::Ready if event == TaskEvent::HostManagerUnreachable => {
+                // Not an attempt: the attempts stay, the delay is fixed.
+                let wait = self.config.timeouts.unreachable_retry_ms;
                 self.backoff.push(Reverse((now_ms.saturating_add(wait), id.0)));
             }
             TaskState::Ready => self.ready[kind_index(kind)].push_back(id.0),
@@ -742,15 +769,35 @@ impl ResourceManager {
         }
     }
 
-    /// Every task waiting out a placement backoff goes back to READY now, its
-    /// attempts kept (so the next failure waits longer still): a host joined
-    /// or came back, so what kept the task unplaced may be gone. After a host
-    /// manager's failover its hosts register again and the tasks whose leases
-    /// failed meanwhile are placed at once, not a doubled backoff later.
-    /// Returns how many went back.
-    pub fn retry_backed_off(&mut self) -> usize {
-        let waiting = std::mem::take(&mut self.backoff).into_vec();
-        waiting.into_iter().filter(|Reverse((_, raw))| self.end_backoff(*raw)).count()
+    /// Hosts joined that together offer at most `room` on any one host (the
+    /// component-wise maximum of what each can take): every task waiting out
+    /// a placement backoff (or an unreachable host manager's retry delay)
+    /// whose resources fit in `room` goes back to READY now, its attempts
+    /// kept (so its next failure waits longer still); the others keep their
+    /// backoff, since no host that joined could take them. After a host
+    /// manager's failover every host joins again, so tasks whose leases
+    /// failed meanwhile are placed at once; a small host that joins a full
+    /// cluster re-offers only what it could hold. One pass over the waiting
+    /// tasks, reusing the heap's buffer. Returns how many went back.
+    pub fn retry_backed_off(&mut self, room: &Resources) -> usize {
+        let mut waiting = std::mem::take(&mut self.backoff).into_vec();
+        let mut back = 0;
+        waiting.retain(|&Reverse((_, raw))| {
+            let id = TaskHandle(raw);
+            let fits = match self.tasks.get(slot_of(id)) {
+                Some(t) if t.live && t.generation == generation_of(id) && t.state == TaskState::Ready => {
+                    t.resources.fits_in(room)
+                }
+                // Ended, or no longer waiting: the entry is stale.
+                _ => return false,
+            };
+            if fits && self.end_backoff(raw) {
+                back += 1;
+            }
+            !fits
+        });
+        self.backoff = BinaryHeap::from(waiting);
+        back
     }
 
     /// A task whose placement backoff is over goes back to its ready queue,

@@ -175,5 +175,6 @@ pub fn unplaced_text(reason: UnplacedReason) -> &'static str {
         UnplacedReason::MaxPerHost => "every fitting host already runs the job's maximum per host",
         UnplacedReason::GangIncomplete => "another task of its gang could not be placed",
         UnplacedReason::Deferred => "deferred by the placement policy",
+        UnplacedReason::HostManagerUnreachable => "the host manager could not be reached; retrying shortly",
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! PENDING ─admit─▶ READY ─start_placing─▶ PLACING ─placed─▶ PLACED ─start_launch─▶ LAUNCHING ─running─▶ RUNNING
-//!                    ▲                      │ placement_failed / timeout              │ timeout            │
-//!                    └──────────────────────┴─────────────────────────────────────────┘                    │
+//!                    ▲                      │ placement_failed / unreachable / timeout │ timeout           │
+//!                    └──────────────────────┴──────────────────────────────────────────┘                   │
 //!   RUNNING, LAUNCHING, PLACED ─preempt─▶ PREEMPTING ─kill_confirmed─▶ (requeued as PENDING, or KILLED)
 //!   PREEMPTING ─timeout─▶ READY          any live state ─kill─▶ KILLING ─kill_confirmed─▶ KILLED
 //!   LAUNCHING, RUNNING ─succeeded / failed / lost─▶ SUCCEEDED / FAILED / LOST
@@ -30,8 +30,11 @@ pub enum TaskEvent {
     StartPlacing,
     /// A host was chosen.
     Placed,
-    /// No host this round.
+    /// No host this round: a placement attempt, backed off.
     PlacementFailed,
+    /// The engine could not reach the host manager, so nothing was tried:
+    /// no attempt counted, retried after [`Timeouts::unreachable_retry_ms`].
+    HostManagerUnreachable,
     /// Launch began.
     StartLaunch,
     /// It runs.
@@ -61,6 +64,7 @@ pub const TRANSITIONS: &[(TaskState, TaskEvent, TaskState)] = &[
     (S::Ready, E::StartPlacing, S::Placing),
     (S::Placing, E::Placed, S::Placed),
     (S::Placing, E::PlacementFailed, S::Ready),
+    (S::Placing, E::HostManagerUnreachable, S::Ready),
     (S::Placing, E::Timeout, S::Ready),
     (S::Placed, E::StartLaunch, S::Launching),
     (S::Launching, E::Running, S::Running),
@@ -104,6 +108,13 @@ pub struct Timeouts {
     pub backoff_base_ms: u64,
     /// Backoff ceiling.
     pub backoff_max_ms: u64,
+    /// A task sent back because the engine could not reach the host manager
+    /// is READY again after this fixed delay, with no attempt counted and no
+    /// doubling: the lease failed, not the task (decision 0040). Short, so a
+    /// host manager's failover costs its tasks little more than the failover
+    /// itself; not zero, so an engine whose host manager is down does not
+    /// spin on it.
+    pub unreachable_retry_ms: u64,
 }
 
 impl Default for Timeouts {
@@ -114,6 +125,7 @@ impl Default for Timeouts {
             preempting_ms: 120_000,
             backoff_base_ms: 1_000,
             backoff_max_ms: 60_000,
+            unreachable_retry_ms: 250,
         }
     }
 }

@@ -39,6 +39,9 @@ fn deferred_text(reason: UnplacedReason) -> &'static str {
             "not placed: another task of its gang could not be placed, so none was (gang_incomplete)"
         }
         UnplacedReason::Deferred => "not placed this round: the policy deferred it or a lease failed (deferred)",
+        UnplacedReason::HostManagerUnreachable => {
+            "not placed this round: the host manager could not be reached; retrying shortly (host_manager_unreachable)"
+        }
     }
 }
 

@@ -302,6 +302,14 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
             why(PendingKind::AdmissionOrder, "admitted; waiting for the next placement round".to_string())
         }
         Stage::Admitted { last: Some(reason), gang, .. } => match reason {
+            // Nothing about the task was tried: it waits its turn in the next
+            // round, and what a person can act on is the host manager.
+            UnplacedReason::HostManagerUnreachable => why(
+                PendingKind::AdmissionOrder,
+                "admitted; the host manager could not be reached in the last placement round (down or failing \
+                 over), retrying shortly; if this lasts, check that a host manager is running and reachable"
+                    .to_string(),
+            ),
             UnplacedReason::Deferred => why(
                 PendingKind::DeferredByPlugin,
                 format!("the placement plugin deferred it in the last round ({words})"),
@@ -338,5 +346,21 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
                 format!("waiting for capacity: {words} (the placement plugin's reason: {})", reason.as_str()),
             ),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_host_manager_is_told_as_such_not_as_the_plugins_deferral() {
+        let admitted = |reason| Stage::Admitted { last: Some(reason), gang: None, placing: false };
+        let why = explain(&admitted(UnplacedReason::HostManagerUnreachable), &Census::default(), "2 hosts fit now");
+        assert_eq!(why.kind, PendingKind::AdmissionOrder);
+        assert!(why.text.contains("host manager could not be reached"), "{}", why.text);
+        assert!(why.text.contains("retrying"), "{}", why.text);
+        let why = explain(&admitted(UnplacedReason::Deferred), &Census::default(), "2 hosts fit now");
+        assert_eq!(why.kind, PendingKind::DeferredByPlugin);
     }
 }

@@ -1,6 +1,7 @@
 //! Task states inside the manager: the ready queue drained per kind,
 //! placement backoff, timeouts falling back to READY, kills and release.
 
+use paceline_model::Resources;
 use paceline_model::UnplacedReason;
 use paceline_model::job::JobKind;
 use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, TaskState, Timeouts};
@@ -8,8 +9,14 @@ use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, 
 use crate::common::{cpu, gang};
 
 fn world() -> ResourceManager {
-    let timeouts =
-        Timeouts { placing_ms: 100, launching_ms: 200, preempting_ms: 300, backoff_base_ms: 10, backoff_max_ms: 40 };
+    let timeouts = Timeouts {
+        placing_ms: 100,
+        launching_ms: 200,
+        preempting_ms: 300,
+        backoff_base_ms: 10,
+        backoff_max_ms: 40,
+        unreachable_retry_ms: 3,
+    };
     let mut rm = ResourceManager::new(Config { timeouts, ..Config::default() });
     rm.set_capacity(paceline_model::Resources::new(100_000, 1 << 30, 1 << 30, 0));
     rm.create_pool("/a", cpu(0, None, 1)).expect("a");
@@ -60,8 +67,13 @@ fn placement_failure_backs_off_then_returns() {
     assert_eq!(rm.take_ready(JobKind::Batch, 10, 30, &mut out), 1);
 }
 
+/// Room for anything `world` submits.
+fn any_host() -> Resources {
+    Resources::new(100_000, 1 << 30, 1 << 30, 0)
+}
+
 #[test]
-fn a_host_joining_ends_every_placement_backoff_but_keeps_the_attempts() {
+fn a_host_joining_ends_the_placement_backoff_of_what_fits_but_keeps_the_attempts() {
     let mut rm = world();
     rm.submit("/a", gang(1, 2, 100), 0).expect("job");
     rm.tick(0);
@@ -75,13 +87,84 @@ fn a_host_joining_ends_every_placement_backoff_but_keeps_the_attempts() {
     out.clear();
     rm.tick(1);
     assert_eq!(rm.take_ready(JobKind::Batch, 10, 1, &mut out), 0, "still backing off");
-    assert_eq!(rm.retry_backed_off(), 1, "a returns, the killed b does not");
+    assert_eq!(rm.retry_backed_off(&any_host()), 1, "a returns, the killed b does not");
     rm.tick(1);
     assert_eq!(rm.take_ready(JobKind::Batch, 10, 1, &mut out), 1);
     assert_eq!(out[0].id, a);
     assert_eq!(rm.task(a).expect("a").attempts, 1, "the attempt still counts");
     // Nothing waits any more: a second call finds nothing, and the backoff timer is gone.
-    assert_eq!(rm.retry_backed_off(), 0);
+    assert_eq!(rm.retry_backed_off(&any_host()), 0);
+}
+
+#[test]
+fn a_small_host_joining_re_offers_only_the_tasks_it_could_take() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 1, 100), 0).expect("small");
+    rm.submit("/a", gang(2, 1, 4_000), 0).expect("big");
+    rm.submit("/a", GangSpec { per_task: Resources::new(100, 2_048, 0, 0), ..gang(3, 1, 100) }, 0).expect("memory");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let id = |job: u64| out.iter().find(|t| t.job == job).expect("taken").id;
+    let (small, big, memory) = (id(1), id(2), id(3));
+    for t in [small, big, memory] {
+        rm.placement_failed(t, UnplacedReason::InsufficientResources, 0).expect("failed");
+    }
+    // A host with 1 cpu and 1 GiB free: only the small task fits it (the
+    // memory-hungry one fits in cpu, not in memory).
+    assert_eq!(rm.retry_backed_off(&Resources::new(1_000, 1_024, 0, 0)), 1);
+    let mut again = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 1, &mut again);
+    assert_eq!(again.iter().map(|t| t.id).collect::<Vec<_>>(), vec![small]);
+    // The others kept their backoff: still waiting before it ends, back when it does.
+    assert_eq!(rm.next_wake_ms(), Some(10), "the kept backoffs still wake the manager");
+    rm.tick(9);
+    again.clear();
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 9, &mut again), 0, "no host that joined could take them");
+    rm.tick(10);
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 10, &mut again), 2);
+    for t in [big, memory] {
+        assert_eq!(rm.task(t).expect("task").attempts, 1);
+    }
+}
+
+#[test]
+fn an_unreachable_host_manager_is_no_placement_attempt() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let id = out[0].id;
+    // One real failure first: attempts 1, backoff 10 ms.
+    rm.placement_failed(id, UnplacedReason::InsufficientResources, 0).expect("failed");
+    rm.tick(10);
+    out.clear();
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 10, &mut out), 1);
+    // The lease fails twice in a row: each time back after the fixed 3 ms,
+    // the attempts unchanged, nothing doubled.
+    for at in [10, 13] {
+        rm.placement_failed(id, UnplacedReason::HostManagerUnreachable, at).expect("unreachable");
+        let info = rm.task(id).expect("task");
+        assert_eq!(
+            (info.state, info.attempts, info.last_unplaced),
+            (TaskState::Ready, 1, Some(UnplacedReason::HostManagerUnreachable))
+        );
+        assert_eq!(rm.next_wake_ms(), Some(at + 3));
+        rm.tick(at + 2);
+        out.clear();
+        assert_eq!(rm.take_ready(JobKind::Batch, 10, at + 2, &mut out), 0, "not before the retry delay");
+        rm.tick(at + 3);
+        assert_eq!(rm.take_ready(JobKind::Batch, 10, at + 3, &mut out), 1, "due after the fixed delay");
+    }
+    // The next real failure is the second attempt: 20 ms, not 80.
+    rm.placement_failed(id, UnplacedReason::InsufficientResources, 16).expect("failed");
+    assert_eq!(rm.task(id).expect("task").attempts, 2);
+    assert_eq!(rm.next_wake_ms(), Some(36));
+    // Only a PLACING task can be sent back, for either reason; a refusal changes nothing.
+    assert!(rm.placement_failed(id, UnplacedReason::HostManagerUnreachable, 17).is_err());
+    assert_eq!(rm.task(id).expect("task").last_unplaced, Some(UnplacedReason::InsufficientResources));
+    assert!(rm.task_event(id, TaskEvent::HostManagerUnreachable, 17).is_err(), "the manager's own event");
 }
 
 #[test]
