@@ -8,7 +8,7 @@
 //! [`crate::admit`], preemption rounds in [`crate::round`].
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 pub use paceline_joints::{ReadyTask, TaskHandle};
 use paceline_model::Resources;
@@ -82,7 +82,15 @@ pub(crate) struct TaskRec {
     pub since_ms: u64,
     pub started_ms: u64,
     pub last_unplaced: Option<UnplacedReason>,
+    /// The live tasks of one job form a list through their slots
+    /// ([`NO_SLOT`] ends it), so "why pending" reads a job's tasks without a
+    /// scan of every task.
+    pub job_prev: u32,
+    pub job_next: u32,
 }
+
+/// No slot: the end of a job's task list.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
 /// Why the manager asks for a task to be killed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +191,8 @@ pub struct ResourceManager {
     pub(crate) gangs: Gangs,
     pub(crate) tasks: Vec<TaskRec>,
     free_tasks: Vec<u32>,
+    /// Each job's first live task slot (the head of its list).
+    job_heads: HashMap<u64, u32>,
     ready: [VecDeque<u64>; 4],
     backoff: BinaryHeap<Reverse<(u64, u64)>>,
     timers: BinaryHeap<Reverse<(u64, u64, u32)>>,
@@ -236,6 +246,7 @@ impl ResourceManager {
             gangs: Gangs::default(),
             tasks: Vec::new(),
             free_tasks: Vec::new(),
+            job_heads: HashMap::new(),
             ready: Default::default(),
             backoff: BinaryHeap::new(),
             timers: BinaryHeap::new(),
@@ -453,6 +464,8 @@ impl ResourceManager {
                 since_ms: now_ms,
                 started_ms: if state == TaskState::Running { now_ms } else { 0 },
                 last_unplaced: None,
+                job_prev: NO_SLOT,
+                job_next: NO_SLOT,
             };
             let tid = match self.free_tasks.pop() {
                 Some(i) => {
@@ -465,6 +478,7 @@ impl ResourceManager {
                     handle((self.tasks.len() - 1) as u32, 0)
                 }
             };
+            self.link_to_job(slot_of(tid) as u32);
             each(self, tid);
         }
     }
@@ -718,6 +732,8 @@ impl ResourceManager {
     fn finish(&mut self, id: TaskHandle, preempted: bool, now_ms: u64) {
         let t = &mut self.tasks[slot_of(id)];
         t.live = false;
+        self.unlink_from_job(slot_of(id) as u32);
+        let t = &self.tasks[slot_of(id)];
         let (p, res, revocable, preemptible) = (t.pool, amounts::of(&t.resources), t.revocable, t.preemptible);
         let controller = t.controller;
         let requeue = preempted && !t.kill_on_preempt;
@@ -962,16 +978,48 @@ impl ResourceManager {
     /// Every live task of `job` as "why pending" reads it, in one pass over
     /// the task records: for the API, not for a round.
     pub fn job_task_waits(&self, job: u64) -> Vec<crate::reason::TaskWait> {
-        self.tasks
-            .iter()
-            .filter(|t| t.live && t.job == job)
-            .map(|t| crate::reason::TaskWait {
+        let mut out = Vec::new();
+        let mut slot = self.job_heads.get(&job).copied().unwrap_or(NO_SLOT);
+        while let Some(t) = self.tasks.get(slot as usize) {
+            out.push(crate::reason::TaskWait {
                 instance: t.instance,
                 state: t.state,
                 last_unplaced: t.last_unplaced,
                 gang: t.gang,
-            })
-            .collect()
+            });
+            slot = t.job_next;
+        }
+        out
+    }
+
+    /// Puts a new live task first in its job's list.
+    fn link_to_job(&mut self, slot: u32) {
+        let job = self.tasks[slot as usize].job;
+        let next = self.job_heads.insert(job, slot).unwrap_or(NO_SLOT);
+        if let Some(n) = self.tasks.get_mut(next as usize) {
+            n.job_prev = slot;
+        }
+        let t = &mut self.tasks[slot as usize];
+        (t.job_prev, t.job_next) = (NO_SLOT, next);
+    }
+
+    /// Takes an ended task out of its job's list.
+    fn unlink_from_job(&mut self, slot: u32) {
+        let t = &mut self.tasks[slot as usize];
+        let (job, prev, next) = (t.job, t.job_prev, t.job_next);
+        (t.job_prev, t.job_next) = (NO_SLOT, NO_SLOT);
+        match self.tasks.get_mut(prev as usize) {
+            Some(p) => p.job_next = next,
+            None if next == NO_SLOT => {
+                self.job_heads.remove(&job);
+            }
+            None => {
+                self.job_heads.insert(job, next);
+            }
+        }
+        if let Some(n) = self.tasks.get_mut(next as usize) {
+            n.job_prev = prev;
+        }
     }
 
     /// Every queued gang counted by pool and [`PendingReason::name`] (a gang

@@ -214,3 +214,48 @@ fn refused_events_and_release() {
     assert_eq!((s.allocation.cpu_millis, s.live_tasks, s.queued_gangs), (0, 0, 0));
     rm.delete_pool("/a").expect("empty pool deletes");
 }
+
+/// A job's live tasks are read from a list kept per job: after tasks of
+/// several jobs come and go (slots reused by other jobs), each job's list
+/// holds exactly its live tasks.
+#[test]
+fn a_jobs_task_list_holds_exactly_its_live_tasks_as_slots_are_reused() {
+    let mut rm = world();
+    // job -> instance -> live handle
+    let mut live: std::collections::BTreeMap<u64, std::collections::BTreeMap<u32, paceline_resmgr::TaskHandle>> =
+        Default::default();
+    let mut next_instance = [0u32; 5];
+    let mut seed = 7u64;
+    let mut rand = move |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for step in 0..400u64 {
+        let job = rand(5);
+        let tasks = 1 + rand(3) as u32;
+        let first = next_instance[job as usize];
+        next_instance[job as usize] += tasks;
+        rm.submit("/a", GangSpec { first_instance: first, ..gang(job, tasks, 10) }, step).expect("submit");
+        rm.tick(step);
+        let mut out = Vec::new();
+        rm.take_ready(JobKind::Batch, 1_000, step, &mut out);
+        for t in &out {
+            live.entry(t.job).or_default().insert(t.instance, t.id);
+        }
+        // End about as many as started: kill random live tasks of a random job.
+        for _ in 0..tasks {
+            let job = rand(5);
+            let Some(of_job) = live.get_mut(&job) else { continue };
+            let Some(&instance) = of_job.keys().nth(rand(of_job.len().max(1) as u64) as usize) else { continue };
+            let id = of_job.remove(&instance).expect("live");
+            rm.kill(id, step).expect("kill");
+            rm.task_event(id, TaskEvent::KillConfirmed, step).expect("confirmed");
+        }
+        for job in 0..5u64 {
+            let mut got: Vec<u32> = rm.job_task_waits(job).iter().map(|w| w.instance).collect();
+            got.sort_unstable();
+            let want: Vec<u32> = live.get(&job).map(|m| m.keys().copied().collect()).unwrap_or_default();
+            assert_eq!(got, want, "job {job} after step {step}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ fn world() -> ResourceManager {
         preempting_ms: 60_000,
         backoff_base_ms: 10,
         backoff_max_ms: 40,
+        ..Timeouts::default()
     };
     let mut rm = ResourceManager::new(Config { timeouts, ..Config::default() });
     rm.set_capacity(paceline_model::Resources::new(100_000_000, 1 << 40, 1 << 40, 0));
