@@ -9,18 +9,32 @@ use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, 
 use crate::common::{cpu, gang};
 
 fn world() -> ResourceManager {
-    let timeouts = Timeouts {
+    world_with(Timeouts {
         placing_ms: 100,
         launching_ms: 200,
         preempting_ms: 300,
         backoff_base_ms: 10,
         backoff_max_ms: 40,
         unreachable_retry_ms: 3,
-    };
+    })
+}
+
+/// One pool `/a` with room for 100 cores, under `timeouts`.
+pub fn world_with(timeouts: Timeouts) -> ResourceManager {
     let mut rm = ResourceManager::new(Config { timeouts, ..Config::default() });
     rm.set_capacity(paceline_model::Resources::new(100_000, 1 << 30, 1 << 30, 0));
     rm.create_pool("/a", cpu(0, None, 1)).expect("a");
     rm
+}
+
+/// Submits a one-task job and takes it from the ready queue: the task is
+/// PLACING. Returns it and the buffer it was taken into.
+fn one_placing_task(rm: &mut ResourceManager) -> (paceline_resmgr::TaskHandle, Vec<paceline_resmgr::ReadyTask>) {
+    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    (out[0].id, out)
 }
 
 #[test]
@@ -42,11 +56,7 @@ fn ready_queue_is_drained_per_kind_in_batches() {
 #[test]
 fn placement_failure_backs_off_then_returns() {
     let mut rm = world();
-    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
-    rm.tick(0);
-    let mut out = Vec::new();
-    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
-    let id = out[0].id;
+    let (id, mut out) = one_placing_task(&mut rm);
     rm.placement_failed(id, UnplacedReason::ConstraintsUnsatisfiable, 0).expect("failed");
     let info = rm.task(id).expect("task");
     assert_eq!(
@@ -131,11 +141,7 @@ fn a_small_host_joining_re_offers_only_the_tasks_it_could_take() {
 #[test]
 fn an_unreachable_host_manager_is_no_placement_attempt() {
     let mut rm = world();
-    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
-    rm.tick(0);
-    let mut out = Vec::new();
-    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
-    let id = out[0].id;
+    let (id, mut out) = one_placing_task(&mut rm);
     // One real failure first: attempts 1, backoff 10 ms.
     rm.placement_failed(id, UnplacedReason::InsufficientResources, 0).expect("failed");
     rm.tick(10);
@@ -170,11 +176,7 @@ fn an_unreachable_host_manager_is_no_placement_attempt() {
 #[test]
 fn timeouts_fall_back_to_ready() {
     let mut rm = world();
-    rm.submit("/a", gang(1, 1, 100), 0).expect("job");
-    rm.tick(0);
-    let mut out = Vec::new();
-    rm.take_ready(JobKind::Batch, 1, 0, &mut out);
-    let id = out[0].id;
+    let (id, mut out) = one_placing_task(&mut rm);
     // PLACING times out at 100.
     assert_eq!(rm.tick(99).timeouts, 0);
     assert_eq!(rm.tick(100).timeouts, 1);

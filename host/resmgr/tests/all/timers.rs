@@ -2,28 +2,14 @@
 //! dropped, while live ones still fire.
 
 use paceline_model::job::JobKind;
-use paceline_resmgr::{Config, ResourceManager, TaskEvent, TaskState, Timeouts};
+use paceline_resmgr::{TaskEvent, TaskState, Timeouts};
 
-use crate::common::{cpu, gang};
-
-fn world() -> ResourceManager {
-    let timeouts = Timeouts {
-        placing_ms: 60_000,
-        launching_ms: 60_000,
-        preempting_ms: 60_000,
-        backoff_base_ms: 10,
-        backoff_max_ms: 40,
-        ..Timeouts::default()
-    };
-    let mut rm = ResourceManager::new(Config { timeouts, ..Config::default() });
-    rm.set_capacity(paceline_model::Resources::new(100_000_000, 1 << 40, 1 << 40, 0));
-    rm.create_pool("/a", cpu(100_000_000, None, 1)).expect("a");
-    rm
-}
+use crate::common::gang;
+use crate::tasks::world_with;
 
 #[test]
 fn timers_of_tasks_that_moved_on_are_dropped_and_a_live_one_still_fires() {
-    let mut rm = world();
+    let mut rm = world_with(Timeouts { placing_ms: 60_000, launching_ms: 60_000, ..Timeouts::default() });
     for job in 0..10_000 {
         rm.submit("/a", gang(job, 1, 10), 0).expect("job");
     }
