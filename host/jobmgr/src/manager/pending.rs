@@ -198,7 +198,7 @@ impl JobManager {
             return Vec::new();
         }
         let name_of = |key: u64| m.jobs.get(&key).map_or_else(|| "(deleted)".to_string(), |j| j.id.clone());
-        // One pass over the resource manager's tasks for the whole job.
+        // The job's live tasks in the resource manager (its per-job list).
         let admitted: HashMap<u32, TaskWait> =
             rm.job_task_waits(job.key).into_iter().map(|w| (w.instance, w)).collect();
         // Each gang's members, in one pass; a gang is named once, however
