@@ -91,9 +91,12 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
         conn.pragma_update(None, "foreign_keys", "OFF").map_err(db)?;
-        // 64 MiB page cache: a 10,000-task job's rows (~5 MB) stay in memory
-        // between rounds of updates (the 2 MiB default re-reads them).
-        conn.pragma_update(None, "cache_size", -65_536).map_err(db)?;
+        // 16 MiB page cache: a 10,000-task job's rows (~5 MB) stay in memory
+        // between rounds of updates (the 2 MiB default re-reads them). 64 MiB
+        // was no faster, neither for `bench storage` nor for a million tasks
+        // through `bench server`, and cost 50 MiB of the server's peak RSS
+        // (docs/benchmarks.md, 2026-11-27).
+        conn.pragma_update(None, "cache_size", -16_384).map_err(db)?;
         schema::migrate(&mut conn)?;
         tracing::info!(path = %path.display(), schema = SCHEMA_VERSION, "sqlite store open");
         let fence = Arc::new(crate::fence::Fence::default());
