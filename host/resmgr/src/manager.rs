@@ -59,6 +59,12 @@ fn generation_of(id: TaskHandle) -> u32 {
     (id.0 >> 32) as u32
 }
 
+/// The live task a handle names, if it is still that task (its slot not
+/// ended or reused since).
+fn live(tasks: &[TaskRec], id: TaskHandle) -> Option<&TaskRec> {
+    tasks.get(slot_of(id)).filter(|t| t.live && t.generation == generation_of(id))
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct TaskRec {
     pub generation: u32,
@@ -549,7 +555,7 @@ impl ResourceManager {
 
     /// An admitted task's state.
     pub fn task(&self, id: TaskHandle) -> Option<TaskInfo> {
-        let t = self.tasks.get(slot_of(id)).filter(|t| t.live && t.generation == generation_of(id))?;
+        let t = live(&self.tasks, id)?;
         Some(TaskInfo {
             state: t.state,
             pool: PoolId(t.pool),
@@ -579,10 +585,7 @@ impl ResourceManager {
         let mut last_gang = None;
         while let Some(&raw) = self.ready[k].front() {
             let id = TaskHandle(raw);
-            let valid = self
-                .tasks
-                .get(slot_of(id))
-                .is_some_and(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready);
+            let valid = live(&self.tasks, id).is_some_and(|t| t.state == TaskState::Ready);
             if !valid {
                 self.ready[k].pop_front();
                 continue;
@@ -800,17 +803,16 @@ impl ResourceManager {
         let mut back = 0;
         waiting.retain(|&Reverse((_, raw))| {
             let id = TaskHandle(raw);
-            let fits = match self.tasks.get(slot_of(id)) {
-                Some(t) if t.live && t.generation == generation_of(id) && t.state == TaskState::Ready => {
-                    t.resources.fits_in(room)
-                }
+            let Some(t) = live(&self.tasks, id).filter(|t| t.state == TaskState::Ready) else {
                 // Ended, or no longer waiting: the entry is stale.
-                _ => return false,
+                return false;
             };
-            if fits && self.end_backoff(raw) {
-                back += 1;
+            if !t.resources.fits_in(room) {
+                return true;
             }
-            !fits
+            self.ready[kind_index(t.kind)].push_back(raw);
+            back += 1;
+            false
         });
         self.backoff = BinaryHeap::from(waiting);
         back
@@ -820,12 +822,7 @@ impl ResourceManager {
     /// if it is still the same live READY task; whether it went.
     fn end_backoff(&mut self, raw: u64) -> bool {
         let id = TaskHandle(raw);
-        let Some(kind) = self
-            .tasks
-            .get(slot_of(id))
-            .filter(|t| t.live && t.generation == generation_of(id) && t.state == TaskState::Ready)
-            .map(|t| t.kind)
-        else {
+        let Some(kind) = live(&self.tasks, id).filter(|t| t.state == TaskState::Ready).map(|t| t.kind) else {
             return false;
         };
         self.ready[kind_index(kind)].push_back(raw);
@@ -849,7 +846,7 @@ impl ResourceManager {
         let tasks = &self.tasks;
         self.timers.retain(|Reverse((_, raw, epoch))| {
             let id = TaskHandle(*raw);
-            tasks.get(slot_of(id)).is_some_and(|t| t.live && t.generation == generation_of(id) && t.epoch == *epoch)
+            live(tasks, id).is_some_and(|t| t.epoch == *epoch)
         });
         let live = self.timers.len();
         self.timers.shrink_to(live.saturating_mul(2));
@@ -871,10 +868,7 @@ impl ResourceManager {
             }
             self.timers.pop();
             let id = TaskHandle(raw);
-            let current = self
-                .tasks
-                .get(slot_of(id))
-                .is_some_and(|t| t.live && t.generation == generation_of(id) && t.epoch == epoch);
+            let current = live(&self.tasks, id).is_some_and(|t| t.epoch == epoch);
             if current && self.apply(id, TaskEvent::Timeout, now_ms).is_ok() {
                 tracing::debug!(task = raw, "task timed out back to READY");
                 fired += 1;
