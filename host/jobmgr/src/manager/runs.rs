@@ -376,6 +376,9 @@ impl JobManager {
             (t.rm_task, t.rt.goal, job.config().sla.max_run_time_secs)
         };
         if changed {
+            if goal != TaskGoal::Run && to.is_terminal() {
+                self.victim_no_longer_wanted(key, instance, rm_task);
+            }
             self.rm_report(rm_task, to);
         }
         if changed
@@ -405,6 +408,30 @@ impl JobManager {
             Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange { instance, state: to.into_contract() })))
         } else {
             Ok(None)
+        }
+    }
+}
+
+impl JobManager {
+    /// A preemption victim whose job no longer wants it to run (removed or
+    /// killed while being preempted) is a plain kill to the resource
+    /// manager, which would otherwise requeue it when the kill is confirmed:
+    /// a queued gang nobody runs, left as demand in the pool for ever.
+    fn victim_no_longer_wanted(&self, key: u64, instance: u32, rm_task: Option<paceline_joints::TaskHandle>) {
+        let now = self.now();
+        let mut rm = self.rm();
+        let mut m = self.mem();
+        let Some(t) = m.jobs.get_mut(&key).and_then(|j| j.tasks.get_mut(instance as usize)) else {
+            return;
+        };
+        if !std::mem::take(&mut t.preempted) {
+            return;
+        }
+        if let Some(id) = rm_task
+            && rm.task(id).is_some_and(|i| i.state == paceline_resmgr::TaskState::Preempting)
+        {
+            // PREEMPTING → KILLING: the confirmation then releases it.
+            let _ = rm.kill(id, now);
         }
     }
 }

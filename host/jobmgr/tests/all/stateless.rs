@@ -143,3 +143,62 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     // Requeued by the resource manager alone: one gang each, not two.
     assert_eq!(h.resmgr.lock().expect("rm").pool_status("/a").expect("pool").queued_gangs, 5);
 }
+
+/// Spark removes an executor's instance as soon as it sees it preempted:
+/// the removal must win over the resource manager's requeue, or the
+/// instance would come back under the same executor id (and hold a queued
+/// gang nobody wants).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_removed_while_being_preempted_is_not_requeued() {
+    use paceline_model::Resources;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1", "h2"]);
+    {
+        let mut rm = h.resmgr.lock().expect("rm");
+        rm.set_capacity(Resources::new(1_000, 1_000, 1_000, 0));
+        rm.create_pool("/a", Default::default()).expect("pool");
+        rm.create_pool("/b", Default::default()).expect("pool");
+    }
+    let mut a = config(JobKind::Stateless, 10);
+    a.pool = "/a".into();
+    a.sla.preemptible = true;
+    h.jm.create("fill", a).await.expect("create");
+    h.pump(&no_health, 10).await;
+    let mut b = config(JobKind::Batch, 5);
+    b.pool = "/b".into();
+    b.sla.preemptible = true;
+    h.jm.create("late", b).await.expect("create");
+    let mut victims = Vec::new();
+    for _ in 0..10 {
+        h.advance(1_000).await;
+        h.place().await;
+        let fill = h.jm.get("fill").await.expect("get");
+        victims =
+            (0..fill.tasks.len() as u32).filter(|&i| fill.tasks[i as usize].state == TaskState::Killing).collect();
+        if !victims.is_empty() {
+            break;
+        }
+    }
+    assert!(!victims.is_empty(), "preemption chose victims");
+    // Removed before the hosts confirm the kills.
+    h.jm.remove_instances("fill", &victims).await.expect("remove");
+    for _ in 0..10 {
+        h.advance(1_000).await;
+        h.pump(&no_health, 5).await;
+    }
+    let fill = h.jm.get("fill").await.expect("get");
+    let launches = h.launch_counts("fill");
+    for &i in &victims {
+        let t = &fill.tasks[i as usize];
+        assert_eq!((t.state, t.run), (TaskState::Killed, 1), "instance {i} stays removed: {t:?}");
+        assert_eq!(launches.get(&i), Some(&1), "instance {i} never launched again");
+    }
+    // What /a still queues is exactly the victims that are still wanted.
+    let waiting = fill.tasks.iter().filter(|t| t.state == TaskState::Pending).count();
+    assert_eq!(
+        h.resmgr.lock().expect("rm").pool_status("/a").expect("pool").queued_gangs as usize,
+        waiting,
+        "no gang queued for a removed instance ({} removed)",
+        victims.len()
+    );
+}
