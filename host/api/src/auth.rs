@@ -650,6 +650,7 @@ mod tests {
             ("JobService/AbortUpdate", JobsInPool),
             ("JobService/AddInstances", JobsInPool),
             ("JobService/RemoveInstances", JobsInPool),
+            ("JobService/RenewOwnerLease", JobsInPool),
             ("PluginService/DeployPlugin", AtLeast(Role::Operator)),
             ("PluginService/ValidatePlugin", AtLeast(Role::Author)),
             ("PluginService/ListPlugins", Read),

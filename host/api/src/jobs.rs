@@ -274,6 +274,17 @@ impl JobService for JobApi {
         Ok(Response::new(pb::RemoveInstancesResponse { removed }))
     }
 
+    async fn renew_owner_lease(
+        &self,
+        request: Request<pb::RenewOwnerLeaseRequest>,
+    ) -> Result<Response<pb::RenewOwnerLeaseResponse>, Status> {
+        let r = request.get_ref();
+        status::required("id", &r.id)?;
+        auth::check_job(&request, &self.jobs, &r.id).await?;
+        let lease_secs = self.jobs.renew_owner_lease(&r.id).await.map_err(|e| status::job(e, ""))?;
+        Ok(Response::new(pb::RenewOwnerLeaseResponse { lease_secs }))
+    }
+
     async fn restart_job(
         &self,
         request: Request<pb::RestartJobRequest>,

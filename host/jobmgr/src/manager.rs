@@ -16,6 +16,7 @@ mod events;
 mod goal;
 mod hosts;
 mod launch;
+mod lease;
 mod lifecycle;
 mod pending;
 mod recover;

@@ -24,6 +24,9 @@ pub(crate) struct Mem {
     /// The last host list the wiring reported: (name, attributes, accepts tasks).
     pub hosts: Vec<(String, Labels, bool)>,
     pub draining: BTreeSet<String>,
+    /// Jobs with an owner lease → when it was last renewed (or started),
+    /// ms since the epoch (manager/lease.rs). Memory only, on purpose.
+    pub owner_renewed: HashMap<u64, u64>,
 }
 
 impl Mem {
@@ -57,6 +60,12 @@ impl JobEntry {
             .get(&self.runtime.desired_config_version)
             .or_else(|| self.configs.values().next_back())
             .expect("a job entry always holds its desired config")
+    }
+
+    /// The job's latest spec (an update in progress included): what its
+    /// owner last asked for.
+    pub fn latest_config(&self) -> &Arc<JobConfig> {
+        self.configs.get(&self.latest_version).unwrap_or_else(|| self.config())
     }
 
     pub fn config_at(&self, version: u64) -> &Arc<JobConfig> {

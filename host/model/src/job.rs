@@ -18,6 +18,10 @@ use crate::task::{SpecError, TaskSpec, TaskState, check_count, check_len};
 /// Most instances one job may have.
 pub const MAX_INSTANCES: u32 = 1_000_000;
 
+/// Longest owner lease (a day): a longer one would not catch a dead owner
+/// in any useful time.
+pub const MAX_OWNER_LEASE_SECS: u32 = 86_400;
+
 /// The kind of a job decides its lifecycle plugin and defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -120,6 +124,14 @@ pub struct JobConfig {
     /// stored form of every other job is unchanged.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub controller: bool,
+    /// The job is kept alive by its owner (decision 0041): unless someone
+    /// renews its owner lease (`RenewOwnerLease`) at least every this many
+    /// seconds, the job is killed. For a job driven by a program outside the
+    /// cluster, such as a Spark driver in client mode, so that its work stops
+    /// when that program dies without cleaning up. `None`: no lease. Not
+    /// written when unset, so the stored form of every other job is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_lease_secs: Option<u32>,
 }
 
 impl JobConfig {
@@ -177,6 +189,14 @@ impl JobConfig {
             spec.validate()?;
         }
         check_count("plugin_overrides", self.plugin_overrides.len())?;
+        if let Some(secs) = self.owner_lease_secs
+            && !(1..=MAX_OWNER_LEASE_SECS).contains(&secs)
+        {
+            return Err(SpecError::Invalid {
+                field: "owner_lease_secs",
+                reason: format!("{secs} is not between 1 and {MAX_OWNER_LEASE_SECS} seconds"),
+            });
+        }
         Ok(())
     }
 }

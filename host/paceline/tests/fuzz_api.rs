@@ -151,6 +151,7 @@ rpc_table! {
     "DeleteSecret" => |ch, r: pb::DeleteSecretRequest| SecretServiceClient::new(ch).delete_secret(r),
     "AddInstances" => |ch, r: pb::AddInstancesRequest| JobServiceClient::new(ch).add_instances(r),
     "RemoveInstances" => |ch, r: pb::RemoveInstancesRequest| JobServiceClient::new(ch).remove_instances(r),
+    "RenewOwnerLease" => |ch, r: pb::RenewOwnerLeaseRequest| JobServiceClient::new(ch).renew_owner_lease(r),
 }
 
 /// A well-formed request for each RPC, naming things that exist.
@@ -205,6 +206,7 @@ fn seed(index: usize) -> Vec<u8> {
         "DeleteSecret" => pb::DeleteSecretRequest { pool: POOL.into(), name: "db".into() }.encode_to_vec(),
         "AddInstances" => pb::AddInstancesRequest { id: job, count: 2 }.encode_to_vec(),
         "RemoveInstances" => pb::RemoveInstancesRequest { id: job, instances: vec![1] }.encode_to_vec(),
+        "RenewOwnerLease" => pb::RenewOwnerLeaseRequest { id: job }.encode_to_vec(),
         _ => Vec::new(),
     }
 }

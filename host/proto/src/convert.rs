@@ -432,6 +432,7 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
         plugin_overrides: j.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: j.description.clone(),
         controller: j.controller,
+        owner_lease_secs: j.owner_lease_secs,
     };
     // Task specs first, so their errors carry the task's own path.
     check_task(&format!("{field}.default_task"), &config.default_task)?;
@@ -466,6 +467,7 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
         plugin_overrides: c.plugin_overrides.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         description: c.description.clone(),
         controller: c.controller,
+        owner_lease_secs: c.owner_lease_secs,
     }
 }
 
@@ -681,6 +683,20 @@ mod tests {
         let wire = job_spec_pb(&controller);
         assert!(wire.controller);
         assert_eq!(job_config("spec", &wire), Ok(controller));
+        let leased = JobConfig { owner_lease_secs: Some(30), ..spec() };
+        let wire = job_spec_pb(&leased);
+        assert_eq!(wire.owner_lease_secs, Some(30));
+        assert_eq!(job_config("spec", &wire), Ok(leased));
+    }
+
+    #[test]
+    fn an_owner_lease_of_zero_or_past_a_day_is_refused_by_name() {
+        for secs in [0, 86_401] {
+            let mut wire = job_spec_pb(&spec());
+            wire.owner_lease_secs = Some(secs);
+            let err = job_config("spec", &wire).expect_err("refused").to_string();
+            assert!(err.contains("spec.owner_lease_secs"), "{err}");
+        }
     }
 
     #[test]

@@ -119,6 +119,7 @@ impl JobManager {
                     .chain((0..n).map(|i| crate::feed::Change::Task(feed_id.clone(), i))),
             );
         }
+        self.start_owner_lease(key);
         self.drive(key, sdk::Event::JobCreated).await?;
         Ok(key)
     }
@@ -195,6 +196,18 @@ impl JobManager {
     /// withdrawn from the resource manager at once.
     pub async fn kill(&self, id: &str, instances: Option<Vec<u32>>) -> Result<(), JobError> {
         let _op = self.ops.lock().await;
+        self.kill_locked(id, instances, "kill requested").await
+    }
+
+    /// [`JobManager::kill`] under the operations lock, with the job's
+    /// message when the whole job is killed (`kill requested`, `owner lease
+    /// expired …`).
+    pub(crate) async fn kill_locked(
+        &self,
+        id: &str,
+        instances: Option<Vec<u32>>,
+        message: &str,
+    ) -> Result<(), JobError> {
         let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
         let (writes, all, job_rt) = {
             let m = self.mem();
@@ -220,7 +233,7 @@ impl JobManager {
             let job_rt = instances.is_none().then(|| {
                 let mut rt = job.runtime.clone();
                 rt.goal = JobGoal::Kill;
-                rt.message = "kill requested".into();
+                rt.message = message.into();
                 (job.runtime.version, rt)
             });
             (writes, all, job_rt)

@@ -140,6 +140,7 @@ impl JobManager {
             keys.push(key);
         }
         for &key in &keys {
+            self.start_owner_lease(key);
             self.recover_job(key).await?;
         }
         Ok(keys.len())

@@ -12,12 +12,14 @@ use crate::deadline::DeadlineKind;
 use crate::error::JobError;
 
 impl JobManager {
-    /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries.
+    /// Fires due deadlines: restarts after backoff, max-run-time checks, kill retries;
+    /// kills jobs whose owner lease ran out.
     /// Also writes the job events noted since the last flush, once a second
     /// (decision 0025), before taking the job manager's lock.
     pub async fn tick(&self, now_ms: u64) -> Result<(), JobError> {
         self.flush_events_if_due(now_ms).await;
         let _op = self.ops.lock().await;
+        self.expire_owner_leases(now_ms).await?;
         let due = self.mem().deadlines.due(now_ms);
         for d in due {
             let current = {

@@ -39,7 +39,11 @@ impl JobManager {
             }
         }
         let spec = request.spec.unwrap_or_else(|| config.update.clone());
-        self.start_update(key, config, spec, None).await
+        let update_id = self.start_update(key, config, spec, None).await?;
+        // An update that adds a lease starts it; one that changes its length
+        // counts from the last renewal.
+        self.start_owner_lease(key);
+        Ok(update_id)
     }
 
     /// Grows a live job by `count` instances at its current spec: an update

@@ -8,6 +8,7 @@ mod common;
 mod controller;
 mod daemon;
 mod grow;
+mod lease;
 mod recover;
 mod stateful;
 mod stateless;

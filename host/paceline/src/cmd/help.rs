@@ -109,6 +109,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("job restart", "paceline job restart web-0a1b2c3d --batch-size 2"),
     ("job grow", "paceline job grow web-0a1b2c3d 3            # three more instances, numbered after the highest"),
     ("job remove", "paceline job remove web-0a1b2c3d --instances 4,7   # stopped for good, the rest keep running"),
+    ("job renew-lease", "paceline job renew-lease web-0a1b2c3d    # keeps a job with owner_lease_secs alive"),
     (
         "job update",
         "paceline job update web-0a1b2c3d web-v2.yaml --dry-run\npaceline job update web-0a1b2c3d web-v2.yaml --batch-size 2",

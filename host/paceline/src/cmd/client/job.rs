@@ -81,6 +81,13 @@ pub enum JobCommand {
         #[arg(long, value_delimiter = ',', required = true)]
         instances: Vec<u32>,
     },
+    /// Renew a job's owner lease (`owner_lease_secs` in its spec; the
+    /// `RenewOwnerLease` call): a job whose lease is not renewed in time is
+    /// killed. For scripts that own a job: renew every third of the lease.
+    RenewLease {
+        /// Job id.
+        id: String,
+    },
     /// Restart a job's instances in rolling batches.
     Restart {
         /// Job id.
@@ -258,6 +265,12 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
                 format!("{}: removing instances {}\n", r.id, output::list(&resp.removed))
             })
         }
+        Request::RenewLease(r) => {
+            let resp = client.renew_owner_lease(r.clone()).await.map_err(RpcError)?.into_inner();
+            emit(out, &json!({ "id": r.id, "lease_secs": resp.lease_secs }), || {
+                format!("{}: owner lease renewed for {} s\n", r.id, resp.lease_secs)
+            })
+        }
         Request::Restart(r) => {
             client.restart_job(r.clone()).await.map_err(RpcError)?;
             done(out, &r.id, "restarting")
@@ -333,6 +346,7 @@ enum Request {
     Kill(pb::KillJobRequest),
     Grow(pb::AddInstancesRequest),
     Remove(pb::RemoveInstancesRequest),
+    RenewLease(pb::RenewOwnerLeaseRequest),
     Restart(pb::RestartJobRequest),
     Update(pb::UpdateJobRequest),
     Delete(String),
@@ -364,6 +378,7 @@ impl Request {
                 Request::Grow(pb::AddInstancesRequest { id, count })
             }
             JobCommand::Remove { id, instances } => Request::Remove(pb::RemoveInstancesRequest { id, instances }),
+            JobCommand::RenewLease { id } => Request::RenewLease(pb::RenewOwnerLeaseRequest { id }),
             JobCommand::Restart { id, instances, batch_size } => {
                 Request::Restart(pb::RestartJobRequest { id, instances, batch_size })
             }

@@ -77,6 +77,10 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
   private int failures;
   /** Set once too many executors failed: nothing more is asked for. */
   private boolean givenUp;
+  /** When the executor job's owner lease was last renewed. */
+  private long lastRenewal;
+  /** The server does not know owner leases (older than this integration). */
+  private boolean leaseUnsupported;
 
   /** What this backend knows of one instance. */
   private static final class Instance {
@@ -319,17 +323,21 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
             .setGpus(settings.gpus))
         .setKillGracePeriodSecs(settings.killGracePeriodSecs)
         .build();
-    JobOuterClass.JobSpec spec = JobOuterClass.JobSpec.newBuilder()
+    JobOuterClass.JobSpec.Builder spec = JobOuterClass.JobSpec.newBuilder()
         .setName(settings.jobName)
         .setPool(settings.pool)
         .setKind(JobOuterClass.JobKind.JOB_KIND_STATELESS)
         .setInstanceCount(count)
         .setSla(JobOuterClass.Sla.newBuilder().setPriority(settings.priority).setPreemptible(settings.preemptible))
         .setDefaultTask(task)
-        .setDescription("Spark executors of " + sc.appName() + " (" + appId + ")")
-        .build();
+        .setDescription("Spark executors of " + sc.appName() + " (" + appId + ")");
+    if (settings.ownerLeaseSecs > 0) {
+      // Killed by Paceline if this driver dies without stopping it (renewLease).
+      spec.setOwnerLeaseSecs(settings.ownerLeaseSecs);
+    }
     JobOuterClass.CreateJobResponse r = api.jobs().createJob(JobOuterClass.CreateJobRequest.newBuilder().setSpec(spec).build());
     jobId = r.getId();
+    lastRenewal = System.currentTimeMillis();
     for (int i = 0; i < count; i++) {
       instances.put(i, new Instance(i));
     }
@@ -351,8 +359,45 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     }
   }
 
+  /**
+   * Renews the executor job's owner lease every quarter of it, so that the
+   * job is killed if this driver dies without stopping (SIGKILL, its host
+   * lost). A job the server says has ended, or whose lease ran out (the
+   * driver stalled longer than the lease), has lost its executors for
+   * good: the application is stopped rather than left waiting.
+   */
+  private void renewLease() {
+    if (jobId == null || settings.ownerLeaseSecs == 0 || leaseUnsupported || givenUp) {
+      return;
+    }
+    long now = System.currentTimeMillis();
+    if (now - lastRenewal < settings.ownerLeaseSecs * 1000L / 4) {
+      return;
+    }
+    try {
+      api.jobs().renewOwnerLease(JobOuterClass.RenewOwnerLeaseRequest.newBuilder().setId(jobId).build());
+      lastRenewal = now;
+    } catch (StatusRuntimeException e) {
+      switch (e.getStatus().getCode()) {
+        case UNIMPLEMENTED -> {
+          leaseUnsupported = true;
+          LOG.warn("Paceline: the server has no owner leases; if this driver dies without stopping, kill {} with"
+              + " `paceline job kill {}`", jobId, jobId);
+        }
+        case FAILED_PRECONDITION -> {
+          givenUp = true;
+          LOG.error("Paceline: executor job {} is over ({}); stopping the application", jobId, describe(e));
+          new Thread(() -> sc.stop(12), "paceline-stop-application").start();
+        }
+        // Unreachable for a moment: the next poll tries again, well within the lease.
+        default -> LOG.warn("Paceline: could not renew the lease of {}: {}", jobId, describe(e));
+      }
+    }
+  }
+
   /** Reads the job's tasks, reports executors lost, and meets the target again. */
   private void poll() {
+    renewLease();
     if (jobId != null) {
       var tasks = api.tasks().listTasks(paceline.v1.TaskOuterClass.ListTasksRequest.newBuilder().setJobId(jobId).build());
       int pending = 0;

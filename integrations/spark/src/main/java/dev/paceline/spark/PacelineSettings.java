@@ -43,6 +43,8 @@ public final class PacelineSettings {
   public final int killGracePeriodSecs;
   public final long pollIntervalMs;
   public final long lossReasonTimeoutMs;
+  /** The executor job's owner lease in seconds (0: none): the job is killed when the driver stops renewing it. */
+  public final int ownerLeaseSecs;
   /** Environment for executors: spark.executorEnv.* plus SPARK_HOME and JAVA_HOME. */
   public final Map<String, String> executorEnv;
   public final String extraJavaOptions;
@@ -92,6 +94,11 @@ public final class PacelineSettings {
     this.killGracePeriodSecs = integer(conf, "spark.paceline.executor.killGracePeriodSeconds", 10, 0, 3600);
     this.pollIntervalMs = integer(conf, "spark.paceline.pollIntervalMs", 1000, 100, 60_000);
     this.lossReasonTimeoutMs = integer(conf, "spark.paceline.executor.lossReasonTimeoutMs", 10_000, 0, 600_000);
+    this.ownerLeaseSecs = integer(conf, "spark.paceline.ownerLeaseSeconds", 60, 0, 86_400);
+    if (ownerLeaseSecs > 0 && ownerLeaseSecs * 1000L < 3 * pollIntervalMs) {
+      throw new IllegalArgumentException("spark.paceline.ownerLeaseSeconds: " + ownerLeaseSecs
+          + " s is less than three polls (spark.paceline.pollIntervalMs " + pollIntervalMs + "); the driver renews the lease as it polls");
+    }
     Map<String, String> e = new TreeMap<>();
     String prefix = "spark.executorEnv.";
     conf.forEach((k, v) -> {

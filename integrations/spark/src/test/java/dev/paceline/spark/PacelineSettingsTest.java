@@ -42,6 +42,16 @@ class PacelineSettingsTest {
   }
 
   @Test
+  void theOwnerLeaseDefaultsToAMinuteMayBeTurnedOffAndMustOutlastThreePolls() {
+    assertEquals(60, of(new HashMap<>()).ownerLeaseSecs);
+    assertEquals(0, of(new HashMap<>(Map.of("spark.paceline.ownerLeaseSeconds", "0"))).ownerLeaseSecs);
+    Map<String, String> tooShort = new HashMap<>(Map.of(
+        "spark.paceline.ownerLeaseSeconds", "2", "spark.paceline.pollIntervalMs", "1000"));
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> of(tooShort));
+    assertTrue(e.getMessage().startsWith("spark.paceline.ownerLeaseSeconds"), e.getMessage());
+  }
+
+  @Test
   void overridesAndExtrasAreHonoured() {
     Map<String, String> conf = new HashMap<>();
     conf.put("spark.executor.memory", "8g");
