@@ -11,8 +11,9 @@ are right, 1 when not):
   dynamic       a backlog of slow tasks (the executor job should grow),
                 then idle until Spark is down to its minimum executors
   slow-count    the word count with slow tasks (for the pool limit and the
-                executor-kill tests); prints `STAGE-RUNNING` once its slow
-                stage has tasks running
+                executor-kill tests; E2E_SLOW_SECS seconds per partition of
+                16, default 2); prints `STAGE-RUNNING` once its slow stage
+                has tasks running
 """
 
 import json
@@ -117,7 +118,8 @@ def main(argv):
                     time.sleep(0.2)
 
             threading.Thread(target=announce, daemon=True).start()
-            counts = word_count(sc, lines, 16, sleep_s=2.0 / (len(lines) / 16))
+            per_partition = float(os.environ.get("E2E_SLOW_SECS", "2.0"))
+            counts = word_count(sc, lines, 16, sleep_s=per_partition / (len(lines) / 16))
             result.update(words=len(counts), total=sum(counts.values()))
             ok = counts == expected
         else:

@@ -548,11 +548,30 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     }
   }
 
+  private static <T extends Throwable> T causeOfType(Throwable e, Class<T> type) {
+    for (Throwable c = e; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (type.isInstance(c)) {
+        return type.cast(c);
+      }
+    }
+    return null;
+  }
+
   private String describe(Throwable e) {
     if (e instanceof StatusRuntimeException s) {
       String what = s.getStatus().getDescription() == null ? "" : ": " + s.getStatus().getDescription();
       if (s.getStatus().getCode() == io.grpc.Status.Code.UNAVAILABLE) {
-        what += " (is the Paceline API at " + settings.target + (settings.tls ? ", with TLS" : ", without TLS") + "?)";
+        javax.net.ssl.SSLException tls = causeOfType(s, javax.net.ssl.SSLException.class);
+        if (tls != null) {
+          // gRPC says only "io exception"; the handshake's own words are in the causes.
+          what += " (TLS handshake with " + settings.target + " failed: " + tls.getMessage() + "; "
+              + (settings.caCertFile == null
+                  ? "the JVM's trust store does not trust the server's certificate: set spark.paceline.tls.caCertFile to the authority that signed it"
+                  : "is " + settings.caCertFile + " the authority that signed the server's certificate, and does the certificate name the host in the master URL?")
+              + ")";
+        } else {
+          what += " (is the Paceline API at " + settings.target + (settings.tls ? ", with TLS" : ", without TLS") + "?)";
+        }
       }
       return s.getStatus().getCode() + what;
     }

@@ -220,7 +220,7 @@ public final class PacelineSettings {
     }
   }
 
-  private static int integer(Map<String, String> conf, String key, int dflt, int min, int max) {
+  static int integer(Map<String, String> conf, String key, int dflt, int min, int max) {
     String v = conf.get(key);
     if (v == null) {
       return dflt;
@@ -236,7 +236,7 @@ public final class PacelineSettings {
     }
   }
 
-  private static double decimal(Map<String, String> conf, String key, double dflt) {
+  static double decimal(Map<String, String> conf, String key, double dflt) {
     String v = conf.get(key);
     if (v == null) {
       return dflt;
@@ -252,7 +252,7 @@ public final class PacelineSettings {
     }
   }
 
-  private static boolean bool(Map<String, String> conf, String key, boolean dflt) {
+  static boolean bool(Map<String, String> conf, String key, boolean dflt) {
     String v = conf.get(key);
     if (v == null) {
       return dflt;
@@ -273,7 +273,7 @@ public final class PacelineSettings {
     return null;
   }
 
-  private static String blankToNull(String s) {
+  static String blankToNull(String s) {
     return s == null || s.isBlank() ? null : s;
   }
 
