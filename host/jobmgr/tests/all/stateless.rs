@@ -107,11 +107,12 @@ async fn a_failed_instance_restarts_with_backoff() {
     assert_eq!(h.jm.task("s2", 0).expect("task").state, TaskState::Running);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn preempted_instances_are_requeued_once_and_come_back() {
+/// A cluster of 1,000 of each kind: job `fill` runs 10 preemptible tasks in
+/// pool /a, using it all; then job `late` (5 tasks) asks for half in /b, which
+/// is owed it, so half of `fill` is to be preempted.
+async fn fill_then_claim(dir: &std::path::Path) -> paceline_jobmgr::scenario::Harness {
     use paceline_model::Resources;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let h = harness(dir.path(), &["h1", "h2"]);
+    let h = harness(dir, &["h1", "h2"]);
     {
         let mut rm = h.resmgr.lock().expect("rm");
         rm.set_capacity(Resources::new(1_000, 1_000, 1_000, 0));
@@ -128,6 +129,13 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     b.pool = "/b".into();
     b.sla.preemptible = true;
     h.jm.create("late", b).await.expect("create");
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempted_instances_are_requeued_once_and_come_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = fill_then_claim(dir.path()).await;
     for _ in 0..10 {
         h.advance(1_000).await;
         h.pump(&no_health, 5).await;
@@ -150,24 +158,8 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
 /// gang nobody wants).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_removed_while_being_preempted_is_not_requeued() {
-    use paceline_model::Resources;
     let dir = tempfile::tempdir().expect("tempdir");
-    let h = harness(dir.path(), &["h1", "h2"]);
-    {
-        let mut rm = h.resmgr.lock().expect("rm");
-        rm.set_capacity(Resources::new(1_000, 1_000, 1_000, 0));
-        rm.create_pool("/a", Default::default()).expect("pool");
-        rm.create_pool("/b", Default::default()).expect("pool");
-    }
-    let mut a = config(JobKind::Stateless, 10);
-    a.pool = "/a".into();
-    a.sla.preemptible = true;
-    h.jm.create("fill", a).await.expect("create");
-    h.pump(&no_health, 10).await;
-    let mut b = config(JobKind::Batch, 5);
-    b.pool = "/b".into();
-    b.sla.preemptible = true;
-    h.jm.create("late", b).await.expect("create");
+    let h = fill_then_claim(dir.path()).await;
     let mut victims = Vec::new();
     for _ in 0..10 {
         h.advance(1_000).await;
