@@ -352,6 +352,7 @@ fn pending_category(info: &paceline_resmgr::PendingInfo) -> String {
         P::OverSlackEntitlement { kind, .. } => format!("admission: over slack entitlement ({kind}) in {pool}"),
         P::OverControllerLimit { kind, .. } => format!("admission: over the controller limit ({kind}) in {pool}"),
         P::ClusterFull { kind, .. } => format!("admission: cluster full ({kind}), waiting for preemption"),
+        P::ClusterUsedUp { kind, .. } => format!("admission: cluster's {kind} all in use by {pool}"),
         P::BehindHead { .. } => format!("admission: queued behind another gang in {pool}"),
         P::PoolCannotHold { kind, .. } => format!("admission: pool {pool} can never hold {kind}"),
     }

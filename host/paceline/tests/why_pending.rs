@@ -161,6 +161,26 @@ async fn a_task_waiting_for_room_counts_the_hosts_by_reason() {
     assert_eq!(status.pending_summary, "1 pending: 1 waiting for capacity");
 }
 
+/// One pool entitled to the whole cluster (as on `paceline dev`): a task
+/// waiting for room waits for the cluster, not for its pool's share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_may_use_the_whole_cluster_waits_for_capacity_when_its_own_work_fills_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = SimCluster::start(dir.path(), shapes(2)).await;
+    let api = Api::over(&c);
+    let id = api.create(&sized(JobKind::Stateless, 3, 4_000)).await.id;
+    let t = api.wait_for_kind(&c, &id, 2, "waiting_for_capacity").await;
+    assert!(
+        t.pending_reason.starts_with(
+            "the cluster's cpu is all in use (4000 millicores short): pool /team may use all of it and its own work holds it"
+        ),
+        "{}",
+        t.pending_reason
+    );
+    no_internal_ids(&t.pending_reason);
+    assert_eq!(api.status(&id).await.pending_summary, "1 pending: 1 waiting for capacity");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_over_its_entitlement_holds_its_gang_and_the_gang_holds_the_next() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -952,7 +952,20 @@ impl ResourceManager {
         let lane = Lane::of(&slot.spec) as usize;
         let reason = match q.blocked[lane] {
             Some(head) if head != gang => PendingReason::BehindHead { head },
-            _ => slot.reason,
+            // Entitled to all the cluster has of that kind, the gang would fit
+            // an empty cluster, and the pool's own work holds some: the
+            // cluster is what is short, which a person reads differently.
+            _ => match slot.reason {
+                PendingReason::OverEntitlement { kind, by } => {
+                    let (k, n) = (kind as usize, &self.tree.nodes[slot.pool as usize]);
+                    if n.ent[k] >= self.capacity[k] && slot.total[k] <= self.capacity[k] && n.alloc_nr[k] > 0 {
+                        PendingReason::ClusterUsedUp { kind, by }
+                    } else {
+                        slot.reason
+                    }
+                }
+                r => r,
+            },
         };
         Some(PendingInfo {
             gang,

@@ -58,6 +58,16 @@ pub enum PendingReason {
         /// By how much.
         by: u64,
     },
+    /// How [`crate::ResourceManager::why_pending`] reads an
+    /// [`PendingReason::OverEntitlement`] when the pool is entitled to all
+    /// the cluster has of `kind`: the cluster, not the pool's share, is what
+    /// is short, and the pool's own work holds it. Admission never records it.
+    ClusterUsedUp {
+        /// The first kind short.
+        kind: ResourceKind,
+        /// By how much.
+        by: u64,
+    },
     /// Queued behind `head`, which waits in the same lane (priority-then-FIFO).
     BehindHead {
         /// The gang at the head of the lane.
@@ -77,6 +87,7 @@ impl PendingReason {
             PendingReason::OverControllerLimit { .. } => "over_controller_limit",
             PendingReason::OverSlackEntitlement { .. } => "over_slack_entitlement",
             PendingReason::ClusterFull { .. } => "cluster_full",
+            PendingReason::ClusterUsedUp { .. } => "cluster_used_up",
             PendingReason::BehindHead { .. } => "behind_head",
         }
     }
@@ -145,6 +156,12 @@ impl std::fmt::Display for PendingInfo {
             PendingReason::ClusterFull { kind, by } => write!(
                 f,
                 "within pool {pool}'s entitlement but the cluster is short {by} {} of {kind}; waiting for preemption",
+                kind.unit()
+            ),
+            PendingReason::ClusterUsedUp { kind, by } => write!(
+                f,
+                "the cluster's {kind} is all in use ({by} {} short): pool {pool} may use all of it and its own work \
+                 holds it; waiting for some of that work to end (or to be preempted by higher priority)",
                 kind.unit()
             ),
             // The head is named by job and instances by the job manager, which

@@ -279,7 +279,9 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
             | PendingReason::OverSlackEntitlement { .. }
             | PendingReason::OverControllerLimit { .. }
             | PendingReason::PoolCannotHold { .. } => why(PendingKind::OverEntitlement, info.to_string()),
-            PendingReason::ClusterFull { .. } => why(PendingKind::WaitingForCapacity, format!("{info} ({words})")),
+            PendingReason::ClusterFull { .. } | PendingReason::ClusterUsedUp { .. } => {
+                why(PendingKind::WaitingForCapacity, format!("{info} ({words})"))
+            }
             PendingReason::BehindHead { .. } => match head {
                 Some(head) => why(
                     PendingKind::BlockedByGang,

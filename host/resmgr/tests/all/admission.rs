@@ -139,10 +139,30 @@ fn fifo_queue_policy_ignores_priority_for_order() {
     let later = rm.submit("/a", GangSpec { priority: 9, ..gang(2, 1, 1_000) }, 0).expect("later");
     rm.tick(1);
     assert!(rm.why_pending(first).is_none(), "first in, first admitted");
-    assert_eq!(
-        rm.why_pending(later).expect("waits").reason,
-        PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 1_000 }
-    );
+    // The pool may use the whole cluster and its own work holds it: what is
+    // short is the cluster (admission still records it over entitlement).
+    let why = rm.why_pending(later).expect("waits");
+    assert_eq!(why.reason, PendingReason::ClusterUsedUp { kind: ResourceKind::Cpu, by: 1_000 });
+    assert!(why.to_string().starts_with("the cluster's cpu is all in use (1000 millicores short)"), "{why}");
+}
+
+#[test]
+fn a_pool_that_held_the_cluster_and_is_now_owed_half_is_over_entitlement_not_waiting_for_the_cluster() {
+    let mut rm = manager(2_000);
+    rm.create_pool("/a", PoolSpec::default()).expect("a");
+    rm.create_pool("/b", PoolSpec::default()).expect("b");
+    for job in 0..2 {
+        rm.submit("/a", gang(job, 1, 1_000), 0).expect("a");
+    }
+    rm.tick(1);
+    // /a holds the cluster; /b's demand now halves /a's share.
+    let b = rm.submit("/b", gang(10, 1, 1_000), 0).expect("b");
+    let a = rm.submit("/a", gang(11, 1, 1_000), 0).expect("a again");
+    rm.tick(2);
+    let why_a = rm.why_pending(a).expect("waits");
+    assert!(matches!(why_a.reason, PendingReason::OverEntitlement { .. }), "{why_a}: /a is entitled to half");
+    let why_b = rm.why_pending(b).expect("waits");
+    assert!(matches!(why_b.reason, PendingReason::ClusterFull { .. }), "{why_b}: /b is owed its half");
 }
 
 #[test]
