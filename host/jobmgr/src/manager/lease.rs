@@ -30,8 +30,8 @@ impl JobManager {
     }
 
     /// Starts job `key`'s owner lease now if its latest spec has one and
-    /// it is not running yet: at create, at recovery, and when an update
-    /// adds a lease. A renewal already counted is kept.
+    /// none is being counted yet: at create, at recovery, and when an update
+    /// adds a lease. A lease already being counted keeps its last renewal.
     pub(crate) fn start_owner_lease(&self, key: u64) {
         let now = self.now();
         let mut m = self.mem();
