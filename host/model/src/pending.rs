@@ -77,7 +77,7 @@ impl PendingKind {
         match self {
             Self::NeverFits => "never fit",
             Self::WaitingForCapacity => "waiting for capacity",
-            Self::OverEntitlement => "over pool entitlement",
+            Self::OverEntitlement => "held by their pool",
             Self::DeferredByPlugin => "deferred by the placement plugin",
             Self::BlockedByGang => "blocked by a gang",
             Self::AdmissionOrder => "waiting in admission order",
@@ -98,6 +98,10 @@ pub struct Why {
     pub kind: PendingKind,
     /// The sentence.
     pub text: String,
+    /// A few words for a job's summary beside the kind's phrase, such as
+    /// which of its pool's bounds holds it ("controller limit of /spark");
+    /// empty when the phrase says enough.
+    pub detail: String,
 }
 
 /// A host as the census counts it: its view and whether it takes new work.

@@ -212,7 +212,7 @@ async fn a_pool_over_its_entitlement_holds_its_gang_and_the_gang_holds_the_next(
     );
     no_internal_ids(&behind.pending_reason);
     let status = api.status(&big).await;
-    assert_eq!(status.pending_summary, "2 pending: 2 over pool entitlement");
+    assert_eq!(status.pending_summary, "2 pending: 2 held by their pool (entitlement of /small)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

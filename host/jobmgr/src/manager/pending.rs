@@ -103,11 +103,11 @@ impl PendingReport {
     }
 }
 
-/// The short detail of a never-fits reason (the part before the census),
-/// empty for other kinds.
+/// The short detail of a reason: the part of a never-fits reason before the
+/// census, the pool's bound for a task its pool holds, else empty.
 fn detail(why: &Why) -> &str {
     if why.kind != PendingKind::NeverFits {
-        return "";
+        return &why.detail;
     }
     let rest = why.text.strip_prefix(NEVER_FITS).unwrap_or(&why.text);
     rest.split(" (").next().unwrap_or(rest)
@@ -266,7 +266,7 @@ fn waits(state: TaskState) -> bool {
 /// The kind and sentence of one waiting instance.
 /// `census` is the census of the instance's shape, `words` its wording.
 fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
-    let why = |kind, text: String| Why { kind, text };
+    let why = |kind, text: String| Why { kind, text, detail: String::new() };
     // Whatever the managers say, a task no host could ever hold is told so
     // first: that is the one a person must act on.
     if census.never_fits() {
@@ -278,7 +278,20 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
             | PendingReason::WaitingOnReservation { .. }
             | PendingReason::OverSlackEntitlement { .. }
             | PendingReason::OverControllerLimit { .. }
-            | PendingReason::PoolCannotHold { .. } => why(PendingKind::OverEntitlement, info.to_string()),
+            | PendingReason::PoolCannotHold { .. } => {
+                let bound = match info.reason {
+                    PendingReason::WaitingOnReservation { .. } => "reservation (non-preemptible work)",
+                    PendingReason::OverSlackEntitlement { .. } => "slack entitlement",
+                    PendingReason::OverControllerLimit { .. } => "controller limit",
+                    PendingReason::PoolCannotHold { .. } => "cap of 0",
+                    _ => "entitlement",
+                };
+                Why {
+                    kind: PendingKind::OverEntitlement,
+                    text: info.to_string(),
+                    detail: format!("{bound} of {}", info.pool),
+                }
+            }
             PendingReason::ClusterFull { .. } | PendingReason::ClusterUsedUp { .. } => {
                 why(PendingKind::WaitingForCapacity, format!("{info} ({words})"))
             }

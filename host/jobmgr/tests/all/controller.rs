@@ -37,4 +37,6 @@ async fn controller_jobs_get_their_share_of_the_pool_and_the_rest_is_left_to_oth
     assert_eq!(count(&e, TaskState::Running), 3, "the rest of the pool is left to other work");
     let why = h.jm.admission_reason("drivers", 4).expect("a waiting driver says why");
     assert!(why.contains("controller_limit_percent"), "{why}");
+    let summary = h.jm.why_pending("drivers", None, Vec::new).summary();
+    assert_eq!(summary, "2 pending: 2 held by their pool (controller limit of /spark)");
 }

@@ -198,6 +198,7 @@ public final class ClusterSubmit {
   /** Waits for the driver job to end, printing its state as it changes; 0 only when it SUCCEEDED. */
   private static int waitFor(PacelineApi api, String id, PrintStream out) throws InterruptedException {
     String last = "";
+    String lastWhy = "";
     while (true) {
       JobOuterClass.Job job;
       try {
@@ -213,6 +214,12 @@ public final class ClusterSubmit {
         out.println("paceline-spark-submit: driver job " + id + " " + state);
         last = state;
       }
+      // Why it waits (a full pool, the controller limit), each time that changes.
+      String why = job.getStatus().getPendingSummary();
+      if (state.equals("PENDING") && !why.isEmpty() && !why.equals(lastWhy)) {
+        out.println("paceline-spark-submit: driver job " + id + " waits: " + why);
+      }
+      lastWhy = why;
       switch (job.getStatus().getState()) {
         case JOB_STATE_SUCCEEDED -> {
           return 0;
