@@ -1,5 +1,6 @@
 //! The audit log end to end, with the real binary: changes made with the
-//! CLI (a job created and killed, a plugin deploy the server refuses) are
+//! CLI (a job created and killed, a plugin deploy the server refuses; an
+//! owner-lease renewal is left out) are
 //! recorded with their principal, target and outcome, `paceline audit`
 //! filters them, a `user` reads only their own records, refused calls are
 //! recorded, and `paceline server --audit-max-rows` bounds the log.
@@ -48,11 +49,24 @@ fn changes_are_recorded_with_principal_target_and_outcome_and_filtered() {
     let dir = dir.path();
     let api = free_port();
     let _dev = Dev::start(dir, api, 2, &[]);
-    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
-    let created = ok(cli(api, None, &["job", "create", hello.to_str().expect("utf-8"), "-o", "json"]));
+    // A job with an owner lease that runs until killed: its renewals are not audited.
+    let leased = dir.join("hello-leased.yaml");
+    std::fs::write(
+        &leased,
+        "name: hello\npool: /default\nkind: batch\ninstance_count: 1\nowner_lease_secs: 600\ndefault_task:\n  \
+         command: sh\n  args: [\"-c\", \"echo hello; sleep 300\"]\n  \
+         resources: {cpu_millis: 100, memory_mib: 32, disk_mib: 10}\n",
+    )
+    .expect("write");
+    let created = ok(cli(api, None, &["job", "create", leased.to_str().expect("utf-8"), "-o", "json"]));
     let id = serde_json::from_str::<serde_json::Value>(&created).expect("json")["id"].as_str().expect("id").to_string();
+    let renewed = ok(cli(api, None, &["job", "renew-lease", &id]));
+    assert_eq!(renewed, format!("{id}: owner lease renewed for 600 s"));
     ok(cli(api, None, &["job", "kill", &id]));
     ok(cli(api, None, &["job", "get", &id])); // a read: not audited
+    let late = cli(api, None, &["job", "renew-lease", &id]);
+    let why = String::from_utf8_lossy(&late.stderr).to_string();
+    assert!(!late.status.success() && why.contains("kill requested"), "a killed job's lease is not renewed: {why}");
     // A component with a valid header and nothing valid after it: the
     // client sends it, the server refuses it.
     let broken = dir.join("broken.wasm");
@@ -64,7 +78,11 @@ fn changes_are_recorded_with_principal_target_and_outcome_and_filtered() {
 
     eventually(30, "three audit records", || audit(api, None, &[]).len() >= 3);
     let all = audit(api, None, &[]);
-    assert_eq!(methods(&all), ["DeployPlugin", "KillJob", "CreateJob"], "newest first, reads left out: {all:#?}");
+    assert_eq!(
+        methods(&all),
+        ["DeployPlugin", "KillJob", "CreateJob"],
+        "newest first, reads and lease renewals left out: {all:#?}"
+    );
     let create = find(&all, "/paceline.v1.JobService/CreateJob");
     assert_eq!((create["principal"].as_str(), create["role"].as_str()), (Some("anonymous"), Some("admin")));
     assert_eq!((create["target"].as_str(), create["job_id"].as_str()), (Some(id.as_str()), Some(id.as_str())));
