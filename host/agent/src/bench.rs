@@ -77,6 +77,7 @@ pub async fn bench_launch(
             health_check: None,
             volume: None,
             kill_grace_period_secs: 1,
+            stop_signal: String::new(),
             secrets: Vec::new(),
             gpu: Default::default(),
         };

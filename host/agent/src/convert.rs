@@ -38,6 +38,7 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
         health_check,
         volume: spec.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
+        stop_signal: spec.stop_signal.clone(),
         secrets: req.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
     }
 }

@@ -16,13 +16,15 @@ use tokio::process::{Child, Command};
 /// restarted). Arguments: exit file, cgroup.procs path or "", address-space
 /// limit in KiB or "", then the command and its arguments.
 ///
-/// The `trap` keeps the wrapper alive through the SIGTERM sent to the whole
-/// group so it can record the task's status; handlers (unlike ignored
-/// signals) reset to default in the task, so the task still sees SIGTERM.
+/// The `trap` keeps the wrapper alive through the stop signal sent to the
+/// whole group (SIGTERM, or the task's `stop_signal`: every name of
+/// `paceline_model::task::STOP_SIGNALS`) so it can record the task's status;
+/// handlers (unlike ignored signals) reset to default in the task, so the
+/// task still sees the signal.
 const WRAPPER: &str = r#"exit_file=$1; cg=$2; as_kib=$3; shift 3
 if [ -n "$cg" ]; then echo $$ > "$cg" || exit 125; fi
 if [ -n "$as_kib" ]; then ulimit -v "$as_kib" || exit 125; fi
-trap ':' TERM INT HUP
+trap ':' TERM INT HUP QUIT USR1 USR2 PWR WINCH
 "$@"
 code=$?
 echo "$code" > "$exit_file"
@@ -72,6 +74,18 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
 
 /// Sends `signal` to the process group led by `pgid`; false when the group
 /// is gone.
+/// The signal named by a task's `stop_signal` (empty: SIGTERM); `None` for
+/// a name outside `paceline_model::task::STOP_SIGNALS`.
+pub(crate) fn stop_signal(name: &str) -> Option<Signal> {
+    if name.is_empty() {
+        return Some(Signal::SIGTERM);
+    }
+    if !paceline_model::task::STOP_SIGNALS.contains(&name) {
+        return None;
+    }
+    name.parse::<Signal>().ok()
+}
+
 pub(crate) fn signal_group(pgid: u32, signal: Signal) -> bool {
     let Ok(pgid) = i32::try_from(pgid) else {
         return false;

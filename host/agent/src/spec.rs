@@ -41,8 +41,12 @@ pub struct RunSpec {
     pub health_check: Option<HealthSpec>,
     /// Optional persistent volume.
     pub volume: Option<VolumeRef>,
-    /// Seconds between SIGTERM and SIGKILL; 0 means the agent's default.
+    /// Seconds between the stop signal and SIGKILL; 0 means the agent's default.
     pub kill_grace_period_secs: u32,
+    /// The first signal when the run is killed (a name of
+    /// `paceline_model::task::STOP_SIGNALS`); empty: SIGTERM.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stop_signal: String,
     /// The run's secrets (decision 0032): in memory only, never in the
     /// run's record (`serde(skip)`), so a restarted agent has none (the
     /// process it adopts has them already).
@@ -208,6 +212,7 @@ impl RunSpec {
             health_check,
             volume,
             kill_grace_period_secs: launch.kill_grace_period_secs,
+            stop_signal: launch.stop_signal.clone(),
             secrets: launch_secrets(&launch.secrets)?,
             gpu: paceline_proto::convert::gpu_grant(launch.gpu.as_ref()),
         };
@@ -224,6 +229,12 @@ impl RunSpec {
         }
         if self.command.contains('\0') || self.args.iter().any(|a| a.contains('\0')) {
             return Err(LaunchError::new("args", "contains a NUL byte"));
+        }
+        if !self.stop_signal.is_empty() && crate::process::stop_signal(&self.stop_signal).is_none() {
+            return Err(LaunchError::new(
+                "stop_signal",
+                format!("`{}` is not one of {}", self.stop_signal, paceline_model::task::STOP_SIGNALS.join(", ")),
+            ));
         }
         for (name, value) in &self.env {
             if name.is_empty() || name.contains('=') || name.contains('\0') || value.contains('\0') {
@@ -310,6 +321,7 @@ impl RunSpec {
             health_check,
             volume: self.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
             kill_grace_period_secs: self.kill_grace_period_secs,
+            stop_signal: self.stop_signal.clone(),
             secrets: self.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
         }
     }

@@ -80,6 +80,7 @@ fn seed_launch() -> pb::Launch {
         }),
         volume: Some(pb::Volume { name: "data".into(), size_mib: 10 }),
         kill_grace_period_secs: 3,
+        stop_signal: "SIGUSR1".into(),
         gpu: None,
         secrets: vec![pb::LaunchSecret {
             name: "db".into(),

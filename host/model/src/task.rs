@@ -114,11 +114,21 @@ pub struct TaskSpec {
     pub volume: Option<VolumeSpec>,
     /// Seconds between the polite stop signal and the forced kill.
     pub kill_grace_period_secs: u32,
+    /// The polite stop signal (one of [`STOP_SIGNALS`]); empty: SIGTERM.
+    /// Not written when empty, so the stored form of other specs is unchanged.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub stop_signal: String,
     /// Secrets of the job's pool the task receives, each as an environment
     /// variable or a file (decision 0032); names only, never values.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<crate::task_secret::SecretRef>,
 }
+
+/// The signals a task may ask to be stopped with (`stop_signal`): those a
+/// program can catch to shut down its own way. SIGKILL and SIGSTOP are not
+/// among them (nothing can catch them), nor are signals that report faults.
+pub const STOP_SIGNALS: &[&str] =
+    &["SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGPWR", "SIGWINCH"];
 
 impl TaskSpec {
     /// Checks sizes and internal consistency.
@@ -127,6 +137,12 @@ impl TaskSpec {
             return Err(SpecError::Empty("command"));
         }
         check_len("command", &self.command)?;
+        if !self.stop_signal.is_empty() && !STOP_SIGNALS.contains(&self.stop_signal.as_str()) {
+            return Err(SpecError::Invalid {
+                field: "stop_signal",
+                reason: format!("`{}` is not one of {}", self.stop_signal, STOP_SIGNALS.join(", ")),
+            });
+        }
         check_count("args", self.args.len())?;
         for a in &self.args {
             check_len("args", a)?;

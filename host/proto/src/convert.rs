@@ -298,6 +298,7 @@ pub fn task_spec(field: &str, t: &pb::TaskSpec) -> Result<TaskSpec, FieldError> 
             .unwrap_or_default(),
         volume: t.volume.as_ref().map(|v| VolumeSpec { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: t.kill_grace_period_secs,
+        stop_signal: t.stop_signal.clone(),
         secrets: t
             .secrets
             .iter()
@@ -360,6 +361,7 @@ pub fn task_spec_pb(t: &TaskSpec) -> pb::TaskSpec {
         }),
         volume: t.volume.as_ref().map(|v| pb::Volume { name: v.name.clone(), size_mib: v.size_mib }),
         kill_grace_period_secs: t.kill_grace_period_secs,
+        stop_signal: t.stop_signal.clone(),
         secrets: t
             .secrets
             .iter()
@@ -687,6 +689,23 @@ mod tests {
         let wire = job_spec_pb(&leased);
         assert_eq!(wire.owner_lease_secs, Some(30));
         assert_eq!(job_config("spec", &wire), Ok(leased));
+    }
+
+    #[test]
+    fn a_stop_signal_travels_and_one_outside_the_list_is_refused_by_name() {
+        let mut model = spec();
+        model.default_task.stop_signal = "SIGPWR".into();
+        let wire = job_spec_pb(&model);
+        assert_eq!(wire.default_task.as_ref().map(|t| t.stop_signal.as_str()), Some("SIGPWR"));
+        assert_eq!(job_config("spec", &wire), Ok(model));
+        for bad in ["SIGKILL", "PWR", "sigterm"] {
+            let mut wire = job_spec_pb(&spec());
+            if let Some(t) = wire.default_task.as_mut() {
+                t.stop_signal = bad.into();
+            }
+            let err = job_config("spec", &wire).expect_err(bad).to_string();
+            assert!(err.contains("spec.default_task.stop_signal"), "{bad}: {err}");
+        }
     }
 
     #[test]

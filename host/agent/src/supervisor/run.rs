@@ -212,9 +212,11 @@ impl Supervisor {
                         && let Err(e) = updated.save(&self.state_dir(&run_id)) {
                         tracing::warn!(run_id, error = %e, "persisting the kill request");
                     }
-                    tracing::info!(run_id, pid, grace_ms = grace.as_millis() as u64, "killing run: SIGTERM");
+                    // Checked at launch; a record from an older agent has none.
+                    let first = process::stop_signal(&rec.spec.stop_signal).unwrap_or(Signal::SIGTERM);
+                    tracing::info!(run_id, pid, grace_ms = grace.as_millis() as u64, signal = %first, "killing run");
                     if self.leader_is_ours(&waiter) {
-                        process::signal_group(pid, Signal::SIGTERM);
+                        process::signal_group(pid, first);
                     }
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }

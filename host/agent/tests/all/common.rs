@@ -73,6 +73,7 @@ pub fn spec(run_id: &str, command: &str, args: &[&str]) -> RunSpec {
         health_check: None,
         volume: None,
         kill_grace_period_secs: 5,
+        stop_signal: String::new(),
         secrets: Vec::new(),
         gpu: Default::default(),
     }

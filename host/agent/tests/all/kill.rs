@@ -50,3 +50,34 @@ async fn a_task_exiting_0_on_sigterm_still_ends_killed() {
     assert_eq!(state(last), RunState::Killed);
     assert_eq!(last.exit_code, Some(0));
 }
+
+/// A task that asks to be stopped with another signal (Spark executors
+/// decommission on SIGPWR) gets that signal first, and the wrapper that
+/// records its status survives it.
+#[tokio::test]
+async fn a_task_with_a_stop_signal_is_sent_that_signal_first() {
+    let mut h = harness().await;
+    let mut s = sh("pwr-1", "trap 'echo got PWR; exit 0' PWR; trap '' TERM; echo ready; while :; do sleep 0.1; done");
+    s.stop_signal = "SIGPWR".into();
+    h.sup.launch_spec(s).unwrap();
+    wait_stdout(&h.sup, "pwr-1", "ready").await;
+    let start = Instant::now();
+    h.sup.kill("pwr-1", Some(5)).unwrap();
+    let updates = wait_terminal(&mut h.events, "pwr-1", Duration::from_secs(10)).await;
+    let last = updates.last().unwrap();
+    assert_eq!(state(last), RunState::Killed);
+    assert_eq!(last.exit_code, Some(0), "it ended its own way, not by SIGKILL: {last:?}");
+    assert!(start.elapsed() < Duration::from_secs(4), "before the grace ran out: {:?}", start.elapsed());
+    wait_stdout(&h.sup, "pwr-1", "got PWR").await;
+}
+
+#[tokio::test]
+async fn a_stop_signal_outside_the_list_is_refused_at_launch() {
+    let h = harness().await;
+    for bad in ["SIGKILL", "SIGSTOP", "SIGSEGV", "TERM", "nonsense"] {
+        let mut s = spec("bad-1", "sleep", &["1"]);
+        s.stop_signal = bad.into();
+        let err = h.sup.launch_spec(s).expect_err(bad).to_string();
+        assert!(err.contains("stop_signal"), "{bad}: {err}");
+    }
+}

@@ -105,6 +105,7 @@ pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
         }),
         volume: spec.volume.map(|v| pb::Volume { name: v.name, size_mib: v.size_mib }),
         kill_grace_period_secs: spec.kill_grace_period_secs,
+        stop_signal: spec.stop_signal.clone(),
         secrets: secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
         gpu: paceline_proto::convert::gpu_grant_pb(&gpu),
     }

@@ -206,6 +206,39 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     });
   }
 
+  /**
+   * Executors Spark decommissions (dynamic allocation with {@code
+   * spark.decommission.enabled}, or one that got its decommission signal)
+   * leave by themselves once their blocks have moved; their instances are
+   * removed now, so that Paceline does not start them again when they exit.
+   * Removing sends the stop signal again, which a decommissioning executor
+   * already handles, and SIGKILL only after the grace period.
+   */
+  @Override
+  public scala.collection.immutable.Seq<String> decommissionExecutors(
+      scala.Tuple2<String, org.apache.spark.scheduler.ExecutorDecommissionInfo>[] executorsAndInfo,
+      boolean adjustTargetNumExecutors,
+      boolean triggeredByExecutor) {
+    scala.collection.immutable.Seq<String> ids =
+        super.decommissionExecutors(executorsAndInfo, adjustTargetNumExecutors, triggeredByExecutor);
+    List<String> decommissioned = new ArrayList<>(CollectionConverters.asJava(ids));
+    onWorker(() -> {
+      List<Integer> remove = new ArrayList<>();
+      for (String e : decommissioned) {
+        Instance rec = parse(e);
+        if (rec != null && !rec.removedByUs) {
+          rec.removedByUs = true;
+          remove.add(rec.id);
+        }
+      }
+      if (!remove.isEmpty() && jobId != null) {
+        api.jobs().removeInstances(JobOuterClass.RemoveInstancesRequest.newBuilder().setId(jobId).addAllInstances(remove).build());
+        LOG.info("Paceline: removed instances {} of {} (executors Spark decommissions)", remove, jobId);
+      }
+    });
+    return ids;
+  }
+
   @Override
   public CoarseGrainedSchedulerBackend.DriverEndpoint createDriverEndpoint() {
     return new Endpoint();
@@ -322,6 +355,9 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
             .setDiskMib(settings.diskMiB)
             .setGpus(settings.gpus))
         .setKillGracePeriodSecs(settings.killGracePeriodSecs)
+        // Decommissioning: a preempted or removed executor first gets the
+        // signal Spark listens for, and the grace period to migrate its blocks.
+        .setStopSignal(settings.stopSignal)
         .build();
     JobOuterClass.JobSpec.Builder spec = JobOuterClass.JobSpec.newBuilder()
         .setName(settings.jobName)
@@ -449,15 +485,22 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     };
   }
 
-  /** Whether the instance's executor is over: its run ended or was restarted, or it is being stopped. */
-  private static boolean ended(paceline.v1.TaskOuterClass.Task t, Instance rec) {
+  /**
+   * Whether the instance's executor is over: its run ended or was restarted,
+   * or it is being stopped. With decommissioning, an executor being stopped
+   * is not over yet: it got its decommission signal and is moving its blocks
+   * (it tells Spark itself), so it is reported only once its run has ended;
+   * telling Spark earlier would drop its blocks before they move.
+   */
+  private boolean ended(paceline.v1.TaskOuterClass.Task t, Instance rec) {
     if (t.getRun() > rec.firstRun && rec.firstRun > 0) {
       return true;
     }
+    boolean decommissions = !settings.stopSignal.isEmpty();
     return switch (t.getState()) {
-      case TASK_STATE_SUCCEEDED, TASK_STATE_FAILED, TASK_STATE_LOST, TASK_STATE_KILLED, TASK_STATE_KILLING,
-          TASK_STATE_PREEMPTING -> true;
-      default -> "KILL".equalsIgnoreCase(t.getGoal());
+      case TASK_STATE_SUCCEEDED, TASK_STATE_FAILED, TASK_STATE_LOST, TASK_STATE_KILLED -> true;
+      case TASK_STATE_KILLING, TASK_STATE_PREEMPTING -> !decommissions;
+      default -> !decommissions && "KILL".equalsIgnoreCase(t.getGoal());
     };
   }
 

@@ -19,6 +19,9 @@ public final class PacelineSettings {
   /** Master URL schemes this manager answers: the second passes spark-submit's check. */
   public static final String SCHEME = "paceline://";
   public static final String SUBMIT_SCHEME = "local-paceline://";
+  /** The signals Paceline may stop a task with (TaskSpec.stop_signal). */
+  static final java.util.List<String> STOP_SIGNALS =
+      java.util.List.of("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGPWR", "SIGWINCH");
 
   /** {@code host:port} of the Paceline API. */
   public final String target;
@@ -45,6 +48,14 @@ public final class PacelineSettings {
   public final long lossReasonTimeoutMs;
   /** The executor job's owner lease in seconds (0: none): the job is killed when the driver stops renewing it. */
   public final int ownerLeaseSecs;
+  /**
+   * The executors' stop signal: with {@code spark.decommission.enabled}, the
+   * one their decommissioning listens for ({@code SIG} + {@code
+   * spark.executor.decommission.signal}, SIGPWR by default), so an executor
+   * that is preempted or removed decommissions before it is killed; else
+   * empty (SIGTERM).
+   */
+  public final String stopSignal;
   /** Environment for executors: spark.executorEnv.* plus SPARK_HOME and JAVA_HOME. */
   public final Map<String, String> executorEnv;
   public final String extraJavaOptions;
@@ -94,6 +105,16 @@ public final class PacelineSettings {
     this.killGracePeriodSecs = integer(conf, "spark.paceline.executor.killGracePeriodSeconds", 10, 0, 3600);
     this.pollIntervalMs = integer(conf, "spark.paceline.pollIntervalMs", 1000, 100, 60_000);
     this.lossReasonTimeoutMs = integer(conf, "spark.paceline.executor.lossReasonTimeoutMs", 10_000, 0, 600_000);
+    if (bool(conf, "spark.decommission.enabled", false)) {
+      String sig = "SIG" + conf.getOrDefault("spark.executor.decommission.signal", "PWR").trim().toUpperCase(Locale.ROOT);
+      if (!STOP_SIGNALS.contains(sig)) {
+        throw new IllegalArgumentException("spark.executor.decommission.signal: Paceline stops tasks with one of "
+            + String.join(", ", STOP_SIGNALS) + " (without SIG), not " + sig);
+      }
+      this.stopSignal = sig;
+    } else {
+      this.stopSignal = "";
+    }
     this.ownerLeaseSecs = integer(conf, "spark.paceline.ownerLeaseSeconds", 60, 0, 86_400);
     if (ownerLeaseSecs > 0 && ownerLeaseSecs * 1000L < 3 * pollIntervalMs) {
       throw new IllegalArgumentException("spark.paceline.ownerLeaseSeconds: " + ownerLeaseSecs

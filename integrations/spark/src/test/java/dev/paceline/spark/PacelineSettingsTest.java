@@ -52,6 +52,17 @@ class PacelineSettingsTest {
   }
 
   @Test
+  void withDecommissioningExecutorsAreStoppedWithItsSignal() {
+    assertEquals("", of(new HashMap<>()).stopSignal);
+    assertEquals("SIGPWR", of(new HashMap<>(Map.of("spark.decommission.enabled", "true"))).stopSignal);
+    assertEquals("SIGUSR2", of(new HashMap<>(Map.of(
+        "spark.decommission.enabled", "true", "spark.executor.decommission.signal", "usr2"))).stopSignal);
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> of(new HashMap<>(Map.of(
+        "spark.decommission.enabled", "true", "spark.executor.decommission.signal", "KILL"))));
+    assertTrue(e.getMessage().startsWith("spark.executor.decommission.signal"), e.getMessage());
+  }
+
+  @Test
   void overridesAndExtrasAreHonoured() {
     Map<String, String> conf = new HashMap<>();
     conf.put("spark.executor.memory", "8g");
