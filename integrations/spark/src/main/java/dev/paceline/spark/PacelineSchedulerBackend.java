@@ -190,20 +190,23 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
   @Override
   public Future<Object> doKillExecutors(scala.collection.immutable.Seq<String> executorIds) {
     List<String> ids = new ArrayList<>(CollectionConverters.asJava(executorIds));
-    return onWorker(() -> {
-      List<Integer> remove = new ArrayList<>();
-      for (String e : ids) {
-        Instance rec = parse(e);
-        if (rec != null && !rec.removedByUs) {
-          rec.removedByUs = true;
-          remove.add(rec.id);
-        }
+    return onWorker(() -> removeForSpark(ids, "executors Spark killed"));
+  }
+
+  /** Removes the instances of executors Spark let go of (on the worker). */
+  private void removeForSpark(List<String> executorIds, String why) {
+    List<Integer> remove = new ArrayList<>();
+    for (String e : executorIds) {
+      Instance rec = parse(e);
+      if (rec != null && !rec.removedByUs) {
+        rec.removedByUs = true;
+        remove.add(rec.id);
       }
-      if (!remove.isEmpty() && jobId != null) {
-        api.jobs().removeInstances(JobOuterClass.RemoveInstancesRequest.newBuilder().setId(jobId).addAllInstances(remove).build());
-        LOG.info("Paceline: removed instances {} of {} (executors Spark killed)", remove, jobId);
-      }
-    });
+    }
+    if (!remove.isEmpty() && jobId != null) {
+      api.jobs().removeInstances(JobOuterClass.RemoveInstancesRequest.newBuilder().setId(jobId).addAllInstances(remove).build());
+      LOG.info("Paceline: removed instances {} of {} ({})", remove, jobId, why);
+    }
   }
 
   /**
@@ -222,20 +225,7 @@ public final class PacelineSchedulerBackend extends CoarseGrainedSchedulerBacken
     scala.collection.immutable.Seq<String> ids =
         super.decommissionExecutors(executorsAndInfo, adjustTargetNumExecutors, triggeredByExecutor);
     List<String> decommissioned = new ArrayList<>(CollectionConverters.asJava(ids));
-    onWorker(() -> {
-      List<Integer> remove = new ArrayList<>();
-      for (String e : decommissioned) {
-        Instance rec = parse(e);
-        if (rec != null && !rec.removedByUs) {
-          rec.removedByUs = true;
-          remove.add(rec.id);
-        }
-      }
-      if (!remove.isEmpty() && jobId != null) {
-        api.jobs().removeInstances(JobOuterClass.RemoveInstancesRequest.newBuilder().setId(jobId).addAllInstances(remove).build());
-        LOG.info("Paceline: removed instances {} of {} (executors Spark decommissions)", remove, jobId);
-      }
-    });
+    onWorker(() -> removeForSpark(decommissioned, "executors Spark decommissions"));
     return ids;
   }
 
