@@ -72,8 +72,6 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-/// Sends `signal` to the process group led by `pgid`; false when the group
-/// is gone.
 /// The signal named by a task's `stop_signal` (empty: SIGTERM); `None` for
 /// a name outside `paceline_model::task::STOP_SIGNALS`.
 pub(crate) fn stop_signal(name: &str) -> Option<Signal> {
@@ -86,6 +84,8 @@ pub(crate) fn stop_signal(name: &str) -> Option<Signal> {
     name.parse::<Signal>().ok()
 }
 
+/// Sends `signal` to the process group led by `pgid`; false when the group
+/// is gone.
 pub(crate) fn signal_group(pgid: u32, signal: Signal) -> bool {
     let Ok(pgid) = i32::try_from(pgid) else {
         return false;
