@@ -290,7 +290,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ApiError> {
     tracing::info!(addr = ?listener.local_addr().ok(), "API listening");
-    serve_incoming(roles, tokio_stream::wrappers::TcpListenerStream::new(listener), config, shutdown).await
+    serve_incoming(roles, paceline_proto::incoming::tcp(listener), config, shutdown).await
 }
 
 /// Like [`serve`], on connections accepted elsewhere (a highly available

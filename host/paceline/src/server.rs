@@ -884,7 +884,7 @@ async fn api_incoming(api: ApiSocket, listen: SocketAddr) -> Result<(IncomingStr
                 .map_err(|source| ServerError::Listen { addr: listen, source })?;
             let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: listen, source })?;
             tracing::info!(%addr, "API listening");
-            (Box::pin(tokio_stream::wrappers::TcpListenerStream::new(listener)), addr)
+            (Box::pin(paceline_proto::incoming::tcp(listener)), addr)
         }
         ApiSocket::Incoming { connections, addr } => {
             use futures::StreamExt as _;

@@ -16,6 +16,7 @@
 //!   a process of its own and the core roles.
 //! - [`convert`]: wire ⇄ model.
 //! - [`bearer`]: the interceptor that puts a bearer token on every call.
+//! - [`incoming`]: how every server of ours accepts connections (Nagle off).
 //! - `redacted`: the hand-written `Debug` of messages that carry a secret's value.
 
 /// The node-agent protocol.
@@ -55,6 +56,7 @@ pub mod placement {
 
 pub mod bearer;
 pub mod convert;
+pub mod incoming;
 mod redacted;
 
 /// The public API, version 1.

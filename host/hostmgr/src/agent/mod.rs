@@ -34,7 +34,7 @@ use paceline_model::run::LaunchRequest;
 use paceline_proto::agent::v1 as pb;
 use pb::agent_service_server::{AgentService, AgentServiceServer};
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -197,7 +197,7 @@ impl AgentProvider {
         }
         builder
             .add_service(self.into_service())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .serve_with_incoming_shutdown(paceline_proto::incoming::tcp(listener), shutdown)
             .await
             .map_err(|e| ProviderError::Remote { host: "agent port".into(), message: e.to_string() })
     }

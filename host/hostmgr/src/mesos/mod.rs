@@ -236,7 +236,11 @@ impl MesosProvider {
     /// A provider for `config`; with a store, the framework id survives restarts.
     pub fn new(config: MesosConfig, store: Option<Arc<dyn Store>>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = Client::builder(TokioExecutor::new()).build_http();
+        // Nagle's algorithm off: calls are small writes that must not wait
+        // on the master's delayed ACK.
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).build(connector);
         MesosProvider {
             inner: Arc::new(Inner {
                 config,

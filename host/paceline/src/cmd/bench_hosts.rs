@@ -252,7 +252,7 @@ async fn remote_engine(
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(peer.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(paceline_proto::incoming::tcp(listener)),
     );
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
     let remote =
