@@ -172,6 +172,27 @@ async fn bench(
         leaves.push(path);
     }
 
+    // One client's calls in a row on an idle server: what a CLI command or
+    // a script waits per call (the load below hides it behind 32 clients).
+    // Answers of different sizes and a refusal leave the server in
+    // different writes (a larger answer's trailers in a write of their own).
+    let calls = [
+        ("GetPool of a team (a small answer)", Some(leaves[0].clone())),
+        ("ListPools (the whole tree)", None),
+        ("GetPool of no pool (refused NOT_FOUND)", Some("/no-such-pool".to_string())),
+    ];
+    for (what, path) in calls {
+        let trips = round_trips(&pools, path.as_deref(), 500).await?;
+        let pct = |p: f64| trips.get(((trips.len() as f64 - 1.0) * p) as usize).copied().unwrap_or_default();
+        println!(
+            "API round trip, one client, {} calls in a row on the idle server, {what}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            trips.len(),
+            pct(0.50).as_secs_f64() * 1e3,
+            pct(0.99).as_secs_f64() * 1e3,
+            trips.last().copied().unwrap_or_default().as_secs_f64() * 1e3
+        );
+    }
+
     let leaves = Arc::new(leaves);
     let leadership = match &args.zookeeper {
         Some(connect) => Some(LeadershipWatch::start(connect, &args).await?),
@@ -222,6 +243,33 @@ async fn bench(
 }
 
 type Api = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, paceline_proto::bearer::Bearer>;
+
+/// `calls` calls in a row, each timed: GetPool of `path`, or ListPools
+/// without one; their times, sorted. NOT_FOUND counts as an answer (a path
+/// that names no pool); any other refusal ends the bench.
+async fn round_trips(
+    pools: &PoolServiceClient<Api>,
+    path: Option<&str>,
+    calls: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut pools = pools.clone();
+    let mut trips = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let sent = Instant::now();
+        let answer = match path {
+            Some(path) => pools.get_pool(pb::GetPoolRequest { path: path.into() }).await.map(drop),
+            None => pools.list_pools(pb::ListPoolsRequest {}).await.map(drop),
+        };
+        match answer {
+            Ok(()) => {}
+            Err(status) if status.code() == tonic::Code::NotFound => {}
+            Err(status) => bail!("{}: {status}", path.unwrap_or("ListPools")),
+        }
+        trips.push(sent.elapsed());
+    }
+    trips.sort_unstable();
+    Ok(trips)
+}
 
 /// One round: every job submitted by the clients; returns (all submitted, all launched)
 /// since the round began, and the jobs' ids.
