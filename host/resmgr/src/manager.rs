@@ -635,6 +635,59 @@ impl ResourceManager {
         self.apply(id, event, now_ms).map(|_| ())
     }
 
+    /// Releases what job `job` still holds here for `instances` (sorted)
+    /// short of a host: each admitted task of theirs that is READY (queued
+    /// or backing off) or PLACING ends KILLED at once and its pool is given
+    /// back. For runs the job manager stopped before launch, whose task
+    /// handle it never learnt (a gang is admitted here, and the handle
+    /// reaches the job manager only with its placement). One walk over the
+    /// job's live tasks, whatever the number of instances. Returns how many
+    /// tasks were released. A PLACING task released here is dropped by the
+    /// engine's commit, or refused when it is sent back.
+    pub fn release_unplaced(&mut self, job: u64, instances: &[u32], now_ms: u64) -> usize {
+        let mut unplaced = Vec::new();
+        let mut slot = self.job_heads.get(&job).copied().unwrap_or(NO_SLOT);
+        while let Some(t) = self.tasks.get(slot as usize) {
+            if matches!(t.state, TaskState::Ready | TaskState::Placing) && instances.binary_search(&t.instance).is_ok()
+            {
+                unplaced.push(handle(slot, t.generation));
+            }
+            slot = t.job_next;
+        }
+        // Each kill below queues one kill request, for nothing on a host:
+        // they are dropped again.
+        let requests = self.kills.len();
+        for &id in &unplaced {
+            // Kill, then confirmed at once: nothing runs on a host to wait for.
+            if self.apply(id, TaskEvent::Kill, now_ms).is_ok() {
+                let _ = self.apply(id, TaskEvent::KillConfirmed, now_ms);
+            }
+        }
+        self.kills.truncate(requests);
+        unplaced.len()
+    }
+
+    /// Cancels the queued one-task gangs of job `job` for `instances`
+    /// (sorted): the gangs requeued here for preempted runs, whose ids the
+    /// job manager does not hold. A scan over the gang records, so only for
+    /// that rare case. Returns how many were cancelled.
+    pub fn cancel_queued_of(&mut self, job: u64, instances: &[u32]) -> usize {
+        let found: Vec<GangId> = self
+            .gangs
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.queued
+                    && s.spec.job == job
+                    && s.spec.tasks == 1
+                    && instances.binary_search(&s.spec.first_instance).is_ok()
+            })
+            .map(|(i, s)| GangId::new(i as u32, s.generation))
+            .collect();
+        found.into_iter().filter(|&g| self.cancel(g)).count()
+    }
+
     /// Asks for a task to be killed; the kill request comes back from the next
     /// [`ResourceManager::tick`] (or [`ResourceManager::take_kills`]).
     pub fn kill(&mut self, id: TaskHandle, now_ms: u64) -> Result<(), TaskError> {

@@ -128,18 +128,67 @@ impl JobManager {
         }
     }
 
-    /// Gives a run that never reached a host back to the resource manager.
-    pub(crate) fn rm_release(&self, rm: &mut paceline_resmgr::ResourceManager, t: &TaskEntry) {
+    /// Gives a run that never reached a host back to the resource manager,
+    /// where it can by itself: a task whose handle it holds, or a gang
+    /// still queued. Says what is left for the caller, which releases those
+    /// of a job together ([`release_left`]).
+    pub(crate) fn rm_release(&self, rm: &mut paceline_resmgr::ResourceManager, t: &TaskEntry) -> Released {
         let now = self.now();
-        if let Some(id) = t.rm_task {
+        if let Some(id) = t.rm_task
+            && rm.task(id).is_some()
+        {
             if rm.kill(id, now).is_ok() {
                 let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
             }
-        } else if let Some(gang) = t.gang {
+            return Released::Done;
+        }
+        match t.gang {
             // Cancels the whole queued gang: only done when the gang is one
             // task or every member is being released.
-            rm.cancel(gang);
+            Some(gang) if rm.cancel(gang) => Released::Done,
+            // Admitted (READY or PLACING, charged to its pool): the task's
+            // handle reaches us only with its placement.
+            Some(_) => Released::Admitted,
+            // A preempted run the resource manager queued again as a gang of
+            // its own, or a run not yet submitted.
+            None if matches!(t.rt.state, TaskState::Pending | TaskState::Ready | TaskState::Placing) => {
+                Released::Requeued
+            }
+            None => Released::Done,
         }
+    }
+}
+
+/// What [`JobManager::rm_release`] left to release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// Nothing: released, or nothing was held.
+    Done,
+    /// An admitted task whose handle the job manager does not hold.
+    Admitted,
+    /// Perhaps a gang the resource manager requeued after a preemption.
+    Requeued,
+}
+
+/// Releases, for job `key`, the admitted tasks of `admitted` and the
+/// requeued gangs of `requeued` (instances, any order): one walk over the
+/// job's tasks, and a scan of the queue only when a requeued run was among
+/// them.
+pub(crate) fn release_left(
+    rm: &mut paceline_resmgr::ResourceManager,
+    key: u64,
+    admitted: &mut [u32],
+    requeued: &mut [u32],
+    now_ms: u64,
+) {
+    if !admitted.is_empty() {
+        admitted.sort_unstable();
+        rm.release_unplaced(key, admitted, now_ms);
+    }
+    if !requeued.is_empty() {
+        requeued.sort_unstable();
+        rm.release_unplaced(key, requeued, now_ms);
+        rm.cancel_queued_of(key, requeued);
     }
 }
 

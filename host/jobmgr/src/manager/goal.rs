@@ -5,6 +5,7 @@ use paceline_model::job::JobKind;
 use paceline_model::task::{TaskGoal, TaskId, TaskState};
 
 use super::JobManager;
+use super::admission::{Released, release_left};
 use super::writes::Write;
 use crate::deadline::{Deadline, DeadlineKind};
 use crate::error::JobError;
@@ -42,19 +43,28 @@ impl JobManager {
                     return Ok(());
                 };
                 let mut writes = Vec::new();
+                let (mut admitted, mut requeued) = (Vec::new(), Vec::new());
                 for i in release {
                     let t = &job.tasks[i as usize];
                     // A queued gang shared with members that still want to run
-                    // stays queued; this member is released when placed.
-                    let shared = t.gang.is_some_and(|g| job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run()));
+                    // stays queued; this member is released when the engine
+                    // takes it (see `take_ready`).
+                    let shared = t.gang.is_some_and(|g| {
+                        rm.gang_span(g).is_some() && job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run())
+                    });
                     if !shared {
-                        self.rm_release(&mut rm, t);
+                        match self.rm_release(&mut rm, t) {
+                            Released::Done => {}
+                            Released::Admitted => admitted.push(i),
+                            Released::Requeued => requeued.push(i),
+                        }
                     }
                     let mut rt = t.rt.clone();
                     rt.state = TaskState::Killed;
                     rt.completed_at_ms = Some(self.now());
                     writes.push(Write::new(i, rt, "KILLED_BEFORE_LAUNCH"));
                 }
+                release_left(&mut rm, key, &mut admitted, &mut requeued, self.now());
                 writes
             };
             self.write_tasks(key, writes).await?;

@@ -57,12 +57,27 @@ impl ReadyQueue for JobManager {
     async fn take_ready(&self, kind: JobKind, max: usize, now_ms: u64) -> Result<Taken, PortError> {
         let mut ready = Vec::new();
         self.rm().take_ready(kind, max, now_ms, &mut ready);
-        let m = self.mem();
+        let mut abandoned = Vec::new();
         let mut taken = Taken { ready: Vec::with_capacity(ready.len()), orphans: Vec::new() };
-        for t in ready {
-            match need_in(&m, t.job, t.instance) {
-                Some(need) => taken.ready.push((t, need)),
-                None => taken.orphans.push(t),
+        {
+            let m = self.mem();
+            for t in ready {
+                match need_in(&m, t.job, t.instance) {
+                    Some(need) => taken.ready.push((t, need)),
+                    None if abandoned_in(&m, t.job, t.instance) => abandoned.push(t.id),
+                    None => taken.orphans.push(t),
+                }
+            }
+        }
+        if !abandoned.is_empty() {
+            // Lock order: the resource manager before the mirror, so the
+            // mirror is let go first.
+            let mut rm = self.rm();
+            for id in abandoned {
+                tracing::debug!(task = id.0, "taken task whose run was stopped before launch; released");
+                if rm.kill(id, now_ms).is_ok() {
+                    let _ = rm.task_event(id, RmEvent::KillConfirmed, now_ms);
+                }
             }
         }
         Ok(taken)
@@ -133,6 +148,18 @@ fn need_in(m: &Mem, job_key: u64, instance: u32) -> Option<Need> {
         avoid_host: if kind == JobKind::Daemon { None } else { t.avoid_host.as_deref().map(str::to_owned) },
         gpu_models: spec.gpu_models.clone(),
     })
+}
+
+/// A task the job manager stopped before it reached a host: its job is
+/// here, and the instance no longer wants to run nor is on a host. The
+/// resource manager's task for it (a killed member of a gang queued for
+/// the others) is released when the engine takes it, rather than sent back
+/// to wait again while charged to its pool.
+fn abandoned_in(m: &Mem, job_key: u64, instance: u32) -> bool {
+    let Some(t) = m.jobs.get(&job_key).and_then(|j| j.tasks.get(instance as usize)) else {
+        return false;
+    };
+    !t.wants_run() && !t.rt.state.is_on_host()
 }
 
 /// Per host, the instances placed there with their resource manager

@@ -10,6 +10,7 @@ mod daemon;
 mod grow;
 mod lease;
 mod recover;
+mod release;
 mod stateful;
 mod stateless;
 mod validation;

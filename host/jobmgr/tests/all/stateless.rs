@@ -194,3 +194,30 @@ async fn an_instance_removed_while_being_preempted_is_not_requeued() {
         victims.len()
     );
 }
+
+/// A preempted run requeued by the resource manager (a gang of its own,
+/// whose id the job manager never learns) and then killed while it waits:
+/// its gang is cancelled, so /a neither queues nor is owed anything for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_preempted_instance_killed_while_waiting_leaves_no_gang() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = fill_then_claim(dir.path()).await;
+    for _ in 0..10 {
+        h.advance(1_000).await;
+        h.pump(&no_health, 5).await;
+    }
+    let fill = h.jm.get("fill").await.expect("get");
+    let requeued: Vec<u32> =
+        (0..fill.tasks.len() as u32).filter(|&i| fill.tasks[i as usize].state == TaskState::Pending).collect();
+    assert_eq!(requeued.len(), 5, "five runs preempted and requeued");
+    let status = |h: &paceline_jobmgr::scenario::Harness| {
+        let s = h.resmgr.lock().expect("rm").pool_status("/a").expect("pool");
+        (s.queued_gangs, s.demand.cpu_millis)
+    };
+    assert_eq!(status(&h), (5, 1_000), "five running, five queued");
+    h.jm.kill("fill", Some(requeued[..2].to_vec())).await.expect("kill two waiting");
+    assert_eq!(status(&h), (3, 800), "the two killed runs' gangs are gone, and their demand");
+    h.jm.kill("fill", None).await.expect("kill the job");
+    h.pump(&no_health, 5).await;
+    assert_eq!(status(&h), (0, 0));
+}

@@ -261,3 +261,45 @@ fn a_jobs_task_list_holds_exactly_its_live_tasks_as_slots_are_reused() {
         }
     }
 }
+
+/// What a job manager stopped before launch is released by (job, instance):
+/// READY tasks (backing off or queued) and PLACING ones end, their pool is
+/// free again, and no kill request is handed out for them (nothing runs).
+/// Other instances and other jobs are left alone.
+#[test]
+fn release_unplaced_ends_ready_and_placing_tasks_of_the_instances_named() {
+    let mut rm = world();
+    rm.submit("/a", gang(1, 4, 100), 0).expect("job 1");
+    rm.submit("/a", gang(2, 1, 100), 0).expect("job 2");
+    rm.tick(0);
+    let mut out = Vec::new();
+    rm.take_ready(JobKind::Batch, 10, 0, &mut out);
+    let of = |job: u64, instance: u32| out.iter().find(|t| t.job == job && t.instance == instance).expect("taken").id;
+    // Instance 0 backs off (READY), 1 and 2 stay PLACING, 3 is placed.
+    rm.placement_failed(of(1, 0), UnplacedReason::InsufficientResources, 0).expect("failed");
+    rm.task_event(of(1, 3), TaskEvent::Placed, 0).expect("placed");
+    assert_eq!(rm.pool_status("/a").expect("a").allocation.cpu_millis, 500);
+    assert_eq!(rm.release_unplaced(1, &[0, 1, 3], 1), 2, "instances 0 and 1; 3 is placed, 2 not named");
+    assert!(rm.task(of(1, 0)).is_none() && rm.task(of(1, 1)).is_none());
+    assert_eq!(rm.task(of(1, 2)).map(|t| t.state), Some(TaskState::Placing));
+    assert_eq!(rm.task(of(1, 3)).map(|t| t.state), Some(TaskState::Placed));
+    assert_eq!(rm.task(of(2, 0)).map(|t| t.state), Some(TaskState::Placing));
+    assert_eq!(rm.pool_status("/a").expect("a").allocation.cpu_millis, 300);
+    assert!(rm.take_kills().is_empty(), "nothing on a host to kill");
+    // The backoff of the released task (10 ms) ends without bringing it
+    // back; the PLACING ones are not timed out yet (100 ms).
+    rm.tick(50);
+    out.clear();
+    assert_eq!(rm.take_ready(JobKind::Batch, 10, 50, &mut out), 0);
+}
+
+/// A gang requeued for a preempted task is found by (job, instance).
+#[test]
+fn cancel_queued_of_finds_one_task_gangs_by_instance() {
+    let mut rm = world();
+    rm.submit("/a", GangSpec { first_instance: 3, ..gang(7, 1, 100) }, 0).expect("one");
+    rm.submit("/a", GangSpec { first_instance: 4, ..gang(7, 2, 100) }, 0).expect("two");
+    assert_eq!(rm.cancel_queued_of(7, &[3, 4, 5]), 1, "only the one-task gang of instance 3");
+    assert_eq!(rm.cancel_queued_of(8, &[4]), 0, "another job's");
+    assert_eq!(rm.pool_status("/a").expect("a").queued_gangs, 1);
+}
