@@ -1,5 +1,6 @@
 //! `paceline bench jobmgr`: how long creating a 10,000-instance batch job
-//! takes on SQLite until every task is handed to the resource manager, and
+//! takes on SQLite until every task is handed to the resource manager, how
+//! long killing it takes while every gang still waits, and
 //! how many goal-state transitions per second the engine's table and
 //! in-memory task runtimes sustain.
 
@@ -23,6 +24,11 @@ pub struct BenchReport {
     pub create_ms: f64,
     /// Gangs queued in the resource manager afterwards.
     pub gangs_submitted: u64,
+    /// Milliseconds to kill the whole job while every gang still waits
+    /// (each run withdrawn, written KILLED, its gang cancelled).
+    pub kill_queued_ms: f64,
+    /// Gangs and tasks the pool still holds after that kill (0 is right).
+    pub held_after_kill: u64,
     /// Goal-state transitions applied in memory.
     pub transitions: u64,
     /// Transitions per second.
@@ -58,11 +64,23 @@ pub async fn run(dir: &std::path::Path, instances: u32) -> Result<BenchReport, S
         .pool_status("/test")
         .map(|s| s.queued_gangs + s.live_tasks)
         .unwrap_or(0);
+    let started = Instant::now();
+    h.jm.kill("bench-job", None).await.map_err(|e| e.to_string())?;
+    let kill_queued_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let held_after_kill = h
+        .resmgr
+        .lock()
+        .map_err(|e| e.to_string())?
+        .pool_status("/test")
+        .map(|s| s.queued_gangs + s.live_tasks)
+        .unwrap_or(0);
     let (transitions, secs) = transitions_in_memory(200_000);
     Ok(BenchReport {
         instances,
         create_ms,
         gangs_submitted,
+        kill_queued_ms,
+        held_after_kill,
         transitions,
         transitions_per_sec: transitions as f64 / secs,
     })

@@ -48,9 +48,18 @@ impl JobManager {
                     let t = &job.tasks[i as usize];
                     // A queued gang shared with members that still want to run
                     // stays queued; this member is released when the engine
-                    // takes it (see `take_ready`).
+                    // takes it (see `take_ready`). A gang's members are its
+                    // consecutive instances, so only they are looked at: a
+                    // scan of the whole job per task made killing a big
+                    // queued job quadratic.
                     let shared = t.gang.is_some_and(|g| {
-                        rm.gang_span(g).is_some() && job.tasks.iter().any(|o| o.gang == Some(g) && o.wants_run())
+                        rm.gang_span(g).is_some_and(|(_, first, n)| {
+                            n > 1
+                                && (first..first.saturating_add(n)).any(|o| {
+                                    o != i
+                                        && job.tasks.get(o as usize).is_some_and(|o| o.gang == Some(g) && o.wants_run())
+                                })
+                        })
                     });
                     if !shared {
                         match self.rm_release(&mut rm, t) {

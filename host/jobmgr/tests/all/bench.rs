@@ -6,6 +6,7 @@ async fn bench_figures() {
     let r = paceline_jobmgr::bench::run(dir.path(), 10_000).await.expect("bench");
     println!("{}", serde_json::to_string(&r).expect("json"));
     assert_eq!(r.gangs_submitted, 10_000);
+    assert_eq!(r.held_after_kill, 0, "the kill left nothing queued or charged: {r:?}");
     assert!(r.transitions >= 1_000_000);
     // Budgets (1 s, 100,000/s) are for optimised builds; a debug build must
     // still be within 5x of them.

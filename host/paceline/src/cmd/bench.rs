@@ -22,7 +22,7 @@ pub enum BenchCommand {
     Storage(StorageBenchArgs),
     /// One real agent running trivial tasks; host-manager leases and status throughput on simulated hosts.
     Hosts(super::bench_hosts::HostsBenchArgs),
-    /// Creating a large batch job; goal-state transitions in memory.
+    /// Creating a large batch job and killing it while it waits; goal-state transitions in memory.
     Jobmgr(super::bench_hosts::JobmgrBenchArgs),
     /// The whole pipeline on simulated hosts: jobs submitted, placed by the Wasm policies, launched.
     Pipeline(super::bench_hosts::PipelineBenchArgs),

@@ -177,6 +177,10 @@ pub fn jobmgr(args: JobmgrBenchArgs) -> anyhow::Result<ExitCode> {
         r.instances, r.create_ms, r.gangs_submitted
     );
     println!(
+        "kill: the same job killed while every gang waits, in {:.0} ms; the pool holds {} gangs or tasks afterwards (0 is right)",
+        r.kill_queued_ms, r.held_after_kill
+    );
+    println!(
         "goal state: {} transitions in memory at {:.0}/s (budget >= 100,000/s)",
         r.transitions, r.transitions_per_sec
     );
