@@ -57,23 +57,11 @@ pub async fn run(dir: &std::path::Path, instances: u32) -> Result<BenchReport, S
     let started = Instant::now();
     h.jm.create("bench-job", config).await.map_err(|e| e.to_string())?;
     let create_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let gangs_submitted = h
-        .resmgr
-        .lock()
-        .map_err(|e| e.to_string())?
-        .pool_status("/test")
-        .map(|s| s.queued_gangs + s.live_tasks)
-        .unwrap_or(0);
+    let gangs_submitted = held(&h)?;
     let started = Instant::now();
     h.jm.kill("bench-job", None).await.map_err(|e| e.to_string())?;
     let kill_queued_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let held_after_kill = h
-        .resmgr
-        .lock()
-        .map_err(|e| e.to_string())?
-        .pool_status("/test")
-        .map(|s| s.queued_gangs + s.live_tasks)
-        .unwrap_or(0);
+    let held_after_kill = held(&h)?;
     let (transitions, secs) = transitions_in_memory(200_000);
     Ok(BenchReport {
         instances,
@@ -84,6 +72,12 @@ pub async fn run(dir: &std::path::Path, instances: u32) -> Result<BenchReport, S
         transitions,
         transitions_per_sec: transitions as f64 / secs,
     })
+}
+
+/// Gangs queued and tasks live in the bench's pool.
+fn held(h: &Harness) -> Result<u64, String> {
+    let rm = h.resmgr.lock().map_err(|e| e.to_string())?;
+    Ok(rm.pool_status("/test").map(|s| s.queued_gangs + s.live_tasks).unwrap_or(0))
 }
 
 /// Drives `tasks` task runtimes through a whole life (submit, place,

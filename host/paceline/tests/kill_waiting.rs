@@ -7,7 +7,6 @@
 
 mod support;
 
-use paceline_hostmgr::HostShape;
 use paceline_model::job::JobKind;
 use paceline_model::task::TaskState;
 use paceline_model::{Constraint, Resources};
@@ -23,12 +22,7 @@ fn held(c: &SimCluster) -> (u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_killed_while_waiting_for_room_gives_its_pool_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let total = Resources::new(4_000, 8192, 100_000, 0);
-    let hosts = vec![
-        HostShape::new(2, "sima", total).attribute("zone", "a"),
-        HostShape::new(1, "simb", total).attribute("zone", "b"),
-    ];
-    let c = SimCluster::start(dir.path(), hosts).await;
+    let c = SimCluster::start(dir.path(), two_zones()).await;
     let zone_b = vec![Constraint::AttributeEquals { key: "zone".into(), value: "b".into() }];
     let mut filler = job(JobKind::Stateless, 1);
     filler.default_task.resources = Resources::new(4_000, 256, 10, 0);

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use paceline_api::auth::Principal;
 use paceline_api::jobs::JobApi;
 use paceline_api::tasks::TaskApi;
-use paceline_hostmgr::HostShape;
 use paceline_model::job::{JobConfig, JobKind};
 use paceline_model::pool::{PerKind, PoolSpec, UNLIMITED};
 use paceline_model::{Constraint, Labels, Resources};
@@ -131,12 +130,7 @@ async fn a_job_that_can_never_fit_is_warned_at_submit_and_fits_once_a_big_host_j
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waiting_for_room_counts_the_hosts_by_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let total = Resources::new(4_000, 8192, 100_000, 0);
-    let hosts = vec![
-        HostShape::new(2, "sima", total).attribute("zone", "a"),
-        HostShape::new(1, "simb", total).attribute("zone", "b"),
-    ];
-    let c = SimCluster::start(dir.path(), hosts).await;
+    let c = SimCluster::start(dir.path(), two_zones()).await;
     let api = Api::over(&c);
     let zone_b = vec![Constraint::AttributeEquals { key: "zone".into(), value: "b".into() }];
     let mut filler = sized(JobKind::Stateless, 1, 4_000);

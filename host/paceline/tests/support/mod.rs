@@ -43,6 +43,16 @@ pub fn shapes(n: usize) -> Vec<HostShape> {
     vec![HostShape::new(n, "sim", Resources::new(4_000, 8192, 100_000, 0)).attribute("zone", "a")]
 }
 
+/// Two hosts in zone a (`sima…`) and one in zone b (`simb00000`), 4 cores
+/// and 8 GiB each: a zone b task has one host to wait for.
+pub fn two_zones() -> Vec<HostShape> {
+    let total = Resources::new(4_000, 8192, 100_000, 0);
+    vec![
+        HostShape::new(2, "sima", total).attribute("zone", "a"),
+        HostShape::new(1, "simb", total).attribute("zone", "b"),
+    ]
+}
+
 impl SimCluster {
     /// Starts the simulator and every role on `dir/paceline.sqlite`.
     pub async fn start(dir: &Path, hosts: Vec<HostShape>) -> SimCluster {
