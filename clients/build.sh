@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds Paceline's Python, Go and Java clients from proto/paceline/v1:
+# Builds Paceline's Python, Go, Java and Node.js clients from proto/paceline/v1:
 #
-#   clients/build.sh [python|go|java|all]      (default: all)
+#   clients/build.sh [python|go|java|node|all]      (default: all)
 #
 # Generated code is never committed (it could drift from the protos); this
 # script makes it, idempotently and quickly on a second run:
@@ -13,6 +13,10 @@
 # - java: `mvn package` in clients/java (protobuf-maven-plugin fetches protoc
 #   and the grpc-java generator from Maven Central); the runtime classpath
 #   goes to clients/java/target/classpath.txt for clients/java/submit.
+# - node: `npm ci` in clients/node (@grpc/grpc-js and @grpc/proto-loader,
+#   pinned in package.json and package-lock.json), skipped while
+#   node_modules matches the lock file; the client loads the protos at run
+#   time, so there is nothing to generate: the build checks that they load.
 set -euo pipefail
 cd "$(dirname "$0")"
 CLIENTS="$PWD"
@@ -98,10 +102,30 @@ build_java() {
     log "java: ok"
 }
 
+build_node() {
+    command -v node >/dev/null || die "node is not installed"
+    command -v npm >/dev/null || die "npm is not installed"
+    local stamp=node/node_modules/.paceline-lock.stamp
+    if ! cmp -s "$stamp" node/package-lock.json; then
+        log "installing @grpc/grpc-js and @grpc/proto-loader into clients/node/node_modules"
+        # --prefer-offline: npm's cache (~/.npm) answers when it can, so a
+        # reinstall needs no registry; ci: exactly the lock file, or fail.
+        (cd node && npm ci --prefer-offline --no-audit --no-fund --loglevel=error) >&2
+        cp node/package-lock.json "$stamp"
+    fi
+    # The protos are loaded at run time: load them now, so a .proto that
+    # proto-loader cannot read (or a broken client) fails the build, not a
+    # user's first call.
+    (cd node && node --check submit.mjs && node -e 'import("./index.mjs").then((m) => m.loadApi())') ||
+        die "the Node.js client does not load"
+    log "node: ok"
+}
+
 case "${1:-all}" in
     python) build_python ;;
     go) build_go ;;
     java) build_java ;;
-    all) build_python; build_go; build_java ;;
-    *) echo "usage: $0 [python|go|java|all]" >&2; exit 2 ;;
+    node) build_node ;;
+    all) build_python; build_go; build_java; build_node ;;
+    *) echo "usage: $0 [python|go|java|node|all]" >&2; exit 2 ;;
 esac
