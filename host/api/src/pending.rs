@@ -7,8 +7,9 @@
 
 use paceline_hostmgr::HostAccess;
 use paceline_jobmgr::{JobManager, PendingReport};
-use paceline_model::pending::{Census, CensusHost};
+use paceline_model::pending::{Census, CensusHost, instance_ranges};
 use paceline_proto::v1 as pb;
+use paceline_resmgr::reason::NEVER_RUNS_IN_POOL;
 
 /// The hosts as the census counts them (the host manager's views, shared,
 /// taken only when some task waits).
@@ -62,10 +63,70 @@ pub(crate) fn fill_job(jobs: &JobManager, hosts: &dyn HostAccess, job: &mut pb::
     let report = report(jobs, hosts, &job.id, None);
     status.pending_summary = report.summary();
     status.warnings = report.never_fit_warnings();
+    status.warnings.extend(never_run_warnings(&report));
+}
+
+/// One warning per distinct reason of the instances their pool can never
+/// admit as it is (non-preemptible work needing more than the pool
+/// reserves): "instances 0-1 can never run in pool /team-a/batch as it is:
+/// …", with the two ways out. Computed on read like the never-fit warnings,
+/// so it goes away by itself once the pool or the job is changed.
+fn never_run_warnings(report: &PendingReport) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<u32>)> = Vec::new();
+    for (i, why) in &report.tasks {
+        if !why.text.starts_with(NEVER_RUNS_IN_POOL) {
+            continue;
+        }
+        match groups.iter_mut().find(|(text, _)| *text == why.text) {
+            Some((_, instances)) => instances.push(*i),
+            None => groups.push((&why.text, vec![*i])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(text, instances)| {
+            let word = if instances.len() == 1 { "instance" } else { "instances" };
+            format!("{word} {} {text}", instance_ranges(instances))
+        })
+        .collect()
 }
 
 fn waits(t: &pb::Task) -> bool {
     [pb::TaskState::Initialized, pb::TaskState::Pending, pb::TaskState::Ready, pb::TaskState::Placing]
         .iter()
         .any(|s| t.state == *s as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paceline_model::pending::{PendingKind, Why};
+    use paceline_model::pool::ResourceKind;
+    use paceline_resmgr::{GangId, PendingInfo, PendingReason};
+
+    fn held(reason: PendingReason) -> Why {
+        let info = PendingInfo { gang: GangId(0), pool: "/team-a/batch".into(), reason, queued_at_ms: 0 };
+        Why { kind: PendingKind::OverEntitlement, text: info.to_string(), detail: String::new() }
+    }
+
+    #[test]
+    fn instances_their_pool_can_never_admit_get_one_warning_with_what_to_do() {
+        let never =
+            PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000, reservation: 0, need: 1_000 };
+        let waits =
+            PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 500, reservation: 4_000, need: 1_000 };
+        let report = PendingReport { tasks: vec![(0, held(never)), (1, held(never)), (2, held(waits))] };
+        let warnings = never_run_warnings(&report);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "instances 0-1 can never run in pool /team-a/batch as it is: non-preemptible jobs run only within \
+                 their pool's reservation, and pool /team-a/batch reserves 0 cpu"
+            ),
+            "{}",
+            warnings[0]
+        );
+        assert!(warnings[0].contains("sla.preemptible: true"), "{}", warnings[0]);
+        assert!(never_run_warnings(&PendingReport { tasks: vec![(2, held(waits))] }).is_empty());
+    }
 }

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use paceline_model::pending::human;
 use paceline_model::pool::{PerKind, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
 use paceline_model::resources::GPU_MILLI;
 use paceline_proto::v1 as pb;
@@ -256,6 +257,43 @@ impl PoolApi {
     }
 }
 
+/// What CreatePool and UpdatePool warn of: each kind in which `spec`
+/// reserves more than the cluster's hosts have now (`capacity`). Accepted
+/// all the same: hosts may join later, and refusing would make applying a
+/// pool file depend on which hosts have registered.
+pub fn reservation_warnings(path: &str, spec: &PoolSpec, capacity: &paceline_model::Resources) -> Vec<String> {
+    ResourceKind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            let reserved = spec.reservation.get(kind);
+            let has = match kind {
+                ResourceKind::Cpu => capacity.cpu_millis,
+                ResourceKind::Memory => capacity.memory_mib,
+                ResourceKind::Disk => capacity.disk_mib,
+                ResourceKind::Gpu => capacity.gpu_milli,
+            };
+            (reserved != UNLIMITED && reserved > has).then(|| {
+                format!(
+                    "pool {path}: reservation.{field} ({reserved}) is more than the cluster has ({has}, the hosts \
+                     that take work now): accepted, as hosts may join, but until they do the pool cannot be given \
+                     all of it",
+                    field = kind.field(),
+                    reserved = human(kind, reserved),
+                    has = human(kind, has),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Logs what a pool change was accepted with and returns it for the answer.
+fn warned(path: &str, warnings: Vec<String>) -> Vec<String> {
+    for w in &warnings {
+        tracing::warn!(pool = %path, warning = %w, "pool accepted with a warning");
+    }
+    warnings
+}
+
 fn path_of(path: &str) -> Result<(), Status> {
     status::required("path", path)
 }
@@ -279,7 +317,11 @@ impl PoolService for PoolApi {
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
         let _serial = self.changes.lock().await;
-        self.rm()?.create_pool(&r.path, spec).map_err(status::pool)?;
+        let capacity = {
+            let mut rm = self.rm()?;
+            rm.create_pool(&r.path, spec).map_err(status::pool)?;
+            rm.capacity()
+        };
         if let Err(e) = self.persist(&r.path, &spec).await {
             if let Err(undo) = self.rm()?.delete_pool(&r.path) {
                 tracing::error!(pool = %r.path, error = %undo, "could not undo a pool that was not stored");
@@ -287,7 +329,8 @@ impl PoolService for PoolApi {
             return Err(e);
         }
         tracing::info!(pool = %r.path, "pool created");
-        Ok(Response::new(pb::CreatePoolResponse {}))
+        let warnings = warned(&r.path, reservation_warnings(&r.path, &spec, &capacity));
+        Ok(Response::new(pb::CreatePoolResponse { warnings }))
     }
 
     async fn get_pool(&self, request: Request<pb::GetPoolRequest>) -> Result<Response<pb::GetPoolResponse>, Status> {
@@ -306,12 +349,12 @@ impl PoolService for PoolApi {
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
         let _serial = self.changes.lock().await;
-        let before = {
+        let (before, capacity) = {
             let mut rm = self.rm()?;
             let before =
                 rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
             rm.update_pool(&r.path, spec).map_err(status::pool)?;
-            before
+            (before, rm.capacity())
         };
         if let Err(e) = self.persist(&r.path, &spec).await {
             if let Err(undo) = self.rm()?.update_pool(&r.path, before) {
@@ -320,7 +363,8 @@ impl PoolService for PoolApi {
             return Err(e);
         }
         tracing::info!(pool = %r.path, "pool updated");
-        Ok(Response::new(pb::UpdatePoolResponse {}))
+        let warnings = warned(&r.path, reservation_warnings(&r.path, &spec, &capacity));
+        Ok(Response::new(pb::UpdatePoolResponse { warnings }))
     }
 
     async fn delete_pool(
@@ -371,6 +415,28 @@ mod tests {
         };
         assert_eq!(pool_spec("spec", &pool_spec_pb(&spec)), Ok(spec));
         assert_eq!(pool_spec("spec", &pb::PoolSpec::default()), Ok(PoolSpec::default()));
+    }
+
+    #[test]
+    fn a_reservation_above_the_clusters_capacity_is_warned_of_per_kind() {
+        let spec = PoolSpec {
+            reservation: PerKind { cpu: 20_000, memory: 8_192, disk: 0, gpu: 2_000 },
+            ..PoolSpec::default()
+        };
+        let capacity = paceline_model::Resources::new(8_000, 16_384, 200_000, 1_000);
+        assert_eq!(
+            reservation_warnings("/team-a", &spec, &capacity),
+            vec![
+                "pool /team-a: reservation.cpu_millis (20 cpu) is more than the cluster has (8 cpu, the hosts that \
+                 take work now): accepted, as hosts may join, but until they do the pool cannot be given all of it"
+                    .to_string(),
+                "pool /team-a: reservation.gpus (2 gpu) is more than the cluster has (1 gpu, the hosts that take \
+                 work now): accepted, as hosts may join, but until they do the pool cannot be given all of it"
+                    .to_string(),
+            ]
+        );
+        let within = PoolSpec { reservation: PerKind { cpu: 8_000, ..PerKind::default() }, ..PoolSpec::default() };
+        assert!(reservation_warnings("/team-a", &within, &capacity).is_empty(), "equal to the capacity is fine");
     }
 
     #[test]

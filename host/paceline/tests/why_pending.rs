@@ -189,6 +189,9 @@ async fn a_pool_over_its_entitlement_holds_its_gang_and_the_gang_holds_the_next(
     let big = api.create(&big).await.id;
     let mut next = sized(JobKind::Batch, 1, 500);
     next.pool = "/small".into();
+    // Preemptible: /small reserves nothing, so a non-preemptible job could
+    // never run there whatever the head did, and would say that instead.
+    next.sla.preemptible = true;
     let next = api.create(&next).await.id;
 
     let head = api.wait_for_kind(&c, &big, 0, "over_entitlement").await;
@@ -288,4 +291,106 @@ async fn a_new_task_waits_its_turn_in_admission_order() {
     assert!(placed);
     let t = api.task(&id, 0).await;
     assert_eq!((t.pending_kind.as_str(), t.pending_reason.as_str()), ("", ""));
+}
+
+/// Issue 43 item 6: `examples/pools.yaml`'s shape. /team-a reserves, its leaf
+/// /team-a/batch reserves nothing, and an ordinary (non-preemptible) job of
+/// two instances there can never be admitted: non-preemptible work runs
+/// only within its pool's reservation. Both instances say so (the second
+/// is not "blocked by a gang": it has none), name the reservation, and say
+/// what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_preemptible_job_in_a_pool_with_no_reservation_says_it_never_runs_and_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = SimCluster::start(dir.path(), shapes(2)).await;
+    {
+        let mut rm = c.cluster.resmgr.lock().expect("resmgr");
+        let team_a = PoolSpec {
+            reservation: PerKind { cpu: 4_000, memory: 8_192, disk: 20_000, gpu: 0 },
+            limit: PerKind { cpu: 8_000, ..PerKind::splat(UNLIMITED) },
+            share: PerKind::splat(2),
+            ..PoolSpec::default()
+        };
+        rm.create_pool("/team-a", team_a).expect("/team-a");
+        let batch = PoolSpec { slack_limit: PerKind { cpu: 2_000, ..PerKind::default() }, ..PoolSpec::default() };
+        rm.create_pool("/team-a/batch", batch).expect("/team-a/batch");
+    }
+    let api = Api::over(&c);
+    let mut spec = sized(JobKind::Batch, 2, 1_000);
+    spec.pool = "/team-a/batch".into();
+    assert!(!spec.sla.preemptible, "an ordinary job");
+    let id = api.create(&spec).await.id;
+
+    for instance in [1, 0] {
+        let t = api.wait_for_kind(&c, &id, instance, "over_entitlement").await;
+        let text = &t.pending_reason;
+        for words in [
+            "never",
+            "non-preemptible jobs run only within their pool's reservation",
+            "pool /team-a/batch reserves 0 cpu",
+            "reservation.cpu_millis",
+            "paceline pool update",
+            "sla.preemptible: true",
+        ] {
+            assert!(text.contains(words), "instance {instance}: {words:?} not in {text:?}");
+        }
+        assert!(!text.contains("gang"), "instance {instance}: {text}");
+        no_internal_ids(text);
+    }
+    let status = api.status(&id).await;
+    assert!(!status.pending_summary.contains("gang"), "{}", status.pending_summary);
+    assert_eq!(
+        status.pending_summary,
+        "2 pending: 2 held by their pool (reservation (non-preemptible work) of /team-a/batch)"
+    );
+    assert_eq!(status.warnings.len(), 1, "one warning for both instances: {:?}", status.warnings);
+    let warning = &status.warnings[0];
+    assert!(warning.starts_with("instances 0-1 can never run in pool /team-a/batch as it is: "), "{warning}");
+    assert!(warning.contains("reservation.cpu_millis") && warning.contains("sla.preemptible: true"), "{warning}");
+}
+
+/// Issue 43 item 6: a pool reservation above what the cluster's hosts have is
+/// accepted (hosts may join later) but said, in CreatePool's and
+/// UpdatePool's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_reservation_above_the_clusters_capacity_is_accepted_with_a_warning() {
+    use paceline_api::pools::PoolApi;
+    use pb::pool_service_server::PoolService;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = SimCluster::start(dir.path(), shapes(2)).await;
+    c.step(250).await;
+    let pools = PoolApi::new(c.cluster.resmgr.clone(), c.store.clone());
+    let spec = |cpu| pb::PoolSpec {
+        reservation: Some(pb::PerKind { cpu, memory: 8_192, ..pb::PerKind::default() }),
+        ..pb::PoolSpec::default()
+    };
+    let path = "/team-a".to_string();
+    let created = pools
+        .create_pool(admin(pb::CreatePoolRequest { path: path.clone(), spec: Some(spec(4_000)) }))
+        .await
+        .expect("created")
+        .into_inner();
+    assert!(created.warnings.is_empty(), "4 of the cluster's 8 cpu: {:?}", created.warnings);
+    let updated = pools
+        .update_pool(admin(pb::UpdatePoolRequest { path: path.clone(), spec: Some(spec(20_000)) }))
+        .await
+        .expect("accepted all the same")
+        .into_inner();
+    assert_eq!(
+        updated.warnings,
+        vec![
+            "pool /team-a: reservation.cpu_millis (20 cpu) is more than the cluster has (8 cpu, the hosts that take \
+             work now): accepted, as hosts may join, but until they do the pool cannot be given all of it"
+                .to_string()
+        ]
+    );
+    let reserved = c.cluster.resmgr.lock().expect("resmgr").pool_status(&path).expect("pool").spec.reservation.cpu;
+    assert_eq!(reserved, 20_000, "the reservation was applied");
+    let again = pools
+        .create_pool(admin(pb::CreatePoolRequest { path: "/team-b".into(), spec: Some(spec(9_000)) }))
+        .await
+        .expect("created")
+        .into_inner();
+    assert_eq!(again.warnings.len(), 1, "create warns too: {:?}", again.warnings);
 }

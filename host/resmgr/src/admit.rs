@@ -28,6 +28,7 @@ use crate::gang::GangId;
 use crate::manager::ResourceManager;
 use crate::queue::{GangSlot, Lane};
 use crate::reason::PendingReason;
+use crate::tree::Node;
 use paceline_model::pool::ResourceKind;
 
 impl ResourceManager {
@@ -72,9 +73,13 @@ impl ResourceManager {
                 return Err(PendingReason::OverEntitlement { kind, by });
             }
             if !slot.spec.preemptible
-                && let Some((kind, by)) = amounts::over(&n.alloc_np, &slot.total, &n.res)
+                && let Some((kind, _)) = amounts::over(&n.alloc_np, &slot.total, &n.res)
             {
-                return Err(PendingReason::WaitingOnReservation { kind, by });
+                // A kind the gang alone needs more of than the pool reserves
+                // is the one a person must change; name it before one that
+                // only waits for other work to end.
+                let k = (0..4).find(|&k| slot.total[k] > n.res[k]).unwrap_or(kind.index());
+                return Err(reservation_wait(n, slot, k));
             }
         }
         let root = &self.tree.nodes[0];
@@ -83,6 +88,26 @@ impl ResourceManager {
             return Err(PendingReason::ClusterFull { kind, by });
         }
         Ok(())
+    }
+
+    /// Why `slot` could never be admitted while its pool is as it is, if so,
+    /// whatever is queued before it or ends: the pool is capped at 0 in a
+    /// kind it needs, or it is non-preemptible and needs more than the pool
+    /// reserves ([`PendingReason::never`]). "Why pending" reads a gang
+    /// behind a blocked head by this before naming the head: what is queued
+    /// before it does not matter then.
+    pub(crate) fn never_admitted(&self, slot: &GangSlot) -> Option<PendingReason> {
+        if slot.spec.revocable {
+            return None;
+        }
+        let n = &self.tree.nodes[slot.pool as usize];
+        if let Some(k) = (0..4).find(|&k| slot.total[k] > 0 && n.cap[k] == 0) {
+            return Some(PendingReason::PoolCannotHold { kind: ResourceKind::ALL[k], is_static: n.is_static[k] });
+        }
+        if slot.spec.preemptible {
+            return None;
+        }
+        (0..4).find(|&k| slot.total[k] > n.res[k]).map(|k| reservation_wait(n, slot, k))
     }
 
     fn admit_pool(&mut self, p: u32, now_ms: u64) -> usize {
@@ -160,5 +185,15 @@ impl ResourceManager {
         q.levels.retain(|_, dq| !dq.is_empty());
         self.queues[p as usize] = q;
         admitted
+    }
+}
+
+/// A non-preemptible gang's wait on its pool's reservation in kind `k`.
+fn reservation_wait(n: &Node, slot: &GangSlot, k: usize) -> PendingReason {
+    PendingReason::WaitingOnReservation {
+        kind: ResourceKind::ALL[k],
+        by: n.alloc_np[k].saturating_add(slot.total[k]).saturating_sub(n.res[k]),
+        reservation: n.res[k],
+        need: slot.total[k],
     }
 }

@@ -1004,7 +1004,10 @@ impl ResourceManager {
         let q = &self.queues[slot.pool as usize];
         let lane = Lane::of(&slot.spec) as usize;
         let reason = match q.blocked[lane] {
-            Some(head) if head != gang => PendingReason::BehindHead { head },
+            // Behind a head, but it could not be admitted at the head either,
+            // ever, as the pool is: that is what a person must act on, not
+            // the gang before it (which may be an earlier task of its own job).
+            Some(head) if head != gang => self.never_admitted(slot).unwrap_or(PendingReason::BehindHead { head }),
             // Entitled to all the cluster has of that kind, the gang would fit
             // an empty cluster, and the pool's own work holds some: the
             // cluster is what is short, which a person reads differently.
@@ -1083,8 +1086,9 @@ impl ResourceManager {
     }
 
     /// Every queued gang counted by pool and [`PendingReason::name`] (a gang
-    /// behind a blocked head counts as `behind_head`, as [`Self::why_pending`]
-    /// says). One pass over the gang records: for metrics, read at scrape
+    /// behind a blocked head counts as `behind_head`, or by its own reason
+    /// when that reason is one it could never be admitted for, as
+    /// [`Self::why_pending`] says). One pass over the gang records: for metrics, read at scrape
     /// time rather than kept up to date on every admission.
     pub fn pending_counts(&self) -> Vec<crate::reason::PendingCount> {
         let mut counts: BTreeMap<(u32, &'static str), (u64, u64)> = BTreeMap::new();
@@ -1095,7 +1099,7 @@ impl ResourceManager {
             let id = GangId::new(i as u32, slot.generation);
             let blocked = self.queues[slot.pool as usize].blocked[Lane::of(&slot.spec) as usize];
             let reason = match blocked {
-                Some(head) if head != id => "behind_head",
+                Some(head) if head != id => self.never_admitted(slot).map_or("behind_head", |r| r.name()),
                 _ => slot.reason.name(),
             };
             let c = counts.entry((slot.pool, reason)).or_default();

@@ -2,6 +2,7 @@
 //! show it and tests can assert it.
 
 use paceline_model::UnplacedReason;
+use paceline_model::pending::human;
 use paceline_model::pool::ResourceKind;
 
 use crate::gang::GangId;
@@ -19,12 +20,21 @@ pub enum PendingReason {
         by: u64,
     },
     /// It is non-preemptible and would take its pool's non-preemptible work
-    /// `by` units of `kind` over its reservation.
+    /// `by` units of `kind` over its reservation. Non-preemptible work runs
+    /// only within its pool's reservation, so when the gang alone needs more
+    /// of `kind` than the pool reserves (`need > reservation`) it can never
+    /// be admitted while the pool is as it is ([`PendingReason::never`]);
+    /// `kind` is then that kind, whichever kind is short first.
     WaitingOnReservation {
-        /// The first kind short.
+        /// The kind short: one the gang alone needs more of than the
+        /// reservation, if any; else the first kind short.
         kind: ResourceKind,
         /// By how much.
         by: u64,
+        /// The pool's reservation of `kind`.
+        reservation: u64,
+        /// What the gang alone needs of `kind`.
+        need: u64,
     },
     /// Its pool can never hold any of `kind`, which the gang needs: the pool
     /// is static there with no reservation (`is_static`), or its limit is 0.
@@ -91,7 +101,24 @@ impl PendingReason {
             PendingReason::BehindHead { .. } => "behind_head",
         }
     }
+
+    /// It can never be admitted while its pool is as it is, whatever else
+    /// ends or is queued: the pool is capped at 0 in a kind the gang needs,
+    /// or the gang is non-preemptible and needs more than the pool reserves.
+    /// Someone must change the pool or the job.
+    pub fn never(&self) -> bool {
+        match *self {
+            PendingReason::PoolCannotHold { .. } => true,
+            PendingReason::WaitingOnReservation { reservation, need, .. } => need > reservation,
+            _ => false,
+        }
+    }
 }
+
+/// How the text of a gang its pool can never admit for want of reservation
+/// begins (then the pool's path): the API groups such instances into one
+/// warning by it.
+pub const NEVER_RUNS_IN_POOL: &str = "can never run in pool ";
 
 /// Queued gangs of one pool that wait for one kind of reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,10 +166,28 @@ impl std::fmt::Display for PendingInfo {
                 "pool {pool} has limit.{field} 0: work that needs {kind} can never run there; raise the limit",
                 field = kind.field()
             ),
-            PendingReason::WaitingOnReservation { kind, by } => write!(
+            // Said plainly: it waits for ever unless the pool or the job is
+            // changed, and these are the two changes.
+            PendingReason::WaitingOnReservation { kind, reservation, need, .. } if need > reservation => write!(
                 f,
-                "waiting on reservation: non-preemptible work would exceed pool {pool}'s reservation by {by} {} of {kind}",
-                kind.unit()
+                "{NEVER_RUNS_IN_POOL}{pool} as it is: non-preemptible jobs run only within their pool's reservation, \
+                 and pool {pool} reserves {reserved} (reservation.{field}) while this work needs {needed}; {fix} \
+                 (reservation.{field}, with `paceline pool update {pool} <file>`) or make the job preemptible \
+                 (sla.preemptible: true in its spec)",
+                reserved = human(kind, reservation),
+                needed = human(kind, need),
+                field = kind.field(),
+                fix = if reservation == 0 { "add a reservation to the pool" } else { "raise the pool's reservation" },
+            ),
+            PendingReason::WaitingOnReservation { kind, by, reservation, .. } => write!(
+                f,
+                "waiting on reservation: non-preemptible work would exceed pool {pool}'s reservation by {by} {unit} of \
+                 {kind}; non-preemptible jobs run only within their pool's reservation ({reserved} here), so it waits \
+                 for the pool's other non-preemptible work to end (or raise reservation.{field} with `paceline pool \
+                 update`, or make the job preemptible: sla.preemptible: true)",
+                unit = kind.unit(),
+                reserved = human(kind, reservation),
+                field = kind.field(),
             ),
             PendingReason::OverSlackEntitlement { kind, by } => {
                 write!(f, "over slack entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
@@ -193,5 +238,55 @@ pub fn unplaced_text(reason: UnplacedReason) -> &'static str {
         UnplacedReason::GangIncomplete => "another task of its gang could not be placed",
         UnplacedReason::Deferred => "deferred by the placement policy",
         UnplacedReason::HostManagerUnreachable => "the host manager could not be reached; retrying shortly",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(reason: PendingReason) -> String {
+        PendingInfo { gang: GangId::new(0, 0), pool: "/team-a/batch".into(), reason, queued_at_ms: 0 }.to_string()
+    }
+
+    #[test]
+    fn a_reservation_that_can_never_hold_the_gang_says_never_and_both_fixes() {
+        let reason =
+            PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000, reservation: 0, need: 1_000 };
+        assert!(reason.never());
+        assert_eq!(
+            info(reason),
+            "can never run in pool /team-a/batch as it is: non-preemptible jobs run only within their pool's \
+             reservation, and pool /team-a/batch reserves 0 cpu (reservation.cpu_millis) while this work needs 1 cpu; \
+             add a reservation to the pool (reservation.cpu_millis, with `paceline pool update /team-a/batch <file>`) \
+             or make the job preemptible (sla.preemptible: true in its spec)"
+        );
+        let small =
+            PendingReason::WaitingOnReservation { kind: ResourceKind::Memory, by: 512, reservation: 512, need: 1_024 };
+        assert!(small.never());
+        let text = info(small);
+        assert!(
+            text.contains("reserves 512 MiB of memory (reservation.memory_mib) while this work needs 1024 MiB"),
+            "{text}"
+        );
+        assert!(text.contains("; raise the pool's reservation (reservation.memory_mib"), "{text}");
+    }
+
+    #[test]
+    fn a_reservation_held_by_other_work_waits_and_says_why() {
+        let reason =
+            PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 500, reservation: 4_000, need: 1_000 };
+        assert!(!reason.never());
+        let text = info(reason);
+        assert!(
+            text.starts_with(
+                "waiting on reservation: non-preemptible work would exceed pool /team-a/batch's reservation by 500 \
+                 millicores of cpu; non-preemptible jobs run only within their pool's reservation (4 cpu here)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("sla.preemptible: true") && !text.contains("never"), "{text}");
+        assert!(PendingReason::PoolCannotHold { kind: ResourceKind::Memory, is_static: true }.never());
+        assert!(!PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 1 }.never());
     }
 }

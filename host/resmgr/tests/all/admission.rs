@@ -83,7 +83,10 @@ fn reservation_wait_does_not_block_preemptible_work() {
     rm.tick(1);
     assert!(rm.why_pending(pre).is_none(), "preemptible gang went ahead");
     let why = rm.why_pending(big_np).expect("waits");
-    assert_eq!(why.reason, PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000 });
+    assert_eq!(
+        why.reason,
+        PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000, reservation: 2_000, need: 3_000 }
+    );
     assert_eq!(
         rm.why_pending(small_np).expect("waits").reason,
         PendingReason::BehindHead { head: big_np },
@@ -91,6 +94,66 @@ fn reservation_wait_does_not_block_preemptible_work() {
     );
     let a = rm.pool_status("/a").expect("a");
     assert_eq!((a.allocation.cpu_millis, a.non_preemptible_allocation.cpu_millis), (2_000, 0));
+}
+
+/// `examples/pools.yaml`: a leaf with no reservation under a parent that
+/// has one. A non-preemptible job there can never be admitted, and each of
+/// its gangs says so, not only the head: the one behind waits for the pool
+/// to change, not for the gang before it (an earlier task of its own job).
+#[test]
+fn non_preemptible_gangs_a_reservation_can_never_hold_say_so_even_behind_the_head() {
+    let mut rm = manager(8_000);
+    rm.create_pool("/team-a", cpu(4_000, Some(8_000), 2)).expect("team-a");
+    rm.create_pool("/team-a/batch", PoolSpec::default()).expect("batch");
+    let np = |instance| GangSpec { preemptible: false, first_instance: instance, ..gang(1, 1, 1_000) };
+    let first = rm.submit("/team-a/batch", np(0), 0).expect("0");
+    let second = rm.submit("/team-a/batch", np(1), 0).expect("1");
+    rm.tick(1);
+    let never = PendingReason::WaitingOnReservation { kind: ResourceKind::Cpu, by: 1_000, reservation: 0, need: 1_000 };
+    assert!(never.never());
+    for g in [first, second] {
+        assert_eq!(rm.why_pending(g).expect("waits").reason, never, "not behind_head: no head matters");
+    }
+    let counts: Vec<_> = rm.pending_counts().into_iter().map(|c| (c.pool, c.reason, c.gangs)).collect();
+    assert_eq!(counts, vec![("/team-a/batch".to_string(), "waiting_on_reservation", 2)], "the metric agrees");
+
+    // The first fix the text names: a reservation for both.
+    rm.update_pool("/team-a/batch", cpu(2_000, None, 1)).expect("reserve");
+    rm.tick(2);
+    assert!(rm.why_pending(first).is_none() && rm.why_pending(second).is_none(), "both admitted");
+}
+
+/// A gang the reservation could hold at the head still waits its turn
+/// behind one it never could (non-preemptible order is kept).
+#[test]
+fn a_gang_the_reservation_could_hold_still_waits_behind_the_head() {
+    let mut rm = manager(10_000);
+    rm.create_pool("/a", cpu(1_500, None, 1)).expect("a");
+    let big = rm.submit("/a", GangSpec { preemptible: false, ..gang(1, 2, 1_000) }, 0).expect("big");
+    let small = rm.submit("/a", GangSpec { preemptible: false, ..gang(2, 1, 1_000) }, 0).expect("small");
+    rm.tick(1);
+    assert!(rm.why_pending(big).expect("waits").reason.never());
+    assert_eq!(rm.why_pending(small).expect("waits").reason, PendingReason::BehindHead { head: big });
+}
+
+/// Short in a kind only because other work holds the reservation, and in
+/// another kind the reservation never covers: the second is named.
+#[test]
+fn a_reservation_wait_names_the_kind_the_reservation_can_never_hold() {
+    let mut rm = manager(10_000);
+    rm.create_pool("/a", cpu(2_000, None, 1)).expect("a");
+    let np = |job, cpu, memory| GangSpec {
+        preemptible: false,
+        per_task: Resources::new(cpu, memory, 0, 0),
+        ..gang(job, 1, cpu)
+    };
+    rm.submit("/a", np(1, 2_000, 0), 0).expect("holds the cpu reservation");
+    let g = rm.submit("/a", np(2, 1_000, 256), 0).expect("needs memory too");
+    rm.tick(1);
+    assert_eq!(
+        rm.why_pending(g).expect("waits").reason,
+        PendingReason::WaitingOnReservation { kind: ResourceKind::Memory, by: 256, reservation: 0, need: 256 }
+    );
 }
 
 #[test]

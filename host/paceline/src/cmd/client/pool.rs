@@ -159,11 +159,15 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
         |path: &str, what: &str| emit(out, &json!({"path": path, "result": what}), || format!("{path}: {what}\n"));
     match cmd {
         PoolCommand::Create { path, .. } => {
-            client.create_pool(pb::CreatePoolRequest { path: path.clone(), spec }).await.map_err(RpcError)?;
+            let answer =
+                client.create_pool(pb::CreatePoolRequest { path: path.clone(), spec }).await.map_err(RpcError)?;
+            warn(&answer.into_inner().warnings);
             done(&path, "created")
         }
         PoolCommand::Update { path, .. } => {
-            client.update_pool(pb::UpdatePoolRequest { path: path.clone(), spec }).await.map_err(RpcError)?;
+            let answer =
+                client.update_pool(pb::UpdatePoolRequest { path: path.clone(), spec }).await.map_err(RpcError)?;
+            warn(&answer.into_inner().warnings);
             done(&path, "updated")
         }
         PoolCommand::Delete { path } => {
@@ -184,6 +188,14 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
             });
             emit(out, &value, || pool_tree(&resp))
         }
+    }
+}
+
+/// What the server accepted a pool with but warns of (a reservation above
+/// the cluster's capacity), on stderr as `job create` prints its warnings.
+fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
     }
 }
 
