@@ -79,7 +79,7 @@ pub fn plugin(e: PluginError) -> Status {
         PluginError::InvalidName { field, .. } => Status::invalid_argument(format!("meta.{field}: {msg}")),
         PluginError::UnknownVersion { .. } => Status::not_found(msg),
         PluginError::Duplicate { .. } => Status::already_exists(msg),
-        PluginError::NothingToRollBack(_) => Status::failed_precondition(msg),
+        PluginError::NothingToRollBack { .. } => Status::failed_precondition(msg),
         PluginError::Storage(_) => Status::unavailable(msg),
         _ => Status::internal(msg),
     }

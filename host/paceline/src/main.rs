@@ -122,7 +122,40 @@ fn init_logging(format: LogFormat, default: &str) {
     }
 }
 
+/// The exit status of a command whose output pipe closed, as a shell
+/// reports a process ended by SIGPIPE (128 + 13).
+const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// Whether a panic message is about a write to a closed pipe: `println!`'s
+/// ("failed printing to stdout: Broken pipe (os error 32)") or an
+/// `expect` on an `io::Error` (clap_complete's, `kind: BrokenPipe`).
+fn is_broken_pipe(text: &str) -> bool {
+    text.contains("Broken pipe (os error") || text.contains("kind: BrokenPipe")
+}
+
+/// Rust ignores SIGPIPE, so `println!` into a closed pipe
+/// (`paceline host list -o json | head -1`) panics with a backtrace hint.
+/// A reader that went away is no error of ours: end quietly, with the
+/// status a shell shows for SIGPIPE, as `cat` or `grep` would. Any other
+/// panic goes to the default hook.
+fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if is_broken_pipe(msg) {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.log_format, cli.command.default_log_level());
     let result = match cli.command {
@@ -152,6 +185,14 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => code,
+        // Output written with `write!` into a closed pipe: as above.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            std::process::ExitCode::from(BROKEN_PIPE_EXIT as u8)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

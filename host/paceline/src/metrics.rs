@@ -715,9 +715,13 @@ fn encode_plugins(plugins: &Plugins, encoder: &mut DescriptorEncoder<'_>) -> Res
                     .iter()
                     .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e6 }, *n))
                     .collect();
-                let sum = (m.mean_us as f64 * m.calls as f64) / 1e6;
+                // Per-bucket counts (the encoder accumulates them); the
+                // count is their total, so +Inf equals _count even when a
+                // call was counted between the two reads of the snapshot.
+                let count: u64 = buckets.iter().map(|(_, n)| n).sum();
+                let sum = (m.mean_us as f64 * count as f64) / 1e6;
                 let labels = [("slot", s.slot.clone()), ("version", version_id(&v.record))];
-                family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, m.calls, &buckets, None)?;
+                family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
             }
         }
     }
@@ -789,10 +793,17 @@ fn encode_submit_latency(
     encoder: &mut DescriptorEncoder<'_>,
     s: &paceline_jobmgr::latency::LatencySnapshot,
 ) -> Result<(), std::fmt::Error> {
+    // The snapshot's counts are cumulative, and the encoder adds them up
+    // once more (it takes a count per bucket): hand it the differences, or
+    // every bucket past the first is summed twice and +Inf exceeds _count.
     let buckets: Vec<(f64, u64)> = s
         .buckets
         .iter()
-        .map(|(bound, n)| (if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e3 }, *n))
+        .scan(0u64, |below, (bound, cumulative)| {
+            let n = cumulative.saturating_sub(*below);
+            *below = (*below).max(*cumulative);
+            Some((if *bound == u64::MAX { f64::INFINITY } else { *bound as f64 / 1e3 }, n))
+        })
         .collect();
     encoder
         .encode_descriptor(

@@ -1,6 +1,8 @@
 //! The `paceline` binary as a user runs it: plugin tools, the demo, shell
 //! completion, help and logging options.
 
+mod common;
+
 use std::process::{Command, Output};
 
 use paceline_plugin_artifacts as artifacts;
@@ -246,6 +248,7 @@ fn a_server_on_a_routable_address_without_tokens_is_refused() {
     );
     assert!(!data.join("paceline.db").exists(), "refused before the store was opened");
     // `paceline dev` has no such acknowledgement: open only on loopback.
+    let data = dir.path().join("dev-data");
     let out = paceline(&[
         "dev",
         "--sim-hosts",
@@ -256,5 +259,80 @@ fn a_server_on_a_routable_address_without_tokens_is_refused() {
         "0.0.0.0:0",
     ]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("is not a loopback address"), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("is not a loopback address"), "{stderr}");
+    // Issue 43: it suggested --insecure-no-auth, a flag `dev` does not have.
+    assert!(stderr.contains("--tokens-file") && !stderr.contains("--insecure-no-auth"), "{stderr}");
+    assert!(!data.exists(), "refused before anything was created");
+}
+
+/// Issue 43: `dev` on a taken API port made its CA, secrets key, store and
+/// plugins, then said "Address already in use" twice without naming the
+/// flag. It refuses first, in one line naming --api-listen.
+#[test]
+fn dev_on_a_taken_port_says_so_in_one_line_before_creating_anything() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out =
+        paceline(&["dev", "--sim-hosts", "1", "--data-dir", data.to_str().expect("utf-8"), "--api-listen", &addr]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("--api-listen") && stderr.contains(&addr) && stderr.contains("already in use"), "{stderr}");
+    assert!(!data.exists(), "nothing created: {:?}", std::fs::read_dir(&data).map(|d| d.count()));
+}
+
+/// A client command with no server to talk to says which address it tried
+/// and what to check, not only "Connection refused".
+#[test]
+fn a_client_without_a_server_names_the_address_and_what_to_check() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let server = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_paceline"))
+        .args(["job", "list"])
+        .env("PACELINE_SERVER", &server)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    for part in [server.as_str(), "paceline dev", "PACELINE_SERVER", "hint:"] {
+        assert!(stderr.contains(part), "{part:?} not in: {stderr}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_paceline"))
+        .args(["job", "list", "--server", &server])
+        .env_remove("PACELINE_SERVER")
+        .output()
+        .expect("runs");
+    assert!(text(&out.stderr).contains("from --server"), "{}", text(&out.stderr));
+}
+
+/// Issue 43: `paceline host list -o json | head -1` panicked with a
+/// backtrace hint when `head` closed the pipe. The command ends quietly.
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = common::free_port();
+    let _dev = common::Dev::start(dir.path(), api, 3, &[]);
+    let run = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_paceline"))
+            .args(args)
+            .env("PACELINE_SERVER", format!("http://127.0.0.1:{api}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("runs");
+        // The reader goes away before anything is written: the first write fails.
+        drop(child.stdout.take());
+        child.wait_with_output().expect("waits")
+    };
+    for args in [&["host", "list", "-o", "json"][..], &["host", "list"], &["completion", "bash"]] {
+        let out = run(args);
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"), "{args:?}: {stderr}");
+        assert!(stderr.trim().is_empty(), "{args:?}: nothing on stderr: {stderr}");
+        assert!(matches!(out.status.code(), Some(0 | 141)), "{args:?}: {:?}", out.status);
+    }
 }

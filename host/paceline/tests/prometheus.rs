@@ -90,6 +90,170 @@ fn metrics_are_served_behind_the_api_tokens_and_open_on_the_scrape_listener() {
     }
 }
 
+/// `GET /metrics` as Prometheus asks for it: OpenMetrics when `openmetrics`,
+/// else the classic text format.
+fn scrape(port: u16, openmetrics: bool) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let accept = if openmetrics { "application/openmetrics-text; version=1.0.0" } else { "text/plain; version=0.0.4" };
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+}
+
+/// A sample line's name, labels (in order, `le` included) and value.
+fn sample(line: &str) -> Option<(String, Vec<(String, String)>, f64)> {
+    let (name, rest) = match line.find(['{', ' ']) {
+        Some(i) => line.split_at(i),
+        None => return None,
+    };
+    let mut labels = Vec::new();
+    let mut rest = rest;
+    if let Some(body) = rest.strip_prefix('{') {
+        // label="value" pairs; values may hold escaped quotes, commas and braces.
+        let mut chars = body.char_indices().peekable();
+        let mut end = None;
+        loop {
+            let mut key = String::new();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '=' => break,
+                    '}' => {
+                        end = Some(i);
+                        break;
+                    }
+                    ',' => {}
+                    c => key.push(c),
+                }
+            }
+            if end.is_some() {
+                break;
+            }
+            assert_eq!(chars.next().map(|(_, c)| c), Some('"'), "a quoted label value in {line}");
+            let mut value = String::new();
+            while let Some((_, c)) = chars.next() {
+                match c {
+                    '\\' => value.push(chars.next().map(|(_, c)| c).unwrap_or('\\')),
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+            labels.push((key.trim().to_string(), value));
+        }
+        rest = &body[end.expect("labels end with }") + 1..];
+    }
+    let value = rest.split_whitespace().next()?;
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().ok()?,
+    };
+    Some((name.to_string(), labels, value))
+}
+
+/// Every histogram of an exposition (either format) checked as Prometheus
+/// reads one: per series, buckets cumulative in `le` order, a `+Inf` bucket,
+/// and `+Inf` equal to `_count`. Returns the `_count` of each series, keyed
+/// `family{labels}`, or the problems found.
+fn check_histograms(text: &str) -> Result<std::collections::BTreeMap<String, f64>, Vec<String>> {
+    use std::collections::BTreeMap;
+    let families: Vec<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.strip_suffix(" histogram")).collect();
+    assert!(!families.is_empty(), "no histogram in:\n{text}");
+    // family -> series (labels without le) -> (buckets, count)
+    type Series = (Vec<(f64, f64)>, Option<f64>);
+    let mut seen: BTreeMap<String, BTreeMap<String, Series>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let Some((name, labels, value)) = sample(line) else { continue };
+        for family in &families {
+            let Some(suffix) = name.strip_prefix(family) else { continue };
+            if suffix != "_bucket" && suffix != "_count" {
+                continue;
+            }
+            let key = labels
+                .iter()
+                .filter(|(k, _)| k != "le")
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let series = seen.entry(family.to_string()).or_default().entry(key).or_default();
+            match suffix {
+                "_bucket" => {
+                    let le = labels.iter().find(|(k, _)| k == "le").map(|(_, v)| v.as_str()).expect("le");
+                    let le = if le == "+Inf" { f64::INFINITY } else { le.parse().expect("le is a number") };
+                    series.0.push((le, value));
+                }
+                "_count" => series.1 = Some(value),
+                _ => {}
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    let mut counts = BTreeMap::new();
+    for family in &families {
+        let Some(all) = seen.get(*family) else { continue };
+        for (key, (buckets, count)) in all {
+            let id = format!("{family}{{{key}}}");
+            let mut sorted = buckets.clone();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if let Some(w) = sorted.windows(2).find(|w| w[1].1 < w[0].1) {
+                problems.push(format!("{id}: bucket le={} holds {} < {} of le={}", w[1].0, w[1].1, w[0].1, w[0].0));
+            }
+            match (sorted.last(), count) {
+                (Some((le, inf)), Some(count)) if le.is_infinite() => {
+                    if inf != count {
+                        problems.push(format!("{id}: +Inf bucket {inf} != _count {count}"));
+                    }
+                    counts.insert(id, *count);
+                }
+                _ => problems.push(format!("{id}: no +Inf bucket or no _count ({buckets:?}, {count:?})")),
+            }
+        }
+    }
+    if problems.is_empty() { Ok(counts) } else { Err(problems) }
+}
+
+/// Issue 43: the submit→running histogram summed its buckets twice (+Inf 60
+/// for 4 tasks). Every histogram family of a real scrape, in both formats,
+/// is a valid Prometheus histogram once work has been observed in it.
+#[test]
+fn every_histogram_of_a_scrape_is_cumulative_and_its_inf_bucket_is_its_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let (api, scrape_port) = (free_port(), free_port());
+    let _dev = Dev::start(dir, api, 2, &["--metrics-listen", &format!("127.0.0.1:{scrape_port}")]);
+    let id = json(api, &["job", "create", &job_file(dir, "web", "/default", 4, 500)])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    eventually(60, "4 running", || {
+        json(api, &["task", "list", &id])
+            .as_array()
+            .is_some_and(|t| t.len() == 4 && t.iter().all(|t| t["state"] == "RUNNING"))
+    });
+    // One scrape before, so that scrape_seconds has observations too.
+    let _ = scrape(scrape_port, false);
+    let submit = "paceline_task_submit_to_running_seconds{}";
+    eventually(30, "the four tasks in submit_to_running", || {
+        scrape(scrape_port, false).lines().any(|l| l == "paceline_task_submit_to_running_seconds_count 4")
+    });
+    for openmetrics in [false, true] {
+        let text = scrape(scrape_port, openmetrics);
+        let counts = check_histograms(&text)
+            .unwrap_or_else(|p| panic!("openmetrics {openmetrics}: invalid histograms:\n{}\n\n{text}", p.join("\n")));
+        assert_eq!(counts.get(submit), Some(&4.0), "{counts:?}");
+        // The hand-built plugin histogram and the library's own are among
+        // those checked, with observations in them.
+        for family in ["paceline_plugin_call_seconds{", "paceline_placement_round_seconds{", "paceline_scrape_seconds{"]
+        {
+            assert!(counts.iter().any(|(k, n)| k.starts_with(family) && *n > 0.0), "no {family} observed: {counts:?}");
+        }
+    }
+}
+
 /// Prometheus's URL and target directory, or `None` (with a note) when the
 /// environment does not name a running one.
 fn prometheus() -> Option<(String, PathBuf)> {
@@ -218,6 +382,15 @@ fn prometheus_sees_what_the_cluster_says_and_every_dashboard_query_answers() {
 
     // The figures, as Prometheus has them, against the cluster's own.
     eventually(30, "runs on hosts: 6", || one(&url, &format!("sum(paceline_host_runs{{{sel}}})")) == Some(6.0));
+    // Issue 43: the submit→running histogram as Prometheus reads it. Its
+    // +Inf bucket is its count (it was 15 times the count), and the median
+    // of six tasks that each ran within seconds is seconds, where buckets
+    // summed twice put it past 10 s.
+    let submit = "paceline_task_submit_to_running_seconds";
+    eventually(30, "six tasks in submit_to_running", || one(&url, &format!("{submit}_count{{{sel}}}")) == Some(6.0));
+    assert_eq!(one(&url, &format!("{submit}_bucket{{{sel},le=\"+Inf\"}}")), Some(6.0));
+    let median = one(&url, &format!("histogram_quantile(0.5, sum by (le) ({submit}_bucket{{{sel}}}))"));
+    assert!(median.is_some_and(|m| m > 0.0 && m <= 10.0), "median submit->running: {median:?}");
     let pools = json(api, &["pool", "list"]);
     let team = pools
         .get("pools")

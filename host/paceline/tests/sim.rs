@@ -104,6 +104,44 @@ fn without_reproducible_only_the_wall_clock_section_can_differ() {
     assert_eq!(table(&a), table(&b), "the table up to its measured paragraph");
 }
 
+/// Issue 43: `sim compare` said "seed 0" for a trace generated with
+/// `--seed 7` (the replay's seed, unnamed), and its terminal table left out
+/// the fairness, plugin-call and wall-clock sections `sim run` prints.
+#[test]
+fn compare_names_both_seeds_and_prints_every_section_run_prints() {
+    let trace = generated(24, 260, 7);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let replay_with = |policy: &str| {
+        let options = Options {
+            policies: vec![("placement".into(), PolicySource::Builtin(policy.into()))],
+            ..Options::default()
+        };
+        rt.block_on(replay(Cursor::new(trace.clone()), options)).expect("replay")
+    };
+    let (a, b) = (replay_with("binpack"), replay_with("spread"));
+    assert_eq!((a.trace_seed, a.seed), (Some(7), 0));
+    assert!(a.to_json().contains("\"trace_seed\": 7"), "in the JSON report too");
+    let html = paceline_sim::render::compare_html(&a, &b, ["binpack", "spread"]);
+    assert!(html.contains("trace generated with seed 7, replay seed 0"), "{html}");
+    assert!(paceline_sim::render::html(&a).contains("trace generated with seed 7, replay seed 0"));
+    let table = paceline_sim::render::compare_table(&a, &b, ["binpack", "spread"]);
+    assert!(table.contains("trace generated with seed 7, replay seed 0"), "{table}");
+    let run = paceline_sim::render::table_text(&a);
+    for section in ["pools against their entitlement", "plugin calls", "measured (wall clock"] {
+        assert!(run.contains(section), "sim run prints {section:?}: {run}");
+        assert!(table.contains(section), "sim compare prints {section:?} too: {table}");
+    }
+    for set in ["binpack", "spread"] {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{set} ")) && l.contains(&format!("{set}@"))),
+            "plugin calls of {set}: {table}"
+        );
+    }
+    // B - A in units: shares in percentage points.
+    let line = table.lines().find(|l| l.starts_with("CPU allocated (mean)")).expect("CPU row");
+    assert!(line.ends_with(" pp") || line.ends_with('='), "{line}");
+}
+
 /// 8 hosts of 4 cores in zones a and b. At 0 a job of 4 one-core tasks
 /// arrives, at 10 s a job of 6 whole-host tasks; the replay ends at 10 min,
 /// before anything finishes. Binpack puts the four small tasks on one host

@@ -138,9 +138,15 @@ pub enum PluginError {
         /// The version.
         version: String,
     },
-    /// Nothing to roll back to.
-    #[error("slot {0} has no earlier version to roll back to")]
-    NothingToRollBack(String),
+    /// Nothing to roll back to: a rollback would leave the slot with no
+    /// active version (its native policy serving, unannounced).
+    #[error("slot {slot} has no earlier version to roll back to: {detail}")]
+    NothingToRollBack {
+        /// The slot.
+        slot: String,
+        /// What the slot runs and holds, and what to do instead.
+        detail: String,
+    },
     /// A name or version string with characters that are not allowed.
     #[error("invalid {field} `{value}`: use letters, digits, '.', '-' and '_' (1 to 64 characters)")]
     InvalidName {

@@ -572,8 +572,14 @@ impl Registry {
         Ok(())
     }
 
-    /// Goes back to the version active before the current one (or to the
-    /// native policy when there is none). Returns the id now active, if any.
+    /// Goes back to the version active before the current one. Returns the
+    /// id now active, if any.
+    ///
+    /// Refused ([`PluginError::NothingToRollBack`], saying what the slot
+    /// holds) when no earlier version that has not failed is there to go
+    /// back to: the slot would be left with no active version and its
+    /// native policy would serve unannounced (issue 43). The automatic
+    /// rollback of a failing version still falls back to the native policy.
     pub fn rollback(&self, slot_name: &str) -> Result<Option<String>, PluginError> {
         let slot = self.slot(slot_name)?;
         let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
@@ -583,13 +589,30 @@ impl Registry {
     fn rollback_locked(&self, slot: &Slot, mark_failed: Option<&Arc<Version>>) -> Result<Option<String>, PluginError> {
         let mut history = slot.history.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
         let Some(current) = history.last().cloned() else {
-            return Err(PluginError::NothingToRollBack(slot.name.clone()));
+            return Err(PluginError::NothingToRollBack {
+                slot: slot.name.clone(),
+                detail: format!("no version is active (the native policy serves it); {}", Self::holdings(slot)),
+            });
         };
         let mut next = history.clone();
         next.pop();
         // Skip versions that failed since they were active.
         while next.last().and_then(|id| slot.find(id)).is_some_and(|v| v.record().state == VersionState::Failed) {
             next.pop();
+        }
+        // An operator's rollback never empties the slot: it would leave no
+        // active version and the native policy serving without anyone
+        // having chosen it. Only a failing version is rolled back to nothing.
+        if next.is_empty() && mark_failed.is_none() {
+            return Err(PluginError::NothingToRollBack {
+                slot: slot.name.clone(),
+                detail: format!(
+                    "{current} is active and no version that has not failed was active before it; {}; \
+                     activate another version instead (`paceline plugin activate {} NAME@VERSION`)",
+                    Self::holdings(slot),
+                    slot.name
+                ),
+            });
         }
         self.store.save_history(&slot.name, &next).map_err(PluginError::Storage)?;
         if let Some(v) = slot.find(&current) {
@@ -605,6 +628,27 @@ impl Registry {
         *history = next;
         slot.consecutive_failures.store(0, Ordering::Relaxed);
         Ok(target.map(|t| t.id.clone()))
+    }
+
+    /// The slot's versions and their states, for an error message.
+    fn holdings(slot: &Slot) -> String {
+        let versions = slot.versions.read().map(|v| v.clone()).unwrap_or_default();
+        if versions.is_empty() {
+            return "it holds no deployed version".to_string();
+        }
+        let listed: Vec<String> = versions
+            .iter()
+            .map(|v| {
+                let state = match v.record().state {
+                    VersionState::Ready => "deployed, never active",
+                    VersionState::Active => "active",
+                    VersionState::Retired => "retired",
+                    VersionState::Failed => "failed",
+                };
+                format!("{} {state}", v.id)
+            })
+            .collect();
+        format!("versions: {}", listed.join(", "))
     }
 
     /// Starts comparing `id`'s decisions with the active version's on every

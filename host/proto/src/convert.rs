@@ -497,7 +497,14 @@ pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
         config_version: rt.config_version,
         host: rt.host.clone().unwrap_or_default(),
         ports: rt.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
-        healthy: rt.healthy,
+        // Health is a running task's: a run that ended (KILLED, FAILED, …)
+        // or has not started keeps its last check in the runtime, which
+        // must not read as `healthy: true` (issue 43).
+        healthy: if matches!(rt.state, TaskState::Running | TaskState::Killing | TaskState::Preempting) {
+            rt.healthy
+        } else {
+            None
+        },
         reason: rt.reason.clone(),
         message: rt.message.clone(),
         failure_count: rt.failure_count,
@@ -674,6 +681,23 @@ mod tests {
             },
             ..JobConfig::default()
         }
+    }
+
+    /// Issue 43: a KILLED task read `healthy: true`, its last check before
+    /// the kill. Only a running task is healthy or not.
+    #[test]
+    fn only_a_running_task_carries_its_health() {
+        let mut rt = TaskRuntime::initial(1, 0);
+        rt.healthy = Some(true);
+        for state in TaskState::ALL {
+            rt.state = state;
+            let wire = task_pb("web", 0, &rt).healthy;
+            let running = matches!(state, TaskState::Running | TaskState::Killing | TaskState::Preempting);
+            assert_eq!(wire, if running { Some(true) } else { None }, "{state:?}");
+        }
+        rt.state = TaskState::Running;
+        rt.healthy = Some(false);
+        assert_eq!(task_pb("web", 0, &rt).healthy, Some(false));
     }
 
     #[test]

@@ -158,12 +158,74 @@ pub fn table_text(r: &Report) -> String {
     out
 }
 
+/// The seeds of a replay in words: the trace's (a generated trace's header
+/// has it) and the replay's own `--seed`, which are different things (a
+/// trace generated with `--seed 7` replays with seed 0 unless told).
+fn seeds(r: &Report) -> String {
+    match r.trace_seed {
+        Some(t) => format!("trace generated with seed {t}, replay seed {}", r.seed),
+        None => format!("replay seed {}", r.seed),
+    }
+}
+
+/// What a headline cell holds, for [`delta`].
+#[derive(Clone, Debug, PartialEq)]
+enum Figure {
+    /// A plain number (a count, a mean).
+    Plain(f64),
+    /// A percentage: the difference is in percentage points.
+    Percent(f64),
+    /// A duration as [`secs`] writes it, in ms.
+    Millis(f64),
+    /// A number followed by a unit word (`cores`).
+    Unit(f64, String),
+}
+
+fn figure(cell: &str) -> Option<Figure> {
+    let mut words = cell.split_whitespace();
+    let first = words.next()?;
+    if let Some(p) = first.strip_suffix('%') {
+        return p.parse().ok().map(Figure::Percent);
+    }
+    let v: f64 = first.parse().ok()?;
+    Some(match words.next() {
+        None => Figure::Plain(v),
+        Some("ms") => Figure::Millis(v),
+        Some("s") => Figure::Millis(v * 1_000.0),
+        Some("min") => Figure::Millis(v * 60_000.0),
+        Some("h") => Figure::Millis(v * 3_600_000.0),
+        Some(w) if w.chars().all(|c| c.is_alphabetic()) && w != "of" => Figure::Unit(v, w.to_string()),
+        // "12.0% of 40", "3 (25.0%)": the first number alone.
+        Some(_) => Figure::Plain(v),
+    })
+}
+
+/// B − A of two headline cells, in their unit: `+1.2 pp` for percentages
+/// (percentage points), `+45.0 s` or `-2.1 min` for durations (even when A
+/// and B are written in different units), `+3` for counts, `+1.50 cores`;
+/// `=` when equal, blank when the cells are not comparable.
 fn delta(a: &str, b: &str) -> String {
-    let num = |s: &str| s.split_whitespace().next().and_then(|v| v.trim_end_matches('%').parse::<f64>().ok());
-    match (num(a), num(b)) {
-        (Some(x), Some(y)) if a.split_whitespace().nth(1) == b.split_whitespace().nth(1) => {
+    let signed = |d: f64, text: String| format!("{}{text}", if d < 0.0 { "-" } else { "+" });
+    match (figure(a), figure(b)) {
+        (Some(Figure::Percent(x)), Some(Figure::Percent(y))) if y == x => "=".into(),
+        (Some(Figure::Percent(x)), Some(Figure::Percent(y))) => format!("{:+.1} pp", y - x),
+        (Some(Figure::Millis(x)), Some(Figure::Millis(y))) => {
             let d = y - x;
-            if d == 0.0 { "=".into() } else { format!("{d:+.2}") }
+            if d == 0.0 { "=".into() } else { signed(d, secs(d.abs().round() as u64)) }
+        }
+        (Some(Figure::Plain(x)), Some(Figure::Plain(y))) => {
+            let d = y - x;
+            if d == 0.0 {
+                "=".into()
+            } else if x.fract() == 0.0 && y.fract() == 0.0 {
+                format!("{d:+}")
+            } else {
+                format!("{d:+.2}")
+            }
+        }
+        (Some(Figure::Unit(x, u)), Some(Figure::Unit(y, w))) if u == w => {
+            let d = y - x;
+            if d == 0.0 { "=".into() } else { format!("{d:+.2} {u}") }
         }
         _ => String::new(),
     }
@@ -172,7 +234,7 @@ fn delta(a: &str, b: &str) -> String {
 /// Two reports side by side (`a` then `b`), with B − A.
 pub fn compare_table(a: &Report, b: &Report, names: [&str; 2]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "trace {} ({}), {} hosts, {} jobs", a.trace, a.source, a.hosts, a.jobs);
+    let _ = writeln!(out, "trace {} ({}), {} hosts, {} jobs; {}", a.trace, a.source, a.hosts, a.jobs, seeds(a));
     for (name, r) in names.iter().zip([a, b]) {
         let policies: Vec<String> = r.policies.iter().map(|(s, p)| format!("{s}={p}")).collect();
         let _ = writeln!(out, "  {name}: {}", policies.join(", "));
@@ -191,6 +253,61 @@ pub fn compare_table(a: &Report, b: &Report, names: [&str; 2]) -> String {
         rows.push(vec![w.pool.clone(), w.kind.clone(), secs(w.wait_ms.p95), other.unwrap_or_else(|| "-".into())]);
     }
     out.push_str(&table(&rows));
+    // The sections `sim run` prints, for both sets (issue 43: compare left
+    // them out).
+    if !a.fairness.is_empty() || !b.fairness.is_empty() {
+        out.push_str("\npools against their entitlement (CPU, share of the cluster; mean |deviation|)\n");
+        let mut rows = vec![vec![
+            "pool".to_string(),
+            "entitled".into(),
+            format!("{} share", names[0]),
+            format!("{} share", names[1]),
+            format!("{} |dev|", names[0]),
+            format!("{} |dev|", names[1]),
+            "B - A |dev|".into(),
+        ]];
+        let pools: std::collections::BTreeSet<&str> =
+            a.fairness.iter().chain(&b.fairness).map(|f| f.pool.as_str()).collect();
+        for pool in pools {
+            let fa = a.fairness.iter().find(|f| f.pool == pool);
+            let fb = b.fairness.iter().find(|f| f.pool == pool);
+            let cell = |f: Option<&crate::report::PoolFairness>, v: fn(&crate::report::PoolFairness) -> f64| {
+                f.map_or_else(|| "-".to_string(), |f| pct(v(f)))
+            };
+            let (da, db) = (cell(fa, |f| f.cpu_mean_abs_deviation), cell(fb, |f| f.cpu_mean_abs_deviation));
+            rows.push(vec![
+                pool.to_string(),
+                cell(fa.or(fb), |f| f.cpu_mean_entitlement),
+                cell(fa, |f| f.cpu_mean_share),
+                cell(fb, |f| f.cpu_mean_share),
+                da.clone(),
+                db.clone(),
+                delta(&da, &db),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out.push_str("\nplugin calls\n");
+    let mut rows = vec![["set", "slot", "version", "calls", "faults"].map(String::from).to_vec()];
+    for (name, r) in names.iter().zip([a, b]) {
+        for row in plugin_call_rows(r).into_iter().skip(1) {
+            rows.push(std::iter::once(name.to_string()).chain(row).collect());
+        }
+    }
+    out.push_str(&table(&rows));
+    for (name, r) in names.iter().zip([a, b]) {
+        if let Some(m) = &r.measured {
+            let _ = writeln!(
+                out,
+                "\n{name}, measured (wall clock; varies between runs): {} in {} steps, {:.0}x real time{}",
+                secs(m.wall_ms),
+                m.steps,
+                m.speedup,
+                m.peak_rss_mib.map(|v| format!(", peak memory {v} MiB")).unwrap_or_default()
+            );
+            out.push_str(&table(&latency_rows(m, "<=", "us")));
+        }
+    }
     out
 }
 
@@ -538,12 +655,12 @@ pub fn html(r: &Report) -> String {
     let _ = write!(body, "<h1>Replay of {} </h1>", esc(&r.trace));
     let _ = write!(
         body,
-        "<p class=\"note\">source {}, {} hosts, {} jobs, {} tasks; seed {}, loop period {} ms; replay ended at {}</p>",
+        "<p class=\"note\">source {}, {} hosts, {} jobs, {} tasks; {}, loop period {} ms; replay ended at {}</p>",
         esc(&r.source),
         r.hosts,
         r.jobs,
         r.outcomes.tasks,
-        r.seed,
+        seeds(r),
         r.tick_ms,
         secs(r.end_ms)
     );
@@ -567,12 +684,12 @@ pub fn compare_html(a: &Report, b: &Report, names: [&str; 2]) -> String {
     let _ = write!(body, "<h1>{} vs {} on {}</h1>", esc(names[0]), esc(names[1]), esc(&a.trace));
     let _ = write!(
         body,
-        "<p class=\"note\">source {}, {} hosts, {} jobs, {} tasks; seed {}, loop period {} ms</p>",
+        "<p class=\"note\">source {}, {} hosts, {} jobs, {} tasks; {}, loop period {} ms</p>",
         esc(&a.source),
         a.hosts,
         a.jobs,
         a.outcomes.tasks,
-        a.seed,
+        seeds(a),
         a.tick_ms
     );
     let mut rows = vec![vec!["slot".to_string(), names[0].to_string(), names[1].to_string()]];
@@ -592,6 +709,7 @@ pub fn compare_html(a: &Report, b: &Report, names: [&str; 2]) -> String {
         rows.push(vec![k, va, vb, d]);
     }
     body.push_str(&html_table(&rows));
+    body.push_str("<p class=\"note\">B − A is in each figure's unit; shares differ in percentage points (pp).</p>");
     body.push_str("<h2>Over time</h2>");
     body.push_str(&charts(&[(names[0], a), (names[1], b)]));
     for (name, r) in [(names[0], a), (names[1], b)] {
@@ -632,4 +750,26 @@ fn latency_rows(m: &Measured, at_most: &str, micros: &str) -> Vec<Vec<String>> {
         ]);
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43: B − A had no units (`+1.20` for a share, nothing at all
+    /// for `59.0 s` against `2.1 min`).
+    #[test]
+    fn differences_carry_their_unit() {
+        assert_eq!(delta("61.5%", "62.7%"), "+1.2 pp");
+        assert_eq!(delta("62.7%", "62.7%"), "=");
+        assert_eq!(delta("59.0 s", "2.1 min"), "+67.0 s");
+        assert_eq!(delta("2.1 min", "59.0 s"), "-67.0 s");
+        assert_eq!(delta("1.0 h", "3.5 h"), "+2.5 h");
+        assert_eq!(delta("500 ms", "1.5 s"), "+1.0 s");
+        assert_eq!(delta("12", "9"), "-3");
+        assert_eq!(delta("1.50", "2.25"), "+0.75");
+        assert_eq!(delta("3.0 cores (25.0%)", "4.5 cores (37.5%)"), "+1.50 cores");
+        assert_eq!(delta("50.0% of 4", "100.0% of 4"), "+50.0 pp");
+        assert_eq!(delta("job-7", "-"), "");
+    }
 }

@@ -177,6 +177,8 @@ pub struct Observed {
     pub source: String,
     /// Seed the runner was given.
     pub seed: u64,
+    /// The seed the trace was generated with (its header's `seed`), if any.
+    pub trace_seed: Option<u64>,
     /// The runner's loop period, ms.
     pub tick_ms: u64,
     /// Slot → the policy serving it at the start (`name@version`).
@@ -478,8 +480,12 @@ pub struct Report {
     pub trace: String,
     /// Trace source.
     pub source: String,
-    /// Seed.
+    /// Seed of the replay (`--seed`), not the trace's.
     pub seed: u64,
+    /// The seed the trace was generated with (`sim generate --seed`), from
+    /// its header; absent for traces not generated (imported, recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_seed: Option<u64>,
     /// Loop period, ms.
     pub tick_ms: u64,
     /// Slot → policy at the start.
@@ -809,6 +815,7 @@ impl Observed {
             trace: self.trace.clone(),
             source: self.source.clone(),
             seed: self.seed,
+            trace_seed: self.trace_seed,
             tick_ms: self.tick_ms,
             policies: self.policies.clone(),
             swaps: self.swaps.iter().map(|(at, slot, p)| format!("{at} ms: {slot} -> {p}")).collect(),

@@ -325,7 +325,68 @@ fn dev_join(pki_dir: &std::path::Path, data_dir: &std::path::Path, n: u64) -> an
     Ok(DevJoin { ca_hash: pki.ca_hash(), token })
 }
 
+/// `dev`'s own refusal of an open API off loopback. The server's check
+/// (`check_api_exposure`) would suggest `--insecure-no-auth`, which only
+/// `paceline server` has; this says what works for `dev`.
+fn check_dev_exposure(api_listen: SocketAddr, has_tokens: bool) -> anyhow::Result<()> {
+    if has_tokens || api_listen.ip().is_loopback() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--api-listen {api_listen} is not a loopback address and there is no tokens file: anyone who reaches it \
+         would act as an admin. For `paceline dev`, give --tokens-file FILE (`paceline auth token --name me \
+         --role admin` prints a token and its entry; see docs/operations.md, \"Authentication\"), or listen on \
+         127.0.0.1 (the default, 127.0.0.1:7400)"
+    )
+}
+
+/// Binds `addr` and lets it go, before anything is created: a port already
+/// taken (another `dev`, most often) is one line naming the flag, not an
+/// error after the CA, the store and the plugins are made. Another process
+/// could still take the port in between; the server's own bind then fails
+/// as before.
+fn probe_listen(flag: &str, addr: SocketAddr) -> anyhow::Result<()> {
+    match std::net::TcpListener::bind(addr) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "{flag} {addr}: the port is already in use (another `paceline dev`?); stop that process or choose \
+             another address with {flag} HOST:PORT"
+        ),
+        Err(e) => anyhow::bail!("{flag} {addr}: cannot listen there: {e}"),
+    }
+}
+
+/// First port of the range dev agents take task ports from: below Linux's
+/// default ephemeral range (32768–60999), whose ports the kernel hands out
+/// as the source port of outgoing connections, so a task given one could
+/// find it taken.
+const DEV_TASK_PORTS_FROM: u64 = 20_000;
+
+/// Task port ranges of `n` dev agents, (first, last) each: 1,000 ports
+/// apiece from [`DEV_TASK_PORTS_FROM`], all below `ephemeral_low` (the first
+/// port of the kernel's ephemeral range); with many agents each gets fewer
+/// ports so that they still fit.
+fn dev_task_port_ranges(n: u64, ephemeral_low: u64) -> Vec<(u64, u64)> {
+    let room = ephemeral_low.saturating_sub(DEV_TASK_PORTS_FROM).max(n);
+    let each = (room / n.max(1)).clamp(1, 1_000);
+    (0..n).map(|i| (DEV_TASK_PORTS_FROM + i * each, DEV_TASK_PORTS_FROM + (i + 1) * each - 1)).collect()
+}
+
+/// The first port of the kernel's ephemeral range (32768 where unknown).
+fn ephemeral_low() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
 pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
+    // Refusals first: nothing is created for a start that cannot succeed.
+    check_dev_exposure(args.api_listen, args.tokens_file.is_some())?;
+    probe_listen("--api-listen", args.api_listen)?;
+    if let Some(m) = args.metrics_listen {
+        probe_listen("--metrics-listen", m)?;
+    }
     let data_dir = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     let hosts = match args.sim_hosts {
         Some(n) => HostsConfig::Sim {
@@ -355,13 +416,14 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
             let exe = std::env::current_exe().context("finding the paceline binary")?;
             let n = args.agents.max(1) as u64;
             let join = dev_join(&pki_dir, &data_dir, n)?;
+            let port_ranges = dev_task_port_ranges(n, ephemeral_low());
             let cores = std::thread::available_parallelism().map(|c| c.get() as u64).unwrap_or(1);
             let memory = paceline_agent::config::detect_memory_mib().unwrap_or(4_096);
             for i in 1..=n {
                 let dir = data_dir.join("agents").join(format!("dev-{i}"));
                 std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
                 let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log"))?;
-                let first = 31_000 + (i - 1) * 1_000;
+                let (first, last) = port_ranges.get((i - 1) as usize).copied().unwrap_or((0, 0));
                 let child = Command::new(&exe)
                     .args([
                         "agent",
@@ -374,7 +436,7 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .arg(dir.join("data"))
                     .args(["--cpu-millis", &(cores * 1000 / n).max(1000).to_string()])
                     .args(["--memory-mib", &(memory / n).max(1024).to_string()])
-                    .args(["--port-range", &format!("{first}-{}", first + 999)])
+                    .args(["--port-range", &format!("{first}-{last}")])
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
                     // Every local agent would find the same GPUs: the first
                     // one alone takes them, or each device would be granted
@@ -415,4 +477,38 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43: dev agents took task ports from 31000 on, the third agent
+    /// on inside Linux's ephemeral range (32768–60999).
+    #[test]
+    fn dev_task_ports_stay_below_the_ephemeral_range() {
+        for n in [1, 2, 3, 8, 12, 40] {
+            let ranges = dev_task_port_ranges(n, 32_768);
+            assert_eq!(ranges.len() as u64, n);
+            for (i, (first, last)) in ranges.iter().enumerate() {
+                assert!(*first >= DEV_TASK_PORTS_FROM && first <= last && *last < 32_768, "{n} agents: {ranges:?}");
+                if let Some((next, _)) = ranges.get(i + 1) {
+                    assert!(last < next, "ranges do not overlap: {ranges:?}");
+                }
+            }
+        }
+        assert_eq!(dev_task_port_ranges(2, 32_768), vec![(20_000, 20_999), (21_000, 21_999)]);
+        // A kernel with a lower ephemeral range: the agents share what is left below it.
+        assert!(dev_task_port_ranges(4, 24_000).iter().all(|(_, last)| *last < 24_000));
+    }
+
+    #[test]
+    fn dev_refuses_a_taken_port_naming_the_flag() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = taken.local_addr().expect("addr");
+        let e = probe_listen("--api-listen", addr).expect_err("taken").to_string();
+        assert!(e.contains("--api-listen") && e.contains("already in use") && e.contains(&addr.to_string()), "{e}");
+        drop(taken);
+        probe_listen("--api-listen", addr).expect("free again");
+    }
 }

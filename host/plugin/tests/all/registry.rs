@@ -42,6 +42,38 @@ fn versions_and_active_survive_a_restart_and_compiles_are_cached() {
     assert!(matches!(reg.activate("placement/batch", "nope@1"), Err(PluginError::UnknownVersion { .. })));
 }
 
+/// Issue 43: a second rollback used to retire the only version left,
+/// leaving the slot with no active version and its native policy serving
+/// unannounced. It is refused, naming the slot and what it holds, and the
+/// slot keeps serving the version it had.
+#[test]
+fn a_rollback_with_nothing_to_go_back_to_is_refused_and_keeps_the_active_version() {
+    let reg = registry(runtime());
+    reg.deploy("placement/batch", "binpack", "1", artifacts::BINPACK, DeployOptions::default()).expect("deploys");
+    reg.deploy("placement/batch", "spread", "2", artifacts::SPREAD, DeployOptions::default()).expect("deploys");
+    reg.activate("placement/batch", "binpack@1").expect("activates");
+    reg.activate("placement/batch", "spread@2").expect("activates");
+    assert_eq!(reg.rollback("placement/batch").expect("rolls back").as_deref(), Some("binpack@1"));
+
+    let e = reg.rollback("placement/batch").expect_err("nothing before binpack@1");
+    assert!(matches!(e, PluginError::NothingToRollBack { ref slot, .. } if slot == "placement/batch"), "{e:?}");
+    let msg = e.to_string();
+    for part in ["placement/batch", "binpack@1 is active", "binpack@1 active", "spread@2 retired", "plugin activate"] {
+        assert!(msg.contains(part), "{part:?} not in: {msg}");
+    }
+    assert_eq!(reg.active("placement/batch").expect("slot").as_deref(), Some("binpack@1"), "still served");
+    let listed = reg.list();
+    let state = |id: &str| listed[0].versions.iter().find(|v| v.record.id() == id).map(|v| v.record.state);
+    assert_eq!(state("binpack@1"), Some(VersionState::Active));
+    assert_eq!(state("spread@2"), Some(VersionState::Retired));
+    let answer = reg.place("placement/batch", &workload(10, 10, 1)).expect("answers");
+    assert_eq!(answer.served_by, ServedBy::Version("binpack@1".into()), "not the native fallback");
+
+    // A slot that never had a version active says so too.
+    let e = reg.rollback("placement/stateless").expect_err("nothing active");
+    assert!(e.to_string().contains("no version is active"), "{e}");
+}
+
 #[test]
 fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
     let dir = tempfile::tempdir().expect("tempdir");

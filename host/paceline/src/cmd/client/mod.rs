@@ -231,8 +231,28 @@ pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
 pub(crate) async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
     paceline::leader::leading_channel(&opts.server, opts.ca_cert.as_deref()).await.map_err(|e| match e {
         paceline::leader::ConnectError::BadInput(msg) => bad_input(msg),
+        paceline::leader::ConnectError::NoLeader(msg) if msg.contains("cannot connect to") => {
+            anyhow::Error::msg(format!("{msg}\n{}", unreachable_hint(&opts.server)))
+        }
         other => anyhow::Error::msg(other.to_string()),
     })
+}
+
+/// What to check when no server answered at `server`: that one runs there,
+/// and where the address came from (a first-hour "Connection refused" says
+/// neither).
+fn unreachable_hint(server: &str) -> String {
+    let from = if std::env::var("PACELINE_SERVER").is_ok_and(|v| v == server) {
+        "from PACELINE_SERVER".to_string()
+    } else if server == DEFAULT_SERVER {
+        "the default; set PACELINE_SERVER or --server for another".to_string()
+    } else {
+        "from --server".to_string()
+    };
+    format!(
+        "hint: is `paceline dev` (or `paceline server`) running and listening at {server} ({from})? \
+         `paceline dev` prints the address to use as `export PACELINE_SERVER=…`"
+    )
 }
 
 /// Reads a file given on the command line; a missing file is bad input.
