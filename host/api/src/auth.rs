@@ -157,8 +157,9 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
         // figures about every pool and plugin, so a reader's, not open.
         return Requirement::Read;
     }
-    if path == "/ui" || path.starts_with("/ui/") || path == "/" {
+    if path == "/ui" || path.starts_with("/ui/") || path == "/" || path == "/favicon.ico" {
         // The web UI's page and assets hold no data; its JSON routes do.
+        // Browsers ask for /favicon.ico on every page load.
         return Requirement::Open;
     }
     let Some((service, method)) = path.trim_start_matches('/').split_once('/') else {
@@ -411,14 +412,29 @@ async fn check_job_pool<T>(
 /// of every call and its answer (refusals included); and hands the auditor,
 /// if any, a record of every mutating call and every refused one
 /// ([`crate::audit`]).
+///
+/// Before any of that, [`crate::browser::BrowserPolicy::check`] refuses what
+/// a page of another site could have sent, and every `/ui` answer gets
+/// [`crate::browser::harden`]'s headers.
 #[derive(Clone, Debug)]
-pub struct AuthLayer(pub Arc<Auth>, pub Option<Arc<dyn crate::CallObserver>>, pub Option<crate::audit::Auditor>);
+pub struct AuthLayer(
+    pub Arc<Auth>,
+    pub Option<Arc<dyn crate::CallObserver>>,
+    pub Option<crate::audit::Auditor>,
+    pub Arc<crate::browser::BrowserPolicy>,
+);
 
 impl<S> tower::Layer<S> for AuthLayer {
     type Service = AuthService<S>;
 
     fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService { auth: self.0.clone(), observer: self.1.clone(), auditor: self.2.clone(), inner }
+        AuthService {
+            auth: self.0.clone(),
+            observer: self.1.clone(),
+            auditor: self.2.clone(),
+            browser: self.3.clone(),
+            inner,
+        }
     }
 }
 
@@ -428,6 +444,7 @@ pub struct AuthService<S> {
     auth: Arc<Auth>,
     observer: Option<Arc<dyn crate::CallObserver>>,
     auditor: Option<crate::audit::Auditor>,
+    browser: Arc<crate::browser::BrowserPolicy>,
     inner: S,
 }
 
@@ -455,7 +472,7 @@ pub fn method_label(path: &str) -> String {
     {
         return path.into();
     }
-    if path == "/ui" || path.starts_with("/ui/") || path == "/" {
+    if path == "/ui" || path.starts_with("/ui/") || path == "/" || path == "/favicon.ico" {
         return "/ui".into();
     }
     "other".into()
@@ -498,7 +515,20 @@ where
                 o.observe(&method_label(path), &answer_code(response), started.elapsed());
             }
         };
-        match self.auth.admit(request.method(), &path, request.headers()) {
+        // What a page of another site could have sent is refused before
+        // any token is looked at: tokens do not stop a browser that holds none.
+        let admitted = self
+            .browser
+            .check(
+                request.method(),
+                &path,
+                request.version(),
+                request.uri().authority().map(|a| a.as_str()),
+                request.headers(),
+            )
+            .and_then(|()| self.auth.admit(request.method(), &path, request.headers()));
+        let ui = crate::browser::is_ui_path(&path);
+        match admitted {
             Ok(who) => {
                 let caller = who.as_ref().map(|w| w.name.clone()).unwrap_or_default();
                 let audit = match &self.auditor {
@@ -514,7 +544,10 @@ where
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 Box::pin(async move {
-                    let response = inner.call(request).await?;
+                    let mut response = inner.call(request).await?;
+                    if ui {
+                        crate::browser::harden(response.headers_mut());
+                    }
                     // A call answered with an error status at once (every refusal:
                     // a bad field, an unknown job, a pool the caller may not use).
                     if let Some(status) = Status::from_header_map(response.headers())
@@ -540,8 +573,11 @@ where
                 }
                 // Plain HTTP clients (the page, a Prometheus scraping
                 // /metrics) read the HTTP status; gRPC clients the grpc-status.
-                let plain_http = path.starts_with("/ui/") || path == "/metrics";
-                let response = if plain_http { json_refusal(&status) } else { status.into_http() };
+                let plain_http = ui || path == "/metrics" || path == "/favicon.ico";
+                let mut response = if plain_http { json_refusal(&status) } else { status.into_http() };
+                if ui {
+                    crate::browser::harden(response.headers_mut());
+                }
                 observe(&path, &response);
                 Box::pin(async move { Ok(response) })
             }
@@ -590,6 +626,7 @@ mod tests {
             ("/ui/api/jobs/job-123", "/ui/api/jobs/…"),
             ("/ui/api/secrets", "other"),
             ("/ui/app.js", "/ui"),
+            ("/favicon.ico", "/ui"),
             ("/metrics", "/metrics"),
             ("/wp-admin/install.php", "other"),
             ("/paceline.v1.JobService/<script>", "other"),

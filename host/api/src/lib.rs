@@ -15,6 +15,8 @@
 //!
 //! - [`auth`]: bearer tokens, roles and per-pool grants; a layer in front
 //!   of every service.
+//! - [`browser`]: what a browser page of another site may not do (Host,
+//!   Origin and a custom header on UI changes), checked in that layer.
 //! - [`convert`]: wire ↔ model, with errors that name the offending field.
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`], [`secrets`]: one
@@ -46,6 +48,7 @@ use pb::watch_service_server::WatchServiceServer;
 
 pub mod audit;
 pub mod auth;
+pub mod browser;
 pub mod convert;
 pub mod events;
 pub mod hosts;
@@ -118,6 +121,12 @@ pub struct ApiConfig {
     /// Where the pool page's hour of samples is kept across restarts
     /// (`web/history.rs`); in memory only without one.
     pub pool_history_file: Option<std::path::PathBuf>,
+    /// Names besides IP literals, `localhost` and the machine's hostname
+    /// that plain HTTP requests (the web UI, `/metrics`) may give as their
+    /// `Host` (`api_allowed_hosts`; `*.example.com` for a whole domain).
+    /// Others are refused, so a page of another site that resolves its
+    /// name to this server (DNS rebinding) cannot use it ([`browser`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Told of every API call once the head of its answer is ready: the
@@ -150,6 +159,7 @@ impl Default for ApiConfig {
             audit: None,
             sim_reports_dir: None,
             pool_history_file: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -212,6 +222,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         config.auth.clone(),
         config.observer.clone(),
         config.audit.clone(),
+        Arc::new(browser::BrowserPolicy::new(&config.allowed_hosts)),
     ));
     // One watch service (and so one pool poller) for gRPC and the page's live stream.
     let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone());
@@ -270,6 +281,7 @@ where
         config.auth.clone(),
         config.observer.clone(),
         config.audit.clone(),
+        Arc::new(browser::BrowserPolicy::new(&config.allowed_hosts)),
     ));
     let router = server
         .add_routes(config.internal.clone().unwrap_or_default())

@@ -129,6 +129,9 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, config: &crate::ApiCo
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::temporary("/ui/") }))
+        // Browsers ask for it on every page load; there is none, and
+        // that is not worth a 404 (or a refusal in the log) each time.
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/ui/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
         .route("/ui/{file}", get(file))
         .route("/ui/api/whoami", get(actions::whoami))

@@ -13,8 +13,11 @@ export function setToken(value) {
   localStorage.setItem(TOKEN_KEY, value.trim());
 }
 
+// Every call carries X-Paceline-Request: the server refuses changes without
+// it, and a page of another site cannot send it (it is not a header a
+// "simple" cross-origin request may carry, and the server grants no CORS).
 function headers(extra = {}) {
-  const h = Object.assign({}, extra);
+  const h = Object.assign({ "X-Paceline-Request": "ui" }, extra);
   if (token()) h["Authorization"] = "Bearer " + token();
   return h;
 }

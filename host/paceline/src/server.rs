@@ -169,6 +169,14 @@ pub struct ServerConfig {
     /// the web UI's Simulations page (docs/web-ui.md). Default
     /// `<data_dir>/sim-reports`; it need not exist until a report is put there.
     pub sim_reports_dir: Option<PathBuf>,
+    /// Names, besides IP addresses, `localhost` and this machine's hostname,
+    /// by which browsers and other plain HTTP clients (the web UI,
+    /// `/metrics`) may reach the API (`paceline.example.com`, or
+    /// `*.example.com` for a domain). Requests naming any other `Host` are
+    /// refused, so a web page cannot reach the API by rebinding its own name
+    /// to this server's address (docs/security.md). gRPC clients need none.
+    /// The host of `advertise_api` is allowed too.
+    pub api_allowed_hosts: Vec<String>,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -237,6 +245,7 @@ impl Default for ServerConfig {
             agent_pki_dir: None,
             secrets_key_file: None,
             sim_reports_dir: None,
+            api_allowed_hosts: Vec::new(),
         }
     }
 }
@@ -391,6 +400,16 @@ fn load_tls(tls: Option<&TlsConfig>) -> Result<Option<paceline_api::TlsFiles>, S
     Ok(Some(files))
 }
 
+/// The host of an `advertise_api` value (`host:port`, `[v6]:port`, a URL).
+fn advertised_host(advertised: &str) -> Option<&str> {
+    let rest = advertised.split_once("://").map_or(advertised, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    if authority.starts_with('[') {
+        return None; // An IP literal: always allowed.
+    }
+    Some(authority.rsplit_once(':').map_or(authority, |(h, _)| h))
+}
+
 /// What every kind of server does first: read the tokens file and the TLS
 /// files (a broken one must stop the start before anything listens), create
 /// the data directory and open the store (default SQLite in it).
@@ -402,8 +421,19 @@ async fn prepare(
     if let Some(addr) = config.metrics_listen {
         crate::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(ServerError::Other)?;
     }
+    let mut allowed_hosts = Vec::new();
+    for name in &config.api_allowed_hosts {
+        allowed_hosts.push(paceline_api::browser::normalize_allowed_host(name).map_err(ServerError::Other)?);
+    }
+    // The name other servers and clients are told is one of this server's.
+    if let Some(name) = config.advertise_api.as_deref().and_then(advertised_host)
+        && let Ok(name) = paceline_api::browser::normalize_allowed_host(name)
+    {
+        allowed_hosts.push(name);
+    }
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
+        allowed_hosts,
         tls: load_tls(config.tls.as_ref())?,
         sim_reports_dir: Some(config.sim_reports_dir.clone().unwrap_or_else(|| config.data_dir.join("sim-reports"))),
         pool_history_file: Some(config.data_dir.join("pool-history.jsonl")),

@@ -29,6 +29,11 @@ pub struct ServerArgs {
     /// Require bearer tokens from this tokens file (overrides `tokens_file` in the config).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Also accept plain HTTP requests (the web UI, /metrics) that name the server by
+    /// this name (repeatable; `*.example.com` for a domain; adds to `api_allowed_hosts`).
+    /// IP addresses, localhost and this machine's hostname are always accepted.
+    #[arg(long = "api-allowed-host", value_name = "NAME")]
+    api_allowed_hosts: Vec<String>,
     /// Serve the API without a tokens file on an address that is not loopback:
     /// anyone who reaches it acts as an admin (overrides `insecure_no_auth`).
     /// Without this flag such a start is refused.
@@ -98,6 +103,11 @@ pub struct DevArgs {
     /// Require bearer tokens from this tokens file (default: an open API).
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Also accept web UI requests that name the server by this name (repeatable;
+    /// `*.example.com` for a domain). IP addresses, localhost and this machine's
+    /// hostname are always accepted.
+    #[arg(long = "api-allowed-host", value_name = "NAME")]
+    api_allowed_hosts: Vec<String>,
     /// Also serve `GET /metrics` here without authentication (e.g. 127.0.0.1:9464;
     /// the API port serves it too, behind tokens when there are any).
     #[arg(long)]
@@ -129,6 +139,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(t) = args.tokens_file {
         config.tokens_file = Some(t);
     }
+    config.api_allowed_hosts.extend(args.api_allowed_hosts);
     if args.insecure_no_auth {
         config.insecure_no_auth = true;
     }
@@ -404,6 +415,7 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
         heartbeat_timeout_ms: 5_000,
         agent_heartbeat_ms: 1_000,
         tokens_file: args.tokens_file.clone(),
+        api_allowed_hosts: args.api_allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
         metrics_listen_public: args.metrics_listen_public,
         ..ServerConfig::default()
