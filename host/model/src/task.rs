@@ -420,6 +420,27 @@ impl TaskState {
         }
     }
 
+    /// Where the state falls in one run's life, for ordering events of the
+    /// same millisecond: a run only moves forward through these, so of two
+    /// events recorded in one instant the one with the higher rank came
+    /// last. Being stopped (PREEMPTING, KILLING) comes after running and
+    /// before the end; every end ranks last.
+    pub fn timeline_rank(self) -> u8 {
+        match self {
+            TaskState::Initialized => 0,
+            TaskState::Pending => 1,
+            TaskState::Ready => 2,
+            TaskState::Placing => 3,
+            TaskState::Placed => 4,
+            TaskState::Launching => 5,
+            TaskState::Launched => 6,
+            TaskState::Starting => 7,
+            TaskState::Running => 8,
+            TaskState::Preempting | TaskState::Killing => 9,
+            TaskState::Succeeded | TaskState::Failed | TaskState::Lost | TaskState::Killed => 10,
+        }
+    }
+
     /// Parses [`TaskState::as_str`]'s names.
     pub fn parse(s: &str) -> Option<TaskState> {
         TaskState::ALL.into_iter().find(|t| t.as_str() == s)

@@ -312,9 +312,13 @@ impl JobManager {
         Ok(())
     }
 
-    /// A task's events, newest first.
+    /// A task's events, newest first. Stores order events of one
+    /// millisecond by their key (the state's name); here they are put in the
+    /// order the run went through them ([`TaskState::timeline_rank`]).
     pub async fn task_events(&self, id: &str, instance: u32) -> Result<Vec<TaskEvent>, JobError> {
-        Ok(self.store.task_events(id, instance, self.config.events_limit).await?)
+        let mut events = self.store.task_events(id, instance, self.config.events_limit).await?;
+        newest_first(&mut events);
+        Ok(events)
     }
 
     /// One task's runtime, from memory.
@@ -350,4 +354,12 @@ impl JobManager {
         let rm = self.resmgr.lock().ok()?;
         rm.find_task(key, instance).and_then(|t| t.last_unplaced)
     }
+}
+
+/// Newest first: by time, then run, then the run's own order of states
+/// (a stable sort, so anything else keeps the store's order).
+pub(crate) fn newest_first(events: &mut [TaskEvent]) {
+    events.sort_by(|a, b| {
+        (b.at_ms, b.run, b.to.timeline_rank()).cmp(&(a.at_ms, a.run, a.to.timeline_rank()))
+    });
 }

@@ -334,7 +334,11 @@ impl JobManager {
                         secrets: Vec::new(),
                         gpu: gpu.clone(),
                     });
-                    writes.push(Write::new(i, rt, "LAUNCHING"));
+                    // PLACED is recorded above as an event of its own; the
+                    // LAUNCHING write's event follows it.
+                    let mut write = Write::new(i, rt, "LAUNCHING");
+                    write.from = Some(TaskState::Placed);
+                    writes.push(write);
                 }
                 runs.push(host_runs);
             }

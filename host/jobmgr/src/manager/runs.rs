@@ -357,7 +357,15 @@ impl JobManager {
             changed: to != stored_state,
             health_changed: health_changed || base.is_some_and(|b| b.health_changed),
             previous_seq,
-            write: Some(Write { instance, rt, reason, message: update.message.clone() }),
+            write: Some(Write {
+                instance,
+                rt,
+                reason,
+                message: update.message.clone(),
+                // Folded onto an earlier update of the burst: its event is
+                // recorded apart, and this one starts where it ended.
+                from: base.map(|_| from),
+            }),
         })
     }
 

@@ -17,11 +17,16 @@ pub(crate) struct Write {
     pub rt: TaskRuntime,
     pub reason: String,
     pub message: String,
+    /// The state the event says the task left, when it is not the stored
+    /// one: a burst of run updates folded into one write (STARTING then
+    /// RUNNING) records the states it skips as events of their own, and this
+    /// write's event follows the last of them.
+    pub from: Option<TaskState>,
 }
 
 impl Write {
     pub(crate) fn new(instance: u32, rt: TaskRuntime, reason: &str) -> Write {
-        Write { instance, rt, reason: reason.to_string(), message: String::new() }
+        Write { instance, rt, reason: reason.to_string(), message: String::new(), from: None }
     }
 }
 
@@ -50,10 +55,13 @@ impl JobManager {
         };
         for w in &mut writes {
             w.rt.updated_at_ms = now;
-            if !w.reason.is_empty() {
+            // A new reason brings its own message, empty or not: the old
+            // message explained the old reason ("health check passed" must
+            // not stay on a drain's kill).
+            if !w.reason.is_empty() && w.reason != w.rt.reason {
                 w.rt.reason = w.reason.clone();
-            }
-            if !w.message.is_empty() {
+                w.rt.message = w.message.clone();
+            } else if !w.message.is_empty() {
                 w.rt.message = w.message.clone();
             }
         }
@@ -94,7 +102,7 @@ impl JobManager {
                                 w.instance,
                                 TaskEvent {
                                     run: rt.run,
-                                    from: (rt.run == old.run).then_some(old.state),
+                                    from: (rt.run == old.run).then_some(w.from.unwrap_or(old.state)),
                                     to: rt.state,
                                     at_ms: now,
                                     host: rt.host.clone(),

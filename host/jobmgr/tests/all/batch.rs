@@ -136,3 +136,67 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     );
     assert_eq!(handled.run, 2);
 }
+
+/// One run update of `run_id` (of the harness's only host) with sequence `seq`.
+fn update(run_id: &str, seq: u64, state: RunState, reason: &str, message: &str) -> paceline_model::run::RunUpdate {
+    paceline_model::run::RunUpdate {
+        host: "h1".into(),
+        run_id: run_id.into(),
+        task_id: run_id.split('-').next().unwrap_or_default().into(),
+        seq,
+        state,
+        healthy: None,
+        exit_code: (state == RunState::Succeeded).then_some(0),
+        signal: None,
+        reason: reason.into(),
+        message: message.into(),
+        at_ms: 0,
+        ports: Default::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_timeline_is_one_chain_in_the_order_the_run_went_through_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1"]);
+    h.jm.create("tl", config(JobKind::Batch, 1)).await.expect("create");
+    assert_eq!(h.place().await, 1);
+    // STARTING on its own, then the agent's burst: RUNNING and the end
+    // together (folded into one write). The manual clock stands still:
+    // every event of the run shares one millisecond, so only the run's own
+    // order sorts them.
+    h.jm.on_run_update(&update("tl-0-1", 1, RunState::Starting, "STARTING", "sandbox ready"))
+        .await
+        .expect("start handled");
+    let burst = [
+        update("tl-0-1", 2, RunState::Running, "STARTED", ""),
+        update("tl-0-1", 3, RunState::Succeeded, "EXITED", ""),
+    ];
+    for r in h.jm.on_run_updates(&burst).await {
+        r.expect("burst handled");
+    }
+    let events = h.jm.task_events("tl", 0).await.expect("events");
+    let timeline: Vec<(Option<TaskState>, TaskState)> = events.iter().rev().map(|e| (e.from, e.to)).collect();
+    let states: Vec<TaskState> = timeline.iter().map(|(_, to)| *to).collect();
+    assert_eq!(
+        states,
+        vec![
+            TaskState::Placed,
+            TaskState::Launching,
+            TaskState::Launched,
+            TaskState::Starting,
+            TaskState::Running,
+            TaskState::Succeeded
+        ],
+        "oldest first: {timeline:?}"
+    );
+    // Each event starts where the one before it ended: the run was RUNNING
+    // when it succeeded, not LAUNCHED.
+    for pair in timeline.windows(2) {
+        assert_eq!(pair[1].0, Some(pair[0].1), "a gap in the chain: {timeline:?}");
+    }
+    // The end's event carries no message of an earlier state.
+    let end = events.first().expect("an event");
+    assert_eq!(end.to, TaskState::Succeeded);
+    assert_eq!(end.message, "", "{end:?}");
+}
