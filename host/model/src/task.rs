@@ -509,12 +509,15 @@ impl TaskState {
     }
 
     /// The timeout rule of a transient state: after the duration without a
-    /// change, the runtime moves the task to the returned state.
+    /// change, the runtime moves the task to the returned state. The one
+    /// table of these defaults: the resource manager's `Timeouts::default`
+    /// reads it (a launch may wait on an image or a slow host for minutes; a
+    /// preemption waits for its victims' stop grace periods).
     pub fn timeout(self) -> Option<(Duration, TaskState)> {
         match self {
             TaskState::Placing => Some((Duration::from_secs(60), TaskState::Ready)),
-            TaskState::Launching => Some((Duration::from_secs(120), TaskState::Ready)),
-            TaskState::Preempting => Some((Duration::from_secs(300), TaskState::Ready)),
+            TaskState::Launching => Some((Duration::from_secs(300), TaskState::Ready)),
+            TaskState::Preempting => Some((Duration::from_secs(120), TaskState::Ready)),
             _ => None,
         }
     }
@@ -727,6 +730,10 @@ mod tests {
             assert_eq!(from.can_transition(to), ok, "{from} → {to}");
         }
         assert_eq!(Placing.timeout().map(|t| t.1), Some(Ready));
+        // What the resource manager has always used: a launch may take
+        // minutes, a preemption waits for its victims' grace periods.
+        assert_eq!(Launching.timeout().map(|t| t.0.as_secs()), Some(300));
+        assert_eq!(Preempting.timeout().map(|t| t.0.as_secs()), Some(120));
         assert_eq!(Running.timeout(), None);
         for s in TaskState::ALL {
             assert_eq!(TaskState::parse(s.as_str()), Some(s));

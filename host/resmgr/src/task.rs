@@ -119,10 +119,12 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
+        // The state table's timeouts (`TaskState::timeout`), one definition.
+        let ms = |state: TaskState| state.timeout().map_or(0, |(after, _)| after.as_millis() as u64);
         Timeouts {
-            placing_ms: 60_000,
-            launching_ms: 300_000,
-            preempting_ms: 120_000,
+            placing_ms: ms(TaskState::Placing),
+            launching_ms: ms(TaskState::Launching),
+            preempting_ms: ms(TaskState::Preempting),
             backoff_base_ms: 1_000,
             backoff_max_ms: 60_000,
             unreachable_retry_ms: 250,

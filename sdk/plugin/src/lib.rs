@@ -54,7 +54,7 @@ pub mod harness;
 pub mod wasm;
 
 /// The version of the WIT package this SDK implements.
-pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.1";
+pub const WIT_PACKAGE: &str = "paceline:scheduler@0.1.3";
 
 /// Everything a policy usually needs.
 pub mod prelude {
@@ -213,4 +213,21 @@ macro_rules! export_lifecycle {
             $crate::wasm::lifecycle::export_lifecycle_world!(PacelineLifecycleGuest with_types_in $crate::wasm::lifecycle);
         };
     };
+}
+
+#[cfg(test)]
+mod wit_version_tests {
+    /// The SDK says which contract it implements; that must be the one in
+    /// `wit/`, or a policy built with it would claim a version it is not.
+    #[test]
+    fn the_sdks_wit_package_is_the_one_in_wit() {
+        let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/types.wit");
+        let text = std::fs::read_to_string(&wit).unwrap_or_else(|e| panic!("{}: {e}", wit.display()));
+        let package = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("package "))
+            .map(|p| p.trim_end_matches(';').trim())
+            .unwrap_or_else(|| panic!("{} names no package", wit.display()));
+        assert_eq!(super::WIT_PACKAGE, package);
+    }
 }
