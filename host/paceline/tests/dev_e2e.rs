@@ -276,6 +276,110 @@ fn a_service_rolls_through_an_update_in_batches_and_is_killed() {
     });
 }
 
+/// A job file in `dir`: `instances` of `command` (through `sh -c`) in /default.
+fn shell_job_file(dir: &Path, name: &str, instances: u32, command: &str, cpu_millis: u64) -> String {
+    let path = dir.join(format!("{name}.yaml"));
+    let body = format!(
+        "name: {name}\npool: /default\ninstance_count: {instances}\ndefault_task:\n  command: sh\n  args: [\"-c\", {command:?}]\n  resources: {{cpu_millis: {cpu_millis}, memory_mib: 16}}\n"
+    );
+    std::fs::write(&path, body).expect("job file");
+    path.to_str().expect("utf-8").to_string()
+}
+
+#[test]
+fn job_run_wait_exits_with_the_jobs_outcome_and_scale_sets_the_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+
+    // A batch job that succeeds: exit 0, the job printed as it ended.
+    let good = shell_job_file(dir.path(), "good", 2, "exit 0", 100);
+    let out = cli(api, &["job", "run", &good, "--wait", "-o", "json"]);
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed["status"]["state"].as_str().is_some_and(|s| s.ends_with("SUCCEEDED")), "{printed}");
+
+    // One that fails: exit 4, and the reason on stderr.
+    let bad = shell_job_file(dir.path(), "bad", 1, "exit 3", 100);
+    let out = cli(api, &["job", "run", &bad, "--wait"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("ended FAILED"), "{stderr}");
+
+    // A service: the wait ends once every instance runs and passed its
+    // health check.
+    let out = cli(api, &["job", "run", &example("web.yaml"), "--wait", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let web: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the job as JSON");
+    let id = web["id"].as_str().expect("an id").to_string();
+    let ts = tasks(api, &id);
+    assert_eq!(ts.len(), 4);
+    for t in &ts {
+        assert!(t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")), "{t}");
+        assert_eq!(t["healthy"], serde_json::json!(true), "{t}");
+    }
+
+    // Scale: the count changes through an update, and the instances follow.
+    let scaled = ok(cli(api, &["job", "scale", &id, "2"]));
+    assert!(scaled.contains("4 → 2"), "{scaled}");
+    eventually(60, "two instances left running", || {
+        let running =
+            tasks(api, &id).iter().filter(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING"))).count();
+        running == 2 && json(api, &["job", "get", &id])["spec"]["instance_count"].as_u64() == Some(2)
+    });
+
+    // A job that cannot be placed: the wait times out with 5 and leaves it be.
+    let huge = shell_job_file(dir.path(), "huge", 1, "sleep 60", 1_000_000);
+    let out = cli(api, &["job", "run", &huge, "--wait", "--timeout", "2"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("still"), "{stderr}");
+    ok(cli(api, &["job", "kill", &id]));
+}
+
+#[test]
+fn pool_apply_makes_the_tree_match_a_file_and_a_second_apply_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let _dev = dev(dir.path(), api);
+    let file = example("pools.yaml");
+    let dry = ok(cli(api, &["pool", "apply", &file, "--dry-run"]));
+    assert!(dry.contains("+ /team-a would be created"), "{dry}");
+    assert!(json(api, &["pool", "list"])["pools"].as_array().is_some_and(|p| p.iter().all(|p| p["path"] != "/team-a")));
+    let first = ok(cli(api, &["pool", "apply", &file]));
+    for path in ["/team-a", "/team-a/services", "/team-a/batch"] {
+        assert!(first.contains(&format!("+ {path} created")), "{first}");
+    }
+    let again = ok(cli(api, &["pool", "apply", &file]));
+    assert!(again.contains("nothing to change"), "idempotent: {again}");
+    // One field changed in the file: only that pool, only that field.
+    let changed = dir.path().join("pools.yaml");
+    let text = std::fs::read_to_string(&file).expect("example").replace("share: 2 ", "share: 3 ");
+    std::fs::write(&changed, text).expect("write");
+    let changed = changed.to_str().expect("utf-8");
+    let plan = ok(cli(api, &["pool", "apply", changed, "--dry-run", "-o", "json"]));
+    let plan: serde_json::Value = serde_json::from_str(&plan).expect("json");
+    let changes: Vec<(&str, &str)> = plan["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .map(|p| (p["path"].as_str().unwrap_or_default(), p["change"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(changes, vec![("/team-a", "update"), ("/team-a/services", "unchanged"), ("/team-a/batch", "unchanged")]);
+    assert_eq!(json(api, &["pool", "get", "/team-a"])["spec"]["share"], 2, "a dry run sends nothing");
+    let applied = ok(cli(api, &["pool", "apply", changed]));
+    assert!(applied.contains("~ /team-a updated") && applied.contains("share: 2 → 3"), "{applied}");
+    assert_eq!(json(api, &["pool", "get", "/team-a"])["spec"]["share"], 3);
+    // A refusal names the pool and what was applied before it.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "pools:\n  - path: /team-b\n  - path: /nowhere/child\n").expect("write");
+    let out = cli(api, &["pool", "apply", bad.to_str().expect("utf-8")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("/nowhere/child") && stderr.contains("applied before it: /team-b"), "{stderr}");
+}
+
 #[test]
 fn a_plugin_deployed_through_the_cli_changes_placement_and_rollback_restores_it() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -380,7 +484,7 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     let mut agents = Vec::new();
     let join = join_args(&data.join("pki"));
     // Two agents on one machine: distinct port ranges, as on two machines, and
-    // apart from the ranges `paceline dev` gives its agents (31000 up), which the
+    // apart from the ranges `paceline dev` gives its agents (20000 up), which the
     // other tests here run beside this one (a shared range made a task fail to
     // bind its port and be relaunched: this test's one flake).
     for (name, ports) in [("a1", "42000-42499"), ("a2", "42500-42999")] {

@@ -32,6 +32,30 @@ pub enum JobCommand {
         /// The job spec (YAML; see examples/).
         file: PathBuf,
     },
+    /// Create a job from a YAML spec, as `create` does; with `--wait`, follow
+    /// it: a batch job to its end, any other kind until every instance runs
+    /// (and passes its health check). The exit code is the outcome: 0 the job
+    /// succeeded (or is up), 4 it ended otherwise (failed, killed), 5 the
+    /// wait timed out (the job goes on).
+    Run {
+        /// The job spec (YAML; see examples/).
+        file: PathBuf,
+        /// Follow the job and exit with its outcome.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds (0: wait as long as it takes).
+        #[arg(long, default_value_t = 0, value_name = "SECS", requires = "wait")]
+        timeout: u64,
+    },
+    /// Set a job's instance count: a rolling update of its current spec with
+    /// only the count changed (as the web UI's scale does); instances beyond
+    /// the count are stopped, new ones wait while the pool has no room.
+    Scale {
+        /// Job id.
+        id: String,
+        /// The new instance count.
+        instances: u32,
+    },
     /// Show one job: spec, status and update.
     Get {
         /// Job id.
@@ -158,6 +182,40 @@ pub fn run(args: JobArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(exec(args.opts, args.cmd))
 }
 
+/// How a followed job (`job run --wait`) came out, as an error whose exit
+/// code says which ([`super::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Outcome {
+    /// The job ended without succeeding.
+    #[error("job {id} ended {state}")]
+    Ended {
+        /// The job.
+        id: String,
+        /// Its end state (`failed`, `killed`).
+        state: String,
+    },
+    /// `--timeout` ran out first; the job goes on.
+    #[error("job {id} is still {state} after {secs} s (it goes on; `paceline job get {id}`)")]
+    TimedOut {
+        /// The job.
+        id: String,
+        /// Its state when the wait ended.
+        state: String,
+        /// The timeout.
+        secs: u64,
+    },
+}
+
+impl Outcome {
+    /// The CLI's exit code for it.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Ended { .. } => 4,
+            Outcome::TimedOut { .. } => 5,
+        }
+    }
+}
+
 /// Reads a job file and checks it as the server will, so mistakes are
 /// reported with the file's name and line before anything is sent.
 ///
@@ -193,27 +251,50 @@ pub fn default_owner(token: Option<&str>) -> Option<String> {
 async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
     // Everything local first: a bad file or filter never opens a connection.
     let request = Request::check(cmd)?;
-    let mut client = JobServiceClient::new(connect(&opts).await?);
+    let api = connect(&opts).await?;
+    let mut client = JobServiceClient::new(api.clone());
     let out = opts.output;
     match request {
-        Request::Create(mut config) => {
-            if config.owner.is_empty() {
-                config.owner = default_owner(opts.resolved_token()?.as_deref()).unwrap_or_default();
-            }
-            let spec = Some(convert::job_spec_pb(&config));
-            let created = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner();
-            let (id, owner, warnings) = (created.id, created.owner, created.warnings);
-            // The id alone on stdout (scripts read it); who owns it beside.
-            if out == super::Output::Table && !owner.is_empty() {
-                eprintln!("created {id} · owner {owner} · pool {}", config.pool);
-            }
-            // Created all the same: a host that fits may join (decision 0026).
-            if out == super::Output::Table {
-                for w in &warnings {
-                    eprintln!("warning: {w}");
-                }
-            }
+        Request::Run { config, wait: Some(timeout) } => {
+            let batch = config.kind == paceline_model::job::JobKind::Batch;
+            let created = create(&mut client, &opts, config).await?;
+            follow(&mut client, api, out, &created.id, batch, timeout).await
+        }
+        Request::Create(config) | Request::Run { config, wait: None } => {
+            let created = create(&mut client, &opts, config).await?;
+            let pb::CreateJobResponse { id, owner, warnings } = created;
             emit(out, &json!({ "id": id, "owner": owner, "warnings": warnings }), || format!("{id}\n"))
+        }
+        Request::Scale(id, instances) => {
+            let job = client
+                .get_job(pb::GetJobRequest { id: id.clone(), config_version: None })
+                .await
+                .map_err(RpcError)?
+                .into_inner()
+                .job;
+            let mut spec = job
+                .and_then(|j| j.spec)
+                .ok_or_else(|| anyhow::anyhow!("the server answered with no spec for job {id}"))?;
+            let from = spec.instance_count;
+            spec.instance_count = instances;
+            let r = pb::UpdateJobRequest { id: id.clone(), spec: Some(spec), update: None, dry_run: false };
+            let resp = client.update_job(r).await.map_err(RpcError)?.into_inner();
+            let value = json!({
+                "id": id,
+                "from": from,
+                "instances": instances,
+                "update_id": resp.update_id,
+                "added_instances": resp.added_instances,
+                "removed_instances": resp.removed_instances,
+            });
+            emit(out, &value, || {
+                let mut s = format!("{id}: {from} → {instances} instances");
+                if !resp.update_id.is_empty() {
+                    s.push_str(&format!(" (update {})", resp.update_id));
+                }
+                s.push('\n');
+                s
+            })
         }
         Request::Get(id, config_version) => {
             let job = client
@@ -326,6 +407,125 @@ async fn exec(opts: ClientOpts, cmd: JobCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Creates the job (its owner filled in as [`default_owner`] says) and
+/// tells a person, on stderr, who owns it and any warning.
+async fn create(
+    client: &mut JobServiceClient<super::Api>,
+    opts: &ClientOpts,
+    mut config: JobConfig,
+) -> anyhow::Result<pb::CreateJobResponse> {
+    if config.owner.is_empty() {
+        config.owner = default_owner(opts.resolved_token()?.as_deref()).unwrap_or_default();
+    }
+    let spec = Some(convert::job_spec_pb(&config));
+    let created = client.create_job(pb::CreateJobRequest { spec }).await.map_err(RpcError)?.into_inner();
+    // The id alone on stdout (scripts read it); who owns it beside.
+    if opts.output == super::Output::Table && !created.owner.is_empty() {
+        eprintln!("created {} · owner {} · pool {}", created.id, created.owner, config.pool);
+    }
+    // Created all the same: a host that fits may join (decision 0026).
+    if opts.output == super::Output::Table {
+        for w in &created.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(created)
+}
+
+/// How often `job run --wait` looks at the job.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `job run --wait`: reads the job until a batch job ends, or every
+/// instance of another kind runs and is not unhealthy; each change of state
+/// or task counts is a line on stderr. The result is the job's outcome
+/// ([`Outcome`]); the job itself is printed as `job get` prints it.
+async fn follow(
+    client: &mut JobServiceClient<super::Api>,
+    api: super::Api,
+    out: super::Output,
+    id: &str,
+    batch: bool,
+    timeout_secs: u64,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    loop {
+        let job = client
+            .get_job(pb::GetJobRequest { id: id.to_string(), config_version: None })
+            .await
+            .map_err(RpcError)?
+            .into_inner()
+            .job
+            .ok_or_else(|| anyhow::anyhow!("the server answered with no job for {id}"))?;
+        let status = job.status.clone().unwrap_or_default();
+        let state = pb::JobState::try_from(status.state).unwrap_or(pb::JobState::Unspecified);
+        let line = format!("{} · tasks {}", render::job_state(status.state), counts(Some(&status)));
+        if line != last {
+            eprintln!("{id}: {line}");
+            last = line;
+        }
+        let ended = matches!(state, pb::JobState::Succeeded | pb::JobState::Failed | pb::JobState::Killed);
+        let up = !batch && !ended && all_running(api.clone(), id, &job).await?;
+        if ended || up {
+            emit(out, &render::job(&job), || job_fields(&job))?;
+            return match state {
+                pb::JobState::Failed | pb::JobState::Killed => {
+                    Err(Outcome::Ended { id: id.to_string(), state: render::job_state(status.state) }.into())
+                }
+                _ => Ok(()),
+            };
+        }
+        if timeout_secs > 0 && started.elapsed().as_secs() >= timeout_secs {
+            return Err(Outcome::TimedOut {
+                id: id.to_string(),
+                state: render::job_state(status.state),
+                secs: timeout_secs,
+            }
+            .into());
+        }
+        tokio::time::sleep(FOLLOW_EVERY).await;
+    }
+}
+
+/// Whether every instance of a long-running job runs its latest config
+/// and none is unhealthy (with a health check, once it passed).
+async fn all_running(
+    api: super::Api,
+    id: &str,
+    job: &pb::Job,
+) -> anyhow::Result<bool> {
+    let want = job.spec.as_ref().map_or(0, |s| s.instance_count) as usize;
+    let status = job.status.clone().unwrap_or_default();
+    let running = status.task_counts.get("RUNNING").copied().unwrap_or(0) as usize;
+    if want == 0 || running < want || job.update.as_ref().is_some_and(|u| !update_done(u.state)) {
+        return Ok(false);
+    }
+    let mut tasks = pb::task_service_client::TaskServiceClient::new(api);
+    let listed = tasks
+        .list_tasks(pb::ListTasksRequest { job_id: id.to_string(), states: vec![] })
+        .await
+        .map_err(RpcError)?
+        .into_inner()
+        .tasks;
+    // A task with a health check is up once it passed; RUNNING alone means
+    // its process started.
+    let checked = job.spec.as_ref().and_then(|s| s.default_task.as_ref()).is_some_and(|t| t.health_check.is_some());
+    let up = listed
+        .iter()
+        .filter(|t| t.state == pb::TaskState::Running as i32)
+        .filter(|t| if checked { t.healthy == Some(true) } else { t.healthy != Some(false) })
+        .count();
+    Ok(up >= want)
+}
+
+/// Whether an update is no longer moving instances.
+fn update_done(state: i32) -> bool {
+    !matches!(
+        pb::UpdateState::try_from(state),
+        Ok(pb::UpdateState::Initialized | pb::UpdateState::RollingForward | pb::UpdateState::RollingBackward)
+    )
+}
+
 fn done(out: super::Output, id: &str, what: &str) -> anyhow::Result<()> {
     emit(out, &json!({ "id": id, "result": what }), || format!("{id}: {what}\n"))
 }
@@ -341,6 +541,9 @@ enum Control {
 #[derive(Debug)]
 enum Request {
     Create(JobConfig),
+    /// `job run`: the spec, and `Some(timeout)` with `--wait`.
+    Run { config: JobConfig, wait: Option<u64> },
+    Scale(String, u32),
     Get(String, Option<u64>),
     List(pb::QueryJobsRequest),
     Kill(pb::KillJobRequest),
@@ -358,6 +561,10 @@ impl Request {
     fn check(cmd: JobCommand) -> anyhow::Result<Request> {
         Ok(match cmd {
             JobCommand::Create { file } => Request::Create(load_job(&file)?),
+            JobCommand::Run { file, wait, timeout } => {
+                Request::Run { config: load_job(&file)?, wait: wait.then_some(timeout) }
+            }
+            JobCommand::Scale { id, instances } => Request::Scale(id, instances),
             JobCommand::Get { id, config_version } => Request::Get(id, config_version),
             JobCommand::List { states, owner, pool, name } => Request::List(pb::QueryJobsRequest {
                 states: states

@@ -189,6 +189,9 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         if cause.is::<BadInput>() {
             return 2;
         }
+        if let Some(outcome) = cause.downcast_ref::<job::Outcome>() {
+            return outcome.exit_code();
+        }
         if let Some(RpcError(s)) = cause.downcast_ref::<RpcError>() {
             return match s.code() {
                 tonic::Code::InvalidArgument | tonic::Code::OutOfRange => 2,

@@ -58,6 +58,18 @@ pub enum PoolCommand {
     },
     /// The pool tree with entitlement, allocation and demand.
     List,
+    /// Make the server's pools match a file of pools (`pools:`, as
+    /// examples/pools.yaml): each pool in the file is created when missing
+    /// and updated when its spec differs, parents first; pools the file does
+    /// not name are left as they are. Prints what changes; applying the same
+    /// file again changes nothing.
+    Apply {
+        /// The pool file (YAML, a `pools:` list).
+        file: PathBuf,
+        /// Only show what would change.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Runs a pool command.
@@ -143,6 +155,11 @@ fn flow_style(bytes: &[u8]) -> bool {
 
 async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
     let out = opts.output;
+    if let PoolCommand::Apply { file, dry_run } = &cmd {
+        let wanted = load_pool_file(file)?;
+        let mut client = PoolServiceClient::new(connect(&opts).await?);
+        return apply(&mut client, out, wanted, *dry_run).await;
+    }
     let spec = match &cmd {
         PoolCommand::Create { path, file } | PoolCommand::Update { path, file } => {
             check_path(path)?;
@@ -152,7 +169,7 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
             check_path(path)?;
             None
         }
-        PoolCommand::List => None,
+        PoolCommand::List | PoolCommand::Apply { .. } => None,
     };
     let mut client = PoolServiceClient::new(connect(&opts).await?);
     let done =
@@ -180,6 +197,7 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
                 pool.into_inner().pool.ok_or_else(|| anyhow::anyhow!("the server answered with no pool for {path}"))?;
             emit(out, &render::pool(&pool), || pool_fields(&pool))
         }
+        PoolCommand::Apply { .. } => Ok(()),
         PoolCommand::List => {
             let resp = client.list_pools(pb::ListPoolsRequest {}).await.map_err(RpcError)?.into_inner();
             let value = json!({
@@ -189,6 +207,152 @@ async fn exec(opts: ClientOpts, cmd: PoolCommand) -> anyhow::Result<()> {
             emit(out, &value, || pool_tree(&resp))
         }
     }
+}
+
+/// A whole pool file for `pool apply`: every entry checked as `pool create`
+/// checks one, paths unique, each pool's parent either `/`, in the file, or
+/// (checked by the server) already there; sorted parents first.
+pub fn load_pool_file(file: &Path) -> anyhow::Result<Vec<(String, PoolSpec)>> {
+    let bytes = super::read_file(file)?;
+    let invalid = |e: &dyn std::fmt::Display| bad_input(format!("{}: invalid pool file: {e}", file.display()));
+    let parsed: PoolFile = serde_yaml::from_slice(&bytes).map_err(|e| invalid(&e))?;
+    if parsed.pools.is_empty() {
+        return Err(invalid(&"no pools (expected `pools:` with a list of pools)"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pools = Vec::with_capacity(parsed.pools.len());
+    for (i, entry) in parsed.pools.into_iter().enumerate() {
+        let path = entry.path.clone();
+        check_path(&path).map_err(|e| invalid(&format!("pools[{i}].path: {e}")))?;
+        if path == "/" {
+            return Err(invalid(&format!("pools[{i}]: the root pool / is the cluster; it cannot be applied")));
+        }
+        if !seen.insert(path.clone()) {
+            return Err(invalid(&format!("pools[{i}]: {path} appears twice")));
+        }
+        let at = |e: &dyn std::fmt::Display| invalid(&format!("pools[{i}] ({path}): {e}"));
+        let spec = checked(entry, &at)?;
+        pools.push((path, spec));
+    }
+    // Parents first: a path's depth is its count of segments.
+    pools.sort_by_key(|(path, _)| path.split('/').filter(|s| !s.is_empty()).count());
+    Ok(pools)
+}
+
+/// What `pool apply` does to one pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    Create,
+    Update,
+    Unchanged,
+}
+
+impl Change {
+    fn word(self) -> &'static str {
+        match self {
+            Change::Create => "create",
+            Change::Update => "update",
+            Change::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// The fields of two pool specs that differ, as `field: old → new` (the
+/// pool file's own names and values).
+fn spec_diff(old: &PoolSpec, new: &PoolSpec) -> Vec<String> {
+    let as_json = |s: &PoolSpec| render::pool_spec(&pool_spec_pb(s));
+    let (old, new) = (as_json(old), as_json(new));
+    let mut keys: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for v in [&old, &new] {
+        if let Some(m) = v.as_object() {
+            keys.extend(m.keys().cloned());
+        }
+    }
+    keys.into_iter()
+        .filter_map(|k| {
+            let (a, b) = (old.get(&k).cloned().unwrap_or_default(), new.get(&k).cloned().unwrap_or_default());
+            (a != b).then(|| format!("{k}: {a} → {b}"))
+        })
+        .collect()
+}
+
+/// `pool apply`: compares each pool of the file with the server's, then
+/// creates and updates, parents first, stopping at the first refusal (the
+/// pools before it stay applied, and the message says which).
+async fn apply(
+    client: &mut PoolServiceClient<super::Api>,
+    out: super::Output,
+    wanted: Vec<(String, PoolSpec)>,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let listed = client.list_pools(pb::ListPoolsRequest {}).await.map_err(RpcError)?.into_inner();
+    let have: std::collections::BTreeMap<String, PoolSpec> =
+        listed.pools.iter().map(|p| (p.path.clone(), p.spec.as_ref().map(render::model_pool_spec).unwrap_or_default())).collect();
+    let plan: Vec<(String, PoolSpec, Change, Vec<String>)> = wanted
+        .into_iter()
+        .map(|(path, spec)| match have.get(&path) {
+            None => (path, spec, Change::Create, Vec::new()),
+            Some(old) if *old == spec => (path, spec, Change::Unchanged, Vec::new()),
+            Some(old) => {
+                let diff = spec_diff(old, &spec);
+                (path, spec, Change::Update, diff)
+            }
+        })
+        .collect();
+    let mut applied: Vec<String> = Vec::new();
+    if !dry_run {
+        for (path, spec, change, _) in &plan {
+            let spec = Some(pool_spec_pb(spec));
+            let sent = match change {
+                Change::Create => client
+                    .create_pool(pb::CreatePoolRequest { path: path.clone(), spec })
+                    .await
+                    .map(|a| a.into_inner().warnings),
+                Change::Update => client
+                    .update_pool(pb::UpdatePoolRequest { path: path.clone(), spec })
+                    .await
+                    .map(|a| a.into_inner().warnings),
+                Change::Unchanged => Ok(Vec::new()),
+            };
+            if let Ok(warnings) = &sent {
+                warn(warnings);
+            }
+            if let Err(status) = sent {
+                let done = if applied.is_empty() { "nothing was changed".to_string() } else { format!("applied before it: {}", applied.join(", ")) };
+                return Err(anyhow::Error::new(RpcError(status)).context(format!("{} {path} refused ({done})", change.word())));
+            }
+            if *change != Change::Unchanged {
+                applied.push(path.clone());
+            }
+        }
+    }
+    let value = json!({
+        "dry_run": dry_run,
+        "pools": plan.iter().map(|(path, _, change, diff)| json!({"path": path, "change": change.word(), "diff": diff})).collect::<Vec<_>>(),
+    });
+    emit(out, &value, || {
+        let mut text = String::new();
+        for (path, _, change, diff) in &plan {
+            let (mark, word) = match (change, dry_run) {
+                (Change::Create, false) => ('+', "created"),
+                (Change::Create, true) => ('+', "would be created"),
+                (Change::Update, false) => ('~', "updated"),
+                (Change::Update, true) => ('~', "would be updated"),
+                (Change::Unchanged, _) => ('=', "unchanged"),
+            };
+            text.push_str(&format!("{mark} {path} {word}\n"));
+            for line in diff {
+                text.push_str(&format!("    {line}\n"));
+            }
+        }
+        let changes = plan.iter().filter(|p| p.2 != Change::Unchanged).count();
+        text.push_str(&match (changes, dry_run) {
+            (0, _) => "nothing to change\n".to_string(),
+            (n, true) => format!("{n} pool(s) would change (dry run: nothing sent)\n"),
+            (n, false) => format!("{n} pool(s) changed\n"),
+        });
+        text
+    })
 }
 
 /// What the server accepted a pool with but warns of (a reservation above
@@ -360,6 +524,33 @@ mod tests {
         assert_eq!(load_pool("/a", whole.path()).expect("the whole output reads back"), spec);
         let e = load_pool("/b", whole.path()).expect_err("another pool's output");
         assert!(e.to_string().contains("`path` is /a, but the command names /b"), "{e}");
+    }
+
+    #[test]
+    fn a_pool_file_for_apply_is_checked_whole_and_sorted_parents_first() {
+        let f = write("pools:\n  - path: /a/b\n    share: 3\n  - path: /a\n    reservation: {cpu_millis: 1000}\n");
+        let pools = load_pool_file(f.path()).expect("a good file");
+        let paths: Vec<&str> = pools.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, vec!["/a", "/a/b"]);
+        let cases = [
+            ("pools: []\n", "no pools"),
+            ("pools:\n  - path: /a\n  - path: /a\n", "/a appears twice"),
+            ("pools:\n  - path: a\n", "pools[0].path"),
+            ("pools:\n  - path: /\n", "root pool"),
+            ("pools:\n  - path: /a\n    reservation: {cpu: 10}\n    limit: {cpu: 5}\n", "pools[0] (/a)"),
+        ];
+        for (text, needle) in cases {
+            let e = load_pool_file(write(text).path()).expect_err(text);
+            assert_eq!(super::super::exit_code(&e), 2, "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        // The diff names the fields that change, in the file's words.
+        let old = load_pool("/a", write("share: 1\n").path()).expect("old");
+        let new = load_pool("/a", write("share: 2\nlimit: {cpu_millis: 8000}\n").path()).expect("new");
+        let diff = spec_diff(&old, &new);
+        assert!(diff.iter().any(|l| l.starts_with("share: 1 → 2")), "{diff:?}");
+        assert!(diff.iter().any(|l| l.starts_with("limit:")), "{diff:?}");
+        assert!(spec_diff(&new, &new).is_empty());
     }
 
     #[test]
