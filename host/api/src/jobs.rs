@@ -26,6 +26,8 @@ pub struct JobApi {
     jobs: Arc<JobManager>,
     /// For "why pending": the hosts a job's waiting tasks are counted against.
     hosts: Arc<dyn HostAccess>,
+    /// Job files (YAML) parsed for callers: a few at once per principal.
+    parses: Arc<crate::jobfile::ParseLimiter>,
 }
 
 impl std::fmt::Debug for JobApi {
@@ -37,7 +39,18 @@ impl std::fmt::Debug for JobApi {
 impl JobApi {
     /// Over the cluster's job and host managers.
     pub fn new(jobs: Arc<JobManager>, hosts: Arc<dyn HostAccess>) -> JobApi {
-        JobApi { jobs, hosts }
+        JobApi { jobs, hosts, parses: Arc::default() }
+    }
+
+    /// Reads a job file's text for `who` ([`crate::jobfile::parse`]) on a
+    /// blocking thread, refusing with RESOURCE_EXHAUSTED while `who` has
+    /// [`crate::jobfile::PARSES_PER_CALLER`] parses running.
+    pub async fn parse_job_file(
+        &self,
+        who: &str,
+        text: String,
+    ) -> Result<Result<JobConfig, crate::jobfile::JobFileError>, Status> {
+        self.parses.parse(who, text).await
     }
 }
 

@@ -21,6 +21,8 @@
 //! - [`status`]: each manager's errors → gRPC codes.
 //! - [`jobs`], [`tasks`], [`pools`], [`hosts`], [`plugins`], [`watch`], [`secrets`]: one
 //!   module per service of `proto/paceline/v1/`.
+//! - [`jobfile`]: job files (YAML) from callers, bounded in size and depth
+//!   before they are parsed.
 //! - [`operator`]: `OperatorService`: cluster snapshots for backup (admin only).
 //! - [`audit`]: the audit log: records made in the auth layer, a batching
 //!   writer, and `AuditService` to read them.
@@ -52,6 +54,7 @@ pub mod browser;
 pub mod convert;
 pub mod events;
 pub mod hosts;
+pub mod jobfile;
 pub mod jobs;
 pub mod operator;
 mod pending;

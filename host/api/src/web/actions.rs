@@ -44,12 +44,27 @@ fn spec_error(message: String, line: usize, column: usize) -> Failure {
     Failure::with_detail(Status::invalid_argument(message), serde_json::json!({ "line": line, "column": column }))
 }
 
-/// Reads a job file's text as `paceline job create` does: YAML in the job
-/// file form, checked by the model. A missing owner is left for the server
-/// to fill in (the caller's name).
-fn parse_job(text: &str) -> Result<JobConfig, Failure> {
-    let config: JobConfig = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+/// Reads a job file's text as `paceline job create` does
+/// ([`crate::jobfile::parse`]: size and nesting bounded first, then YAML in
+/// the job file form), checked by the model, on a blocking thread and
+/// within the caller's share of parses. A missing owner is left for the
+/// server to fill in (the caller's name).
+async fn parse_job(web: &Web, who: &Who, text: String) -> Result<JobConfig, Failure> {
+    let name = who.as_ref().map_or_else(|| Principal::anonymous().name, |Extension(w)| w.name.clone());
+    let parsed = match web.jobs.parse_job_file(&name, text.clone()).await {
+        Ok(parsed) => parsed,
+        Err(refused) => {
+            tracing::warn!(caller = name, error = %refused.message(), "job file not parsed");
+            return Err(Failure(refused));
+        }
+    };
+    check_job(&text, parsed)
+}
+
+/// A parsed job file checked by the model, errors pointing at their line.
+fn check_job(text: &str, parsed: Result<JobConfig, crate::jobfile::JobFileError>) -> Result<JobConfig, Failure> {
+    let config = parsed.map_err(|e| {
+        let (line, column) = e.location();
         spec_error(format!("invalid job spec: {e}"), line, column)
     })?;
     let mut checked = config.clone();
@@ -77,8 +92,8 @@ fn field_line(text: &str, message: &str) -> usize {
 
 /// `POST /ui/api/jobs/validate` with a job file's text: the spec as the
 /// server reads it, or a 400 naming the line.
-pub(super) async fn validate_job(body: String) -> Answer<serde_json::Value> {
-    let config = parse_job(&body)?;
+pub(super) async fn validate_job(State(web): State<Arc<Web>>, who: Who, body: String) -> Answer<serde_json::Value> {
+    let config = parse_job(&web, &who, body).await?;
     Ok(Json(
         serde_json::json!({ "ok": true, "name": config.name, "pool": config.pool, "instances": config.instance_count }),
     ))
@@ -92,7 +107,7 @@ pub(super) async fn create_job(
     note: Option<Extension<Arc<crate::audit::AuditNote>>>,
     body: String,
 ) -> Answer<pb::CreateJobResponse> {
-    let config = parse_job(&body)?;
+    let config = parse_job(&web, &who, body).await?;
     let mut request =
         as_caller(pb::CreateJobRequest { spec: Some(paceline_proto::convert::job_spec_pb(&config)) }, &who);
     if let Some(Extension(note)) = note {
@@ -288,6 +303,20 @@ pub(super) async fn shadow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_job(text: &str) -> Result<JobConfig, Failure> {
+        check_job(text, crate::jobfile::parse(text))
+    }
+
+    #[test]
+    fn a_deeply_nested_job_file_is_refused_naming_the_limit() {
+        let text = format!("name: a\nlabels: {}", "[".repeat(200_000));
+        let Err(Failure(status)) = parse_job(&text) else { panic!("refused") };
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(status.message().contains("nests deeper than 64 levels"), "{}", status.message());
+        let detail: serde_json::Value = serde_json::from_slice(status.details()).expect("detail");
+        assert_eq!(detail["line"], 2, "{detail}");
+    }
 
     #[test]
     fn a_bad_job_file_points_at_its_line() {

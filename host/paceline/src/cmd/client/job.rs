@@ -223,8 +223,12 @@ impl Outcome {
 /// [`default_owner`]) and `job update` keeps the job's.
 pub fn load_job(path: &Path) -> anyhow::Result<JobConfig> {
     let bytes = super::read_file(path)?;
-    let config: JobConfig =
-        serde_yaml::from_slice(&bytes).map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| bad_input(format!("{}: invalid job spec: not UTF-8 text: {e}", path.display())))?;
+    // The server's reader, with its size and nesting limits, so a file it
+    // would refuse is refused here first.
+    let config = paceline_api::jobfile::parse(text)
+        .map_err(|e| bad_input(format!("{}: invalid job spec: {e}", path.display())))?;
     let mut checked = config.clone();
     if checked.owner.is_empty() {
         checked.owner = "-".into();
