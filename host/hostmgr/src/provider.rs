@@ -150,6 +150,15 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// their runs on registration (the agent) may treat this as a no-op.
     async fn reconcile(&self, host: &str, expected_run_ids: Vec<String>) -> Result<(), ProviderError>;
 
+    /// `host` was declared lost, yet heartbeats again on the connection the
+    /// provider kept open (they were late, not gone). Have it register
+    /// again, so the manager learns what it runs and takes it back. The
+    /// default does nothing, for providers whose hosts register again on
+    /// their own.
+    async fn reregister(&self, _host: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     /// Reads part of a run's stdout or stderr.
     async fn read_log(
         &self,

@@ -511,6 +511,46 @@ async fn an_agent_away_past_the_heartbeat_timeout_has_its_runs_lost_and_their_pr
     m.shutdown().await;
 }
 
+/// Security issue 44: a host declared lost while its stream stayed open
+/// came back only when its agent was restarted (its heartbeats were
+/// ignored). Here the agent is stopped (SIGSTOP) past the heartbeat
+/// timeout, which from the manager's side looks like the stalled server of
+/// the report, then continued: its first heartbeat ends its stream, it
+/// redials and registers by itself, and the run declared LOST is stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_paused_past_the_heartbeat_timeout_comes_back_without_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut m = manager_with_timeout(dir.path(), sqlite(dir.path()), free_port().await, Vec::new(), 1_000).await;
+    let agent = spawn_agent(&m, dir.path(), "h1", 2_000, 2_048, &[]);
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await);
+    // A command line no other test (or earlier run) uses.
+    let arg = format!("63.{}", std::process::id());
+    m.launch_on("h1", vec![run("paused-0-1", "sleep", &[&arg], 64, 1)]).await.expect("launch");
+    let mut seen = Vec::new();
+    while !seen.iter().any(|u: &RunUpdate| u.state == RunState::Running) {
+        seen.push(m.next_update(Duration::from_secs(20)).await.expect("update"));
+    }
+    let signal = |sig: &str| {
+        let sent = Command::new("kill").arg(sig).arg(agent.child.id().to_string()).status().expect("kill runs");
+        assert!(sent.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    let end = m.until_end("paused-0-1", Duration::from_secs(20), &mut seen).await.expect("declared lost");
+    signal("-CONT");
+    assert_eq!((end.state, end.reason.as_str()), (RunState::Lost, "HOST_LOST"));
+    assert!(m.wait_hosts(&["h1"], Duration::from_secs(30)).await, "back without a restart of its agent");
+    // The run given up for lost is stopped by the re-registered agent.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while processes(&["sleep", &arg]) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(processes(&["sleep", &arg]), 0, "the lost run's process was stopped");
+    assert!(m.hosts.host("h1").is_some_and(|h| h.runs.is_empty()), "nothing held on h1");
+    assert!(agent.log().contains("register again"), "the agent was told why: {}", agent.log());
+    m.launch_on("h1", vec![run("paused-0-2", "true", &[], 64, 1)]).await.expect("h1 takes launches again");
+    m.shutdown().await;
+}
+
 /// Issue 24: an agent joins once with a token and keeps its certificate; it
 /// restarts without the token (even once every token is revoked), and an
 /// agent with neither a certificate nor a token stops saying how to join.

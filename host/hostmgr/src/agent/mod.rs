@@ -8,6 +8,9 @@
 //! [`ProviderEvent`]s, and sends launches, kills, acks and log reads down
 //! the stream. A reconnect is a new `Register`; the newer stream replaces
 //! the older one, and only the current stream's end counts as a disconnect.
+//! A host the manager declared lost that heartbeats again has its stream
+//! ended ([`Provider::reregister`]) so that it reconnects and registers.
+//! A `LogChunk` answers a log read only from the host the read was sent to.
 //!
 //! Duplicates are dropped here by `(run_id, seq)`: an update at or below
 //! the acknowledged seq is acknowledged again at once; one already
@@ -88,10 +91,20 @@ struct Inner {
     config: AgentConfig,
     events: Mutex<Option<mpsc::Sender<ProviderEvent>>>,
     hosts: Mutex<HashMap<String, AgentHost>>,
-    logs: Mutex<HashMap<u64, oneshot::Sender<pb::LogChunk>>>,
+    /// Log reads waiting for their answer, by request id, each with the
+    /// host it was sent to: only that host's session may answer it.
+    logs: Mutex<HashMap<u64, LogWaiter>>,
     next_session: AtomicU64,
     next_request: AtomicU64,
     identity: Option<Identity>,
+}
+
+/// A `read_log` waiting for its `LogChunk`.
+#[derive(Debug)]
+struct LogWaiter {
+    /// The host asked; a chunk from any other is not the answer.
+    host: String,
+    tx: oneshot::Sender<pb::LogChunk>,
 }
 
 /// The PKI that `Session` and `Join` use, and the names the port's certificate carries.
@@ -330,9 +343,7 @@ impl Inner {
                     ProviderEvent::LaunchRejected { host: host.clone(), run_id: r.run_id, error: r.error }
                 }
                 Some(pb::agent_message::Body::LogChunk(c)) => {
-                    if let Some(waiter) = lock(&self.logs).remove(&c.request_id) {
-                        let _ = waiter.send(c);
-                    }
+                    self.answer_log(&host, c);
                     continue;
                 }
                 Some(pb::agent_message::Body::Register(_)) => {
@@ -358,6 +369,28 @@ impl Inner {
         if current {
             info!(host, "agent stream closed");
             let _ = events.send(ProviderEvent::HostDisconnected { host, reason: "agent stream closed".into() }).await;
+        }
+    }
+
+    /// Hands a `LogChunk` to the `read_log` waiting for it, if `host` is the
+    /// one that was asked. Request ids are sequential, so any agent could
+    /// guess another host's: a chunk from another host neither completes
+    /// nor fails that read (it would forge the log, or make reads fail).
+    fn answer_log(&self, host: &str, c: pb::LogChunk) {
+        let mut logs = lock(&self.logs);
+        match logs.get(&c.request_id) {
+            Some(w) if w.host == host => {
+                if let Some(w) = logs.remove(&c.request_id) {
+                    let _ = w.tx.send(c);
+                }
+            }
+            Some(w) => warn!(
+                host,
+                asked = w.host,
+                request_id = c.request_id,
+                "log chunk for a read sent to another host; dropped"
+            ),
+            None => debug!(host, request_id = c.request_id, "log chunk for no waiting read (timed out?); dropped"),
         }
     }
 
@@ -527,6 +560,21 @@ impl Provider for AgentProvider {
         Ok(())
     }
 
+    /// Ends the host's stream (UNAVAILABLE, naming why): the agent redials
+    /// at once and registers, reporting its runs, as after any lost
+    /// stream. A second `Register` on the same stream is not part of the
+    /// protocol, and heartbeats alone cannot say what the host runs.
+    async fn reregister(&self, host: &str) -> Result<(), ProviderError> {
+        let session = lock(&self.inner.hosts).get_mut(host).and_then(|h| h.session.take());
+        // No stream: its next one registers anyway.
+        let Some(session) = session else { return Ok(()) };
+        info!(host, "ending the stream of a host declared lost so that it registers again");
+        let _ = session.tx.send(Err(Status::unavailable(format!(
+            "host {host} was declared lost (its heartbeats came too late): register again"
+        ))));
+        Ok(())
+    }
+
     async fn read_log(
         &self,
         host: &str,
@@ -537,7 +585,7 @@ impl Provider for AgentProvider {
     ) -> Result<LogChunk, ProviderError> {
         let request_id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.logs).insert(request_id, tx);
+        lock(&self.inner.logs).insert(request_id, LogWaiter { host: host.to_string(), tx });
         let sent = self.send(
             host,
             pb::manager_message::Body::ReadLog(pb::ReadLog {

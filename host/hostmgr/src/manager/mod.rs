@@ -214,6 +214,11 @@ impl Inner {
                         }
                     });
                 }
+                Effect::Reregister(host) => {
+                    if let Err(e) = self.provider.reregister(&host).await {
+                        warn!(host, error = %e, "a lost host was not asked to register again");
+                    }
+                }
                 Effect::Persist(host) => {
                     let Some(store) = &self.store else { continue };
                     // Under the maintenance lock and from memory as it is now,

@@ -30,6 +30,9 @@ pub(crate) enum Effect {
     Kill { host: String, run_id: String },
     /// Write a host's durable record, as it is in memory when written.
     Persist(String),
+    /// A lost host is heard from again: have it register anew (see
+    /// `Provider::reregister`).
+    Reregister(String),
 }
 
 /// Whether the provider reaches a host.
@@ -61,6 +64,11 @@ pub(crate) struct HostEntry {
     label_counts: HashMap<String, u32>,
     /// From storage or a registration: worth a record.
     pub durable: bool,
+    /// When a lost host that still heartbeats was last asked to register
+    /// again; cleared when it registers. Asked at most once per heartbeat
+    /// timeout, so the heartbeats already queued from its old stream do not
+    /// end the new one too.
+    reregister_asked_ms: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -193,6 +201,7 @@ impl State {
             runs: HashSet::new(),
             label_counts: HashMap::new(),
             durable: false,
+            reregister_asked_ms: None,
         });
         self.seen_at(now);
         i
@@ -567,12 +576,27 @@ impl State {
         match ev {
             ProviderEvent::RunUpdate(u) => self.on_run_update(u, now, fx),
             ProviderEvent::Heartbeat { host } => {
-                if let Some(&i) = self.by_name.get(&host) {
-                    let h = &mut self.hosts[i as usize];
-                    if h.liveness == Liveness::Up {
+                let Some(&i) = self.by_name.get(&host) else { return };
+                let timeout = self.config.heartbeat_timeout_ms;
+                let h = &mut self.hosts[i as usize];
+                match h.liveness {
+                    Liveness::Up => {
                         h.last_seen_ms = now;
                         self.seen_at(now);
                     }
+                    // Its heartbeats were late, not gone (a stalled manager,
+                    // a slow network): the connection stayed open. Its runs
+                    // were declared LOST, so taking it back needs what it
+                    // runs now, which only a registration reports: it is
+                    // asked to register again, as a reconnecting agent does.
+                    Liveness::Lost => {
+                        if h.reregister_asked_ms.is_none_or(|at| now.saturating_sub(at) >= timeout) {
+                            h.reregister_asked_ms = Some(now);
+                            info!(host, "a lost host heartbeats again; asking it to register again");
+                            fx.push(Effect::Reregister(host));
+                        }
+                    }
+                    Liveness::Never | Liveness::Disconnected => {}
                 }
             }
             ProviderEvent::HostRegistered(r) => self.on_register(r, now, fx),
@@ -619,6 +643,7 @@ impl State {
         view.attributes = r.attributes;
         h.agent_id = Some(r.agent_id);
         h.liveness = Liveness::Up;
+        h.reregister_asked_ms = None;
         h.last_seen_ms = now;
         h.durable = true;
         let before: Vec<GpuDevice> = self.hosts[i as usize].view.gpus.iter().map(|s| s.device.clone()).collect();

@@ -361,3 +361,104 @@ async fn an_update_for_a_run_reported_before_expectations_reaches_the_owner_at_a
         }
     }
 }
+
+async fn until_reachable(manager: &HostManager, host: &str, reachable: bool) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while manager.host(host).is_none_or(|h| h.reachable != reachable) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{host} reachable={reachable} within 5 s"));
+}
+
+/// A host declared lost while its stream stayed open (the manager stalled,
+/// its heartbeats came late) used to stay lost, its heartbeats ignored,
+/// until its agent was restarted. Heartbeating again now ends the stream
+/// so the agent registers anew, as after any lost stream, and the host is
+/// back with its resources.
+#[tokio::test]
+async fn a_lost_host_that_heartbeats_again_registers_again_and_offers_resources() {
+    let (provider, url, _stop) = server().await;
+    let c = paceline_hostmgr::ManagerConfig { heartbeat_timeout_ms: 300, ..config() };
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(c).start().await.unwrap();
+    manager.expect_runs(Vec::new()).await;
+    let mut events = manager.subscribe();
+    let mut agent = FakeAgent::connect(&url, register("n3", &[])).await.unwrap();
+    until_reachable(&manager, "n3", true).await;
+
+    // No heartbeat within the timeout: lost, with nothing to offer.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    manager.tick().await;
+    loop {
+        if let HostEvent::HostLeft { host, .. } = next_event(&mut events).await {
+            assert_eq!(host, "n3");
+            break;
+        }
+    }
+    assert!(!manager.host("n3").unwrap().reachable);
+    assert!(manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap().hosts.is_empty());
+
+    // Its heartbeats resume on the same stream: the stream is ended, naming why.
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 2 })).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), agent.rx.message())
+        .await
+        .expect("the stream of a lost host that heartbeats again is ended");
+    let status = ended.expect_err("ended with a status");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert!(status.message().contains("register again"), "{}", status.message());
+
+    // The agent redials and registers, as `paceline agent` does when its stream ends.
+    let again = FakeAgent::connect(&url, register("n3", &[])).await.unwrap();
+    until_reachable(&manager, "n3", true).await;
+    let lease = manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).expect("the host offers resources again");
+    assert_eq!(lease.hosts[0].name, "n3");
+    // The old stream's queued heartbeat does not end the new one.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(provider.connected_hosts(), vec!["n3".to_string()]);
+    again.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(manager.host("n3").unwrap().reachable);
+}
+
+/// Log reads' request ids are sequential, so any certified agent can guess
+/// another host's: its answer must not be taken (forged bytes, or an error
+/// that fails the read). Only the host asked answers.
+#[tokio::test]
+async fn a_log_chunk_from_another_host_does_not_answer_a_read() {
+    use paceline_hostmgr::Provider;
+    let (provider, url, _stop) = server().await;
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(config()).start().await.unwrap();
+    manager.expect_runs(Vec::new()).await;
+    let mut a = FakeAgent::connect(&url, register("a1", &[])).await.unwrap();
+    let b = FakeAgent::connect(&url, register("b1", &[])).await.unwrap();
+    until_reachable(&manager, "a1", true).await;
+    until_reachable(&manager, "b1", true).await;
+
+    let reader = {
+        let p = provider.clone();
+        tokio::spawn(async move { p.read_log("a1", "web-0-1", paceline_hostmgr::LogStream::Stdout, 0, 100).await })
+    };
+    let request_id = match a.next().await {
+        Down::ReadLog(r) => r.request_id,
+        other => panic!("expected ReadLog, got {other:?}"),
+    };
+    // Host b answers a's read: forged bytes, then an error.
+    let forged = pb::LogChunk { request_id, data: b"forged".to_vec(), offset: 0, file_size: 6, error: String::new() };
+    b.send(Up::LogChunk(forged)).await;
+    b.send(Up::LogChunk(pb::LogChunk { request_id, error: "no such run".into(), ..Default::default() })).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!reader.is_finished(), "another host's chunk answered the read: {:?}", reader.await);
+
+    a.send(Up::LogChunk(pb::LogChunk {
+        request_id,
+        data: b"real".to_vec(),
+        offset: 0,
+        file_size: 4,
+        error: String::new(),
+    }))
+    .await;
+    let chunk = tokio::time::timeout(Duration::from_secs(5), reader).await.expect("answered").unwrap().unwrap();
+    assert_eq!((chunk.data.as_slice(), chunk.file_size), (&b"real"[..], 4));
+}
