@@ -42,6 +42,8 @@
 //! - [`table`]: the declarative (state, goal) → action table.
 //! - [`deadline`]: the deadline queue.
 //! - `state` (private): the in-memory mirror of jobs and tasks.
+//! - `availability` (private): the one count of a job's unavailable
+//!   instances and the permission to take one down (decision 0046).
 //! - `views` (private): building the lifecycle plugin's views.
 //! - [`manager`]: [`JobManager`], one module per flow: `api`, `writes`,
 //!   `admission` (gangs to the resource manager), `goal` (the goal-state
@@ -55,6 +57,7 @@
 //! - [`bench`]: the `paceline bench jobmgr` figures.
 #![forbid(unsafe_code)]
 
+mod availability;
 pub mod bench;
 pub mod clock;
 pub mod deadline;
@@ -69,6 +72,7 @@ pub mod table;
 mod validate;
 mod views;
 
+pub use availability::Availability;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
 pub use events::EventRecorder;

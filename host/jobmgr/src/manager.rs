@@ -206,6 +206,15 @@ impl JobManager {
         job.tasks.get(instance as usize).map(|t| t.rt.clone())
     }
 
+    /// How many of a job's instances are unavailable now (not running, or
+    /// not yet healthy) and how many may be (decision 0046); `None` for an
+    /// unknown job. Every path that takes instances down asks against this count.
+    pub fn availability(&self, job_id: &str) -> Option<crate::Availability> {
+        let m = self.mem();
+        let job = m.jobs.get(&m.key_of(job_id)?)?;
+        Some(crate::availability::of(job))
+    }
+
     /// A job's summary as the job manager holds it (no storage read); `None`
     /// for an unknown (or deleted) job.
     pub fn summary(&self, job_id: &str) -> Option<paceline_storage::JobSummary> {

@@ -100,8 +100,11 @@ impl JobManager {
 
     /// `host` is draining: the host manager offers it no more. Every job's
     /// instances on it are killed and placed elsewhere (daemon instances just
-    /// stop), at most `sla.max_unavailable_instances` (default 1) of a job
-    /// unavailable at a time; the rest follow as replacements come up.
+    /// stop), each only when the job's one unavailability count allows
+    /// (decision 0046: an instance is unavailable until it runs healthy,
+    /// whatever took it down); the rest follow as replacements pass their
+    /// health checks ([`JobManager::drain_pass`] runs again after every
+    /// job's run updates). The host stays DRAINING until its last run ends.
     pub async fn on_host_draining(&self, host: &str) {
         let _op = self.ops.lock().await;
         self.mem().draining.insert(host.to_string());
@@ -116,7 +119,11 @@ impl JobManager {
         }
     }
 
-    /// Moves instances of one job off draining hosts, within its unavailability budget.
+    /// Moves instances of one job off draining hosts, each with the
+    /// permission of the job's unavailability count
+    /// ([`crate::availability::grant`]): one already unavailable there
+    /// (starting, not yet healthy) goes at once; a serving one only while
+    /// fewer than the limit are unavailable.
     pub(crate) async fn drain_pass(&self, key: u64) -> Result<(), JobError> {
         let (victims, writes) = {
             let m = self.mem();
@@ -129,31 +136,34 @@ impl JobManager {
             if job.kind() == JobKind::Daemon {
                 return Ok(());
             }
-            let n = job.instance_count() as usize;
-            let budget = job.config().sla.max_unavailable_instances.unwrap_or(1).max(1) as usize;
-            let unavailable = job
-                .tasks
-                .iter()
-                .take(n)
-                .filter(|t| t.wants_run() && t.rt.state != TaskState::Running && t.rt.state != TaskState::Succeeded)
-                .count();
-            let mut room = budget.saturating_sub(unavailable);
-            let mut victims = Vec::new();
+            let mut wanted = Vec::new();
             let mut writes = Vec::new();
             for (i, t) in job.tasks.iter().enumerate() {
-                if room == 0 {
-                    break;
-                }
                 let on_draining = t.rt.host.as_ref().is_some_and(|h| m.draining.contains(h));
-                if on_draining && t.rt.state == TaskState::Running && t.rt.goal == TaskGoal::Run {
-                    victims.push(i as u32);
-                    room -= 1;
-                } else if on_draining && t.rt.state.is_terminal() && job.kind() == JobKind::Stateful {
+                if !on_draining {
+                    continue;
+                }
+                if t.rt.state.is_on_host()
+                    && !matches!(t.rt.state, TaskState::Killing | TaskState::Preempting)
+                    && t.rt.goal == TaskGoal::Run
+                {
+                    wanted.push(i as u32);
+                } else if t.rt.state.is_terminal() && job.kind() == JobKind::Stateful {
                     // Forget the sticky host so the next run goes elsewhere.
                     let mut rt = t.rt.clone();
                     rt.host = None;
                     writes.push(Write::new(i as u32, rt, ""));
                 }
+            }
+            // Serving instances last: the ones already down cost nothing.
+            wanted.sort_by_key(|&i| crate::availability::available(job, i));
+            let victims = crate::availability::grant(job, &wanted);
+            if victims.len() < wanted.len() {
+                tracing::debug!(
+                    job = %job.id,
+                    waiting = wanted.len() - victims.len(),
+                    "drain waits: the job has as many instances unavailable as it may"
+                );
             }
             (victims, writes)
         };

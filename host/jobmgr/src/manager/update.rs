@@ -248,8 +248,11 @@ impl JobManager {
     }
 
     /// The `update-batch` action: restart each instance on the target
-    /// version. Returns whether the plugin must be asked again (some
-    /// instance completed at once).
+    /// version, as far as the job's unavailability count allows (decision
+    /// 0046): an instance the count does not grant now stays pending, and
+    /// the plugin names it again once an instance is back (every health
+    /// change reaches it). Returns whether the plugin must be asked again
+    /// (some instance completed at once).
     pub(crate) async fn update_batch(&self, key: u64, batch: &[u32]) -> Result<bool, JobError> {
         let now = self.now();
         let (update_id, progress, writes, kill, instant) = {
@@ -262,11 +265,27 @@ impl JobManager {
             let mut kill = Vec::new();
             let mut instant = false;
             let mut progress = Vec::new();
+            // Those already in flight take nothing more down; ask for the rest.
+            let in_flight: Vec<u32> = job.update.as_ref().map_or_else(Vec::new, |u| {
+                u.progress.values().filter(|p| p.state == InstanceUpdateState::InProgress).map(|p| p.instance).collect()
+            });
+            let wanted: Vec<u32> = batch.iter().copied().filter(|i| !in_flight.contains(i)).collect();
+            let granted = crate::availability::grant(job, &wanted);
+            if granted.len() < wanted.len() {
+                tracing::debug!(
+                    job = %job.id,
+                    waiting = wanted.len() - granted.len(),
+                    "update batch trimmed: the job has as many instances unavailable as it may"
+                );
+            }
             let tasks = job.tasks.clone();
             let Some(u) = job.update.as_mut().filter(|u| u.is_active() && !u.paused()) else {
                 return Ok(false);
             };
             for &i in batch {
+                if !granted.contains(&i) && !in_flight.contains(&i) {
+                    continue;
+                }
                 let Some(t) = tasks.get(i as usize) else {
                     continue;
                 };

@@ -7,6 +7,7 @@ mod bench;
 mod common;
 mod controller;
 mod daemon;
+mod drain;
 mod grow;
 mod lease;
 mod recover;
