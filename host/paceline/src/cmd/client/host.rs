@@ -28,6 +28,12 @@ pub enum HostCommand {
     },
     /// Drain a host: no new tasks, and its tasks move away within each job's
     /// max unavailable.
+    ///
+    /// A job's instance counts as unavailable until it runs and passes its
+    /// health check, whatever took it down (this drain, an update, a crash):
+    /// the next one leaves only once the job is back under its
+    /// `max_unavailable_instances`. The host stays DRAINING until its last
+    /// task has left.
     Drain {
         /// Host name.
         name: String,
