@@ -39,7 +39,7 @@ def main():
         command=a.command[0], args=a.command[1:],
         env=dict(kv.split("=", 1) for kv in a.env),
         resources=pc.types_pb2.Resources(cpu_millis=a.cpu_millis, memory_mib=32, disk_mib=10))
-    spec = pc.job_pb2.JobSpec(name=a.name, owner="python-client", pool=a.pool, kind=pc.job_pb2.JOB_KIND_BATCH,
+    spec = pc.job_pb2.JobSpec(name=a.name, pool=a.pool, kind=pc.job_pb2.JOB_KIND_BATCH,
                               instance_count=a.instances, default_task=task)
     try:
         job_id = client.jobs.CreateJob(pc.job_pb2.CreateJobRequest(spec=spec)).id

@@ -141,13 +141,21 @@ impl AgentConfig {
     /// reserve and attributes. Creates the data dir (statvfs needs it).
     pub fn detect_host(&self) -> std::io::Result<HostInfo> {
         std::fs::create_dir_all(&self.data_dir)?;
-        let hostname = match &self.hostname {
-            Some(h) => h.clone(),
-            None => nix::unistd::gethostname()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .unwrap_or_else(|| "localhost".to_owned()),
+        let (hostname, from) = match &self.hostname {
+            Some(h) => (h.clone(), "--hostname"),
+            None => (
+                nix::unistd::gethostname()
+                    .ok()
+                    .and_then(|h| h.into_string().ok())
+                    .unwrap_or_else(|| "localhost".to_owned()),
+                "the OS host name (set --hostname)",
+            ),
         };
+        // The name is the host's identity (its certificate is issued for
+        // it): one spelling only, so `NODE-A` and `node-a.` are `node-a`.
+        let hostname = paceline_model::host::canonical_hostname(&hostname).map_err(|why| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("host name {hostname:?} from {from}: {why}"))
+        })?;
         let detected_gpus = detect_gpus();
         let gpu_models: Vec<String> = detected_gpus.iter().map(|g| g.name.clone()).collect();
         let detected = Resources {
@@ -310,6 +318,29 @@ mod gpu_detection_tests {
         assert_eq!(got.len(), want.len(), "{got:?}");
         for (g, (name, mem)) in got.iter().zip(want) {
             assert_eq!((g.name.as_str(), g.memory_mib), (name, mem));
+        }
+    }
+}
+
+#[cfg(test)]
+mod hostname_tests {
+    use super::*;
+
+    fn named(name: Option<&str>, dir: &std::path::Path) -> std::io::Result<HostInfo> {
+        AgentConfig { hostname: name.map(str::to_owned), data_dir: dir.to_path_buf(), ..AgentConfig::default() }
+            .detect_host()
+    }
+
+    #[test]
+    fn the_host_name_is_reported_in_its_canonical_spelling_and_a_non_name_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(named(Some("NODE-A."), dir.path()).expect("a name").hostname, "node-a");
+        let e = named(Some("../../etc/x"), dir.path()).expect_err("not a host name");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("--hostname"), "{e}");
+        // The OS name, whatever its case, comes out canonical too.
+        if let Ok(os) = named(None, dir.path()) {
+            assert_eq!(paceline_model::host::canonical_hostname(&os.hostname).as_deref(), Ok(os.hostname.as_str()));
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct Agent {
 impl Agent {
     /// Detects the host and opens the supervisor.
     pub async fn start(config: AgentConfig) -> Result<Self, AgentError> {
-        let host =
+        let mut host =
             config.detect_host().map_err(io_ctx(format!("detecting the host in {}", config.data_dir.display())))?;
         tracing::info!(
             hostname = host.hostname,
@@ -71,6 +71,14 @@ impl Agent {
         let supervisor = Supervisor::open(SupervisorConfig::from_host(&config, &host)).await?;
         let agent_id = agent_id(&config.data_dir)?;
         let identity = Identity::load(&config.data_dir)?;
+        // A certificate issued before names were canonical may spell the
+        // same name otherwise (`NODE-A`): keep the spelling it certifies.
+        if let Some(id) = identity.as_ref().filter(|id| {
+            id.hostname != host.hostname
+                && paceline_model::host::canonical_hostname(&id.hostname).is_ok_and(|c| c == host.hostname)
+        }) {
+            host.hostname = id.hostname.clone();
+        }
         if let Some(id) = identity.as_ref().filter(|id| id.hostname != host.hostname) {
             return Err(AgentError::Identity(format!(
                 "this agent joined as host {:?} but now reports {:?}; keep the name, or remove {} and join again",

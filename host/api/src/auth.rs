@@ -569,7 +569,7 @@ where
                 {
                     // Permission denied: the caller is known, only not allowed.
                     let who = self.auth.authenticate(request.headers()).ok();
-                    crate::audit::layer::refused(auditor, request.method(), &path, who.as_deref(), &status);
+                    crate::audit::layer::refused(auditor, &request, who.as_deref(), &status);
                 }
                 // Plain HTTP clients (the page, a Prometheus scraping
                 // /metrics) read the HTTP status; gRPC clients the grpc-status.

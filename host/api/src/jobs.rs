@@ -72,9 +72,36 @@ pub fn new_job_id(name: &str) -> String {
     if slug.is_empty() { format!("job-{suffix}") } else { format!("{slug}-{suffix}") }
 }
 
+/// The owner rule: a job's owner is its creator, unless the caller's role
+/// may act for others (operator, admin). Without it a user could create
+/// (or re-own by update) a job as `admin`, and listings, audit and owner
+/// filters would name someone who never asked for it. `current` is the
+/// owner an updated job already has, which an update may keep.
+fn check_owner(who: &auth::Principal, owner: &str, current: Option<&str>) -> Result<(), Status> {
+    if who.role >= auth::Role::Operator || owner == who.name || current == Some(owner) {
+        return Ok(());
+    }
+    let what = if current.is_some() { "give a job to" } else { "create a job for" };
+    Err(Status::permission_denied(format!(
+        "spec.owner: {} (role {}) may not {what} `{owner}`: only operators and admins act for others; leave owner out (the job is then {}'s)",
+        who.name, who.role, who.name
+    )))
+}
+
 fn spec_of(field: &str, spec: Option<&pb::JobSpec>) -> Result<JobConfig, Status> {
     let spec = spec.ok_or_else(|| Status::invalid_argument(format!("{field}: must be set")))?;
     Ok(convert::job_config(field, spec)?)
+}
+
+/// New input's printed fields hold no control characters
+/// ([`JobConfig::check_printable`]; jobs stored before stay readable).
+fn printable(field: &str, config: &JobConfig) -> Result<(), Status> {
+    config.check_printable().map_err(|e| match e {
+        paceline_model::task::SpecError::Invalid { field: f, reason } => {
+            Status::invalid_argument(format!("{field}.{f}: {reason}"))
+        }
+        e => Status::invalid_argument(format!("{field}: {e}")),
+    })
 }
 
 fn instances_of(list: &[u32]) -> Option<Vec<u32>> {
@@ -144,6 +171,8 @@ impl JobService for JobApi {
             s.owner = who.name.clone();
         }
         let config = spec_of("spec", spec.as_ref())?;
+        printable("spec", &config)?;
+        check_owner(&who, &config.owner, None)?;
         who.check_pool(&config.pool)?;
         let id = new_job_id(&config.name);
         let (owner, pool, kind, instances) =
@@ -223,7 +252,9 @@ impl JobService for JobApi {
             s.owner = current.config.owner.clone();
         }
         let config = spec_of("spec", spec.as_ref())?;
+        printable("spec", &config)?;
         auth::check_job(&request, &self.jobs, &r.id).await?;
+        check_owner(&*auth::principal(&request)?, &config.owner, Some(&current.config.owner))?;
         auth::check_pool(&request, &config.pool)?;
         if current.config.kind != config.kind {
             return Err(Status::invalid_argument("spec.kind: a job's kind cannot change"));

@@ -105,9 +105,77 @@ impl HostRecord {
     }
 }
 
+/// A host name in its one canonical spelling, or why it is not a host name.
+///
+/// Agents' names are identities (a certificate is issued for one, and a
+/// session must register under it), so lookalikes must not pass as other
+/// names: `NODE-A`, `node-a.` and `node-a` are one name, written `node-a`
+/// (ASCII lowercase, no trailing dot), and anything that is not a DNS-style
+/// name is refused (`../../etc/x`, `a b`, `_x`): RFC 1123 labels of
+/// `[a-z0-9-]`, 1 to 63 bytes each, not starting or ending with `-`, 253
+/// bytes at most in all.
+pub fn canonical_hostname(name: &str) -> Result<String, String> {
+    let lower = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    if lower.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if lower.len() > 253 {
+        return Err(format!("{} bytes, at most 253", lower.len()));
+    }
+    for label in lower.split('.') {
+        if label.is_empty() {
+            return Err(format!("{name:?} has an empty label (two dots, or a leading dot)"));
+        }
+        if label.len() > 63 {
+            return Err(format!("label {label:?} is {} bytes, at most 63", label.len()));
+        }
+        if let Some(c) = label.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')) {
+            return Err(format!("{name:?} holds {c:?}; a host name is letters, digits, `-` and `.` only"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(format!("label {label:?} starts or ends with `-`"));
+        }
+    }
+    Ok(lower)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_names_have_one_spelling_and_lookalikes_are_refused() {
+        for (given, canonical) in [
+            ("node-a", "node-a"),
+            ("NODE-A", "node-a"),
+            ("node-a.", "node-a"),
+            ("Web-1.Example.COM.", "web-1.example.com"),
+            ("10.0.0.5", "10.0.0.5"),
+        ] {
+            assert_eq!(canonical_hostname(given).as_deref(), Ok(canonical), "{given}");
+        }
+        let long_label = "a".repeat(64);
+        let long_name = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(63)].join(".");
+        for bad in [
+            "",
+            ".",
+            "../../etc/x",
+            "a..b",
+            ".a",
+            "a b",
+            "a_b",
+            "-a",
+            "a-",
+            "a/b",
+            "node-\u{1b}",
+            "nöde",
+            "node-a..",
+            long_label.as_str(),
+            long_name.as_str(),
+        ] {
+            assert!(canonical_hostname(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
 
     #[test]
     fn maintenance_cycle() {

@@ -201,6 +201,66 @@ impl JobConfig {
     }
 }
 
+impl JobConfig {
+    /// Refuses control characters in the fields listings print (name, owner,
+    /// pool, labels, plugin overrides, description): a terminal that shows
+    /// `job list` would otherwise run escape sequences a job's author put
+    /// there (retitle the window, hide text, rewrite earlier lines). The
+    /// description may hold line breaks and tabs (it is prose); nothing
+    /// else. Task commands, arguments and environment are the program's
+    /// business and may hold anything.
+    ///
+    /// A rule for new input (the API checks it on create and update), not
+    /// part of [`JobConfig::validate`]: the store validates what it writes,
+    /// and jobs stored before the rule must still restore from a snapshot,
+    /// migrate and show (clients print them escaped).
+    pub fn check_printable(&self) -> Result<(), SpecError> {
+        check_printable("name", &self.name, "")?;
+        check_printable("owner", &self.owner, "")?;
+        check_printable("pool", &self.pool, "")?;
+        check_printable("description", &self.description, "\n\t")?;
+        for (k, v) in &self.labels {
+            check_printable("labels", k, "")?;
+            check_printable("labels", v, "")?;
+        }
+        for (k, v) in &self.plugin_overrides {
+            check_printable("plugin_overrides", k, "")?;
+            check_printable("plugin_overrides", v, "")?;
+        }
+        let tasks = std::iter::once(("default_task.labels", &self.default_task))
+            .chain(self.instance_overrides.values().map(|t| ("instance_overrides.labels", t)));
+        for (field, task) in tasks {
+            for (k, v) in &task.labels {
+                check_printable(field, k, "")?;
+                check_printable(field, v, "")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `c` is a control character: C0 (U+0000–U+001F), DEL (U+007F)
+/// or C1 (U+0080–U+009F, which some terminals read as escapes too).
+pub fn is_control(c: char) -> bool {
+    c.is_control()
+}
+
+/// Refuses a control character in `value` other than those in `allowed`,
+/// naming the field, the character and where it is.
+fn check_printable(field: &'static str, value: &str, allowed: &str) -> Result<(), SpecError> {
+    match value.char_indices().find(|(_, c)| is_control(*c) && !allowed.contains(*c)) {
+        None => Ok(()),
+        Some((at, c)) => Err(SpecError::Invalid {
+            field,
+            reason: format!(
+                "contains the control character U+{:04X} at byte {at} of `{}`; control characters (terminal escape sequences) are not allowed",
+                c as u32,
+                value.escape_debug()
+            ),
+        }),
+    }
+}
+
 /// The state of a job as a whole; derived from its tasks' states.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -503,6 +563,52 @@ mod tests {
         let mut c = config();
         c.sla.min_running_instances = Some(4);
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn control_characters_in_printed_fields_are_refused_naming_the_field() {
+        type Set = fn(&mut JobConfig, &str);
+        let cases: [(&str, Set); 8] = [
+            ("name", |c, v| c.name = v.into()),
+            ("owner", |c, v| c.owner = v.into()),
+            ("pool", |c, v| c.pool = format!("/{v}")),
+            ("description", |c, v| c.description = v.into()),
+            ("labels", |c, v| {
+                c.labels.insert("team".into(), v.into());
+            }),
+            ("labels", |c, v| {
+                c.labels.insert(v.into(), "x".into());
+            }),
+            ("plugin_overrides", |c, v| {
+                c.plugin_overrides.insert("placement/batch".into(), v.into());
+            }),
+            ("default_task.labels", |c, v| {
+                c.default_task.labels.insert("k".into(), v.into());
+            }),
+        ];
+        // ESC (a terminal escape), BEL, CR, DEL, and C1's CSI.
+        for bad in ["web\u{1b}]0;owned\u{7}", "a\rb", "a\u{7f}", "a\u{9b}31m"] {
+            for (field, set) in &cases {
+                let mut c = config();
+                set(&mut c, bad);
+                assert!(c.validate().is_ok(), "stored jobs stay valid: {field} = {bad:?}");
+                match c.check_printable() {
+                    Err(SpecError::Invalid { field: f, reason }) => {
+                        assert_eq!(f, *field, "{bad:?}");
+                        assert!(reason.contains("control character U+"), "{reason}");
+                    }
+                    other => panic!("{field} = {bad:?}: {other:?}"),
+                }
+            }
+        }
+        // Printable text of any script passes; the description may have line breaks and tabs.
+        let mut c = config();
+        c.name = "wéb-サービス".into();
+        c.description = "line one\n\tline two".into();
+        c.labels.insert("note".into(), "ünïcode ok".into());
+        assert!(c.check_printable().is_ok(), "{:?}", c.check_printable());
+        c.name = "line\nbreak".into();
+        assert!(c.check_printable().is_err(), "a name is one line");
     }
 
     #[test]

@@ -55,7 +55,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	spec := &pb.JobSpec{
-		Name: name, Owner: "go-client", Pool: *pool, Kind: pb.JobKind_JOB_KIND_BATCH, InstanceCount: uint32(*instances),
+		Name: name, Pool: *pool, Kind: pb.JobKind_JOB_KIND_BATCH, InstanceCount: uint32(*instances),
 		DefaultTask: &pb.TaskSpec{Command: command[0], Args: command[1:], Env: env,
 			Resources: &pb.Resources{CpuMillis: *cpu, MemoryMib: 32, DiskMib: 10}},
 	}

@@ -2,6 +2,7 @@
 //! call (wrap the body to copy its first message, leave a note for the
 //! handler) and after (make the record, queue it).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,6 +10,7 @@ use paceline_storage::{AuditRecord, audit::MAX_AUDIT_FIELD};
 use tonic::Status;
 
 use super::peek::{PeekBody, Peeked};
+use super::refusals::{Source, peer_key};
 use super::{AuditNote, Auditor, WebOutcome, describe::describe, now_ms, shorten};
 use crate::auth::Principal;
 
@@ -25,6 +27,8 @@ pub struct Pending {
     who: Option<Arc<Principal>>,
     body: Peeked,
     note: Arc<AuditNote>,
+    /// Where the call came from (for rate-limiting its refusal).
+    peer: Option<IpAddr>,
 }
 
 impl Pending {
@@ -47,7 +51,16 @@ impl Pending {
         *request.body_mut() = tonic::body::Body::new(peek);
         let note = Arc::new(AuditNote::default());
         request.extensions_mut().insert(note.clone());
-        Pending { auditor, method: method_name(request.method(), &path), path: described_path, who, body: copy, note }
+        let peer = peer_of(request);
+        Pending {
+            auditor,
+            method: method_name(request.method(), &path),
+            path: described_path,
+            who,
+            body: copy,
+            note,
+            peer,
+        }
     }
 
     /// Makes the record from the answer's head and queues it. A gRPC call's
@@ -57,7 +70,9 @@ impl Pending {
         let (code, message) = outcome(response);
         let body = self.body.lock().map(|b| b.clone()).unwrap_or_default();
         let mut described = describe(&self.path, &body);
-        if let Some(job) = self.note.job() {
+        // Only a call that succeeded made the job its handler noted: a
+        // refused create names no id that never existed.
+        if let Some(job) = self.note.job().filter(|_| code == "OK") {
             described.target = job.to_string();
             described.job_id = job.to_string();
         }
@@ -77,7 +92,7 @@ impl Pending {
                 "change"
             );
         }
-        self.auditor.record(record(
+        let record = record(
             principal,
             role,
             self.method,
@@ -86,27 +101,54 @@ impl Pending {
             described.summary,
             code,
             message,
-        ));
+            now_ms(),
+        );
+        if record.code == "OK" {
+            // A change that went through: always recorded in full.
+            self.auditor.record(record);
+        } else {
+            // A refusal by a handler (a pool not granted, an unknown job):
+            // rate-limited per source like the layer's own refusals.
+            let source = Source::of(self.who.as_ref().map(|w| w.name.as_str()), self.peer);
+            self.auditor.refused(source, &peer_key(self.peer), record);
+        }
     }
 }
 
 /// Queues the record of a call the layer refused (no handler ran, so only
-/// who and what method are known).
-pub fn refused(auditor: &Auditor, method: &http::Method, path: &str, who: Option<&Principal>, status: &Status) {
+/// who, from where and what method are known), or only counts it when its
+/// source has had its share of records this window ([`super::refusals`]).
+pub fn refused<B>(auditor: &Auditor, request: &http::Request<B>, who: Option<&Principal>, status: &Status) {
     let (principal, role) = match who {
         Some(w) => (w.name.clone(), w.role.to_string()),
         None => (UNAUTHENTICATED.to_string(), String::new()),
     };
-    auditor.record(record(
+    let peer = peer_of(request);
+    let peer_text = peer_key(peer);
+    let record = record(
         principal,
         role,
-        method_name(method, path),
+        method_name(request.method(), request.uri().path()),
         String::new(),
         String::new(),
-        String::new(),
+        format!("peer={peer_text}"),
         format!("{:?}", status.code()),
         status.message().to_string(),
-    ));
+        now_ms(),
+    );
+    auditor.refused(Source::of(who.map(|w| w.name.as_str()), peer), &peer_text, record);
+}
+
+/// The address of the peer that sent `request`, from the connection info
+/// tonic's server puts on every request (plain TCP or TLS over TCP).
+pub fn peer_of<B>(request: &http::Request<B>) -> Option<IpAddr> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let extensions = request.extensions();
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| extensions.get::<TlsConnectInfo<TcpConnectInfo>>().and_then(|t| t.get_ref().remote_addr()))
+        .map(|a| a.ip())
 }
 
 /// A gRPC path as it is; a web route with its HTTP method in front.
@@ -126,7 +168,7 @@ fn outcome(response: &http::Response<tonic::body::Body>) -> (String, String) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn record(
+pub(super) fn record(
     principal: String,
     role: String,
     method: String,
@@ -135,8 +177,8 @@ fn record(
     summary: String,
     code: String,
     message: String,
+    at_ms: u64,
 ) -> AuditRecord {
-    let at_ms = now_ms();
     let fit = |s: String| if s.len() > MAX_AUDIT_FIELD { shorten(&s, MAX_AUDIT_FIELD) } else { s };
     AuditRecord {
         at_ms,

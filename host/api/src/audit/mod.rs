@@ -12,7 +12,11 @@
 //!
 //! The [`Auditor`] never makes a call wait for or fail on the store: it
 //! puts the record on a bounded queue, and one background task writes what
-//! has queued up in one batch ([`writer`]). A full queue drops the record
+//! has queued up in one batch ([`writer`]). Refused calls pass a gate
+//! first ([`refusals`]): per source (principal, else peer address) only the
+//! first few of each window are recorded one by one, the rest as one
+//! aggregate record, so a client hammering the API cannot flush real
+//! records out of the log's row bound. A full queue drops the record
 //! (counted and logged); a failed write is logged and counted, its records
 //! lost. A crash loses what was queued and not yet written (at most the
 //! queue's capacity; normally the last few milliseconds of calls).
@@ -22,6 +26,7 @@
 pub mod describe;
 pub mod layer;
 pub mod peek;
+pub mod refusals;
 pub mod service;
 pub mod writer;
 
@@ -46,6 +51,13 @@ pub struct AuditSettings {
     pub batch: usize,
     /// How often the retention bounds are applied.
     pub prune_every: Duration,
+    /// Refused calls recorded one by one per source (principal, else peer
+    /// address) and window; the rest of the window's are one aggregate.
+    pub refusals_per_window: u32,
+    /// The length of that window.
+    pub refusal_window: Duration,
+    /// Sources tracked at once; refusals from more share one window.
+    pub refusal_sources: usize,
 }
 
 impl Default for AuditSettings {
@@ -56,6 +68,9 @@ impl Default for AuditSettings {
             queue: 8192,
             batch: 500,
             prune_every: Duration::from_secs(600),
+            refusals_per_window: 10,
+            refusal_window: Duration::from_secs(60),
+            refusal_sources: 10_000,
         }
     }
 }
@@ -71,6 +86,9 @@ pub struct AuditCounters {
     pub failed: AtomicU64,
     /// Removed by pruning.
     pub pruned: AtomicU64,
+    /// Refused calls only counted (in an aggregate record), not recorded
+    /// one by one.
+    pub refusals_counted: AtomicU64,
 }
 
 /// The handle calls record through: cheap to clone, never blocks.
@@ -78,6 +96,7 @@ pub struct AuditCounters {
 pub struct Auditor {
     queue: tokio::sync::mpsc::Sender<paceline_storage::AuditRecord>,
     counters: Arc<AuditCounters>,
+    refusals: Arc<refusals::Gate>,
 }
 
 impl Auditor {
@@ -93,6 +112,33 @@ impl Auditor {
                     tokio::sync::mpsc::error::TrySendError::Closed(_) => "writer stopped",
                 };
                 tracing::warn!(dropped, why, "audit records dropped");
+            }
+        }
+    }
+
+    /// Queues the record of a refused call from `source`, or only counts it
+    /// (it goes into the window's aggregate) when the source has had its
+    /// share of records this window. `peer` is for the log line.
+    pub fn refused(&self, source: refusals::Source, peer: &str, record: paceline_storage::AuditRecord) {
+        let refusal = refusals::Refusal {
+            principal: record.principal.clone(),
+            role: record.role.clone(),
+            method: record.method.clone(),
+            code: record.code.clone(),
+            message: record.message.clone(),
+            peer: peer.to_string(),
+        };
+        match self.refusals.admit(source, &refusal) {
+            refusals::Verdict::Record => self.record(record),
+            refusals::Verdict::Counted => {
+                let counted = self.counters.refusals_counted.fetch_add(1, Ordering::Relaxed) + 1;
+                if counted == 1 || counted.is_multiple_of(1000) {
+                    tracing::info!(
+                        counted,
+                        peer,
+                        "refused calls beyond the per-source bound: counted, aggregated in the audit log"
+                    );
+                }
             }
         }
     }

@@ -17,8 +17,9 @@ use super::{AuditCounters, AuditSettings, Auditor, now_ms};
 pub fn spawn(store: Arc<dyn Store>, settings: AuditSettings) -> Auditor {
     let (tx, rx) = mpsc::channel(settings.queue.max(1));
     let counters = Arc::new(AuditCounters::default());
+    let refusals = super::refusals::Gate::start(&settings, tx.clone());
     tokio::spawn(run(store, settings, rx, counters.clone()));
-    Auditor { queue: tx, counters }
+    Auditor { queue: tx, counters, refusals }
 }
 
 async fn run(

@@ -201,6 +201,13 @@ pub fn check_hostname(h: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether two host names are one name: equal but for ASCII case and a
+/// trailing dot. Certificates issued before names were canonical may be
+/// spelled `NODE-A`; they still hold the name `node-a`.
+fn same_host(a: &str, b: &str) -> bool {
+    a.strip_suffix('.').unwrap_or(a).eq_ignore_ascii_case(b.strip_suffix('.').unwrap_or(b))
+}
+
 /// Writes `text` to `path` through a temporary file and a rename, with `mode`.
 fn write_file(path: &Path, text: &[u8], mode: u32) -> Result<(), PkiError> {
     paceline_model::secret::write_file_atomic(path, text, mode).map_err(io_ctx(format!("writing {}", path.display())))
@@ -368,7 +375,7 @@ impl AgentPki {
     pub fn revoke_host(&self, hostname: &str) -> Result<usize, PkiError> {
         self.update(|s| {
             let mut n = 0;
-            for c in s.certs.iter_mut().filter(|c| c.hostname == hostname && !c.revoked) {
+            for c in s.certs.iter_mut().filter(|c| same_host(&c.hostname, hostname) && !c.revoked) {
                 c.revoked = true;
                 n += 1;
             }
@@ -377,8 +384,12 @@ impl AgentPki {
     }
 
     /// Checks `token` and signs `csr_pem` for `hostname`: the certificate, PEM.
+    /// The name is taken in its canonical spelling
+    /// ([`paceline_model::host::canonical_hostname`]): the certificate is
+    /// issued for `node-a` when the agent asked for `NODE-A.`, and a join
+    /// under any spelling of a name that holds a valid certificate is refused.
     pub fn join(&self, token: &str, hostname: &str, csr_pem: &str) -> Result<String, JoinError> {
-        check_hostname(hostname).map_err(JoinError::BadHostname)?;
+        let hostname = &paceline_model::host::canonical_hostname(hostname).map_err(JoinError::BadHostname)?;
         let (id, secret) = token.split_once('.').ok_or(JoinError::BadToken)?;
         let hash = hex::encode(Sha256::digest(secret.as_bytes()));
         let csr = parse_csr(csr_pem)?;
@@ -398,7 +409,7 @@ impl AgentPki {
                 if rec.uses_left == Some(0) {
                     return Err(JoinError::UsedUp(rec.id.clone()));
                 }
-                if s.certs.iter().any(|c| c.hostname == hostname && !c.revoked && c.expires_unix > now) {
+                if s.certs.iter().any(|c| same_host(&c.hostname, hostname) && !c.revoked && c.expires_unix > now) {
                     return Err(JoinError::HostnameTaken(hostname.to_owned()));
                 }
                 let (pem, serial) = self.sign_agent(&csr, hostname)?;

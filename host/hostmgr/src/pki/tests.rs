@@ -106,3 +106,29 @@ fn the_server_chain_ends_with_the_ca() {
     assert_eq!(chain.matches("BEGIN CERTIFICATE").count(), 2);
     assert!(key.contains("PRIVATE KEY"));
 }
+
+#[test]
+fn lookalike_names_are_one_name_and_non_names_are_refused_at_join() {
+    let dir = tempfile::tempdir().expect("ok");
+    let pki = AgentPki::open(dir.path()).expect("ok");
+    let t = pki.create_token(Duration::from_secs(600), None, "").expect("ok");
+    // Asked for in capitals with a trailing dot: issued for the canonical name.
+    let cert = pki.join(&t.token, "NODE-A.", &csr("NODE-A.")).expect("ok");
+    assert_eq!(pki.session_hostname(&der(&cert)).expect("ok"), "node-a");
+    assert_eq!(pki.list_certs().expect("ok")[0].hostname, "node-a");
+    // Every other spelling of the name is the same name, and taken.
+    for spelling in ["node-a", "NODE-A", "node-a.", "Node-A"] {
+        match pki.join(&t.token, spelling, &csr(spelling)) {
+            Err(JoinError::HostnameTaken(name)) => assert_eq!(name, "node-a", "{spelling}"),
+            other => panic!("{spelling}: {other:?}"),
+        }
+    }
+    // Not host names at all.
+    for bad in ["../../etc/x", "node a", "node_a", "-node", "node-", "a..b", "nöde", "x\u{1b}[2J"] {
+        assert!(matches!(pki.join(&t.token, bad, &csr("x")), Err(JoinError::BadHostname(_))), "{bad:?}");
+    }
+    assert!(pki.join(&t.token, &format!("{}.x", "a".repeat(64)), &csr("x")).is_err(), "a label over 63 bytes");
+    // Revoking by any spelling frees the name.
+    assert_eq!(pki.revoke_host("NODE-A").expect("ok"), 1);
+    pki.join(&t.token, "node-a", &csr("node-a")).expect("the name is free again");
+}

@@ -74,8 +74,9 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend(format!("{}: {e}", dir.display())))?;
+            private_dir(dir).map_err(|e| StoreError::Backend(format!("{}: {e}", dir.display())))?;
         }
+        private_file(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
         let mut conn = Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
         // Refuse a newer schema before changing anything, even the journal mode.
         let found = schema::current_version(&conn)?;
@@ -124,6 +125,8 @@ impl SqliteStore {
             let _ = std::fs::remove_file(p);
         }
         let target = copy.to_string_lossy().into_owned();
+        // Private like the database (VACUUM INTO fills an empty file).
+        private_file(&copy).map_err(|e| StoreError::Backend(format!("{}: {e}", copy.display())))?;
         let made = self
             .read(move |conn| {
                 conn.execute("VACUUM INTO ?1", [target])
@@ -184,6 +187,49 @@ impl SqliteStore {
     }
 }
 
+/// Creates `dir` (and missing parents) readable by its owner only (0700 on
+/// Unix). A directory that already exists is left as it is: whoever made it
+/// chose its mode.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the database file, empty, readable and writable by its owner
+/// only (0600 on Unix), unless it exists. SQLite creates a database's `-wal`
+/// and `-shm` files with the database file's mode, so they are 0600 too;
+/// left to SQLite, all three would be 0644 (less the umask), readable by
+/// every local user — and the store holds every job's spec and environment.
+/// An existing file keeps its mode, with a warning when others may read it.
+pub(crate) fn private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(path)?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format!("{:o}", mode & 0o777),
+                        "the database file may be read by other users; `chmod 600` it (and its -wal, -shm)"
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Copies a database of an older schema beside itself before it is
 /// migrated (`PATH.pre-upgrade-vN-MS`), so that an upgrade can be undone by
 /// putting the copy back and running the older Paceline. A copy of the file
@@ -191,6 +237,8 @@ impl SqliteStore {
 /// is the one that needs the copy. If the copy fails nothing is migrated.
 fn backup_before_upgrade(conn: &Connection, path: &Path, found: u32) -> Result<PathBuf> {
     let copy = crate::snapshot::sibling(path, &format!(".pre-upgrade-v{found}-{}", crate::types::now_ms()));
+    // Private like the database (VACUUM INTO fills an empty file).
+    private_file(&copy).map_err(|e| StoreError::Backend(format!("{}: {e}", copy.display())))?;
     conn.execute("VACUUM INTO ?1", [copy.to_string_lossy().as_ref()]).map_err(|e| {
         let _ = std::fs::remove_file(&copy);
         StoreError::Backend(format!(

@@ -443,3 +443,26 @@ async fn a_create_killed_midway_leaves_nothing() {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("reopen"));
     crate::crash::nothing_of_the_job_is_seen(store, id, owner).await;
 }
+
+/// The store holds every job's spec and environment: its file, the WAL and
+/// the shared-memory file are the owner's alone (0600), in a directory
+/// created 0700, whatever the umask would have given.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_database_and_its_wal_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fresh").join("paceline.db");
+    let s = SqliteStore::open(&path).expect("open");
+    s.create_job("j", &crate::conformance::config("o", 1), &JobRuntime::initial(1, 0)).await.expect("a write");
+    let mode = |p: &Path| std::fs::metadata(p).expect("exists").permissions().mode() & 0o777;
+    assert_eq!(mode(path.parent().expect("dir")), 0o700, "the directory the store created");
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    drop(s);
+    let s = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(s.tasks_of_job("j", &[]).await.expect("read").len(), 0, "an empty job is still readable");
+    assert_eq!(mode(&path), 0o600, "reopening keeps the mode");
+}

@@ -211,7 +211,8 @@ pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<E
     Ok(match rt.block_on(f) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A server's message may quote what a job's author wrote.
+            eprintln!("error: {}", render::printable(&format!("{e:#}")));
             ExitCode::from(exit_code(&e))
         }
     })
@@ -227,8 +228,44 @@ pub fn block_on(f: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<E
 /// server that serves is used.
 pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Api> {
     let bearer = Bearer::new(opts.resolved_token()?.as_deref())?;
+    if bearer.0.is_some() {
+        warn_token_in_clear(&opts.server);
+    }
     let channel = leading_channel(opts).await?;
     Ok(tonic::service::interceptor::InterceptedService::new(channel, bearer))
+}
+
+/// Warns on stderr, once per process, when a token is about to go over
+/// plain `http://` to a host that is not this machine: anyone on the path
+/// can read it and act as its principal until it is revoked.
+fn warn_token_in_clear(servers: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(host) = servers.split(',').map(str::trim).find_map(plain_http_remote) {
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: sending a token over plain http:// to {host}, which is not this machine: anyone on the \
+                 network path can read it; use https:// (the server's `tls:` setting) or a loopback address"
+            );
+        });
+    }
+}
+
+/// The host of `server` when it is plain HTTP (`http://`, or no scheme)
+/// and not a loopback address (`localhost`, `127.0.0.0/8`, `::1`).
+pub fn plain_http_remote(server: &str) -> Option<String> {
+    let url = paceline::leader::server_url(server);
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let lower = host.to_ascii_lowercase();
+    let loopback = lower == "localhost"
+        || lower.ends_with(".localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback());
+    if host.is_empty() || loopback { None } else { Some(host.to_string()) }
 }
 
 pub(crate) async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
@@ -286,6 +323,27 @@ mod tests {
         assert_eq!(parse("JOB_STATE_KILLED").ok(), Some(pb::JobState::Killed));
         assert!(parse("unspecified").is_err());
         assert!(parse("sleeping").is_err());
+    }
+
+    #[test]
+    fn only_plain_http_to_another_host_is_a_remote_in_clear() {
+        for (server, remote) in [
+            ("http://127.0.0.1:7400", None),
+            ("127.0.0.1:7400", None),
+            ("http://127.9.9.9:7400", None),
+            ("http://localhost:7400", None),
+            ("http://LOCALHOST:7400/", None),
+            ("http://[::1]:7400", None),
+            ("http://[::ffff:127.0.0.1]:7400", None),
+            ("https://api.example.com:7400", None),
+            ("http://api.example.com:7400", Some("api.example.com")),
+            ("api.example.com:7400", Some("api.example.com")),
+            ("http://10.0.0.5:7400", Some("10.0.0.5")),
+            ("http://[2001:db8::1]:7400", Some("2001:db8::1")),
+            ("http://localhost.evil.com:7400", Some("localhost.evil.com")),
+        ] {
+            assert_eq!(plain_http_remote(server).as_deref(), remote, "{server}");
+        }
     }
 
     #[test]

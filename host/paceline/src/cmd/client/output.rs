@@ -59,7 +59,8 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
 /// Prints `value` as JSON or YAML, or the text `table` builds.
 pub fn emit(output: Output, value: &Value, table: impl FnOnce() -> String) -> anyhow::Result<()> {
     match output {
-        Output::Table => print!("{}", table()),
+        // JSON and YAML escape control characters themselves; text does not.
+        Output::Table => print!("{}", super::render::printable(&table())),
         Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
         Output::Yaml => print!("{}", serde_yaml::to_string(value)?),
     }

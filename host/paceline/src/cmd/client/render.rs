@@ -287,9 +287,39 @@ pub fn watch_event(e: &pb::WatchEvent) -> Value {
     v
 }
 
+/// `text` with every control character but the line break written as a
+/// visible escape (`\u{1b}`), for printing to a terminal. Stored names and
+/// labels may hold terminal escape sequences (servers before input was
+/// checked accepted them; a message may quote them), and printed raw they
+/// would be run by the terminal: retitle it, hide or rewrite lines.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_print_as_escapes_and_lines_stay_lines() {
+        assert_eq!(printable("web-1  RUNNING\n"), "web-1  RUNNING\n");
+        assert_eq!(
+            printable("x\u{1b}]0;owned\u{7}y\tz\r\u{7f}\u{9b}"),
+            "x\\u{1b}]0;owned\\u{7}y\\u{9}z\\u{d}\\u{7f}\\u{9b}"
+        );
+        assert_eq!(printable("wéb サービス"), "wéb サービス");
+    }
 
     #[test]
     fn enums_render_by_short_name_or_number() {

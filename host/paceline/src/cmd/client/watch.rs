@@ -61,7 +61,7 @@ async fn exec(args: WatchArgs) -> anyhow::Result<()> {
         };
         let Some(event) = event else { return Ok(()) };
         match args.opts.output {
-            Output::Table => println!("{}", line(&event)),
+            Output::Table => println!("{}", render::printable(&line(&event))),
             // One compact object per line (JSON Lines) so the output can be piped.
             Output::Json => println!("{}", serde_json::to_string(&render::watch_event(&event))?),
             Output::Yaml => print!("---\n{}", serde_yaml::to_string(&render::watch_event(&event))?),

@@ -62,7 +62,7 @@ public final class Submit {
         .setResources(Resources.newBuilder().setCpuMillis(cpu).setMemoryMib(32).setDiskMib(10))
         .build();
     JobSpec spec = JobSpec.newBuilder()
-        .setName(name).setOwner("java-client").setPool(pool).setKind(JobKind.JOB_KIND_BATCH)
+        .setName(name).setPool(pool).setKind(JobKind.JOB_KIND_BATCH)
         .setInstanceCount(instances).setDefaultTask(task)
         .build();
     Paceline connected;
