@@ -99,6 +99,18 @@ pub fn check_bounds(text: &str) -> Result<(), JobFileError> {
     }
 }
 
+/// An open flow collection.
+#[derive(Clone, Copy)]
+struct Frame {
+    /// `[…]`: an entry `key: value` in it is a mapping of its own, a level.
+    seq: bool,
+    /// Such a single-pair mapping is open in the current entry.
+    pair: bool,
+    /// The deepest level the current entry has reached: a key is known to
+    /// be one only at its `:`, and what it holds is then one level deeper.
+    entry_max: usize,
+}
+
 /// A block scalar's lines being skipped: those more indented than `parent`
 /// (or blank) belong to it.
 #[derive(Clone, Copy)]
@@ -111,13 +123,15 @@ struct BlockScalar {
 /// `limit`. One pass, linear in the text.
 ///
 /// It follows the token rules of libyaml's scanner (which serde_yaml
-/// uses): a quote, a flow bracket, a comment, a block scalar is recognised
-/// where that scanner recognises it. Where it cannot be exact it errs
-/// towards counting more: a `[` or `{` that starts a continuation line of
-/// a plain scalar counts as a flow collection, and quotes in a flow
-/// collection are taken as quotes wherever a token may start. It never
-/// counts a bracket inside a quoted string or comment as a closing one, so
-/// a document cannot hide its depth from it.
+/// uses): a quote, a flow bracket, a comment, a block scalar, a plain
+/// scalar going on over lines is recognised where that scanner recognises
+/// it, so a bracket inside a quoted string, a comment or a scalar is text.
+/// Where it cannot be exact it errs towards counting more (a `[` or `{` in
+/// a tag counts as opening, never as closing). It also counts the levels
+/// the parser adds around keys: a collection used as a key (`[a]: b`) is
+/// inside its mapping, an entry `a: b` of a `[…]` is a mapping of its own.
+/// Checked against serde_yaml on random documents
+/// (`the_scan_never_counts_less_than_the_parser_builds`).
 pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> {
     let b = text.as_bytes();
     let n = b.len();
@@ -127,15 +141,18 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
     // whether it is a sequence (an indentless sequence, `- ` at its
     // mapping's column, is a level libyaml's parser adds).
     let mut indents: Vec<(i64, bool)> = vec![(-1, false)];
-    let mut flow = 0usize;
+    let mut frames: Vec<Frame> = Vec::new();
+    // Single-pair mappings open in flow sequences.
+    let mut pairs = 0usize;
     let mut deepest = 0usize;
     let mut line = 1usize;
     let mut line_start = 0usize;
-    // Column of the first token of a possible block mapping key on this line.
+    // Column of the first token of a possible block mapping key on this
+    // line, and the flow levels that key has reached (see `Frame::entry_max`).
     let mut key_col: Option<i64> = None;
+    let mut key_deep = 0usize;
     let mut block_scalar: Option<BlockScalar> = None;
     let mut i = 0usize;
-    let depth = |indents: &Vec<(i64, bool)>, flow: usize| indents.len() - 1 + flow;
     macro_rules! newline {
         () => {{
             line += 1;
@@ -143,12 +160,33 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
             key_col = None;
         }};
     }
-    macro_rules! check {
-        ($at:expr) => {{
-            let d = depth(&indents, flow);
+    macro_rules! check_depth {
+        ($d:expr, $at:expr) => {{
+            let d = $d;
             deepest = deepest.max(d);
             if d > limit {
                 return Err((line, $at - line_start + 1));
+            }
+        }};
+    }
+    // The depth now, noted for the current flow entry and block key.
+    macro_rules! check {
+        ($at:expr) => {{
+            let d = indents.len() - 1 + frames.len() + pairs;
+            if let Some(f) = frames.last_mut() {
+                f.entry_max = f.entry_max.max(d);
+            }
+            if key_col.is_some() {
+                key_deep = key_deep.max(frames.len() + pairs);
+            }
+            check_depth!(d, $at);
+        }};
+    }
+    macro_rules! key_starts {
+        ($col:expr) => {{
+            if frames.is_empty() && key_col.is_none() {
+                key_col = Some($col);
+                key_deep = 0;
             }
         }};
     }
@@ -192,7 +230,7 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
             continue;
         }
         let col = (i - line_start) as i64;
-        if flow == 0 {
+        if frames.is_empty() {
             // libyaml unrolls block levels at every token in block context.
             while indents.last().is_some_and(|&(t, _)| t > col) {
                 indents.pop();
@@ -211,20 +249,53 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
         }
         match c {
             b'[' | b'{' => {
-                if flow == 0 && key_col.is_none() {
-                    key_col = Some(col);
-                }
-                flow += 1;
+                key_starts!(col);
+                frames.push(Frame { seq: c == b'[', pair: false, entry_max: 0 });
                 check!(i);
                 i += 1;
             }
             b']' | b'}' => {
-                flow = flow.saturating_sub(1);
+                if let Some(f) = frames.pop() {
+                    pairs -= usize::from(f.pair);
+                    if let Some(up) = frames.last_mut() {
+                        up.entry_max = up.entry_max.max(f.entry_max);
+                    }
+                }
                 i += 1;
             }
-            b',' => i += 1,
-            b'-' | b'?' | b':' if blank(i + 1) || (flow > 0 && c != b'-') => {
-                if flow == 0 {
+            b',' => {
+                // The next entry starts at the collection's own level.
+                if let Some(f) = frames.last_mut()
+                    && f.pair
+                {
+                    f.pair = false;
+                    pairs -= 1;
+                }
+                let level = indents.len() - 1 + frames.len() + pairs;
+                if let Some(f) = frames.last_mut() {
+                    f.entry_max = level;
+                }
+                i += 1;
+            }
+            b'?' | b':' if !frames.is_empty() => {
+                // `[a: b]`, `[? a]`: the entry is a mapping of one pair.
+                if let Some(f) = frames.last_mut()
+                    && f.seq
+                    && !f.pair
+                {
+                    f.pair = true;
+                    f.entry_max += 1;
+                    let d = f.entry_max;
+                    pairs += 1;
+                    if key_col.is_some() {
+                        key_deep = key_deep.max(d.saturating_sub(indents.len() - 1));
+                    }
+                    check_depth!(d, i);
+                }
+                i += 1;
+            }
+            b'-' | b'?' | b':' if blank(i + 1) => {
+                if frames.is_empty() {
                     let at = match c {
                         b':' => key_col.unwrap_or(col),
                         _ => col,
@@ -239,13 +310,15 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
                     let top = indents.last().copied().unwrap_or((-1, false));
                     if at > top.0 || (seq && at == top.0 && !top.1) {
                         indents.push((at, seq));
-                        check!(i);
+                        // A key's own collections are inside the new mapping.
+                        let d = indents.len() - 1 + if seq { 0 } else { key_deep };
+                        check_depth!(d, i);
                     }
                     key_col = None;
                 }
                 i += 1;
             }
-            b'|' | b'>' if flow == 0 => {
+            b'|' | b'>' if frames.is_empty() => {
                 // The header; the content is the following lines more
                 // indented than the enclosing block level.
                 let parent = indents.last().map_or(-1, |&(t, _)| t);
@@ -255,9 +328,7 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
                 block_scalar = Some(BlockScalar { parent });
             }
             b'\'' | b'"' => {
-                if flow == 0 && key_col.is_none() {
-                    key_col = Some(col);
-                }
+                key_starts!(col);
                 i += 1;
                 while i < n {
                     match b[i] {
@@ -277,38 +348,67 @@ pub fn nesting_depth(text: &str, limit: usize) -> Result<usize, (usize, usize)> 
                 i += 1;
             }
             b'!' | b'&' | b'*' => {
-                if flow == 0 && key_col.is_none() {
-                    key_col = Some(col);
-                }
+                key_starts!(col);
                 // A tag, anchor or alias runs to a blank (a tag URI may
                 // hold brackets: opening ones count, closing ones do not).
                 let ends = |d: u8| c != b'!' && flow_indicator(d);
                 while !blank(i) && !ends(b[i]) {
                     if c == b'!' && matches!(b[i], b'[' | b'{') {
-                        flow += 1;
+                        frames.push(Frame { seq: false, pair: false, entry_max: 0 });
                         check!(i);
                     }
                     i += 1;
                 }
             }
             _ => {
-                // A plain scalar, to the end of its line: it ends at `: `,
-                // ` #`, and in a flow collection at a flow indicator.
-                if flow == 0 && key_col.is_none() {
-                    key_col = Some(col);
-                }
-                while i < n && b[i] != b'\n' {
-                    let d = b[i];
-                    if d == b':' && (blank(i + 1) || (flow > 0 && i + 1 < n && flow_indicator(b[i + 1]))) {
+                // A plain scalar: it ends at `: `, at ` #`, and in a flow
+                // collection at a flow indicator. As in libyaml it goes on
+                // over line breaks onto lines indented past the block level
+                // (any line, in a flow collection), so a quote or bracket
+                // starting such a line is text, not a token.
+                key_starts!(col);
+                let in_flow = !frames.is_empty();
+                let top = indents.last().map_or(-1, |&(t, _)| t);
+                'scalar: loop {
+                    while i < n && b[i] != b'\n' {
+                        let d = b[i];
+                        if d == b':' && (blank(i + 1) || (in_flow && i + 1 < n && flow_indicator(b[i + 1]))) {
+                            break 'scalar;
+                        }
+                        if in_flow && flow_indicator(d) {
+                            break 'scalar;
+                        }
+                        if d == b'#' && i > 0 && matches!(b[i - 1], b' ' | b'\t') {
+                            break 'scalar;
+                        }
+                        i += 1;
+                    }
+                    // At a line break: the next line with content continues
+                    // the scalar unless it is less indented, a comment or a
+                    // document marker.
+                    let (mut j, mut breaks, mut last_break) = (i, 0usize, i);
+                    while j < n && matches!(b[j], b' ' | b'\t' | b'\r' | b'\n') {
+                        if b[j] == b'\n' {
+                            breaks += 1;
+                            last_break = j;
+                        }
+                        j += 1;
+                    }
+                    if j >= n || breaks == 0 {
                         break;
                     }
-                    if flow > 0 && flow_indicator(d) {
+                    let next_col = (j - last_break - 1) as i64;
+                    let marker = next_col == 0
+                        && j + 3 <= n
+                        && (&b[j..j + 3] == b"---" || &b[j..j + 3] == b"...")
+                        && blank(j + 3);
+                    if b[j] == b'#' || marker || (!in_flow && next_col <= top) {
                         break;
                     }
-                    if d == b'#' && i > 0 && matches!(b[i - 1], b' ' | b'\t') {
-                        break;
-                    }
-                    i += 1;
+                    line += breaks;
+                    line_start = last_break + 1;
+                    key_col = None;
+                    i = j;
                 }
             }
         }
@@ -416,6 +516,65 @@ mod tests {
         assert_eq!(nesting_depth(&text, 64).expect_err("too deep").0, 1);
         // A bracket in a tag opens; one closing it in a tag does not count.
         assert!(nesting_depth(&format!("a: {}", "!x] [".repeat(100)), 64).is_err());
+    }
+
+    #[test]
+    fn a_plain_scalar_going_on_over_lines_hides_no_depth() {
+        // libyaml reads the `"` and `'` starting these lines as part of the
+        // plain scalar above them: taking them for quotes would skip the rest.
+        let deep = "[".repeat(100);
+        for text in [
+            format!("a: b\n  \"\nc: {deep}"),
+            format!("a: b\n  '\nc: {deep}"),
+            format!("a: [b\n\" , {deep}"),
+            format!("- b\n  \"\n- {deep}"),
+        ] {
+            assert!(nesting_depth(&text, 64).is_err(), "{text:?}");
+        }
+        assert_eq!(depth("a: one\n  two [ three\n  \"four\nb: 1\n"), 1);
+    }
+
+    #[test]
+    fn keys_that_are_collections_and_pairs_in_sequences_count() {
+        assert_eq!(depth("{}: b\n"), 2);
+        assert_eq!(depth("[a: b]\n"), 2);
+        assert_eq!(depth("[[a]: b]\n"), 3);
+        assert_eq!(depth("[? a]: b\n"), 3);
+        assert_eq!(depth("[a: b, c]\n"), 2);
+    }
+
+    /// Random documents of YAML's significant characters: for every one
+    /// serde_yaml reads, the scan counts at least the depth it built.
+    #[test]
+    fn the_scan_never_counts_less_than_the_parser_builds() {
+        fn built(v: &serde_yaml::Value) -> usize {
+            match v {
+                serde_yaml::Value::Sequence(s) => 1 + s.iter().map(built).max().unwrap_or(0),
+                serde_yaml::Value::Mapping(m) => 1 + m.iter().map(|(k, v)| built(k).max(built(v))).max().unwrap_or(0),
+                serde_yaml::Value::Tagged(t) => built(&t.value),
+                _ => 0,
+            }
+        }
+        let pieces = [
+            "[", "]", "{", "}", ", ", ",", ": ", ":", " ", "\n", "\n  ", "\n    ", "- ", "-", "'", "\"", "# c", " #",
+            "|", "|-\n", ">", "a", "b", "!t ", "&x ", "*x", "\\", "? ", "''", "x'y", "---\n", "\t", "\n\"", "\n '",
+            "\n  [", "\n- ", "a: ", "- a: ",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut read = 0;
+        for _ in 0..30_000 {
+            let text: String = (0..next() % 30).map(|_| pieces[(next() % pieces.len() as u64) as usize]).collect();
+            let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(&text) else { continue };
+            read += 1;
+            assert!(depth(&text) >= built(&value), "{text:?}: scanned {} < built {}", depth(&text), built(&value));
+        }
+        assert!(read > 3_000, "only {read} documents were YAML");
     }
 
     #[test]
