@@ -270,22 +270,37 @@ impl JobManager {
                 u.progress.values().filter(|p| p.state == InstanceUpdateState::InProgress).map(|p| p.instance).collect()
             });
             let wanted: Vec<u32> = batch.iter().copied().filter(|i| !in_flight.contains(i)).collect();
-            let granted = crate::availability::grant(job, &wanted);
-            if granted.len() < wanted.len() {
+            let mut granted = crate::availability::grant(job, &wanted);
+            if granted.is_empty() && !wanted.is_empty() {
+                // None of the plugin's picks may go down now. The update's
+                // own pending instances that are down already cost nothing:
+                // start those instead. Otherwise an instance that is down
+                // (crash-looping, never healthy) and that only this update
+                // can bring back holds the update, and itself, for ever.
+                let spare: Vec<u32> = job.update.as_ref().map_or_else(Vec::new, |u| {
+                    u.progress
+                        .values()
+                        .filter(|p| p.state == InstanceUpdateState::Pending)
+                        .map(|p| p.instance)
+                        .filter(|&i| !crate::availability::available(job, i))
+                        .take(wanted.len())
+                        .collect()
+                });
+                granted = crate::availability::grant(job, &spare);
+            }
+            if !granted.iter().all(|i| wanted.contains(i)) || granted.len() < wanted.len() {
                 tracing::debug!(
                     job = %job.id,
-                    waiting = wanted.len() - granted.len(),
-                    "update batch trimmed: the job has as many instances unavailable as it may"
+                    asked = ?wanted,
+                    started = ?granted,
+                    "update batch held back: the job has as many instances unavailable as it may"
                 );
             }
             let tasks = job.tasks.clone();
             let Some(u) = job.update.as_mut().filter(|u| u.is_active() && !u.paused()) else {
                 return Ok(false);
             };
-            for &i in batch {
-                if !granted.contains(&i) && !in_flight.contains(&i) {
-                    continue;
-                }
+            for &i in &granted {
                 let Some(t) = tasks.get(i as usize) else {
                     continue;
                 };

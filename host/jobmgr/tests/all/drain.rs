@@ -58,6 +58,8 @@ struct Hosts {
     started: BTreeMap<String, usize>,
     healthy: BTreeSet<String>,
     killed: BTreeSet<String>,
+    /// Runs whose health check never passes.
+    never: BTreeSet<String>,
     /// The most instances seen unavailable after any one update.
     worst: usize,
 }
@@ -83,7 +85,9 @@ impl Hosts {
         let due: Vec<String> = self
             .started
             .iter()
-            .filter(|(run, at)| self.step >= *at + HEALTH_DELAY && !self.killed.contains(*run))
+            .filter(|(run, at)| {
+                self.step >= *at + HEALTH_DELAY && !self.killed.contains(*run) && !self.never.contains(*run)
+            })
             .map(|(run, _)| run.clone())
             .collect();
         for run in due {
@@ -187,4 +191,35 @@ async fn a_drain_during_a_rolling_update_shares_its_count() {
     );
     let placed = by_host(&h, "web", 4);
     assert!(!placed.contains_key(&drained), "the drain moved every instance: {placed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_replaces_an_instance_that_never_got_healthy_without_waiting_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1", "h2", "h3"]);
+    h.jm.create("web", web(4)).await.expect("create");
+    let mut hosts = Hosts::default();
+    hosts.never.insert("web-1-1".into());
+    for _ in 0..10 {
+        hosts.step(&h, "web", 4).await;
+    }
+    assert_eq!(down(&h, "web", 4), 1, "instance 1 never passed its check");
+    hosts.worst = 0;
+    let mut v2 = web(4);
+    v2.default_task.args = vec!["v2".into()];
+    h.jm.update("web", v2, UpdateRequest::default()).await.expect("update");
+    hosts.worst = hosts.worst.max(down(&h, "web", 4));
+    // Instance 1 is down already, so replacing it costs nothing; a serving
+    // instance waits until instance 1 is back.
+    let kills: Vec<String> = h.launcher.kills().into_iter().map(|(_, run)| run).collect();
+    assert_eq!(kills, vec!["web-1-1".to_string()], "only the instance already down is taken down first");
+    for _ in 0..80 {
+        hosts.step(&h, "web", 4).await;
+    }
+    assert!(hosts.worst <= 1, "never more than one unavailable; saw {}", hosts.worst);
+    let job = h.jm.get("web").await.expect("get");
+    assert_eq!(job.update.expect("update").state, UpdateState::Succeeded);
+    assert!(
+        job.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running && t.healthy == Some(true))
+    );
 }
