@@ -104,8 +104,11 @@ fn scrape(port: u16, openmetrics: bool) -> String {
     text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
 }
 
-/// A sample line's name, labels (in order, `le` included) and value.
-fn sample(line: &str) -> Option<(String, Vec<(String, String)>, f64)> {
+/// A sample line: its name, labels (in order, `le` included) and value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses one sample line of the exposition.
+fn sample(line: &str) -> Option<Sample> {
     let (name, rest) = match line.find(['{', ' ']) {
         Some(i) => line.split_at(i),
         None => return None,
@@ -118,7 +121,7 @@ fn sample(line: &str) -> Option<(String, Vec<(String, String)>, f64)> {
         let mut end = None;
         loop {
             let mut key = String::new();
-            while let Some((i, c)) = chars.next() {
+            for (i, c) in chars.by_ref() {
                 match c {
                     '=' => break,
                     '}' => {
