@@ -61,6 +61,7 @@ pub async fn bench_launch(
         gpu_devices: Vec::new(),
         gpu_memory_mib: Vec::new(),
         adopt_poll: Duration::from_millis(250),
+        task_users: crate::TaskUsers::Agent { why: "the benchmark measures launches, not users".to_owned() },
     })
     .await?;
     let mut events = sup.subscribe();

@@ -10,6 +10,7 @@ use paceline_model::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::isolation::{Isolation, IsolationChoice};
+use crate::task_user::{self, TaskUserChoice, TaskUsers};
 
 /// Configuration of one agent. Every field has a default, so an empty file
 /// is a valid config for a development host.
@@ -55,6 +56,14 @@ pub struct AgentConfig {
     /// Ended, fully acknowledged runs are forgotten (record, status log and
     /// sandbox removed; volumes kept) this long after they ended.
     pub gc_after_secs: u64,
+    /// Which OS user tasks run as (decision 0047): `auto` (a uid of its
+    /// own per run when the agent is root, else the agent's own user with a
+    /// warning), `per-run` (refuse to start without it) or `agent`.
+    pub task_user: TaskUserChoice,
+    /// First uid handed to runs (inclusive); gid = uid.
+    pub task_uid_first: u32,
+    /// Last uid handed to runs (inclusive).
+    pub task_uid_last: u32,
 }
 
 impl Default for AgentConfig {
@@ -75,6 +84,9 @@ impl Default for AgentConfig {
             default_kill_grace_secs: 10,
             isolation: IsolationChoice::Auto,
             gc_after_secs: 24 * 3600,
+            task_user: TaskUserChoice::Auto,
+            task_uid_first: task_user::DEFAULT_FIRST_UID,
+            task_uid_last: task_user::DEFAULT_LAST_UID,
         }
     }
 }
@@ -118,6 +130,8 @@ pub struct HostInfo {
     pub gpus: Vec<paceline_model::gpu::GpuDevice>,
     /// The enforcement in use.
     pub isolation: Isolation,
+    /// The users tasks run as (reported as the attribute `task_user`).
+    pub task_users: TaskUsers,
 }
 
 impl AgentConfig {
@@ -200,7 +214,20 @@ impl AgentConfig {
         let gpu_memory_mib = (0..total.whole_gpus() as usize)
             .map(|i| detected_gpus.get(i).and_then(|g| g.memory_mib).or(self.resources.gpu_memory_mib).unwrap_or(0))
             .collect();
-        Ok(HostInfo { hostname, total, attributes, gpu_models, gpu_memory_mib, gpus, isolation })
+        let task_users = TaskUsers::detect(self.task_user, self.task_uid_first, self.task_uid_last, &self.data_dir)
+            .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+        // What tasks can read of each other is the agent's to say, not the
+        // configuration's: a configured value is replaced.
+        if let Some(set) = attributes.insert(task_user::ATTRIBUTE.to_owned(), task_users.attribute().to_owned())
+            && set != task_users.attribute()
+        {
+            tracing::warn!(
+                configured = set,
+                reported = task_users.attribute(),
+                "the attribute task_user is the agent's own; replaced"
+            );
+        }
+        Ok(HostInfo { hostname, total, attributes, gpu_models, gpu_memory_mib, gpus, isolation, task_users })
     }
 }
 

@@ -107,6 +107,9 @@ impl Identity {
     pub fn store(&self, data_dir: &Path) -> Result<(), AgentError> {
         let d = dir(data_dir);
         std::fs::create_dir_all(&d).map_err(io_ctx(format!("creating {}", d.display())))?;
+        // Only the agent's user may enter it (tasks run as other uids).
+        std::fs::set_permissions(&d, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o700))
+            .map_err(io_ctx(format!("restricting {}", d.display())))?;
         write_file(&d.join("agent.key"), &self.key_pem, 0o600)?;
         write_file(&d.join("ca.crt"), &self.ca_pem, 0o644)?;
         write_file(&d.join("hostname"), &self.hostname, 0o644)?;

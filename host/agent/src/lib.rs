@@ -16,6 +16,7 @@
 //! - [`supervisor`]: [`Supervisor`], processes, kills, health checks, restart re-adoption.
 //! - [`outbox`]: [`Outbox`], status updates on disk until acknowledged.
 //! - [`launch_log`]: `launches.log`, one appended line per process start.
+//! - [`task_user`]: which OS user a task runs as (a uid per run, decision 0047).
 //! - [`identity`]: the agent's key, certificate and CA; joining with a token.
 //! - [`session`]: [`run`], the gRPC session with the host manager.
 //! - [`convert`]: model ⇄ protocol conversions for the host manager's agent provider.
@@ -40,6 +41,7 @@ mod record;
 pub mod session;
 pub mod spec;
 pub mod supervisor;
+pub mod task_user;
 
 pub use bench::{BenchFigures, bench_launch};
 pub use config::{AgentConfig, HostInfo, ResourceOverrides};
@@ -50,3 +52,4 @@ pub use outbox::Outbox;
 pub use session::run;
 pub use spec::RunSpec;
 pub use supervisor::{LaunchOutcome, LogData, Supervisor, SupervisorConfig};
+pub use task_user::{TaskUserChoice, TaskUsers};

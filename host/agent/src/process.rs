@@ -42,6 +42,9 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) exit_file: &'a Path,
     pub(crate) cgroup_procs: Option<&'a Path>,
     pub(crate) address_space_kib: Option<u64>,
+    /// The run's own uid and the `setpriv` that switches to it; `None`:
+    /// the task runs as the agent.
+    pub(crate) user: Option<(u32, &'a Path)>,
 }
 
 /// Starts the wrapper in its own process group (pgid = its pid).
@@ -55,8 +58,13 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
         .arg("paceline-run")
         .arg(spec.exit_file)
         .arg(spec.cgroup_procs.map(Path::as_os_str).unwrap_or_default())
-        .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default())
-        .arg(spec.program)
+        .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default());
+    // The wrapper stays the agent's user (it writes the exit status into
+    // the agent's state dir and joins the cgroup); only the task switches.
+    if let Some((uid, setpriv)) = spec.user {
+        cmd.arg(setpriv).args(crate::task_user::ids_args(uid)).arg("--");
+    }
+    cmd.arg(spec.program)
         .args(spec.args)
         // The task's environment is exactly `spec.env` (the supervisor
         // chose what of the agent's own it gets).

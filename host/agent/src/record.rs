@@ -66,6 +66,10 @@ pub(crate) struct RunRecord {
     /// When it ended (agent clock, ms since the epoch), for garbage collection.
     #[serde(default)]
     pub(crate) ended_at_ms: Option<u64>,
+    /// The uid the task runs as (decision 0047); `None`: the agent's own
+    /// (and records written before per-run uids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task_uid: Option<u32>,
 }
 
 impl RunRecord {

@@ -68,6 +68,15 @@ impl Agent {
             isolation = host.isolation.name(),
             "agent host"
         );
+        match &host.task_users {
+            crate::TaskUsers::PerRun { first, last, .. } => {
+                tracing::info!(first, last, "task isolation: each run under a uid of its own");
+            }
+            crate::TaskUsers::Agent { why } => tracing::warn!(
+                why,
+                "task isolation: same user as the agent: a task can read other tasks' environment and files and this agent's key (host attribute task_user=same-as-agent)"
+            ),
+        }
         let supervisor = Supervisor::open(SupervisorConfig::from_host(&config, &host)).await?;
         let agent_id = agent_id(&config.data_dir)?;
         let identity = Identity::load(&config.data_dir)?;

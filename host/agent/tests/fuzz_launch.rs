@@ -41,6 +41,7 @@ static AGENT: LazyLock<Agent> = LazyLock::new(|| {
             gpu_devices: Vec::new(),
             gpu_memory_mib: Vec::new(),
             adopt_poll: Duration::from_millis(50),
+            task_users: paceline_agent::TaskUsers::Agent { why: "the agent's own tests".to_owned() },
         })
         .await
         .expect("supervisor");

@@ -18,7 +18,8 @@ impl Supervisor {
         }
         let path = rec.sandbox.join(stream);
         let max = if max_bytes == 0 { MAX_LOG_CHUNK } else { max_bytes.min(MAX_LOG_CHUNK) };
-        let mut file = match std::fs::File::open(&path) {
+        // The task owns its sandbox: a link it put there is not followed.
+        let mut file = match super::run::open_task_file(&path) {
             Ok(f) => f,
             // Not started yet: an empty log, not an error.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -40,6 +40,7 @@ use crate::record::{self, Phase, RunRecord};
 use paceline_proto::convert::resources_pb as proto_resources;
 
 use crate::spec::RunSpec;
+use crate::task_user::{TaskUsers, UidPool};
 
 /// Largest log chunk served by [`Supervisor::read_log`].
 pub const MAX_LOG_CHUNK: u64 = 1024 * 1024;
@@ -65,6 +66,8 @@ pub struct SupervisorConfig {
     /// unknown. A share of a device is limited to its part of it under
     /// NVIDIA MPS (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`).
     pub gpu_memory_mib: Vec<u64>,
+    /// The users tasks run as (decision 0047).
+    pub task_users: TaskUsers,
 }
 
 impl SupervisorConfig {
@@ -79,6 +82,7 @@ impl SupervisorConfig {
             adopt_poll: Duration::from_millis(250),
             gpu_devices: host.gpus.clone(),
             gpu_memory_mib: host.gpu_memory_mib.clone(),
+            task_users: host.task_users.clone(),
         }
     }
 }
@@ -112,6 +116,8 @@ struct State {
     ports: Pool,
     /// The GPU devices and the milli-GPUs runs hold of each.
     gpus: Vec<GpuSlot>,
+    /// The uids runs may get; `None`: tasks run as the agent.
+    uids: Option<UidPool>,
 }
 
 #[derive(Debug)]
@@ -204,6 +210,7 @@ impl Supervisor {
         for dir in [&state_root, &cfg.data_dir.join("runs"), &cfg.data_dir.join("volumes")] {
             std::fs::create_dir_all(dir).map_err(io_ctx(format!("creating {}", dir.display())))?;
         }
+        restrict_data_dir(&cfg.data_dir, cfg.task_users.per_run())?;
         let outbox = Outbox::open(&state_root)?;
         let gpus = gpu::devices_of(&cfg.total, &cfg.gpu_devices, None)
             .into_iter()
@@ -214,6 +221,10 @@ impl Supervisor {
             used: Resources::default(),
             ports: Pool::ports(cfg.port_range.0, cfg.port_range.1),
             gpus,
+            uids: match &cfg.task_users {
+                TaskUsers::PerRun { first, last, .. } => Some(UidPool::new(*first, *last)),
+                TaskUsers::Agent { .. } => None,
+            },
         };
         let (events, _) = broadcast::channel(4096);
         let sup = Supervisor {
@@ -260,6 +271,9 @@ impl Supervisor {
             {
                 let mut st = lock(&self.inner.state);
                 st.ports.hold(rec.ports.values().map(|p| u32::from(*p)));
+                if let (Some(uid), Some(uids)) = (rec.task_uid, st.uids.as_mut()) {
+                    uids.hold(uid);
+                }
                 gpu::apply(&mut st.gpus, &rec.gpu_grant(), false);
                 add(&mut st.used, &rec.spec.resources);
             }
@@ -433,9 +447,33 @@ impl Supervisor {
                     ));
                 }
             }
+            // A uid of its own, so that no other run can read its
+            // environment or files (decision 0047).
+            let busy = match &self.inner.cfg.task_users {
+                TaskUsers::PerRun { first, last, .. } => crate::task_user::busy_uids(*first, *last),
+                TaskUsers::Agent { .. } => Default::default(),
+            };
+            let task_uid = match st.uids.as_mut() {
+                Some(uids) => match uids.take(&busy) {
+                    Some(uid) => Some(uid),
+                    None => {
+                        return Err(LaunchError::new(
+                            "task_user",
+                            format!(
+                                "all {} uids of the agent's task uid range are held by live runs or other processes",
+                                uids.size()
+                            ),
+                        ));
+                    }
+                },
+                None => None,
+            };
             let free_ports = st.ports.free();
             let (first, last) = self.inner.cfg.port_range;
             let Some(ports) = st.ports.take(spec.port_names.len()) else {
+                if let (Some(uid), Some(uids)) = (task_uid, st.uids.as_mut()) {
+                    uids.release(uid);
+                }
                 return Err(LaunchError::new(
                     "port_names",
                     format!(
@@ -457,6 +495,9 @@ impl Supervisor {
                 Ok(g) => g,
                 Err(why) => {
                     st.ports.release(ports);
+                    if let (Some(uid), Some(uids)) = (task_uid, st.uids.as_mut()) {
+                        uids.release(uid);
+                    }
                     return Err(LaunchError::new("gpu", why));
                 }
             };
@@ -479,6 +520,7 @@ impl Supervisor {
                 kill_requested: false,
                 ended_as: None,
                 ended_at_ms: None,
+                task_uid,
             }
         };
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
@@ -612,6 +654,38 @@ impl Supervisor {
             self.emit(&rec, &g, state, None, reason, "");
         }
     }
+}
+
+/// The data dir is the agent's: nobody else may list or read it. Where runs
+/// get uids of their own, tasks must still pass through the data dir and
+/// `runs/` and `volumes/` to reach their own directories by path (0711:
+/// through, not list); `state/` and the identity stay 0700. A data dir the
+/// agent does not own, or a shared one (sticky, like /tmp), is left as it is
+/// with a warning.
+fn restrict_data_dir(data_dir: &Path, per_run: bool) -> Result<(), AgentError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let set = |dir: &Path, mode: u32| {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .map_err(io_ctx(format!("restricting {}", dir.display())))
+    };
+    let through = if per_run { 0o711 } else { 0o700 };
+    let meta = data_dir.metadata().map_err(io_ctx(format!("reading {}", data_dir.display())))?;
+    if meta.uid() != nix::unistd::geteuid().as_raw() || meta.permissions().mode() & 0o1000 != 0 {
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "the data dir is not the agent's own (another owner, or shared and sticky): its mode is left alone; give the agent a directory of its own"
+        );
+    } else {
+        set(data_dir, through)?;
+    }
+    set(&data_dir.join("state"), 0o700)?;
+    set(&data_dir.join("runs"), through)?;
+    set(&data_dir.join("volumes"), through)?;
+    let identity = crate::identity::dir(data_dir);
+    if identity.exists() {
+        set(&identity, 0o700)?;
+    }
+    Ok(())
 }
 
 fn is_terminal(state: pb::RunState) -> bool {

@@ -20,6 +20,7 @@ use crate::launch_log;
 use crate::process::{self, SpawnSpec};
 use crate::record::{self, Phase, RunRecord};
 use crate::spec::HealthSpec;
+use crate::task_user::{self, TaskUsers};
 use paceline_model::task_secret::{LaunchSecret, SecretTarget};
 
 impl Supervisor {
@@ -60,6 +61,13 @@ impl Supervisor {
     fn task_env(&self, rec: &RunRecord) -> BTreeMap<String, String> {
         let spec = &rec.spec;
         let mut env = inherited_env();
+        if rec.task_uid.is_some() {
+            // The agent's home is not the task's (it could not write there)
+            // and its user name is not the task's either.
+            env.insert("HOME".to_owned(), rec.sandbox.display().to_string());
+            env.remove("USER");
+            env.remove("LOGNAME");
+        }
         env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         for (name, port) in &rec.ports {
             env.insert(format!("PORT_{}", name.to_ascii_uppercase()), port.to_string());
@@ -106,16 +114,34 @@ impl Supervisor {
         let spec = &rec.spec;
         std::fs::create_dir_all(&rec.sandbox)
             .map_err(|e| format!("creating sandbox {}: {e}", rec.sandbox.display()))?;
+        // The sandbox is the only thing the run's uid owns (with its secret
+        // files and its volume): no other run can enter it.
+        if let Some(uid) = rec.task_uid {
+            task_user::give(&rec.sandbox, uid, 0o700)
+                .map_err(|e| format!("giving sandbox {} to uid {uid}: {e}", rec.sandbox.display()))?;
+        }
         if let Some(volume) = &spec.volume {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
             std::fs::create_dir_all(&dir).map_err(|e| format!("creating volume {}: {e}", dir.display()))?;
+            if let (Some(uid), TaskUsers::PerRun { first, last, .. }) = (rec.task_uid, &self.inner.cfg.task_users) {
+                // Earlier runs of the task had other uids; what they left is this run's now.
+                task_user::give_volume(&dir, uid, (*first, *last))
+                    .map_err(|e| format!("giving volume {} to uid {uid}: {e}", dir.display()))?;
+            }
         }
-        write_secret_files(&rec.sandbox, &spec.secrets)?;
+        write_secret_files(&rec.sandbox, &spec.secrets, rec.task_uid)?;
         let exit_file = state_dir.join(record::EXIT_FILE);
         let _ = std::fs::remove_file(&exit_file);
         let env = self.task_env(rec);
         let program = process::resolve_command(&spec.command, env.get("PATH").map(String::as_str), &rec.sandbox)
             .ok_or_else(|| format!("command: `{}` is not an executable file (looked up in PATH)", spec.command))?;
+        if let Some(why) = rec.task_uid.and_then(|uid| task_user::unreachable_for(&program, uid)) {
+            return Err(format!("command: {why} (tasks run under uids of their own: docs/hosts.md)"));
+        }
+        let user = match (&self.inner.cfg.task_users, rec.task_uid) {
+            (TaskUsers::PerRun { setpriv, .. }, Some(uid)) => Some((uid, setpriv.as_path())),
+            _ => None,
+        };
         let (cgroup, address_space_kib) = match &self.inner.cfg.isolation {
             Isolation::CgroupV2 { runs } => {
                 let dir = isolation::create_run_cgroup(
@@ -150,6 +176,7 @@ impl Supervisor {
             exit_file: &exit_file,
             cgroup_procs: procs.as_deref(),
             address_space_kib,
+            user,
         })
         .map_err(|e| format!("starting `{}`: {e}", program.display()))?;
         let pid = child.id().ok_or("the process exited before its pid was read")?;
@@ -307,9 +334,10 @@ impl Supervisor {
     }
 
     fn wrapper_setup_failed(&self, rec: &RunRecord) -> bool {
-        std::fs::read_to_string(rec.sandbox.join("stderr"))
-            .map(|s| s.lines().next().is_some_and(|l| l.contains("ulimit") || l.contains("cgroup.procs")))
-            .unwrap_or(false)
+        read_head(&rec.sandbox.join("stderr"), 4096)
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("ulimit") || l.contains("cgroup.procs"))
     }
 
     /// Under rlimits, a task that ran into its address-space limit fails an
@@ -352,6 +380,23 @@ impl Supervisor {
             sub(&mut st.used, &rec.spec.resources);
             rec
         };
+        if let Some(uid) = rec.task_uid {
+            // Before the end is told: nothing of the run may outlive it under
+            // its uid, and a later run that gets the same uid must not enter
+            // its directories.
+            let setpriv = match &self.inner.cfg.task_users {
+                TaskUsers::PerRun { setpriv, .. } => setpriv.clone(),
+                TaskUsers::Agent { .. } => PathBuf::from("/usr/bin/setpriv"),
+            };
+            task_user::kill_leftovers(uid, &setpriv).await;
+            task_user::take_back(&rec.sandbox);
+            if let Some(volume) = &rec.spec.volume {
+                task_user::take_back(&self.volume_dir(&rec.spec.task_id, &volume.name));
+            }
+            if let Some(uids) = lock(&self.inner.state).uids.as_mut() {
+                uids.release(uid);
+            }
+        }
         self.emit(&rec, &g, outcome.state, Some(&outcome), outcome.reason, &outcome.message);
         if let Err(e) = rec.save(&self.state_dir(run_id)) {
             tracing::error!(run_id, error = %e, "saving the ended run record");
@@ -377,7 +422,7 @@ impl Supervisor {
         let interval = Duration::from_secs(u64::from(hc.interval_secs));
         let mut failures = 0u32;
         loop {
-            let result = probe_once(&hc.probe, &rec.ports, &rec.sandbox, &env, timeout).await;
+            let result = probe_once(&hc.probe, &rec.ports, &rec.sandbox, &env, rec.task_uid, timeout).await;
             let verdict = match &result {
                 Ok(()) => {
                     failures = 0;
@@ -411,7 +456,7 @@ impl Supervisor {
 }
 
 fn read_tail(path: &Path, bytes: u64) -> String {
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Ok(mut file) = open_task_file(path) else {
         return String::new();
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -421,12 +466,38 @@ fn read_tail(path: &Path, bytes: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// The first `bytes` of a file the task could have replaced.
+fn read_head(path: &Path, bytes: u64) -> String {
+    let mut buf = Vec::new();
+    if let Ok(file) = open_task_file(path) {
+        let _ = file.take(bytes).read_to_end(&mut buf);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Opens, for reading, a file in a sandbox the task owns: the task may have
+/// replaced it with a symlink (to the agent's key, say) or a FIFO (to stall
+/// the agent), so links are not followed and only a regular file is read.
+pub(super) fn open_task_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
+}
+
 /// The directory of a run's secret files, inside its sandbox.
 const SECRETS_DIR: &str = "secrets";
 
 /// Writes a run's file secrets into `<sandbox>/secrets/` (mode 0700), each
-/// file mode 0400. Errors name the secret, never its value.
-fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret]) -> Result<(), String> {
+/// file mode 0400; under a uid of the run's own, both are the uid's and the
+/// directory is 0500. Errors name the secret, never its value.
+fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret], uid: Option<u32>) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if secrets.iter().all(|s| !matches!(s.target, SecretTarget::File(_))) {
@@ -449,6 +520,13 @@ fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret]) -> Result<(), St
             .open(&path)
             .map_err(|e| format!("writing secret {}: {e}", s.name))?;
         f.write_all(s.value.expose().as_bytes()).map_err(|e| format!("writing secret {}: {e}", s.name))?;
+        if let Some(uid) = uid {
+            std::os::unix::fs::fchown(&f, Some(uid), Some(uid))
+                .map_err(|e| format!("writing secret {}: {e}", s.name))?;
+        }
+    }
+    if let Some(uid) = uid {
+        task_user::give(&dir, uid, 0o500).map_err(|e| format!("giving {} to uid {uid}: {e}", dir.display()))?;
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ pub fn config(dir: &std::path::Path, range: (u16, u16)) -> SupervisorConfig {
         gpu_devices: Vec::new(),
         gpu_memory_mib: Vec::new(),
         adopt_poll: Duration::from_millis(50),
+        task_users: paceline_agent::TaskUsers::Agent { why: "the agent's own tests".to_owned() },
     }
 }
 

@@ -16,4 +16,5 @@ mod outbox;
 mod reject;
 mod restart;
 mod session;
+mod task_users;
 mod volume;

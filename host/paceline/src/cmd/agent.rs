@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use paceline_agent::{AgentConfig, IsolationChoice};
+use paceline_agent::{AgentConfig, IsolationChoice, TaskUserChoice};
 
 /// Arguments of `paceline agent`. Flags override the config file.
 #[derive(Debug, Args)]
@@ -44,7 +44,15 @@ pub struct AgentArgs {
     /// Use rlimits even where a delegated cgroup v2 would work.
     #[arg(long)]
     rlimits: bool,
-    /// Print the detected host (resources, attributes, isolation) and exit.
+    /// Which OS user tasks run as: `auto` (a uid of its own per run when the
+    /// agent is root, else the agent's own user, with a warning), `per-run`
+    /// (refuse to start without it) or `agent` (the agent's own user).
+    #[arg(long, value_name = "auto|per-run|agent", value_parser = parse_task_user)]
+    task_user: Option<TaskUserChoice>,
+    /// The uids handed to runs, `first-last` (default 70000-79999; gid = uid).
+    #[arg(long, value_name = "FIRST-LAST")]
+    task_uids: Option<String>,
+    /// Print the detected host (resources, attributes, isolation, task users) and exit.
     #[arg(long)]
     detect: bool,
     /// Stop (as on SIGTERM: tasks keep running) when standard input reaches
@@ -92,6 +100,15 @@ async fn stdin_closed() {
     let _ = rx.await;
 }
 
+fn parse_task_user(s: &str) -> Result<TaskUserChoice, String> {
+    match s {
+        "auto" => Ok(TaskUserChoice::Auto),
+        "per-run" => Ok(TaskUserChoice::PerRun),
+        "agent" => Ok(TaskUserChoice::Agent),
+        _ => Err(format!("{s:?}: expected auto, per-run or agent")),
+    }
+}
+
 /// Builds the config from the file and the flags.
 fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
     let mut config = match &args.config {
@@ -132,6 +149,18 @@ fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
     }
     if args.rlimits {
         config.isolation = IsolationChoice::Rlimits;
+    }
+    if let Some(choice) = args.task_user {
+        config.task_user = choice;
+    }
+    if let Some(r) = &args.task_uids {
+        let parsed =
+            r.split_once('-').and_then(|(a, b)| Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?)));
+        let Some((first, last)) = parsed.filter(|(a, b)| 0 < *a && a <= b) else {
+            bail!("--task-uids {r:?}: expected FIRST-LAST with 0 < FIRST <= LAST")
+        };
+        config.task_uid_first = first;
+        config.task_uid_last = last;
     }
     Ok(config)
 }

@@ -450,6 +450,10 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args(["--memory-mib", &(memory / n).max(1024).to_string()])
                     .args(["--port-range", &format!("{first}-{last}")])
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
+                    // dev runs tasks as the user who started it, programs
+                    // from their home included (decision 0047); the agents
+                    // say so in their log and as task_user=same-as-agent.
+                    .args(["--task-user", "agent"])
                     // Every local agent would find the same GPUs: the first
                     // one alone takes them, or each device would be granted
                     // once per agent.

@@ -1,0 +1,213 @@
+//! Security issue 44 item 4 (decision 0047): tasks of two tenants on one
+//! agent run under uids of their own, so one cannot read the other's
+//! `/proc/<pid>/environ`, its secret files or the agent's key.
+//!
+//! Needs root (CI and the development machines run tests as root); as
+//! another user the agent cannot switch users and the test says so and
+//! returns.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+
+use paceline_agent::session::Agent;
+use paceline_agent::spec::VolumeRef;
+use paceline_agent::{AgentConfig, TaskUserChoice};
+use paceline_model::secret::Secret;
+use paceline_model::task_secret::{LaunchSecret, SecretTarget};
+
+use crate::common::*;
+
+const ENV_SECRET: &str = "team-b-env-secret-5f1c";
+const FILE_SECRET: &str = "team-b-file-secret-9d2e";
+const KEY_MARKER: &str = "AGENT-PRIVATE-KEY-3a7b";
+
+fn value(log: &str, key: &str) -> String {
+    log.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no `{key}=` in the log:\n{log}"))
+        .trim()
+        .to_owned()
+}
+
+async fn wait_log(sup: &paceline_agent::Supervisor, run_id: &str, needle: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = stdout(sup, run_id);
+        if out.contains(needle) {
+            return out;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{run_id} never printed {needle:?}; stdout: {out}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_cannot_read_another_tenants_environment_secret_files_or_the_agents_key() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: per-run task uids need the agent to run as root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Tasks reach their sandboxes by path: the directories above the data
+    // dir must let other users through (a tempdir is 0700).
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let data = tmp.path().join("data");
+    // A key left by an agent before this change, in a directory anyone could enter.
+    let identity = data.join("identity");
+    std::fs::create_dir_all(&identity).unwrap();
+    std::fs::set_permissions(&identity, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = identity.join("agent.key");
+    std::fs::write(&key, KEY_MARKER).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Where team B's task publishes its pid and its secret file's path, as
+    // a task that leaks them would: knowing them must not be enough.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    let range = port_range();
+    let config = AgentConfig {
+        data_dir: data.clone(),
+        hostname: Some("tenants".to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        // Each test's agent has a range of its own: two agents on one host
+        // must not share uids (one's end kills what runs under its uid).
+        task_uid_first: 71_000,
+        task_uid_last: 71_099,
+        port_range_first: range.0,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(config).await.expect("an agent running tasks under uids of their own");
+    assert_eq!(agent.host().attributes.get("task_user").map(String::as_str), Some("per-run-uid"));
+    let sup = agent.supervisor().clone();
+    let mut events = sup.subscribe();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o711, "the data dir: through, not list");
+    assert_eq!(mode(&identity), 0o700, "the identity dir is the agent's alone");
+    assert_eq!(mode(&data.join("state")), 0o700);
+
+    // Team B: an env secret, a file secret and a volume; publishes what an
+    // attacker would want and waits.
+    let mut b = sh(
+        "team-b-db-0-1",
+        &format!(
+            "echo $$ > {s}/b.pid; echo $PACELINE_SECRETS_DIR/token > {s}/b.path; \
+             cat $PACELINE_SECRETS_DIR/token >/dev/null; echo own_secret=$?; \
+             echo kept > $PACELINE_VOLUME/f; echo volume=$?; echo uid=$(id -u); echo ready; sleep 60",
+            s = shared.display()
+        ),
+    );
+    b.secrets = vec![
+        LaunchSecret {
+            name: "db-password".to_owned(),
+            target: SecretTarget::Env("DB_PASSWORD".to_owned()),
+            value: Secret::new(ENV_SECRET),
+        },
+        LaunchSecret {
+            name: "token".to_owned(),
+            target: SecretTarget::File("token".to_owned()),
+            value: Secret::new(FILE_SECRET),
+        },
+    ];
+    b.volume = Some(VolumeRef { name: "db".to_owned(), size_mib: 1 });
+    sup.launch_spec(b).unwrap();
+    let b_log = wait_log(&sup, "team-b-db-0-1", "ready").await;
+    assert_eq!(value(&b_log, "own_secret"), "0", "a task reads its own secret file");
+    assert_eq!(value(&b_log, "volume"), "0", "a task writes its own volume");
+
+    // Team A: tries the other tenant's environment, secret file and the agent's key.
+    let mut a = sh(
+        "team-a-web-0-1",
+        &format!(
+            "pid=$(cat {s}/b.pid); cat /proc/$pid/environ; echo environ=$?; \
+             cat $(cat {s}/b.path); echo secret=$?; cat {key}; echo key=$?; \
+             ls {runs}; echo list_runs=$?; echo uid=$(id -u)",
+            s = shared.display(),
+            key = key.display(),
+            runs = data.join("runs").display(),
+        ),
+    );
+    a.resources.memory_mib = 0;
+    sup.launch_spec(a).unwrap();
+    let ended = wait_terminal(&mut events, "team-a-web-0-1", Duration::from_secs(20)).await;
+    assert_eq!(state(ended.last().unwrap()), paceline_proto::agent::v1::RunState::Succeeded, "{ended:#?}");
+    let a_log = stdout(&sup, "team-a-web-0-1");
+    for (what, key) in [
+        ("team B's /proc/<pid>/environ", "environ"),
+        ("team B's secret file", "secret"),
+        ("the agent's key", "key"),
+        ("the list of runs", "list_runs"),
+    ] {
+        assert_ne!(value(&a_log, key), "0", "team A's task read {what}:\n{a_log}");
+    }
+    for marker in [ENV_SECRET, FILE_SECRET, KEY_MARKER] {
+        assert!(!a_log.contains(marker), "team A's task got {marker}:\n{a_log}");
+    }
+    let (uid_a, uid_b): (u32, u32) = (value(&a_log, "uid").parse().unwrap(), value(&b_log, "uid").parse().unwrap());
+    assert_ne!(uid_a, 0, "team A's task runs as the agent's user");
+    assert_ne!(uid_b, 0, "team B's task runs as the agent's user");
+    assert_ne!(uid_a, uid_b, "two runs share a uid");
+    assert!((71_000..=71_099).contains(&uid_a) && (71_000..=71_099).contains(&uid_b), "{uid_a} {uid_b}");
+
+    // What B's uid owns: its sandbox, its secrets (0500 / 0400), its volume.
+    let sandbox = data.join("runs/team-b-db-0-1");
+    let meta = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap();
+    assert_eq!((meta(&sandbox).uid(), mode(&sandbox)), (uid_b, 0o700));
+    assert_eq!((meta(&sandbox.join("secrets")).uid(), mode(&sandbox.join("secrets"))), (uid_b, 0o500));
+    assert_eq!((meta(&sandbox.join("secrets/token")).uid(), mode(&sandbox.join("secrets/token"))), (uid_b, 0o400));
+    let volume = data.join("volumes/team-b-db-0/db");
+    assert_eq!(meta(&volume).uid(), uid_b);
+
+    sup.kill("team-b-db-0-1", Some(1)).unwrap();
+    wait_terminal(&mut events, "team-b-db-0-1", Duration::from_secs(20)).await;
+    // Once the run ended its uid owns nothing a later run of that uid could enter.
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!((meta(&sandbox).uid(), mode(&sandbox)), (me, 0o700));
+    assert_eq!(meta(&volume).uid(), me);
+
+    // The next run of the task gets its volume, with what the last one left.
+    let mut again = sh("team-b-db-0-2", "cat $PACELINE_VOLUME/f && echo more >> $PACELINE_VOLUME/f && echo wrote=$?");
+    again.volume = Some(VolumeRef { name: "db".to_owned(), size_mib: 1 });
+    sup.launch_spec(again).unwrap();
+    let ended = wait_terminal(&mut events, "team-b-db-0-2", Duration::from_secs(20)).await;
+    let log = stdout(&sup, "team-b-db-0-2");
+    assert_eq!(state(ended.last().unwrap()), paceline_proto::agent::v1::RunState::Succeeded, "{ended:#?} {log}");
+    assert!(log.contains("kept") && log.contains("wrote=0"), "{log}");
+}
+
+#[tokio::test]
+async fn a_symlink_a_task_puts_in_place_of_its_log_is_not_followed_by_the_agent() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: per-run task uids need the agent to run as root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(data.join("identity")).unwrap();
+    let key = data.join("identity/agent.key");
+    std::fs::write(&key, KEY_MARKER).unwrap();
+    let range = port_range();
+    let config = AgentConfig {
+        data_dir: data.clone(),
+        hostname: Some("tenants".to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        task_uid_first: 71_100,
+        task_uid_last: 71_199,
+        port_range_first: range.0,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(config).await.expect("agent");
+    let sup = agent.supervisor().clone();
+    let mut events = sup.subscribe();
+    // The task owns its sandbox, so it can swap its stdout for a link to
+    // the agent's key: a log read must not serve the key.
+    let run = sh("swap-0-1", &format!("rm -f stdout; ln -s {} stdout; echo swapped >&2", key.display()));
+    sup.launch_spec(run).unwrap();
+    wait_terminal(&mut events, "swap-0-1", Duration::from_secs(20)).await;
+    let read = sup.read_log("swap-0-1", "stdout", 0, 0);
+    let served = read.as_ref().map(|d| String::from_utf8_lossy(&d.data).into_owned()).unwrap_or_default();
+    assert!(!served.contains(KEY_MARKER), "the agent served its key as a task log: {read:?}");
+}
