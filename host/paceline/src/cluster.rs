@@ -217,6 +217,14 @@ impl Cluster {
             rm.set_capacity(total);
         }
         self.jobs.on_hosts_changed(view).await;
+        // A drain that was under way when this job manager started (after a
+        // restart or a failover): the host manager restored DRAINING, and
+        // the job manager must go on moving the host's instances (decision 0046).
+        for h in &infos {
+            if h.state == paceline_model::host::MaintenanceState::Draining && !self.jobs.is_draining(&h.view.name) {
+                self.jobs.on_host_draining(&h.view.name).await;
+            }
+        }
         room
     }
 

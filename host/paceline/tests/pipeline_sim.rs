@@ -8,6 +8,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_jobmgr::UpdateRequest;
+use paceline_model::host::MaintenanceState;
 use paceline_model::job::{JobKind, JobState, UpdateSpec, UpdateState};
 use paceline_model::task::{RestartPolicy, TaskState, VolumeSpec};
 use support::*;
@@ -258,4 +259,57 @@ async fn a_restarted_control_plane_resumes_the_update_without_double_launches() 
         info.tasks.iter().map(|t| t.run).collect::<Vec<_>>()
     );
     assert_eq!(second.sim.run_count(), 6 + 6, "the hosts saw 12 runs in all");
+}
+
+/// A drain under way when the control plane restarts goes on under the new
+/// one (decision 0046): the host manager restores DRAINING, and the job
+/// manager, which keeps no record of drains, learns it from the inventory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_under_way_goes_on_after_the_control_plane_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = SimCluster::start(dir.path(), shapes(1)).await;
+    let mut spec = service(4);
+    spec.sla.max_unavailable_instances = Some(1);
+    first.cluster.jobs.create("web", spec).await.expect("create");
+    assert!(first.run_until(250, 200, async |c| all_running(c, "web", 4).await).await, "4 running on sim00000");
+    let mut labels = paceline_model::Labels::new();
+    labels.insert("zone".into(), "a".into());
+    for name in ["b1", "b2"] {
+        first
+            .sim
+            .add_host(name, paceline_model::Resources::new(4_000, 8192, 100_000, 0), labels.clone())
+            .await
+            .expect("add");
+    }
+    assert!(first.run_until(250, 20, async |c| c.cluster.hosts.host("b2").is_some_and(|h| h.reachable)).await);
+    first.cluster.hosts.drain("sim00000").await.expect("drain");
+    let on = async |c: &SimCluster, host: &str| {
+        let info = c.cluster.jobs.get("web").await.expect("job");
+        info.tasks.iter().filter(|t| t.state.is_on_host() && t.host.as_deref() == Some(host)).count()
+    };
+    // Part of the way: one instance moved, the others still there.
+    let partway = first
+        .run_until(1, 5_000, async |c| {
+            let left = on(c, "sim00000").await;
+            (1..4).contains(&left)
+        })
+        .await;
+    assert!(partway, "the drain got under way");
+    let (sim, store, registry) = (first.sim.clone(), first.store.clone(), first.registry.clone());
+    drop(first);
+    let second = SimCluster::start_with(sim, store, registry).await;
+    let done = second
+        .run_until(250, 400, async |c| {
+            on(c, "sim00000").await == 0
+                && all_running(c, "web", 4).await
+                && c.cluster.hosts.host("sim00000").is_some_and(|h| h.state == MaintenanceState::Drained)
+        })
+        .await;
+    let info = second.cluster.jobs.get("web").await.expect("job");
+    assert!(
+        done,
+        "the drain finished under the new control plane: {:?}, host {:?}",
+        info.tasks.iter().map(|t| (t.state, t.host.clone())).collect::<Vec<_>>(),
+        second.cluster.hosts.host("sim00000").map(|h| h.state)
+    );
 }

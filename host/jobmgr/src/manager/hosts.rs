@@ -98,6 +98,12 @@ impl JobManager {
         Ok(())
     }
 
+    /// Whether the job manager knows `host` is draining (it was told through
+    /// [`JobManager::on_host_draining`] and the host has not taken tasks since).
+    pub fn is_draining(&self, host: &str) -> bool {
+        self.mem().draining.contains(host)
+    }
+
     /// `host` is draining: the host manager offers it no more. Every job's
     /// instances on it are killed and placed elsewhere (daemon instances just
     /// stop), each only when the job's one unavailability count allows
