@@ -223,3 +223,38 @@ async fn an_update_replaces_an_instance_that_never_got_healthy_without_waiting_f
         job.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running && t.healthy == Some(true))
     );
 }
+
+/// Issue 43's worst case: two hosts drained during a rolling update of 6
+/// instances (it saw 4 of 6 down at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_drains_during_a_rolling_update_share_one_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness(dir.path(), &["h1", "h2", "h3", "h4"]);
+    h.jm.create("web", web(6)).await.expect("create");
+    let mut hosts = Hosts::default();
+    hosts.settle(&h, "web", 6, 30).await;
+    let placed = by_host(&h, "web", 6);
+    let drained: Vec<String> = placed.keys().take(2).cloned().collect();
+    assert_eq!(drained.len(), 2, "{placed:?}");
+    hosts.worst = 0;
+    let mut v2 = web(6);
+    v2.default_task.args = vec!["v2".into()];
+    h.jm.update("web", v2, UpdateRequest::default()).await.expect("update");
+    hosts.step(&h, "web", 6).await;
+    h.hosts.retain(|x| !drained.contains(x));
+    for host in &drained {
+        h.jm.on_host_draining(host).await;
+        hosts.worst = hosts.worst.max(down(&h, "web", 6));
+    }
+    for _ in 0..150 {
+        hosts.step(&h, "web", 6).await;
+    }
+    assert!(hosts.worst <= 1, "two drains and an update kept at most one of 6 unavailable; saw {}", hosts.worst);
+    let job = h.jm.get("web").await.expect("get");
+    assert_eq!(job.update.expect("update").state, UpdateState::Succeeded);
+    assert!(
+        job.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running && t.healthy == Some(true))
+    );
+    let placed = by_host(&h, "web", 6);
+    assert!(drained.iter().all(|d| !placed.contains_key(d)), "both drains moved every instance: {placed:?}");
+}
