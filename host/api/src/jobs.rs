@@ -28,6 +28,8 @@ pub struct JobApi {
     hosts: Arc<dyn HostAccess>,
     /// Job files (YAML) parsed for callers: a few at once per principal.
     parses: Arc<crate::jobfile::ParseLimiter>,
+    /// Live jobs and tasks per principal and pool ([`crate::quota`]).
+    quotas: Arc<crate::quota::Quotas>,
 }
 
 impl std::fmt::Debug for JobApi {
@@ -39,7 +41,14 @@ impl std::fmt::Debug for JobApi {
 impl JobApi {
     /// Over the cluster's job and host managers.
     pub fn new(jobs: Arc<JobManager>, hosts: Arc<dyn HostAccess>) -> JobApi {
-        JobApi { jobs, hosts, parses: Arc::default() }
+        JobApi { jobs, hosts, parses: Arc::default(), quotas: Arc::default() }
+    }
+
+    /// With these quotas (the server's, shared by its gRPC and web paths)
+    /// instead of the default limits.
+    pub fn with_quotas(mut self, quotas: Arc<crate::quota::Quotas>) -> JobApi {
+        self.quotas = quotas;
+        self
     }
 
     /// Reads a job file's text for `who` ([`crate::jobfile::parse`]) on a
@@ -178,7 +187,10 @@ impl JobService for JobApi {
         let (owner, pool, kind, instances) =
             (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
         crate::audit::note_job(&request, &id);
+        let ask = crate::quota::Ask::New { owner: &owner, pool: &pool, tasks: u64::from(instances) };
+        let quota = self.quotas.admit(&self.jobs, ask).await?;
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
+        drop(quota);
         // Accepted whatever the hosts are (one may join), but told now if no
         // host could ever hold some instance (decision 0026).
         let warnings = crate::pending::never_fit_warnings(&self.jobs, self.hosts.as_ref(), &id);
@@ -272,8 +284,16 @@ impl JobService for JobApi {
             return Ok(Response::new(response));
         }
         let spec = r.update.as_ref().map(convert::update_spec);
+        let ask = crate::quota::Ask::Update {
+            job: &r.id,
+            owner: &config.owner,
+            pool: &config.pool,
+            tasks: u64::from(config.instance_count),
+        };
+        let quota = self.quotas.admit(&self.jobs, ask).await?;
         response.update_id =
             self.jobs.update(&r.id, config, UpdateRequest { spec }).await.map_err(|e| status::job(e, "spec"))?;
+        drop(quota);
         tracing::info!(job = %r.id, update = %response.update_id, "job update started");
         Ok(Response::new(response))
     }
@@ -297,7 +317,10 @@ impl JobService for JobApi {
             return Err(Status::invalid_argument("count: must be at least 1"));
         }
         auth::check_job(&request, &self.jobs, &r.id).await?;
+        let quota =
+            self.quotas.admit(&self.jobs, crate::quota::Ask::Grow { job: &r.id, add: u64::from(r.count) }).await?;
         let (instances, update_id) = self.jobs.add_instances(&r.id, r.count).await.map_err(|e| status::job(e, ""))?;
+        drop(quota);
         let instance_count = instances.last().map_or(0, |i| i + 1);
         tracing::info!(job = %r.id, added = instances.len(), update = %update_id, "job grown");
         Ok(Response::new(pb::AddInstancesResponse { instances, instance_count, update_id }))
@@ -340,7 +363,16 @@ impl JobService for JobApi {
         // 0 means the job's own update batch size, as the contract says
         // (the job manager's 0 would restart everything at once).
         let batch = if r.batch_size == 0 { info.config.update.batch_size } else { r.batch_size };
+        // Restarting a finished job makes it live again: it counts as new.
+        let ask = crate::quota::Ask::New {
+            owner: &info.config.owner,
+            pool: &info.config.pool,
+            tasks: u64::from(info.config.instance_count),
+        };
+        let quota =
+            if info.runtime.state.is_terminal() { Some(self.quotas.admit(&self.jobs, ask).await?) } else { None };
         self.jobs.restart(&r.id, instances_of(&r.instances), batch).await.map_err(|e| status::job(e, ""))?;
+        drop(quota);
         Ok(Response::new(pb::RestartJobResponse {}))
     }
 

@@ -23,6 +23,8 @@
 //!   module per service of `proto/paceline/v1/`.
 //! - [`jobfile`]: job files (YAML) from callers, bounded in size and depth
 //!   before they are parsed.
+//! - [`quota`]: limits on live jobs and tasks per principal and per pool,
+//!   checked where jobs are created and grown.
 //! - [`operator`]: `OperatorService`: cluster snapshots for backup (admin only).
 //! - [`audit`]: the audit log: records made in the auth layer, a batching
 //!   writer, and `AuditService` to read them.
@@ -60,6 +62,7 @@ pub mod operator;
 mod pending;
 pub mod plugins;
 pub mod pools;
+pub mod quota;
 pub mod rate;
 pub mod secrets;
 pub mod standby;
@@ -130,6 +133,10 @@ pub struct ApiConfig {
     /// Others are refused, so a page of another site that resolves its
     /// name to this server (DNS rebinding) cannot use it ([`browser`]).
     pub allowed_hosts: Vec<String>,
+    /// Live jobs and tasks per principal and per pool ([`quota`]; the
+    /// server's `quotas:`). One value shared by the gRPC and web UI paths,
+    /// so its lock orders their checks.
+    pub quotas: Arc<quota::Quotas>,
 }
 
 /// Told of every API call once the head of its answer is ready: the
@@ -163,6 +170,7 @@ impl Default for ApiConfig {
             sim_reports_dir: None,
             pool_history_file: None,
             allowed_hosts: Vec::new(),
+            quotas: Arc::default(),
         }
     }
 }
@@ -237,7 +245,11 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_routes(tonic::service::Routes::from(http))
         .add_service(health)
         .add_service(reflection)
-        .add_service(limited!(JobServiceServer, jobs::JobApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
+        .add_service(limited!(
+            JobServiceServer,
+            jobs::JobApi::new(roles.jobs.clone(), roles.hosts.clone()).with_quotas(config.quotas.clone()),
+            config
+        ))
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(
             PoolServiceServer,

@@ -22,6 +22,30 @@ pub const LOG_CHUNK_BYTES: u64 = 64 * 1024;
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// Events returned when the request leaves `limit` 0.
 const DEFAULT_EVENTS: u32 = 100;
+/// Most tasks one `ListTasks` page holds, whatever the request asks (0
+/// included): 5,000 tasks are about 1 MB, well inside the clients' 4 MiB
+/// message limit, where a 100,000-task job in one reply was 21 MB and
+/// failed for every client (security issue 44).
+pub const MAX_TASK_PAGE: usize = 5_000;
+
+/// The page size a `ListTasks` request gets: its `limit`, capped; 0 is the cap.
+pub fn page_limit(limit: u32) -> usize {
+    if limit == 0 { MAX_TASK_PAGE } else { (limit as usize).min(MAX_TASK_PAGE) }
+}
+
+/// The instance a `ListTasks` page starts from: its token is the instance
+/// number (decimal) the previous page stopped before.
+fn page_start(token: &str) -> Result<usize, Status> {
+    if token.is_empty() {
+        return Ok(0);
+    }
+    token.parse::<u32>().map(|i| i as usize).map_err(|_| {
+        Status::invalid_argument(format!(
+            "page_token: {:?} is not a token this server gave (pass the previous page's next_page_token)",
+            token.chars().take(40).collect::<String>()
+        ))
+    })
+}
 
 /// The task service.
 #[derive(Clone, Debug)]
@@ -99,15 +123,21 @@ impl TaskService for TaskApi {
             .enumerate()
             .map(|(i, s)| convert::task_state(&format!("states[{i}]"), *s))
             .collect::<Result<Vec<TaskState>, _>>()?;
+        let start = page_start(&r.page_token)?;
+        let limit = page_limit(r.limit);
         let info = self.jobs.get(&r.job_id).await.map_err(|e| status::job(e, ""))?;
-        let tasks = info
-            .tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| states.is_empty() || states.contains(&t.state))
-            .map(|(i, t)| convert::task_pb(&info.id, i as u32, t))
-            .collect();
-        Ok(Response::new(pb::ListTasksResponse { tasks: self.with_why(&info.id, tasks) }))
+        let matching = |t: &paceline_model::task::TaskRuntime| states.is_empty() || states.contains(&t.state);
+        let total = info.tasks.iter().filter(|t| matching(t)).count();
+        let mut page = info.tasks.iter().enumerate().skip(start).filter(|(_, t)| matching(t));
+        let tasks: Vec<pb::Task> =
+            page.by_ref().take(limit).map(|(i, t)| convert::task_pb(&info.id, i as u32, t)).collect();
+        // A next page only when a matching task is left after this one.
+        let next_page_token = page.next().map(|(i, _)| i.to_string()).unwrap_or_default();
+        Ok(Response::new(pb::ListTasksResponse {
+            tasks: self.with_why(&info.id, tasks),
+            next_page_token,
+            total: u32::try_from(total).unwrap_or(u32::MAX),
+        }))
     }
 
     async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {

@@ -25,6 +25,9 @@ export function jobPage(view, [id], _query, { me, go }) {
   let chosen = 0;
   let against = 0;
   const versionYaml = new Map();
+  // Tasks come a page at a time (the server sends 500 from an offset): how
+  // many pages the reader asked to see, kept across re-reads.
+  let taskPages = 1;
 
   function yamlOf(v) {
     if (!versionYaml.has(v)) {
@@ -80,6 +83,14 @@ export function jobPage(view, [id], _query, { me, go }) {
 
   async function refresh() {
     const one = await api("jobs/" + enc(id));
+    // Further pages the reader asked for ("Show more tasks").
+    let tasks = one.tasks || [];
+    let next = one.tasks_next_offset;
+    for (let p = 1; p < taskPages && next !== null && next !== undefined; p++) {
+      const more = await api("jobs/" + enc(id) + "?tasks_offset=" + next);
+      tasks = tasks.concat(more.tasks || []);
+      next = more.tasks_next_offset;
+    }
     const job = one.job || {};
     const s = job.spec || {};
     const status = job.status || {};
@@ -124,7 +135,7 @@ export function jobPage(view, [id], _query, { me, go }) {
         control("pause", "Pause"), control("resume", "Resume"), control("abort", "Abort")));
     }
     parts.push(table("tasks-table", "Tasks", ["Instance", "State", "Host", "Run", "Config", "Waits for", "Reason"],
-      (one.tasks || []).map((t) => {
+      tasks.map((t) => {
         const st = short(t.state, "TASK_STATE_");
         return el("tr", { "data-instance": String(t.instance || 0), "data-state": st },
           el("td", {}, link("/jobs/" + enc(id) + "/tasks/" + (t.instance || 0), "task " + (t.instance || 0))),
@@ -133,6 +144,13 @@ export function jobPage(view, [id], _query, { me, go }) {
           el("td", { "data-pending-kind": t.pending_kind || "" }, (t.pending_kind || "").replace(/_/g, " ")),
           el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || ""));
       })));
+    const total = num(one.tasks_total);
+    if (next !== null && next !== undefined) {
+      parts.push(el("p", { id: "tasks-more", "data-shown": String(tasks.length), "data-total": String(total) },
+        "Showing " + tasks.length + " of " + total + " tasks. ",
+        el("button", { type: "button", id: "tasks-more-button", onclick: () => { taskPages += 1; refresh().catch(showError); } },
+          "Show more tasks")));
+    }
     const events = (one.events || []).map((e) => el("tr", { "data-reason": e.reason || "", "data-count": String(e.count || 1) },
       el("td", {}, when(e.last_seen_ms)), el("td", {}, short(e.type, "EVENT_TYPE_")), el("td", {}, e.reason || ""),
       el("td", {}, e.count || "1"), el("td", {}, e.instance === undefined ? "job" : "task " + e.instance),

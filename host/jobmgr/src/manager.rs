@@ -24,6 +24,7 @@ mod runs;
 mod secrets;
 mod tick;
 mod update;
+mod usage;
 mod writes;
 
 /// Jobs handled at once in one batch of placements or run updates: their

@@ -177,6 +177,11 @@ pub struct ServerConfig {
     /// to this server's address (docs/security.md). gRPC clients need none.
     /// The host of `advertise_api` is allowed too.
     pub api_allowed_hosts: Vec<String>,
+    /// Most live (not yet finished) jobs and tasks per principal (the jobs'
+    /// owner) and per pool; 0 turns one off (see docs/operations.md,
+    /// "Quotas"). The defaults stop one principal from filling the server's
+    /// memory with jobs and are far above what a normal user holds.
+    pub quotas: paceline_api::quota::QuotaLimits,
 }
 
 /// The audit log's retention (`audit:` in the config file).
@@ -246,6 +251,7 @@ impl Default for ServerConfig {
             secrets_key_file: None,
             sim_reports_dir: None,
             api_allowed_hosts: Vec::new(),
+            quotas: paceline_api::quota::QuotaLimits::default(),
         }
     }
 }
@@ -434,6 +440,7 @@ async fn prepare(
     let api_config = paceline_api::ApiConfig {
         auth: Arc::new(load_auth(config.tokens_file.as_deref())?),
         allowed_hosts,
+        quotas: Arc::new(paceline_api::quota::Quotas::new(config.quotas.clone())),
         tls: load_tls(config.tls.as_ref())?,
         sim_reports_dir: Some(config.sim_reports_dir.clone().unwrap_or_else(|| config.data_dir.join("sim-reports"))),
         pool_history_file: Some(config.data_dir.join("pool-history.jsonl")),

@@ -192,7 +192,7 @@ fn seed(index: usize) -> Vec<u8> {
         "RollbackPlugin" => pb::SlotRef { slot: "placement".into() }.encode_to_vec(),
         "CreatePool" | "UpdatePool" => pb::CreatePoolRequest { path: "/fuzz".into(), spec: pool_spec }.encode_to_vec(),
         "GetPool" | "DeletePool" => pb::GetPoolRequest { path: POOL.into() }.encode_to_vec(),
-        "ListTasks" => pb::ListTasksRequest { job_id: job, states: vec![1] }.encode_to_vec(),
+        "ListTasks" => pb::ListTasksRequest { job_id: job, states: vec![1], ..Default::default() }.encode_to_vec(),
         "GetTask" | "TaskEvents" => pb::GetTaskRequest { task }.encode_to_vec(),
         "KillTask" | "RestartTask" => pb::TaskRef { job_id: job, instance: 1 }.encode_to_vec(),
         "TaskLogs" => {

@@ -168,10 +168,8 @@ async fn a_task_timeline_is_one_chain_in_the_order_the_run_went_through_it() {
     h.jm.on_run_update(&update("tl-0-1", 1, RunState::Starting, "STARTING", "sandbox ready"))
         .await
         .expect("start handled");
-    let burst = [
-        update("tl-0-1", 2, RunState::Running, "STARTED", ""),
-        update("tl-0-1", 3, RunState::Succeeded, "EXITED", ""),
-    ];
+    let burst =
+        [update("tl-0-1", 2, RunState::Running, "STARTED", ""), update("tl-0-1", 3, RunState::Succeeded, "EXITED", "")];
     for r in h.jm.on_run_updates(&burst).await {
         r.expect("burst handled");
     }

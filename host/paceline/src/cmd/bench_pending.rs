@@ -112,12 +112,20 @@ pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
             let got = jobs.get_job(tonic::Request::new(pb::GetJobRequest { id: "big".into(), config_version: None })).await?;
             get_times.push(started.elapsed());
             summary = got.into_inner().job.and_then(|j| j.status).map(|s| s.pending_summary).unwrap_or_default();
+            // Every page of the job's tasks (a page holds at most 5,000).
             let started = Instant::now();
-            let listed = tasks
-                .list_tasks(tonic::Request::new(pb::ListTasksRequest { job_id: "big".into(), states: vec![] }))
-                .await?;
+            let (mut page_token, mut listed) = (String::new(), Vec::new());
+            loop {
+                let request = pb::ListTasksRequest { job_id: "big".into(), states: vec![], limit: 0, page_token };
+                let page = tasks.list_tasks(tonic::Request::new(request)).await?.into_inner();
+                listed.extend(page.tasks);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
             list_times.push(started.elapsed());
-            waiting = listed.into_inner().tasks.iter().filter(|t| !t.pending_kind.is_empty()).count();
+            waiting = listed.iter().filter(|t| !t.pending_kind.is_empty()).count();
         }
         let stats = |times: &mut Vec<Duration>| {
             times.sort();

@@ -84,12 +84,7 @@ pub fn record(out: PathBuf, name: String, opts: ClientOpts) -> anyhow::Result<Ex
             let spec = job.spec.clone().with_context(|| format!("job {id} has no spec"))?;
             let config = convert::job_config("spec", &spec).map_err(|e| anyhow::anyhow!("job {id}: {e}"))?;
             let created_ms = job.status.as_ref().map_or(now_ms, |s| s.created_at_ms);
-            let listed = tasks_api
-                .list_tasks(pb::ListTasksRequest { job_id: id.clone(), states: Vec::new() })
-                .await
-                .map_err(RpcError)?
-                .into_inner()
-                .tasks;
+            let listed = super::client::task::list_all(&mut tasks_api, &id, &[]).await?;
             let mut tasks = Vec::new();
             for t in listed {
                 let events = tasks_api

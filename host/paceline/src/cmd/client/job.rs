@@ -505,12 +505,7 @@ async fn all_running(
         return Ok(false);
     }
     let mut tasks = pb::task_service_client::TaskServiceClient::new(api);
-    let listed = tasks
-        .list_tasks(pb::ListTasksRequest { job_id: id.to_string(), states: vec![] })
-        .await
-        .map_err(RpcError)?
-        .into_inner()
-        .tasks;
+    let listed = super::task::list_all(&mut tasks, id, &[]).await?;
     // A task with a health check is up once it passed; RUNNING alone means
     // its process started.
     let checked = job.spec.as_ref().and_then(|s| s.default_task.as_ref()).is_some_and(|t| t.health_check.is_some());

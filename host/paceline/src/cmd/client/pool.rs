@@ -286,8 +286,11 @@ async fn apply(
     dry_run: bool,
 ) -> anyhow::Result<()> {
     let listed = client.list_pools(pb::ListPoolsRequest {}).await.map_err(RpcError)?.into_inner();
-    let have: std::collections::BTreeMap<String, PoolSpec> =
-        listed.pools.iter().map(|p| (p.path.clone(), p.spec.as_ref().map(render::model_pool_spec).unwrap_or_default())).collect();
+    let have: std::collections::BTreeMap<String, PoolSpec> = listed
+        .pools
+        .iter()
+        .map(|p| (p.path.clone(), p.spec.as_ref().map(render::model_pool_spec).unwrap_or_default()))
+        .collect();
     let plan: Vec<(String, PoolSpec, Change, Vec<String>)> = wanted
         .into_iter()
         .map(|(path, spec)| match have.get(&path) {
@@ -318,8 +321,14 @@ async fn apply(
                 warn(warnings);
             }
             if let Err(status) = sent {
-                let done = if applied.is_empty() { "nothing was changed".to_string() } else { format!("applied before it: {}", applied.join(", ")) };
-                return Err(anyhow::Error::new(RpcError(status)).context(format!("{} {path} refused ({done})", change.word())));
+                let done = if applied.is_empty() {
+                    "nothing was changed".to_string()
+                } else {
+                    format!("applied before it: {}", applied.join(", "))
+                };
+                return Err(
+                    anyhow::Error::new(RpcError(status)).context(format!("{} {path} refused ({done})", change.word()))
+                );
             }
             if *change != Change::Unchanged {
                 applied.push(path.clone());

@@ -84,6 +84,29 @@ pub fn run(args: TaskArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(exec(args.opts, args.cmd))
 }
 
+/// Every task of `job_id` in `states` (empty: all), page by page: the
+/// server sends at most 5,000 tasks a page, so a large job is several
+/// calls, never one reply over the 4 MiB message limit.
+pub async fn list_all(
+    client: &mut TaskServiceClient<super::Api>,
+    job_id: &str,
+    states: &[i32],
+) -> Result<Vec<pb::Task>, RpcError> {
+    let mut tasks = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let request =
+            pb::ListTasksRequest { job_id: job_id.to_string(), states: states.to_vec(), limit: 0, page_token };
+        let page = client.list_tasks(request).await.map_err(RpcError)?.into_inner();
+        tasks.extend(page.tasks);
+        // An older server sends no token: its one reply was everything.
+        if page.next_page_token.is_empty() {
+            return Ok(tasks);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
 fn task_ref(job_id: String, instance: u32) -> pb::TaskRef {
     pb::TaskRef { job_id, instance }
 }
@@ -101,8 +124,7 @@ async fn exec(opts: ClientOpts, cmd: TaskCommand) -> anyhow::Result<()> {
     let mut client = TaskServiceClient::new(connect(&opts).await?);
     match cmd {
         TaskCommand::List { job, .. } => {
-            let tasks = client.list_tasks(pb::ListTasksRequest { job_id: job, states }).await.map_err(RpcError)?;
-            let tasks = tasks.into_inner().tasks;
+            let tasks = list_all(&mut client, &job, &states).await?;
             let value = serde_json::Value::Array(tasks.iter().map(render::task).collect());
             emit(out, &value, || task_table(&tasks))
         }

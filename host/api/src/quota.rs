@@ -1,0 +1,212 @@
+//! Quotas on live jobs and tasks (security issue 44): how many jobs not yet
+//! in a terminal state, and how many of their tasks, one principal and one
+//! pool may hold. One principal used to be able to create 10 jobs of
+//! 100,000 tasks in 5 s, taking the server from 63 to 726 MB; now the
+//! second such job is refused.
+//!
+//! The principal is the job's owner: a `user` can only create jobs it owns
+//! (`jobs::check_owner`), and an operator creating a job for someone else
+//! spends that owner's quota. The pool is the job's own pool path (its
+//! parent pools are not summed). Counts come from the job manager's
+//! in-memory mirror ([`JobManager::visit_live_jobs`]); checks and the
+//! changes they admit run one at a time ([`Quotas::admit`] holds a lock
+//! until the change is made), so concurrent creates cannot overshoot.
+
+use paceline_jobmgr::JobManager;
+use tonic::Status;
+
+/// The limits (`quotas:` in the server's config file). 0 turns a limit off.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuotaLimits {
+    /// Live jobs one principal (job owner) may hold (default 1,000).
+    pub max_live_jobs_per_principal: u64,
+    /// Live tasks of one principal's live jobs (default 100,000: one job of
+    /// the largest size a job may have by default).
+    pub max_live_tasks_per_principal: u64,
+    /// Live jobs in one pool (default 10,000).
+    pub max_live_jobs_per_pool: u64,
+    /// Live tasks in one pool (default 1,000,000).
+    pub max_live_tasks_per_pool: u64,
+}
+
+impl Default for QuotaLimits {
+    fn default() -> Self {
+        QuotaLimits {
+            max_live_jobs_per_principal: 1_000,
+            max_live_tasks_per_principal: 100_000,
+            max_live_jobs_per_pool: 10_000,
+            max_live_tasks_per_pool: 1_000_000,
+        }
+    }
+}
+
+/// The limits and the lock that makes a check and its change one step.
+/// Shared by every `JobApi` of a server (gRPC and the web UI).
+#[derive(Debug, Default)]
+pub struct Quotas {
+    limits: QuotaLimits,
+    gate: tokio::sync::Mutex<()>,
+}
+
+/// What a change asks for.
+#[derive(Clone, Copy, Debug)]
+pub enum Ask<'a> {
+    /// A new job of `owner` in `pool` with `tasks` instances.
+    New {
+        /// Its owner.
+        owner: &'a str,
+        /// Its pool.
+        pool: &'a str,
+        /// Its instance count.
+        tasks: u64,
+    },
+    /// Job `job` is to have this owner, pool and instance count.
+    Update {
+        /// The job's id.
+        job: &'a str,
+        /// Its new owner.
+        owner: &'a str,
+        /// Its new pool.
+        pool: &'a str,
+        /// Its new instance count.
+        tasks: u64,
+    },
+    /// Job `job` is to grow by `add` instances.
+    Grow {
+        /// The job's id.
+        job: &'a str,
+        /// Instances added.
+        add: u64,
+    },
+}
+
+/// What the live jobs hold, except the job being changed.
+#[derive(Debug, Default)]
+struct Usage {
+    owner_jobs: u64,
+    owner_tasks: u64,
+    pool_jobs: u64,
+    pool_tasks: u64,
+}
+
+impl Quotas {
+    /// Quotas with these limits.
+    pub fn new(limits: QuotaLimits) -> Quotas {
+        Quotas { limits, gate: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &QuotaLimits {
+        &self.limits
+    }
+
+    /// Checks `ask` against the limits; on success returns a guard to hold
+    /// until the change is made (so the next check sees it). Refusals are
+    /// RESOURCE_EXHAUSTED naming the limit, the count and where it is set.
+    /// An update or growth is refused only when it adds to what the job
+    /// holds (or moves it to another owner or pool): a principal already
+    /// over a lowered limit can still change and shrink its jobs.
+    pub async fn admit(&self, jobs: &JobManager, ask: Ask<'_>) -> Result<tokio::sync::MutexGuard<'_, ()>, Status> {
+        let guard = self.gate.lock().await;
+        self.check(jobs, ask)?;
+        Ok(guard)
+    }
+
+    fn check(&self, jobs: &JobManager, ask: Ask<'_>) -> Result<(), Status> {
+        // The job being changed, as it is now: (owner, pool, live tasks).
+        let job = match ask {
+            Ask::New { .. } => None,
+            Ask::Update { job, .. } | Ask::Grow { job, .. } => {
+                let mut found = None;
+                jobs.visit_live_jobs(|id, owner, pool, tasks| {
+                    if id == job {
+                        found = Some((owner.to_string(), pool.to_string(), tasks));
+                    }
+                });
+                found
+            }
+        };
+        let (id, owner, pool, tasks) = match ask {
+            Ask::New { owner, pool, tasks } => (None, owner.to_string(), pool.to_string(), tasks),
+            Ask::Update { job: id, owner, pool, tasks } => (Some(id), owner.to_string(), pool.to_string(), tasks),
+            Ask::Grow { job: id, add } => match &job {
+                Some((owner, pool, now)) => (Some(id), owner.clone(), pool.clone(), now.saturating_add(add)),
+                // Not live (or unknown): the job manager answers for it.
+                None => return Ok(()),
+            },
+        };
+        if let Some((o, p, now)) = &job
+            && *o == owner
+            && *p == pool
+            && tasks <= *now
+        {
+            return Ok(());
+        }
+        let mut usage = Usage::default();
+        jobs.visit_live_jobs(|j, o, p, t| {
+            if Some(j) == id {
+                return;
+            }
+            if o == owner {
+                usage.owner_jobs += 1;
+                usage.owner_tasks += t;
+            }
+            if p == pool {
+                usage.pool_jobs += 1;
+                usage.pool_tasks += t;
+            }
+        });
+        let l = &self.limits;
+        // A job already live keeps counting as one job; only a new one adds.
+        let counted = |s: &str| if job.is_none() { format!("a new {s}") } else { format!("this {s}") };
+        over(l.max_live_jobs_per_principal, "max_live_jobs_per_principal", usage.owner_jobs + 1, || {
+            format!(
+                "principal `{owner}` has {} live jobs; {} would make {}",
+                usage.owner_jobs,
+                counted("job"),
+                usage.owner_jobs + 1
+            )
+        })?;
+        over(
+            l.max_live_tasks_per_principal,
+            "max_live_tasks_per_principal",
+            usage.owner_tasks.saturating_add(tasks),
+            || {
+                format!(
+                    "principal `{owner}` has {} live tasks in other jobs; this job's {tasks} would make {}",
+                    usage.owner_tasks,
+                    usage.owner_tasks.saturating_add(tasks)
+                )
+            },
+        )?;
+        over(l.max_live_jobs_per_pool, "max_live_jobs_per_pool", usage.pool_jobs + 1, || {
+            format!(
+                "pool {pool} has {} live jobs; {} would make {}",
+                usage.pool_jobs,
+                counted("job"),
+                usage.pool_jobs + 1
+            )
+        })?;
+        over(l.max_live_tasks_per_pool, "max_live_tasks_per_pool", usage.pool_tasks.saturating_add(tasks), || {
+            format!(
+                "pool {pool} has {} live tasks in other jobs; this job's {tasks} would make {}",
+                usage.pool_tasks,
+                usage.pool_tasks.saturating_add(tasks)
+            )
+        })
+    }
+}
+
+/// RESOURCE_EXHAUSTED when `would` passes `limit` (0: no limit).
+fn over(limit: u64, key: &str, would: u64, what: impl FnOnce() -> String) -> Result<(), Status> {
+    if limit == 0 || would <= limit {
+        return Ok(());
+    }
+    tracing::info!(quota = key, limit, would, "quota refused a change");
+    Err(Status::resource_exhausted(format!(
+        "quota: {}, over the limit of {limit} live (not yet finished) {} ({key} in the `quotas:` section of the server's config file; see docs/operations.md). kill jobs no longer needed (or wait for some to finish), or ask an operator to raise it",
+        what(),
+        if key.contains("jobs") { "jobs" } else { "tasks" },
+    )))
+}

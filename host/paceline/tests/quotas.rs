@@ -1,0 +1,265 @@
+//! Security issue 44, item 5: quotas on live jobs and tasks, and a job's
+//! tasks in pages. The real roles over the `sim` provider, a real tonic
+//! server on 127.0.0.1:0 with chosen quotas, the generated clients and, for
+//! `task list`, the CLI binary.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use paceline_api::ApiConfig;
+use paceline_api::quota::{QuotaLimits, Quotas};
+use paceline_model::job::JobKind;
+use paceline_proto::v1 as pb;
+use pb::job_service_client::JobServiceClient;
+use pb::task_service_client::TaskServiceClient;
+use support::*;
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// A sim cluster with the API served over it.
+struct Api {
+    sc: SimCluster,
+    addr: std::net::SocketAddr,
+    channel: Channel,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Api {
+    async fn start(limits: QuotaLimits) -> Api {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sc = SimCluster::start(dir.path(), shapes(1)).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = ApiConfig { quotas: Arc::new(Quotas::new(limits)), ..ApiConfig::default() };
+        tokio::spawn(paceline_api::serve(sc.cluster.roles(), listener, config, async {
+            let _ = stopped.await;
+        }));
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+        Api { sc, addr, channel, _stop: stop, _dir: dir }
+    }
+
+    fn jobs(&self) -> JobServiceClient<Channel> {
+        JobServiceClient::new(self.channel.clone())
+    }
+
+    fn tasks(&self) -> TaskServiceClient<Channel> {
+        TaskServiceClient::new(self.channel.clone())
+    }
+
+    async fn create(&self, spec: pb::JobSpec) -> Result<String, tonic::Status> {
+        self.jobs().create_job(pb::CreateJobRequest { spec: Some(spec) }).await.map(|r| r.into_inner().id)
+    }
+
+    async fn page(&self, id: &str, limit: u32, page_token: &str) -> pb::ListTasksResponse {
+        let r = pb::ListTasksRequest { job_id: id.into(), states: vec![], limit, page_token: page_token.into() };
+        self.tasks().list_tasks(r).await.expect("list tasks").into_inner()
+    }
+}
+
+/// The support crate's job (owner `team`), on the wire.
+fn spec(n: u32) -> pb::JobSpec {
+    paceline_api::convert::job_spec_pb(&job(JobKind::Stateless, n))
+}
+
+fn limits(jobs: u64, tasks: u64) -> QuotaLimits {
+    QuotaLimits { max_live_jobs_per_principal: jobs, max_live_tasks_per_principal: tasks, ..QuotaLimits::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_over_its_live_job_quota_is_refused_naming_the_limit() {
+    let api = Api::start(limits(2, 1_000)).await;
+    let first = api.create(spec(1)).await.expect("first job");
+    api.create(spec(1)).await.expect("second job");
+    let refused = api.create(spec(1)).await.expect_err("a third live job is over the quota");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let msg = refused.message();
+    for needle in ["principal `team` has 2 live jobs", "limit of 2", "max_live_jobs_per_principal", "quotas:"] {
+        assert!(msg.contains(needle), "{needle:?} in {msg}");
+    }
+    // Another principal is not held to team's count.
+    let mut other = spec(1);
+    other.owner = "someone-else".into();
+    api.create(other).await.expect("another owner's job");
+
+    // A job that ended no longer counts.
+    api.jobs().kill_job(pb::KillJobRequest { id: first.clone(), instances: vec![] }).await.expect("kill");
+    let ended = api.sc.run_until(250, 200, async |c| c.job_state(&first).await.is_terminal()).await;
+    assert!(ended, "the killed job ended");
+    api.create(spec(1)).await.expect("room again once a job ended");
+    // Restarting the ended job would make it live again: a third.
+    let restart = pb::RestartJobRequest { id: first, ..Default::default() };
+    let refused = api.jobs().restart_job(restart).await.expect_err("a restart is a new live job");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_live_jobs_per_principal"), "{}", refused.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_growing_past_the_task_quota_is_refused() {
+    let api = Api::start(limits(100, 10)).await;
+    let refused = api.create(spec(11)).await.expect_err("11 tasks on creation");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_live_tasks_per_principal"), "{}", refused.message());
+    let id = api.create(spec(6)).await.expect("6 tasks fit");
+
+    // An update to 11 instances is refused, with the counts.
+    let update = |n: u32| pb::UpdateJobRequest { id: id.clone(), spec: Some(spec(n)), ..Default::default() };
+    let refused = api.jobs().update_job(update(11)).await.expect_err("an update past the quota");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let msg = refused.message();
+    for needle in
+        ["has 0 live tasks in other jobs", "this job's 11 would make 11", "limit of 10", "max_live_tasks_per_principal"]
+    {
+        assert!(msg.contains(needle), "{needle:?} in {msg}");
+    }
+    // So is AddInstances past it; up to it is fine.
+    let grow = |count: u32| pb::AddInstancesRequest { id: id.clone(), count };
+    let refused = api.jobs().add_instances(grow(5)).await.expect_err("6 + 5 > 10");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("this job's 11 would make 11"), "{}", refused.message());
+    api.jobs().add_instances(grow(4)).await.expect("6 + 4 = 10 fits");
+    // Another job of the same owner now has no room.
+    let refused = api.create(spec(1)).await.expect_err("the owner holds 10 live tasks");
+    assert!(refused.message().contains("has 10 live tasks in other jobs"), "{}", refused.message());
+    // Shrinking is always allowed.
+    api.jobs().update_job(update(3)).await.expect("shrinking");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_tasks_pages_cover_every_task_once_and_the_cap_holds() {
+    let api = Api::start(QuotaLimits::default()).await;
+    let n = paceline_api::tasks::MAX_TASK_PAGE as u32 + 1_200;
+    let id = api.create(spec(n)).await.expect("create");
+
+    // Limit 0 and a limit over the cap both get the cap.
+    for limit in [0, u32::MAX, n] {
+        let first = api.page(&id, limit, "").await;
+        assert_eq!(first.tasks.len(), paceline_api::tasks::MAX_TASK_PAGE, "limit {limit}");
+        assert_eq!(first.total, n);
+        assert!(!first.next_page_token.is_empty());
+    }
+    // Two pages cover every instance exactly once, in order.
+    let first = api.page(&id, 0, "").await;
+    let second = api.page(&id, 0, &first.next_page_token).await;
+    assert_eq!(second.tasks.len(), 1_200);
+    assert!(second.next_page_token.is_empty(), "the second page is the last");
+    let seen: Vec<u32> = first.tasks.iter().chain(&second.tasks).map(|t| t.instance).collect();
+    assert_eq!(seen, (0..n).collect::<Vec<_>>());
+
+    // Small pages too, and the state filter pages the same way.
+    let mut token = String::new();
+    let mut seen = BTreeSet::new();
+    let mut pages = 0;
+    loop {
+        let r = pb::ListTasksRequest {
+            job_id: id.clone(),
+            states: vec![
+                pb::TaskState::Pending as i32,
+                pb::TaskState::Ready as i32,
+                pb::TaskState::Placed as i32,
+                pb::TaskState::Launching as i32,
+                pb::TaskState::Launched as i32,
+                pb::TaskState::Running as i32,
+                pb::TaskState::Initialized as i32,
+                pb::TaskState::Placing as i32,
+                pb::TaskState::Starting as i32,
+            ],
+            limit: 1_000,
+            page_token: token,
+        };
+        let page = api.tasks().list_tasks(r).await.expect("filtered page").into_inner();
+        assert!(page.tasks.len() <= 1_000);
+        pages += 1;
+        for t in &page.tasks {
+            assert!(seen.insert(t.instance), "instance {} listed twice", t.instance);
+        }
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(seen.len(), n as usize, "every live task once");
+    assert_eq!(pages, 7);
+
+    let bad = pb::ListTasksRequest { job_id: id, states: vec![], limit: 0, page_token: "x".into() };
+    let refused = api.tasks().list_tasks(bad).await.expect_err("a token the server never gave");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("page_token"), "{}", refused.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_task_list_of_a_job_over_one_page_lists_every_task() {
+    let api = Api::start(QuotaLimits::default()).await;
+    // Enough tasks that one reply with all of them (about 170 bytes each
+    // here: 6.7 MB) is over the CLI's 4 MiB message limit, as the finding's
+    // job was.
+    let n = 40_000;
+    let id = api.create(spec(n)).await.expect("create");
+    // A placement round, so the waiting tasks carry their reasons as in the
+    // finding (one host cannot hold them all).
+    api.sc.step(1_000).await;
+    api.sc.step(1_000).await;
+    let server = format!("http://{}", api.addr);
+    let args = ["task", "list", id.as_str(), "--server", server.as_str(), "-o", "json"].map(String::from);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paceline"))
+            .args(&args)
+            .env_remove("PACELINE_SERVER")
+            .env_remove("PACELINE_TOKEN")
+            .output()
+            .expect("paceline runs")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), out).await.expect("in time").expect("joined");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("a JSON array");
+    let instances: Vec<u64> = listed.iter().map(|t| t["instance"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(instances, (0..u64::from(n)).collect::<Vec<_>>(), "every task once, in order");
+}
+
+/// A plain HTTP/1.1 GET on the API port, as the web page sends it; the
+/// answer's status code and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_ui_job_route_returns_one_page_of_tasks_and_how_to_get_more() {
+    let api = Api::start(QuotaLimits::default()).await;
+    let id = api.create(spec(1_200)).await.expect("create");
+    let (code, body) = http_get(api.addr, &format!("/ui/api/jobs/{id}")).await;
+    assert_eq!(code, 200, "{body}");
+    let first: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(first["tasks"].as_array().map(Vec::len), Some(500), "the default page");
+    assert_eq!(first["tasks_total"], 1_200);
+    assert_eq!(first["tasks_next_offset"], 500);
+    let (code, body) = http_get(api.addr, &format!("/ui/api/jobs/{id}?tasks_offset=1000&tasks_limit=400")).await;
+    assert_eq!(code, 200, "{body}");
+    let last: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let instances: Vec<u64> =
+        last["tasks"].as_array().expect("tasks").iter().filter_map(|t| t["instance"].as_u64()).collect();
+    assert_eq!(instances, (1_000..1_200).collect::<Vec<_>>());
+    assert!(last["tasks_next_offset"].is_null(), "the last page: {}", last["tasks_next_offset"]);
+    // The page size is capped as ListTasks caps it.
+    let (_, body) = http_get(api.addr, &format!("/ui/api/jobs/{id}?tasks_limit=100000")).await;
+    let all: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(all["tasks"].as_array().map(Vec::len), Some(1_200));
+    let (code, _) = http_get(api.addr, &format!("/ui/api/jobs/{id}?tasks_offset=x")).await;
+    assert_eq!(code, 400, "a bad offset");
+}
