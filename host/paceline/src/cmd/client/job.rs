@@ -493,11 +493,7 @@ async fn follow(
 
 /// Whether every instance of a long-running job runs its latest config
 /// and none is unhealthy (with a health check, once it passed).
-async fn all_running(
-    api: super::Api,
-    id: &str,
-    job: &pb::Job,
-) -> anyhow::Result<bool> {
+async fn all_running(api: super::Api, id: &str, job: &pb::Job) -> anyhow::Result<bool> {
     let want = job.spec.as_ref().map_or(0, |s| s.instance_count) as usize;
     let status = job.status.clone().unwrap_or_default();
     let running = status.task_counts.get("RUNNING").copied().unwrap_or(0) as usize;
@@ -541,7 +537,10 @@ enum Control {
 enum Request {
     Create(JobConfig),
     /// `job run`: the spec, and `Some(timeout)` with `--wait`.
-    Run { config: JobConfig, wait: Option<u64> },
+    Run {
+        config: JobConfig,
+        wait: Option<u64>,
+    },
     Scale(String, u32),
     Get(String, Option<u64>),
     List(pb::QueryJobsRequest),
@@ -553,7 +552,11 @@ enum Request {
     Update(pb::UpdateJobRequest),
     Delete(String),
     Control(Control, String),
-    Events { id: String, task: Option<u32>, json: bool },
+    Events {
+        id: String,
+        task: Option<u32>,
+        json: bool,
+    },
 }
 
 impl Request {
