@@ -359,5 +359,5 @@ impl JobManager {
 /// Newest first: by time, then run, then the run's own order of states
 /// (a stable sort, so anything else keeps the store's order).
 pub(crate) fn newest_first(events: &mut [TaskEvent]) {
-    events.sort_by(|a, b| (b.at_ms, b.run, b.to.timeline_rank()).cmp(&(a.at_ms, a.run, a.to.timeline_rank())));
+    events.sort_by_key(|e| std::cmp::Reverse((e.at_ms, e.run, e.to.timeline_rank())));
 }
