@@ -205,7 +205,7 @@ fn over(limit: u64, key: &str, would: u64, what: impl FnOnce() -> String) -> Res
     }
     tracing::info!(quota = key, limit, would, "quota refused a change");
     Err(Status::resource_exhausted(format!(
-        "quota: {}, over the limit of {limit} live (not yet finished) {} ({key} in the `quotas:` section of the server's config file; see docs/operations.md). kill jobs no longer needed (or wait for some to finish), or ask an operator to raise it",
+        "quota: {}, over the limit of {limit} live (not yet finished) {} ({key} in the `quotas:` section of the server's config file; see docs/operations.md). Kill jobs no longer needed (or wait for some to finish), or ask an operator to raise it",
         what(),
         if key.contains("jobs") { "jobs" } else { "tasks" },
     )))
