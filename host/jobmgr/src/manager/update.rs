@@ -270,7 +270,11 @@ impl JobManager {
                 u.progress.values().filter(|p| p.state == InstanceUpdateState::InProgress).map(|p| p.instance).collect()
             });
             let wanted: Vec<u32> = batch.iter().copied().filter(|i| !in_flight.contains(i)).collect();
-            let mut granted = crate::availability::grant(job, &wanted);
+            // Services only: a batch job's queued instances would count as
+            // down and hold its running ones back, and a daemon has one
+            // instance per host (its batch size is its limit, as before).
+            let service = matches!(job.kind(), JobKind::Stateless | JobKind::Stateful);
+            let mut granted = if service { crate::availability::grant(job, &wanted) } else { wanted.clone() };
             if granted.is_empty() && !wanted.is_empty() {
                 // None of the plugin's picks may go down now. The update's
                 // own pending instances that are down already cost nothing:
