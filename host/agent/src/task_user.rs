@@ -13,8 +13,8 @@
 //! other users cannot reach) runs tasks as itself, as before, and says so: a
 //! WARN line at start and the host attribute `task_user=same-as-agent`.
 
-use std::collections::BTreeSet;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,8 @@ pub enum TaskUsers {
         last: u32,
         /// The `setpriv` the launch wrapper starts tasks through.
         setpriv: PathBuf,
+        /// The host-wide uid locks ([`LOCK_DIR`]).
+        locks: PathBuf,
     },
     /// Tasks run as the agent's own user.
     Agent {
@@ -82,15 +84,16 @@ impl TaskUsers {
             return Ok(TaskUsers::Agent { why: "task_user: agent in the agent's configuration".to_owned() });
         }
         match per_run_obstacle(first, last, data_dir) {
-            Ok(setpriv) => Ok(TaskUsers::PerRun { first, last, setpriv }),
+            Ok((setpriv, locks)) => Ok(TaskUsers::PerRun { first, last, setpriv, locks }),
             Err(why) if choice == TaskUserChoice::PerRun => Err(format!("task_user: per-run: {why}")),
             Err(why) => Ok(TaskUsers::Agent { why }),
         }
     }
 }
 
-/// `setpriv`'s path when runs can get uids of their own, else why not.
-fn per_run_obstacle(first: u32, last: u32, data_dir: &Path) -> Result<PathBuf, String> {
+/// `setpriv`'s path and the uid lock directory when runs can get uids of
+/// their own, else why not.
+fn per_run_obstacle(first: u32, last: u32, data_dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     // The launch wrapper is a separate program: it must be root to keep the
     // right to switch users across exec (capabilities would not survive it).
     if !nix::unistd::geteuid().is_root() {
@@ -118,8 +121,20 @@ fn per_run_obstacle(first: u32, last: u32, data_dir: &Path) -> Result<PathBuf, S
             ));
         }
     }
-    Ok(setpriv)
+    let locks = PathBuf::from(LOCK_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&locks)
+        .map_err(|e| format!("creating the uid lock directory {}: {e}", locks.display()))?;
+    Ok((setpriv, locks))
 }
+
+/// Where agents of one host lock the uids their runs hold (one file per
+/// uid, `flock`ed from when a run gets the uid until its leftovers are
+/// killed), so that two agents on one host never hand out the same uid at
+/// once, even with overlapping ranges.
+pub const LOCK_DIR: &str = "/run/paceline/task-uids";
 
 /// Hands out the uids of a range: a uid no live run holds, the one after
 /// the last handed out first, so that a uid comes back as late as possible.
@@ -128,17 +143,39 @@ pub(crate) struct UidPool {
     first: u32,
     last: u32,
     next: u32,
-    held: BTreeSet<u32>,
+    /// The uids live runs hold, with the lock on each (see [`LOCK_DIR`]).
+    held: BTreeMap<u32, Option<std::fs::File>>,
+    locks: Option<PathBuf>,
 }
 
 impl UidPool {
-    pub(crate) fn new(first: u32, last: u32) -> Self {
-        Self { first, last, next: first, held: BTreeSet::new() }
+    /// `locks`: the directory of the host-wide uid locks (`None`: none).
+    pub(crate) fn new(first: u32, last: u32, locks: Option<PathBuf>) -> Self {
+        Self { first, last, next: first, held: BTreeMap::new(), locks }
+    }
+
+    /// The lock of `uid`, if no one else holds it; `Some(None)` without a
+    /// lock directory.
+    fn lock(&self, uid: u32) -> Option<Option<std::fs::File>> {
+        let Some(dir) = &self.locks else { return Some(None) };
+        let path = dir.join(uid.to_string());
+        let file = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "opening a task uid lock");
+                return None;
+            }
+        };
+        file.try_lock().ok().map(|()| Some(file))
     }
 
     /// Marks `uid` held (a run re-adopted after a restart).
     pub(crate) fn hold(&mut self, uid: u32) {
-        self.held.insert(uid);
+        let lock = self.lock(uid).unwrap_or_else(|| {
+            tracing::warn!(uid, "a re-adopted run's uid is locked by another agent of this host");
+            None
+        });
+        self.held.insert(uid, lock);
         if (self.first..=self.last).contains(&uid) && uid >= self.next {
             self.next = if uid == self.last { self.first } else { uid + 1 };
         }
@@ -152,8 +189,11 @@ impl UidPool {
         let mut uid = self.next;
         for _ in 0..size {
             let after = if uid >= self.last { self.first } else { uid + 1 };
-            if !self.held.contains(&uid) && !busy.contains(&uid) {
-                self.held.insert(uid);
+            if !self.held.contains_key(&uid)
+                && !busy.contains(&uid)
+                && let Some(lock) = self.lock(uid)
+            {
+                self.held.insert(uid, lock);
                 self.next = after;
                 return Some(uid);
             }
@@ -319,7 +359,7 @@ mod tests {
     #[test]
     fn uids_are_handed_out_in_turn_and_never_twice_at_once() {
         let none = BTreeSet::new();
-        let mut pool = UidPool::new(10, 12);
+        let mut pool = UidPool::new(10, 12, None);
         assert_eq!(pool.take(&none), Some(10));
         assert_eq!(pool.take(&none), Some(11));
         pool.release(10);
@@ -329,7 +369,7 @@ mod tests {
         assert_eq!(pool.take(&none), None, "every uid is held");
         pool.release(11);
         assert_eq!(pool.take(&none), Some(11));
-        let mut adopted = UidPool::new(10, 12);
+        let mut adopted = UidPool::new(10, 12, None);
         adopted.hold(11);
         assert_eq!(adopted.take(&none), Some(12));
         // A uid some process runs as is skipped.
@@ -339,11 +379,25 @@ mod tests {
     }
 
     #[test]
+    fn two_pools_sharing_a_lock_directory_never_hand_out_the_same_uid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let none = BTreeSet::new();
+        let mut a = UidPool::new(10, 11, Some(dir.path().to_owned()));
+        let mut b = UidPool::new(10, 11, Some(dir.path().to_owned()));
+        assert_eq!(a.take(&none), Some(10));
+        assert_eq!(b.take(&none), Some(11), "10 is a's");
+        assert_eq!(a.take(&none), None, "11 is b's");
+        a.release(10);
+        assert_eq!(b.take(&none), Some(10), "released: the lock is gone");
+    }
+
+    #[test]
     fn agent_is_the_agents_own_user_and_says_why() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = TaskUsers::detect(TaskUserChoice::Agent, 70_000, 79_999, dir.path()).expect("agent");
         assert_eq!(users.attribute(), "same-as-agent");
-        // A tempdir is 0700: per-run uids could not reach a sandbox in it.
+        // Under a 0700 directory per-run uids could not reach a sandbox.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
         let data = dir.path().join("data");
         std::fs::create_dir(&data).expect("data dir");
         let refused = TaskUsers::detect(TaskUserChoice::PerRun, 70_000, 79_999, &data);

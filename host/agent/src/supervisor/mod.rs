@@ -222,7 +222,7 @@ impl Supervisor {
             ports: Pool::ports(cfg.port_range.0, cfg.port_range.1),
             gpus,
             uids: match &cfg.task_users {
-                TaskUsers::PerRun { first, last, .. } => Some(UidPool::new(*first, *last)),
+                TaskUsers::PerRun { first, last, locks, .. } => Some(UidPool::new(*first, *last, Some(locks.clone()))),
                 TaskUsers::Agent { .. } => None,
             },
         };

@@ -70,8 +70,8 @@ async fn a_task_cannot_read_another_tenants_environment_secret_files_or_the_agen
         data_dir: data.clone(),
         hostname: Some("tenants".to_owned()),
         task_user: TaskUserChoice::PerRun,
-        // Each test's agent has a range of its own: two agents on one host
-        // must not share uids (one's end kills what runs under its uid).
+        // A range of its own, so the uids asserted below are this agent's
+        // (agents of one host also lock the uids they hand out).
         task_uid_first: 71_000,
         task_uid_last: 71_099,
         port_range_first: range.0,
