@@ -45,6 +45,8 @@ enum Command {
     Dev(cmd::server::DevArgs),
     /// Load the default plugins and place a sample workload on sample hosts.
     Demo(cmd::demo::DemoArgs),
+    /// Print an example job file (built in; without a name, list them).
+    Example(cmd::example::ExampleArgs),
     /// Work with plugin components locally, or deploy them to a server.
     #[command(subcommand)]
     Plugin(cmd::plugin::PluginCommand),
@@ -162,6 +164,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::server(args),
         Command::Dev(args) => cmd::server::dev(args, cli.log_format == LogFormat::Json),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Example(args) => cmd::example::run(args),
         Command::Plugin(c) => cmd::plugin::run(c),
         Command::Agent(args) => cmd::agent::run(args),
         Command::AgentToken(c) => cmd::agent_token::run(c),

@@ -105,25 +105,31 @@ pub enum PolicySource {
     },
 }
 
-/// The built-in components by name.
-pub fn builtin(name: &str) -> Option<&'static [u8]> {
+/// The built-in components by name: the one table `sim --policy`, `plugin
+/// deploy --builtin`, `plugin shadow`/`activate NAME@builtin-…` and `plugin
+/// list` read. The bytes are embedded in the binary.
+pub const BUILTINS: [(&str, &[u8]); 13] = {
     use paceline_plugin_artifacts as a;
-    Some(match name {
-        "binpack" => a::BINPACK,
-        "spread" => a::SPREAD,
-        "gang-gpu" => a::GANG_GPU,
-        "priority-preempt" => a::PRIORITY_PREEMPT,
-        "batch" => a::BATCH,
-        "stateless" => a::STATELESS,
-        "stateful" => a::STATEFUL,
-        "daemon" => a::DAEMON,
-        "gpu-fgd" => a::GPU_FGD,
-        "gpu-random" => a::GPU_RANDOM,
-        "gpu-bestfit" => a::GPU_BESTFIT,
-        "gpu-dotprod" => a::GPU_DOTPROD,
-        "gpu-packing" => a::GPU_PACKING,
-        _ => return None,
-    })
+    [
+        ("binpack", a::BINPACK),
+        ("spread", a::SPREAD),
+        ("gang-gpu", a::GANG_GPU),
+        ("priority-preempt", a::PRIORITY_PREEMPT),
+        ("batch", a::BATCH),
+        ("stateless", a::STATELESS),
+        ("stateful", a::STATEFUL),
+        ("daemon", a::DAEMON),
+        ("gpu-fgd", a::GPU_FGD),
+        ("gpu-random", a::GPU_RANDOM),
+        ("gpu-bestfit", a::GPU_BESTFIT),
+        ("gpu-dotprod", a::GPU_DOTPROD),
+        ("gpu-packing", a::GPU_PACKING),
+    ]
+};
+
+/// The built-in component `name`, from [`BUILTINS`].
+pub fn builtin(name: &str) -> Option<&'static [u8]> {
+    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
 }
 
 /// A progress callback: (virtual ms, the trace's span in ms if known, tasks arrived).

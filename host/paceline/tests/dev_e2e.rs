@@ -1100,3 +1100,158 @@ fn a_secret_sealed_with_another_key_keeps_its_runs_from_starting_not_the_server(
     assert!(!task["state"].as_str().unwrap_or_default().contains("SUCCEEDED"), "{task}");
     assert!(json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
 }
+
+/// A `dev` in a process group of its own, as a shell runs a foreground
+/// command, with its stdout collected; [`DevGroup::interrupt`] is Ctrl-C in
+/// its terminal (SIGINT to the whole group).
+struct DevGroup {
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    data: std::path::PathBuf,
+}
+
+impl DevGroup {
+    fn start(data: &Path, api: u16, extra: &[&str]) -> DevGroup {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(BIN)
+            .args(["dev", "--agents", "2", "--data-dir", data.to_str().expect("utf-8")])
+            .args(["--api-listen", &format!("127.0.0.1:{api}")])
+            .args(extra)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                seen.lock().expect("lines").push(line);
+            }
+        });
+        let dev = DevGroup { child, lines, data: data.to_path_buf() };
+        eventually(60, "dev is up", || dev.output().contains("API on"));
+        dev
+    }
+
+    fn output(&self) -> String {
+        self.lines.lock().expect("lines").join("\n")
+    }
+
+    /// Ctrl-C: SIGINT to the group; waits for `dev` to exit.
+    fn interrupt(&mut self) -> String {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-INT", "--", &group]).stderr(Stdio::null()).status();
+        let started = std::time::Instant::now();
+        while self.child.try_wait().expect("wait").is_none() {
+            assert!(started.elapsed() < Duration::from_secs(45), "dev did not exit after Ctrl-C");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The reader thread has the last lines once the pipe closed.
+        std::thread::sleep(Duration::from_millis(200));
+        self.output()
+    }
+}
+
+impl Drop for DevGroup {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).stderr(Stdio::null()).status();
+        let _ = self.child.wait();
+        common::kill_processes_working_under(&self.data);
+    }
+}
+
+/// Issue 43: Ctrl-C on `dev` left its tasks running (and Ctrl-C reached the
+/// agents too, which detached before `dev` could ask). Now `dev` stops them
+/// with their own stop signal and says so; `--keep-tasks-on-exit` leaves
+/// them for the next `dev` on the same data dir, which takes them over.
+#[test]
+fn ctrl_c_on_dev_stops_its_tasks_unless_told_to_keep_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("dev");
+    let api = free_port();
+    // The task processes themselves (their launch wrappers name the command too).
+    let sleeps = || {
+        processes_with(&["sleep 3171"])
+            .into_iter()
+            .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x003171")))
+            .count()
+    };
+    let running = |id: &str| {
+        let ts = tasks(api, id);
+        ts.len() == 2 && ts.iter().all(|t| t["state"].as_str().is_some_and(|s| s.ends_with("RUNNING")))
+    };
+
+    // Kept: the tasks outlive dev, and the next dev takes them over.
+    let mut first = DevGroup::start(&data, api, &["--keep-tasks-on-exit"]);
+    eventually(30, "two agents up", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
+    let file = shell_job_file(dir.path(), "sleepy", 2, "exec sleep 3171", 100);
+    let id = ok(cli(api, &["job", "create", &file]));
+    eventually(60, "two tasks running", || running(&id) && sleeps() == 2);
+    let runs: Vec<serde_json::Value> = tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect();
+    let out = first.interrupt();
+    assert!(out.contains("left 2 task(s) of 1 job(s) running (--keep-tasks-on-exit)"), "{out}");
+    assert_eq!(sleeps(), 2, "kept running after dev exited");
+
+    let mut second = DevGroup::start(&data, api, &[]);
+    eventually(60, "the same runs carry on under the new dev", || {
+        running(&id) && tasks(api, &id).iter().map(|t| t["run_id"].clone()).collect::<Vec<_>>() == runs
+    });
+
+    // Default: Ctrl-C stops them, and dev says what it stopped.
+    let out = second.interrupt();
+    assert!(out.contains("stopping 2 task(s) of 1 job(s)"), "{out}");
+    assert!(out.contains(&format!("stopped 2 task(s) of {id}")), "{out}");
+    assert!(!out.contains("still running"), "{out}");
+    eventually(10, "no task process left", || sleeps() == 0);
+}
+
+/// Issue 43: the built-in policies could not be named in `plugin deploy` or
+/// `plugin shadow` (`spread@builtin-0.1.0` was "not found" in placement/batch,
+/// whose default is binpack); their only files were under target/. They are
+/// in the binary: `--builtin NAME`, `builtin:NAME`, `NAME@builtin-<version>`.
+#[test]
+fn built_in_policies_can_be_deployed_and_shadowed_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = free_port();
+    let data = dir.path().join("dev");
+    let _dev = start(
+        &[
+            "dev",
+            "--sim-hosts",
+            "1",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--api-listen",
+            &format!("127.0.0.1:{api}"),
+        ],
+        "API on",
+    );
+    let version = format!("builtin-{}", env!("CARGO_PKG_VERSION"));
+    let list = ok(cli(api, &["plugin", "list"]));
+    assert!(list.contains("built-in policies") && list.contains("binpack, spread"), "{list}");
+
+    // Shadowing spread in placement/batch deploys it there first.
+    let shadow = ok(cli(api, &["plugin", "shadow", "placement/batch", &format!("spread@{version}")]));
+    assert!(shadow.contains(&format!("spread@{version} in placement/batch")), "{shadow}");
+    let slots = json(api, &["plugin", "list"]);
+    let batch = slots.as_array().and_then(|s| s.iter().find(|s| s["slot"] == "placement/batch")).cloned();
+    let ids: Vec<String> = batch
+        .and_then(|b| b["versions"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(ids.contains(&format!("spread@{version}")), "{ids:?}");
+    ok(cli(api, &["plugin", "shadow", "placement/batch", "builtin:spread", "--stop"]));
+
+    // deploy --builtin, and builtin:NAME where the file goes.
+    let deployed = ok(cli(api, &["plugin", "deploy", "placement/stateful", "--builtin", "spread"]));
+    assert!(deployed.contains(&format!("spread@{version}")), "{deployed}");
+    ok(cli(api, &["plugin", "deploy", "placement/stateful", "gang", "1", "builtin:gang-gpu"]));
+    let unknown = cli(api, &["plugin", "deploy", "placement/stateful", "--builtin", "nope"]);
+    assert!(!unknown.status.success());
+    let why = String::from_utf8_lossy(&unknown.stderr);
+    assert!(why.contains("not a built-in policy") && why.contains("binpack, spread"), "{why}");
+}

@@ -6,7 +6,7 @@
 const EXAMPLES: &[(&str, &str)] = &[
     (
         "",
-        "paceline dev                                  # a local cluster\npaceline job create examples/hello.yaml\npaceline completion bash > ~/.local/share/bash-completion/completions/paceline",
+        "paceline dev                                  # a local cluster\npaceline example hello > hello.yaml && paceline job create hello.yaml\npaceline completion bash > ~/.local/share/bash-completion/completions/paceline",
     ),
     (
         "server",
@@ -17,6 +17,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "paceline dev                                  # two local agents, data in ./.paceline-dev\npaceline dev --agents 3 --tokens-file tokens.yaml\npaceline dev --sim-hosts 1000 --data-dir /tmp/big",
     ),
     ("demo", "paceline demo"),
+    (
+        "example",
+        "paceline example                              # list the built-in examples\npaceline example hello > hello.yaml && paceline job create hello.yaml",
+    ),
     (
         "agent",
         "PACELINE_JOIN_TOKEN=… paceline agent --manager hostmgr.example:7401 --ca-hash sha256:… --data-dir /var/lib/paceline/agent   # first start\npaceline agent --manager hostmgr.example:7401 --data-dir /var/lib/paceline/agent --attribute zone=a\npaceline agent --detect                       # print what would be reported",
@@ -33,10 +37,13 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("agent-token revoke", "paceline agent-token revoke --data-dir /var/lib/paceline 3f9c1a2b4d5e"),
     ("agent-token hosts", "paceline agent-token hosts --data-dir /var/lib/paceline"),
     ("agent-token revoke-host", "paceline agent-token revoke-host --data-dir /var/lib/paceline node-17"),
-    ("plugin", "paceline plugin validate target/wasm32-wasip2/release/my_policy.wasm\npaceline plugin list"),
+    ("plugin", "paceline plugin validate target/my-policy.wasm\npaceline plugin list"),
     ("plugin validate", "paceline plugin validate my_policy.wasm --slot placement/batch"),
     ("plugin run", "paceline plugin run my_policy.wasm --scenario plugins/binpack/scenarios/01-best-fit.yaml"),
-    ("plugin deploy", "paceline plugin deploy placement/batch my-policy 1.0 my_policy.wasm"),
+    (
+        "plugin deploy",
+        "paceline plugin deploy placement/batch my-policy 1.0 target/my-policy.wasm\npaceline plugin deploy placement/batch --builtin spread   # a built-in policy (plugin list names them)",
+    ),
     (
         "plugin new",
         "paceline plugin new my-policy --lang python --kind placement\npaceline plugin new my-preempt --lang js --kind preemption",
@@ -47,7 +54,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("plugin rollback", "paceline plugin rollback placement/batch"),
     (
         "plugin shadow",
-        "paceline plugin shadow placement/batch my-policy@1.1\npaceline plugin shadow placement/batch my-policy@1.1 --stop   # print the report",
+        "paceline plugin shadow placement/batch my-policy@1.1\npaceline plugin shadow placement/batch spread@builtin-0.1.0   # a built-in, deployed first if needed\npaceline plugin shadow placement/batch my-policy@1.1 --stop   # print the report",
     ),
     ("operator", "paceline operator snapshot save backup.snap"),
     (
@@ -106,6 +113,11 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("job list", "paceline job list --state running --owner alice --pool /team-a"),
     ("job kill", "paceline job kill hello-3f9c1a2b\npaceline job kill web-0a1b2c3d --instances 0,2"),
+    (
+        "job run",
+        "paceline job run hello.yaml --wait                # exit 0 when it SUCCEEDED\npaceline job run web.yaml --wait --timeout 120     # a service: until every instance is up",
+    ),
+    ("job scale", "paceline job scale web-0a1b2c3d 6"),
     ("job restart", "paceline job restart web-0a1b2c3d --batch-size 2"),
     ("job grow", "paceline job grow web-0a1b2c3d 3            # three more instances, numbered after the highest"),
     ("job remove", "paceline job remove web-0a1b2c3d --instances 4,7   # stopped for good, the rest keep running"),
@@ -141,6 +153,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("pool update", "paceline pool update /team-a team-a.yaml"),
     ("pool delete", "paceline pool delete /team-b"),
     ("pool list", "paceline pool list\npaceline pool list -o json"),
+    ("pool apply", "paceline pool apply examples/pools.yaml --dry-run\npaceline pool apply examples/pools.yaml"),
     ("host", "paceline host list\npaceline host drain dev-1 --then-down"),
     ("host list", "paceline host list"),
     ("host get", "paceline host get dev-1"),

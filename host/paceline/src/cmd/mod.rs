@@ -11,6 +11,7 @@ pub mod bench_pending;
 pub mod bench_server;
 pub mod client;
 pub mod demo;
+pub mod example;
 pub mod help;
 pub mod operator;
 pub mod placement;

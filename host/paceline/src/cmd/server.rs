@@ -1,6 +1,7 @@
 //! `paceline server` and `paceline dev`.
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 
@@ -116,6 +117,10 @@ pub struct DevArgs {
     /// authentication; overrides `metrics_listen_public` in the config).
     #[arg(long)]
     metrics_listen_public: bool,
+    /// On Ctrl-C or SIGTERM, leave the tasks running (the next `dev` on the
+    /// same data dir takes them over) instead of stopping them.
+    #[arg(long)]
+    keep_tasks_on_exit: bool,
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -391,6 +396,72 @@ fn ephemeral_low() -> u64 {
         .unwrap_or(32_768)
 }
 
+/// The tasks the job manager has on hosts (launching, running or being
+/// stopped), and the jobs they belong to.
+fn on_host_tasks(jobs: &paceline_jobmgr::JobManager) -> (usize, std::collections::BTreeMap<String, Vec<u32>>) {
+    let mut by_job: std::collections::BTreeMap<String, Vec<u32>> = std::collections::BTreeMap::new();
+    let runs = jobs.expected_runs();
+    for r in &runs {
+        if let Some((job, instance, _)) = paceline_jobmgr::manager::parse_run_id_pub(&r.run_id) {
+            by_job.entry(job.to_string()).or_default().push(instance);
+        }
+    }
+    (runs.len(), by_job)
+}
+
+/// The longest `dev` waits for its tasks to stop on exit, whatever their
+/// grace periods: a supervisor (spark-e2e's, systemd's) that waits 30 s
+/// before SIGKILL still sees `dev` exit on its own.
+const STOP_TASKS_MAX: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// `dev`'s stop: kills every job that has tasks on its agents, as `job kill`
+/// does (each task gets its own stop signal, then SIGKILL after its grace
+/// period), and waits until they ended: the longest grace period plus 5 s,
+/// at most [`STOP_TASKS_MAX`]. Prints what was stopped and what, if
+/// anything, is still running when the wait ends.
+async fn stop_tasks(jobs: &paceline_jobmgr::JobManager) {
+    let (count, by_job) = on_host_tasks(jobs);
+    if count == 0 {
+        return;
+    }
+    println!(
+        "paceline dev: stopping {count} task(s) of {} job(s) (--keep-tasks-on-exit leaves them running)",
+        by_job.len()
+    );
+    let mut grace_secs = 0u32;
+    for (id, instances) in &by_job {
+        if let Ok(info) = jobs.get(id).await {
+            for &i in instances {
+                let g = info.config.task_spec(i).kill_grace_period_secs;
+                // 0 is the agent's default grace (10 s).
+                grace_secs = grace_secs.max(if g == 0 { 10 } else { g });
+            }
+        }
+        if let Err(e) = jobs.kill(id, None).await {
+            println!("  {id}: not stopped: {e}");
+        }
+    }
+    let wait = std::time::Duration::from_secs(u64::from(grace_secs) + 5).min(STOP_TASKS_MAX);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut left = on_host_tasks(jobs);
+    while left.0 > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = on_host_tasks(jobs);
+    }
+    for (id, instances) in &by_job {
+        let still = left.1.get(id).map_or(0, Vec::len);
+        println!("  stopped {} task(s) of {id}", instances.len().saturating_sub(still));
+    }
+    if left.0 > 0 {
+        println!(
+            "paceline dev: {} task(s) still running after {} s, left to the next `dev` on this data dir: {}",
+            left.0,
+            wait.as_secs(),
+            left.1.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+}
+
 pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
     // Refusals first: nothing is created for a start that cannot succeed.
     check_dev_exposure(args.api_listen, args.tokens_file.is_some())?;
@@ -463,6 +534,11 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args(["--ca-hash", &join.ca_hash])
                     .envs(join.token.as_ref().map(|t| ("PACELINE_JOIN_TOKEN", t.as_str())))
                     .stdin(Stdio::piped())
+                    // A process group of its own: Ctrl-C in the terminal
+                    // (SIGINT to the foreground group) reaches `dev` alone,
+                    // which stops the tasks through the agents before it stops
+                    // them; they still die with `dev` through the pipe.
+                    .process_group(0)
                     .stdout(Stdio::null())
                     .stderr(log)
                     .spawn()
@@ -486,8 +562,23 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
             Some(t) => println!("  tokens required (from {})", t.display()),
             None => println!("  open API: any caller acts as admin (--tokens-file to require tokens)"),
         }
-        println!("  try: paceline job create examples/hello.yaml");
+        println!("  try: {}", super::example::dev_hint(std::env::current_dir().ok().as_deref()));
         until_signal().await;
+        if hosts == HostsConfig::Agent {
+            if args.keep_tasks_on_exit {
+                let (tasks, jobs) = on_host_tasks(&server.cluster.jobs);
+                if tasks > 0 {
+                    println!(
+                        "paceline dev: left {tasks} task(s) of {} job(s) running (--keep-tasks-on-exit); the next \
+                         `paceline dev --data-dir {}` takes them over",
+                        jobs.len(),
+                        data_dir.display()
+                    );
+                }
+            } else {
+                stop_tasks(&server.cluster.jobs).await;
+            }
+        }
         drop(agents);
         server.shutdown().await;
         anyhow::Ok(())

@@ -22,12 +22,17 @@ pub struct DeployArgs {
     opts: ClientOpts,
     /// Slot, such as placement/batch, preemption or lifecycle/stateless.
     slot: String,
-    /// Plugin name.
-    name: String,
-    /// Version label.
-    version: String,
-    /// The component (.wasm).
-    file: PathBuf,
+    /// Plugin name (with --builtin: default the built-in's name).
+    name: Option<String>,
+    /// Version label (with --builtin: default builtin-<this version>).
+    version: Option<String>,
+    /// The component (.wasm), or a built-in policy as builtin:NAME or
+    /// NAME@builtin-<version> (`plugin list` names them).
+    file: Option<PathBuf>,
+    /// Deploy a built-in policy (embedded in this binary) instead of a file:
+    /// binpack, spread, priority-preempt, batch, … (`plugin list` names them).
+    #[arg(long, value_name = "NAME", conflicts_with = "file")]
+    builtin: Option<String>,
     /// Skip the server's self-test on sample inputs.
     #[arg(long)]
     skip_self_test: bool,
@@ -51,7 +56,8 @@ pub struct ActivateArgs {
     opts: ClientOpts,
     /// Slot.
     slot: String,
-    /// Version id, name@version.
+    /// Version id, name@version (a built-in as NAME@builtin-<version> or
+    /// builtin:NAME is deployed to the slot first if it is not there).
     id: String,
 }
 
@@ -71,7 +77,9 @@ pub struct ShadowArgs {
     opts: ClientOpts,
     /// Slot.
     slot: String,
-    /// Version id to run beside the active one, name@version.
+    /// Version id to run beside the active one, name@version (a built-in as
+    /// NAME@builtin-<version> or builtin:NAME is deployed to the slot first
+    /// if it is not there).
     id: String,
     /// Stop the slot's shadow run and print its report.
     #[arg(long)]
@@ -118,12 +126,67 @@ pub fn deploy_messages(
         .collect()
 }
 
+/// The names of the built-in policies, for messages.
+fn builtin_names() -> String {
+    paceline::sim::BUILTINS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+/// The built-in policy a reference names: `builtin:NAME`, or
+/// `NAME@builtin-<version>` (the id the server gives the built-ins it
+/// installs). `Ok(None)` for anything else; an error for a built-in name
+/// this binary does not have, or another version's built-in.
+pub fn builtin_ref(reference: &str) -> anyhow::Result<Option<(&'static str, &'static [u8])>> {
+    let name = match reference.strip_prefix("builtin:") {
+        Some(name) => name,
+        None => match reference.split_once('@') {
+            Some((name, version)) if version.starts_with("builtin-") => {
+                if version != paceline::wiring::BUILTIN_VERSION {
+                    return Err(bad_input(format!(
+                        "{reference}: this paceline has the built-in policies of {}, not {version}",
+                        paceline::wiring::BUILTIN_VERSION
+                    )));
+                }
+                name
+            }
+            _ => return Ok(None),
+        },
+    };
+    match paceline::sim::BUILTINS.iter().find(|(n, _)| *n == name) {
+        Some(&(name, bytes)) => Ok(Some((name, bytes))),
+        None => Err(bad_input(format!("{reference}: `{name}` is not a built-in policy ({})", builtin_names()))),
+    }
+}
+
+/// What `plugin deploy` uploads: (name, version, bytes), from a file or a built-in.
+fn deploy_source(a: &DeployArgs) -> anyhow::Result<(String, String, Vec<u8>)> {
+    let usage = || {
+        bad_input(format!(
+            "expected `plugin deploy SLOT NAME VERSION FILE.wasm` or `plugin deploy SLOT --builtin NAME` (built-in \
+             policies: {})",
+            builtin_names()
+        ))
+    };
+    let builtin = match (&a.builtin, &a.file) {
+        (Some(name), _) => builtin_ref(&format!("builtin:{name}"))?,
+        (None, Some(file)) => builtin_ref(&file.to_string_lossy())?,
+        (None, None) => return Err(usage()),
+    };
+    if let Some((name, bytes)) = builtin {
+        let name = a.name.clone().unwrap_or_else(|| name.to_string());
+        let version = a.version.clone().unwrap_or_else(|| paceline::wiring::BUILTIN_VERSION.to_string());
+        return Ok((name, version, bytes.to_vec()));
+    }
+    let (Some(name), Some(version), Some(file)) = (&a.name, &a.version, &a.file) else { return Err(usage()) };
+    let wasm = super::read_file(file)?;
+    check_component(file, &wasm)?;
+    Ok((name.clone(), version.clone(), wasm))
+}
+
 /// `plugin deploy`.
 pub fn deploy(a: DeployArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
-        let wasm = super::read_file(&a.file)?;
-        check_component(&a.file, &wasm)?;
-        let messages = deploy_messages(&a.slot, &a.name, &a.version, a.skip_self_test, a.deadline_ms, &wasm);
+        let (name, version, wasm) = deploy_source(&a)?;
+        let messages = deploy_messages(&a.slot, &name, &version, a.skip_self_test, a.deadline_ms, &wasm);
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
         let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
         emit(a.opts.output, &json!({"id": resp.id, "sha256": resp.sha256}), || {
@@ -132,13 +195,47 @@ pub fn deploy(a: DeployArgs) -> anyhow::Result<std::process::ExitCode> {
     })
 }
 
+/// The version id `id` names in `slot`: itself, or for a built-in
+/// (`builtin:NAME`, `NAME@builtin-<version>`) `NAME@builtin-<version>`,
+/// deployed to the slot first when the slot does not have it (the server
+/// installs each slot's own default only; `spread` in `placement/batch`
+/// is not there until deployed).
+async fn resolve_version(
+    client: &mut PluginServiceClient<super::Api>,
+    slot: &str,
+    id: &str,
+    deploy: bool,
+) -> anyhow::Result<String> {
+    let Some((name, bytes)) = builtin_ref(id)? else { return Ok(id.to_string()) };
+    let version_id = format!("{name}@{}", paceline::wiring::BUILTIN_VERSION);
+    if !deploy {
+        return Ok(version_id);
+    }
+    let slots = client.list_plugins(pb::ListPluginsRequest {}).await.map_err(RpcError)?.into_inner().slots;
+    let present = slots.iter().any(|s| s.slot == slot && s.versions.iter().any(|v| v.id == version_id));
+    if !present {
+        let messages = deploy_messages(slot, name, paceline::wiring::BUILTIN_VERSION, false, 0, bytes);
+        let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
+        eprintln!("deployed the built-in {} to {slot}", resp.id);
+    }
+    Ok(version_id)
+}
+
 /// `plugin list`.
 pub fn list(a: ListArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
         let slots = client.list_plugins(pb::ListPluginsRequest {}).await.map_err(RpcError)?.into_inner().slots;
         let value = serde_json::Value::Array(slots.iter().map(render::plugin_slot).collect());
-        emit(a.opts.output, &value, || slot_table(&slots))
+        emit(a.opts.output, &value, || {
+            // The built-ins are in the binary, not in a file an operator has.
+            format!(
+                "{}built-in policies (plugin deploy SLOT --builtin NAME; shadow or activate as NAME@{}): {}\n",
+                slot_table(&slots),
+                paceline::wiring::BUILTIN_VERSION,
+                builtin_names()
+            )
+        })
     })
 }
 
@@ -146,8 +243,8 @@ pub fn list(a: ListArgs) -> anyhow::Result<std::process::ExitCode> {
 pub fn activate(a: ActivateArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
-        let slot =
-            client.activate_plugin(pb::PluginRef { slot: a.slot, id: a.id }).await.map_err(RpcError)?.into_inner();
+        let id = resolve_version(&mut client, &a.slot, &a.id, true).await?;
+        let slot = client.activate_plugin(pb::PluginRef { slot: a.slot, id }).await.map_err(RpcError)?.into_inner();
         emit(a.opts.output, &render::plugin_slot(&slot), || slot_table(std::slice::from_ref(&slot)))
     })
 }
@@ -165,14 +262,15 @@ pub fn rollback(a: RollbackArgs) -> anyhow::Result<std::process::ExitCode> {
 pub fn shadow(a: ShadowArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
+        let id = resolve_version(&mut client, &a.slot, &a.id, !a.stop).await?;
         let r = pb::ShadowPluginRequest {
-            plugin: Some(pb::PluginRef { slot: a.slot.clone(), id: a.id.clone() }),
+            plugin: Some(pb::PluginRef { slot: a.slot.clone(), id: id.clone() }),
             stop: a.stop,
         };
         let resp = client.shadow_plugin(r).await.map_err(RpcError)?.into_inner();
         emit(a.opts.output, &render::shadow_report(&resp), || {
             let mut s = fields(&[
-                ("shadow", format!("{} in {}{}", a.id, a.slot, if a.stop { " (stopped)" } else { "" })),
+                ("shadow", format!("{id} in {}{}", a.slot, if a.stop { " (stopped)" } else { "" })),
                 ("compared", resp.compared.to_string()),
                 ("differed", resp.differed.to_string()),
                 ("candidate faults", resp.candidate_faults.to_string()),
@@ -252,6 +350,23 @@ mod tests {
             })
             .collect();
         assert_eq!(sizes, vec![CHUNK, CHUNK, 5]);
+    }
+
+    /// Issue 43: `spread@builtin-0.1.0` was "not found" where a file or an
+    /// id was expected; the built-ins are named as the server names them.
+    #[test]
+    fn built_in_policies_are_named_as_builtin_name_or_their_version_id() {
+        let id = format!("spread@{}", paceline::wiring::BUILTIN_VERSION);
+        for reference in ["builtin:spread", id.as_str()] {
+            let (name, bytes) = builtin_ref(reference).expect("a reference").expect("a built-in");
+            assert_eq!((name, bytes), ("spread", paceline_plugin_artifacts::SPREAD), "{reference}");
+        }
+        assert!(builtin_ref("spread@1.0").expect("not a built-in").is_none());
+        assert!(builtin_ref("plugins/spread.wasm").expect("a file").is_none());
+        let wrong = builtin_ref("builtin:nope").expect_err("unknown").to_string();
+        assert!(wrong.contains("binpack, spread"), "names the built-ins: {wrong}");
+        let other = builtin_ref("spread@builtin-9.9.9").expect_err("another version").to_string();
+        assert!(other.contains(paceline::wiring::BUILTIN_VERSION), "{other}");
     }
 
     #[test]

@@ -68,6 +68,22 @@ pub fn model_pool_spec(s: &pb::PoolSpec) -> paceline_model::pool::PoolSpec {
 /// A job spec through the model; a spec the model refuses is shown with the
 /// reason rather than dropped, since the user asked to see it.
 pub fn job_spec(s: &pb::JobSpec) -> Value {
+    // Watch events and job lists carry a job's summary, not its spec: name,
+    // owner, pool, kind, labels and instance count, and no task (a job
+    // cannot be created without one). Shown as those fields, not as a spec
+    // the model refuses ("spec.default_task: must be set").
+    if s.default_task.is_none() {
+        return json!({
+            "name": s.name,
+            "owner": s.owner,
+            "pool": s.pool,
+            // As a job file writes it (`batch`), like the full spec.
+            "kind": enum_name(pb::JobKind::try_from(s.kind).ok().map(|k| k.as_str_name()), "JOB_KIND_", s.kind)
+                .to_ascii_lowercase(),
+            "instance_count": s.instance_count,
+            "labels": s.labels.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        });
+    }
     match convert::job_config("spec", s) {
         Ok(c) => serde_json::to_value(&c).unwrap_or(Value::Null),
         Err(e) => json!({"name": s.name, "owner": s.owner, "pool": s.pool, "unreadable": e.to_string()}),
@@ -319,6 +335,34 @@ mod tests {
             "x\\u{1b}]0;owned\\u{7}y\\u{9}z\\u{d}\\u{7f}\\u{9b}"
         );
         assert_eq!(printable("wéb サービス"), "wéb サービス");
+    }
+
+    /// Issue 43: `watch -o json` printed `"spec":{"unreadable":"spec.default_task:
+    /// must be set"}` for every job event (a summary carries no task).
+    #[test]
+    fn a_job_summary_renders_its_fields_not_unreadable() {
+        let summary = paceline_storage::JobSummary {
+            id: "j1".into(),
+            name: "hello".into(),
+            owner: "me".into(),
+            pool: "/default".into(),
+            kind: paceline_model::job::JobKind::Batch,
+            labels: [("team".to_string(), "a".to_string())].into(),
+            instance_count: 3,
+            latest_config_version: 2,
+            runtime: paceline_model::job::JobRuntime::initial(2, 0),
+        };
+        let event = pb::WatchEvent {
+            revision: 7,
+            change: Some(pb::watch_event::Change::Job(convert::job_summary_pb(&summary))),
+        };
+        let v = watch_event(&event);
+        let spec = &v["job"]["spec"];
+        assert!(spec.get("unreadable").is_none(), "{v}");
+        assert_eq!(
+            spec,
+            &json!({"name": "hello", "owner": "me", "pool": "/default", "kind": "batch", "instance_count": 3, "labels": {"team": "a"}})
+        );
     }
 
     #[test]
