@@ -217,7 +217,8 @@ export class Client {
   }
 
   /**
-   * A job's tasks, ordered by instance.
+   * A job's tasks, ordered by instance: every page (the server sends at
+   * most 5,000 tasks a reply).
    *
    * @param {string} jobId
    * @param {string[]} [states] only these ("TASK_STATE_RUNNING", ...); all when empty
@@ -225,8 +226,14 @@ export class Client {
    * @returns {Promise<any[]>} paceline.v1.Task objects
    */
   async listTasks(jobId, states = [], callOptions = {}) {
-    const response = await unary(this.tasks, "listTasks", { jobId, states }, callOptions);
-    return response.tasks;
+    const tasks = [];
+    let pageToken = "";
+    do {
+      const response = await unary(this.tasks, "listTasks", { jobId, states, pageToken }, callOptions);
+      tasks.push(...(response.tasks || []));
+      pageToken = response.nextPageToken || "";
+    } while (pageToken);
+    return tasks;
   }
 
   /**

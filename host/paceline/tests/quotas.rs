@@ -263,3 +263,33 @@ async fn the_web_ui_job_route_returns_one_page_of_tasks_and_how_to_get_more() {
     let (code, _) = http_get(api.addr, &format!("/ui/api/jobs/{id}?tasks_offset=x")).await;
     assert_eq!(code, 400, "a bad offset");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_client_list_tasks_reads_every_page() {
+    let clients = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/node");
+    let node_ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node_ok || !clients.join("node_modules").exists() {
+        eprintln!("skipped: node or clients/node/node_modules is missing (npm ci in clients/node)");
+        return;
+    }
+    let api = Api::start(QuotaLimits::default()).await;
+    let n = paceline_api::tasks::MAX_TASK_PAGE as u32 + 700;
+    let id = api.create(spec(n)).await.expect("create");
+    let index = clients.join("index.mjs");
+    let script = format!(
+        "const {{ connect }} = await import({index:?}); const c = connect('http://{addr}'); \
+         const t = await c.listTasks('{id}'); console.log(t.length + ' ' + t[t.length - 1].instance); process.exit(0);",
+        index = index.to_string_lossy(),
+        addr = api.addr,
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .args(["--input-type=module", "-e", &script])
+            .env_remove("PACELINE_TOKEN")
+            .output()
+            .expect("node runs")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), out).await.expect("in time").expect("joined");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{n} {}", n - 1));
+}
