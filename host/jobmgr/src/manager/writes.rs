@@ -53,16 +53,20 @@ impl JobManager {
                 .collect::<Result<_, _>>()?;
             (job.id.clone(), olds)
         };
-        for w in &mut writes {
+        for (w, old) in writes.iter_mut().zip(&olds) {
             w.rt.updated_at_ms = now;
-            // A new reason brings its own message, empty or not: the old
-            // message explained the old reason ("health check passed" must
-            // not stay on a drain's kill).
-            if !w.reason.is_empty() && w.reason != w.rt.reason {
+            let new_reason = !w.reason.is_empty() && w.reason != old.reason;
+            if !w.reason.is_empty() {
                 w.rt.reason = w.reason.clone();
+            }
+            if !w.message.is_empty() {
                 w.rt.message = w.message.clone();
-            } else if !w.message.is_empty() {
-                w.rt.message = w.message.clone();
+            } else if new_reason && w.rt.message == old.message {
+                // A new reason with no message of its own: the old message
+                // explained the old reason ("health check passed" must not
+                // stay on a drain's kill). A message the caller set on the
+                // runtime itself (a refused launch's) stays.
+                w.rt.message.clear();
             }
         }
         let cas: Vec<TaskCas> = writes
