@@ -120,9 +120,9 @@ async fn a_task_cannot_read_another_tenants_environment_secret_files_or_the_agen
     let mut a = sh(
         "team-a-web-0-1",
         &format!(
-            "pid=$(cat {s}/b.pid); cat /proc/$pid/environ; echo environ=$?; \
-             cat $(cat {s}/b.path); echo secret=$?; cat {key}; echo key=$?; \
-             ls {runs}; echo list_runs=$?; echo uid=$(id -u)",
+            "pid=$(cat {s}/b.pid); cat /proc/$pid/environ > environ; r=$?; tr '\\0' '\\n' < environ; \
+             echo; echo environ=$r; cat $(cat {s}/b.path); r=$?; echo; echo secret=$r; \
+             cat {key}; r=$?; echo; echo key=$r; ls {runs}; echo list_runs=$?; echo uid=$(id -u)",
             s = shared.display(),
             key = key.display(),
             runs = data.join("runs").display(),
