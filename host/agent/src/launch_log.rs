@@ -44,7 +44,9 @@ pub fn launch_log_path(data_dir: &Path) -> PathBuf {
 /// `RunSpec::validated`), so the line splits back unambiguously.
 pub(crate) fn append(data_dir: &Path, at_ms: u64, task_id: &str, run_id: &str) -> std::io::Result<()> {
     let line = format!("{at_ms} {task_id} {run_id}\n");
-    let mut file = OpenOptions::new().create(true).append(true).open(launch_log_path(data_dir))?;
+    // The agent's alone: it names every tenant's runs (decision 0047).
+    let mut file = std::os::unix::fs::OpenOptionsExt::mode(OpenOptions::new().create(true).append(true), 0o600)
+        .open(launch_log_path(data_dir))?;
     file.write_all(line.as_bytes())
 }
 

@@ -211,3 +211,43 @@ async fn a_symlink_a_task_puts_in_place_of_its_log_is_not_followed_by_the_agent(
     let served = read.as_ref().map(|d| String::from_utf8_lossy(&d.data).into_owned()).unwrap_or_default();
     assert!(!served.contains(KEY_MARKER), "the agent served its key as a task log: {read:?}");
 }
+
+#[tokio::test]
+async fn a_run_re_adopted_after_a_restart_keeps_its_uid_to_itself() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: per-run task uids need the agent to run as root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let data = tmp.path().join("data");
+    let range = port_range();
+    let config = AgentConfig {
+        data_dir: data.clone(),
+        hostname: Some("tenants".to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        task_uid_first: 71_200,
+        task_uid_last: 71_201,
+        port_range_first: range.0,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    };
+    let first = Agent::start(config.clone()).await.expect("agent");
+    first.supervisor().launch_spec(sh("kept-0-1", "echo uid=$(id -u); echo ready; sleep 60")).unwrap();
+    let kept = value(&wait_log(first.supervisor(), "kept-0-1", "ready").await, "uid");
+    // The agent restarts; the run goes on and is re-adopted.
+    first.supervisor().detach();
+    drop(first);
+    let agent = Agent::start(config).await.expect("agent again");
+    let sup = agent.supervisor().clone();
+    let mut events = sup.subscribe();
+    // The other uid of the range, never the adopted run's.
+    sup.launch_spec(sh("next-0-1", "echo uid=$(id -u)")).unwrap();
+    wait_terminal(&mut events, "next-0-1", Duration::from_secs(20)).await;
+    let next = value(&stdout(&sup, "next-0-1"), "uid");
+    assert_ne!(next, kept, "a new run got the uid of a run that still runs");
+    sup.kill("kept-0-1", Some(1)).unwrap();
+    wait_terminal(&mut events, "kept-0-1", Duration::from_secs(20)).await;
+    let sandbox = data.join("runs/kept-0-1");
+    assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nix::unistd::geteuid().as_raw());
+}
