@@ -40,8 +40,8 @@
 //! missing number as 0.
 //!
 //! Errors are `{"error": "..."}` with an HTTP status that follows the gRPC
-//! code (400 invalid, 404 not found, 409 failed precondition, 503
-//! unavailable, 500 otherwise). Authentication and authorization happen in
+//! code (400 invalid, 404 not found, 409 failed precondition, 429 a limit
+//! per caller reached, 503 unavailable, 500 otherwise). Authentication and authorization happen in
 //! [`crate::auth::AuthLayer`] before these handlers run: with a tokens file,
 //! reads need a token, host and plugin changes an operator's; the page
 //! itself and its assets are open (they hold no data). The page is the only
@@ -199,6 +199,9 @@ impl IntoResponse for Failure {
             Code::Unauthenticated => StatusCode::UNAUTHORIZED,
             Code::PermissionDenied => StatusCode::FORBIDDEN,
             Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
+            // A per-caller limit (concurrent job-file parses, plugin
+            // validations, quotas): the caller may try again later.
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut body = serde_json::json!({ "error": self.0.message() });
@@ -464,4 +467,18 @@ async fn audit(
         request.extensions_mut().insert(who);
     }
     Ok(Json(web.audit.list_audit_records(request).await?.into_inner()))
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_reached_is_429_and_the_other_codes_keep_their_status() {
+        let status = |s: Status| Failure(s).into_response().status();
+        assert_eq!(status(Status::resource_exhausted("2 parses at once")), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status(Status::invalid_argument("x")), StatusCode::BAD_REQUEST);
+        assert_eq!(status(Status::permission_denied("x")), StatusCode::FORBIDDEN);
+        assert_eq!(status(Status::internal("x")), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }
