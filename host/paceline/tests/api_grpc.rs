@@ -137,7 +137,8 @@ async fn a_batch_job_created_over_grpc_runs_to_success() {
     assert_eq!(tasks.len(), 3);
     assert!(all_in(&tasks, pb::TaskState::Succeeded), "{tasks:?}");
     assert!(tasks.iter().all(|t| !t.host.is_empty() && t.run == 1 && t.run_id == format!("{id}-{}-1", t.instance)));
-    let only_failed = pb::ListTasksRequest { job_id: id.clone(), states: vec![pb::TaskState::Failed as i32], ..Default::default() };
+    let only_failed =
+        pb::ListTasksRequest { job_id: id.clone(), states: vec![pb::TaskState::Failed as i32], ..Default::default() };
     assert!(api.tasks().list_tasks(only_failed).await.expect("filtered").into_inner().tasks.is_empty());
 
     let one = api.tasks().get_task(pb::GetTaskRequest { task: task_ref(&id, 1) }).await.expect("get task").into_inner();
