@@ -579,10 +579,42 @@ where
                     crate::browser::harden(response.headers_mut());
                 }
                 observe(&path, &response);
-                Box::pin(async move { Ok(response) })
+                if !plain_http {
+                    return Box::pin(async move { Ok(response) });
+                }
+                // Answered before the body was read, an HTTP/2 request still
+                // uploading ends in a stream reset the client reports instead
+                // of this 401/403 (curl: "stream was not closed cleanly").
+                // So the body is read first, within a bound; past it the
+                // answer goes out all the same.
+                let body = request.into_body();
+                Box::pin(async move {
+                    drain_refused(body).await;
+                    Ok(response)
+                })
             }
         }
     }
+}
+
+/// How much of a refused plain-HTTP request's body is read before the
+/// answer (a job file or a component upload fits), and for how long.
+const REFUSED_BODY_DRAIN_BYTES: usize = 64 << 20;
+const REFUSED_BODY_DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads and drops a refused request's body, up to the bounds above.
+async fn drain_refused(mut body: tonic::body::Body) {
+    use http_body_util::BodyExt;
+    let read = async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > REFUSED_BODY_DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSED_BODY_DRAIN_TIME, read).await;
 }
 
 /// One line per refused call at the default level: what was called, by

@@ -310,3 +310,37 @@ async fn a_token_about_to_cross_the_network_in_clear_is_warned_about_once() {
     assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
     assert!(!String::from_utf8_lossy(&local.stderr).contains(WARNING));
 }
+
+/// Issue 44: a refused POST over HTTP/2 sometimes got a stream reset
+/// instead of its 401/403: the answer went out while the body was still
+/// being sent. curl (a real HTTP/2 client, in the machine's base image)
+/// said "stream was not closed cleanly" (exit 92) and saw no status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_over_http2_gets_its_answer_not_a_stream_reset() {
+    let api = Api::start(AuditSettings::default()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = dir.path().join("job.yaml");
+    std::fs::write(&body, vec![b'a'; 3 << 20]).expect("write");
+    let url = format!("http://{}/ui/api/jobs", api.addr);
+    let body_arg = format!("@{}", body.display());
+    for attempt in 0..3 {
+        let out = tokio::task::spawn_blocking({
+            let (url, body_arg) = (url.clone(), body_arg.clone());
+            move || {
+                Command::new("curl")
+                    .args(["-sS", "--http2-prior-knowledge", "-X", "POST", "-w", "\n%{http_code}"])
+                    .args(["-H", "X-Paceline-Request: ui", "-H", "Content-Type: application/yaml"])
+                    .args(["--data-binary", &body_arg, &url])
+                    .output()
+                    .expect("curl runs (Debian's curl is in the base image)")
+            }
+        })
+        .await
+        .expect("joined");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "attempt {attempt}: curl {:?}: {stderr}", out.status.code());
+        assert!(stdout.ends_with("\n401"), "attempt {attempt}: {stdout}");
+        assert!(stdout.contains("no token"), "the refusal's own words: {stdout}");
+    }
+}
