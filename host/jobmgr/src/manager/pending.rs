@@ -20,7 +20,9 @@ use super::JobManager;
 /// Where an instance waits, as the managers know it (before hosts are counted).
 enum Stage {
     /// Queued in the resource manager (not admitted).
-    Queued { info: PendingInfo, head: Option<GangName> },
+    /// `head`: what waits at the head of its lane when it is queued behind
+    /// something else, and how many tasks that is (one: a task, not a gang).
+    Queued { info: PendingInfo, head: Option<(GangName, u32)> },
     /// Admitted; back from a round that could not place it, or before its first.
     Admitted { last: Option<UnplacedReason>, gang: Option<GangName>, placing: bool },
     /// Neither queued nor admitted yet (just created, or between the two).
@@ -231,9 +233,12 @@ impl JobManager {
                 Some((gang, info)) => {
                     let head = match info.reason {
                         PendingReason::BehindHead { head } if head != gang => {
-                            rm.gang_span(head).map(|(key, first, n)| GangName {
-                                job: name_of(key),
-                                instances: instance_ranges(first..first.saturating_add(n)),
+                            rm.gang_span(head).map(|(key, first, n)| {
+                                let name = GangName {
+                                    job: name_of(key),
+                                    instances: instance_ranges(first..first.saturating_add(n)),
+                                };
+                                (name, n)
                             })
                         }
                         _ => None,
@@ -296,7 +301,16 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
                 why(PendingKind::WaitingForCapacity, format!("{info} ({words})"))
             }
             PendingReason::BehindHead { .. } => match head {
-                Some(head) => why(
+                // One task ahead is no gang (the job may have none): it
+                // waits its turn behind that task.
+                Some((head, 1)) => why(
+                    PendingKind::AdmissionOrder,
+                    format!(
+                        "queued in pool {} behind job {} instance {}, which waits at the head of the pool's queue",
+                        info.pool, head.job, head.instances
+                    ),
+                ),
+                Some((head, _)) => why(
                     PendingKind::BlockedByGang,
                     format!("queued in pool {} behind the gang of {head}, which waits at the head", info.pool),
                 ),
@@ -377,5 +391,31 @@ mod tests {
         assert!(why.text.contains("retrying"), "{}", why.text);
         let why = explain(&admitted(UnplacedReason::Deferred), &Census::default(), "2 hosts fit now");
         assert_eq!(why.kind, PendingKind::DeferredByPlugin);
+    }
+
+    /// Issue 43: a job without a gang read "2 blocked by a gang" when its
+    /// second instance waited behind its first. One task at the head is
+    /// admission order; a real gang there still blocks.
+    #[test]
+    fn waiting_behind_one_task_is_admission_order_and_behind_a_gang_is_blocked_by_it() {
+        let queued = |n: u32| Stage::Queued {
+            info: PendingInfo {
+                gang: paceline_resmgr::GangId(7),
+                pool: "/team-a/batch".into(),
+                reason: PendingReason::BehindHead { head: paceline_resmgr::GangId(3) },
+                queued_at_ms: 0,
+            },
+            head: Some((
+                GangName { job: "web-1".into(), instances: if n == 1 { "0".into() } else { "0-3".into() } },
+                n,
+            )),
+        };
+        let one = explain(&queued(1), &Census::default(), "2 hosts fit now");
+        assert_eq!(one.kind, PendingKind::AdmissionOrder, "{}", one.text);
+        assert!(one.text.contains("behind job web-1 instance 0"), "{}", one.text);
+        assert!(!one.text.contains("gang"), "{}", one.text);
+        let four = explain(&queued(4), &Census::default(), "2 hosts fit now");
+        assert_eq!(four.kind, PendingKind::BlockedByGang);
+        assert!(four.text.contains("behind the gang of job web-1 instances 0-3"), "{}", four.text);
     }
 }
