@@ -37,7 +37,12 @@ pub fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_paceline");
 
-/// A port nothing listens on right now, below the kernel's ephemeral range.
+/// Task ports of `paceline dev`'s agents (`DEV_TASK_PORTS_FROM` in
+/// cmd/server.rs), for four agents: [`free_port`] stays out of them.
+const DEV_TASK_PORTS: (u16, u16) = (20_000, 24_000);
+
+/// A port nothing listens on right now, below the kernel's ephemeral range
+/// and outside [`DEV_TASK_PORTS`].
 /// A port the kernel hands out (bind to 0) can be given again as the source
 /// port of any outgoing connection while the process meant to listen on it
 /// is not up yet or stands by, and its bind then fails (a standby job
@@ -62,6 +67,12 @@ pub fn free_port() -> u16 {
             break;
         }
         let port = (from + x % (to - from)) as u16;
+        // Not where `paceline dev` gives its agents task ports (20000 up, a
+        // thousand an agent; the tests start at most a few agents): a dev of
+        // another test would bind it for a task later.
+        if (DEV_TASK_PORTS.0..DEV_TASK_PORTS.1).contains(&port) {
+            continue;
+        }
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
