@@ -266,7 +266,8 @@ impl JobManager {
             let mut instant = false;
             let mut progress = Vec::new();
             // Those already in flight take nothing more down; ask for the rest.
-            let in_flight: Vec<u32> = job.update.as_ref().map_or_else(Vec::new, |u| {
+            // Sets, not lists: a batch may be every instance of a large job.
+            let in_flight: std::collections::HashSet<u32> = job.update.as_ref().map_or_else(Default::default, |u| {
                 u.progress.values().filter(|p| p.state == InstanceUpdateState::InProgress).map(|p| p.instance).collect()
             });
             let wanted: Vec<u32> = batch.iter().copied().filter(|i| !in_flight.contains(i)).collect();
@@ -292,7 +293,7 @@ impl JobManager {
                 });
                 granted = crate::availability::grant(job, &spare);
             }
-            if !granted.iter().all(|i| wanted.contains(i)) || granted.len() < wanted.len() {
+            if granted != wanted {
                 tracing::debug!(
                     job = %job.id,
                     asked = ?wanted,
