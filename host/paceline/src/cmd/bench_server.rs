@@ -85,8 +85,14 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
             paceline_api::auth::token_hash_hex(&token)
         ),
     )?;
+    // One principal submits the whole load: its quotas (issue 44) are
+    // raised to the load when the defaults would refuse it, so the checks
+    // still run on every create, as they do in a server.
+    let defaults = paceline_api::quota::QuotaLimits::default();
+    let quota_jobs = defaults.max_live_jobs_per_principal.max(u64::from(args.jobs));
+    let quota_tasks = defaults.max_live_tasks_per_principal.max(total);
     let yaml = format!(
-        "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\ntokens_file: {}\nhosts: {{provider: sim, hosts: {}, resources: {{cpu_millis: {}, memory_mib: {}, disk_mib: {}, gpus: 0}}, zones: 2}}\n",
+        "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\ntokens_file: {}\nhosts: {{provider: sim, hosts: {}, resources: {{cpu_millis: {}, memory_mib: {}, disk_mib: {}, gpus: 0}}, zones: 2}}\nquotas: {{max_live_jobs_per_principal: {quota_jobs}, max_live_tasks_per_principal: {quota_tasks}}}\n",
         dir.path().join("data").display(),
         tokens.display(),
         args.hosts,
@@ -106,6 +112,12 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
         cores,
         host.memory_mib / 1_024
     );
+    if quota_jobs != defaults.max_live_jobs_per_principal || quota_tasks != defaults.max_live_tasks_per_principal {
+        println!(
+            "quotas raised to the load (one principal submits it all): {quota_jobs} live jobs, {quota_tasks} live tasks per principal (defaults {}, {})",
+            defaults.max_live_jobs_per_principal, defaults.max_live_tasks_per_principal
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let data = dir.path().join("data");
     runtime.block_on(bench(args, config, token, host, total, &data))?;
