@@ -4,7 +4,10 @@
 // with. Idempotent: a second run (after a partial first one) logs in with the new superuser
 // password and sets the same passwords again.
 //
-//   java -cp "$CACHE/lib/*" AuthSetup.java HOST PORT SUPERUSER_PASSWORD_FILE ROLE ROLE_PASSWORD_FILE
+//   java -cp "$CACHE/lib/*" AuthSetup.java HOST PORT SUPERUSER_PASSWORD_FILE ROLE ROLE_PASSWORD_FILE [AUTH_RF]
+//
+// With AUTH_RF (a cluster), system_auth is first replicated to AUTH_RF nodes, before the
+// roles are written, so that a login still works with a node down.
 //
 // Passwords are read from the files (mode 600), never taken as arguments (which `ps` shows)
 // and never printed.
@@ -35,8 +38,8 @@ public class AuthSetup {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 5) {
-            System.err.println("usage: AuthSetup HOST PORT SUPERUSER_PASSWORD_FILE ROLE ROLE_PASSWORD_FILE");
+        if (args.length != 5 && args.length != 6) {
+            System.err.println("usage: AuthSetup HOST PORT SUPERUSER_PASSWORD_FILE ROLE ROLE_PASSWORD_FILE [AUTH_RF]");
             System.exit(64);
         }
         String host = args[0];
@@ -44,6 +47,7 @@ public class AuthSetup {
         String superPassword = read(args[2]);
         String role = args[3];
         String rolePassword = read(args[4]);
+        int authRf = args.length == 6 ? Integer.parseInt(args[5]) : 0;
         if (!role.matches("[a-z][a-z0-9_]*")) {
             throw new IllegalArgumentException("role name must be lower-case letters, digits and _");
         }
@@ -52,6 +56,10 @@ public class AuthSetup {
         while (true) {
             for (String password : new String[] {"cassandra", superPassword}) {
                 try (Cluster c = cluster(host, port, password); Session s = c.connect()) {
+                    if (authRf > 0) {
+                        s.execute("ALTER KEYSPACE system_auth WITH replication = {'class': 'SimpleStrategy', "
+                                + "'replication_factor': " + authRf + "}");
+                    }
                     s.execute("ALTER ROLE cassandra WITH PASSWORD = '" + superPassword + "'");
                     s.execute("CREATE ROLE IF NOT EXISTS " + role + " WITH LOGIN = true AND PASSWORD = '"
                             + rolePassword + "'");
