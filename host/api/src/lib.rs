@@ -236,7 +236,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         Arc::new(browser::BrowserPolicy::new(&config.allowed_hosts)),
     ));
     // One watch service (and so one pool poller) for gRPC and the page's live stream.
-    let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone());
+    let watch = watch::WatchApi::new(roles.jobs.clone(), roles.resmgr.clone(), roles.hosts.clone());
     let mut http = web::routes(roles.clone(), watch.clone(), config);
     if let Some(internal) = &config.internal {
         http = http.merge(internal.clone().into_axum_router());

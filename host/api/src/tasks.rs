@@ -96,7 +96,7 @@ impl TaskApi {
 /// grant names positions in the host's device list, a person (and
 /// `CUDA_VISIBLE_DEVICES`) names device indices. Left empty when the host is
 /// not registered now, or a position is not in its list.
-fn fill_gpu_indices(hosts: &dyn HostAccess, tasks: &mut [pb::Task]) {
+pub(crate) fn fill_gpu_indices(hosts: &dyn HostAccess, tasks: &mut [pb::Task]) {
     for t in tasks.iter_mut() {
         let Some(grant) = &t.gpu else { continue };
         if grant.devices.is_empty() || t.host.is_empty() {

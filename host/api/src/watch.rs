@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::Stream;
+use paceline_hostmgr::HostAccess;
 use paceline_jobmgr::JobManager;
 use paceline_jobmgr::feed::{Change as FeedChange, Feed};
 use paceline_proto::v1 as pb;
@@ -41,6 +42,9 @@ pub const POOL_POLL: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct WatchApi {
     jobs: Arc<JobManager>,
+    /// To name a task's GPU devices as `task get` does (the grant holds
+    /// positions in the host's device list, a watcher wants indices).
+    hosts: Arc<dyn HostAccess>,
 }
 
 impl std::fmt::Debug for WatchApi {
@@ -52,10 +56,10 @@ impl std::fmt::Debug for WatchApi {
 impl WatchApi {
     /// Over the cluster's job and resource managers. Starts the pool poller
     /// (it stops when the job manager, and so its feed, is gone).
-    pub fn new(jobs: Arc<JobManager>, resmgr: Arc<Mutex<ResourceManager>>) -> WatchApi {
+    pub fn new(jobs: Arc<JobManager>, resmgr: Arc<Mutex<ResourceManager>>, hosts: Arc<dyn HostAccess>) -> WatchApi {
         let feed = Arc::downgrade(jobs.feed());
         tokio::spawn(poll_pools(feed, resmgr));
-        WatchApi { jobs }
+        WatchApi { jobs, hosts }
     }
 }
 
@@ -108,13 +112,18 @@ impl Filter {
 
 /// The event sent for a change: the record as it is now. A job that is
 /// gone (deleted) is sent with its id only.
-fn event(jobs: &JobManager, revision: u64, c: &FeedChange) -> Option<pb::WatchEvent> {
+fn event(jobs: &JobManager, hosts: &dyn HostAccess, revision: u64, c: &FeedChange) -> Option<pb::WatchEvent> {
     let change = match c {
         FeedChange::Job(id) => Change::Job(match jobs.summary(id) {
             Some(s) => convert::job_summary_pb(&s),
             None => pb::Job { id: id.to_string(), ..pb::Job::default() },
         }),
-        FeedChange::Task(id, i) => Change::Task(convert::task_pb(id, *i, &jobs.task_runtime(id, *i)?)),
+        FeedChange::Task(id, i) => {
+            let mut task = [convert::task_pb(id, *i, &jobs.task_runtime(id, *i)?)];
+            crate::tasks::fill_gpu_indices(hosts, &mut task);
+            let [task] = task;
+            Change::Task(task)
+        }
         FeedChange::Pool(path) => Change::Pool(path.to_string()),
     };
     Some(pb::WatchEvent { revision, change: Some(change) })
@@ -152,12 +161,13 @@ impl WatchService for WatchApi {
             .map_err(|e| Status::out_of_range(format!("from_revision: {e}; re-read, then watch from 0")))?;
         let (tx, rx) = mpsc::channel(256);
         let jobs = self.jobs.clone();
+        let hosts = self.hosts.clone();
         tokio::spawn(async move {
             let mut last = r.from_revision;
             for (revision, c) in replay {
                 last = revision;
                 if filter.wants(&c)
-                    && let Some(ev) = event(&jobs, revision, &c)
+                    && let Some(ev) = event(&jobs, hosts.as_ref(), revision, &c)
                     && tx.send(Ok(ev)).await.is_err()
                 {
                     return;
@@ -181,7 +191,7 @@ impl WatchService for WatchApi {
                 };
                 last = revision;
                 if filter.wants(&c)
-                    && let Some(ev) = event(&jobs, revision, &c)
+                    && let Some(ev) = event(&jobs, hosts.as_ref(), revision, &c)
                     && tx.send(Ok(ev)).await.is_err()
                 {
                     return;

@@ -487,6 +487,9 @@ async fn a_task_shows_its_gpu_share_and_devices() {
         paceline_hostmgr::sim::HostShape::new(1, "gpu", paceline_model::Resources::new(8_000, 8192, 100_000, 2_000))
             .attribute("zone", "a");
     let api = Api::start_on(vec![gpu_host]).await;
+    let mut watch = WatchServiceClient::new(api.channel.clone());
+    let request = pb::WatchRequest { kinds: vec!["task".into()], ..Default::default() };
+    let mut stream = watch.watch(request).await.expect("watch").into_inner();
     let mut wire = spec(JobKind::Stateless, 2);
     if let Some(t) = wire.default_task.as_mut() {
         let r = t.resources.get_or_insert_with(Default::default);
@@ -516,6 +519,24 @@ async fn a_task_shows_its_gpu_share_and_devices() {
     let one = one.task.expect("task");
     assert_eq!(one.gpu, tasks[1].gpu);
     assert_eq!(one.gpu_device_indices, tasks[1].gpu_device_indices);
+    // The watch stream, opened before the job was created, names the same
+    // devices (issue 48 item 3): each instance's last change carries them.
+    let mut last: std::collections::BTreeMap<u32, pb::Task> = std::collections::BTreeMap::new();
+    while last.len() < 2 || last.values().any(|t| t.gpu_device_indices.is_empty()) {
+        let ev = tokio::time::timeout(Duration::from_secs(20), stream.message())
+            .await
+            .unwrap_or_else(|_| panic!("task changes with devices in time; last {last:?}"))
+            .expect("stream")
+            .expect("event");
+        if let Some(pb::watch_event::Change::Task(t)) = ev.change {
+            last.insert(t.instance, t);
+        }
+    }
+    for t in &tasks {
+        assert_eq!(last[&t.instance].gpu_device_indices, t.gpu_device_indices, "{:?}", last[&t.instance]);
+    }
+    // An open stream would hold the server's graceful stop.
+    drop(stream);
     api.stop().await;
 }
 
