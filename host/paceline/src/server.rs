@@ -7,7 +7,7 @@
 //! the public gRPC API on `api_listen`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -446,8 +446,7 @@ async fn prepare(
         pool_history_file: Some(config.data_dir.join("pool-history.jsonl")),
         ..paceline_api::ApiConfig::default()
     };
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|e| ServerError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+    create_private_dir(&config.data_dir)?;
     let storage = config
         .storage
         .clone()
@@ -455,6 +454,28 @@ async fn prepare(
     let store = paceline_storage::config::open(&storage).await?;
     info!(?storage, "store open");
     Ok((api_config, store))
+}
+
+/// Creates the data dir owner-only (0700): it holds the store, the agent
+/// CA's key and join tokens, sim reports naming jobs; a 0755 dir let every
+/// local user list and read what its files' own modes did not hide. A dir
+/// that already exists keeps its mode (an operator may have chosen it), with
+/// a warning when others may read it.
+fn create_private_dir(dir: &Path) -> Result<(), ServerError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true).mode(0o700);
+    builder.create(dir).map_err(|e| ServerError::Other(format!("creating {}: {e}", dir.display())))?;
+    if let Ok(meta) = std::fs::metadata(dir)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            dir = %dir.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the data dir is open to other users; `chmod 700` it unless they must read it"
+        );
+    }
+    Ok(())
 }
 
 /// The pool every job may use on a fresh `dev` cluster.
@@ -985,6 +1006,21 @@ fn futures_shared(rx: tokio::sync::oneshot::Receiver<()>) -> Stopped {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_data_dir_is_private_and_an_existing_one_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("a").join("data");
+        create_private_dir(&dir).expect("created");
+        let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700, "only its owner lists the data dir");
+        let chosen = tmp.path().join("shared");
+        std::fs::create_dir(&chosen).expect("mkdir");
+        std::fs::set_permissions(&chosen, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+        create_private_dir(&chosen).expect("existing");
+        assert_eq!(mode(&chosen), 0o750, "an operator's choice is kept");
+    }
 
     #[test]
     fn an_open_api_serves_loopback_only_unless_acknowledged() {
