@@ -54,7 +54,15 @@ pub async fn leading_channel(servers: &str, ca_cert: Option<&std::path::Path>) -
                 continue;
             }
         };
-        match standby_leader(channel.clone()).await {
+        let answer = match standby_leader(channel.clone()).await {
+            Ok(answer) => answer,
+            Err(e) if single => return Err(ConnectError::NoLeader(format!("{server} {e}"))),
+            Err(e) => {
+                failures.push(format!("{server} {e}"));
+                continue;
+            }
+        };
+        match answer {
             None => return Ok(channel),
             Some(leader) => {
                 match &leader {
@@ -108,23 +116,36 @@ async fn connect_one(server: &str, url: &str, ca_cert: Option<&std::path::Path>)
     })
 }
 
-/// `None` when the server serves (or predates health checks); `Some(leader)`
-/// when it is a standby, with the leader it names.
-pub async fn standby_leader(channel: Channel) -> Option<Option<String>> {
+/// How long a server may stay silent on a health check: a listener that
+/// accepts connections but speaks no HTTP/2 (a wrong port, a wedged
+/// process) would otherwise hold every later call forever.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `Ok(None)` when the server serves (or predates health checks);
+/// `Ok(Some(leader))` when it is a standby, with the leader it names; `Err`
+/// when nothing answered within [`HEALTH_TIMEOUT`] (the words complete
+/// "ADDRESS …").
+pub async fn standby_leader(channel: Channel) -> Result<Option<Option<String>>, String> {
     use paceline_api::tonic_health::pb::health_client::HealthClient;
     use paceline_api::tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
     let mut health = HealthClient::new(channel);
     let request = tonic::Request::new(HealthCheckRequest { service: String::new() });
-    match tokio::time::timeout(Duration::from_secs(5), health.check(request)).await {
+    match tokio::time::timeout(HEALTH_TIMEOUT, health.check(request)).await {
         Ok(Ok(response)) => {
             let leader = paceline_api::standby::leader_of_metadata(response.metadata());
-            (response.get_ref().status == ServingStatus::NotServing as i32).then_some(leader)
+            Ok((response.get_ref().status == ServingStatus::NotServing as i32).then_some(leader))
         }
         Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
-            Some(paceline_api::standby::leader_of_status(&status))
+            Ok(Some(paceline_api::standby::leader_of_status(&status)))
         }
-        // No health service, or a slow one: let the call itself say what is wrong.
-        Ok(Err(_)) | Err(_) => None,
+        // No health service, or not gRPC at all: the call itself says what
+        // is wrong, promptly (an HTTP/1 server's reply is a protocol error).
+        Ok(Err(_)) => Ok(None),
+        Err(_) => Err(format!(
+            "accepted the connection but did not answer a gRPC health check in {} s: is it a Paceline API address \
+             (`paceline dev` prints the one to use), and is that server responsive?",
+            HEALTH_TIMEOUT.as_secs()
+        )),
     }
 }
 
@@ -169,5 +190,32 @@ impl paceline_hostmgr::peer::LocateLeader for HostmgrLocator {
         if let Some(m) = &self.discovery {
             m.shutdown().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that accepts and never speaks (a wrong port, a wedged
+    /// process) is an error after the health check's wait, not a hang.
+    #[tokio::test]
+    async fn a_silent_listener_is_refused_not_waited_on() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let started = std::time::Instant::now();
+        let got = tokio::time::timeout(HEALTH_TIMEOUT * 3, leading_channel(&addr.to_string(), None))
+            .await
+            .expect("an answer, not a hang");
+        let e = got.expect_err("a silent listener is not a server");
+        assert!(e.to_string().contains("did not answer a gRPC health check"), "{e}");
+        assert!(started.elapsed() >= HEALTH_TIMEOUT, "it waited for the health check");
+        held.abort();
     }
 }
