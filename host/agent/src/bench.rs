@@ -81,6 +81,7 @@ pub async fn bench_launch(
             stop_signal: String::new(),
             secrets: Vec::new(),
             gpu: Default::default(),
+            gang: None,
         };
         sup.launch_spec(spec)?;
     }

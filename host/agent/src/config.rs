@@ -216,6 +216,10 @@ impl AgentConfig {
             .collect();
         let task_users = TaskUsers::detect(self.task_user, self.task_uid_first, self.task_uid_last, &self.data_dir)
             .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+        // Where the job manager picks a gang member's exact ports (the
+        // feature "gang"); the agent's own, as the range itself is.
+        let range = format!("{}-{}", self.port_range_first, self.port_range_last);
+        attributes.insert(paceline_model::gang::PORT_RANGE_ATTRIBUTE.to_owned(), range);
         // What tasks can read of each other is the agent's to say, not the
         // configuration's: a configured value is replaced.
         if let Some(set) = attributes.insert(task_user::ATTRIBUTE.to_owned(), task_users.attribute().to_owned())

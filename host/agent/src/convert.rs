@@ -40,6 +40,10 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
         kill_grace_period_secs: spec.kill_grace_period_secs,
         stop_signal: spec.stop_signal.clone(),
         secrets: req.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
+        gang: req.gang.as_ref().map(|g| pb::GangLaunch {
+            ports: g.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
+            peers_json: g.peers_json.clone(),
+        }),
     }
 }
 
@@ -122,6 +126,7 @@ mod tests {
         spec.resources.memory_mib = 128;
         spec.resources.ports = 1;
         let mut req = LaunchRequest {
+            gang: None,
             run_id: "j-0-1".into(),
             task_id: "j-0".into(),
             spec,

@@ -50,6 +50,20 @@ impl Pool {
         None
     }
 
+    /// Takes exactly `numbers` (a gang member's ports, chosen by the
+    /// manager), or none: the first one that is held, out of the range or
+    /// bound by something else is the error.
+    pub(crate) fn take_exact(&mut self, numbers: &[u32]) -> Result<(), u32> {
+        for (i, &n) in numbers.iter().enumerate() {
+            let taken = !self.all.contains(&n) || self.used.contains(&n) || numbers[..i].contains(&n);
+            if taken || (self.probe_bind && TcpListener::bind(("0.0.0.0", n as u16)).is_err()) {
+                return Err(n);
+            }
+        }
+        self.used.extend(numbers.iter().copied());
+        Ok(())
+    }
+
     /// Marks numbers as held (a re-adopted run keeps what it had).
     pub(crate) fn hold(&mut self, numbers: impl IntoIterator<Item = u32>) {
         self.used.extend(numbers);
@@ -76,5 +90,15 @@ mod tests {
         assert!(!a.contains(&b[0]));
         pool.release(a);
         assert_eq!(pool.free(), 2);
+    }
+
+    #[test]
+    fn exact_numbers_are_taken_all_or_none() {
+        let mut pool = Pool { all: (10..15).collect(), used: BTreeSet::new(), cursor: 0, probe_bind: false };
+        assert_eq!(pool.take_exact(&[14, 12]), Ok(()));
+        assert_eq!(pool.take_exact(&[13, 14]), Err(14), "14 is held");
+        assert_eq!(pool.take_exact(&[20]), Err(20), "out of the range");
+        assert_eq!(pool.take_exact(&[11, 11]), Err(11), "twice");
+        assert_eq!(pool.free(), 3, "a refused take holds nothing");
     }
 }

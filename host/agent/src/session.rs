@@ -154,7 +154,7 @@ impl Agent {
             isolation: self.host.isolation.proto() as i32,
             port_range_first: u32::from(self.config.port_range_first),
             port_range_last: u32::from(self.config.port_range_last),
-            features: vec![pb::FEATURE_SECRETS.to_owned()],
+            features: vec![pb::FEATURE_SECRETS.to_owned(), pb::FEATURE_GANG.to_owned()],
             gpus: self.host.gpus.iter().map(paceline_proto::convert::gpu_device_pb).collect(),
         }
     }

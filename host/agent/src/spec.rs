@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use paceline_model::Resources;
+use paceline_model::gang::GangLaunch;
 use paceline_model::gpu::GpuGrant;
 use paceline_model::secret::Secret;
 use paceline_model::task_secret::{LaunchSecret, SecretRef, check_refs};
@@ -56,7 +57,14 @@ pub struct RunSpec {
     /// list); empty: the agent picks whole devices itself (an older manager).
     #[serde(default, skip_serializing_if = "GpuGrant::is_empty")]
     pub gpu: GpuGrant,
+    /// For a gang member: the exact ports to assign and the peers file to
+    /// write (`Launch.gang`); `None` for any other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangLaunch>,
 }
+
+/// The largest peers file a launch may carry (a gang of thousands fits).
+const MAX_PEERS_JSON: usize = 4 << 20;
 
 /// How a run's health is probed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +223,7 @@ impl RunSpec {
             stop_signal: launch.stop_signal.clone(),
             secrets: launch_secrets(&launch.secrets)?,
             gpu: paceline_proto::convert::gpu_grant(launch.gpu.as_ref()),
+            gang: launch.gang.as_ref().map(gang_launch).transpose()?,
         };
         spec.validated()
     }
@@ -283,6 +292,17 @@ impl RunSpec {
         if let Some(volume) = &self.volume {
             check_path_name("volume.name", &volume.name)?;
         }
+        if let Some(gang) = &self.gang {
+            // Exact ports name every port of the run, or none (the agent
+            // picks them, as for any run).
+            let named: BTreeSet<&String> = gang.ports.keys().collect();
+            if !gang.ports.is_empty() && named != self.port_names.iter().collect() {
+                return Err(LaunchError::new(
+                    "gang.ports",
+                    format!("names {:?}, not the launch's port_names {:?}", named, self.port_names),
+                ));
+            }
+        }
         Ok(self)
     }
 
@@ -323,6 +343,33 @@ impl RunSpec {
             kill_grace_period_secs: self.kill_grace_period_secs,
             stop_signal: self.stop_signal.clone(),
             secrets: self.secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
+            gang: self.gang.as_ref().map(|g| pb::GangLaunch {
+                ports: g.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
+                peers_json: g.peers_json.clone(),
+            }),
         }
     }
+}
+
+/// A gang member's discovery from the protocol: port numbers that are
+/// ports, and a peers file that is a JSON array of a bounded size.
+fn gang_launch(g: &pb::GangLaunch) -> Result<GangLaunch, LaunchError> {
+    let mut ports = BTreeMap::new();
+    for (name, &port) in &g.ports {
+        let port = u16::try_from(port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| LaunchError::new(format!("gang.ports.{name}"), format!("{port} is not a port number")))?;
+        ports.insert(name.clone(), port);
+    }
+    if g.peers_json.len() > MAX_PEERS_JSON {
+        return Err(LaunchError::new(
+            "gang.peers_json",
+            format!("is {} bytes, at most {MAX_PEERS_JSON}", g.peers_json.len()),
+        ));
+    }
+    if !matches!(serde_json::from_str::<serde_json::Value>(&g.peers_json), Ok(serde_json::Value::Array(_))) {
+        return Err(LaunchError::new("gang.peers_json", "is not a JSON array"));
+    }
+    Ok(GangLaunch { ports, peers_json: g.peers_json.clone() })
 }

@@ -83,6 +83,7 @@ fn seed_launch() -> pb::Launch {
         kill_grace_period_secs: 3,
         stop_signal: "SIGUSR1".into(),
         gpu: None,
+        gang: None,
         secrets: vec![pb::LaunchSecret {
             name: "db".into(),
             env: String::new(),

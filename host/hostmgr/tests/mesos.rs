@@ -76,6 +76,7 @@ async fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 
 fn run(id: &str, command: &str, args: &[&str], ports: &[&str]) -> LaunchRequest {
     LaunchRequest {
+        gang: None,
         run_id: id.into(),
         task_id: id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default(),
         spec: TaskSpec {

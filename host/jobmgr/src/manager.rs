@@ -13,6 +13,7 @@
 mod admission;
 mod api;
 mod events;
+mod gang;
 mod goal;
 mod hosts;
 mod launch;

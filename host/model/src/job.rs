@@ -132,6 +132,12 @@ pub struct JobConfig {
     /// written when unset, so the stored form of every other job is unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_lease_secs: Option<u32>,
+    /// What each member of a gang learns about the others
+    /// ([`crate::gang`]); only for jobs with gangs
+    /// (`sla.min_running_instances` above 1). Not written when default, so
+    /// the stored form of every other job is unchanged.
+    #[serde(skip_serializing_if = "crate::gang::GangSpec::is_default")]
+    pub gang: crate::gang::GangSpec,
 }
 
 impl JobConfig {
@@ -189,6 +195,7 @@ impl JobConfig {
             spec.validate()?;
         }
         check_count("plugin_overrides", self.plugin_overrides.len())?;
+        self.validate_gang()?;
         if let Some(secs) = self.owner_lease_secs
             && !(1..=MAX_OWNER_LEASE_SECS).contains(&secs)
         {
@@ -202,6 +209,37 @@ impl JobConfig {
 }
 
 impl JobConfig {
+    /// A framework's discovery needs a gang, and a coordinator port on
+    /// every instance (its first port; rank 0's is the coordinator's).
+    fn validate_gang(&self) -> Result<(), SpecError> {
+        let discovery = self.gang.discovery;
+        if discovery == crate::gang::GangDiscovery::None {
+            return Ok(());
+        }
+        if self.sla.min_running_instances.unwrap_or(1) <= 1 {
+            return Err(SpecError::Invalid {
+                field: "gang.discovery",
+                reason: format!(
+                    "{} needs a gang: set sla.min_running_instances to the number of processes",
+                    discovery.as_str()
+                ),
+            });
+        }
+        let portless = std::iter::once(("default_task".to_string(), &self.default_task))
+            .chain(self.instance_overrides.iter().map(|(i, s)| (format!("instance_overrides[{i}]"), s)))
+            .find(|(_, s)| s.ports.is_empty());
+        if let Some((which, _)) = portless {
+            return Err(SpecError::Invalid {
+                field: "gang.discovery",
+                reason: format!(
+                    "{} needs a port for its coordinator, and {which} names none (add e.g. `ports: [coord]`)",
+                    discovery.as_str()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Refuses control characters in the fields listings print (name, owner,
     /// pool, labels, plugin overrides, description): a terminal that shows
     /// `job list` would otherwise run escape sequences a job's author put
@@ -563,6 +601,30 @@ mod tests {
         let mut c = config();
         c.sla.min_running_instances = Some(4);
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_framework_discovery_needs_a_gang_and_a_port_on_every_instance() {
+        let mut c = config();
+        c.gang.discovery = crate::gang::GangDiscovery::Pytorch;
+        let field = |c: &JobConfig| match c.validate() {
+            Err(SpecError::Invalid { field, reason }) => format!("{field}: {reason}"),
+            other => format!("{other:?}"),
+        };
+        assert!(field(&c).starts_with("gang.discovery: pytorch needs a gang"), "{}", field(&c));
+        c.sla.min_running_instances = Some(3);
+        assert!(field(&c).contains("default_task names none"), "{}", field(&c));
+        c.default_task.ports = vec!["coord".into()];
+        c.default_task.resources.ports = 1;
+        assert!(c.validate().is_ok());
+        c.instance_overrides.insert(2, TaskSpec { command: "x".into(), ..Default::default() });
+        assert!(field(&c).contains("instance_overrides[2] names none"), "{}", field(&c));
+        // `none` asks for nothing: a gang's members still get PACELINE_GANG_*.
+        c.gang.discovery = crate::gang::GangDiscovery::None;
+        assert!(c.validate().is_ok());
+        // Stored jobs without the field read as before, and are written as before.
+        let json = serde_json::to_string(&config()).unwrap_or_default();
+        assert!(!json.contains("gang"), "{json}");
     }
 
     #[test]

@@ -33,6 +33,7 @@
 
 pub mod constraint;
 pub mod event;
+pub mod gang;
 pub mod gpu;
 pub mod host;
 pub mod job;

@@ -33,6 +33,11 @@ pub struct LaunchRequest {
     /// run that asks for no GPU, or to let the host manager choose.
     #[serde(default, skip_serializing_if = "crate::gpu::GpuGrant::is_empty")]
     pub gpu: crate::gpu::GpuGrant,
+    /// For a gang member: the ports the host must assign (chosen by the job
+    /// manager, so that every member could be told every member's) and the
+    /// peers file (see [`crate::gang`]). `None` for any other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<crate::gang::GangLaunch>,
 }
 
 /// The states a host reports for a run.

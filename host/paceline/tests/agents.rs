@@ -202,6 +202,7 @@ impl Drop for Agent {
 fn run(run_id: &str, command: &str, args: &[&str], memory_mib: u64, grace: u32) -> LaunchRequest {
     let task_id = run_id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default();
     LaunchRequest {
+        gang: None,
         run_id: run_id.into(),
         task_id,
         spec: TaskSpec {

@@ -435,6 +435,7 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
         description: j.description.clone(),
         controller: j.controller,
         owner_lease_secs: j.owner_lease_secs,
+        gang: gang_spec(&format!("{field}.gang"), j.gang.as_ref())?,
     };
     // Task specs first, so their errors carry the task's own path.
     check_task(&format!("{field}.default_task"), &config.default_task)?;
@@ -470,7 +471,20 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
         description: c.description.clone(),
         controller: c.controller,
         owner_lease_secs: c.owner_lease_secs,
+        gang: (!c.gang.is_default()).then(|| pb::GangSpec { discovery: c.gang.discovery.as_str().to_string() }),
     }
+}
+
+/// A gang's discovery from the wire; unset is the default.
+fn gang_spec(field: &str, g: Option<&pb::GangSpec>) -> Result<paceline_model::gang::GangSpec, FieldError> {
+    let Some(g) = g else { return Ok(Default::default()) };
+    let discovery = paceline_model::gang::GangDiscovery::parse(&g.discovery).ok_or_else(|| {
+        FieldError::new(
+            format!("{field}.discovery"),
+            format!("{:?} is not one of none, pytorch, tensorflow, jax", g.discovery),
+        )
+    })?;
+    Ok(paceline_model::gang::GangSpec { discovery })
 }
 
 /// A task goal's API name (`RUN`, `KILL`, …).

@@ -31,6 +31,10 @@ pub mod agent {
 
         /// `Register.features`: the agent delivers `Launch.secrets`.
         pub const FEATURE_SECRETS: &str = "secrets";
+
+        /// `Register.features`: the agent honours `Launch.gang` (a gang
+        /// member's exact ports and its peers file).
+        pub const FEATURE_GANG: &str = "gang";
     }
 }
 

@@ -470,9 +470,28 @@ impl Supervisor {
             };
             let free_ports = st.ports.free();
             let (first, last) = self.inner.cfg.port_range;
-            let Some(ports) = st.ports.take(spec.port_names.len()) else {
+            // A gang member's ports were chosen by the manager and told to
+            // its peers: exactly those, or the launch is refused.
+            let exact: Option<Vec<u32>> = spec
+                .gang
+                .as_ref()
+                .filter(|g| !g.ports.is_empty())
+                .map(|g| spec.port_names.iter().filter_map(|n| g.ports.get(n)).map(|p| u32::from(*p)).collect());
+            let taken = match &exact {
+                Some(numbers) => st.ports.take_exact(numbers).map(|()| numbers.clone()).map_err(Some),
+                None => st.ports.take(spec.port_names.len()).ok_or(None),
+            };
+            let Ok(ports) = taken else {
                 if let (Some(uid), Some(uids)) = (task_uid, st.uids.as_mut()) {
                     uids.release(uid);
+                }
+                if let Err(Some(port)) = taken {
+                    return Err(LaunchError::new(
+                        "gang.ports",
+                        format!(
+                            "port {port} is held by another run, bound by another process or not in the range {first}-{last}"
+                        ),
+                    ));
                 }
                 return Err(LaunchError::new(
                     "port_names",

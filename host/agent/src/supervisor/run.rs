@@ -79,6 +79,10 @@ impl Supervisor {
             let dir = self.volume_dir(&spec.task_id, &volume.name);
             env.insert("PACELINE_VOLUME".to_owned(), dir.display().to_string());
         }
+        if spec.gang.is_some() {
+            let file = rec.sandbox.join(paceline_model::gang::PEERS_FILE);
+            env.insert("PACELINE_GANG_PEERS_FILE".to_owned(), file.display().to_string());
+        }
         if !spec.secrets.is_empty() {
             env.insert("PACELINE_SECRETS_DIR".to_owned(), rec.sandbox.join(SECRETS_DIR).display().to_string());
         }
@@ -130,6 +134,9 @@ impl Supervisor {
             }
         }
         write_secret_files(&rec.sandbox, &spec.secrets, rec.task_uid)?;
+        if let Some(gang) = &spec.gang {
+            write_peers_file(&rec.sandbox, &gang.peers_json, rec.task_uid)?;
+        }
         let exit_file = state_dir.join(record::EXIT_FILE);
         let _ = std::fs::remove_file(&exit_file);
         let env = self.task_env(rec);
@@ -497,6 +504,30 @@ const SECRETS_DIR: &str = "secrets";
 /// Writes a run's file secrets into `<sandbox>/secrets/` (mode 0700), each
 /// file mode 0400; under a uid of the run's own, both are the uid's and the
 /// directory is 0500. Errors name the secret, never its value.
+/// Writes a gang member's peers file (`PACELINE_GANG_PEERS_FILE`) into the
+/// sandbox: readable by the run, written by nobody (the list is the
+/// manager's, and a run that rewrote it would mislead only itself, but a
+/// read-only file says so).
+fn write_peers_file(sandbox: &Path, peers_json: &str, uid: Option<u32>) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = sandbox.join(paceline_model::gang::PEERS_FILE);
+    // A run restarted in the same sandbox (never: run ids are unique) or a
+    // leftover would make create_new fail; the file is the launch's.
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&path)
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    f.write_all(peers_json.as_bytes()).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    if let Some(uid) = uid {
+        std::os::unix::fs::fchown(&f, Some(uid), Some(uid)).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn write_secret_files(sandbox: &Path, secrets: &[LaunchSecret], uid: Option<u32>) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

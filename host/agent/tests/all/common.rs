@@ -77,6 +77,7 @@ pub fn spec(run_id: &str, command: &str, args: &[&str]) -> RunSpec {
         stop_signal: String::new(),
         secrets: Vec::new(),
         gpu: Default::default(),
+        gang: None,
     }
 }
 

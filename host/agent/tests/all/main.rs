@@ -6,6 +6,7 @@
 mod common;
 
 mod bench;
+mod gang;
 mod gpu;
 mod health;
 mod kill;

@@ -81,7 +81,7 @@ pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
 }
 
 pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
-    let LaunchRequest { run_id, task_id, spec, env, secrets, gpu } = req;
+    let LaunchRequest { run_id, task_id, spec, env, secrets, gpu, gang } = req;
     let mut all_env: HashMap<String, String> = spec.env.into_iter().collect();
     all_env.extend(env);
     pb::Launch {
@@ -108,6 +108,10 @@ pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
         stop_signal: spec.stop_signal.clone(),
         secrets: secrets.iter().map(paceline_proto::convert::launch_secret_pb).collect(),
         gpu: paceline_proto::convert::gpu_grant_pb(&gpu),
+        gang: gang.map(|g| pb::GangLaunch {
+            ports: g.ports.into_iter().map(|(k, v)| (k, u32::from(v))).collect(),
+            peers_json: g.peers_json,
+        }),
     }
 }
 

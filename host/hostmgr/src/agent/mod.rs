@@ -71,6 +71,8 @@ struct Session {
     tx: Outbound,
     /// The agent delivers `Launch.secrets` (`Register.features`).
     secrets: bool,
+    /// The agent honours `Launch.gang` (`Register.features`).
+    gang: bool,
 }
 
 #[derive(Debug, Default)]
@@ -299,7 +301,8 @@ impl Inner {
             let mut hosts = lock(&self.hosts);
             let h = hosts.entry(host.clone()).or_default();
             let secrets = reg.features.iter().any(|f| f == pb::FEATURE_SECRETS);
-            if h.session.replace(Session { id, tx, secrets }).is_some() {
+            let gang = reg.features.iter().any(|f| f == pb::FEATURE_GANG);
+            if h.session.replace(Session { id, tx, secrets, gang }).is_some() {
                 info!(host, "agent reconnected; replacing its previous stream");
             }
         }
@@ -521,7 +524,14 @@ impl Provider for AgentProvider {
                 message: "this agent does not deliver task secrets (an older version): upgrade it".into(),
             });
         }
-        for r in runs {
+        for mut r in runs {
+            if !s.gang && r.gang.take().is_some() {
+                // An older agent picks the ports itself and writes no peers
+                // file; the member still gets its PACELINE_GANG_* variables
+                // (its peers' ports are missing only when this agent reports
+                // no `port_range`, which an older one does not).
+                tracing::debug!(host, run_id = r.run_id, "agent without the gang feature: no peers file");
+            }
             s.tx.send(msg(pb::manager_message::Body::Launch(convert::launch(r))))
                 .map_err(|_| ProviderError::HostNotConnected { provider: NAME, host: host.to_string() })?;
         }

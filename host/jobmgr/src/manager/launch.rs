@@ -283,6 +283,11 @@ impl JobManager {
         let now = self.now();
         let (job_id, secrets_pool, writes, placed_events, mut runs) = {
             let mut m = self.mem();
+            // A gang's members learn each other (before the mirror is
+            // written: it reads the ports other runs hold).
+            let placed: BTreeMap<u32, String> =
+                hosts.iter().flat_map(|(h, tasks)| tasks.iter().map(move |(i, _, _)| (*i, h.clone()))).collect();
+            let mut discovery = super::gang::plan(&m, key, &placed);
             let Some(job) = m.jobs.get_mut(&key) else {
                 return Ok((0, 0));
             };
@@ -326,7 +331,14 @@ impl JobManager {
                     env.insert("PACELINE_JOB_ID".to_string(), job_id.clone());
                     env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
                     env.insert("PACELINE_RUN_ID".to_string(), run_id.clone());
+                    let member = discovery.remove(&i);
+                    if let Some(d) = &member {
+                        env.extend(d.env.clone());
+                        // Known as held from now on (the host reports the same).
+                        rt.ports = d.launch.ports.clone();
+                    }
                     host_runs.push(LaunchRequest {
+                        gang: member.map(|d| d.launch),
                         task_id: TaskId::new(job_id.clone(), i).to_string(),
                         run_id,
                         spec,

@@ -521,6 +521,9 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     .args(["--memory-mib", &(memory / n).max(1024).to_string()])
                     .args(["--port-range", &format!("{first}-{last}")])
                     .args(["--attribute", &format!("zone=dev-{}", (i - 1) % 2)])
+                    // Where a gang's members reach this agent's tasks (gang
+                    // discovery): the host names dev-N resolve nowhere.
+                    .args(["--attribute", "address=127.0.0.1"])
                     // dev runs tasks as the user who started it, programs
                     // from their home included (decision 0047); the agents
                     // say so in their log and as task_user=same-as-agent.
