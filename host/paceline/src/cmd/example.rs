@@ -8,10 +8,15 @@ use std::process::ExitCode;
 use clap::Args;
 
 /// The examples: (name, what it shows, the file).
-pub const EXAMPLES: [(&str, &str, &str); 5] = [
+pub const EXAMPLES: [(&str, &str, &str); 6] = [
     ("hello", "a batch job of 3 instances that print a line", include_str!("../../../../examples/hello.yaml")),
     ("web", "a service of 4 web servers, updated in batches of 2", include_str!("../../../../examples/web.yaml")),
     ("gang", "a gang: instances placed all together or not at all", include_str!("../../../../examples/gang.yaml")),
+    (
+        "gang-jax",
+        "a gang of 4 JAX processes that find each other and all-reduce (needs jax)",
+        include_str!("../../../../examples/gang-jax.yaml"),
+    ),
     ("stateful", "a stateful job with a volume", include_str!("../../../../examples/stateful.yaml")),
     ("pools", "a pool tree for `paceline pool apply`", include_str!("../../../../examples/pools.yaml")),
 ];

@@ -752,6 +752,12 @@ mod tests {
         let gang = load("gang.yaml");
         assert_eq!(gang.kind, JobKind::Batch);
         assert_eq!(gang.sla.min_running_instances, Some(gang.instance_count));
+        assert!(gang.default_task.args.join(" ").contains("$PACELINE_GANG_RANK"));
+        let jax = load("gang-jax.yaml");
+        assert_eq!(jax.sla.min_running_instances, Some(jax.instance_count));
+        assert_eq!(jax.gang.discovery, paceline_model::gang::GangDiscovery::Jax);
+        assert_eq!(jax.default_task.ports, vec!["coord".to_string()]);
+        assert!(jax.default_task.args.join(" ").contains("JAX_COORDINATOR_ADDRESS"));
         let stateful = load("stateful.yaml");
         assert_eq!(stateful.kind, JobKind::Stateful);
         assert!(stateful.default_task.volume.is_some());
