@@ -258,7 +258,7 @@ impl Inner {
                 return;
             }
         };
-        let reg = match first.body {
+        let mut reg = match first.body {
             Some(pb::agent_message::Body::Register(r)) => r,
             _ => {
                 let _ = tx.send(Err(Status::invalid_argument("register: the first message must be Register")));
@@ -270,7 +270,24 @@ impl Inner {
             let _ = tx.send(Err(Status::invalid_argument(why)));
             return;
         }
-        if let Some(name) = certified.filter(|name| *name != reg.hostname) {
+        // One spelling per host, with or without a certificate: `NODE-A.`
+        // and `node-a` are one host (the join issues certificates for the
+        // canonical name; an agent port without identities must not let
+        // two spellings register as two hosts).
+        match paceline_model::host::canonical_hostname(&reg.hostname) {
+            Ok(canonical) => reg.hostname = canonical,
+            Err(why) => {
+                warn!(
+                    hostname = reg.hostname.get(..64.min(reg.hostname.len())).unwrap_or(""),
+                    why, "registration refused"
+                );
+                let _ = tx.send(Err(Status::invalid_argument(format!("hostname: {why}"))));
+                return;
+            }
+        }
+        if let Some(name) =
+            certified.filter(|name| !name.strip_suffix('.').unwrap_or(name).eq_ignore_ascii_case(&reg.hostname))
+        {
             warn!(
                 certified = name,
                 claimed = reg.hostname.get(..64.min(reg.hostname.len())).unwrap_or(""),

@@ -117,6 +117,7 @@ async fn invalid_register_is_refused_naming_the_field() {
         ("protocol", |r| r.protocol_version = 9, "protocol_version"),
         ("no cpu", |r| r.total.as_mut().into_iter().for_each(|t| t.cpu_millis = 0), "total.cpu_millis"),
         ("no total", |r| r.total = None, "total"),
+        ("a hostname that is no DNS name", |r| r.hostname = "n_1".into(), "hostname"),
     ];
     for (name, edit, field) in cases {
         let mut reg = register("n1", &[]);
@@ -461,4 +462,20 @@ async fn a_log_chunk_from_another_host_does_not_answer_a_read() {
     .await;
     let chunk = tokio::time::timeout(Duration::from_secs(5), reader).await.expect("answered").unwrap().unwrap();
     assert_eq!((chunk.data.as_slice(), chunk.file_size), (&b"real"[..], 4));
+}
+
+/// Without a certificate (an agent port with no identities) a host still
+/// has one spelling: `N4.` registers as `n4`, and a second agent naming
+/// it `n4` is the same host, not a second one (issue 44).
+#[tokio::test]
+async fn spellings_of_one_hostname_are_one_host_without_a_certificate() {
+    let (provider, url, _stop) = server().await;
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(config()).start().await.unwrap();
+    manager.expect_runs(Vec::new()).await;
+    let _first = FakeAgent::connect(&url, register("N4.", &[])).await.unwrap();
+    until_reachable(&manager, "n4", true).await;
+    let _second = FakeAgent::connect(&url, register("n4", &[])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(provider.connected_hosts(), vec!["n4".to_string()]);
+    assert!(manager.host("N4.").is_none(), "no host under the spelling sent");
 }
