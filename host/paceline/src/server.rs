@@ -59,6 +59,35 @@ pub enum HostsConfig {
         #[serde(default = "mesos_failover_timeout_secs")]
         failover_timeout_secs: u64,
     },
+    /// Kubernetes nodes are the hosts and runs are pods bound to them (see
+    /// docs/kubernetes.md).
+    Kubernetes {
+        /// The kubeconfig; default `PACELINE_KUBECONFIG`, else the pod's
+        /// ServiceAccount (Paceline running in the cluster).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kubeconfig: Option<PathBuf>,
+        /// Its context; default its current context.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<String>,
+        /// The namespace task pods are created in.
+        #[serde(default = "kubernetes_namespace")]
+        namespace: String,
+        /// The image of tasks whose spec names none.
+        #[serde(default = "kubernetes_default_image")]
+        default_image: String,
+        /// Only nodes matching this label selector are hosts (default: every node).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_selector: Option<String>,
+        /// Taint keys task pods tolerate; nodes with other NoSchedule or NoExecute taints offer nothing.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tolerate_taints: Vec<String>,
+        /// A finished pod is deleted this many seconds after its end was recorded.
+        #[serde(default = "kubernetes_keep_finished_pods_secs")]
+        keep_finished_pods_secs: u64,
+        /// Most API calls one launch makes at once.
+        #[serde(default = "kubernetes_max_concurrent_calls")]
+        max_concurrent_calls: usize,
+    },
     /// A host manager in a process of its own (`paceline server --roles
     /// hostmgr`, which has the agent port and a provider of its own); this
     /// server runs the job and resource managers (`--roles jobmgr,resmgr`,
@@ -90,6 +119,22 @@ fn mesos_role() -> String {
 
 fn mesos_failover_timeout_secs() -> u64 {
     7 * 24 * 3600
+}
+
+fn kubernetes_namespace() -> String {
+    paceline_kubernetes::KubernetesConfig::default().namespace
+}
+
+fn kubernetes_default_image() -> String {
+    paceline_kubernetes::KubernetesConfig::default().default_image
+}
+
+fn kubernetes_keep_finished_pods_secs() -> u64 {
+    paceline_kubernetes::KubernetesConfig::default().keep_finished_pods.as_secs()
+}
+
+fn kubernetes_max_concurrent_calls() -> usize {
+    paceline_kubernetes::KubernetesConfig::default().max_concurrent_calls
 }
 
 /// The server's configuration file.
@@ -832,6 +877,43 @@ async fn start_local_hosts(
             }));
             (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
         }
+        HostsConfig::Kubernetes {
+            kubeconfig,
+            context,
+            namespace,
+            default_image,
+            node_selector,
+            tolerate_taints,
+            keep_finished_pods_secs,
+            max_concurrent_calls,
+        } => {
+            let kube = paceline_kubernetes::KubernetesConfig {
+                kubeconfig: kubeconfig.clone(),
+                context: context.clone(),
+                namespace: namespace.clone(),
+                default_image: default_image.clone(),
+                node_selector: node_selector.clone(),
+                tolerate_taints: tolerate_taints.clone(),
+                keep_finished_pods: Duration::from_secs(*keep_finished_pods_secs),
+                max_concurrent_calls: (*max_concurrent_calls).max(1),
+                ..paceline_kubernetes::KubernetesConfig::default()
+            };
+            let provider = paceline_kubernetes::KubernetesProvider::connect(kube)
+                .await
+                .map_err(|e| ServerError::Other(format!("hosts provider kubernetes: {e}")))?;
+            let hosts = HostManager::builder(Arc::new(provider.clone()))
+                .store(store.clone())
+                .config(manager_config)
+                .start()
+                .await?;
+            // The watches end with the server (the task is aborted at shutdown).
+            let guard = provider.stop_on_drop();
+            tasks.push(tokio::spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await
+            }));
+            (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+        }
         HostsConfig::Hostmgr { .. } => {
             return Err(ServerError::Other("a host manager in another process is not started here".into()));
         }
@@ -875,7 +957,7 @@ impl HostServer {
     ) -> Result<HostServer, ServerError> {
         if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
             return Err(ServerError::Other(
-                "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim or mesos, not another hostmgr".into(),
+                "--roles hostmgr runs the host manager: its `hosts` provider must be agent, sim, mesos or kubernetes, not another hostmgr".into(),
             ));
         }
         // Host records (maintenance states) only; no leadership claim: the

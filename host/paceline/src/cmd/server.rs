@@ -204,7 +204,9 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         }
         paceline::ha::RoleSet::Hosts => {
             if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
-                anyhow::bail!("--roles hostmgr is the host manager: its `hosts` provider must be agent, sim or mesos");
+                anyhow::bail!(
+                    "--roles hostmgr is the host manager: its `hosts` provider must be agent, sim, mesos or kubernetes"
+                );
             }
         }
     }

@@ -1,0 +1,418 @@
+//! The whole pipeline over the `kubernetes` provider, against a real
+//! control plane (etcd, kube-apiserver, kube-controller-manager, kwok from
+//! `deploy/kubernetes/kubernetes.sh`): job manager, resource manager,
+//! placement (Wasm policies) and host manager joined by `paceline::cluster`,
+//! with Paceline acting as the ServiceAccount `paceline-system/paceline`
+//! (`PACELINE_KUBECONFIG`, what `manifests/rbac.yaml` grants), never as an
+//! admin. The admin kubeconfig plays everyone else: it makes kwok nodes,
+//! deletes nodes and pods, and binds pods of another scheduler.
+//!
+//! The plane comes from `PACELINE_KUBECONFIG` / `PACELINE_KUBECONFIG_ADMIN`
+//! (what `kubernetes.sh env` prints, as `scripts/test` exports them) or,
+//! when they are unset, from `kubernetes.sh start` in `KUBERNETES_DIR`
+//! (default /tmp/paceline-kubernetes), which builds the binaries on a
+//! machine's first run (~15 min). kwok nodes "run" pods: a pod becomes
+//! Running at once, and ends with the code its annotation
+//! `paceline.io/kwok-exit-code` names (a task label: labels become pod
+//! annotations) after `paceline.io/kwok-run-for`.
+//!
+//! Each test has nodes of its own (prefix `kt-<test>-`, label
+//! `paceline-test=<test>`, the provider's node selector) and job ids of its
+//! own, so tests run in parallel and again on the same plane.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use paceline::cluster::{AssembleConfig, Cluster};
+use paceline_hostmgr::{HostManager, ManagerConfig};
+use paceline_kubernetes::{KubernetesConfig, KubernetesProvider};
+use paceline_model::Resources;
+use paceline_model::job::{JobConfig, JobKind, JobState};
+use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_model::task::{TaskSpec, TaskState};
+use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
+use paceline_storage::Store;
+use paceline_storage::sqlite::SqliteStore;
+
+struct Plane {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    admin: PathBuf,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/kubernetes.sh")
+}
+
+/// The control plane: from the environment, or started here.
+fn plane() -> &'static Plane {
+    static PLANE: OnceLock<Plane> = OnceLock::new();
+    PLANE.get_or_init(|| {
+        let dir = PathBuf::from(std::env::var("KUBERNETES_DIR").unwrap_or_else(|_| "/tmp/paceline-kubernetes".into()));
+        let (kubeconfig, admin) =
+            match (std::env::var_os("PACELINE_KUBECONFIG"), std::env::var_os("PACELINE_KUBECONFIG_ADMIN")) {
+                (Some(k), Some(a)) => (PathBuf::from(k), PathBuf::from(a)),
+                _ => {
+                    let status =
+                        Command::new("bash").arg(script()).arg("start").arg(&dir).status().expect("kubernetes.sh");
+                    assert!(status.success(), "deploy/kubernetes/kubernetes.sh start {} failed", dir.display());
+                    let out =
+                        Command::new("bash").arg(script()).arg("env").arg(&dir).output().expect("kubernetes.sh env");
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let var = |name: &str| -> PathBuf {
+                        text.lines()
+                            .filter_map(|l| l.strip_prefix("export "))
+                            .filter_map(|l| l.split_once('='))
+                            .find(|(k, _)| *k == name)
+                            .map(|(_, v)| PathBuf::from(v.trim_matches('\'').trim_matches('"')))
+                            .unwrap_or_else(|| panic!("kubernetes.sh env printed no {name}: {text}"))
+                    };
+                    (var("PACELINE_KUBECONFIG"), var("PACELINE_KUBECONFIG_ADMIN"))
+                }
+            };
+        // The plane's directory holds what `nodes` needs; with the variables
+        // set, it is the admin kubeconfig's.
+        let dir = if std::env::var_os("KUBERNETES_DIR").is_some() {
+            dir
+        } else {
+            admin.parent().map_or(dir, Path::to_path_buf)
+        };
+        Plane { dir, kubeconfig, admin }
+    })
+}
+
+/// `kubectl` as the admin; stdout, or a panic naming what failed.
+fn kubectl(args: &[&str]) -> String {
+    kubectl_stdin(args, None)
+}
+
+fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(&plane().admin).args(args);
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl on PATH");
+    if let Some(mut pipe) = child.stdin.take()
+        && let Some(s) = stdin
+    {
+        pipe.write_all(s.as_bytes()).expect("kubectl stdin");
+    }
+    let out = child.wait_with_output().expect("kubectl");
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Creates (or resets) `n` kwok nodes `kt-<test>-0…` labelled for this test.
+fn nodes(test: &str, n: usize, cpu: u32) -> Vec<String> {
+    let prefix = format!("kt-{test}-");
+    let status = Command::new("bash")
+        .arg(script())
+        .args(["nodes", &n.to_string()])
+        .arg(&plane().dir)
+        .args(["--prefix", &prefix, "--cpu", &cpu.to_string(), "--memory", "8Gi", "--labels"])
+        .arg(format!("paceline-test={test}"))
+        .status()
+        .expect("kubernetes.sh nodes");
+    assert!(status.success(), "kubernetes.sh nodes failed");
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    // Pods an earlier run left there would hold capacity until the manager kills them.
+    for name in &names {
+        kubectl(&[
+            "delete",
+            "pods",
+            "-n",
+            "paceline-tasks",
+            "--field-selector",
+            &format!("spec.nodeName={name}"),
+            "--wait=false",
+        ]);
+        // A node an earlier run cordoned.
+        kubectl(&["uncordon", name]);
+    }
+    names
+}
+
+fn unique(name: &str) -> String {
+    format!("{name}{:06x}", fastrand_u32() & 0xff_ffff)
+}
+
+fn fastrand_u32() -> u32 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    t ^ std::process::id().rotate_left(16)
+}
+
+struct KubeCluster {
+    cluster: Arc<Cluster>,
+    provider: KubernetesProvider,
+    loops: tokio::task::JoinHandle<()>,
+    nodes: Vec<String>,
+}
+
+impl Drop for KubeCluster {
+    fn drop(&mut self) {
+        self.loops.abort();
+        self.provider.shutdown();
+        // Best effort: what this test ran goes (kwok removes deleted pods at once).
+        for n in &self.nodes {
+            let _ = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&plane().admin)
+                .args(["delete", "pods", "-n", "paceline-tasks", "--wait=false", "--field-selector"])
+                .arg(format!("spec.nodeName={n}"))
+                .output();
+        }
+    }
+}
+
+async fn start(dir: &Path, test: &str, nodes: Vec<String>) -> KubeCluster {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
+    let provider = KubernetesProvider::connect(KubernetesConfig {
+        kubeconfig: Some(plane().kubeconfig.clone()),
+        node_selector: Some(format!("paceline-test={test}")),
+        heartbeat_interval: Duration::from_millis(500),
+        redeliver_after: Duration::from_secs(2),
+        keep_finished_pods: Duration::from_secs(60),
+        ..KubernetesConfig::default()
+    })
+    .await
+    .expect("the provider connects as the paceline ServiceAccount");
+    let config = ManagerConfig {
+        heartbeat_timeout_ms: 5_000,
+        auto_down_when_drained: false,
+        tick_interval: Some(Duration::from_millis(100)),
+        ..ManagerConfig::default()
+    };
+    let hosts = HostManager::builder(Arc::new(provider.clone()))
+        .store(store.clone())
+        .config(config)
+        .start()
+        .await
+        .expect("hosts");
+    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
+    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
+    let cluster = Cluster::assemble(
+        store,
+        registry,
+        hosts,
+        Arc::new(paceline_jobmgr::SystemClock),
+        AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
+        |rm| {
+            rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
+            let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
+            rm.create_pool("/team", PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
+        },
+    )
+    .await
+    .expect("cluster");
+    let loops = cluster.spawn(Duration::from_millis(50));
+    let c = KubeCluster { cluster, provider, loops, nodes };
+    c.wait("the nodes registered", 60, async |c| {
+        c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
+    })
+    .await;
+    c
+}
+
+impl KubeCluster {
+    async fn wait(&self, what: &str, secs: u64, mut f: impl AsyncFnMut(&Self) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !f(self).await {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn state(&self, job: &str) -> JobState {
+        self.cluster.jobs.get(job).await.expect("job").runtime.state
+    }
+
+    async fn running_by_host(&self, job: &str) -> BTreeMap<String, usize> {
+        let info = self.cluster.jobs.get(job).await.expect("job");
+        info.tasks.iter().filter(|t| t.state == TaskState::Running).filter_map(|t| t.host.clone()).fold(
+            BTreeMap::new(),
+            |mut m, h| {
+                *m.entry(h).or_default() += 1;
+                m
+            },
+        )
+    }
+}
+
+/// The nodes the job's pods are bound to (`spec.nodeName`), one per pod.
+fn pod_nodes(job: &str) -> Vec<String> {
+    let out = kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "paceline-tasks",
+        "-l",
+        &format!("paceline.io/job-id={job}"),
+        "-o",
+        "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+    ]);
+    out.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect()
+}
+
+fn job(kind: JobKind, n: u32, cpu_millis: u64, labels: &[(&str, &str)]) -> JobConfig {
+    JobConfig {
+        name: "job".into(),
+        owner: "team".into(),
+        pool: "/team".into(),
+        kind,
+        instance_count: n,
+        default_task: TaskSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), "echo hello".into()],
+            resources: Resources::new(cpu_millis, 256, 10, 0),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            kill_grace_period_secs: 0,
+            ..TaskSpec::default()
+        },
+        ..JobConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_batch_job_runs_to_its_end_on_kwok_nodes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("batch", 2, 4);
+    let c = start(dir.path(), "batch", names.clone()).await;
+    let ok = unique("kbatch");
+    let spec = job(JobKind::Batch, 4, 500, &[("paceline.io/kwok-exit-code", "0"), ("paceline.io/kwok-run-for", "1s")]);
+    c.cluster.jobs.create(&ok, spec).await.expect("create");
+    let failing = unique("kfail");
+    let spec = job(JobKind::Batch, 1, 500, &[("paceline.io/kwok-exit-code", "3")]);
+    c.cluster.jobs.create(&failing, spec).await.expect("create");
+    c.wait("the jobs ended", 90, async |c| c.state(&ok).await.is_terminal() && c.state(&failing).await.is_terminal())
+        .await;
+    let info = c.cluster.jobs.get(&ok).await.expect("job");
+    assert_eq!(info.runtime.state, JobState::Succeeded, "{:?}", info.tasks);
+    assert!(info.tasks.iter().all(|t| t.state == TaskState::Succeeded && t.run == 1), "{:?}", info.tasks);
+    assert!(info.tasks.iter().all(|t| t.host.as_ref().is_some_and(|h| names.contains(h))), "{:?}", info.tasks);
+    // Each run was one pod, bound to the node its task ran on.
+    let bound = pod_nodes(&ok);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(bound.iter().all(|n| names.contains(n)), "{bound:?}");
+    let failed = c.cluster.jobs.get(&failing).await.expect("job");
+    assert_eq!(failed.runtime.state, JobState::Failed, "{:?}", failed.tasks);
+    let events = c.cluster.jobs.task_events(&failing, 0).await.expect("events");
+    assert!(events.iter().any(|e| e.to == TaskState::Failed), "{events:?}");
+    assert_eq!(c.provider.foreign_usage(&names[0]), Resources::ZERO, "Paceline's pods are not counted as others'");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_deleted_node_loses_its_runs_and_they_are_placed_again() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One task per node: 1 CPU each.
+    let names = nodes("lost", 3, 1);
+    let c = start(dir.path(), "lost", names.clone()).await;
+    let svc = unique("ksvc");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 2, 1000, &[])).await.expect("create");
+    c.wait("2 running", 60, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 2).await;
+    let bound = pod_nodes(&svc);
+    assert_eq!(bound.len(), 2, "a stateless task is a pod bound to its node: {bound:?}");
+    let before = c.running_by_host(&svc).await;
+    let victim = before.keys().next().cloned().expect("a node");
+    kubectl(&["delete", "node", &victim, "--wait=false"]);
+    c.wait("placed again off the deleted node", 60, async |c| {
+        let m = c.running_by_host(&svc).await;
+        m.values().sum::<usize>() == 2 && !m.contains_key(&victim)
+    })
+    .await;
+    let info = c.cluster.jobs.get(&svc).await.expect("job");
+    let moved = info.tasks.iter().position(|t| t.run > 1).expect("a task ran again");
+    let events = c.cluster.jobs.task_events(&svc, moved as u32).await.expect("events");
+    assert!(events.iter().any(|e| e.to == TaskState::Lost), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_pod_deleted_by_someone_else_is_reported_lost_and_replaced() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("podgone", 1, 4);
+    let c = start(dir.path(), "podgone", names.clone()).await;
+    let svc = unique("kgone");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 1, 500, &[])).await.expect("create");
+    c.wait("running", 60, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 1).await;
+    kubectl(&["delete", "pods", "-n", "paceline-tasks", "-l", &format!("paceline.io/job-id={svc}")]);
+    c.wait("run 2 running", 60, async |c| {
+        let info = c.cluster.jobs.get(&svc).await.expect("job");
+        info.tasks.iter().any(|t| t.run >= 2 && t.state == TaskState::Running)
+    })
+    .await;
+    let events = c.cluster.jobs.task_events(&svc, 0).await.expect("events");
+    let lost = events.iter().find(|e| e.to == TaskState::Lost).expect("a LOST event");
+    assert!(lost.reason.contains("POD_DELETED") || lost.message.contains("deleted outside Paceline"), "{lost:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_pods_of_another_scheduler_reduce_what_paceline_offers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("shared", 1, 4);
+    let node = names[0].clone();
+    let other = "kt-shared-other";
+    kubectl(&["delete", "pod", other, "-n", "default", "--ignore-not-found"]);
+    let c = start(dir.path(), "shared", names.clone()).await;
+    assert_eq!(c.cluster.hosts.host(&node).expect("host").view.total.cpu_millis, 4000);
+    // Another scheduler's pod bound to the node (as kube-scheduler would bind it).
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {other}, namespace: default}}\nspec:\n  nodeName: {node}\n  \
+         automountServiceAccountToken: false\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      \
+         requests: {{cpu: '3', memory: 1Gi}}\n"
+    );
+    kubectl_stdin(&["apply", "-f", "-"], Some(&manifest));
+    c.wait("the host offers what the other pod leaves", 30, async |c| {
+        c.cluster.hosts.host(&node).is_some_and(|h| h.view.total.cpu_millis == 1000)
+    })
+    .await;
+    let svc = unique("kshare");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 2, 1000, &[])).await.expect("create");
+    c.wait("1 running", 60, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 1).await;
+    // Never more: the node has 1 CPU Paceline may use.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(c.running_by_host(&svc).await.values().sum::<usize>(), 1);
+    kubectl(&["delete", "pod", other, "-n", "default"]);
+    c.wait("both running once the other pod went", 60, async |c| {
+        c.running_by_host(&svc).await.values().sum::<usize>() == 2
+    })
+    .await;
+    assert_eq!(c.cluster.hosts.host(&node).expect("host").view.total.cpu_millis, 4000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_the_server_config_selects_the_provider() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("server", 1, 2);
+    let yaml = format!(
+        "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\nhosts:\n  provider: kubernetes\n  \
+         kubeconfig: {}\n  node_selector: paceline-test=server\n",
+        dir.path().display(),
+        plane().kubeconfig.display()
+    );
+    let config: paceline::server::ServerConfig = serde_yaml::from_str(&yaml).expect("config");
+    assert!(matches!(
+        &config.hosts,
+        paceline::server::HostsConfig::Kubernetes { namespace, default_image, .. }
+            if namespace == "paceline-tasks" && default_image.starts_with("busybox")
+    ));
+    let server = paceline::server::Server::start(config).await.expect("server");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.cluster.hosts.host(&names[0]).is_none_or(|h| !h.reachable) {
+        assert!(Instant::now() < deadline, "{} registered through the server's kubernetes provider", names[0]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(server.cluster.hosts.provider_name(), "kubernetes");
+    server.shutdown().await;
+
+    // A kubeconfig that does not exist stops the start, naming it.
+    let yaml = format!(
+        "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\nhosts:\n  provider: kubernetes\n  \
+         kubeconfig: /nonexistent/kubeconfig\n",
+        dir.path().join("b").display()
+    );
+    let config: paceline::server::ServerConfig = serde_yaml::from_str(&yaml).expect("config");
+    let err = paceline::server::Server::start(config).await.expect_err("no kubeconfig");
+    assert!(err.to_string().contains("/nonexistent/kubeconfig"), "{err}");
+}
