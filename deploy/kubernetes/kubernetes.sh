@@ -222,6 +222,7 @@ build() {
     flock "$fd"
     if built; then
         flock -u "$fd"
+        exec {fd}>&-
         return 0
     fi
     rm -f "$BIN/VERSIONS"
@@ -305,6 +306,7 @@ GO
 
     echo "$STAMP" >"$BIN/VERSIONS"
     flock -u "$fd"
+    exec {fd}>&-
     log "build complete in $((SECONDS - t0)) s: $BIN"
 }
 
@@ -475,7 +477,9 @@ launch() {
     local name="$1"
     shift
     log "starting $name (log $DIR/logs/$name.log)"
-    setsid "$@" >>"$DIR/logs/$name.log" 2>&1 </dev/null &
+    # The DIR lock's descriptor stays here: a daemon holding it would keep
+    # every later start/stop waiting.
+    setsid "$@" >>"$DIR/logs/$name.log" 2>&1 </dev/null {LOCK_FD}>&- &
     echo $! >"$DIR/$name.pid"
 }
 
@@ -870,10 +874,19 @@ require_kubectl() {
     fi
 }
 
+# One start/stop at a time per DIR (test binaries may call `start` at once):
+# the second waits for the first, then finds the plane running.
+lock_dir() {
+    (umask 077 && mkdir -p "$DIR")
+    exec {LOCK_FD}>>"$DIR/.lock"
+    flock "$LOCK_FD"
+}
+
 start() {
     build
     require_kubectl
     command -v curl >/dev/null || die "curl is missing (apt-get install -y curl)"
+    lock_dir
     local t0=$SECONDS
     mkdir -p "$DIR/logs"
     make_pki
@@ -970,6 +983,7 @@ start() {
 }
 
 start_scheduler() {
+    lock_dir
     load_ports
     plane_up || die "the plane in $DIR is not running (deploy/kubernetes/kubernetes.sh start $DIR)"
     if ! alive kube-scheduler; then
@@ -1002,6 +1016,8 @@ stop_one() {
 stop() {
     local name
     local -a waits=()
+    [[ -d "$DIR" ]] || { log "not running in $DIR"; return 0; }
+    lock_dir
     for name in kube-scheduler kwok kube-controller-manager; do
         stop_one "$name" &
         waits+=($!)
