@@ -583,6 +583,14 @@ impl Collector for AuditCollector {
                 ([("outcome", "failed")], c.failed.load(Relaxed)),
                 ([("outcome", "pruned")], c.pruned.load(Relaxed)),
             ],
+        )?;
+        // Calls, not records: a flood shows here while the log grows by one
+        // aggregate record per source and window.
+        counters(
+            &mut encoder,
+            "audit_refusals_aggregated",
+            "Refused calls counted into an aggregate audit record (past the per-source share of a window) instead of one record each",
+            [([] as [(&str, &str); 0], c.refusals_counted.load(Relaxed))],
         )
     }
 }

@@ -39,6 +39,9 @@ struct Api {
     channel: Channel,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<()>>,
+    /// A handle on the server's auditor, for its counters; taken (dropped)
+    /// before `stop`, which waits for every handle to go.
+    auditor: Option<paceline_api::audit::Auditor>,
     _dir: tempfile::TempDir,
 }
 
@@ -54,6 +57,7 @@ impl Api {
             token_hash_hex("root-token"),
         );
         let audit = paceline_api::audit::spawn(sc.store.clone(), settings);
+        let auditor = audit.clone();
         let config = ApiConfig {
             auth: Arc::new(Auth::from_yaml(&tokens).expect("tokens")),
             audit: Some(audit),
@@ -74,7 +78,7 @@ impl Api {
             .connect()
             .await
             .expect("connect");
-        Api { sc, addr, channel, stop: Some(stop), served: Some(served), _dir: dir }
+        Api { sc, addr, channel, stop: Some(stop), served: Some(served), auditor: Some(auditor), _dir: dir }
     }
 
     fn jobs(&self, token: Option<&str>) -> Client {
@@ -149,6 +153,14 @@ async fn a_flood_of_refused_calls_is_a_few_records_and_one_aggregate_and_a_chang
         assert_eq!(e.code(), Code::Unauthenticated);
     }
     eprintln!("{FLOOD} refused calls in {:?}", started.elapsed());
+    // /metrics counts the calls the aggregate stands for, as they happen.
+    let auditor = api.auditor.take().expect("the auditor");
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(paceline::metrics::AuditCollector(auditor)));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(text.contains(&format!("audit_refusals_aggregated_total {}\n", FLOOD - 10)), "{text}");
+    drop(registry);
     // A legitimate change after the flood.
     let id = api
         .jobs(Some("root-token"))
