@@ -32,11 +32,12 @@
 # Go module cache and 4.5 GB of Go build cache; the binaries take 395 MB. A
 # build is reused when every binary is there and CACHE/bin/VERSIONS names
 # these versions (otherwise `build` rebuilds only the binaries whose Go build
-# info names another version); concurrent builds wait on a lock. kubectl is
-# not built: one of 1.24 or later (for `kubectl create token`; the machine's
-# 1.32 talks to this 1.37 server fine) must be on PATH: the package `kubectl`
-# of Google's apt repository, or https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubectl
-# (Debian's kubernetes-client is 1.20, too old).
+# info names another version); concurrent builds wait on a lock. kubectl:
+# one of 1.24 or later on PATH is used (for `kubectl create token`; 1.32 talks
+# to this 1.37 server fine); without one (Debian's kubernetes-client is 1.20,
+# too old) `start` builds kubectl from the same module into CACHE/bin (about
+# a minute more with the Go caches warm), so a machine with Go and Debian's
+# packages alone runs the plane. `env` names the one in use.
 #
 # What `start` runs (127.0.0.1 only; log files in DIR/logs, pids in DIR/*.pid):
 #   etcd                     --unsafe-no-fsync (a test plane: a machine crash may lose the last writes)
@@ -73,6 +74,7 @@
 #   export PACELINE_KUBECONFIG=DIR/paceline.kubeconfig
 #   export PACELINE_KUBECONFIG_ADMIN=DIR/admin.kubeconfig
 #   export PACELINE_KUBERNETES_API=https://127.0.0.1:PORT
+#   export PACELINE_KUBECTL=PATH (the kubectl `start` uses: PATH's, or the one it built)
 #
 # Namespaces and RBAC (manifests/rbac.yaml, applied by every `start`):
 #   paceline-system   ServiceAccount `paceline` (what `paceline server` runs as), its election Leases
@@ -843,7 +845,7 @@ YAML
 }
 
 kubectl_admin() {
-    kubectl --kubeconfig "$DIR/admin.kubeconfig" "$@"
+    "$KUBECTL" --kubeconfig "$DIR/admin.kubeconfig" "$@"
 }
 
 # The paceline ServiceAccount's token, minted again when the kubeconfig is
@@ -863,15 +865,40 @@ paceline_kubeconfig() {
     write_kubeconfig "$kc" paceline "$token"
 }
 
-# kubectl 1.24 or later (`kubectl create token`); not built here.
+# The kubectl to use: PATH's when it is 1.24 or later (`kubectl create
+# token`), else one built from the pinned module into CACHE/bin.
+KUBECTL=""
+kubectl_minor() {
+    "$1" version --client -o json 2>/dev/null | grep -o '"minor": *"[0-9]*' | grep -o '[0-9]*$' || true
+}
 require_kubectl() {
-    local how="install kubectl 1.24 or later: the package \`kubectl\` of Google's apt repository (as on the CI image), or https://dl.k8s.io/release/$K8S_VERSION/bin/linux/amd64/kubectl; Debian's kubernetes-client (1.20) is too old"
-    command -v kubectl >/dev/null || die "kubectl is not on PATH: $how"
     local minor
-    minor="$(kubectl version --client -o json 2>/dev/null | grep -o '"minor": *"[0-9]*' | grep -o '[0-9]*$' || true)"
-    if [[ -z "$minor" ]] || ((minor < 24)); then
-        die "kubectl is too old ($(kubectl version --client 2>&1 | head -n 1)): $how"
+    if command -v kubectl >/dev/null; then
+        minor="$(kubectl_minor kubectl)"
+        if [[ -n "$minor" ]] && ((minor >= 24)); then
+            KUBECTL="$(command -v kubectl)"
+            return 0
+        fi
+        log "kubectl on PATH is too old ($(kubectl version --client 2>&1 | head -n 1)); using one built from $K8S_VERSION"
     fi
+    if ! has_version kubectl k8s.io/kubernetes "$K8S_VERSION"; then
+        local v=k8s.io/component-base/version minor="${K8S_VERSION#v1.}" fd
+        minor="${minor%%.*}"
+        exec {fd}>>"$CACHE/.build.lock"
+        flock "$fd"
+        if ! has_version kubectl k8s.io/kubernetes "$K8S_VERSION"; then
+            (
+                export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+                cd "$CACHE/src/kubernetes" \
+                    && go_build kubectl go build -trimpath \
+                        -ldflags="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor" \
+                        -o "$BIN/kubectl" k8s.io/kubernetes/cmd/kubectl
+            )
+        fi
+        flock -u "$fd"
+        exec {fd}>&-
+    fi
+    KUBECTL="$BIN/kubectl"
 }
 
 # One start/stop at a time per DIR (test binaries may call `start` at once):
@@ -1054,6 +1081,8 @@ env_lines() {
     echo "export PACELINE_KUBECONFIG=$DIR/paceline.kubeconfig"
     echo "export PACELINE_KUBECONFIG_ADMIN=$DIR/admin.kubeconfig"
     echo "export PACELINE_KUBERNETES_API=https://127.0.0.1:${PORTS[api]:-6443}"
+    require_kubectl >&2
+    echo "export PACELINE_KUBECTL=$KUBECTL"
 }
 
 # --- fake nodes ----------------------------------------------------------------
