@@ -88,6 +88,20 @@ pub fn node_view(node: &Node, config: &KubernetesConfig) -> Result<NodeView, Str
         }
     }
 
+    // Gang discovery (decision 0051): where peers reach the node (task ports
+    // are host ports), and the range the job manager picks members' ports in.
+    let address = status
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP").or_else(|| a.first()))
+        .map(|a| a.address.clone());
+    if let Some(address) = address {
+        attributes.entry(paceline_model::gang::ADDRESS_ATTRIBUTE.into()).or_insert(address);
+    }
+    attributes.insert(
+        paceline_model::gang::PORT_RANGE_ATTRIBUTE.into(),
+        format!("{}-{}", config.port_range.0, config.port_range.1),
+    );
+
     let ready_cond = status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
     let ready = ready_cond.is_some_and(|c| c.status == "True");
     let not_ready_reason = match ready_cond {
@@ -349,6 +363,7 @@ mod tests {
         );
         assert_eq!(v.attributes.get("type").map(String::as_str), Some("kwok"));
         assert_eq!(v.attributes.get("zone").map(String::as_str), Some("z1"));
+        assert_eq!(v.attributes.get("port_range").map(String::as_str), Some("31000-32999"));
         assert!(v.ready && v.offers() && !v.unschedulable);
     }
 

@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HostPathVolumeSource, KeyToPath,
-    Lifecycle, Pod, PodSpec, Probe, ResourceRequirements, Secret, SecretKeySelector, SecretVolumeSource,
-    TCPSocketAction, Toleration, Volume, VolumeMount,
+    Container, ContainerPort, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EnvVar, EnvVarSource, ExecAction,
+    HTTPGetAction, HostPathVolumeSource, KeyToPath, Lifecycle, ObjectFieldSelector, Pod, PodSpec, Probe,
+    ResourceRequirements, Secret, SecretKeySelector, SecretVolumeSource, TCPSocketAction, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -45,6 +46,11 @@ pub const GPU: &str = "paceline.io/gpu";
 pub const CONTAINER: &str = "task";
 /// Where file secrets are mounted in the container.
 pub const SECRETS_DIR: &str = "/var/run/paceline/secrets";
+/// Annotation: a gang member's peers file (decision 0051), mounted into the
+/// container through the downward API.
+pub const GANG_PEERS: &str = "paceline.io/gang-peers";
+/// Where the peers file is mounted.
+pub const GANG_DIR: &str = "/var/run/paceline/gang";
 /// Where a stateful task's volume is mounted in the container.
 pub const VOLUME_DIR: &str = "/var/lib/paceline/volume";
 /// The node directory volumes are kept under, per task id.
@@ -178,6 +184,30 @@ pub fn build_pod(
             ..Volume::default()
         });
         mounts.push(VolumeMount { name: "volume".into(), mount_path: VOLUME_DIR.into(), ..VolumeMount::default() });
+    }
+    if req.gang.is_some() {
+        env.insert("PACELINE_GANG_PEERS_FILE".into(), format!("{GANG_DIR}/{}", paceline_model::gang::PEERS_FILE));
+        volumes.push(Volume {
+            name: "gang".into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![DownwardAPIVolumeFile {
+                    path: paceline_model::gang::PEERS_FILE.into(),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: format!("metadata.annotations['{GANG_PEERS}']"),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..DownwardAPIVolumeFile::default()
+                }]),
+                ..DownwardAPIVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(VolumeMount {
+            name: "gang".into(),
+            mount_path: GANG_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
     }
     let mut env_vars: Vec<EnvVar> =
         env.into_iter().map(|(name, value)| EnvVar { name, value: Some(value), ..EnvVar::default() }).collect();
@@ -322,6 +352,9 @@ pub fn build_pod(
     }
     if !req.gpu.is_empty() {
         annotations.insert(GPU.into(), serde_json::to_string(&req.gpu).unwrap_or_default());
+    }
+    if let Some(gang) = &req.gang {
+        annotations.insert(GANG_PEERS.into(), gang.peers_json.clone());
     }
 
     let tolerations: Vec<Toleration> = config
@@ -491,6 +524,23 @@ mod tests {
         assert_eq!(meta.task_id, "web-1a2b-3");
         assert_eq!(meta.resources, request().spec.resources);
         assert_eq!(meta.ports, ports);
+    }
+
+    #[test]
+    fn a_gang_member_gets_its_peers_file_through_the_downward_api() {
+        let mut req = request();
+        req.gang = Some(paceline_model::gang::GangLaunch {
+            ports: BTreeMap::from([("http".to_string(), 31_500u16)]),
+            peers_json: "[{\"rank\":0}]".into(),
+        });
+        let (pod, _) = build_pod(&KubernetesConfig::default(), &req, "n", &BTreeMap::new()).expect("pod");
+        let ann = pod.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(ann.get(GANG_PEERS).map(String::as_str), Some("[{\"rank\":0}]"));
+        let spec = pod.spec.expect("spec");
+        let env = spec.containers[0].env.clone().unwrap_or_default();
+        let file = env.iter().find(|e| e.name == "PACELINE_GANG_PEERS_FILE").and_then(|e| e.value.clone());
+        assert_eq!(file.as_deref(), Some("/var/run/paceline/gang/paceline-gang.json"));
+        assert!(spec.volumes.unwrap_or_default().iter().any(|v| v.downward_api.is_some()));
     }
 
     #[test]

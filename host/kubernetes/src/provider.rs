@@ -905,14 +905,24 @@ impl Provider for KubernetesProvider {
                     inner.send(reject(e));
                     continue;
                 }
-                let mut ports = BTreeMap::new();
+                // A gang member's ports were chosen by the job manager (decision 0051): exactly those.
+                if let Some(gang) = &req.gang {
+                    let taken: Vec<u16> = gang.ports.values().copied().filter(|p| used.contains(p)).collect();
+                    if !taken.is_empty() {
+                        inner.send(reject(format!("node {host}: gang ports {taken:?} are taken")));
+                        continue;
+                    }
+                }
+                let mut ports = req.gang.as_ref().map(|g| g.ports.clone()).unwrap_or_default();
+                used.extend(ports.values().copied());
                 let (lo, hi) = inner.config.port_range;
+                let missing: Vec<String> = req.spec.ports.iter().filter(|n| !ports.contains_key(*n)).cloned().collect();
                 let mut free = (lo..=hi).filter(|p| !used.contains(p));
                 let mut short = false;
-                for name in &req.spec.ports {
+                for name in missing {
                     match free.next() {
                         Some(p) => {
-                            ports.insert(name.clone(), p);
+                            ports.insert(name, p);
                         }
                         None => short = true,
                     }

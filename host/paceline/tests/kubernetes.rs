@@ -149,12 +149,17 @@ struct KubeCluster {
     provider: KubernetesProvider,
     loops: tokio::task::JoinHandle<()>,
     nodes: Vec<String>,
+    /// Leave the pods when dropped (Paceline "killed", Kubernetes carries on).
+    keep_pods: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for KubeCluster {
     fn drop(&mut self) {
         self.loops.abort();
         self.provider.shutdown();
+        if self.keep_pods.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         // Best effort: what this test ran goes (kwok removes deleted pods at once).
         for n in &self.nodes {
             let _ = Command::new("kubectl")
@@ -208,7 +213,7 @@ async fn start(dir: &Path, test: &str, nodes: Vec<String>) -> KubeCluster {
     .await
     .expect("cluster");
     let loops = cluster.spawn(Duration::from_millis(50));
-    let c = KubeCluster { cluster, provider, loops, nodes };
+    let c = KubeCluster { cluster, provider, loops, nodes, keep_pods: Default::default() };
     c.wait("the nodes registered", 60, async |c| {
         c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
     })
@@ -415,4 +420,94 @@ async fn kubernetes_the_server_config_selects_the_provider() {
     let config: paceline::server::ServerConfig = serde_yaml::from_str(&yaml).expect("config");
     let err = paceline::server::Server::start(config).await.expect_err("no kubeconfig");
     assert!(err.to_string().contains("/nonexistent/kubeconfig"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_restarted_paceline_launches_nothing_twice_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("restart", 2, 4);
+    let c = start(dir.path(), "restart", names.clone()).await;
+    let svc = unique("krsvc");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 3, 500, &[])).await.expect("create");
+    let batch = unique("krbat");
+    let spec = job(JobKind::Batch, 2, 500, &[("paceline.io/kwok-exit-code", "0"), ("paceline.io/kwok-run-for", "6s")]);
+    c.cluster.jobs.create(&batch, spec).await.expect("create");
+    c.wait("all running", 60, async |c| {
+        c.running_by_host(&svc).await.values().sum::<usize>() == 3
+            && c.running_by_host(&batch).await.values().sum::<usize>() == 2
+    })
+    .await;
+    let pods = |job: &str| {
+        let out =
+            kubectl(&["get", "pods", "-n", "paceline-tasks", "-l", &format!("paceline.io/job-id={job}"), "-o", "name"]);
+        let mut v: Vec<String> = out.lines().map(str::to_owned).collect();
+        v.sort();
+        v
+    };
+    let before = pods(&svc);
+    assert_eq!(before.len(), 3, "{before:?}");
+    // Paceline goes away at once (as SIGKILL would leave it): nothing is
+    // stopped in Kubernetes; the batch pods finish while it is away.
+    let nodes = c.nodes.clone();
+    c.keep_pods.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(c);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let c = start(dir.path(), "restart", nodes).await;
+    c.wait("the batch job ended", 60, async |c| c.state(&batch).await.is_terminal()).await;
+    let b = c.cluster.jobs.get(&batch).await.expect("job");
+    assert_eq!(b.runtime.state, JobState::Succeeded, "{:?}", b.tasks);
+    assert!(b.tasks.iter().all(|t| t.run == 1), "finished once, not again: {:?}", b.tasks);
+    c.wait("the service runs", 30, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 3).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = c.cluster.jobs.get(&svc).await.expect("job");
+    assert!(s.tasks.iter().all(|t| t.run == 1 && t.state == TaskState::Running), "{:?}", s.tasks);
+    assert_eq!(pods(&svc), before, "the same pods, none created again");
+    assert_eq!(pods(&batch).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_cordoned_node_drains_and_its_tasks_move() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("cordon", 2, 1);
+    let c = start(dir.path(), "cordon", names.clone()).await;
+    let svc = unique("kcord");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 1, 1000, &[])).await.expect("create");
+    c.wait("running", 60, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 1).await;
+    let on = c.running_by_host(&svc).await.keys().next().cloned().expect("host");
+    kubectl(&["cordon", &on]);
+    c.wait("moved off the cordoned node", 60, async |c| {
+        let m = c.running_by_host(&svc).await;
+        m.values().sum::<usize>() == 1 && !m.contains_key(&on)
+    })
+    .await;
+    c.wait("drained", 30, async |c| {
+        c.cluster.hosts.host(&on).is_some_and(|h| h.state == paceline_model::host::MaintenanceState::Drained)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_pods_log_is_read_through_the_api() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("logs", 1, 2);
+    let c = start(dir.path(), "logs", names.clone()).await;
+    let svc = unique("klog");
+    c.cluster.jobs.create(&svc, job(JobKind::Stateless, 1, 500, &[])).await.expect("create");
+    c.wait("running", 60, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == 1).await;
+    let run_id = format!("{svc}-0-1");
+    let host = c.running_by_host(&svc).await.keys().next().cloned().expect("host");
+    let read = c.cluster.hosts.read_log_on(&host, &run_id, paceline_hostmgr::LogStream::Stdout, 0, 4096).await;
+    // kwok's nodes run no kubelet: the API server cannot reach one to read
+    // the log, and the error says so (where a kubelet answers, the log comes back).
+    match read {
+        Ok(chunk) => assert!(chunk.data.len() as u64 <= 4096),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("log of pod paceline-tasks/{run_id}")), "{msg}");
+        }
+    }
+    let err = c.cluster.hosts.read_log_on(&host, "nope-0-1", paceline_hostmgr::LogStream::Stdout, 0, 10).await;
+    let msg = err.expect_err("a run without a pod has no log").to_string();
+    assert!(msg.contains("nope-0-1"), "{msg}");
 }
