@@ -511,3 +511,126 @@ async fn kubernetes_a_pods_log_is_read_through_the_api() {
     let msg = err.expect_err("a run without a pod has no log").to_string();
     assert!(msg.contains("nope-0-1"), "{msg}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_daemon_and_stateful_jobs_run_as_pods() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("kinds", 2, 4);
+    let c = start(dir.path(), "kinds", names.clone()).await;
+    let daemon = unique("kdmn");
+    let mut spec = job(JobKind::Daemon, 0, 200, &[]);
+    spec.update.batch_size = 0;
+    c.cluster.jobs.create(&daemon, spec).await.expect("create");
+    c.wait("one daemon pod per node", 60, async |c| {
+        let m = c.running_by_host(&daemon).await;
+        m.len() == 2 && m.values().all(|&n| n == 1)
+    })
+    .await;
+    let mut bound = pod_nodes(&daemon);
+    bound.sort();
+    assert_eq!(bound, names, "one pod bound to each node");
+
+    let db = unique("kdb");
+    let mut spec = job(JobKind::Stateful, 2, 500, &[]);
+    spec.default_task.volume = Some(paceline_model::task::VolumeSpec { name: "data".into(), size_mib: 10 });
+    c.cluster.jobs.create(&db, spec).await.expect("create");
+    c.wait("2 running", 60, async |c| c.running_by_host(&db).await.values().sum::<usize>() == 2).await;
+    let before: Vec<Option<String>> =
+        c.cluster.jobs.get(&db).await.expect("job").tasks.iter().map(|t| t.host.clone()).collect();
+    c.cluster.jobs.restart(&db, None, 1).await.expect("restart");
+    c.wait("both restarted", 90, async |c| {
+        let info = c.cluster.jobs.get(&db).await.expect("job");
+        info.tasks.iter().all(|t| t.run == 2 && t.state == TaskState::Running)
+    })
+    .await;
+    let info = c.cluster.jobs.get(&db).await.expect("job");
+    let after: Vec<Option<String>> = info.tasks.iter().map(|t| t.host.clone()).collect();
+    assert_eq!(before, after, "a stateful instance keeps its node (and its hostPath volume)");
+    let path = kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        "paceline-tasks",
+        &format!("{db}-0-2"),
+        "-o",
+        "jsonpath={.spec.volumes[0].hostPath.path}",
+    ]);
+    assert_eq!(path, format!("/var/lib/paceline/volumes/{db}-0/data"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_rolling_update_with_a_health_check_replaces_every_pod() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("update", 2, 4);
+    let c = start(dir.path(), "update", names.clone()).await;
+    let svc = unique("kupd");
+    let mut spec = job(JobKind::Stateless, 3, 300, &[]);
+    spec.default_task.ports = vec!["http".into()];
+    spec.default_task.resources.ports = 1;
+    spec.default_task.health_check = Some(paceline_model::task::HealthCheck {
+        command: String::new(),
+        args: Vec::new(),
+        http: Some(paceline_model::task::HttpProbe { port: "http".into(), path: "/".into() }),
+        tcp: None,
+        initial_delay_secs: 0,
+        interval_secs: 1,
+        timeout_secs: 1,
+        max_consecutive_failures: 3,
+    });
+    spec.sla.max_unavailable_instances = Some(1);
+    spec.update.batch_size = 1;
+    c.cluster.jobs.create(&svc, spec.clone()).await.expect("create");
+    c.wait("3 running and healthy", 60, async |c| {
+        let info = c.cluster.jobs.get(&svc).await.expect("job");
+        info.tasks.iter().all(|t| t.state == TaskState::Running && t.healthy == Some(true))
+    })
+    .await;
+    let info = c.cluster.jobs.get(&svc).await.expect("job");
+    assert!(
+        info.tasks.iter().all(|t| t.ports.get("http").is_some_and(|p| (31_000..=32_999).contains(p))),
+        "{:?}",
+        info.tasks
+    );
+    let mut v2 = spec;
+    v2.default_task.args = vec!["-c".into(), "echo v2".into()];
+    c.cluster.jobs.update(&svc, v2, paceline_jobmgr::UpdateRequest::default()).await.expect("update");
+    c.wait("every instance on v2, running and healthy", 120, async |c| {
+        let info = c.cluster.jobs.get(&svc).await.expect("job");
+        info.tasks.iter().all(|t| t.config_version == 2 && t.state == TaskState::Running && t.healthy == Some(true))
+    })
+    .await;
+    let args = kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "paceline-tasks",
+        "-l",
+        &format!("paceline.io/job-id={svc}"),
+        "-o",
+        "jsonpath={range .items[*]}{.spec.containers[0].args[1]}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(args.lines().filter(|l| *l == "echo v2").count(), 3, "{args}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_an_api_server_that_refuses_stops_the_start_with_a_clear_message() {
+    // The admin kubeconfig's server with a token the API server does not know.
+    let admin = std::fs::read_to_string(&plane().admin).expect("admin kubeconfig");
+    let server = admin.lines().find_map(|l| l.trim().strip_prefix("server: ")).expect("a server line").to_string();
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("bad.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: not-a-token}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\n\
+             current-context: x\n"
+        ),
+    )
+    .expect("write");
+    let err = KubernetesProvider::connect(KubernetesConfig { kubeconfig: Some(path), ..KubernetesConfig::default() })
+        .await
+        .expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("list pods in namespace paceline-tasks") && msg.contains("401"), "{msg}");
+}
