@@ -31,14 +31,18 @@
 //! - [`nodes`]: Node → [`nodes::NodeView`], quantities, what other pods hold.
 //! - [`pods`]: LaunchRequest → Pod (and Secret), names and labels.
 //! - [`status`]: pod phase and container state → run state.
-//! - `provider`: [`KubernetesProvider`], its state, watches and the calls.
+//! - `provider`: [`KubernetesProvider`]: connecting and the provider calls.
+//! - `state`: what it knows (nodes, runs, other pods) and what it reports.
+//! - `watch`: the three watches and their events.
 
 pub mod config;
 pub mod error;
 pub mod nodes;
 pub mod pods;
 mod provider;
+mod state;
 pub mod status;
+mod watch;
 
 pub use config::{KUBECONFIG_ENV, KubernetesConfig};
 pub use error::KubernetesError;

@@ -1,0 +1,374 @@
+//! The provider's state ([`St`]: nodes, Paceline's runs, what other pods
+//! hold) and what it tells the host manager from it: registrations,
+//! disconnections, drains, run updates kept until acknowledged, heartbeats.
+//!
+//! Every event for the host manager is queued, in order, while the state
+//! lock is held, and one task forwards the queue to the manager's channel:
+//! so one run's updates cannot overtake each other, and no call
+//! ([`paceline_hostmgr::Provider::acknowledge`] above all) ever waits on that channel.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams};
+use paceline_hostmgr::provider::{HostRegistration, ProviderEvent, RunningRun};
+use paceline_model::Resources;
+use paceline_model::gpu::GpuGrant;
+use paceline_model::run::{RunState, RunUpdate};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::config::KubernetesConfig;
+use crate::nodes::NodeView;
+use crate::status::Observed;
+
+/// One node as the provider knows it.
+#[derive(Debug, Default)]
+pub(crate) struct NodeEntry {
+    /// The node as last read; `None` while it cannot be read (`error` says why).
+    pub(crate) view: Option<NodeView>,
+    pub(crate) error: Option<String>,
+    /// The manager has it as a live host (registered, not disconnected since).
+    pub(crate) connected: bool,
+    /// Total and attributes last registered.
+    pub(crate) registered: Option<(Resources, paceline_model::Labels)>,
+    /// A drain was asked for since it was last cordoned.
+    pub(crate) drain_sent: bool,
+}
+
+/// One of Paceline's runs, from its launch (or its pod's adoption) until
+/// its end is acknowledged.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) pod: String,
+    pub(crate) host: String,
+    pub(crate) task_id: String,
+    pub(crate) resources: Resources,
+    pub(crate) gpu: GpuGrant,
+    pub(crate) ports: BTreeMap<String, u16>,
+    pub(crate) seq: u64,
+    /// State and health last reported.
+    pub(crate) last: Option<(RunState, Option<bool>)>,
+    pub(crate) terminal: bool,
+    pub(crate) kill_requested: bool,
+    /// Found as a pod, not launched by this process.
+    pub(crate) adopted: bool,
+    /// What the pod showed before the manager could be told (start-up).
+    pub(crate) latest: Option<Observed>,
+    pub(crate) pod_gone: bool,
+    pub(crate) unacked: VecDeque<(RunUpdate, Instant)>,
+}
+
+impl Run {
+    /// Reported among the host's runs at registration: live, or adopted
+    /// with an end the manager has not acknowledged (so that it can hold
+    /// the end until it knows whether it expects the run).
+    pub(crate) fn reported(&self) -> bool {
+        !self.terminal || (self.adopted && !self.unacked.is_empty())
+    }
+}
+
+/// A pod of another scheduler (or bound by hand) on a node.
+#[derive(Debug)]
+pub(crate) struct Foreign {
+    pub(crate) node: String,
+    pub(crate) usage: Resources,
+    pub(crate) ports: Vec<u16>,
+}
+
+/// The three watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Watch {
+    Nodes = 0,
+    Pods = 1,
+    Foreign = 2,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct St {
+    pub(crate) nodes: HashMap<String, NodeEntry>,
+    pub(crate) runs: HashMap<String, Run>,
+    /// Pod name → run id, for Paceline's pods.
+    pub(crate) by_pod: HashMap<String, String>,
+    /// Pods whose run ended and was acknowledged → when to delete them.
+    pub(crate) finished: HashMap<String, Instant>,
+    pub(crate) foreign: HashMap<String, Foreign>,
+    pub(crate) foreign_by_node: HashMap<String, Resources>,
+    /// Each watch has listed everything once.
+    pub(crate) synced: [bool; 3],
+    /// Keys seen since a watch (re)started listing.
+    pub(crate) listing: [Option<HashSet<String>>; 3],
+    /// The manager has been told of the nodes (after the three first lists).
+    pub(crate) started: bool,
+    /// Nodes whose registration may have changed (other pods came or went).
+    pub(crate) dirty: HashSet<String>,
+    pub(crate) api_down_since: Option<Instant>,
+    pub(crate) api_error_logged: Option<Instant>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: KubernetesConfig,
+    pub(crate) client: kube::Client,
+    pub(crate) pods: Api<Pod>,
+    pub(crate) secrets: Api<Secret>,
+    pub(crate) st: Mutex<St>,
+    pub(crate) out: mpsc::UnboundedSender<ProviderEvent>,
+    pub(crate) out_rx: Mutex<Option<mpsc::UnboundedReceiver<ProviderEvent>>>,
+    pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube::Client has no Debug (it holds the credentials' layers).
+        f.debug_struct("Inner")
+            .field("config", &self.config)
+            .field("namespace", &self.config.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+pub(crate) fn rank(s: RunState) -> u8 {
+    match s {
+        RunState::Starting => 0,
+        RunState::Running => 1,
+        _ => 2,
+    }
+}
+
+/// What the API server said, in one line.
+pub(crate) fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn is_status(e: &kube::Error, f: fn(&kube::core::Status) -> bool) -> bool {
+    matches!(e, kube::Error::Api(s) if f(s))
+}
+
+// ---- state ---------------------------------------------------------------
+
+impl Inner {
+    pub(crate) fn st(&self) -> MutexGuard<'_, St> {
+        lock(&self.st)
+    }
+
+    pub(crate) fn send(&self, ev: ProviderEvent) {
+        // The receiver lives as long as the forwarder; after it, nobody listens.
+        let _ = self.out.send(ev);
+    }
+
+    /// The registration of a node, if it can be a host now.
+    pub(crate) fn registration(&self, st: &St, name: &str) -> Option<HostRegistration> {
+        let node = st.nodes.get(name)?;
+        let view = node.view.as_ref().filter(|v| v.ready)?;
+        let foreign = st.foreign_by_node.get(name).copied().unwrap_or(Resources::ZERO);
+        let total = if view.offers() { view.allocatable.saturating_sub(&foreign) } else { Resources::ZERO };
+        let running = st
+            .runs
+            .iter()
+            .filter(|(_, r)| r.host == name && r.reported())
+            .map(|(id, r)| RunningRun {
+                run_id: id.clone(),
+                task_id: r.task_id.clone(),
+                resources: r.resources,
+                gpu: r.gpu.clone(),
+            })
+            .collect();
+        Some(HostRegistration {
+            hostname: name.to_string(),
+            agent_id: format!("node/{name}"),
+            total,
+            attributes: view.attributes.clone(),
+            running,
+            gpus: Vec::new(),
+        })
+    }
+
+    /// Tells the manager what changed about a node: registered (again) when
+    /// it is Ready and its capacity or labels changed, disconnected when it
+    /// is not Ready or cannot be read, a drain when it was cordoned.
+    pub(crate) fn sync_node(&self, st: &mut St, name: &str) {
+        if !st.started {
+            return;
+        }
+        let reg = self.registration(st, name);
+        let Some(node) = st.nodes.get_mut(name) else { return };
+        match reg {
+            Some(reg) => {
+                let key = (reg.total, reg.attributes.clone());
+                if !node.connected || node.registered.as_ref() != Some(&key) {
+                    node.connected = true;
+                    node.registered = Some(key);
+                    self.send(ProviderEvent::HostRegistered(reg));
+                }
+                let cordoned = node.view.as_ref().is_some_and(|v| v.unschedulable);
+                if cordoned && !node.drain_sent {
+                    node.drain_sent = true;
+                    self.send(ProviderEvent::HostDrainRequested {
+                        host: name.to_string(),
+                        reason: "the node was cordoned (spec.unschedulable)".into(),
+                    });
+                } else if !cordoned && node.drain_sent {
+                    node.drain_sent = false;
+                    info!(
+                        node = name,
+                        "node uncordoned; the host stays in its maintenance state until `paceline host up` (docs/kubernetes.md)"
+                    );
+                }
+            }
+            None => {
+                if node.connected {
+                    node.connected = false;
+                    let reason = match (&node.view, &node.error) {
+                        (_, Some(e)) => format!("node cannot be read: {e}"),
+                        (Some(v), None) => format!("node not ready: {}", v.not_ready_reason),
+                        (None, None) => "node not ready".into(),
+                    };
+                    info!(node = name, reason, "host disconnected");
+                    self.send(ProviderEvent::HostDisconnected { host: name.to_string(), reason });
+                }
+            }
+        }
+    }
+
+    /// Sends the run's next update (kept until acknowledged).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update(
+        &self,
+        run_id: &str,
+        run: &mut Run,
+        state: RunState,
+        healthy: Option<bool>,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        reason: &str,
+        message: String,
+    ) {
+        run.seq += 1;
+        run.last = Some((state, healthy));
+        run.terminal |= state.is_terminal();
+        let u = RunUpdate {
+            host: run.host.clone(),
+            run_id: run_id.to_string(),
+            task_id: run.task_id.clone(),
+            seq: run.seq,
+            state,
+            healthy,
+            exit_code,
+            signal,
+            reason: reason.to_string(),
+            message,
+            at_ms: unix_ms(),
+            ports: run.ports.clone(),
+        };
+        run.unacked.push_back((u.clone(), Instant::now()));
+        self.send(ProviderEvent::RunUpdate(u));
+    }
+
+    /// Moves a run forward to what its pod shows (never backward).
+    pub(crate) fn progress(&self, run_id: &str, run: &mut Run, mut o: Observed) {
+        if run.terminal {
+            return;
+        }
+        if run.kill_requested && o.state.is_terminal() {
+            // Whatever the exit, it ended because Paceline stopped it.
+            o.state = RunState::Killed;
+            o.reason = "KILLED_BY_REQUEST".into();
+        }
+        if let Some((state, healthy)) = run.last {
+            if rank(o.state) < rank(state) || (o.state == state && o.healthy == healthy) {
+                return;
+            }
+            if o.state == state && o.reason.is_empty() {
+                o.reason = "HEALTH_CHANGED".into();
+            }
+        }
+        let stuck = o.stuck;
+        self.update(run_id, run, o.state, o.healthy, o.exit_code, o.signal, &o.reason.clone(), o.message);
+        if stuck {
+            // An image that cannot be pulled waits forever; the pod must go.
+            self.spawn_delete(run.pod.clone(), Some(0));
+        }
+    }
+
+    pub(crate) fn spawn_delete(&self, pod: String, grace: Option<u32>) {
+        let pods = self.pods.clone();
+        tokio::spawn(async move {
+            let dp = DeleteParams { grace_period_seconds: grace, ..DeleteParams::default() };
+            match pods.delete(&pod, &dp).await {
+                Ok(_) => debug!(pod, "pod deleted"),
+                Err(e) if is_status(&e, kube::core::Status::is_not_found) => {}
+                Err(e) => warn!(pod, error = api_message(&e), "pod not deleted; it is tried again at the next start"),
+            }
+        });
+    }
+
+    // ---- periodic ------------------------------------------------------------
+
+    /// Re-registers nodes other pods changed, re-sends unacknowledged
+    /// updates, deletes finished pods that were kept for their logs.
+    pub(crate) fn tick(&self) {
+        let now = Instant::now();
+        let mut st = self.st();
+        if st.started {
+            let dirty: Vec<String> = st.dirty.drain().collect();
+            for name in dirty {
+                self.sync_node(&mut st, &name);
+            }
+        }
+        let after = self.config.redeliver_after;
+        for run in st.runs.values_mut() {
+            for (u, sent) in run.unacked.iter_mut() {
+                if now.duration_since(*sent) >= after {
+                    *sent = now;
+                    let _ = self.out.send(ProviderEvent::RunUpdate(u.clone()));
+                }
+            }
+        }
+        let due: Vec<String> = st.finished.iter().filter(|(_, t)| **t <= now).map(|(p, _)| p.clone()).collect();
+        for pod in due {
+            st.finished.remove(&pod);
+            self.spawn_delete(pod, Some(0));
+        }
+    }
+
+    pub(crate) fn heartbeat(&self) {
+        let st = self.st();
+        if !st.started {
+            return;
+        }
+        if let Some(since) = st.api_down_since
+            && since.elapsed() > self.config.api_outage_grace
+        {
+            // Nothing vouches for the nodes any more: let the manager lose them.
+            return;
+        }
+        for (name, node) in &st.nodes {
+            if node.connected {
+                let _ = self.out.send(ProviderEvent::Heartbeat { host: name.clone() });
+            }
+        }
+    }
+
+    pub(crate) fn ports_in_use(&self, st: &St, host: &str) -> BTreeSet<u16> {
+        let mut used: BTreeSet<u16> =
+            st.foreign.values().filter(|f| f.node == host).flat_map(|f| f.ports.iter().copied()).collect();
+        for r in st.runs.values().filter(|r| r.host == host && !r.terminal) {
+            used.extend(r.ports.values().copied());
+        }
+        used
+    }
+}

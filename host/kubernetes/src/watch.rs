@@ -1,0 +1,341 @@
+//! The three watches (nodes; Paceline's pods; every other bound, unfinished
+//! pod) and what each event does to the state. A watch that breaks lists
+//! again; whatever the new list lacks is handled as deleted.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use paceline_hostmgr::provider::ProviderEvent;
+use paceline_model::Resources;
+use paceline_model::run::RunState;
+use tracing::{debug, info, warn};
+
+use crate::nodes;
+use crate::pods::{self, MANAGED_BY};
+use crate::state::{Foreign, Inner, Run, St, Watch, unix_ms};
+use crate::status;
+
+impl Inner {
+    // ---- watch events ------------------------------------------------------
+
+    pub(crate) fn api_ok(&self, st: &mut St) {
+        if let Some(since) = st.api_down_since.take() {
+            info!(after_s = since.elapsed().as_secs(), "kubernetes API reachable again");
+        }
+    }
+
+    pub(crate) fn api_error(&self, st: &mut St, watch: Watch, e: &watcher::Error) {
+        let now = Instant::now();
+        st.api_down_since.get_or_insert(now);
+        if st.api_error_logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(30)) {
+            st.api_error_logged = Some(now);
+            warn!(?watch, error = %e, "kubernetes watch failed; retrying (hosts stay up for {} s)",
+                self.config.api_outage_grace.as_secs());
+        }
+    }
+
+    /// Applies one watch event; `key` names the object for relists.
+    pub(crate) fn on_event<K>(
+        &self,
+        watch: Watch,
+        ev: Event<K>,
+        apply: impl Fn(&Self, &mut St, K),
+        gone: impl Fn(&Self, &mut St, &str, Option<K>),
+        key: impl Fn(&K) -> String,
+    ) {
+        let mut st = self.st();
+        self.api_ok(&mut st);
+        let w = watch as usize;
+        match ev {
+            Event::Init => st.listing[w] = Some(HashSet::new()),
+            Event::InitApply(obj) => {
+                if let Some(seen) = st.listing[w].as_mut() {
+                    seen.insert(key(&obj));
+                }
+                apply(self, &mut st, obj);
+            }
+            Event::InitDone => {
+                // Whatever was not listed is gone (deleted while we were not watching).
+                if let Some(seen) = st.listing[w].take() {
+                    let known: Vec<String> = match watch {
+                        Watch::Nodes => st.nodes.keys().cloned().collect(),
+                        Watch::Pods => st.by_pod.keys().cloned().collect(),
+                        Watch::Foreign => st.foreign.keys().cloned().collect(),
+                    };
+                    for k in known.into_iter().filter(|k| !seen.contains(k)) {
+                        gone(self, &mut st, &k, None);
+                    }
+                }
+                st.synced[w] = true;
+                if !st.started && st.synced.iter().all(|&s| s) {
+                    self.begin(&mut st);
+                }
+            }
+            Event::Apply(obj) => apply(self, &mut st, obj),
+            Event::Delete(obj) => {
+                let k = key(&obj);
+                gone(self, &mut st, &k, Some(obj));
+            }
+        }
+    }
+
+    /// Every watch has listed: the manager hears of the nodes, with the
+    /// runs found on them, then of what those runs did meanwhile.
+    pub(crate) fn begin(&self, st: &mut St) {
+        st.started = true;
+        let mut names: Vec<String> = st.nodes.keys().cloned().collect();
+        names.sort();
+        for name in &names {
+            self.sync_node(st, name);
+        }
+        let ids: Vec<String> = st.runs.keys().cloned().collect();
+        for id in &ids {
+            let Some(run) = st.runs.get_mut(id) else { continue };
+            if let Some(o) = run.latest.take() {
+                self.progress(id, run, o);
+            }
+        }
+        let offered = st.nodes.values().filter(|n| n.connected).count();
+        info!(
+            nodes = st.nodes.len(),
+            offered,
+            adopted_runs = st.runs.len(),
+            other_pods = st.foreign.len(),
+            "kubernetes: nodes and pods listed; hosts registered"
+        );
+    }
+
+    pub(crate) fn node_apply(&self, st: &mut St, node: Node) {
+        let Some(name) = node.metadata.name.clone() else { return };
+        let entry = st.nodes.entry(name.clone()).or_default();
+        match nodes::node_view(&node, &self.config) {
+            Ok(v) => {
+                entry.view = Some(v);
+                entry.error = None;
+            }
+            Err(e) => {
+                if entry.error.as_deref() != Some(e.as_str()) {
+                    warn!(node = name, error = e, "node not offered: it cannot be read");
+                }
+                entry.view = None;
+                entry.error = Some(e);
+            }
+        }
+        self.sync_node(st, &name);
+    }
+
+    pub(crate) fn node_gone(&self, st: &mut St, name: &str, _last: Option<Node>) {
+        let Some(node) = st.nodes.remove(name) else { return };
+        if st.started && node.connected {
+            info!(node = name, "node deleted; its runs are lost");
+            self.send(ProviderEvent::HostDisconnected { host: name.to_string(), reason: "node deleted".into() });
+        }
+        let ids: Vec<String> =
+            st.runs.iter().filter(|(_, r)| r.host == name && !r.terminal).map(|(id, _)| id.clone()).collect();
+        for id in ids {
+            let Some(run) = st.runs.get_mut(&id) else { continue };
+            if st.started {
+                self.update(
+                    &id,
+                    run,
+                    RunState::Lost,
+                    None,
+                    None,
+                    None,
+                    "NODE_DELETED",
+                    format!("node {name} was deleted"),
+                );
+            }
+            run.terminal = true;
+            if !run.pod_gone {
+                // A pod bound to a node that is gone never runs again.
+                self.spawn_delete(run.pod.clone(), Some(0));
+            }
+        }
+    }
+
+    pub(crate) fn pod_apply(&self, st: &mut St, pod: Pod) {
+        let Some(name) = pod.metadata.name.clone() else { return };
+        if st.finished.contains_key(&name) {
+            return;
+        }
+        let run_id = match st.by_pod.get(&name) {
+            Some(id) => id.clone(),
+            None => {
+                let Some(meta) = pods::run_meta(&pod) else {
+                    debug!(pod = name, "a pod labelled as Paceline's without a run id; left alone");
+                    return;
+                };
+                let Some(host) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return };
+                if st.runs.contains_key(&meta.run_id) {
+                    return;
+                }
+                // Launched by an earlier process (or a launch that failed on
+                // our side after the server created the pod): the manager
+                // decides whether it is expected, from the registration.
+                info!(pod = name, run_id = meta.run_id, node = host, "found a Paceline pod; reporting it");
+                let run = Run {
+                    pod: name.clone(),
+                    host: host.clone(),
+                    task_id: meta.task_id,
+                    resources: meta.resources,
+                    gpu: meta.gpu,
+                    ports: meta.ports,
+                    // Past any seq an earlier process gave it (those started at 1).
+                    seq: unix_ms(),
+                    // The registration reports it running.
+                    last: Some((RunState::Running, None)),
+                    terminal: false,
+                    kill_requested: false,
+                    adopted: true,
+                    latest: None,
+                    pod_gone: false,
+                    unacked: VecDeque::new(),
+                };
+                st.by_pod.insert(name.clone(), meta.run_id.clone());
+                st.runs.insert(meta.run_id.clone(), run);
+                if st.started
+                    && let Some(node) = st.nodes.get_mut(&host)
+                {
+                    // Registered again, with it among its runs, before its updates.
+                    node.connected = false;
+                    self.sync_node(st, &host);
+                }
+                meta.run_id
+            }
+        };
+        let Some(o) = status::observe(&pod) else { return };
+        let started = st.started;
+        let Some(run) = st.runs.get_mut(&run_id) else { return };
+        if started {
+            self.progress(&run_id, run, o);
+        } else {
+            run.latest = Some(o);
+        }
+    }
+
+    pub(crate) fn pod_gone(&self, st: &mut St, name: &str, last: Option<Pod>) {
+        st.finished.remove(name);
+        let Some(run_id) = st.by_pod.remove(name) else { return };
+        let started = st.started;
+        let Some(run) = st.runs.get_mut(&run_id) else { return };
+        run.pod_gone = true;
+        if run.terminal {
+            return;
+        }
+        // It may have ended before it went.
+        if let Some(o) = last.as_ref().and_then(status::observe).filter(|o| o.state.is_terminal()) {
+            if started {
+                self.progress(&run_id, run, o);
+            } else {
+                run.latest = Some(o);
+            }
+            return;
+        }
+        if !started {
+            // Deleted before the manager heard of it: it is not reported.
+            st.runs.remove(&run_id);
+            return;
+        }
+        if run.kill_requested {
+            self.update(&run_id, run, RunState::Killed, None, None, None, "KILLED_BY_REQUEST", String::new());
+        } else {
+            let why = last
+                .as_ref()
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
+                .map(|c| format!(" ({}: {})", c.reason.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or("")))
+                .unwrap_or_default();
+            let message = format!(
+                "pod {}/{name} was deleted outside Paceline (a user, a controller or another scheduler){why}",
+                self.config.namespace
+            );
+            warn!(run_id, message, "run lost");
+            self.update(&run_id, run, RunState::Lost, None, None, None, "POD_DELETED", message);
+        }
+    }
+
+    pub(crate) fn foreign_key(pod: &Pod) -> String {
+        format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
+    }
+
+    pub(crate) fn foreign_apply(&self, st: &mut St, pod: Pod) {
+        let key = Self::foreign_key(&pod);
+        let labelled = pod.metadata.labels.as_ref().is_some_and(|l| l.get(MANAGED_BY).is_some_and(|v| v == "paceline"));
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        if labelled || node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+            self.foreign_gone(st, &key, None);
+            return;
+        }
+        let usage = match nodes::pod_usage(&pod, self.config.port_range) {
+            Ok(u) => u,
+            Err(e) => {
+                // Counted as nothing rather than stopping the node: say so.
+                warn!(pod = key, error = e, "a pod's requests cannot be read; it is not counted against its node");
+                Resources::ZERO
+            }
+        };
+        let ports = nodes::host_ports(&pod);
+        if let Some(old) = st.foreign.get(&key)
+            && old.node == node
+            && old.usage == usage
+            && old.ports == ports
+        {
+            return;
+        }
+        self.foreign_gone(st, &key, None);
+        let sum = st.foreign_by_node.entry(node.clone()).or_insert(Resources::ZERO);
+        *sum = sum.saturating_add(&usage);
+        st.dirty.insert(node.clone());
+        st.foreign.insert(key, Foreign { node, usage, ports });
+    }
+
+    pub(crate) fn foreign_gone(&self, st: &mut St, key: &str, _last: Option<Pod>) {
+        let Some(old) = st.foreign.remove(key) else { return };
+        if let Some(sum) = st.foreign_by_node.get_mut(&old.node) {
+            *sum = sum.saturating_sub(&old.usage);
+            if *sum == Resources::ZERO {
+                st.foreign_by_node.remove(&old.node);
+            }
+        }
+        st.dirty.insert(old.node);
+    }
+}
+
+// ---- watches ---------------------------------------------------------------
+
+pub(crate) async fn watch_loop<K>(
+    inner: Arc<Inner>,
+    api: Api<K>,
+    config: watcher::Config,
+    watch: Watch,
+    apply: fn(&Inner, &mut St, K),
+    gone: fn(&Inner, &mut St, &str, Option<K>),
+    key: fn(&K) -> String,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    loop {
+        match stream.try_next().await {
+            Ok(Some(ev)) => inner.on_event(watch, ev, apply, gone, key),
+            Ok(None) => break,
+            Err(e) => {
+                let mut st = inner.st();
+                inner.api_error(&mut st, watch, &e);
+            }
+        }
+    }
+}
+
+pub(crate) fn name_of<K: kube::Resource>(k: &K) -> String {
+    k.meta().name.clone().unwrap_or_default()
+}
