@@ -42,6 +42,8 @@ pub mod pods;
 mod provider;
 mod state;
 pub mod status;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 pub use config::{KUBECONFIG_ENV, KubernetesConfig};

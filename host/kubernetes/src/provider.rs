@@ -86,6 +86,33 @@ impl KubernetesProvider {
         })
     }
 
+    /// A provider over a client that is never used (nothing listens at its
+    /// address), for tests of the state: events come out of the receiver.
+    #[cfg(test)]
+    pub(crate) fn offline(config: KubernetesConfig) -> (Self, mpsc::UnboundedReceiver<ProviderEvent>) {
+        let uri = "http://127.0.0.1:9".parse().expect("a URI");
+        let client = kube::Client::try_from(kube::Config::new(uri)).expect("a client");
+        let pods = Api::namespaced(client.clone(), &config.namespace);
+        let secrets = Api::namespaced(client.clone(), &config.namespace);
+        let (out, out_rx) = mpsc::unbounded_channel();
+        let inner = Inner {
+            config,
+            client,
+            pods,
+            secrets,
+            st: Mutex::new(St::default()),
+            out,
+            out_rx: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
+        };
+        (KubernetesProvider { inner: Arc::new(inner) }, out_rx)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     /// Whether every watch has listed once and the manager was told of the nodes.
     pub fn is_synced(&self) -> bool {
         lock(&self.inner.st).started

@@ -1,0 +1,226 @@
+//! The provider's state driven by watch events, without a cluster (the
+//! client points nowhere): what the host manager hears, in what order.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use paceline_hostmgr::provider::{Provider, ProviderEvent};
+use paceline_model::Resources;
+use paceline_model::run::RunState;
+use serde_json::json;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::config::KubernetesConfig;
+use crate::provider::KubernetesProvider;
+use crate::state::{Inner, Watch};
+use crate::watch::name_of;
+
+fn node(name: &str, cpu: &str, ready: &str, extra_spec: serde_json::Value) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"zone": "a"}},
+        "spec": extra_spec,
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "8Gi"},
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }))
+    .expect("a node")
+}
+
+fn our_pod(run_id: &str, node: &str, phase: &str, exit: Option<i32>) -> Pod {
+    let resources = serde_json::to_string(&Resources::new(1000, 256, 10, 0)).expect("json");
+    let state = match exit {
+        Some(code) => {
+            json!({"terminated": {"exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" }}})
+        }
+        None => json!({"running": {}}),
+    };
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": run_id,
+            "namespace": "paceline-tasks",
+            "labels": {"app.kubernetes.io/managed-by": "paceline"},
+            "annotations": {
+                "paceline.io/run-id": run_id,
+                "paceline.io/task-id": crate::pods::task_of(run_id),
+                "paceline.io/resources": resources,
+            },
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "task"}]},
+        "status": {"phase": phase, "containerStatuses": [{
+            "name": "task", "image": "busybox", "imageID": "", "ready": phase == "Running",
+            "restartCount": 0, "state": state,
+        }]},
+    }))
+    .expect("a pod")
+}
+
+fn other_pod(name: &str, node: &str, cpu: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .expect("a pod")
+}
+
+fn nodes_ev(p: &KubernetesProvider, ev: Event<Node>) {
+    p.inner().on_event(Watch::Nodes, ev, Inner::node_apply, Inner::node_gone, name_of);
+}
+
+fn pods_ev(p: &KubernetesProvider, ev: Event<Pod>) {
+    p.inner().on_event(Watch::Pods, ev, Inner::pod_apply, Inner::pod_gone, name_of);
+}
+
+fn others_ev(p: &KubernetesProvider, ev: Event<Pod>) {
+    p.inner().on_event(Watch::Foreign, ev, Inner::foreign_apply, Inner::foreign_gone, Inner::foreign_key);
+}
+
+fn drain(rx: &mut UnboundedReceiver<ProviderEvent>) -> Vec<ProviderEvent> {
+    let mut out = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        out.push(ev);
+    }
+    out
+}
+
+/// Lists node n1 (4 CPUs), a Paceline pod `run` on it and another
+/// scheduler's pod holding 1.5 CPUs there.
+fn started(config: KubernetesConfig, run: Pod) -> (KubernetesProvider, UnboundedReceiver<ProviderEvent>) {
+    let (p, mut rx) = KubernetesProvider::offline(config);
+    nodes_ev(&p, Event::Init);
+    nodes_ev(&p, Event::InitApply(node("n1", "4", "True", json!({}))));
+    nodes_ev(&p, Event::InitDone);
+    pods_ev(&p, Event::Init);
+    pods_ev(&p, Event::InitApply(run));
+    pods_ev(&p, Event::InitDone);
+    assert!(drain(&mut rx).is_empty(), "nothing is reported before every watch has listed");
+    others_ev(&p, Event::Init);
+    others_ev(&p, Event::InitApply(other_pod("web", "n1", "1500m")));
+    others_ev(&p, Event::InitDone);
+    (p, rx)
+}
+
+#[tokio::test]
+async fn a_restart_reports_the_pods_found_on_their_nodes_then_what_they_did() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Succeeded", Some(0)));
+    let events = drain(&mut rx);
+    let ProviderEvent::HostRegistered(reg) = &events[0] else { panic!("{events:?}") };
+    assert_eq!(reg.hostname, "n1");
+    assert_eq!(reg.total.cpu_millis, 2500, "4 CPUs less the other scheduler's 1.5");
+    assert_eq!(reg.running.len(), 1, "the pod that ended while Paceline was away is reported");
+    assert_eq!(reg.running[0].resources, Resources::new(1000, 256, 10, 0));
+    let ProviderEvent::RunUpdate(u) = &events[1] else { panic!("{events:?}") };
+    assert_eq!((u.run_id.as_str(), u.task_id.as_str(), u.state), ("a-0-1", "a-0", RunState::Succeeded));
+    assert!(u.seq > 1_000_000_000_000, "past any seq an earlier process used: {}", u.seq);
+    assert_eq!(events.len(), 2, "{events:?}");
+}
+
+#[tokio::test]
+async fn updates_move_forward_only_and_come_again_until_acknowledged() {
+    let config = KubernetesConfig { redeliver_after: Duration::ZERO, ..KubernetesConfig::default() };
+    let (p, mut rx) = started(config, our_pod("a-0-1", "n1", "Running", None));
+    let events = drain(&mut rx);
+    assert!(matches!(&events[..], [ProviderEvent::HostRegistered(_)]), "running: nothing new {events:?}");
+    pods_ev(&p, Event::Apply(our_pod("a-0-1", "n1", "Pending", None)));
+    assert!(drain(&mut rx).is_empty(), "never backward");
+    pods_ev(&p, Event::Apply(our_pod("a-0-1", "n1", "Failed", Some(3))));
+    let events = drain(&mut rx);
+    let [ProviderEvent::RunUpdate(u)] = &events[..] else { panic!("{events:?}") };
+    assert_eq!((u.state, u.exit_code, u.reason.as_str()), (RunState::Failed, Some(3), "EXITED"));
+    p.inner().tick();
+    let again = drain(&mut rx);
+    assert!(matches!(&again[..], [ProviderEvent::RunUpdate(v)] if v == u), "sent again, same seq: {again:?}");
+    p.acknowledge("n1", "a-0-1", u.seq).await.expect("ack");
+    p.inner().tick();
+    assert!(drain(&mut rx).is_empty(), "acknowledged: not sent again");
+    assert_eq!(p.run_count(), 0);
+    pods_ev(&p, Event::Apply(our_pod("a-0-1", "n1", "Failed", Some(3))));
+    assert!(drain(&mut rx).is_empty(), "a finished pod kept for its log says nothing new");
+}
+
+#[tokio::test]
+async fn a_pod_deleted_by_someone_else_is_lost_and_one_paceline_deleted_is_killed() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    pods_ev(&p, Event::Apply(our_pod("b-0-1", "n1", "Running", None)));
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.running.len() == 2),
+        "a pod found later is registered with its node before anything is said of it: {events:?}"
+    );
+    pods_ev(&p, Event::Delete(our_pod("a-0-1", "n1", "Running", None)));
+    let events = drain(&mut rx);
+    let [ProviderEvent::RunUpdate(u)] = &events[..] else { panic!("{events:?}") };
+    assert_eq!((u.state, u.reason.as_str()), (RunState::Lost, "POD_DELETED"));
+    assert!(u.message.contains("paceline-tasks/a-0-1") && u.message.contains("outside Paceline"), "{}", u.message);
+
+    if let Some(run) = p.inner().st().runs.get_mut("b-0-1") {
+        run.kill_requested = true;
+    }
+    pods_ev(&p, Event::Apply(our_pod("b-0-1", "n1", "Failed", Some(143))));
+    let events = drain(&mut rx);
+    let [ProviderEvent::RunUpdate(u)] = &events[..] else { panic!("{events:?}") };
+    assert_eq!((u.state, u.reason.as_str(), u.exit_code), (RunState::Killed, "KILLED_BY_REQUEST", Some(143)));
+}
+
+#[tokio::test]
+async fn node_states_become_host_events() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    nodes_ev(&p, Event::Apply(node("n1", "4", "False", json!({}))));
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostDisconnected { reason, .. }] if reason.contains("Ready=False")),
+        "{events:?}"
+    );
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", json!({}))));
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::HostRegistered(r)] if r.running.len() == 1));
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", json!({"unschedulable": true}))));
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::HostDrainRequested { .. }]));
+    let tainted = json!({"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]});
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", tainted)));
+    let events = drain(&mut rx);
+    assert!(matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total == Resources::ZERO), "{events:?}");
+    others_ev(&p, Event::Delete(other_pod("web", "n1", "1500m")));
+    p.inner().tick();
+    assert!(drain(&mut rx).is_empty(), "a tainted node offers nothing, whatever leaves it");
+    nodes_ev(&p, Event::Delete(node("n1", "4", "True", json!({}))));
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[0], ProviderEvent::HostDisconnected { reason, .. } if reason == "node deleted"),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[1], ProviderEvent::RunUpdate(u) if u.state == RunState::Lost && u.reason == "NODE_DELETED"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn other_pods_coming_and_going_register_the_host_again() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    others_ev(&p, Event::Apply(other_pod("batch", "n1", "2")));
+    p.inner().tick();
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 500));
+    others_ev(&p, Event::Delete(other_pod("web", "n1", "1500m")));
+    others_ev(&p, Event::Delete(other_pod("batch", "n1", "2")));
+    p.inner().tick();
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 4000));
+    assert_eq!(p.foreign_usage("n1"), Resources::ZERO);
+}
+
+#[tokio::test]
+async fn hosts_stay_up_through_a_short_api_outage_only() {
+    let config = KubernetesConfig { api_outage_grace: Duration::from_secs(60), ..KubernetesConfig::default() };
+    let (p, mut rx) = started(config, our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    p.inner().st().api_down_since = Some(Instant::now());
+    p.inner().heartbeat();
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::Heartbeat { host }] if host == "n1"));
+    p.inner().st().api_down_since = Instant::now().checked_sub(Duration::from_secs(61));
+    p.inner().heartbeat();
+    assert!(drain(&mut rx).is_empty(), "past the grace nothing vouches for the node");
+}
