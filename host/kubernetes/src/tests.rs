@@ -104,7 +104,7 @@ fn started(config: KubernetesConfig, run: Pod) -> (KubernetesProvider, Unbounded
 
 #[tokio::test]
 async fn a_restart_reports_the_pods_found_on_their_nodes_then_what_they_did() {
-    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Succeeded", Some(0)));
+    let (_p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Succeeded", Some(0)));
     let events = drain(&mut rx);
     let ProviderEvent::HostRegistered(reg) = &events[0] else { panic!("{events:?}") };
     assert_eq!(reg.hostname, "n1");
