@@ -634,3 +634,48 @@ async fn kubernetes_an_api_server_that_refuses_stops_the_start_with_a_clear_mess
     let msg = err.to_string();
     assert!(msg.contains("list pods in namespace paceline-tasks") && msg.contains("401"), "{msg}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_gang_runs_with_its_peers_and_the_ports_the_job_manager_chose() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("gang", 2, 4);
+    let c = start(dir.path(), "gang", names.clone()).await;
+    let gang = unique("kgang");
+    let mut spec =
+        job(JobKind::Batch, 3, 500, &[("paceline.io/kwok-exit-code", "0"), ("paceline.io/kwok-run-for", "3s")]);
+    spec.sla.min_running_instances = Some(3);
+    spec.gang.discovery = paceline_model::gang::GangDiscovery::Pytorch;
+    spec.default_task.ports = vec!["coord".into()];
+    spec.default_task.resources.ports = 1;
+    c.cluster.jobs.create(&gang, spec).await.expect("create");
+    c.wait("the gang runs", 60, async |c| c.running_by_host(&gang).await.values().sum::<usize>() == 3).await;
+    let info = c.cluster.jobs.get(&gang).await.expect("job");
+    let pod = format!("{gang}-0-1");
+    let ann = kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        "paceline-tasks",
+        &pod,
+        "-o",
+        "jsonpath={.metadata.annotations.paceline\\.io/gang-peers}",
+    ]);
+    let peers: serde_json::Value = serde_json::from_str(&ann).expect("the peers file, as JSON");
+    assert_eq!(peers.as_array().map(Vec::len), Some(3), "{peers}");
+    let env = kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        "paceline-tasks",
+        &pod,
+        "-o",
+        "jsonpath={range .spec.containers[0].env[*]}{.name}={.value}{\"\\n\"}{end}",
+    ]);
+    assert!(env.lines().any(|l| l == "PACELINE_GANG_SIZE=3"), "{env}");
+    assert!(env.lines().any(|l| l == "WORLD_SIZE=3"), "{env}");
+    // The port the job manager chose is the one the pod got.
+    let port = info.tasks[0].ports.get("coord").copied().expect("a coord port");
+    assert!(env.lines().any(|l| l == format!("PORT_COORD={port}")), "{port}: {env}");
+    c.wait("the gang ended", 60, async |c| c.state(&gang).await.is_terminal()).await;
+    assert_eq!(c.state(&gang).await, JobState::Succeeded);
+}
