@@ -39,6 +39,10 @@ pub struct AgentConfig {
     pub port_range_last: u16,
     /// Heartbeat period until the manager's `Registered` says otherwise.
     pub heartbeat_interval_ms: u64,
+    /// How often the running runs' CPU and memory use is sampled (one pass
+    /// over all of them; the latest figures ride on each heartbeat). 0:
+    /// not sampled.
+    pub usage_interval_ms: u64,
     /// First reconnect delay; doubles per failed attempt (with jitter).
     pub reconnect_initial_ms: u64,
     /// Largest reconnect delay.
@@ -78,6 +82,7 @@ impl Default for AgentConfig {
             port_range_first: 31000,
             port_range_last: 31999,
             heartbeat_interval_ms: 5000,
+            usage_interval_ms: 5000,
             reconnect_initial_ms: 200,
             reconnect_max_ms: 10_000,
             failover_redial_ms: 10_000,

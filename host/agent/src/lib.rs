@@ -21,6 +21,7 @@
 //! - [`session`]: [`run`], the gRPC session with the host manager.
 //! - [`convert`]: model ⇄ protocol conversions for the host manager's agent provider.
 //! - [`bench`]: [`bench_launch`], the launch-throughput figure.
+//! - [`usage`]: what runs actually use (cgroup v2 or `/proc`), sampled for heartbeats.
 //!
 //! Private helpers: `process` (launch wrapper, signals, `/proc`), `health`
 //! (one probe), `record` (the persisted run record), `ports` (port and GPU
@@ -42,6 +43,7 @@ pub mod session;
 pub mod spec;
 pub mod supervisor;
 pub mod task_user;
+pub mod usage;
 
 pub use bench::{BenchFigures, bench_launch};
 pub use config::{AgentConfig, HostInfo, ResourceOverrides};

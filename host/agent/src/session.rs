@@ -173,8 +173,16 @@ impl Agent {
                 }
             })
         };
+        // One sampling pass for all runs; 0 turns measuring off.
+        let sampler = (self.config.usage_interval_ms > 0).then(|| {
+            let every = Duration::from_millis(self.config.usage_interval_ms.max(100));
+            tokio::spawn(self.supervisor.clone().sample_usage_every(every))
+        });
         let result = self.reconnect_loop(&mut shutdown).await;
         gc.abort();
+        if let Some(sampler) = sampler {
+            sampler.abort();
+        }
         result
     }
 
@@ -335,7 +343,7 @@ impl Agent {
                 }
                 _ = heartbeat.tick(), if registered => {
                     heartbeat_seq += 1;
-                    if !send(Out::Heartbeat(pb::Heartbeat { seq: heartbeat_seq })).await {
+                    if !send(Out::Heartbeat(pb::Heartbeat { seq: heartbeat_seq, usage: self.supervisor.usage() })).await {
                         return Ok(registered);
                     }
                 }

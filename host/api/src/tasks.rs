@@ -76,6 +76,7 @@ impl TaskApi {
     fn with_why(&self, job_id: &str, mut tasks: Vec<pb::Task>) -> Vec<pb::Task> {
         crate::pending::fill_tasks(&self.jobs, self.hosts.as_ref(), job_id, &mut tasks);
         fill_gpu_indices(self.hosts.as_ref(), &mut tasks);
+        fill_usage(self.hosts.as_ref(), &mut tasks);
         tasks
     }
 
@@ -106,6 +107,28 @@ pub(crate) fn fill_gpu_indices(hosts: &dyn HostAccess, tasks: &mut [pb::Task]) {
         let indices: Option<Vec<u32>> =
             grant.devices.iter().map(|&d| host.view.gpus.get(d as usize).map(|s| s.device.index)).collect();
         t.gpu_device_indices = indices.unwrap_or_default();
+    }
+}
+
+/// Fills `reserved` and `usage` of the tasks whose current run is live on
+/// a host: what the host manager holds for the run, and what its agent
+/// last measured it using. Left unset for a run that is not live (not
+/// placed, ended), a host manager that cannot say (another process), and
+/// `usage` where nothing was measured (sim, Mesos, the first seconds).
+pub(crate) fn fill_usage(hosts: &dyn HostAccess, tasks: &mut [pb::Task]) {
+    for t in tasks.iter_mut() {
+        if t.run_id.is_empty() || t.host.is_empty() {
+            continue;
+        }
+        // A run the host manager places elsewhere than the task says is
+        // not the task's current run as this reply describes it.
+        let Some(holding) = hosts.run_holding(&t.run_id).filter(|h| h.host == t.host) else { continue };
+        t.reserved = Some(convert::resources_pb(&holding.reserved));
+        t.usage = holding.used.map(|u| pb::TaskUsage {
+            cpu_millis: u.cpu_millis,
+            memory_mib: u.memory_mib,
+            sampled_at_ms: u.sampled_at_ms,
+        });
     }
 }
 

@@ -56,6 +56,29 @@ export function taskGpu(t) {
     (devices.length > 1 ? "s " : " ") + list;
 }
 
+// What a task's current run uses beside what it reserved: "cpu 980 of 1000
+// millicores, memory 201 of 256 MiB"; what it reserved alone when nothing
+// was measured (simulated or Mesos hosts, the first seconds of a run); ""
+// when its run holds nothing.
+export function taskUsage(t) {
+  const r = (t || {}).reserved;
+  const u = (t || {}).usage;
+  if (u) {
+    return "cpu " + num(u.cpu_millis) + " of " + num((r || {}).cpu_millis) + " millicores, memory " +
+      num(u.memory_mib) + " of " + num((r || {}).memory_mib) + " MiB";
+  }
+  if (r) return "reserved cpu " + num(r.cpu_millis) + " millicores, memory " + num(r.memory_mib) + " MiB (use not measured)";
+  return "";
+}
+
+// The same for a table cell: "980/1000m 201/256Mi"; "" when not measured.
+export function taskUsageShort(t) {
+  const u = (t || {}).usage;
+  if (!u) return "";
+  const r = (t || {}).reserved || {};
+  return num(u.cpu_millis) + "/" + num(r.cpu_millis) + "m " + num(u.memory_mib) + "/" + num(r.memory_mib) + "Mi";
+}
+
 export function pct(part, whole) {
   return whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
 }

@@ -1,6 +1,6 @@
 // A job's page, a task's page (with its log, live), and submitting a job.
 import { api, mayChangeJobsIn, post, postText, streamLog } from "./api.js";
-import { actionButton, el, facts, field, link, num, short, showError, table, taskGpu, when } from "./dom.js";
+import { actionButton, el, facts, field, link, num, short, showError, table, taskGpu, taskUsage, taskUsageShort, when } from "./dom.js";
 
 const enc = encodeURIComponent;
 
@@ -134,13 +134,14 @@ export function jobPage(view, [id], _query, { me, go }) {
         el("progress", { max: String(num(s.instance_count) || 1), value: String((u.done || []).length), "aria-label": "instances updated" }),
         control("pause", "Pause"), control("resume", "Resume"), control("abort", "Abort")));
     }
-    parts.push(table("tasks-table", "Tasks", ["Instance", "State", "Host", "Run", "Config", "Waits for", "Reason"],
+    parts.push(table("tasks-table", "Tasks", ["Instance", "State", "Host", "Run", "Config", "Used / reserved", "Waits for", "Reason"],
       tasks.map((t) => {
         const st = short(t.state, "TASK_STATE_");
         return el("tr", { "data-instance": String(t.instance || 0), "data-state": st },
           el("td", {}, link("/jobs/" + enc(id) + "/tasks/" + (t.instance || 0), "task " + (t.instance || 0))),
           el("td", {}, st), el("td", {}, t.host ? link("/hosts/" + enc(t.host), t.host) : ""),
           el("td", {}, t.run_id || ""), el("td", {}, String(num(t.config_version))),
+          el("td", { class: "usage" }, taskUsageShort(t)),
           el("td", { "data-pending-kind": t.pending_kind || "" }, (t.pending_kind || "").replace(/_/g, " ")),
           el("td", { class: "reason" }, t.pending_reason || t.reason || t.message || ""));
       })));
@@ -234,6 +235,7 @@ export function taskPage(view, [id, instance], _query, { me }) {
     body.replaceChildren(
       facts([["State", el("span", { id: "task-state", "data-state": st }, st)],
         ["Host", t.host ? link("/hosts/" + enc(t.host), t.host) : ""], ["GPU", el("span", { id: "task-gpu" }, taskGpu(t)) ],
+        ["Used / reserved", el("span", { id: "task-usage", "data-measured": t.usage ? "true" : "false" }, taskUsage(t))],
         ["Run", String(num(t.run))], ["Run id", t.run_id || ""],
         ["Config version", String(num(t.config_version))], ["Failures", String(num(t.failure_count))],
         ["Healthy", t.healthy === undefined ? "" : String(t.healthy)],

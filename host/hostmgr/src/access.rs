@@ -59,6 +59,17 @@ pub trait HostAccess: OfferSource + Launcher + Send + Sync + std::fmt::Debug {
     fn run_count(&self) -> Option<usize> {
         None
     }
+    /// What a live run holds on its host and the use its host last
+    /// measured; `None` where not at hand (a run not live, a host manager
+    /// in another process: paceline.hostmgr.v1 does not carry it yet).
+    fn run_holding(&self, _run_id: &str) -> Option<crate::RunHolding> {
+        None
+    }
+    /// Every live run whose host measured its use: (task id, host, use);
+    /// empty where not at hand (as [`HostAccess::run_holding`]).
+    fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+        Vec::new()
+    }
     /// Waits until the events the provider sent before the call are applied.
     async fn sync(&self) -> Result<(), HostError>;
     /// Checks deadlines now (virtual clocks; the manager also ticks alone).
@@ -107,6 +118,14 @@ impl HostAccess for HostManager {
 
     fn census(&self) -> Vec<paceline_model::pending::CensusHost> {
         HostManager::census(self)
+    }
+
+    fn run_holding(&self, run_id: &str) -> Option<crate::RunHolding> {
+        HostManager::run_holding(self, run_id)
+    }
+
+    fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+        HostManager::measured_use(self)
     }
 
     fn any_host(&self, pred: &mut dyn FnMut(&HostView, MaintenanceState, bool) -> bool) -> bool {

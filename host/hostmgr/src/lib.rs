@@ -100,5 +100,7 @@ pub use event::{HostEvent, HostEvents};
 pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest};
 pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
 pub use mesos::{MesosConfig, MesosProvider};
-pub use provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent, RunningRun};
+pub use provider::{
+    HostRegistration, LogChunk, LogStream, MeasuredUse, Provider, ProviderEvent, RunHolding, RunUsage, RunningRun,
+};
 pub use sim::{HostShape, SimConfig, SimProvider};

@@ -38,6 +38,40 @@ pub struct RunningRun {
     pub gpu: paceline_model::gpu::GpuGrant,
 }
 
+/// What a run actually uses, as its host measured it (the agent's
+/// `Heartbeat.usage`; providers that do not measure report none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeasuredUse {
+    /// CPU between the host's last two samples, millicores.
+    pub cpu_millis: u64,
+    /// Memory at the last sample, MiB.
+    pub memory_mib: u64,
+    /// When the host took the last sample, ms since the Unix epoch (its clock).
+    pub sampled_at_ms: u64,
+}
+
+/// One run's [`MeasuredUse`], as a heartbeat carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunUsage {
+    /// The run.
+    pub run_id: String,
+    /// What it used.
+    pub used: MeasuredUse,
+}
+
+/// A run's holding on its host, for the API: what it reserved and, where
+/// the provider measures it, what it uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunHolding {
+    /// The host.
+    pub host: String,
+    /// What the run holds there.
+    pub reserved: Resources,
+    /// Its latest measured use; `None` before two samples or from a
+    /// provider that does not measure (sim, Mesos).
+    pub used: Option<MeasuredUse>,
+}
+
 /// A host introducing itself (first time or after a reconnect).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostRegistration {
@@ -65,6 +99,14 @@ pub enum ProviderEvent {
     Heartbeat {
         /// The host.
         host: String,
+    },
+    /// What a host's running runs use, as it measured them (agents send it
+    /// with their heartbeats; providers that do not measure never do).
+    Usage {
+        /// The host.
+        host: String,
+        /// One entry per run it sampled.
+        usage: Vec<RunUsage>,
     },
     /// The provider lost its connection to a host (its runs may still be
     /// alive: the manager waits for the heartbeat deadline before losing them).

@@ -340,6 +340,7 @@ fn cluster_metrics(
         crate::metrics::ClusterCollector::new(resmgr.clone(), hosts.clone(), registry.clone()).per_host(per_host);
     extra.insert(0, Box::new(collector));
     extra.insert(1, Box::new(crate::metrics::SubmitLatencyCollector::new(jobs.clone())));
+    extra.insert(2, Box::new(crate::metrics_usage::UsageCollector::new(hosts.clone(), jobs.clone(), per_host)));
     crate::metrics::Metrics::new(extra)
 }
 

@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod ha;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_usage;
 pub mod retention;
 pub mod server;
 pub mod sim;

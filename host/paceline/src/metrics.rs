@@ -354,7 +354,7 @@ pub async fn spawn_scrape_listener(
 }
 
 /// Writes one gauge family of rows.
-fn gauges<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
+pub(crate) fn gauges<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

@@ -534,6 +534,10 @@ pub fn task_pb(job_id: &str, instance: u32, rt: &TaskRuntime) -> pb::Task {
         gpu: gpu_grant_pb(&rt.gpu),
         // The API fills them in from the host's device list.
         gpu_device_indices: Vec::new(),
+        // The API fills these in from the host manager (what the run holds
+        // on its host, what its agent measured).
+        reserved: None,
+        usage: None,
     }
 }
 

@@ -27,6 +27,7 @@ use tokio::task::AbortHandle;
 
 mod logs;
 mod run;
+mod sampling;
 
 pub use logs::LogData;
 
@@ -128,6 +129,10 @@ struct Inner {
     events: broadcast::Sender<pb::StatusUpdate>,
     outbox_changed: Notify,
     tasks: Mutex<Vec<AbortHandle>>,
+    /// What runs use, from the last samples ([`crate::usage`]).
+    usage: Mutex<crate::usage::Sampler>,
+    /// The monotonic origin of usage samples.
+    started: std::time::Instant,
 }
 
 /// Supervises the runs of one host. Cheap to clone (a handle).
@@ -235,6 +240,8 @@ impl Supervisor {
                 events,
                 outbox_changed: Notify::new(),
                 tasks: Mutex::new(Vec::new()),
+                usage: Mutex::new(crate::usage::Sampler::new("/proc")),
+                started: std::time::Instant::now(),
             }),
         };
         sup.recover(&state_root).await?;

@@ -147,6 +147,20 @@ pub(crate) fn run_update(host: &str, u: pb::StatusUpdate) -> Option<RunUpdate> {
     })
 }
 
+/// One run's measured use from a heartbeat. The figures are the agent's
+/// word for its own runs (the manager keeps them only for runs live on that
+/// host); they are shown, never used to place or enforce.
+pub(crate) fn run_usage(u: pb::RunUsage) -> crate::provider::RunUsage {
+    crate::provider::RunUsage {
+        run_id: u.run_id,
+        used: crate::provider::MeasuredUse {
+            cpu_millis: u.cpu_millis,
+            memory_mib: u.memory_mib,
+            sampled_at_ms: u.sampled_at_ms,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -354,7 +354,17 @@ impl Inner {
                 }
             };
             let ev = match m.body {
-                Some(pb::agent_message::Body::Heartbeat(_)) => ProviderEvent::Heartbeat { host: host.clone() },
+                Some(pb::agent_message::Body::Heartbeat(hb)) => {
+                    // The measured use rides on the heartbeat; it goes first
+                    // so that liveness stays its own event.
+                    if !hb.usage.is_empty() {
+                        let usage = hb.usage.into_iter().map(convert::run_usage).collect();
+                        if events.send(ProviderEvent::Usage { host: host.clone(), usage }).await.is_err() {
+                            break;
+                        }
+                    }
+                    ProviderEvent::Heartbeat { host: host.clone() }
+                }
                 Some(pb::agent_message::Body::Status(u)) => match self.admit(&host, u) {
                     Some(ev) => ev,
                     None => continue,

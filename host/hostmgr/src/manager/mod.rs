@@ -301,6 +301,18 @@ impl HostManager {
         self.inner.lock().release(lease)
     }
 
+    /// What a live run holds on its host and the use its host last
+    /// measured; `None` for a run not launched or ended.
+    pub fn run_holding(&self, run_id: &str) -> Option<crate::RunHolding> {
+        self.inner.lock().run_holding(run_id)
+    }
+
+    /// Every live run whose host measured its use: (task id, host, use),
+    /// for the metrics.
+    pub fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+        self.inner.lock().measured_use()
+    }
+
     /// Launches `runs` on `host`, which must be in `lease`. Checks the lease
     /// (live, holds the host), the host (reachable, UP), the run ids (new,
     /// distinct) and capacity; then holds the resources, takes the host out

@@ -19,7 +19,7 @@ use crate::error::HostError;
 use crate::event::HostEvent;
 use crate::lease::{JobHosts, Lease, LeaseEntry, LeaseId, LeaseRequest};
 use crate::manager::{ExpectedRun, HostInfo, ManagerConfig};
-use crate::provider::{HostRegistration, ProviderEvent};
+use crate::provider::{HostRegistration, MeasuredUse, ProviderEvent, RunHolding, RunUsage};
 
 /// Work for the shell, done outside the lock.
 #[derive(Debug)]
@@ -101,6 +101,8 @@ pub(crate) struct RunEntry {
     pending: VecDeque<Pending>,
     /// Reported by a host before expectations were loaded; killed unless expected.
     orphan: bool,
+    /// The latest use its host measured (agents only; heartbeats carry it).
+    used: Option<MeasuredUse>,
     /// Updates the host sent for an orphan before expectations were loaded,
     /// in seq order, neither delivered nor acknowledged: if the owner expects
     /// the run they are delivered at adoption. (Acknowledging them then, as
@@ -139,6 +141,10 @@ pub(crate) struct State {
     /// same counts as the views' `job_counts`, indexed by job so that a lease
     /// answers "where does this job already run" without a lookup per host.
     job_hosts: HashMap<String, BTreeMap<u32, u32>>,
+    /// Runs holding resources whose host measured their use: what
+    /// [`State::measured_use`] walks at a metrics scrape, instead of every
+    /// run. A run leaves it when its resources are freed.
+    measured: HashSet<Id>,
 }
 
 /// A run or task id, shared by the tables that name it (a run's id is in
@@ -179,6 +185,7 @@ impl State {
             hosts_due_ms: 0,
             runs_due_ms: 0,
             job_hosts: HashMap::new(),
+            measured: HashSet::new(),
         }
     }
 
@@ -312,6 +319,42 @@ impl State {
         self.runs.len()
     }
 
+    /// Keeps the use a host measured of its runs; a run id that is not a
+    /// live run on that host is ignored (a host speaks for its own runs).
+    fn record_usage(&mut self, host: u32, usage: Vec<RunUsage>) {
+        for u in usage {
+            if let Some((id, r)) = self.runs.get_key_value(u.run_id.as_str())
+                && r.host == host
+                && !r.terminal
+                && self.hosts[host as usize].runs.contains(id)
+            {
+                let id = id.clone();
+                if let Some(r) = self.runs.get_mut(&id) {
+                    r.used = Some(u.used);
+                }
+                self.measured.insert(id);
+            }
+        }
+    }
+
+    /// Every live run whose host measured its use: (task id, host, use).
+    pub fn measured_use(&self) -> Vec<(String, String, MeasuredUse)> {
+        self.measured
+            .iter()
+            .filter_map(|id| {
+                let r = self.runs.get(id).filter(|r| !r.terminal)?;
+                let host = self.hosts[r.host as usize].view.name.clone();
+                Some((r.task_id.to_string(), host, r.used?))
+            })
+            .collect()
+    }
+
+    /// What a live run holds on its host and its latest measured use.
+    pub fn run_holding(&self, run_id: &str) -> Option<RunHolding> {
+        let r = self.runs.get(run_id).filter(|r| !r.terminal)?;
+        Some(RunHolding { host: self.hosts[r.host as usize].view.name.clone(), reserved: r.resources, used: r.used })
+    }
+
     pub fn host_info(&self, name: &str) -> Option<HostInfo> {
         self.by_name.get(name).map(|&i| self.info(i))
     }
@@ -382,6 +425,7 @@ impl State {
         if !h.runs.remove(run_id) {
             return;
         }
+        self.measured.remove(run_id);
         if self.live_task_runs.get(&r.task_id).is_some_and(|live| &**live == run_id) {
             self.live_task_runs.remove(&r.task_id);
         }
@@ -575,6 +619,11 @@ impl State {
     pub fn apply(&mut self, ev: ProviderEvent, now: u64, fx: &mut Vec<Effect>) {
         match ev {
             ProviderEvent::RunUpdate(u) => self.on_run_update(u, now, fx),
+            ProviderEvent::Usage { host, usage } => {
+                if let Some(&i) = self.by_name.get(&host) {
+                    self.record_usage(i, usage);
+                }
+            }
             ProviderEvent::Heartbeat { host } => {
                 let Some(&i) = self.by_name.get(&host) else { return };
                 let timeout = self.config.heartbeat_timeout_ms;
@@ -1159,6 +1208,7 @@ impl RunEntry {
             acked_seq: 0,
             pending: VecDeque::new(),
             orphan,
+            used: None,
             held: Vec::new(),
         }
     }

@@ -186,7 +186,7 @@ async fn agent_session_end_to_end_with_reconciliation_and_acks() {
     }
 
     // Status with a duplicate: delivered once; acked to the agent only after the subscriber acks.
-    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1, usage: vec![] })).await;
     agent.status("web-0-1", 1, pb::RunState::Starting).await;
     agent.status("web-0-1", 1, pb::RunState::Starting).await;
     agent.status("web-0-1", 2, pb::RunState::Running).await;
@@ -208,6 +208,29 @@ async fn agent_session_end_to_end_with_reconciliation_and_acks() {
         Down::Ack(a) => assert_eq!((a.run_id.as_str(), a.seq), ("web-0-1", 2)),
         other => panic!("expected Ack, got {other:?}"),
     }
+
+    // Measured use rides on heartbeats: kept for the host's own live runs,
+    // ignored for a run it does not hold.
+    let used = |run_id: &str, cpu_millis| pb::RunUsage {
+        run_id: run_id.into(),
+        cpu_millis,
+        memory_mib: 200,
+        sampled_at_ms: 1_700_000_000_000,
+    };
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 2, usage: vec![used("web-0-1", 750), used("other-0-1", 9)] })).await;
+    // The heartbeat crosses the stream before the manager applies it.
+    let mut tries = 0;
+    while manager.run_holding("web-0-1").is_some_and(|h| h.used.is_none()) && tries < 200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        manager.sync().await.unwrap();
+        tries += 1;
+    }
+    let holding = manager.run_holding("web-0-1").unwrap();
+    assert_eq!((holding.host.as_str(), holding.reserved), ("n1", SMALL));
+    let m = holding.used.unwrap();
+    assert_eq!((m.cpu_millis, m.memory_mib, m.sampled_at_ms), (750, 200, 1_700_000_000_000));
+    assert!(manager.run_holding("other-0-1").is_none());
+    assert_eq!(manager.measured_use(), vec![("web-0".to_owned(), "n1".to_owned(), m)]);
 
     // Kill goes down the stream.
     manager.kill("web-0-1").await.unwrap();
@@ -290,7 +313,7 @@ async fn silent_agent_times_out_launches_and_loses_its_host() {
 
     // No update for mute-0-1 within the launch timeout.
     tokio::time::sleep(Duration::from_millis(150)).await;
-    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1, usage: vec![] })).await;
     manager.tick().await;
     let u = loop {
         if let HostEvent::Run(u) = next_event(&mut events).await {
@@ -401,8 +424,8 @@ async fn a_lost_host_that_heartbeats_again_registers_again_and_offers_resources(
     assert!(manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap().hosts.is_empty());
 
     // Its heartbeats resume on the same stream: the stream is ended, naming why.
-    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
-    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 2 })).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 1, usage: vec![] })).await;
+    agent.send(Up::Heartbeat(pb::Heartbeat { seq: 2, usage: vec![] })).await;
     let ended = tokio::time::timeout(Duration::from_secs(5), agent.rx.message())
         .await
         .expect("the stream of a lost host that heartbeats again is ended");
@@ -418,7 +441,7 @@ async fn a_lost_host_that_heartbeats_again_registers_again_and_offers_resources(
     // The old stream's queued heartbeat does not end the new one.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(provider.connected_hosts(), vec!["n3".to_string()]);
-    again.send(Up::Heartbeat(pb::Heartbeat { seq: 1 })).await;
+    again.send(Up::Heartbeat(pb::Heartbeat { seq: 1, usage: vec![] })).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(manager.host("n3").unwrap().reachable);
 }

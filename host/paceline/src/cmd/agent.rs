@@ -52,6 +52,11 @@ pub struct AgentArgs {
     /// The uids handed to runs, `first-last` (default 70000-79999; gid = uid).
     #[arg(long, value_name = "FIRST-LAST")]
     task_uids: Option<String>,
+    /// How often the running tasks' CPU and memory use is sampled, in ms
+    /// (default 5000; 0: not measured). The figures reach `task get` with
+    /// the next heartbeat.
+    #[arg(long, value_name = "MS")]
+    usage_interval_ms: Option<u64>,
     /// Print the detected host (resources, attributes, isolation, task users) and exit.
     #[arg(long)]
     detect: bool,
@@ -126,6 +131,9 @@ fn config(args: &AgentArgs) -> anyhow::Result<AgentConfig> {
     }
     if args.hostname.is_some() {
         config.hostname = args.hostname.clone();
+    }
+    if let Some(ms) = args.usage_interval_ms {
+        config.usage_interval_ms = ms;
     }
     config.resources.cpu_millis = args.cpu_millis.or(config.resources.cpu_millis);
     config.resources.memory_mib = args.memory_mib.or(config.resources.memory_mib);

@@ -530,6 +530,9 @@ pub fn dev(args: DevArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
                     // from their home included (decision 0047); the agents
                     // say so in their log and as task_user=same-as-agent.
                     .args(["--task-user", "agent"])
+                    // Measured use shows within a couple of seconds of a
+                    // start, with the dev server's 1 s heartbeats.
+                    .args(["--usage-interval-ms", "1000"])
                     // Every local agent would find the same GPUs: the first
                     // one alone takes them, or each device would be granted
                     // once per agent.

@@ -1,5 +1,5 @@
 //! Helpers shared by the tests that run the real `paceline` binary
-//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `prometheus.rs`, `sim_record.rs`, `split_roles.rs`,
+//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `prometheus.rs`, `sim_record.rs`, `split_roles.rs`, `task_usage.rs`,
 //! `web_ui.rs`). Each test binary uses a part of them.
 #![allow(dead_code)]
 

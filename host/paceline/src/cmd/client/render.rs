@@ -153,7 +153,39 @@ pub fn task(t: &pb::Task) -> Value {
         "pending_kind": t.pending_kind,
         "gpu": t.gpu.as_ref().map(|g| json!({ "devices": g.devices, "milli_each": g.milli_each })),
         "gpu_device_indices": t.gpu_device_indices,
+        "reserved": t.reserved.as_ref().map(|r| json!({
+            "cpu_millis": r.cpu_millis, "memory_mib": r.memory_mib, "disk_mib": r.disk_mib,
+            "gpu_milli": r.gpu_milli,
+        })),
+        "usage": t.usage.as_ref().map(|u| json!({
+            "cpu_millis": u.cpu_millis, "memory_mib": u.memory_mib, "sampled_at_ms": u.sampled_at_ms,
+        })),
     })
+}
+
+/// A task's measured use beside what it reserved, for a person:
+/// `used cpu 980 of 1000 millicores, memory 201 of 256 MiB`; what it
+/// reserved alone when nothing was measured (sim, Mesos, the first
+/// seconds of a run); `-` when its run holds nothing now.
+pub fn task_usage(t: &pb::Task) -> String {
+    let reserved = t.reserved.unwrap_or_default();
+    match (&t.usage, &t.reserved) {
+        (Some(u), _) => format!(
+            "used cpu {} of {} millicores, memory {} of {} MiB",
+            u.cpu_millis, reserved.cpu_millis, u.memory_mib, reserved.memory_mib
+        ),
+        (None, Some(r)) => {
+            format!("reserved cpu {} millicores, memory {} MiB (use not measured)", r.cpu_millis, r.memory_mib)
+        }
+        (None, None) => "-".into(),
+    }
+}
+
+/// The same for a table: `980/1000m 201/256Mi`; `-` when not measured.
+pub fn task_usage_short(t: &pb::Task) -> String {
+    let Some(u) = &t.usage else { return "-".into() };
+    let r = t.reserved.unwrap_or_default();
+    format!("{}/{}m {}/{}Mi", u.cpu_millis, r.cpu_millis, u.memory_mib, r.memory_mib)
 }
 
 /// A task's GPU grant as (amount in GPUs, `0.5` or `2`; devices, `0,1`;
@@ -371,6 +403,22 @@ mod tests {
         assert_eq!(task_state(pb::TaskState::Placing as i32), "PLACING");
         assert_eq!(host_state(pb::HostState::Draining as i32), "DRAINING");
         assert_eq!(update_state(99), "99");
+    }
+
+    #[test]
+    fn a_task_shows_what_it_uses_beside_what_it_reserved() {
+        let reserved = Some(pb::Resources { cpu_millis: 1000, memory_mib: 256, ..Default::default() });
+        let usage = Some(pb::TaskUsage { cpu_millis: 980, memory_mib: 201, sampled_at_ms: 7 });
+        let t = pb::Task { reserved, usage, ..Default::default() };
+        assert_eq!(task_usage(&t), "used cpu 980 of 1000 millicores, memory 201 of 256 MiB");
+        assert_eq!(task_usage_short(&t), "980/1000m 201/256Mi");
+        assert_eq!(task(&t)["usage"]["memory_mib"], 201);
+        assert_eq!(task(&t)["reserved"]["cpu_millis"], 1000);
+        let unmeasured = pb::Task { reserved, ..Default::default() };
+        assert_eq!(task_usage(&unmeasured), "reserved cpu 1000 millicores, memory 256 MiB (use not measured)");
+        assert_eq!(task_usage_short(&unmeasured), "-");
+        assert_eq!(task_usage(&pb::Task::default()), "-");
+        assert!(task(&pb::Task::default())["usage"].is_null());
     }
 
     #[test]

@@ -196,7 +196,18 @@ fn health(h: Option<bool>) -> String {
 }
 
 fn task_table(tasks: &[pb::Task]) -> String {
-    let mut t = Table::new(&["INSTANCE", "STATE", "RUN", "HOST", "PORTS", "GPU", "HEALTH", "FAILURES", "REASON"]);
+    let mut t = Table::new(&[
+        "INSTANCE",
+        "STATE",
+        "RUN",
+        "HOST",
+        "PORTS",
+        "GPU",
+        "USED/RESERVED",
+        "HEALTH",
+        "FAILURES",
+        "REASON",
+    ]);
     for task in tasks {
         // A waiting task says why it waits; otherwise the last change's reason.
         let reason = if task.pending_reason.is_empty() { &task.reason } else { &task.pending_reason };
@@ -207,6 +218,7 @@ fn task_table(tasks: &[pb::Task]) -> String {
             or_dash(&task.host),
             output::pairs(task.ports.iter().collect::<std::collections::BTreeMap<_, _>>()),
             render::task_gpu_short(task),
+            render::task_usage_short(task),
             health(task.healthy),
             task.failure_count.to_string(),
             or_dash(reason),
@@ -225,6 +237,7 @@ fn task_fields(t: &pb::Task) -> String {
         ("host", or_dash(&t.host)),
         ("ports", output::pairs(t.ports.iter().collect::<std::collections::BTreeMap<_, _>>())),
         ("gpu", render::task_gpu(t)),
+        ("resources", render::task_usage(t)),
         ("health", health(t.healthy)),
         ("failures", t.failure_count.to_string()),
         ("started", output::time(t.started_at_ms)),
