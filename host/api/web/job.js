@@ -256,7 +256,13 @@ export function taskPage(view, [id, instance], _query, { me }) {
     // A new run has a new log: follow it.
     if (num(t.run) > 0 && num(t.run) !== streamingRun) openLog(num(t.run));
     if (num(t.run) === 0 && streamingRun < 0) logState.textContent = "no run yet: the task has not been placed";
+    measuredAt = num((t.usage || {}).sampled_at_ms);
   }
+
+  // Measured use changes without a task event: while there is a figure,
+  // read the task again every 5 s so that it stays current.
+  let measuredAt = 0;
+  const poll = setInterval(() => { if (measuredAt) refresh().catch(() => {}); }, 5000);
 
   return {
     refresh,
@@ -264,7 +270,10 @@ export function taskPage(view, [id, instance], _query, { me }) {
       const ev = eventOf(raw);
       return !!ev.task && ev.task.job_id === id && String(ev.task.instance || 0) === String(instance);
     },
-    unmount: () => controller && controller.abort(),
+    unmount: () => {
+      clearInterval(poll);
+      if (controller) controller.abort();
+    },
   };
 }
 

@@ -1046,6 +1046,9 @@ fn a_task_page_shows_its_gpu_share_and_devices() {
     assert!(text.contains(&format!("0.5 GPU on device {device}")), "{text}");
     let list = ok(cli(api, None, &["task", "list", &id]));
     assert!(list.contains("GPU") && list.contains(&format!("0.5@{device}")), "{list}");
+    // Simulated hosts measure nothing: what the task reserved, and says so.
+    let unmeasured = "reserved cpu 500 millicores, memory 64 MiB (use not measured)";
+    assert!(text.contains(unmeasured) && task["usage"].is_null(), "{text}");
     let host = task["host"].as_str().expect("host").to_string();
 
     let url = format!("http://127.0.0.1:{api}/ui/");
@@ -1053,14 +1056,16 @@ fn a_task_page_shows_its_gpu_share_and_devices() {
         {"goto": format!("{url}#/jobs/{id}/tasks/0")},
         {"wait": "document.querySelector('#task-gpu') && document.querySelector('#task-gpu').textContent !== ''"},
         {"eval": "document.querySelector('#task-gpu').textContent"},
+        {"eval": "document.querySelector('#task-usage').textContent"},
         {"screenshot": shot("task-gpu")},
         {"goto": format!("{url}#/hosts/{host}")},
         {"wait": "document.querySelector('#host-resources tr[data-kind=\"gpu\"]')"},
         {"eval": "[...document.querySelector('#host-resources tr[data-kind=\"gpu\"]').cells].map(c => c.textContent)"},
     ]));
     assert_eq!(values[0], serde_json::json!(format!("0.5 GPU on device {device}")), "{values:?}");
+    assert_eq!(values[1], serde_json::json!(unmeasured), "{values:?}");
     // Two halves: one GPU of two allocated, one available.
-    assert_eq!(values[1], serde_json::json!(["gpu", "2", "1", "1"]), "{values:?}");
+    assert_eq!(values[2], serde_json::json!(["gpu", "2", "1", "1"]), "{values:?}");
 }
 
 /// A job file whose task would run `id` on the host (issue 44's drive-by).
