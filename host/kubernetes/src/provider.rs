@@ -333,14 +333,18 @@ impl Provider for KubernetesProvider {
         let mut st = inner.st();
         for (run_id, result) in results {
             match result {
-                Ok(()) => {
-                    if let Some(run) = st.runs.get_mut(&run_id)
-                        && run.last.is_none()
-                    {
+                Ok(()) => match st.runs.get_mut(&run_id) {
+                    // Killed while it was being created (the delete found
+                    // nothing): the pod just made must not run on.
+                    Some(run) if run.kill_requested && run.terminal => {
+                        inner.spawn_delete(run.pod.clone(), Some(0));
+                    }
+                    Some(run) if run.last.is_none() => {
                         // Created bound to its node: starting.
                         inner.update(&run_id, run, RunState::Starting, None, None, None, "", String::new());
                     }
-                }
+                    _ => {}
+                },
                 Err(e) => {
                     let message = api_message(&e);
                     if !matches!(e, kube::Error::Api(_)) {
