@@ -679,3 +679,28 @@ async fn kubernetes_a_gang_runs_with_its_peers_and_the_ports_the_job_manager_cho
     c.wait("the gang ended", 60, async |c| c.state(&gang).await.is_terminal()).await;
     assert_eq!(c.state(&gang).await, JobState::Succeeded);
 }
+
+/// A rough launch rate (not a benchmark: one process, debug build, the
+/// plane on the same cores): `cargo test --workspace --test kubernetes --
+/// --ignored kubernetes_launch_rate --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn kubernetes_launch_rate() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("rate", 20, 32);
+    let c = start(dir.path(), "rate", names.clone()).await;
+    let n: u32 = std::env::var("KUBERNETES_RATE_TASKS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let svc = unique("krate");
+    let mut spec = job(JobKind::Stateless, n, 100, &[]);
+    spec.default_task.resources = Resources::new(100, 64, 10, 0);
+    let t0 = Instant::now();
+    c.cluster.jobs.create(&svc, spec).await.expect("create");
+    c.wait("all running", 600, async |c| c.running_by_host(&svc).await.values().sum::<usize>() == n as usize).await;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "kubernetes_launch_rate: {n} tasks running on 20 kwok nodes in {secs:.1} s ({:.0} tasks/s)",
+        f64::from(n) / secs
+    );
+    c.cluster.jobs.kill(&svc, None).await.expect("kill");
+    c.wait("killed", 600, async |c| c.state(&svc).await == JobState::Killed).await;
+}
