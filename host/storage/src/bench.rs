@@ -1,6 +1,9 @@
 //! `paceline bench storage`: persist a 10,000-instance job (config and every
 //! task runtime), then measure task-runtime compare-and-set updates per
-//! second in batches; on Cassandra also plain (non-LWT) writes.
+//! second in batches; on Cassandra also the Paxos compare-and-set used
+//! before decision 0049 and plain writes without any version check. The
+//! Cassandra handle claims a leader epoch first, as an elected server does,
+//! so its figures include the fence reads.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -47,6 +50,9 @@ pub struct BackendFigures {
     pub create_job: Duration,
     /// Compare-and-set updates per second, in batches.
     pub cas_updates_per_sec: f64,
+    /// Cassandra: the compare-and-set by Paxos of before decision 0049,
+    /// updates per second, on a job of its own.
+    pub lwt_updates_per_sec: Option<f64>,
     /// Plain (unconditional) updates per second, where measured.
     pub plain_updates_per_sec: Option<f64>,
     /// Time to read every task runtime of the job back.
@@ -75,16 +81,17 @@ impl fmt::Display for BenchReport {
         )?;
         writeln!(
             f,
-            "{:<10} {:>14} {:>18} {:>20} {:>12}",
-            "backend", "create job", "CAS updates/s", "plain updates/s", "read all"
+            "{:<10} {:>14} {:>18} {:>18} {:>20} {:>12}",
+            "backend", "create job", "CAS updates/s", "Paxos CAS/s", "plain updates/s", "read all"
         )?;
         for b in &self.backends {
             writeln!(
                 f,
-                "{:<10} {:>12.0}ms {:>18.0} {:>20} {:>10.0}ms",
+                "{:<10} {:>12.0}ms {:>18.0} {:>18} {:>20} {:>10.0}ms",
                 b.backend,
                 b.create_job.as_secs_f64() * 1e3,
                 b.cas_updates_per_sec,
+                b.lwt_updates_per_sec.map_or("-".to_string(), |v| format!("{v:.0}")),
                 b.plain_updates_per_sec.map_or("-".to_string(), |v| format!("{v:.0}")),
                 b.read_all.as_secs_f64() * 1e3,
             )?;
@@ -151,9 +158,37 @@ async fn run_one(store: &dyn Store, opts: &BenchOptions, job_id: &str) -> Result
         backend: store.backend().to_string(),
         create_job,
         cas_updates_per_sec,
+        lwt_updates_per_sec: None,
         plain_updates_per_sec: None,
         read_all,
     })
+}
+
+/// The Paxos compare-and-set of before decision 0049, on a job of its own.
+async fn lwt_rate(store: &CassandraStore, opts: &BenchOptions, job_id: &str) -> Result<f64> {
+    store.create_job(job_id, &job(opts.instances), &JobRuntime::initial(1, 0)).await?;
+    let tasks: Vec<(u32, TaskRuntime)> = (0..opts.instances).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+    store.create_tasks_for_lwt_baseline(job_id, &tasks).await?;
+    let mut versions: Vec<u64> = vec![1; opts.instances as usize];
+    let start = Instant::now();
+    let mut n = 0u64;
+    for round in 0..opts.rounds {
+        for chunk in (0..opts.instances).collect::<Vec<_>>().chunks(opts.batch.max(1)) {
+            let writes: Vec<TaskCas> = chunk
+                .iter()
+                .map(|&i| {
+                    let mut rt = TaskRuntime::initial(1, u64::from(round));
+                    rt.state = TaskState::Running;
+                    TaskCas { instance: i, expected_version: versions[i as usize], runtime: rt }
+                })
+                .collect();
+            for (w, r) in writes.iter().zip(store.cas_tasks_lwt(job_id, &writes).await?) {
+                versions[w.instance as usize] = r?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
 async fn plain_rate(store: &CassandraStore, opts: &BenchOptions, job_id: &str) -> Result<f64> {
@@ -202,13 +237,23 @@ pub async fn run(opts: &BenchOptions) -> Result<BenchReport> {
 
     match &opts.cassandra {
         Some(addr) => {
-            let store =
-                CassandraStore::connect(&CassandraConfig::local(addr, "paceline_bench").with_env_security()).await?;
+            let cfg = CassandraConfig::local(addr, "paceline_bench").with_env_security();
+            report.notes.push(format!(
+                "cassandra: contact points {:?}, keyspace {} (replication {:?} when created), consistency {:?}",
+                cfg.contact_points, cfg.keyspace, cfg.replication, cfg.consistency
+            ));
+            let store = CassandraStore::connect(&cfg).await?;
+            // As an elected server does: every write then reads the fence.
+            store.claim_leadership(crate::types::now_ms()).await?;
             let mut figures = run_one(&store, opts, &job_id).await?;
+            let lwt_job = format!("{job_id}-paxos");
+            figures.lwt_updates_per_sec = Some(lwt_rate(&store, opts, &lwt_job).await?);
             figures.plain_updates_per_sec = Some(plain_rate(&store, opts, &job_id).await?);
             report.backends.push(figures);
-            if let Err(e) = store.delete_job(&job_id).await {
-                report.notes.push(format!("cleanup of cassandra bench job failed: {e}"));
+            for id in [&job_id, &lwt_job] {
+                if let Err(e) = store.delete_job(id).await {
+                    report.notes.push(format!("cleanup of cassandra bench job {id} failed: {e}"));
+                }
             }
         }
         None => report.notes.push("cassandra skipped: no address given (PACELINE_CASSANDRA)".into()),

@@ -84,7 +84,7 @@ pub struct SqliteConfig {
 
 impl StorageConfig {
     /// A store named on a command line: `sqlite:PATH`, or
-    /// `cassandra:HOST:PORT[/KEYSPACE]` (keyspace `paceline` when left out;
+    /// `cassandra:HOST:PORT[,HOST:PORT…][/KEYSPACE]` (keyspace `paceline` when left out;
     /// the login and TLS from the `PACELINE_CASSANDRA_*` variables, see
     /// [`CassandraConfig::with_env_security`]).
     pub fn from_url(url: &str) -> std::result::Result<StorageConfig, String> {
@@ -96,9 +96,15 @@ impl StorageConfig {
         }
         if let Some(rest) = url.strip_prefix("cassandra:") {
             let (addr, keyspace) = rest.split_once('/').unwrap_or((rest, "paceline"));
-            let port_ok = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            // One node, or several separated by commas (a cluster, as
+            // `cassandra.sh env` prints it): each with its port.
+            let port_ok = addr
+                .split(',')
+                .all(|a| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()));
             if !port_ok {
-                return Err(format!("`{url}`: give host and port, as in cassandra:10.0.0.1:9042/paceline"));
+                return Err(format!(
+                    "`{url}`: give host and port of each node, as in cassandra:10.0.0.1:9042/paceline or cassandra:10.0.0.1:9042,10.0.0.2:9042"
+                ));
             }
             let keyspace = if keyspace.is_empty() { "paceline" } else { keyspace };
             return Ok(StorageConfig::Cassandra(Box::new(CassandraConfig::local(addr, keyspace).with_env_security())));
@@ -151,7 +157,20 @@ mod tests {
             panic!("cassandra url")
         };
         assert_eq!(c.keyspace, "paceline");
-        for bad in ["sqlite:", "cassandra:host", "cassandra::9042", "cassandra:h:port", "postgres://x", ""] {
+        let Ok(StorageConfig::Cassandra(c)) = StorageConfig::from_url("cassandra:127.0.0.1:19042,127.0.0.2:19042/k")
+        else {
+            panic!("a cluster's url")
+        };
+        assert_eq!(c.contact_points, vec!["127.0.0.1:19042".to_string(), "127.0.0.2:19042".to_string()]);
+        for bad in [
+            "sqlite:",
+            "cassandra:host",
+            "cassandra:127.0.0.1:9042,127.0.0.2",
+            "cassandra::9042",
+            "cassandra:h:port",
+            "postgres://x",
+            "",
+        ] {
             assert!(StorageConfig::from_url(bad).is_err(), "{bad}");
         }
     }

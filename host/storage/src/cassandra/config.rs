@@ -128,10 +128,12 @@ fn default_retries() -> u32 {
 }
 
 impl CassandraConfig {
-    /// Settings for one local node at `addr`, keyspace `keyspace`, RF 1.
+    /// Settings for the node(s) at `addr` (`host:port`, or several
+    /// separated by commas, as `cassandra.sh env` prints a cluster),
+    /// keyspace `keyspace`, RF 1.
     pub fn local(addr: &str, keyspace: &str) -> Self {
         CassandraConfig {
-            contact_points: vec![addr.to_string()],
+            contact_points: addr.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect(),
             keyspace: keyspace.to_string(),
             replication: default_replication(),
             consistency: ConsistencyLevel::LocalQuorum,
@@ -145,14 +147,38 @@ impl CassandraConfig {
         }
     }
 
-    /// These settings with the login and TLS that `deploy/cassandra/cassandra.sh env`
-    /// exports: `PACELINE_CASSANDRA_USER` with `PACELINE_CASSANDRA_PASSWORD_FILE`, and
-    /// `PACELINE_CASSANDRA_CA_FILE` with `PACELINE_CASSANDRA_CERT_FILE` and
-    /// `PACELINE_CASSANDRA_KEY_FILE` (each only when set and non-empty). For tests,
-    /// benchmarks and tools pointed at a node by `PACELINE_CASSANDRA`; servers take these
-    /// from their configuration file.
+    /// These settings with the login, TLS, replication and consistency that
+    /// `deploy/cassandra/cassandra.sh env` exports: `PACELINE_CASSANDRA_USER` with
+    /// `PACELINE_CASSANDRA_PASSWORD_FILE`, `PACELINE_CASSANDRA_CA_FILE` with
+    /// `PACELINE_CASSANDRA_CERT_FILE` and `PACELINE_CASSANDRA_KEY_FILE`, and for a
+    /// cluster `PACELINE_CASSANDRA_REPLICATION_FACTOR` (SimpleStrategy) and
+    /// `PACELINE_CASSANDRA_CONSISTENCY` (`one`, `local_quorum`, `quorum`, …), each
+    /// only when set and non-empty. For tests, benchmarks and tools pointed at a node
+    /// by `PACELINE_CASSANDRA`; servers take these from their configuration file.
+    /// A value it cannot read is ignored with a warning.
     pub fn with_env_security(mut self) -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if let Some(rf) = var("PACELINE_CASSANDRA_REPLICATION_FACTOR") {
+            match rf.trim().parse::<u32>() {
+                Ok(rf) if rf > 0 => {
+                    self.replication = BTreeMap::from([
+                        ("class".to_string(), serde_yaml::Value::from("SimpleStrategy")),
+                        ("replication_factor".to_string(), serde_yaml::Value::from(rf)),
+                    ])
+                }
+                _ => {
+                    tracing::warn!(value = %rf, "PACELINE_CASSANDRA_REPLICATION_FACTOR is not a positive number; ignored")
+                }
+            }
+        }
+        if let Some(c) = var("PACELINE_CASSANDRA_CONSISTENCY") {
+            match serde_yaml::from_str::<ConsistencyLevel>(c.trim()) {
+                Ok(c) => self.consistency = c,
+                Err(_) => {
+                    tracing::warn!(value = %c, "PACELINE_CASSANDRA_CONSISTENCY is not one of one, local_quorum, quorum, each_quorum, all; ignored")
+                }
+            }
+        }
         if let Some(user) = var("PACELINE_CASSANDRA_USER") {
             self.username = Some(user);
             self.password_file = var("PACELINE_CASSANDRA_PASSWORD_FILE").map(PathBuf::from);

@@ -187,8 +187,12 @@ async fn remove_all(store: &CassandraStore, id: &str) -> Result<()> {
         }
         None => Vec::new(),
     };
+    store.versions.forget_job(id);
     for b in store.buckets(id).await? {
-        store.exec("tasks", &store.s.del_bucket_tasks, (id, b)).await?;
+        // At the write clock, as every write of a task row (decision 0049):
+        // a delete at the node's own time would not hide them.
+        let ts = store.fence.next_timestamp()?;
+        store.exec("tasks", &store.s.del_bucket_tasks, (ts, id, b)).await?;
     }
     store.exec("task buckets", &store.s.del_buckets, (id,)).await?;
     store.exec("job configs", &store.s.del_configs, (id,)).await?;

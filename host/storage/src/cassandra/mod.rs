@@ -3,9 +3,13 @@
 //!
 //! - Schema: versioned, idempotent migrations ([`schema`]).
 //! - Every statement is prepared once at connect.
-//! - Compare-and-set uses lightweight transactions (`IF version = ?`) at
-//!   serial consistency; a timed-out Paxos round is resolved by reading the
-//!   row back at serial consistency, never by guessing.
+//! - Compare-and-set of job runtimes and updates uses lightweight
+//!   transactions (`IF version = ?`) at serial consistency; a timed-out
+//!   Paxos round is resolved by reading the row back at serial consistency,
+//!   never by guessing. Task runtimes, the bulk of the writes, take no
+//!   Paxos round (decision 0049): their versions are checked in the
+//!   handle's cache (`versions`) and rows are written at the fenced write
+//!   clock's timestamps, so a deposed leader's late write loses.
 //! - Partitions are bounded: a job's tasks live in buckets of
 //!   [`schema::TASK_BUCKET`] instances, task events in a partition per task
 //!   with a TTL, update progress in buckets too.
@@ -22,7 +26,9 @@
 //! - [`schema`]: tables and migrations; `retry`: which errors are retried.
 //! - `stmts`: every CQL statement, prepared at connect.
 //! - `exec`: running statements: retries, scans, batches, conditional writes.
-//! - `leader`: leader fencing (claim, and the check before each write).
+//! - `leader`: leader fencing (claim with the write clock's generation, and
+//!   the check before each write).
+//! - `versions`: the cache of task runtime versions (decision 0049).
 //! - `jobs`, `tasks`, `events`, `updates`: a job and what hangs off it;
 //!   a create all or nothing for readers (decision 0033).
 //! - `job_index`: the job query index (decision 0033).
@@ -47,6 +53,7 @@ mod security;
 mod stmts;
 mod tasks;
 mod updates;
+mod versions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -91,8 +98,13 @@ pub struct CassandraStore {
     tries: u32,
     event_ttl_secs: i32,
     keyspace: String,
-    /// Leader fencing: checked by a read before each write once claimed.
+    /// Leader fencing: checked by a read before each write once claimed;
+    /// and the write clock of task rows (decision 0049).
     fence: Arc<crate::fence::Fence>,
+    /// Versions of task runtimes, where their compare-and-set is checked.
+    versions: versions::Versions,
+    /// Tests only: see [`CassandraStore::act_as_paused_past_fence_check`].
+    past_fence_check: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -176,7 +188,19 @@ impl CassandraStore {
             event_ttl_secs: (cfg.event_ttl_days.max(1) as i32).saturating_mul(86_400),
             keyspace: ks.clone(),
             fence: Arc::default(),
+            versions: versions::Versions::default(),
+            past_fence_check: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Tests only: from now on this handle's task runtime writes skip the
+    /// fence read before them, as the writes of a leader paused (SIGSTOP, a
+    /// long GC) between that read and sending them, and resumed after a
+    /// newer leader claimed. The read after the writes still runs. For the
+    /// test that such a late write loses (decision 0049).
+    #[doc(hidden)]
+    pub fn act_as_paused_past_fence_check(&self, on: bool) {
+        self.past_fence_check.store(on, std::sync::atomic::Ordering::Release);
     }
 
     /// The driver session (tests and benchmarks use it for raw CQL).

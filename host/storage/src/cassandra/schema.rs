@@ -91,6 +91,15 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
              'tombstone_threshold': '0.1', 'tombstone_compaction_interval': '600',
              'unchecked_tombstone_compaction': 'true'}",
     ],
+), (
+    // Decision 0049: the leader's epoch with a generation, one more per new
+    // epoch, the high bits of the write clock of task runtimes. A table of
+    // its own rather than a column added to `leader_fence`, so every
+    // migration stays a `CREATE … IF NOT EXISTS` (safe to run again, and
+    // what the copy before an upgrade recreates). A claim still raises
+    // `leader_fence` too, for a server of schema 6 still running.
+    "leader epochs and generations",
+    &["CREATE TABLE IF NOT EXISTS leader_epochs (id text PRIMARY KEY, epoch bigint, generation bigint)"],
 )];
 
 /// The migration whose index [`backfill`] fills from the existing jobs.

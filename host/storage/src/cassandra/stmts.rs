@@ -95,13 +95,20 @@ statements! {
     ins_bucket: "INSERT INTO job_task_buckets (job_id, bucket) VALUES (?, ?)", Plain;
     sel_buckets: "SELECT bucket FROM job_task_buckets WHERE job_id = ?", Plain;
     del_buckets: "DELETE FROM job_task_buckets WHERE job_id = ?", Plain;
-    ins_task: "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)", Plain;
-    cas_task: "UPDATE tasks SET state = ?, version = ?, runtime = ? WHERE job_id = ? AND bucket = ? AND instance = ? IF version = ?", Lwt;
+    // Task rows are written only at the handle's write clock (decision
+    // 0049): creates, runtime changes and deletes alike.
+    ins_task: "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)
+               USING TIMESTAMP ?", Plain;
+    sel_bucket_versions: "SELECT instance, version FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
+    // The compare-and-set by Paxos of before decision 0049, and the create
+    // at the node's time it needs: `bench storage`'s baseline.
+    ins_task_node_time: "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)", Plain;
+    cas_task_lwt: "UPDATE tasks SET state = ?, version = ?, runtime = ? WHERE job_id = ? AND bucket = ? AND instance = ? IF version = ?", Lwt;
     sel_task: "SELECT runtime FROM tasks WHERE job_id = ? AND bucket = ? AND instance = ?", Plain;
     sel_task_serial: "SELECT version, runtime FROM tasks WHERE job_id = ? AND bucket = ? AND instance = ?", Serial;
     sel_bucket_tasks: "SELECT instance, state, runtime FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
     sel_bucket_instances: "SELECT instance FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
-    del_bucket_tasks: "DELETE FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
+    del_bucket_tasks: "DELETE FROM tasks USING TIMESTAMP ? WHERE job_id = ? AND bucket = ?", Plain;
     ins_event: "INSERT INTO task_events (job_id, instance, at_ms, run, to_state, event) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
     sel_events: "SELECT event FROM task_events WHERE job_id = ? AND instance = ? LIMIT ?", Plain;
     del_events: "DELETE FROM task_events WHERE job_id = ? AND instance = ?", Plain;
@@ -141,7 +148,11 @@ statements! {
     ins_fence: "INSERT INTO leader_fence (id, epoch) VALUES ('leader', ?) IF NOT EXISTS", Lwt;
     raise_fence: "UPDATE leader_fence SET epoch = ? WHERE id = 'leader' IF epoch < ?", Lwt;
     sel_fence_serial: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Serial;
-    sel_fence: "SELECT epoch FROM leader_fence WHERE id = 'leader'", Plain;
+    // Decision 0049: the epoch with the generation of the write clock.
+    ins_epoch: "INSERT INTO leader_epochs (id, epoch, generation) VALUES ('leader', ?, ?) IF NOT EXISTS", Lwt;
+    raise_epoch: "UPDATE leader_epochs SET epoch = ?, generation = ? WHERE id = 'leader' IF epoch = ? AND generation = ?", Lwt;
+    sel_epoch_serial: "SELECT epoch, generation FROM leader_epochs WHERE id = 'leader'", Serial;
+    sel_fence: "SELECT epoch FROM leader_epochs WHERE id = 'leader'", Plain;
     ins_job_event: "INSERT INTO job_events (job_id, instance, reason, message, event_type, first_seen_ms, last_seen_ms, count)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
     sel_job_events: "SELECT instance, reason, message, event_type, first_seen_ms, last_seen_ms, count FROM job_events

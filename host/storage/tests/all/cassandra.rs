@@ -32,6 +32,8 @@ fn node() -> &'static HashMap<String, String> {
             "PACELINE_CASSANDRA_CA_FILE",
             "PACELINE_CASSANDRA_CERT_FILE",
             "PACELINE_CASSANDRA_KEY_FILE",
+            "PACELINE_CASSANDRA_REPLICATION_FACTOR",
+            "PACELINE_CASSANDRA_CONSISTENCY",
         ];
         if std::env::var("PACELINE_CASSANDRA").is_ok_and(|a| !a.trim().is_empty()) {
             return keys
@@ -58,9 +60,18 @@ fn address() -> String {
     node().get("PACELINE_CASSANDRA").cloned().expect("PACELINE_CASSANDRA from the environment or cassandra.sh env")
 }
 
-/// Settings for `keyspace` on the test node, with its login and TLS.
+/// Settings for `keyspace` on the test node (or cluster: `PACELINE_CASSANDRA`
+/// may list several nodes), with its login and TLS, and the replication
+/// factor and consistency `cassandra.sh env` prints for a cluster.
 fn config(keyspace: &str) -> CassandraConfig {
     let mut cfg = CassandraConfig::local(&address(), keyspace);
+    if let Some(rf) = node().get("PACELINE_CASSANDRA_REPLICATION_FACTOR") {
+        let rf: u32 = rf.parse().expect("PACELINE_CASSANDRA_REPLICATION_FACTOR: a number");
+        cfg.replication.insert("replication_factor".into(), rf.into());
+    }
+    if let Some(c) = node().get("PACELINE_CASSANDRA_CONSISTENCY") {
+        cfg.consistency = serde_yaml::from_str(c).expect("PACELINE_CASSANDRA_CONSISTENCY: one, local_quorum, quorum…");
+    }
     if let Some(user) = node().get("PACELINE_CASSANDRA_USER") {
         cfg.username = Some(user.clone());
         cfg.password_file = node().get("PACELINE_CASSANDRA_PASSWORD_FILE").map(PathBuf::from);
@@ -258,6 +269,81 @@ async fn tls_with_an_untrusted_ca_or_without_a_client_certificate_is_refused() {
         rows.rows::<(Option<bool>, Option<String>)>().expect("typed").map(|r| r.expect("row")).collect();
     let user = node_user();
     assert!(clients.iter().any(|(ssl, u)| *ssl == Some(true) && u.as_deref() == Some(user.as_str())), "{clients:?}");
+}
+
+// ---- runtime writes without Paxos (decision 0049) ---------------------------
+
+/// A deposed leader's late writes of task runtimes lose to the new leader's:
+/// leader A (epoch 10) passes its fence check, pauses (as SIGSTOP would stop
+/// it), leader B claims epoch 11, recovers the tasks and writes; A resumes
+/// and sends its writes. They land in Cassandra (no Paxos, no condition in
+/// the database) but carry timestamps of A's generation, below every one of
+/// B's, so B's state stays; and A is told it is fenced (the read after its
+/// writes), never that they were made. With timestamps that ignore the
+/// generation (the node's clock, or the writer's), A's later write would win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_late_task_writes_lose_to_the_new_leader() {
+    use paceline_model::task::{TaskRuntime, TaskState};
+    use paceline_storage::TaskCas;
+    let ks = format!("{}_deposed", keyspace());
+    let connect =
+        || async { CassandraStore::connect(&config(&ks)).await.unwrap_or_else(|e| panic!("cassandra {ks}: {e}")) };
+    let a = connect().await;
+    let b = connect().await;
+    a.claim_leadership(10).await.expect("A leads");
+    let id = crate::conformance::unique("deposed");
+    let tasks: Vec<(u32, TaskRuntime)> = (0..3).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+    a.create_job_with_tasks(&id, &crate::conformance::config("o", 3), &JobRuntime::initial(1, 0), &tasks)
+        .await
+        .expect("A creates the job");
+    let mut placed = TaskRuntime::initial(1, 0);
+    placed.state = TaskState::Placed;
+    placed.message = "A placed it".into();
+    for i in 0..3 {
+        assert_eq!(a.cas_task(&id, i, 1, &placed).await.expect("A writes").version, 2);
+    }
+
+    // A passes its fence check and stops; B takes over and writes.
+    a.act_as_paused_past_fence_check(true);
+    b.claim_leadership(11).await.expect("B leads");
+    let recovered = b.tasks_of_job(&id, &[]).await.expect("B recovers");
+    assert!(recovered.iter().all(|t| t.runtime.version == 2 && t.runtime.state == TaskState::Placed));
+    let mut killed = TaskRuntime::initial(1, 0);
+    killed.state = TaskState::Killed;
+    killed.message = "B killed it".into();
+    assert_eq!(b.cas_task(&id, 0, 2, &killed).await.expect("B writes task 0").version, 3);
+    let b_batch: Vec<TaskCas> =
+        [1].iter().map(|&i| TaskCas { instance: i, expected_version: 2, runtime: killed.clone() }).collect();
+    assert!(b.cas_tasks(&id, &b_batch).await.expect("B writes task 1")[0].is_ok());
+
+    // A resumes: its writes (versions from its cache, which B's writes did
+    // not touch) go out after B's.
+    let mut launched = TaskRuntime::initial(1, 0);
+    launched.state = TaskState::Launched;
+    launched.message = "A launched it, late".into();
+    let late: Vec<TaskCas> =
+        (0..3).map(|i| TaskCas { instance: i, expected_version: 2, runtime: launched.clone() }).collect();
+    match a.cas_tasks(&id, &late).await {
+        Err(StoreError::Fenced { mine, current }) => assert_eq!((mine, current), (10, 11)),
+        other => panic!("the deposed leader must learn it is fenced, not that it wrote: {other:?}"),
+    }
+    for i in 0..2 {
+        let t = b.get_task(&id, i).await.expect("read");
+        assert_eq!(
+            (t.state, t.version, t.message.as_str()),
+            (TaskState::Killed, 3, "B killed it"),
+            "task {i}: the new leader's write must stay"
+        );
+    }
+    // Task 2, which B has not written since it recovered, may hold A's late
+    // write (the window of a write already past its check, as before this
+    // design); B's next write of it wins whatever it holds.
+    let mut b_next = TaskRuntime::initial(1, 0);
+    b_next.state = TaskState::Killed;
+    b_next.message = "B, after".into();
+    assert_eq!(b.cas_task(&id, 2, 2, &b_next).await.expect("B's version of task 2 is still 2").version, 3);
+    assert_eq!(b.get_task(&id, 2).await.expect("read").message, "B, after");
+    drop_keyspace(&ks).await;
 }
 
 // ---- snapshots (decision 0030) ---------------------------------------------

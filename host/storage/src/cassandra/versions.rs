@@ -1,0 +1,130 @@
+//! The handle's cache of task runtime versions (decision 0049): where the
+//! compare-and-set of task runtimes checks the version it is given, instead
+//! of a Paxos round in the database. Filled a bucket (partition) at a time
+//! from the database on first use, kept up to date by the handle's own
+//! writes; a write whose outcome is unknown forgets what it touched, so the
+//! next one reads the database again.
+//!
+//! Exact for one writing handle, which the fence makes of the leader. Its
+//! size: a few tens of bytes per task this handle has written or checked;
+//! a job's entries go when the job is deleted.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::bucket;
+use crate::error::{Result, StoreError};
+
+#[derive(Debug, Default)]
+struct Bucket {
+    /// Every task row of the bucket is in `versions` (it was read whole).
+    complete: bool,
+    versions: HashMap<u32, u64>,
+}
+
+/// Versions by job, then bucket, then instance.
+#[derive(Debug, Default)]
+pub(super) struct Versions {
+    jobs: Mutex<HashMap<String, HashMap<i32, Bucket>>>,
+}
+
+impl Versions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<i32, Bucket>>> {
+        // A panic while holding it leaves plain data, still consistent.
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The buckets (distinct, ascending) that must be read before `instances`
+    /// can be checked: those not read whole where the instance is unknown.
+    pub(super) fn missing_buckets(&self, job_id: &str, instances: impl Iterator<Item = u32>) -> Vec<i32> {
+        let jobs = self.lock();
+        let job = jobs.get(job_id);
+        let mut out: Vec<i32> = instances
+            .filter(|&i| {
+                job.and_then(|j| j.get(&bucket(i))).is_none_or(|b| !b.complete && !b.versions.contains_key(&i))
+            })
+            .map(bucket)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// A bucket as read from the database: every row it has. Versions this
+    /// handle knows already stay (they come from its own later writes).
+    pub(super) fn fill(&self, job_id: &str, b: i32, rows: impl Iterator<Item = (u32, u64)>) {
+        let mut jobs = self.lock();
+        let entry = jobs.entry(job_id.to_string()).or_default().entry(b).or_default();
+        for (i, v) in rows {
+            entry.versions.entry(i).or_insert(v);
+        }
+        entry.complete = true;
+    }
+
+    /// Checks that `instance` is at `expected` and takes `expected + 1` for
+    /// it. [`StoreError::Conflict`] with the version found, or
+    /// [`StoreError::NotFound`] when its bucket was read and has no such
+    /// task; a conflict without a version when it is not known (a failed
+    /// write made this handle forget it after it was read).
+    pub(super) fn take(&self, job_id: &str, instance: u32, expected: u64) -> Result<()> {
+        let what = || format!("task {job_id}/{instance}");
+        let mut jobs = self.lock();
+        let Some(b) = jobs.get_mut(job_id).and_then(|j| j.get_mut(&bucket(instance))) else {
+            return Err(StoreError::conflict(what(), expected, None));
+        };
+        match b.versions.get_mut(&instance) {
+            Some(v) if *v == expected => {
+                *v = expected + 1;
+                Ok(())
+            }
+            Some(v) => Err(StoreError::conflict(what(), expected, Some(*v))),
+            None if b.complete => Err(StoreError::not_found("task", format!("{job_id}/{instance}"))),
+            None => Err(StoreError::conflict(what(), expected, None)),
+        }
+    }
+
+    /// Versions this handle has just written.
+    pub(super) fn set(&self, job_id: &str, versions: &[(u32, u64)]) {
+        let mut jobs = self.lock();
+        let job = jobs.entry(job_id.to_string()).or_default();
+        for &(i, v) in versions {
+            job.entry(bucket(i)).or_default().versions.insert(i, v);
+        }
+    }
+
+    pub(super) fn forget_bucket(&self, job_id: &str, b: i32) {
+        if let Some(job) = self.lock().get_mut(job_id) {
+            job.remove(&b);
+        }
+    }
+
+    pub(super) fn forget_job(&self, job_id: &str) {
+        self.lock().remove(job_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_is_taken_once_and_unknown_tasks_are_read_first() {
+        let v = Versions::default();
+        assert_eq!(v.missing_buckets("j", [1, 2, 150].into_iter()), vec![0, 1]);
+        v.fill("j", 0, [(1, 3), (2, 1)].into_iter());
+        assert_eq!(v.missing_buckets("j", [1, 2, 150].into_iter()), vec![1]);
+        v.take("j", 1, 3).expect("expected version");
+        assert!(v.take("j", 1, 3).expect_err("taken").is_conflict(), "a second writer of version 3 loses");
+        v.take("j", 1, 4).expect("the next one");
+        assert!(v.take("j", 7, 1).expect_err("absent").is_not_found());
+        v.fill("j", 0, [(1, 3)].into_iter());
+        v.take("j", 1, 5).expect("a read does not go back on the handle's own writes");
+        v.forget_bucket("j", 0);
+        assert_eq!(v.missing_buckets("j", [1].into_iter()), vec![0]);
+        v.set("j", &[(250, 1)]);
+        assert!(v.missing_buckets("j", [250].into_iter()).is_empty(), "created here: known");
+        assert_eq!(v.missing_buckets("j", [251].into_iter()), vec![2], "the rest of its bucket is not");
+        v.forget_job("j");
+        assert_eq!(v.missing_buckets("j", [250].into_iter()), vec![2]);
+    }
+}
