@@ -1,6 +1,6 @@
 //! `paceline bench server`: the pipeline as a user gets it. A real
 //! `paceline server` (its configuration file's defaults: SQLite in its data
-//! directory, the durable plugin registry with the built-in Wasm policies,
+//! directory, or Cassandra with `--store`, the durable plugin registry with the built-in Wasm policies,
 //! the API with its auth layer, the loop's period) over simulated hosts
 //! (`hosts: {provider: sim}`); clients submit jobs through the gRPC API with
 //! a bearer token, spread over a tree of pools, and the bench times until
@@ -60,6 +60,55 @@ pub struct ServerBenchArgs {
     /// Session timeout asked of ZooKeeper (default: the server's default).
     #[arg(long, value_name = "MS", requires = "zookeeper")]
     session_timeout_ms: Option<u64>,
+    /// The server's store: `sqlite` (the default: a file in its data
+    /// directory), `sqlite:PATH`, or `cassandra:HOST:PORT[,HOST:PORT…][/KEYSPACE]`
+    /// with the login, TLS, replication and consistency of the
+    /// `PACELINE_CASSANDRA_*` variables `deploy/cassandra/cassandra.sh env`
+    /// prints. Without a keyspace, one of its own (`paceline_bench_sSECONDS`),
+    /// dropped at the end; a keyspace named must not hold this bench's pools.
+    #[arg(long, default_value = "sqlite", value_name = "STORE")]
+    store: String,
+}
+
+/// The store `--store` names: `None` for the server's default (SQLite in
+/// its data directory), and whether the keyspace is the bench's own.
+fn bench_store(arg: &str) -> anyhow::Result<(Option<paceline_storage::config::StorageConfig>, bool)> {
+    use paceline_storage::config::StorageConfig;
+    if arg == "sqlite" {
+        return Ok((None, false));
+    }
+    let own_keyspace = arg.starts_with("cassandra:") && !arg.contains('/');
+    let url = if own_keyspace {
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        format!("{arg}/paceline_bench_s{secs}")
+    } else {
+        arg.to_string()
+    };
+    let store = StorageConfig::from_url(&url).map_err(|e| anyhow::anyhow!("--store {e}"))?;
+    Ok((Some(store), own_keyspace))
+}
+
+/// Every setting of the store, printed with the figures.
+fn describe_store(store: &Option<paceline_storage::config::StorageConfig>) -> String {
+    use paceline_storage::config::StorageConfig;
+    match store {
+        None => "SQLite in its data dir (the default)".to_string(),
+        Some(StorageConfig::Sqlite(c)) => format!("SQLite at {}", c.path.display()),
+        Some(StorageConfig::Cassandra(c)) => format!(
+            "Cassandra: contact points {}, keyspace {}, replication {} (when created), consistency {:?}, login {}, TLS {}, retries {}",
+            c.contact_points.join(","),
+            c.keyspace,
+            c.replication
+                .iter()
+                .map(|(k, v)| format!("{k}={}", serde_yaml::to_string(v).unwrap_or_default().trim()))
+                .collect::<Vec<_>>()
+                .join(" "),
+            c.consistency,
+            c.username.as_deref().unwrap_or("none"),
+            if c.tls.is_some() { "on" } else { "off" },
+            c.retries,
+        ),
+    }
 }
 
 use super::bench_hosts::PIPELINE_TASK as TASK;
@@ -100,12 +149,17 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
         host.memory_mib,
         host.disk_mib,
     );
-    let config: paceline::server::ServerConfig = serde_yaml::from_str(&yaml).context("the bench's server config")?;
+    let mut config: paceline::server::ServerConfig =
+        serde_yaml::from_str(&yaml).context("the bench's server config")?;
+    let (store, own_keyspace) = bench_store(&args.store)?;
+    let store_desc = describe_store(&store);
+    config.storage = store.clone();
     let engine = paceline_placement::EngineConfig::default();
     println!(
-        "a real paceline server: its defaults (SQLite in its data dir, durable plugin registry, built-in Wasm policies, engine batch {} / {} hosts per lease, a step every {} ms, API auth on: every call carries an admin token)",
+        "a real paceline server: its defaults (durable plugin registry, built-in Wasm policies, engine batch {} / {} hosts per lease, a step every {} ms, API auth on: every call carries an admin token)",
         engine.batch_size, engine.max_hosts_per_lease, config.loop_interval_ms
     );
+    println!("store: {store_desc}");
     println!(
         "its config beyond the defaults: hosts: {{provider: sim, hosts: {}, {} cores / {} GiB each, zones: 2}}; API on 127.0.0.1; pools: 2 organisations, {teams} teams each reserving 1/{teams} of the cluster",
         args.hosts,
@@ -120,8 +174,21 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let data = dir.path().join("data");
-    runtime.block_on(bench(args, config, token, host, total, &data))?;
+    let result = runtime.block_on(bench(args, config, token, host, total, &data));
+    if own_keyspace && let Some(paceline_storage::config::StorageConfig::Cassandra(c)) = &store {
+        // The bench's own keyspace: dropped whatever the outcome.
+        if let Err(e) = runtime.block_on(drop_keyspace(c)) {
+            println!("(keyspace {} not dropped: {e})", c.keyspace);
+        }
+    }
+    result?;
     Ok(ExitCode::SUCCESS)
+}
+
+async fn drop_keyspace(c: &paceline_storage::CassandraConfig) -> anyhow::Result<()> {
+    let store = paceline_storage::cassandra::CassandraStore::connect(c).await?;
+    store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {}", c.keyspace), &[]).await?;
+    Ok(())
 }
 
 async fn bench(
@@ -237,11 +304,16 @@ async fn bench(
         let max = rates.iter().copied().fold(0.0, f64::max);
         println!("{} rounds in {:.0} s: {min:.0}–{max:.0} tasks/s", rates.len(), began.elapsed().as_secs_f64());
     }
-    let store_bytes = dir_size(data);
+    let store_size = match args.store.split_once(':') {
+        Some(("cassandra", _)) => "in Cassandra, not measured".to_string(),
+        Some(("sqlite", path)) => {
+            format!("{:.1} MiB", std::fs::metadata(path).map_or(0, |m| m.len()) as f64 / (1 << 20) as f64)
+        }
+        _ => format!("{:.1} MiB", dir_size(data) as f64 / (1 << 20) as f64),
+    };
     println!(
-        "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {:.1} MiB",
+        "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {store_size}",
         peak_rss_mib().unwrap_or(0),
-        store_bytes as f64 / (1 << 20) as f64
     );
     if let Some(watch) = leadership {
         let changes = watch.finish(began.elapsed()).await;
