@@ -41,6 +41,9 @@ struct Plane {
     dir: PathBuf,
     kubeconfig: PathBuf,
     admin: PathBuf,
+    /// The kubectl the script uses (PATH's, or one it built when PATH has
+    /// none recent enough).
+    kubectl: PathBuf,
 }
 
 fn script() -> PathBuf {
@@ -52,9 +55,13 @@ fn plane() -> &'static Plane {
     static PLANE: OnceLock<Plane> = OnceLock::new();
     PLANE.get_or_init(|| {
         let dir = PathBuf::from(std::env::var("KUBERNETES_DIR").unwrap_or_else(|_| "/tmp/paceline-kubernetes".into()));
-        let (kubeconfig, admin) =
+        let (kubeconfig, admin, kubectl) =
             match (std::env::var_os("PACELINE_KUBECONFIG"), std::env::var_os("PACELINE_KUBECONFIG_ADMIN")) {
-                (Some(k), Some(a)) => (PathBuf::from(k), PathBuf::from(a)),
+                (Some(k), Some(a)) => (
+                    PathBuf::from(k),
+                    PathBuf::from(a),
+                    PathBuf::from(std::env::var_os("PACELINE_KUBECTL").unwrap_or_else(|| "kubectl".into())),
+                ),
                 _ => {
                     let status =
                         Command::new("bash").arg(script()).arg("start").arg(&dir).status().expect("kubernetes.sh");
@@ -70,7 +77,7 @@ fn plane() -> &'static Plane {
                             .map(|(_, v)| PathBuf::from(v.trim_matches('\'').trim_matches('"')))
                             .unwrap_or_else(|| panic!("kubernetes.sh env printed no {name}: {text}"))
                     };
-                    (var("PACELINE_KUBECONFIG"), var("PACELINE_KUBECONFIG_ADMIN"))
+                    (var("PACELINE_KUBECONFIG"), var("PACELINE_KUBECONFIG_ADMIN"), var("PACELINE_KUBECTL"))
                 }
             };
         // The plane's directory holds what `nodes` needs; with the variables
@@ -80,7 +87,7 @@ fn plane() -> &'static Plane {
         } else {
             admin.parent().map_or(dir, Path::to_path_buf)
         };
-        Plane { dir, kubeconfig, admin }
+        Plane { dir, kubeconfig, admin, kubectl }
     })
 }
 
@@ -91,10 +98,10 @@ fn kubectl(args: &[&str]) -> String {
 
 fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
     use std::io::Write;
-    let mut cmd = Command::new("kubectl");
+    let mut cmd = Command::new(&plane().kubectl);
     cmd.arg("--kubeconfig").arg(&plane().admin).args(args);
     cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl on PATH");
+    let mut child = cmd.spawn().expect("kubectl (PACELINE_KUBECTL, or PATH's)");
     if let Some(mut pipe) = child.stdin.take()
         && let Some(s) = stdin
     {
@@ -162,7 +169,7 @@ impl Drop for KubeCluster {
         }
         // Best effort: what this test ran goes (kwok removes deleted pods at once).
         for n in &self.nodes {
-            let _ = Command::new("kubectl")
+            let _ = Command::new(&plane().kubectl)
                 .arg("--kubeconfig")
                 .arg(&plane().admin)
                 .args(["delete", "pods", "-n", "paceline-tasks", "--wait=false", "--field-selector"])
