@@ -60,14 +60,13 @@ pub trait HostAccess: OfferSource + Launcher + Send + Sync + std::fmt::Debug {
         None
     }
     /// What a live run holds on its host and the use its host last
-    /// measured; `None` where not at hand (a run not live, a host manager
-    /// in another process: paceline.hostmgr.v1 does not carry it yet).
+    /// measured; `None` where not at hand (a run not live; through a host
+    /// manager in another process, a run its host has not measured).
     fn run_holding(&self, _run_id: &str) -> Option<crate::RunHolding> {
         None
     }
-    /// Every live run whose host measured its use: (task id, host, use);
-    /// empty where not at hand (as [`HostAccess::run_holding`]).
-    fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+    /// Every live run whose host measured its use; empty where not at hand.
+    fn measured_use(&self) -> Vec<crate::MeasuredRun> {
         Vec::new()
     }
     /// Waits until the events the provider sent before the call are applied.
@@ -124,7 +123,7 @@ impl HostAccess for HostManager {
         HostManager::run_holding(self, run_id)
     }
 
-    fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+    fn measured_use(&self) -> Vec<crate::MeasuredRun> {
         HostManager::measured_use(self)
     }
 

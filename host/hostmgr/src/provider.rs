@@ -40,7 +40,7 @@ pub struct RunningRun {
 
 /// What a run actually uses, as its host measured it (the agent's
 /// `Heartbeat.usage`; providers that do not measure report none).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MeasuredUse {
     /// CPU between the host's last two samples, millicores.
     pub cpu_millis: u64,
@@ -70,6 +70,23 @@ pub struct RunHolding {
     /// Its latest measured use; `None` before two samples or from a
     /// provider that does not measure (sim, Mesos).
     pub used: Option<MeasuredUse>,
+}
+
+/// A live run whose host measured its use: what the metrics sum and what
+/// a host manager in another process sends its peers
+/// (`paceline.hostmgr.v1`, `EventBatch.measured_json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MeasuredRun {
+    /// The run.
+    pub run_id: String,
+    /// Its task.
+    pub task_id: String,
+    /// Its host.
+    pub host: String,
+    /// What it holds there.
+    pub reserved: Resources,
+    /// What it used at the last sample.
+    pub used: MeasuredUse,
 }
 
 /// A host introducing itself (first time or after a reconnect).

@@ -61,15 +61,12 @@ fn with_ancestors(pool: &str) -> Vec<String> {
     out
 }
 
-/// Adds up `measured` (task id, host, use); `pool_of` names a job's pool
-/// (`None`: a job no longer known, left out).
-pub(crate) fn sum(
-    measured: &[(String, String, paceline_hostmgr::MeasuredUse)],
-    mut pool_of: impl FnMut(&str) -> Option<String>,
-) -> Sums {
+/// Adds up `measured`; `pool_of` names a job's pool (`None`: a job no
+/// longer known, left out).
+pub(crate) fn sum(measured: &[paceline_hostmgr::MeasuredRun], mut pool_of: impl FnMut(&str) -> Option<String>) -> Sums {
     let mut sums = Sums::default();
     let mut pools: HashMap<String, Option<Vec<String>>> = HashMap::new();
-    for (task_id, host, used) in measured {
+    for paceline_hostmgr::MeasuredRun { task_id, host, used, .. } in measured {
         let add = |row: &mut [u64; 3]| {
             row[0] += used.cpu_millis;
             row[1] += used.memory_mib;
@@ -126,18 +123,24 @@ impl Collector for UsageCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paceline_hostmgr::MeasuredUse;
+    use paceline_hostmgr::{MeasuredRun, MeasuredUse};
 
     #[test]
     fn pools_sum_their_subtree_and_hosts_their_runs() {
         assert_eq!(with_ancestors("/a/b"), vec!["/a/b", "/a", "/"]);
         assert_eq!(with_ancestors("/"), vec!["/"]);
-        let used = |cpu, mem| MeasuredUse { cpu_millis: cpu, memory_mib: mem, sampled_at_ms: 1 };
+        let run = |task: &str, host: &str, cpu, mem| MeasuredRun {
+            run_id: format!("{task}-1"),
+            task_id: task.to_owned(),
+            host: host.to_owned(),
+            reserved: paceline_model::Resources::ZERO,
+            used: MeasuredUse { cpu_millis: cpu, memory_mib: mem, sampled_at_ms: 1 },
+        };
         let measured = vec![
-            ("web-1a2b-0".to_owned(), "h1".to_owned(), used(500, 100)),
-            ("web-1a2b-1".to_owned(), "h2".to_owned(), used(250, 50)),
-            ("batch-9-0".to_owned(), "h1".to_owned(), used(1000, 10)),
-            ("gone-0".to_owned(), "h2".to_owned(), used(7, 7)),
+            run("web-1a2b-0", "h1", 500, 100),
+            run("web-1a2b-1", "h2", 250, 50),
+            run("batch-9-0", "h1", 1000, 10),
+            run("gone-0", "h2", 7, 7),
         ];
         let sums = sum(&measured, |job| match job {
             "web-1a2b" => Some("/prod/web".to_owned()),

@@ -467,6 +467,8 @@ fn agent(dir: &Path, hm_data: &Path, name: &str, agents: u16, ports: &str) -> Pr
             "2048",
             "--port-range",
             ports,
+            "--usage-interval-ms",
+            "500",
         ],
         "registered with the host manager",
     );
@@ -513,6 +515,12 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     eventually(60, "sleepers running", || all_in(jm_api, &s, "RUNNING"));
     let runs = runs_of(jm_api, &s);
     assert_eq!(runs.len(), 4);
+    // What the agents measured crosses paceline.hostmgr.v1 to the job
+    // manager's API, beside what each run reserved.
+    eventually(30, "measured use through the job manager", || {
+        let ts = tasks(jm_api, &s);
+        ts.len() == 4 && ts.iter().all(|t| t["usage"].is_object() && t["reserved"]["cpu_millis"] == 200)
+    });
 
     hm.kill9();
     let _hm2 = host_manager(dir, "hm", hm_api, hm_agents, "{provider: agent}");

@@ -307,9 +307,9 @@ impl HostManager {
         self.inner.lock().run_holding(run_id)
     }
 
-    /// Every live run whose host measured its use: (task id, host, use),
-    /// for the metrics.
-    pub fn measured_use(&self) -> Vec<(String, String, crate::MeasuredUse)> {
+    /// Every live run whose host measured its use, for the metrics and a
+    /// host manager's peers.
+    pub fn measured_use(&self) -> Vec<crate::MeasuredRun> {
         self.inner.lock().measured_use()
     }
 

@@ -19,7 +19,7 @@ use crate::error::HostError;
 use crate::event::HostEvent;
 use crate::lease::{JobHosts, Lease, LeaseEntry, LeaseId, LeaseRequest};
 use crate::manager::{ExpectedRun, HostInfo, ManagerConfig};
-use crate::provider::{HostRegistration, MeasuredUse, ProviderEvent, RunHolding, RunUsage};
+use crate::provider::{HostRegistration, MeasuredRun, MeasuredUse, ProviderEvent, RunHolding, RunUsage};
 
 /// Work for the shell, done outside the lock.
 #[derive(Debug)]
@@ -337,14 +337,19 @@ impl State {
         }
     }
 
-    /// Every live run whose host measured its use: (task id, host, use).
-    pub fn measured_use(&self) -> Vec<(String, String, MeasuredUse)> {
+    /// Every live run whose host measured its use.
+    pub fn measured_use(&self) -> Vec<MeasuredRun> {
         self.measured
             .iter()
             .filter_map(|id| {
                 let r = self.runs.get(id).filter(|r| !r.terminal)?;
-                let host = self.hosts[r.host as usize].view.name.clone();
-                Some((r.task_id.to_string(), host, r.used?))
+                Some(MeasuredRun {
+                    run_id: id.to_string(),
+                    task_id: r.task_id.to_string(),
+                    host: self.hosts[r.host as usize].view.name.clone(),
+                    reserved: r.resources,
+                    used: r.used?,
+                })
             })
             .collect()
     }

@@ -46,6 +46,9 @@ struct Shared {
     channel: tokio::sync::Mutex<Option<tonic::transport::Channel>>,
     inventory: RwLock<Vec<HostInfo>>,
     provider: RwLock<String>,
+    /// The live runs the host manager's hosts measured, by run id (from
+    /// `EventBatch.measured_json`).
+    measured: RwLock<std::collections::HashMap<String, crate::MeasuredRun>>,
     /// Set by `expect_runs` (at assembly); replaced by `expectations` once the
     /// job manager is up.
     expected: Mutex<Vec<ExpectedRun>>,
@@ -94,6 +97,7 @@ impl RemoteHosts {
                 epoch,
                 channel: tokio::sync::Mutex::new(None),
                 inventory: RwLock::new(Vec::new()),
+                measured: RwLock::new(Default::default()),
                 provider: RwLock::new(String::new()),
                 expected: Mutex::new(Vec::new()),
                 expectations: Mutex::new(None),
@@ -223,6 +227,15 @@ impl RemoteHosts {
             loop {
                 match stream.message().await {
                     Ok(Some(batch)) => {
+                        if !batch.measured_json.is_empty() {
+                            match from_json::<Vec<crate::MeasuredRun>>("measured_json", &batch.measured_json) {
+                                Ok(runs) => {
+                                    *self.shared.measured.write().unwrap_or_else(|p| p.into_inner()) =
+                                        runs.into_iter().map(|r| (r.run_id.clone(), r)).collect();
+                                }
+                                Err(e) => warn!(error = %e, "unreadable measured use from the host manager"),
+                            }
+                        }
                         if !batch.hosts_json.is_empty() {
                             match from_json::<Vec<HostInfo>>("hosts_json", &batch.hosts_json) {
                                 Ok(hosts) => {
@@ -300,6 +313,21 @@ impl HostAccess for RemoteHosts {
 
     fn hosts(&self) -> Vec<HostInfo> {
         self.shared.inventory.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Only runs their hosts measured: the peer protocol carries no other
+    /// run's holding (so `Task.reserved` stays unset for those).
+    fn run_holding(&self, run_id: &str) -> Option<crate::RunHolding> {
+        let measured = self.shared.measured.read().unwrap_or_else(|p| p.into_inner());
+        measured.get(run_id).map(|r| crate::RunHolding {
+            host: r.host.clone(),
+            reserved: r.reserved,
+            used: Some(r.used),
+        })
+    }
+
+    fn measured_use(&self) -> Vec<crate::MeasuredRun> {
+        self.shared.measured.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 
     async fn sync(&self) -> Result<(), HostError> {

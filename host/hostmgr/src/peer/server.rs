@@ -76,6 +76,7 @@ impl HostManagerPeer for HostPeerService {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // The first batch always carries the inventory.
             let mut last: Option<Vec<HostInfo>> = None;
+            let mut last_measured: Option<Vec<crate::MeasuredRun>> = None;
             loop {
                 let mut batch: Vec<HostEvent> = Vec::new();
                 let mut inventory_due = last.is_none();
@@ -98,17 +99,27 @@ impl HostManagerPeer for HostPeerService {
                 }
                 inventory_due |= batch.iter().any(|e| !matches!(e, HostEvent::Run(_)));
                 let mut hosts_json = Vec::new();
+                let mut measured_json = Vec::new();
                 if inventory_due {
                     let now = hosts.hosts();
                     if last.as_ref() != Some(&now) {
                         hosts_json = json(&now);
                         last = Some(now);
                     }
+                    // Measured use moves with every heartbeat, never with an
+                    // event: it goes with the inventory's tick, when changed.
+                    let mut measured = hosts.measured_use();
+                    measured.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+                    if last_measured.as_ref() != Some(&measured) {
+                        measured_json = json(&measured);
+                        last_measured = Some(measured);
+                    }
                 }
-                if batch.is_empty() && hosts_json.is_empty() {
+                if batch.is_empty() && hosts_json.is_empty() && measured_json.is_empty() {
                     continue;
                 }
-                let message = pb::EventBatch { events_json: json(&batch), hosts_json, provider: provider.clone() };
+                let message =
+                    pb::EventBatch { events_json: json(&batch), hosts_json, provider: provider.clone(), measured_json };
                 if tx.send(Ok(message)).await.is_err() {
                     return;
                 }

@@ -230,7 +230,9 @@ async fn agent_session_end_to_end_with_reconciliation_and_acks() {
     let m = holding.used.unwrap();
     assert_eq!((m.cpu_millis, m.memory_mib, m.sampled_at_ms), (750, 200, 1_700_000_000_000));
     assert!(manager.run_holding("other-0-1").is_none());
-    assert_eq!(manager.measured_use(), vec![("web-0".to_owned(), "n1".to_owned(), m)]);
+    let measured: Vec<(String, String, String, _)> =
+        manager.measured_use().into_iter().map(|r| (r.run_id, r.task_id, r.host, r.used)).collect();
+    assert_eq!(measured, vec![("web-0-1".to_owned(), "web-0".to_owned(), "n1".to_owned(), m)]);
 
     // Kill goes down the stream.
     manager.kill("web-0-1").await.unwrap();
