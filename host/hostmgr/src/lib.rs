@@ -101,6 +101,7 @@ pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest};
 pub use manager::{ExpectedRun, HostInfo, HostManager, HostManagerBuilder, ManagerConfig};
 pub use mesos::{MesosConfig, MesosProvider};
 pub use provider::{
-    HostRegistration, LogChunk, LogStream, MeasuredRun, MeasuredUse, Provider, ProviderEvent, RunHolding, RunUsage, RunningRun,
+    HostRegistration, LogChunk, LogStream, MeasuredRun, MeasuredUse, Provider, ProviderEvent, RunHolding, RunUsage,
+    RunningRun,
 };
 pub use sim::{HostShape, SimConfig, SimProvider};
