@@ -7,18 +7,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use paceline::cluster::{AssembleConfig, Cluster};
-use paceline_hostmgr::{AgentConfig, AgentProvider, HostManager, ManagerConfig};
+use paceline::cluster::Cluster;
+use paceline_hostmgr::{AgentConfig, AgentProvider, ManagerConfig};
 use paceline_model::Resources;
 use paceline_model::host::MaintenanceState;
 use paceline_model::job::{JobConfig, JobKind, Sla};
-use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::task::{HealthCheck, HttpProbe, TaskSpec, TaskState};
-use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
 
 mod common;
+mod provider_cluster;
 
 /// An agent process and its data dir; on drop the agent is stopped and the
 /// task processes it started (which outlive it by design) are killed, so
@@ -98,34 +97,12 @@ async fn cluster(dir: &Path) -> (Arc<Cluster>, String, Vec<tokio::task::JoinHand
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
     };
-    let hosts = HostManager::builder(Arc::new(provider.clone()))
-        .store(store.clone())
-        .config(config)
-        .start()
-        .await
-        .expect("hosts");
+    let (cluster, loops) = provider_cluster::assemble(Arc::new(provider.clone()), store, config).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = format!("http://{}", listener.local_addr().expect("addr"));
     let server = tokio::spawn(async move {
         let _ = provider.serve_with_listener(listener, std::future::pending()).await;
     });
-    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
-    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
-    let cluster = Cluster::assemble(
-        store,
-        registry,
-        hosts,
-        Arc::new(paceline_jobmgr::SystemClock),
-        AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
-        |rm| {
-            rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
-            let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
-            rm.create_pool("/team", PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
-        },
-    )
-    .await
-    .expect("cluster");
-    let loops = cluster.spawn(Duration::from_millis(50));
     (cluster, addr, vec![loops, server])
 }
 

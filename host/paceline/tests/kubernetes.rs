@@ -26,16 +26,16 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use paceline::cluster::{AssembleConfig, Cluster};
-use paceline_hostmgr::{HostManager, ManagerConfig};
+use paceline::cluster::Cluster;
+use paceline_hostmgr::ManagerConfig;
 use paceline_kubernetes::{KubernetesConfig, KubernetesProvider};
 use paceline_model::Resources;
 use paceline_model::job::{JobConfig, JobKind, JobState};
-use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::task::{TaskSpec, TaskState};
-use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
+
+mod provider_cluster;
 
 struct Plane {
     dir: PathBuf,
@@ -197,29 +197,7 @@ async fn start(dir: &Path, test: &str, nodes: Vec<String>) -> KubeCluster {
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
     };
-    let hosts = HostManager::builder(Arc::new(provider.clone()))
-        .store(store.clone())
-        .config(config)
-        .start()
-        .await
-        .expect("hosts");
-    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
-    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
-    let cluster = Cluster::assemble(
-        store,
-        registry,
-        hosts,
-        Arc::new(paceline_jobmgr::SystemClock),
-        AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
-        |rm| {
-            rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
-            let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
-            rm.create_pool("/team", PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
-        },
-    )
-    .await
-    .expect("cluster");
-    let loops = cluster.spawn(Duration::from_millis(50));
+    let (cluster, loops) = provider_cluster::assemble(Arc::new(provider.clone()), store, config).await;
     let c = KubeCluster { cluster, provider, loops, nodes, keep_pods: Default::default() };
     c.wait("the nodes registered", 60, async |c| {
         c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))

@@ -8,17 +8,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use paceline::cluster::{AssembleConfig, Cluster};
-use paceline_hostmgr::{HostManager, ManagerConfig, MesosConfig, MesosProvider};
+use paceline::cluster::Cluster;
+use paceline_hostmgr::{ManagerConfig, MesosConfig, MesosProvider};
 use paceline_mesos_fake::{AgentSpec, FakeConfig, FakeMaster};
 use paceline_model::Resources;
 use paceline_model::host::MaintenanceState;
 use paceline_model::job::{JobConfig, JobKind, JobState, Sla};
-use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::task::{RestartPolicy, TaskSpec, TaskState};
-use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
+
+mod provider_cluster;
 
 struct MesosCluster {
     cluster: Arc<Cluster>,
@@ -77,29 +77,7 @@ async fn start_with(
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
     };
-    let hosts = HostManager::builder(Arc::new(provider.clone()))
-        .store(store.clone())
-        .config(config)
-        .start()
-        .await
-        .expect("hosts");
-    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
-    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
-    let cluster = Cluster::assemble(
-        store,
-        registry,
-        hosts,
-        Arc::new(paceline_jobmgr::SystemClock),
-        AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
-        |rm| {
-            rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
-            let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
-            rm.create_pool("/team", PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
-        },
-    )
-    .await
-    .expect("cluster");
-    let loops = cluster.spawn(Duration::from_millis(50));
+    let (cluster, loops) = provider_cluster::assemble(Arc::new(provider.clone()), store, config).await;
     let c = MesosCluster { cluster, fake, provider, loops };
     c.wait("agents registered", 30, async |c| {
         agents.iter().all(|a| c.cluster.hosts.host(a).is_some_and(|h| h.reachable))
