@@ -870,11 +870,7 @@ async fn start_local_hosts(
                 .start()
                 .await?;
             // The subscription ends with the server (the task is aborted at shutdown).
-            let guard = provider.stop_on_drop();
-            tasks.push(tokio::spawn(async move {
-                let _guard = guard;
-                std::future::pending::<()>().await
-            }));
+            hold_until_shutdown(tasks, provider.stop_on_drop());
             (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
         }
         HostsConfig::Kubernetes {
@@ -907,17 +903,23 @@ async fn start_local_hosts(
                 .start()
                 .await?;
             // The watches end with the server (the task is aborted at shutdown).
-            let guard = provider.stop_on_drop();
-            tasks.push(tokio::spawn(async move {
-                let _guard = guard;
-                std::future::pending::<()>().await
-            }));
+            hold_until_shutdown(tasks, provider.stop_on_drop());
             (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
         }
         HostsConfig::Hostmgr { .. } => {
             return Err(ServerError::Other("a host manager in another process is not started here".into()));
         }
     })
+}
+
+/// Keeps `guard` alive in one of the server's tasks, which are aborted at
+/// shutdown: what it stops when dropped (a provider's subscription or
+/// watches) ends with the server.
+fn hold_until_shutdown<G: Send + 'static>(tasks: &mut Vec<tokio::task::JoinHandle<()>>, guard: G) {
+    tasks.push(tokio::spawn(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await
+    }));
 }
 
 /// A host manager in a process of its own (`paceline server --roles
