@@ -1,6 +1,6 @@
 //! Helpers shared by the tests that run the real `paceline` binary
-//! (`clients.rs`, `dev_e2e.rs`, `ha_zookeeper.rs`, `prometheus.rs`, `sim_record.rs`, `split_roles.rs`, `task_usage.rs`,
-//! `web_ui.rs`). Each test binary uses a part of them.
+//! (`clients.rs`, `dev_e2e/`, `ha_zookeeper/`, `prometheus.rs`, `sim_record.rs`, `split_roles.rs`, `task_usage.rs`,
+//! `web_ui/`). Each test binary uses a part of them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
