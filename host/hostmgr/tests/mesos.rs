@@ -78,7 +78,7 @@ fn run(id: &str, command: &str, args: &[&str], ports: &[&str]) -> LaunchRequest 
     LaunchRequest {
         gang: None,
         run_id: id.into(),
-        task_id: id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default(),
+        task_id: paceline_model::RunId::task_part(id).map(str::to_string).unwrap_or_default(),
         spec: TaskSpec {
             command: command.into(),
             args: args.iter().map(|s| s.to_string()).collect(),

@@ -42,8 +42,8 @@ use paceline_storage::Store;
 
 pub use pending::PendingReport;
 
-use crate::clock::Clock;
 use crate::state::Mem;
+use crate::clock::Clock;
 use paceline_joints::Launcher;
 
 /// Tunables.
@@ -242,7 +242,9 @@ impl JobManager {
     }
 }
 
-/// Splits a run id `<job>-<instance>-<run>` into its parts.
+/// Splits a run id `<job>-<instance>-<run>` into its parts, `None` if it is
+/// malformed: [`paceline_model::RunId::split`], kept under this name for the
+/// binary's callers.
 pub fn parse_run_id_pub(run_id: &str) -> Option<(&str, u32, u64)> {
-    runs::parse_run_id(run_id)
+    paceline_model::RunId::split(run_id).ok()
 }

@@ -21,8 +21,8 @@ use paceline_plugin::Registry;
 use paceline_resmgr::{Config, ResourceManager};
 use paceline_storage::Store;
 
-use crate::clock::ManualClock;
 use crate::manager::{JobManager, JobManagerConfig};
+use crate::clock::ManualClock;
 
 /// One launch the launcher saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl Harness {
             *e += 1;
             *e
         };
-        let (job, _, _) = crate::manager::parse_run_id_pub(run_id).unwrap_or(("", 0, 0));
+        let (job, _, _) = paceline_model::RunId::split(run_id).unwrap_or(("", 0, 0));
         let u = RunUpdate {
             host,
             run_id: run_id.to_string(),
@@ -288,7 +288,7 @@ impl Harness {
     pub fn launch_counts(&self, job: &str) -> BTreeMap<u32, usize> {
         let mut m = BTreeMap::new();
         for l in self.launcher.launches() {
-            if let Some((j, i, _)) = crate::manager::parse_run_id_pub(&l.run.run_id)
+            if let Ok((j, i, _)) = paceline_model::RunId::split(&l.run.run_id)
                 && j == job
             {
                 *m.entry(i).or_insert(0) += 1;

@@ -25,6 +25,7 @@
 //! - [`secret`]: a configured secret that never formats, its readers, and the atomic key-file writer.
 //! - [`task_secret`]: secrets a task references by name, and their values on the way to a launch.
 //! - [`run`]: launch requests and run updates that cross the host manager.
+//! - [`run_id`]: [`RunId`], `<job>-<instance>-<run>`, built and split in one place.
 //! - [`host`]: host inventory records and the maintenance state machine.
 //! - [`view`]: a host as placement sees it ([`view::HostView`]).
 //! - [`unplaced`]: why a task was not placed in a round.
@@ -42,6 +43,7 @@ pub mod pending;
 pub mod pool;
 pub mod resources;
 pub mod run;
+pub mod run_id;
 pub mod secret;
 pub mod task;
 pub mod task_secret;
@@ -51,4 +53,5 @@ pub mod view;
 pub use constraint::{Constraint, Preference};
 pub use labels::Labels;
 pub use resources::Resources;
+pub use run_id::{RunId, RunIdError};
 pub use unplaced::UnplacedReason;

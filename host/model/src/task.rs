@@ -560,9 +560,21 @@ impl TaskId {
         TaskId { job_id: job_id.into(), instance }
     }
 
-    /// The run id of run `run` of this task: `<job>-<instance>-<run>`.
+    /// The run id of run `run` of this task, `<job>-<instance>-<run>`, as
+    /// text ([`RunId`](crate::run_id::RunId) formats it).
     pub fn run_id(&self, run: u64) -> String {
-        format!("{}-{}-{}", self.job_id, self.instance, run)
+        crate::run_id::RunId::of_task(self, run).to_string()
+    }
+
+    /// Splits a task id `<job>-<instance>` into its job and instance
+    /// (from the right: job ids may contain `-`); `None` if it is not one.
+    pub fn split(task_id: &str) -> Option<(&str, u32)> {
+        let (job, instance) = task_id.rsplit_once('-')?;
+        let canonical = !instance.is_empty()
+            && instance.bytes().all(|b| b.is_ascii_digit())
+            && (instance == "0" || !instance.starts_with('0'));
+        let instance = if canonical { instance.parse().ok()? } else { return None };
+        (!job.is_empty()).then_some((job, instance))
     }
 }
 
@@ -708,6 +720,15 @@ pub struct TaskEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_ids_split_from_the_right_and_malformed_ones_are_none() {
+        assert_eq!(TaskId::split("my-job-3"), Some(("my-job", 3)));
+        assert_eq!(TaskId::split(&TaskId::new("a-b", 0).to_string()), Some(("a-b", 0)));
+        for bad in ["", "job", "job-", "-3", "job-x", "job-+3", "job-03", "job-4294967296"] {
+            assert_eq!(TaskId::split(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn transition_table() {

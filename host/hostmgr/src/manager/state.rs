@@ -11,6 +11,7 @@ use paceline_model::Resources;
 use paceline_model::gpu::{self, GpuDevice, GpuGrant, GpuSlot};
 use paceline_model::host::{HostRecord, MaintenanceState};
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
+use paceline_model::task::TaskId;
 use paceline_model::view::HostView;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -151,8 +152,10 @@ pub(crate) struct State {
 /// three of them, its task's in two): one allocation each, not five.
 type Id = Arc<str>;
 
+/// The job of a task id `<job>-<instance>` ([`TaskId::split`]); a malformed
+/// one (from a provider) is its own job.
 fn job_of(task_id: &str) -> &str {
-    task_id.rsplit_once('-').map_or(task_id, |(job, _)| job)
+    TaskId::split(task_id).map_or(task_id, |(job, _)| job)
 }
 
 /// The first resource kind in which `need` exceeds `free`.

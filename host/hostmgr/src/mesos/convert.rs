@@ -252,9 +252,10 @@ pub(crate) fn task_info(
     (info, ports)
 }
 
-/// The Paceline task id of a run id (`<job>-<instance>-<run>` → `<job>-<instance>`).
+/// The Paceline task id of a run id (`<job>-<instance>-<run>` → `<job>-<instance>`);
+/// a malformed id from Mesos (not one Paceline launched) is kept whole.
 pub(crate) fn task_of_run(run_id: &str) -> String {
-    run_id.rsplit_once('-').map_or_else(|| run_id.to_string(), |(t, _)| t.to_string())
+    paceline_model::RunId::task_part(run_id).unwrap_or(run_id).to_string()
 }
 
 /// How a Mesos task state maps to a run state; `Lost` covers every state in

@@ -55,7 +55,7 @@ pub(crate) fn parse(
         .transpose()?;
     let fail_runs = num(vars::FAIL_RUNS)?;
     let unhealthy = get(vars::UNHEALTHY).is_some_and(|v| v.trim() == "1");
-    let run_number = run_id.rsplit('-').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let run_number = paceline_model::RunId::split(run_id).map_or(0, |(_, _, run)| run);
     let forced_fail = fail_runs.is_some_and(|k| run_number <= k);
 
     let scripted = duration.is_some() || exit.is_some() || fail_runs.is_some() || unhealthy;

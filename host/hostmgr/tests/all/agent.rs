@@ -50,7 +50,7 @@ fn register(hostname: &str, running: &[&str]) -> pb::Register {
             .iter()
             .map(|r| pb::RunningRun {
                 run_id: (*r).into(),
-                task_id: r.rsplit_once('-').map_or(*r, |(t, _)| t).into(),
+                task_id: paceline_model::RunId::task_part(r).unwrap_or(r).into(),
                 resources: Some(paceline_proto::v1::Resources {
                     cpu_millis: 1000,
                     memory_mib: 1024,
@@ -88,7 +88,7 @@ impl FakeAgent {
     async fn status(&self, run_id: &str, seq: u64, state: pb::RunState) {
         self.send(Up::Status(pb::StatusUpdate {
             run_id: run_id.into(),
-            task_id: run_id.rsplit_once('-').map_or(run_id, |(t, _)| t).into(),
+            task_id: paceline_model::RunId::task_part(run_id).unwrap_or(run_id).into(),
             seq,
             state: state as i32,
             reason: "TEST".into(),

@@ -24,7 +24,7 @@ pub fn spec(resources: Resources, env: &[(&str, &str)]) -> TaskSpec {
 }
 
 pub fn req(run_id: &str, resources: Resources, env: &[(&str, &str)]) -> LaunchRequest {
-    let task_id = run_id.rsplit_once('-').map_or(run_id, |(t, _)| t).to_string();
+    let task_id = paceline_model::RunId::task_part(run_id).unwrap_or(run_id).to_string();
     LaunchRequest {
         gang: None,
         run_id: run_id.into(),

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use paceline_joints::contract::IntoContract;
+use paceline_model::RunId;
 use paceline_model::run::{RunState, RunUpdate};
 use paceline_model::task::{TaskEvent, TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
@@ -67,14 +68,14 @@ impl JobManager {
         {
             let m = self.mem();
             for (i, u) in updates.iter().enumerate() {
-                match parse_run_id(&u.run_id) {
-                    Some((job_id, _, _)) => {
+                match RunId::split(&u.run_id) {
+                    Ok((job_id, _, _)) => {
                         if let Some(key) = m.key_of(job_id) {
                             jobs.entry(key).or_default().push(i);
                         }
                     }
-                    None => {
-                        tracing::warn!(run = %u.run_id, "run update with a malformed run id; dropped")
+                    Err(e) => {
+                        tracing::warn!(run = %u.run_id, error = %e, "run update with a malformed run id; dropped")
                     }
                 }
             }
@@ -135,7 +136,7 @@ impl JobManager {
     /// (LAUNCH_FAILED, no failure counted), the old host is avoided, and the
     /// task goes back to the resource manager.
     async fn launch_rejected(&self, key: u64, u: &RunUpdate) -> Result<(), JobError> {
-        let Some((_, instance, run)) = parse_run_id(&u.run_id) else {
+        let Ok((_, instance, run)) = RunId::split(&u.run_id) else {
             return Ok(());
         };
         let now = self.now();
@@ -176,7 +177,7 @@ impl JobManager {
             let mut folded: Vec<usize> = Vec::new();
             let mut superseded: Vec<(u32, TaskEvent)> = Vec::new();
             while next < ups.len() {
-                let instance = parse_run_id(&ups[next].run_id).map_or(u32::MAX, |p| p.1);
+                let instance = RunId::split(&ups[next].run_id).map_or(u32::MAX, |p| p.1);
                 match slot_of.get(&instance).copied() {
                     None => {
                         if let Some(p) = self.prepare_run_update(key, ups[next], now, None) {
@@ -285,7 +286,7 @@ impl JobManager {
     /// `base`: an update of the same instance earlier in this burst, not yet
     /// written; this one builds on its runtime and replaces it.
     fn prepare_run_update(&self, key: u64, update: &RunUpdate, now: u64, base: Option<&Prepared>) -> Option<Prepared> {
-        let (_, instance, run) = parse_run_id(&update.run_id)?;
+        let (_, instance, run) = RunId::split(&update.run_id).ok()?;
         let mut m = self.mem();
         let job = m.jobs.get_mut(&key)?;
         let t = job.tasks.get_mut(instance as usize)?;
@@ -441,25 +442,5 @@ impl JobManager {
             // PREEMPTING → KILLING: the confirmation then releases it.
             let _ = rm.kill(id, now);
         }
-    }
-}
-
-/// Splits `<job>-<instance>-<run>` (job ids may contain `-`).
-pub(crate) fn parse_run_id(run_id: &str) -> Option<(&str, u32, u64)> {
-    let mut parts = run_id.rsplitn(3, '-');
-    let run = parts.next()?.parse().ok()?;
-    let instance = parts.next()?.parse().ok()?;
-    let job = parts.next()?;
-    Some((job, instance, run))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_ids_parse_from_the_right() {
-        assert_eq!(parse_run_id("my-job-3-7"), Some(("my-job", 3, 7)));
-        assert_eq!(parse_run_id("x-1"), None);
     }
 }

@@ -47,7 +47,7 @@ async fn a_new_manager_resumes_an_update_without_launching_anything_twice() {
     let mut seen = std::collections::BTreeSet::new();
     for r in &runs {
         assert!(seen.insert(r.clone()), "run {r} launched twice");
-        let instance = paceline_jobmgr::manager::parse_run_id_pub(r).expect("run id").1.to_string();
+        let instance = paceline_model::RunId::split(r).expect("run id").1.to_string();
         *per_instance.entry(instance).or_insert(0) += 1;
     }
     assert!(per_instance.values().all(|&n| n == 2), "each instance: one v1 run, one v2 run: {per_instance:?}");
