@@ -7,7 +7,7 @@ use paceline_model::job::JobKind;
 use paceline_model::pool::PoolSpec;
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
 use paceline_plugin_sdk::types::VictimReason;
-use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent};
+use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, Transition};
 
 fn pool(reservation_cpu: u64) -> PoolSpec {
     let mut spec = PoolSpec::default();
@@ -50,8 +50,8 @@ fn borrowed_capacity_comes_back_through_the_wasm_policy() {
     let mut ready = Vec::new();
     rm.take_ready(JobKind::Batch, usize::MAX, 1, &mut ready);
     for t in &ready {
-        for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running] {
-            rm.task_event(t.id, e, 1).expect("runs");
+        for e in [Transition::Placed, Transition::StartLaunch, Transition::Running] {
+            rm.transition(t.id, e, 1).expect("runs");
         }
     }
     let b = GangSpec {

@@ -18,7 +18,7 @@ use paceline_placement::{
     Engine, EngineConfig, Lease, LeaseId, LeaseRequest, Need, OfferSource, Placement, ReadyQueue, Taken,
 };
 use paceline_plugin::{DeployOptions, MemoryStore, PluginRuntime, Registry, RuntimeConfig};
-use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskEvent, TaskState};
+use paceline_resmgr::{Config, GangSpec, PoolSpec, ResourceManager, TaskState, Transition};
 
 fn broken(e: impl std::fmt::Display) -> PortError {
     PortError::unavailable(e.to_string())
@@ -115,7 +115,7 @@ impl ReadyQueue for Queue {
         let mut rm = self.rm.lock().map_err(broken)?;
         let mut committed = Committed::default();
         for p in placements {
-            if rm.task_event(p.task.id, TaskEvent::Placed, now_ms).is_err() {
+            if rm.transition(p.task.id, Transition::Placed, now_ms).is_err() {
                 committed.dropped += 1;
                 continue;
             }

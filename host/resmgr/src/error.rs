@@ -122,21 +122,21 @@ pub enum SubmitError {
     },
 }
 
-/// A task event that does not apply.
+/// A transition that does not apply.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
     /// Unknown or finished task id.
     #[error("no live task {0}")]
     UnknownTask(u64),
-    /// The event is not allowed in the task's state.
+    /// The transition is not allowed in the task's state.
     #[error("task {task}: {event:?} is not allowed in state {state:?}")]
     Transition {
         /// The task.
         task: u64,
         /// Its state.
         state: crate::task::TaskState,
-        /// The event.
-        event: crate::task::TaskEvent,
+        /// The transition refused.
+        event: crate::task::Transition,
     },
 }
 

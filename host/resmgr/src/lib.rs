@@ -6,7 +6,7 @@
 //!  pool changes (API, YAML) ──▶ PoolTree ──┐
 //!  cluster capacity ───────────────────────┤
 //!  gangs (submit) ──▶ pool queues ─────────┼─▶ entitlement ─▶ admission ─▶ READY queue ─▶ placement
-//!  task events (placement, runtime) ───────┘        │                           ▲
+//!  transitions (placement, runtime) ───────┘        │                           ▲
 //!                                                   └─▶ preemption round ─▶ kill requests ─▶ runtime
 //! ```
 //!
@@ -15,7 +15,7 @@
 //!   tree), entitlement, the queues of gangs, the states of admitted tasks
 //!   (READY → … → terminal, with timeouts and placement backoff), and the
 //!   decision of when to preempt.
-//! - **Receives**: pool changes, the cluster's capacity, gangs, task events
+//! - **Receives**: pool changes, the cluster's capacity, gangs, transitions
 //!   from placement and the runtime, a clock (`now_ms` on every call: nothing
 //!   here sleeps or reads the time), and a [`PreemptionPolicy`].
 //! - **Hands on**: batches of READY tasks per job kind
@@ -67,5 +67,5 @@ pub use manager::{
 pub use paceline_model::pool::{PerKind, PoolFile, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
 pub use preempt::{NativePriorityPreempt, PreemptionPolicy};
 pub use reason::{PendingCount, PendingInfo, PendingReason, TaskWait};
-pub use task::{TaskEvent, TaskState, Timeouts};
+pub use task::{TaskState, Timeouts, Transition};
 pub use tree::{PoolId, PoolTree};

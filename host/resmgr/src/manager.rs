@@ -24,7 +24,7 @@ use crate::gang::{GangId, GangSpec};
 use crate::preempt::{NativePriorityPreempt, PreemptionPolicy};
 use crate::queue::{GangSlot, Gangs, Lane, PoolQueue};
 use crate::reason::{PendingInfo, PendingReason};
-use crate::task::{self, TaskEvent, TaskState, Timeouts};
+use crate::task::{self, TaskState, Timeouts, Transition};
 use crate::tree::{PoolId, PoolTree};
 
 /// Tunables.
@@ -107,7 +107,7 @@ pub enum KillReason {
     Requested,
 }
 
-/// A kill the runtime must carry out, then confirm with `TaskEvent::KillConfirmed`.
+/// A kill the runtime must carry out, then confirm with `Transition::KillConfirmed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KillRequest {
     /// The task.
@@ -606,7 +606,7 @@ impl ResourceManager {
                 resources: t.resources,
             });
             // Cannot fail: checked above.
-            let _ = self.apply(id, TaskEvent::StartPlacing, now_ms);
+            let _ = self.apply(id, Transition::StartPlacing, now_ms);
         }
         out.len() - start
     }
@@ -623,8 +623,8 @@ impl ResourceManager {
     /// [`Timeouts::unreachable_retry_ms`], the attempts left as they were.
     pub fn placement_failed(&mut self, id: TaskHandle, reason: UnplacedReason, now_ms: u64) -> Result<(), TaskError> {
         let event = match reason {
-            UnplacedReason::HostManagerUnreachable => TaskEvent::HostManagerUnreachable,
-            _ => TaskEvent::PlacementFailed,
+            UnplacedReason::HostManagerUnreachable => Transition::HostManagerUnreachable,
+            _ => Transition::PlacementFailed,
         };
         // Checked before the reason is noted, so that a refused call changes nothing.
         let state = self.task_mut(id)?.state;
@@ -659,8 +659,8 @@ impl ResourceManager {
         let requests = self.kills.len();
         for &id in &unplaced {
             // Kill, then confirmed at once: nothing runs on a host to wait for.
-            if self.apply(id, TaskEvent::Kill, now_ms).is_ok() {
-                let _ = self.apply(id, TaskEvent::KillConfirmed, now_ms);
+            if self.apply(id, Transition::Kill, now_ms).is_ok() {
+                let _ = self.apply(id, Transition::KillConfirmed, now_ms);
             }
         }
         self.kills.truncate(requests);
@@ -691,16 +691,16 @@ impl ResourceManager {
     /// Asks for a task to be killed; the kill request comes back from the next
     /// [`ResourceManager::tick`] (or [`ResourceManager::take_kills`]).
     pub fn kill(&mut self, id: TaskHandle, now_ms: u64) -> Result<(), TaskError> {
-        self.apply(id, TaskEvent::Kill, now_ms).map(|_| ())
+        self.apply(id, Transition::Kill, now_ms).map(|_| ())
     }
 
-    /// Reports a task event from placement or the runtime: `Placed`,
+    /// Applies a transition reported by placement or the runtime: `Placed`,
     /// `StartLaunch`, `Running`, `Succeeded`, `Failed`, `Lost`,
-    /// `KillConfirmed`. The manager's own events (`Admit`, `StartPlacing`,
+    /// `KillConfirmed`. The manager's own transitions (`Admit`, `StartPlacing`,
     /// `PlacementFailed`, `HostManagerUnreachable`, `Preempt`, `Kill`,
     /// `Timeout`) have their own entry points and are refused here.
-    pub fn task_event(&mut self, id: TaskHandle, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
-        use TaskEvent as E;
+    pub fn transition(&mut self, id: TaskHandle, event: Transition, now_ms: u64) -> Result<TaskState, TaskError> {
+        use Transition as E;
         if matches!(
             event,
             E::Admit
@@ -718,7 +718,7 @@ impl ResourceManager {
     }
 
     /// Applies one transition of the table and its side effects.
-    pub(crate) fn apply(&mut self, id: TaskHandle, event: TaskEvent, now_ms: u64) -> Result<TaskState, TaskError> {
+    pub(crate) fn apply(&mut self, id: TaskHandle, event: Transition, now_ms: u64) -> Result<TaskState, TaskError> {
         let t = self.task_mut(id)?;
         let from = t.state;
         let to = task::next(from, event).ok_or(TaskError::Transition { task: id.0, state: from, event })?;
@@ -747,14 +747,14 @@ impl ResourceManager {
             self.timers.push(Reverse((now_ms.saturating_add(ms), id.0, epoch)));
         }
         match to {
-            TaskState::Ready if event == TaskEvent::PlacementFailed => {
+            TaskState::Ready if event == Transition::PlacementFailed => {
                 let timeouts = self.config.timeouts;
                 let t = self.task_mut(id)?;
                 t.attempts += 1;
                 let wait = timeouts.backoff(t.attempts);
                 self.backoff.push(Reverse((now_ms.saturating_add(wait), id.0)));
             }
-            TaskState::Ready if event == TaskEvent::HostManagerUnreachable => {
+            TaskState::Ready if event == Transition::HostManagerUnreachable => {
                 // Not an attempt: the attempts stay, the delay is fixed.
                 let wait = self.config.timeouts.unreachable_retry_ms;
                 self.backoff.push(Reverse((now_ms.saturating_add(wait), id.0)));
@@ -776,7 +776,7 @@ impl ResourceManager {
                 });
             }
             s if s.is_terminal() => {
-                self.finish(id, from == TaskState::Preempting && event == TaskEvent::KillConfirmed, now_ms)
+                self.finish(id, from == TaskState::Preempting && event == Transition::KillConfirmed, now_ms)
             }
             _ => {}
         }
@@ -922,7 +922,7 @@ impl ResourceManager {
             self.timers.pop();
             let id = TaskHandle(raw);
             let current = live(&self.tasks, id).is_some_and(|t| t.epoch == epoch);
-            if current && self.apply(id, TaskEvent::Timeout, now_ms).is_ok() {
+            if current && self.apply(id, Transition::Timeout, now_ms).is_ok() {
                 tracing::debug!(task = raw, "task timed out back to READY");
                 fired += 1;
             }

@@ -23,7 +23,7 @@ use crate::manager::{KillReason, KillRequest, ResourceManager, TaskHandle};
 use crate::preempt;
 use crate::queue::Lane;
 use crate::reason::PendingReason;
-use crate::task::{TaskEvent, TaskState};
+use crate::task::{TaskState, Transition};
 use crate::tree::NONE;
 
 /// The GPU kind's position in [`Amounts`] (milli-GPUs).
@@ -192,7 +192,7 @@ impl ResourceManager {
         let victims = preempt::choose(self.policy.as_ref(), &req);
         for v in victims {
             let id = running_ids[v.task as usize];
-            if self.apply(id, TaskEvent::Preempt, now_ms).is_err() {
+            if self.apply(id, Transition::Preempt, now_ms).is_err() {
                 continue;
             }
             let t = &self.tasks[crate::manager::slot_of(id)];

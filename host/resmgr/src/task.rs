@@ -21,9 +21,11 @@
 /// STARTING, which are the job manager's finer steps of a run).
 pub use paceline_model::task::TaskState;
 
-/// What happens to a task.
+/// An input to the transition table: what happens to a task, which moves
+/// it from one state to the next. (Not the model's `TaskEvent`, which is a
+/// record in a task's history.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TaskEvent {
+pub enum Transition {
     /// Its gang was admitted.
     Admit,
     /// The placement engine took it.
@@ -55,11 +57,11 @@ pub enum TaskEvent {
     Timeout,
 }
 
-use TaskEvent as E;
 use TaskState as S;
+use Transition as E;
 
-/// The transition table: (from, event, to). Anything not listed is refused.
-pub const TRANSITIONS: &[(TaskState, TaskEvent, TaskState)] = &[
+/// The transition table: (from, transition, to). Anything not listed is refused.
+pub const TRANSITIONS: &[(TaskState, Transition, TaskState)] = &[
     (S::Pending, E::Admit, S::Ready),
     (S::Ready, E::StartPlacing, S::Placing),
     (S::Placing, E::Placed, S::Placed),
@@ -91,7 +93,7 @@ pub const TRANSITIONS: &[(TaskState, TaskEvent, TaskState)] = &[
 ];
 
 /// The state `event` leads to from `state`, if the table allows it.
-pub fn next(state: TaskState, event: TaskEvent) -> Option<TaskState> {
+pub fn next(state: TaskState, event: Transition) -> Option<TaskState> {
     TRANSITIONS.iter().find(|(f, e, _)| *f == state && *e == event).map(|&(_, _, t)| t)
 }
 

@@ -5,7 +5,7 @@
 use paceline_model::Resources;
 use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
-use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskEvent, TaskState};
+use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskState, Transition};
 
 fn manager() -> ResourceManager {
     let mut rm = ResourceManager::new(Config::default());
@@ -52,13 +52,13 @@ fn adopted_runs_hold_their_pool_and_admission_counts_them() {
     assert!(rm.why_pending(waiting).is_some());
 
     // The adopted run ends: its core comes back and the gang is admitted.
-    rm.task_event(a[0], TaskEvent::Succeeded, 20).expect("ends");
+    rm.transition(a[0], Transition::Succeeded, 20).expect("ends");
     assert_eq!(rm.pool_status("/team").expect("status").allocation.cpu_millis, 500);
     rm.tick(30);
     rm.take_ready(JobKind::Batch, 10, 30, &mut ready);
     assert_eq!(ready.len(), 1, "admitted once the adopted run ended");
     // The launching one reaches RUNNING as a placed task's launch does.
-    assert_eq!(rm.task_event(b[0], TaskEvent::Running, 40).expect("runs"), TaskState::Running);
+    assert_eq!(rm.transition(b[0], Transition::Running, 40).expect("runs"), TaskState::Running);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use paceline_model::Resources;
 use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
-use paceline_resmgr::{Config, GangSpec, ResourceManager, TaskEvent};
+use paceline_resmgr::{Config, GangSpec, ResourceManager, Transition};
 
 #[test]
 fn a_reserved_pool_preempts_what_another_pool_borrowed() {
@@ -37,8 +37,8 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
     rm.take_ready(JobKind::Batch, 100, now, &mut ready);
     assert_eq!(ready.len(), 4, "the borrower is admitted on both cores");
     for t in &ready {
-        for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running] {
-            rm.task_event(t.id, e, now).expect("runs");
+        for e in [Transition::Placed, Transition::StartLaunch, Transition::Running] {
+            rm.transition(t.id, e, now).expect("runs");
         }
     }
     let mut owner = Vec::new();
@@ -62,15 +62,15 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
         now += 20;
         let report = rm.tick(now);
         for k in &report.kills {
-            rm.task_event(k.task, TaskEvent::KillConfirmed, now).expect("kill confirmed");
+            rm.transition(k.task, Transition::KillConfirmed, now).expect("kill confirmed");
         }
         kills.extend(report.kills);
         let mut ready = Vec::new();
         rm.take_ready(JobKind::Batch, 100, now, &mut ready);
         for t in &ready {
             if t.job == 2 {
-                for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running] {
-                    rm.task_event(t.id, e, now).expect("runs");
+                for e in [Transition::Placed, Transition::StartLaunch, Transition::Running] {
+                    rm.transition(t.id, e, now).expect("runs");
                 }
                 owner_running += 1;
             }

@@ -4,7 +4,7 @@
 
 use paceline_model::job::JobKind;
 use paceline_model::task::TaskState;
-use paceline_resmgr::{GangSpec, TaskEvent as RmEvent, TaskState as RmState};
+use paceline_resmgr::{GangSpec, TaskState as RmState, Transition};
 
 use super::JobManager;
 use super::writes::Write;
@@ -93,35 +93,35 @@ impl JobManager {
         let now = self.now();
         let mut rm = self.rm();
         let Some(info) = rm.task(id) else { return };
-        let steps: Vec<RmEvent> = match (info.state, state) {
+        let steps: Vec<Transition> = match (info.state, state) {
             (RmState::Placed, TaskState::Launching | TaskState::Launched) => {
-                vec![RmEvent::StartLaunch]
+                vec![Transition::StartLaunch]
             }
             (RmState::Placed, TaskState::Running | TaskState::Starting) => {
-                vec![RmEvent::StartLaunch, RmEvent::Running]
+                vec![Transition::StartLaunch, Transition::Running]
             }
             (RmState::Launching, TaskState::Running | TaskState::Starting) => {
-                vec![RmEvent::Running]
+                vec![Transition::Running]
             }
             (RmState::Launching, TaskState::Succeeded) => {
-                vec![RmEvent::Running, RmEvent::Succeeded]
+                vec![Transition::Running, Transition::Succeeded]
             }
             (RmState::Killing | RmState::Preempting, TaskState::Killed | TaskState::Failed | TaskState::Succeeded) => {
-                vec![RmEvent::KillConfirmed]
+                vec![Transition::KillConfirmed]
             }
-            (_, TaskState::Succeeded) => vec![RmEvent::Succeeded],
-            (_, TaskState::Failed) => vec![RmEvent::Failed],
-            (_, TaskState::Lost) => vec![RmEvent::Lost],
+            (_, TaskState::Succeeded) => vec![Transition::Succeeded],
+            (_, TaskState::Failed) => vec![Transition::Failed],
+            (_, TaskState::Lost) => vec![Transition::Lost],
             (_, TaskState::Killed) => {
                 if rm.kill(id, now).is_err() {
                     return;
                 }
-                vec![RmEvent::KillConfirmed]
+                vec![Transition::KillConfirmed]
             }
             _ => vec![],
         };
         for e in steps {
-            if let Err(err) = rm.task_event(id, e, now) {
+            if let Err(err) = rm.transition(id, e, now) {
                 tracing::debug!(task = id.0, event = ?e, error = %err, "resource manager refused a task event");
                 break;
             }
@@ -138,7 +138,7 @@ impl JobManager {
             && rm.task(id).is_some()
         {
             if rm.kill(id, now).is_ok() {
-                let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                let _ = rm.transition(id, Transition::KillConfirmed, now);
             }
             return Released::Done;
         }

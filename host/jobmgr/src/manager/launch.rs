@@ -14,7 +14,7 @@ use paceline_model::job::JobKind;
 use paceline_model::run::LaunchRequest;
 use paceline_model::task::{TaskEvent, TaskId, TaskRuntime, TaskState};
 use paceline_model::task_secret::LaunchSecret;
-use paceline_resmgr::{TaskEvent as RmEvent, TaskState as RmState};
+use paceline_resmgr::{TaskState as RmState, Transition};
 
 use super::JobManager;
 use super::writes::Write;
@@ -39,7 +39,7 @@ pub(crate) fn refused_launch(
     if let Some(id) = rm_task
         && rm.kill(id, now).is_ok()
     {
-        let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+        let _ = rm.transition(id, Transition::KillConfirmed, now);
     }
     let mut rt = t.rt.next_run(now);
     if matches!(kind, JobKind::Stateful | JobKind::Daemon) {
@@ -76,7 +76,7 @@ impl ReadyQueue for JobManager {
             for id in abandoned {
                 tracing::debug!(task = id.0, "taken task whose run was stopped before launch; released");
                 if rm.kill(id, now_ms).is_ok() {
-                    let _ = rm.task_event(id, RmEvent::KillConfirmed, now_ms);
+                    let _ = rm.transition(id, Transition::KillConfirmed, now_ms);
                 }
             }
         }
@@ -238,13 +238,13 @@ impl JobManager {
                 if !waits {
                     tracing::info!(job = key, instance, "placement for a task no longer waiting; released");
                     if rm.kill(id, now).is_ok() {
-                        let _ = rm.task_event(id, RmEvent::KillConfirmed, now);
+                        let _ = rm.transition(id, Transition::KillConfirmed, now);
                     }
                     committed.dropped += 1;
                     continue;
                 }
                 if rm.task(id).is_none_or(|t| t.state != RmState::Placing)
-                    || rm.task_event(id, RmEvent::Placed, now).is_err()
+                    || rm.transition(id, Transition::Placed, now).is_err()
                 {
                     tracing::debug!(job = key, instance, "placed task no longer placing (preempted or timed out)");
                     committed.dropped += 1;
@@ -401,7 +401,7 @@ impl JobManager {
                         for &(i, id, _) in tasks {
                             let t = &mut job.tasks[i as usize];
                             if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
-                                let _ = rm.task_event(id, RmEvent::StartLaunch, now);
+                                let _ = rm.transition(id, Transition::StartLaunch, now);
                             }
                             // A run update may already have moved it further.
                             // LAUNCHED is the mirror's state and an event, not

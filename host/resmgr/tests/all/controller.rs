@@ -3,7 +3,7 @@
 //! cannot fill it and leave no room for the executors they start.
 
 use paceline_model::job::JobKind;
-use paceline_resmgr::{GangSpec, PendingReason, PoolSpec, ResourceKind, TaskEvent};
+use paceline_resmgr::{GangSpec, PendingReason, PoolSpec, ResourceKind, Transition};
 
 use crate::common::{cpu, gang, manager};
 
@@ -32,7 +32,7 @@ fn controllers_stop_at_their_share_while_other_work_fills_the_pool() {
     rm.take_ready(JobKind::Batch, 100, 2, &mut ready);
     let first_driver = ready.iter().find(|t| t.job == 0).expect("driver 0 ready").id;
     rm.kill(first_driver, 3).expect("kill");
-    rm.task_event(first_driver, TaskEvent::KillConfirmed, 3).expect("confirmed");
+    rm.transition(first_driver, Transition::KillConfirmed, 3).expect("confirmed");
     rm.tick(4);
     assert!(rm.why_pending(drivers[3]).is_none(), "admitted once a controller ended");
 }

@@ -6,7 +6,7 @@ use paceline_model::job::JobKind;
 use paceline_plugin_sdk::types::{PreemptionRequest, Victim, VictimReason};
 use paceline_resmgr::{
     Config, GangSpec, KillReason, KillRequest, PendingReason, PolicyError, PreemptionPolicy, ResourceManager,
-    TaskEvent, TaskState,
+    TaskState, Transition,
 };
 
 use crate::common::{cpu, gang};
@@ -16,8 +16,8 @@ fn run_all(rm: &mut ResourceManager, now: u64) {
     let mut out = Vec::new();
     rm.take_ready(JobKind::Batch, usize::MAX, now, &mut out);
     for t in out {
-        for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running] {
-            rm.task_event(t.id, e, now).expect("lifecycle");
+        for e in [Transition::Placed, Transition::StartLaunch, Transition::Running] {
+            rm.transition(t.id, e, now).expect("lifecycle");
         }
     }
 }
@@ -69,7 +69,7 @@ fn borrowed_capacity_is_returned_within_k_periods_exactly() {
     // Victims still being killed count: no second round of victims meanwhile.
     assert!(rm.tick(10).kills.is_empty());
     for kill in &kills {
-        rm.task_event(kill.task, TaskEvent::KillConfirmed, 11).expect("killed");
+        rm.transition(kill.task, Transition::KillConfirmed, 11).expect("killed");
     }
     let r = rm.tick(12);
     assert_eq!(r.admitted_gangs, 1, "B's gang is admitted once the victims are gone");
@@ -94,7 +94,7 @@ fn kill_on_preempt_victims_do_not_return() {
     rm.submit("/b", gang(9, 1, 1_000), 2).expect("b");
     let kills = rm.tick(2).kills;
     assert_eq!(kills.len(), 1);
-    rm.task_event(kills[0].task, TaskEvent::KillConfirmed, 3).expect("killed");
+    rm.transition(kills[0].task, Transition::KillConfirmed, 3).expect("killed");
     assert_eq!(rm.pool_status("/a").expect("a").queued_gangs, 0);
 }
 
@@ -119,7 +119,7 @@ fn higher_priority_gang_displaces_lower_priority_tasks_in_its_pool() {
         let t = rm.task(k.task).expect("victim");
         assert_eq!((t.priority, t.preemptible), (1, true));
         assert_eq!(k.reason, KillReason::Preempted(VictimReason::HigherPriority));
-        rm.task_event(k.task, TaskEvent::KillConfirmed, 3).expect("killed");
+        rm.transition(k.task, Transition::KillConfirmed, 3).expect("killed");
     }
     let r = rm.tick(4);
     assert_eq!(r.admitted_gangs, 1, "the priority-100 gang is admitted ahead of the requeued tasks");
@@ -239,7 +239,7 @@ fn gpu_shares_are_preempted_in_milli_gpus() {
         assert_eq!(rm.tree().path(t.pool), Some("/a"));
     }
     for kill in &kills {
-        rm.task_event(kill.task, TaskEvent::KillConfirmed, 7).expect("killed");
+        rm.transition(kill.task, Transition::KillConfirmed, 7).expect("killed");
     }
     assert_eq!(rm.tick(8).admitted_gangs, 1, "B's whole GPU is admitted once they are gone");
 }

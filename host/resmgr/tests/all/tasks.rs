@@ -4,7 +4,7 @@
 use paceline_model::Resources;
 use paceline_model::UnplacedReason;
 use paceline_model::job::JobKind;
-use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskEvent, TaskState, Timeouts};
+use paceline_resmgr::{Config, GangSpec, KillReason, ResourceManager, TaskState, Timeouts, Transition};
 
 use crate::common::{cpu, gang};
 
@@ -170,7 +170,7 @@ fn an_unreachable_host_manager_is_no_placement_attempt() {
     // Only a PLACING task can be sent back, for either reason; a refusal changes nothing.
     assert!(rm.placement_failed(id, UnplacedReason::HostManagerUnreachable, 17).is_err());
     assert_eq!(rm.task(id).expect("task").last_unplaced, Some(UnplacedReason::InsufficientResources));
-    assert!(rm.task_event(id, TaskEvent::HostManagerUnreachable, 17).is_err(), "the manager's own event");
+    assert!(rm.transition(id, Transition::HostManagerUnreachable, 17).is_err(), "the manager's own event");
 }
 
 #[test]
@@ -184,8 +184,8 @@ fn timeouts_fall_back_to_ready() {
     // LAUNCHING times out 200 after it began; an event in between resets nothing it should not.
     out.clear();
     rm.take_ready(JobKind::Batch, 1, 100, &mut out);
-    rm.task_event(id, TaskEvent::Placed, 150).expect("placed");
-    rm.task_event(id, TaskEvent::StartLaunch, 160).expect("launch");
+    rm.transition(id, Transition::Placed, 150).expect("placed");
+    rm.transition(id, Transition::StartLaunch, 160).expect("launch");
     assert_eq!(rm.tick(359).timeouts, 0, "the old PLACING timer is stale");
     assert_eq!(rm.tick(360).timeouts, 1);
     assert_eq!(rm.task(id).expect("t").state, TaskState::Ready);
@@ -201,17 +201,17 @@ fn refused_events_and_release() {
     let mut out = Vec::new();
     rm.take_ready(JobKind::Batch, 10, 0, &mut out);
     let (a, b) = (out[0].id, out[1].id);
-    assert!(rm.task_event(a, TaskEvent::Running, 1).is_err(), "PLACING cannot jump to RUNNING");
-    assert!(rm.task_event(a, TaskEvent::Timeout, 1).is_err(), "the manager's own event");
-    for e in [TaskEvent::Placed, TaskEvent::StartLaunch, TaskEvent::Running, TaskEvent::Succeeded] {
-        rm.task_event(a, e, 1).expect("lifecycle");
+    assert!(rm.transition(a, Transition::Running, 1).is_err(), "PLACING cannot jump to RUNNING");
+    assert!(rm.transition(a, Transition::Timeout, 1).is_err(), "the manager's own event");
+    for e in [Transition::Placed, Transition::StartLaunch, Transition::Running, Transition::Succeeded] {
+        rm.transition(a, e, 1).expect("lifecycle");
     }
     assert!(rm.task(a).is_none(), "ended tasks are released");
     rm.kill(b, 2).expect("kill");
     let kills = rm.tick(2).kills;
     assert_eq!(kills.len(), 1);
     assert_eq!(kills[0].reason, KillReason::Requested);
-    rm.task_event(b, TaskEvent::KillConfirmed, 3).expect("confirmed");
+    rm.transition(b, Transition::KillConfirmed, 3).expect("confirmed");
     let s = rm.pool_status("/a").expect("a");
     assert_eq!((s.allocation.cpu_millis, s.live_tasks, s.queued_gangs), (0, 0, 0));
     rm.delete_pool("/a").expect("empty pool deletes");
@@ -251,7 +251,7 @@ fn a_jobs_task_list_holds_exactly_its_live_tasks_as_slots_are_reused() {
             let Some(&instance) = of_job.keys().nth(rand(of_job.len().max(1) as u64) as usize) else { continue };
             let id = of_job.remove(&instance).expect("live");
             rm.kill(id, step).expect("kill");
-            rm.task_event(id, TaskEvent::KillConfirmed, step).expect("confirmed");
+            rm.transition(id, Transition::KillConfirmed, step).expect("confirmed");
         }
         for job in 0..5u64 {
             let mut got: Vec<u32> = rm.job_task_waits(job).iter().map(|w| w.instance).collect();
@@ -277,7 +277,7 @@ fn release_unplaced_ends_ready_and_placing_tasks_of_the_instances_named() {
     let of = |job: u64, instance: u32| out.iter().find(|t| t.job == job && t.instance == instance).expect("taken").id;
     // Instance 0 backs off (READY), 1 and 2 stay PLACING, 3 is placed.
     rm.placement_failed(of(1, 0), UnplacedReason::InsufficientResources, 0).expect("failed");
-    rm.task_event(of(1, 3), TaskEvent::Placed, 0).expect("placed");
+    rm.transition(of(1, 3), Transition::Placed, 0).expect("placed");
     assert_eq!(rm.pool_status("/a").expect("a").allocation.cpu_millis, 500);
     assert_eq!(rm.release_unplaced(1, &[0, 1, 3], 1), 2, "instances 0 and 1; 3 is placed, 2 not named");
     assert!(rm.task(of(1, 0)).is_none() && rm.task(of(1, 1)).is_none());

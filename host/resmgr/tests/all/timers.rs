@@ -2,7 +2,7 @@
 //! dropped, while live ones still fire.
 
 use paceline_model::job::JobKind;
-use paceline_resmgr::{TaskEvent, TaskState, Timeouts};
+use paceline_resmgr::{TaskState, Timeouts, Transition};
 
 use crate::common::gang;
 use crate::tasks::world_with;
@@ -20,9 +20,9 @@ fn timers_of_tasks_that_moved_on_are_dropped_and_a_live_one_still_fires() {
     // timer behind, due a minute later.
     let (last, rest) = out.split_last().expect("tasks");
     for t in rest {
-        rm.task_event(t.id, TaskEvent::Placed, 1).expect("placed");
-        rm.task_event(t.id, TaskEvent::StartLaunch, 1).expect("launch");
-        rm.task_event(t.id, TaskEvent::Running, 1).expect("running");
+        rm.transition(t.id, Transition::Placed, 1).expect("placed");
+        rm.transition(t.id, Transition::StartLaunch, 1).expect("launch");
+        rm.transition(t.id, Transition::Running, 1).expect("running");
     }
     assert!(rm.timer_entries() >= 2 * rest.len(), "{} entries", rm.timer_entries());
     rm.tick(2);
