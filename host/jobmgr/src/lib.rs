@@ -27,7 +27,7 @@
 //!   ([`JobManager::on_run_update`]), host inventory changes
 //!   ([`JobManager::on_hosts_changed`], [`JobManager::on_host_draining`]),
 //!   kill requests of the resource manager ([`JobManager::on_resmgr_kills`])
-//!   and time ([`JobManager::tick`] with a [`Clock`]).
+//!   and time ([`JobManager::tick`] with a [`Clock`](paceline_joints::Clock), the joints' one clock).
 //! - **Hands on**: gangs to the resource manager, launches and kills to a
 //!   [`Launcher`](paceline_joints::Launcher), what placement needs per task
 //!   (with each ready task) and which runs hosts should hold
@@ -37,7 +37,6 @@
 //!   storage tables.
 //!
 //! # Layout
-//! - [`clock`]: injected time ([`SystemClock`], [`ManualClock`]).
 //! - [`error`]: the one error type, [`JobError`].
 //! - [`table`]: the declarative (state, goal) → action table.
 //! - [`deadline`]: the deadline queue.
@@ -59,7 +58,6 @@
 
 mod availability;
 pub mod bench;
-pub mod clock;
 pub mod deadline;
 pub mod error;
 pub mod events;
@@ -73,7 +71,13 @@ mod validate;
 mod views;
 
 pub use availability::Availability;
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobError;
 pub use events::EventRecorder;
 pub use manager::{JobInfo, JobManager, JobManagerConfig, PendingReport, UpdateRequest};
+
+/// The joints' clock, re-exported only for callers in `host/server` and the
+/// binary's bench commands that still name it through this crate; the role
+/// itself takes [`paceline_joints::Clock`] directly. To be removed once
+/// those callers name `paceline_joints` (the one definition).
+#[doc(hidden)]
+pub use paceline_joints::clock::{Clock, ManualClock, SystemClock};

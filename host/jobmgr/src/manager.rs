@@ -43,7 +43,7 @@ use paceline_storage::Store;
 pub use pending::PendingReport;
 
 use crate::state::Mem;
-use crate::clock::Clock;
+use paceline_joints::Clock;
 use paceline_joints::Launcher;
 
 /// Tunables.

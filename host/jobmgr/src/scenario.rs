@@ -22,7 +22,7 @@ use paceline_resmgr::{Config, ResourceManager};
 use paceline_storage::Store;
 
 use crate::manager::{JobManager, JobManagerConfig};
-use crate::clock::ManualClock;
+use paceline_joints::ManualClock;
 
 /// One launch the launcher saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,7 +199,7 @@ impl Harness {
     }
 
     fn clock_now(&self) -> u64 {
-        use crate::clock::Clock;
+        use paceline_joints::Clock;
         self.clock.now_ms()
     }
 

@@ -18,11 +18,11 @@ use paceline_storage::Store;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::HostError;
 use crate::event::HostEvents;
 use crate::lease::{Lease, LeaseId, LeaseRequest};
 use crate::provider::{LogChunk, LogStream, Provider};
+use paceline_joints::{Clock, SystemClock};
 use state::{Effect, State};
 
 /// Manager settings.

@@ -22,9 +22,9 @@ use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
 use paceline_model::{Labels, Resources};
 use tokio::sync::mpsc;
 
-use crate::clock::{Clock, ManualClock};
 use crate::error::ProviderError;
 use crate::provider::{HostRegistration, LogChunk, LogStream, Provider, ProviderEvent};
+use paceline_joints::{Clock, ManualClock};
 pub use script::RandomRuns;
 use script::Script;
 
