@@ -53,6 +53,29 @@ impl UnplacedReason {
         }
     }
 
+    /// What it means, for people: the one wording every surface shows (job
+    /// events, and through them the API, the CLI and the web UI), ending in
+    /// the stable code ([`UnplacedReason::as_str`]) for scripts and searches.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::InsufficientResources => {
+                "not placed: no eligible host has enough free resources (insufficient_resources)"
+            }
+            Self::ConstraintsUnsatisfiable => {
+                "not placed: no host satisfies the task's constraints (constraints_unsatisfiable)"
+            }
+            Self::MaxPerHost => "not placed: the job is at its per-host maximum on every host that fits (max_per_host)",
+            Self::GangIncomplete => {
+                "not placed: another task of its gang could not be placed, so none was (gang_incomplete)"
+            }
+            Self::Deferred => "not placed this round: the policy deferred it or a lease failed (deferred)",
+            Self::HostManagerUnreachable => {
+                "not placed this round: the host manager could not be reached; retrying shortly \
+                 (host_manager_unreachable)"
+            }
+        }
+    }
+
     /// Parses [`UnplacedReason::as_str`]'s names.
     pub fn parse(name: &str) -> Option<UnplacedReason> {
         Self::ALL.into_iter().find(|r| r.as_str() == name)
@@ -69,5 +92,17 @@ mod tests {
             assert_eq!(UnplacedReason::parse(r.as_str()), Some(r));
         }
         assert_eq!(UnplacedReason::parse("bored"), None);
+    }
+
+    #[test]
+    fn each_description_ends_in_its_stable_code() {
+        for r in UnplacedReason::ALL {
+            assert!(r.describe().starts_with("not placed"), "{r:?}");
+            assert!(r.describe().ends_with(&format!(" ({})", r.as_str())), "{r:?}: {}", r.describe());
+        }
+        assert_eq!(
+            UnplacedReason::HostManagerUnreachable.describe(),
+            "not placed this round: the host manager could not be reached; retrying shortly (host_manager_unreachable)"
+        );
     }
 }

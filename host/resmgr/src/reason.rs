@@ -229,18 +229,6 @@ pub struct TaskWait {
     pub gang: u64,
 }
 
-/// A stable name for a placement failure, for "why pending" of a task back in READY.
-pub fn unplaced_text(reason: UnplacedReason) -> &'static str {
-    match reason {
-        UnplacedReason::InsufficientResources => "no host with enough free resources in the last round",
-        UnplacedReason::ConstraintsUnsatisfiable => "no feasible host in the last round (constraints)",
-        UnplacedReason::MaxPerHost => "every fitting host already runs the job's maximum per host",
-        UnplacedReason::GangIncomplete => "another task of its gang could not be placed",
-        UnplacedReason::Deferred => "deferred by the placement policy",
-        UnplacedReason::HostManagerUnreachable => "the host manager could not be reached; retrying shortly",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

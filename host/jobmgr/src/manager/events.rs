@@ -20,31 +20,6 @@ use crate::events::EventRecorder;
 /// Least time between two flushes of noted events into the store.
 pub const EVENT_FLUSH_INTERVAL_MS: u64 = 1_000;
 
-/// The pending-reason text of a task a placement round sent back (the same
-/// words `why pending` shows for it).
-/// Why a placement round sent tasks back, for people; the stable code
-/// (`insufficient_resources`, …) ends the text for scripts and searches.
-fn deferred_text(reason: UnplacedReason) -> &'static str {
-    match reason {
-        UnplacedReason::InsufficientResources => {
-            "not placed: no eligible host has enough free resources (insufficient_resources)"
-        }
-        UnplacedReason::ConstraintsUnsatisfiable => {
-            "not placed: no host satisfies the task's constraints (constraints_unsatisfiable)"
-        }
-        UnplacedReason::MaxPerHost => {
-            "not placed: the job is at its per-host maximum on every host that fits (max_per_host)"
-        }
-        UnplacedReason::GangIncomplete => {
-            "not placed: another task of its gang could not be placed, so none was (gang_incomplete)"
-        }
-        UnplacedReason::Deferred => "not placed this round: the policy deferred it or a lease failed (deferred)",
-        UnplacedReason::HostManagerUnreachable => {
-            "not placed this round: the host manager could not be reached; retrying shortly (host_manager_unreachable)"
-        }
-    }
-}
-
 /// Why the preemption policy chose a victim, for people.
 fn victim_text(reason: VictimReason) -> &'static str {
     match reason {
@@ -156,13 +131,7 @@ impl JobManager {
         let m = self.mem();
         for &(key, reason) in deferred {
             if let Some(job) = m.jobs.get(&key) {
-                self.events.record(
-                    &job.id,
-                    None,
-                    EventReason::Deferred,
-                    format_args!("{}", deferred_text(reason)),
-                    now_ms,
-                );
+                self.events.record(&job.id, None, EventReason::Deferred, format_args!("{}", reason.describe()), now_ms);
             }
         }
     }
@@ -219,7 +188,7 @@ mod tests {
     #[test]
     fn a_deferred_event_says_why_in_words_and_ends_with_the_stable_code() {
         for reason in UnplacedReason::ALL {
-            let text = deferred_text(reason);
+            let text = reason.describe();
             assert!(text.ends_with(&format!("({})", reason.as_str())), "{text}");
             assert!(text.len() > reason.as_str().len() + 20, "prose, not only the code: {text}");
         }
