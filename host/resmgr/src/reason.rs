@@ -102,6 +102,31 @@ impl PendingReason {
         }
     }
 
+    /// What it means, for people, of a gang queued in `pool`: the one
+    /// wording every surface shows ([`PendingInfo`]'s `Display`, and through
+    /// it "why pending" in the API, the CLI and the web UI).
+    pub fn describe<'a>(&'a self, pool: &'a str) -> Described<'a> {
+        Described { reason: self, pool }
+    }
+
+    /// Which of its pool's bounds holds the gang, for a reason that is one
+    /// (`"entitlement"`, `"reservation (non-preemptible work)"`, …): the
+    /// detail "why pending" gives beside the sentence. `None` for the
+    /// reasons that are not the pool's bound (cluster capacity, order).
+    pub fn bound(&self) -> Option<&'static str> {
+        match self {
+            PendingReason::OverEntitlement { .. } => Some("entitlement"),
+            PendingReason::WaitingOnReservation { .. } => Some("reservation (non-preemptible work)"),
+            PendingReason::OverSlackEntitlement { .. } => Some("slack entitlement"),
+            PendingReason::OverControllerLimit { .. } => Some("controller limit"),
+            PendingReason::PoolCannotHold { .. } => Some("cap of 0"),
+            PendingReason::NotEvaluated
+            | PendingReason::ClusterFull { .. }
+            | PendingReason::ClusterUsedUp { .. }
+            | PendingReason::BehindHead { .. } => None,
+        }
+    }
+
     /// It can never be admitted while its pool is as it is, whatever else
     /// ends or is queued: the pool is capped at 0 in a kind the gang needs,
     /// or the gang is non-preemptible and needs more than the pool reserves.
@@ -148,9 +173,22 @@ pub struct PendingInfo {
 
 impl std::fmt::Display for PendingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pool = &self.pool;
-        match self.reason {
-            PendingReason::NotEvaluated => write!(f, "queued in pool {pool}, not yet evaluated"),
+        std::fmt::Display::fmt(&self.reason.describe(&self.pool), f)
+    }
+}
+
+/// [`PendingReason::describe`]: a reason in words, for a gang of `pool`.
+#[derive(Clone, Copy, Debug)]
+pub struct Described<'a> {
+    reason: &'a PendingReason,
+    pool: &'a str,
+}
+
+impl std::fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pool = self.pool;
+        match *self.reason {
+            PendingReason::NotEvaluated => write!(f, "queued in pool {pool}, waiting its turn in admission order"),
             PendingReason::OverEntitlement { kind, by } => {
                 write!(f, "over entitlement by {by} {} of {kind} in pool {pool}", kind.unit())
             }
@@ -235,6 +273,17 @@ mod tests {
 
     fn info(reason: PendingReason) -> String {
         PendingInfo { gang: GangId::new(0, 0), pool: "/team-a/batch".into(), reason, queued_at_ms: 0 }.to_string()
+    }
+
+    #[test]
+    fn the_info_says_what_describe_says_and_only_pool_bounds_name_a_bound() {
+        let waiting = PendingReason::NotEvaluated;
+        assert_eq!(info(waiting), "queued in pool /team-a/batch, waiting its turn in admission order");
+        assert_eq!(waiting.describe("/team-a/batch").to_string(), info(waiting));
+        let over = PendingReason::OverEntitlement { kind: ResourceKind::Cpu, by: 500 };
+        assert_eq!(over.bound(), Some("entitlement"));
+        assert_eq!(PendingReason::ClusterFull { kind: ResourceKind::Cpu, by: 1 }.bound(), None);
+        assert_eq!(PendingReason::BehindHead { head: GangId::new(0, 1) }.bound(), None);
     }
 
     #[test]

@@ -284,13 +284,7 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
             | PendingReason::OverSlackEntitlement { .. }
             | PendingReason::OverControllerLimit { .. }
             | PendingReason::PoolCannotHold { .. } => {
-                let bound = match info.reason {
-                    PendingReason::WaitingOnReservation { .. } => "reservation (non-preemptible work)",
-                    PendingReason::OverSlackEntitlement { .. } => "slack entitlement",
-                    PendingReason::OverControllerLimit { .. } => "controller limit",
-                    PendingReason::PoolCannotHold { .. } => "cap of 0",
-                    _ => "entitlement",
-                };
+                let bound = info.reason.bound().unwrap_or("entitlement");
                 Why {
                     kind: PendingKind::OverEntitlement,
                     text: info.to_string(),
@@ -316,10 +310,7 @@ fn explain(stage: &Stage, census: &Census, words: &str) -> Why {
                 ),
                 None => why(PendingKind::AdmissionOrder, info.to_string()),
             },
-            PendingReason::NotEvaluated => why(
-                PendingKind::AdmissionOrder,
-                format!("queued in pool {}, waiting its turn in admission order", info.pool),
-            ),
+            PendingReason::NotEvaluated => why(PendingKind::AdmissionOrder, info.to_string()),
         },
         Stage::Submitted => {
             why(PendingKind::AdmissionOrder, "submitted; waiting to be queued in its pool for admission".to_string())
