@@ -1,5 +1,5 @@
 //! Draining a host that runs a stateless job's instances, with every role
-//! joined (`paceline::cluster`) over real `paceline agent` processes.
+//! joined (`paceline_server::cluster`) over real `paceline agent` processes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,16 +7,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use paceline::cluster::Cluster;
 use paceline_hostmgr::{AgentConfig, AgentProvider, ManagerConfig};
 use paceline_model::Resources;
 use paceline_model::host::MaintenanceState;
 use paceline_model::job::{JobConfig, JobKind, Sla};
 use paceline_model::task::{HealthCheck, HttpProbe, TaskSpec, TaskState};
+use paceline_server::cluster::Cluster;
 use paceline_storage::Store;
 use paceline_storage::sqlite::SqliteStore;
 
 mod common;
+/// The in-process cluster over a real provider (host/server/tests/all).
+#[path = "../../server/tests/all/provider_cluster.rs"]
 mod provider_cluster;
 
 /// An agent process and its data dir; on drop the agent is stopped and the

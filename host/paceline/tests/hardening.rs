@@ -10,6 +10,8 @@
 //!   CLI prints stored ones as escapes;
 //! - the CLI warns when it would send a token in clear to another host.
 
+/// The in-process cluster of the server crate's tests (host/server/tests/all).
+#[path = "../../server/tests/all/support.rs"]
 mod support;
 
 use std::process::{Command, Output};
@@ -156,7 +158,7 @@ async fn a_flood_of_refused_calls_is_a_few_records_and_one_aggregate_and_a_chang
     // /metrics counts the calls the aggregate stands for, as they happen.
     let auditor = api.auditor.take().expect("the auditor");
     let mut registry = prometheus_client::registry::Registry::default();
-    registry.register_collector(Box::new(paceline::metrics::AuditCollector(auditor)));
+    registry.register_collector(Box::new(paceline_server::metrics::AuditCollector(auditor)));
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
     assert!(text.contains(&format!("audit_refusals_aggregated_total {}\n", FLOOD - 10)), "{text}");

@@ -3,6 +3,8 @@
 //! server on 127.0.0.1:0 with chosen quotas, the generated clients and, for
 //! `task list`, the CLI binary.
 
+/// The in-process cluster of the server crate's tests (host/server/tests/all).
+#[path = "../../server/tests/all/support.rs"]
 mod support;
 
 use std::collections::BTreeSet;

@@ -2,12 +2,13 @@
 //!
 //! The policy workbench's library half: everything about a replay that does
 //! not need a cluster. The runner that drives the real roles on a virtual
-//! clock lives in the binary's library (`paceline::sim`), because it needs
-//! `paceline::cluster`; this crate must not depend on it.
+//! clock is the crate `paceline-sim-runner` (`host/sim-runner`), which
+//! needs the assembled roles of `paceline-server`; this crate must not
+//! depend on either.
 //!
 //! ```text
 //!  public traces (CSV) ──import──┐
-//!  seeded generator ─────────────┼──▶ trace (JSON lines, v1) ──parse──▶ runner (paceline::sim)
+//!  seeded generator ─────────────┼──▶ trace (JSON lines, v1) ──parse──▶ runner (sim-runner)
 //!  live cluster (paceline trace record) ┘                                  │ observes
 //!                                                                          ▼
 //!                    terminal table / JSON / HTML+SVG ◀──render── Report ◀── Observed
@@ -22,8 +23,8 @@
 //!   [`report::Observed`].
 //! - **Hands on**: trace events in time order, reports.
 //! - **Must not**: run or reach a cluster, read the wall clock or a random
-//!   source other than its own seeded [`rng`], or depend on tokio, wasmtime
-//!   or the binary crate.
+//!   source other than its own seeded [`rng`], or depend on tokio, wasmtime,
+//!   the runner or the binary crate.
 //!
 //! # Layout
 //! - [`trace`]: the format's types and its writer.

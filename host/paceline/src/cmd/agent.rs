@@ -194,15 +194,16 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
     };
     let metrics_listen = args.metrics_listen;
     if let Some(addr) = metrics_listen {
-        paceline::metrics::check_scrape_address(addr, args.metrics_listen_public).map_err(anyhow::Error::msg)?;
+        paceline_server::metrics::check_scrape_address(addr, args.metrics_listen_public).map_err(anyhow::Error::msg)?;
     }
     runtime.block_on(async move {
         // The scrape listener lives as long as the runtime: it ends with the process.
         if let Some(addr) = metrics_listen {
-            let metrics = std::sync::Arc::new(paceline::metrics::Metrics::process_only());
-            let (bound, _task) = paceline::metrics::spawn_scrape_listener(addr, metrics, std::future::pending::<()>())
-                .await
-                .with_context(|| format!("listening for metrics on {addr}"))?;
+            let metrics = std::sync::Arc::new(paceline_server::metrics::Metrics::process_only());
+            let (bound, _task) =
+                paceline_server::metrics::spawn_scrape_listener(addr, metrics, std::future::pending::<()>())
+                    .await
+                    .with_context(|| format!("listening for metrics on {addr}"))?;
             println!("paceline agent: metrics on http://{bound}/metrics");
         }
         let shutdown = async {

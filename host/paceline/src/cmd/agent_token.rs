@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use paceline::server::ServerConfig;
 use paceline_hostmgr::pki::AgentPki;
+use paceline_server::ServerConfig;
 
 /// `paceline agent-token …`.
 #[derive(Debug, Subcommand)]

@@ -198,7 +198,7 @@ struct Breakdown {
 }
 
 impl Breakdown {
-    fn add(&mut self, step: &paceline::cluster::StepReport) {
+    fn add(&mut self, step: &paceline_server::cluster::StepReport) {
         self.placement += step.placement_time;
         self.host_events += step.host_events_time;
         self.ticks += step.ticks_time;
@@ -244,7 +244,7 @@ pub struct PipelineBenchArgs {
 /// `--roles placement` path), running rounds on the simulator's clock until
 /// the returned task is aborted.
 async fn remote_engine(
-    cluster: &Arc<paceline::cluster::Cluster>,
+    cluster: &Arc<paceline_server::cluster::Cluster>,
     clock: paceline_hostmgr::ManualClock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let peer = paceline_placement::remote::CoreService::new(
@@ -287,7 +287,7 @@ pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
         "as `paceline server` runs: SQLite store, engine defaults (batch {} tasks per kind, {} hosts per lease), a step every {} ms, the built-in Wasm policies",
         engine.batch_size,
         engine.max_hosts_per_lease,
-        paceline::server::ServerConfig::default().loop_interval_ms,
+        paceline_server::ServerConfig::default().loop_interval_ms,
     );
     println!(
         "differs from `paceline server`: jobs created in-process by 32 concurrent clients (not through the gRPC API and its auth layer); plugin registry in memory; one pool /bench with an unlimited reservation; hosts simulated"
@@ -372,10 +372,10 @@ pub(crate) fn size_hosts(total: u64, hosts: usize, cores: Option<u64>) -> anyhow
 /// every second, as a Prometheus scraping at a 1 s interval would.
 async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Result<f64> {
     use futures::StreamExt;
-    use paceline::cluster::{AssembleConfig, Cluster};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::job::{JobConfig, JobKind};
     use paceline_model::pool::{PerKind, PoolSpec};
+    use paceline_server::cluster::{AssembleConfig, Cluster};
 
     let dir = tempfile::tempdir()?;
     let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
@@ -392,9 +392,9 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     let mut store: Arc<dyn paceline_storage::Store> =
         Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
     // With metrics, the store is timed as `paceline server` times it.
-    let store_metrics = metrics.then(paceline::store_metrics::StoreMetrics::default);
+    let store_metrics = metrics.then(paceline_server::store_metrics::StoreMetrics::default);
     if let Some(m) = &store_metrics {
-        store = Arc::new(paceline::store_metrics::MeteredStore::new(store, m.clone()));
+        store = Arc::new(paceline_server::store_metrics::MeteredStore::new(store, m.clone()));
     }
     let hosts = sim_host_manager(&sim).await?;
     let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
@@ -471,7 +471,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     let mut submitted = None;
     // Paced as `paceline server`'s loop is (`Cluster::spawn`): a step every
     // `loop_interval_ms`, the next one at once when a step ran over it.
-    let period = Duration::from_millis(paceline::server::ServerConfig::default().loop_interval_ms.max(1));
+    let period = Duration::from_millis(paceline_server::ServerConfig::default().loop_interval_ms.max(1));
     let mut every = tokio::time::interval(period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while (sim.run_count() as u64) < total {

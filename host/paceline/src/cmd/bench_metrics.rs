@@ -24,10 +24,10 @@ pub struct MetricsBenchArgs {
 }
 
 pub fn run(args: MetricsBenchArgs) -> anyhow::Result<ExitCode> {
-    use paceline::cluster::{AssembleConfig, Cluster};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::Resources;
     use paceline_model::pool::{PerKind, PoolSpec};
+    use paceline_server::cluster::{AssembleConfig, Cluster};
 
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");

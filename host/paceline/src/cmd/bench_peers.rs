@@ -358,7 +358,7 @@ pub fn run(args: PeersBenchArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
     let registry = Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);
-    paceline::wiring::install_default_plugins(&registry)?;
+    paceline_server::wiring::install_default_plugins(&registry)?;
     let config = EngineConfig::default();
     println!(
         "engine: the server's defaults (batch {} tasks per kind per round, at most {} hosts per lease); policies: the built-in Wasm components in their default slots",

@@ -24,13 +24,13 @@ pub struct PendingBenchArgs {
 }
 
 pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
-    use paceline::cluster::{AssembleConfig, Cluster};
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::Resources;
     use paceline_model::job::{JobConfig, JobKind};
     use paceline_model::pool::{PerKind, PoolSpec};
     use paceline_model::task::TaskSpec;
     use paceline_proto::v1 as pb;
+    use paceline_server::cluster::{AssembleConfig, Cluster};
     use pb::job_service_server::JobService;
     use pb::task_service_server::TaskService;
 

@@ -149,8 +149,7 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
         host.memory_mib,
         host.disk_mib,
     );
-    let mut config: paceline::server::ServerConfig =
-        serde_yaml::from_str(&yaml).context("the bench's server config")?;
+    let mut config: paceline_server::ServerConfig = serde_yaml::from_str(&yaml).context("the bench's server config")?;
     let (store, own_keyspace) = bench_store(&args.store)?;
     let store_desc = describe_store(&store);
     config.storage = store.clone();
@@ -193,13 +192,13 @@ async fn drop_keyspace(c: &paceline_storage::CassandraConfig) -> anyhow::Result<
 
 async fn bench(
     args: ServerBenchArgs,
-    config: paceline::server::ServerConfig,
+    config: paceline_server::ServerConfig,
     token: String,
     host: Resources,
     total: u64,
     data: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let server = paceline::server::Server::start(config).await.context("starting the server")?;
+    let server = paceline_server::Server::start(config).await.context("starting the server")?;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.api_addr))?.connect().await?;
     let bearer = paceline_proto::bearer::Bearer::new(Some(&token))?;
     let api = tonic::service::interceptor::InterceptedService::new(channel, bearer);
@@ -359,7 +358,7 @@ async fn round_trips(
 /// since the round began, and the jobs' ids.
 async fn submit_round(
     api: &Api,
-    server: &paceline::server::Server,
+    server: &paceline_server::Server,
     leaves: &Arc<Vec<String>>,
     args: &ServerBenchArgs,
     round: u32,
@@ -419,7 +418,7 @@ async fn submit_round(
 /// Kills `ids` through the API and waits until the hosts run nothing.
 async fn kill_round(
     api: &Api,
-    server: &paceline::server::Server,
+    server: &paceline_server::Server,
     args: &ServerBenchArgs,
     ids: Vec<String>,
 ) -> anyhow::Result<Duration> {

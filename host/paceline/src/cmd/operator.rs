@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use paceline::server::ServerConfig;
 use paceline_proto::v1 as pb;
+use paceline_server::ServerConfig;
 use paceline_storage::StorageConfig;
 use paceline_storage::config::SqliteConfig;
 use paceline_storage::snapshot;

@@ -15,11 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use paceline::server::ServerConfig;
 use paceline_placement::remote::RemoteCore;
 use paceline_placement::{Engine, EngineConfig};
-use paceline_plugin::{PluginRuntime, Registry, RuntimeConfig};
-use paceline_storage::{SqliteConfig, StorageConfig};
+use paceline_server::ServerConfig;
 use tracing::{info, warn};
 
 use super::client::{ClientOpts, Output, leading_channel};
@@ -48,7 +46,7 @@ pub fn run(
                 let me = paceline_membership::MemberInfo {
                     id: format!(
                         "{}-placement",
-                        config.member_id.clone().unwrap_or_else(paceline::server::default_member_id)
+                        config.member_id.clone().unwrap_or_else(paceline_server::default_member_id)
                     ),
                     api_addr: String::new(),
                     agent_addr: String::new(),
@@ -58,26 +56,22 @@ pub fn run(
             }
         };
         let core = core.unwrap_or_default();
-        let storage = config
-            .storage
-            .clone()
-            .unwrap_or_else(|| StorageConfig::Sqlite(SqliteConfig { path: config.data_dir.join("paceline.db") }));
-        let store = paceline_storage::config::open(&storage)
-            .await
-            .context("opening the cluster's store (for plugin versions)")?;
+        let store =
+            paceline_server::open_store(&config).await.context("opening the cluster's store (for plugin versions)")?;
         let mut opts =
             ClientOpts { server: core.clone(), output: Output::Table, token: None, token_file: None, ca_cert };
         // Its figures (rounds, plugins, the process) on a scrape listener of
         // its own, if asked: an engine serves no API (decision 0022).
         let registry_now = Arc::new(std::sync::Mutex::new(None));
-        let metrics = Arc::new(paceline::metrics::Metrics::new(vec![Box::new(paceline::metrics::PluginsCollector(
-            registry_now.clone(),
-        ))]));
+        let metrics = Arc::new(paceline_server::metrics::Metrics::new(vec![Box::new(
+            paceline_server::metrics::PluginsCollector(registry_now.clone()),
+        )]));
         metrics.leading(&["placement"], None);
         if let Some(addr) = config.metrics_listen {
-            paceline::metrics::check_scrape_address(addr, config.metrics_listen_public).map_err(anyhow::Error::msg)?;
+            paceline_server::metrics::check_scrape_address(addr, config.metrics_listen_public)
+                .map_err(anyhow::Error::msg)?;
             let (bound, _task) =
-                paceline::metrics::spawn_scrape_listener(addr, metrics.clone(), std::future::pending())
+                paceline_server::metrics::spawn_scrape_listener(addr, metrics.clone(), std::future::pending())
                     .await
                     .with_context(|| format!("listening on {addr} for metrics"))?;
             println!("paceline server: placement engine metrics on http://{bound}/metrics (no token)");
@@ -96,7 +90,7 @@ pub fn run(
             let bearer = paceline_proto::bearer::Bearer::new(token.as_ref().map(|t| t.expose()))?;
             let remote = Arc::new(RemoteCore::new(channel.clone(), bearer));
             let histories = store.slot_histories().await.context("reading plugin slots")?;
-            let registry = open_registry(&config, store.clone()).await?;
+            let registry = paceline_server::open_registry(&config, store.clone()).await.context("loading plugins")?;
             if let Ok(mut now) = registry_now.lock() {
                 *now = Some(registry.clone());
             }
@@ -184,21 +178,4 @@ async fn connect(
             }
         }
     }
-}
-
-/// Every plugin version and slot history of the store, compiled (from this
-/// process's compile cache when it has them).
-async fn open_registry(
-    config: &ServerConfig,
-    store: Arc<dyn paceline_storage::Store>,
-) -> anyhow::Result<Arc<Registry>> {
-    let runtime_config =
-        RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
-    let versions = Arc::new(paceline::wiring::StoreVersions::new(store, tokio::runtime::Handle::current()));
-    let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
-        Registry::open(Arc::new(PluginRuntime::new(runtime_config)?), versions)
-    })
-    .await
-    .context("loading plugins")??;
-    Ok(Arc::new(registry))
 }

@@ -7,8 +7,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 
 use anyhow::Context;
 use clap::Args;
-use paceline::server::{HostsConfig, Server, ServerConfig};
 use paceline_model::secret::Secret;
+use paceline_server::{HostsConfig, Server, ServerConfig};
 
 use super::process::{runtime, until_signal};
 
@@ -124,7 +124,7 @@ pub struct DevArgs {
 }
 
 pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    let roles = paceline::ha::parse_roles(&args.roles).map_err(anyhow::Error::msg)?;
+    let roles = paceline_server::ha::parse_roles(&args.roles).map_err(anyhow::Error::msg)?;
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -163,19 +163,19 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         config.audit.max_rows = rows;
     }
     match roles {
-        paceline::ha::RoleSet::All => {}
-        paceline::ha::RoleSet::Core => config.placement_engine = false,
-        paceline::ha::RoleSet::Placement => {
+        paceline_server::ha::RoleSet::All => {}
+        paceline_server::ha::RoleSet::Core => config.placement_engine = false,
+        paceline_server::ha::RoleSet::Placement => {
             if args.core.is_none() && config.membership == paceline_membership::MembershipConfig::Embedded {
                 anyhow::bail!(
                     "--roles placement needs --core (or PACELINE_CORE): the core's API address, or a zookeeper membership to find its leader in"
                 );
             }
             let token =
-                paceline::server::resolve_token(args.token.map(Secret::new).as_ref(), args.token_file.as_deref())?;
+                paceline_server::resolve_token(args.token.map(Secret::new).as_ref(), args.token_file.as_deref())?;
             return super::placement::run(config, args.core, token, args.ca_cert);
         }
-        paceline::ha::RoleSet::Jobs { placement } => {
+        paceline_server::ha::RoleSet::Jobs { placement } => {
             config.placement_engine = placement;
             if let Some(servers) = args.hostmgr {
                 let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
@@ -202,7 +202,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
                 };
             }
         }
-        paceline::ha::RoleSet::Hosts => {
+        paceline_server::ha::RoleSet::Hosts => {
             if matches!(config.hosts, HostsConfig::Hostmgr { .. }) {
                 anyhow::bail!(
                     "--roles hostmgr is the host manager: its `hosts` provider must be agent, sim, mesos or kubernetes"
@@ -211,13 +211,13 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if config.membership != paceline_membership::MembershipConfig::Embedded {
-        runtime()?.block_on(paceline::ha::run(config, roles, &Stdout, until_signal()))?;
+        runtime()?.block_on(paceline_server::ha::run(config, roles, &Stdout, until_signal()))?;
         return Ok(ExitCode::SUCCESS);
     }
     let scheme = if config.tls.is_some() { "https" } else { "http" };
-    if roles == paceline::ha::RoleSet::Hosts {
+    if roles == paceline_server::ha::RoleSet::Hosts {
         runtime()?.block_on(async move {
-            let server = paceline::server::HostServer::start_with(config, paceline::server::ApiSocket::Bind, None)
+            let server = paceline_server::HostServer::start_with(config, paceline_server::ApiSocket::Bind, None)
                 .await
                 .context("starting the host manager")?;
             println!(
@@ -259,7 +259,7 @@ pub fn server(args: ServerArgs) -> anyhow::Result<ExitCode> {
 /// The lines a highly available server prints.
 struct Stdout;
 
-impl paceline::ha::Announce for Stdout {
+impl paceline_server::ha::Announce for Stdout {
     fn standby(&self, member_id: &str, api_addr: SocketAddr) {
         println!(
             "paceline server: standby {member_id}, API on http://{api_addr} (answers UNAVAILABLE naming the leader)"

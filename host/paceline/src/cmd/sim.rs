@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use paceline::sim::{Arrival, Options, PolicySource, Progress, builtin, replay};
 use paceline_sim::Report;
 use paceline_sim::render;
+use paceline_sim_runner::{Arrival, Options, PolicySource, Progress, builtin, replay};
 
 /// `paceline sim …`.
 #[derive(Debug, Subcommand)]

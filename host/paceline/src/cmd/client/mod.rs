@@ -253,7 +253,7 @@ fn warn_token_in_clear(servers: &str) {
 /// The host of `server` when it is plain HTTP (`http://`, or no scheme)
 /// and not a loopback address (`localhost`, `127.0.0.0/8`, `::1`).
 pub fn plain_http_remote(server: &str) -> Option<String> {
-    let url = paceline::leader::server_url(server);
+    let url = paceline_server::leader::server_url(server);
     let rest = url.strip_prefix("http://")?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let authority = authority.rsplit('@').next().unwrap_or_default();
@@ -269,9 +269,9 @@ pub fn plain_http_remote(server: &str) -> Option<String> {
 }
 
 pub(crate) async fn leading_channel(opts: &ClientOpts) -> anyhow::Result<Channel> {
-    paceline::leader::leading_channel(&opts.server, opts.ca_cert.as_deref()).await.map_err(|e| match e {
-        paceline::leader::ConnectError::BadInput(msg) => bad_input(msg),
-        paceline::leader::ConnectError::NoLeader(msg) if msg.contains("cannot connect to") => {
+    paceline_server::leader::leading_channel(&opts.server, opts.ca_cert.as_deref()).await.map_err(|e| match e {
+        paceline_server::leader::ConnectError::BadInput(msg) => bad_input(msg),
+        paceline_server::leader::ConnectError::NoLeader(msg) if msg.contains("cannot connect to") => {
             anyhow::Error::msg(format!("{msg}\n{}", unreachable_hint(&opts.server)))
         }
         other => anyhow::Error::msg(other.to_string()),

@@ -1,0 +1,21 @@
+//! The server crate's integration tests, one binary: the roles assembled
+//! by `paceline_server` in the test process (over simulated hosts, the fake
+//! Mesos master or a real Kubernetes API server), driven through the public
+//! gRPC API or the roles' own calls. Tests that need the `paceline` binary
+//! live in `host/paceline/tests`.
+//!
+//! Run one part with e.g. `cargo test --workspace --test all -- kubernetes::`.
+
+mod api_grpc;
+mod job_events;
+mod kill_waiting;
+mod kubernetes;
+mod least_privilege;
+mod mesos;
+mod pipeline_sim;
+mod plugin_languages;
+mod plugin_store;
+mod preemption_slot;
+mod provider_cluster;
+mod support;
+mod why_pending;
