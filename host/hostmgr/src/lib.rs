@@ -102,10 +102,3 @@ pub use provider::{
     RunningRun,
 };
 pub use sim::{HostShape, SimConfig, SimProvider};
-
-/// The joints' clock, re-exported only for callers in `host/server` and the
-/// binary's bench commands that still name it through this crate; the role
-/// itself takes [`paceline_joints::Clock`] directly. To be removed once
-/// those callers name `paceline_joints` (the one definition).
-#[doc(hidden)]
-pub use paceline_joints::clock::{Clock, ManualClock, SystemClock};

@@ -74,10 +74,3 @@ pub use availability::Availability;
 pub use error::JobError;
 pub use events::EventRecorder;
 pub use manager::{JobInfo, JobManager, JobManagerConfig, PendingReport, UpdateRequest};
-
-/// The joints' clock, re-exported only for callers in `host/server` and the
-/// binary's bench commands that still name it through this crate; the role
-/// itself takes [`paceline_joints::Clock`] directly. To be removed once
-/// those callers name `paceline_joints` (the one definition).
-#[doc(hidden)]
-pub use paceline_joints::clock::{Clock, ManualClock, SystemClock};

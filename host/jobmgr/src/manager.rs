@@ -241,10 +241,3 @@ impl JobManager {
         self.mem().deadlines.next_at()
     }
 }
-
-/// Splits a run id `<job>-<instance>-<run>` into its parts, `None` if it is
-/// malformed: [`paceline_model::RunId::split`], kept under this name for the
-/// binary's callers.
-pub fn parse_run_id_pub(run_id: &str) -> Option<(&str, u32, u64)> {
-    paceline_model::RunId::split(run_id).ok()
-}

@@ -29,7 +29,7 @@ pub(crate) async fn start_local_hosts(
     store: &Arc<dyn paceline_storage::Store>,
     stopped: &Stopped,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Result<(HostManager, Arc<dyn paceline_jobmgr::Clock>, SocketAddr), ServerError> {
+) -> Result<(HostManager, Arc<dyn paceline_joints::Clock>, SocketAddr), ServerError> {
     let manager_config =
         ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
     Ok(match &config.hosts {
@@ -70,7 +70,7 @@ pub(crate) async fn start_local_hosts(
                     tracing::error!(error = %e, "agent listener stopped");
                 }
             }));
-            (hosts, Arc::new(paceline_jobmgr::SystemClock), addr)
+            (hosts, Arc::new(paceline_joints::SystemClock), addr)
         }
         HostsConfig::Sim { hosts: n, resources, zones } => {
             let zones = (*zones).max(1);
@@ -82,7 +82,7 @@ pub(crate) async fn start_local_hosts(
                 })
                 .filter(|s| s.count > 0)
                 .collect();
-            let now = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+            let now = paceline_joints::Clock::now_ms(&paceline_joints::SystemClock);
             let sim = Arc::new(SimProvider::new(SimConfig { shapes, start_ms: now, ..SimConfig::default() }));
             let clock = sim.clock();
             let hosts = HostManager::builder(sim.clone())
@@ -110,7 +110,7 @@ pub(crate) async fn start_local_hosts(
                 .await?;
             // The subscription ends with the server (the task is aborted at shutdown).
             hold_until_shutdown(tasks, provider.stop_on_drop());
-            (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+            (hosts, Arc::new(paceline_joints::SystemClock), config.agent_listen)
         }
         HostsConfig::Kubernetes {
             kubeconfig,
@@ -143,7 +143,7 @@ pub(crate) async fn start_local_hosts(
                 .await?;
             // The watches end with the server (the task is aborted at shutdown).
             hold_until_shutdown(tasks, provider.stop_on_drop());
-            (hosts, Arc::new(paceline_jobmgr::SystemClock), config.agent_listen)
+            (hosts, Arc::new(paceline_joints::SystemClock), config.agent_listen)
         }
         HostsConfig::Hostmgr { .. } => {
             return Err(ServerError::Other("a host manager in another process is not started here".into()));

@@ -149,7 +149,7 @@ where
 pub async fn run(
     store: std::sync::Arc<dyn Store>,
     jobs: std::sync::Arc<paceline_jobmgr::JobManager>,
-    clock: std::sync::Arc<dyn paceline_jobmgr::Clock>,
+    clock: std::sync::Arc<dyn paceline_joints::Clock>,
     config: RetentionConfig,
 ) {
     if config.max_age_days == 0 && config.max_finished_jobs == 0 {

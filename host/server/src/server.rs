@@ -145,7 +145,7 @@ impl Server {
 
 /// The hosts, the clock the roles share, where agents dial, and the client
 /// of a host manager in another process when that is where they are.
-type ReachedHosts = (Arc<dyn HostAccess>, Arc<dyn paceline_jobmgr::Clock>, SocketAddr, Option<RemoteHosts>);
+type ReachedHosts = (Arc<dyn HostAccess>, Arc<dyn paceline_joints::Clock>, SocketAddr, Option<RemoteHosts>);
 
 /// A host manager in this process over the configured provider, or the one
 /// `hosts: {provider: hostmgr}` names (found through the membership when it
@@ -162,7 +162,7 @@ async fn reach_hosts(
             connect_remote_hosts(config, servers, token.as_ref(), token_file.as_deref(), ca_cert, leader_epoch).await?;
         return Ok((
             Arc::new(remote.clone()),
-            Arc::new(paceline_jobmgr::SystemClock),
+            Arc::new(paceline_joints::SystemClock),
             config.agent_listen,
             Some(remote),
         ));
@@ -188,7 +188,7 @@ struct RolesHere {
 async fn internal_routes(
     api_config: &mut paceline_api::ApiConfig,
     cluster: &Arc<Cluster>,
-    clock: Arc<dyn paceline_jobmgr::Clock>,
+    clock: Arc<dyn paceline_joints::Clock>,
     roles_here: RolesHere,
     leader_epoch: Option<u64>,
     config: &ServerConfig,

@@ -245,7 +245,7 @@ pub struct PipelineBenchArgs {
 /// the returned task is aborted.
 async fn remote_engine(
     cluster: &Arc<paceline_server::cluster::Cluster>,
-    clock: paceline_hostmgr::ManualClock,
+    clock: paceline_joints::ManualClock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let peer = paceline_placement::remote::CoreService::new(
         cluster.jobs.clone(),
@@ -270,7 +270,7 @@ async fn remote_engine(
     );
     Ok(tokio::spawn(async move {
         loop {
-            let report = engine.run_round(paceline_hostmgr::Clock::now_ms(&clock)).await;
+            let report = engine.run_round(paceline_joints::Clock::now_ms(&clock)).await;
             if report.taken == 0 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -378,7 +378,7 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     use paceline_server::cluster::{AssembleConfig, Cluster};
 
     let dir = tempfile::tempdir()?;
-    let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+    let start_ms = paceline_joints::Clock::now_ms(&paceline_joints::SystemClock);
     let host = host_for(args)?;
     let sim = Arc::new(SimProvider::new(SimConfig {
         shapes: vec![

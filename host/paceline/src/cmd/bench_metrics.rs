@@ -35,7 +35,7 @@ pub fn run(args: MetricsBenchArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let dir = tempfile::tempdir()?;
-        let start_ms = paceline_jobmgr::Clock::now_ms(&paceline_jobmgr::SystemClock);
+        let start_ms = paceline_joints::Clock::now_ms(&paceline_joints::SystemClock);
         let sim = Arc::new(SimProvider::new(SimConfig {
             shapes: vec![HostShape::new(args.hosts as usize, "h-", Resources::new(8_000, 32_768, 1_000_000, 0))],
             start_ms,

@@ -404,7 +404,7 @@ fn on_host_tasks(jobs: &paceline_jobmgr::JobManager) -> (usize, std::collections
     let mut by_job: std::collections::BTreeMap<String, Vec<u32>> = std::collections::BTreeMap::new();
     let runs = jobs.expected_runs();
     for r in &runs {
-        if let Some((job, instance, _)) = paceline_jobmgr::manager::parse_run_id_pub(&r.run_id) {
+        if let Ok((job, instance, _)) = paceline_model::RunId::split(&r.run_id) {
             by_job.entry(job.to_string()).or_default().push(instance);
         }
     }

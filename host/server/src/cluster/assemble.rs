@@ -83,7 +83,7 @@ impl Cluster {
         store: Arc<dyn paceline_storage::Store>,
         registry: Arc<paceline_plugin::Registry>,
         hosts: impl Into<Arc<dyn HostAccess>>,
-        clock: Arc<dyn paceline_jobmgr::Clock>,
+        clock: Arc<dyn paceline_joints::Clock>,
         config: AssembleConfig,
         pools_before_recovery: impl FnOnce(&mut ResourceManager),
     ) -> Result<Arc<Cluster>, AssembleError> {

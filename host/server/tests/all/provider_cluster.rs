@@ -30,7 +30,7 @@ pub async fn assemble(
         store,
         registry,
         hosts,
-        Arc::new(paceline_jobmgr::SystemClock),
+        Arc::new(paceline_joints::SystemClock),
         AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
         |rm| {
             rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
