@@ -24,6 +24,7 @@
 //! - `bindings`: wasmtime bindgen output and conversions (private).
 
 mod bindings;
+pub mod builtins;
 pub mod config;
 pub mod error;
 pub mod metrics;

@@ -1,6 +1,6 @@
 //! The native fallbacks: for each slot, the built-in policy that answers when
-//! no Wasm version does (none active, or every version tried failed). One
-//! table for the three worlds: [`builtin`] gives the defaults by slot name,
+//! no Wasm version does (none active, or every version tried failed). The
+//! table is [`crate::builtins`]: [`builtin`] gives the defaults by slot name,
 //! and [`Registry::set_native`](crate::Registry::set_native) replaces one
 //! (a test's, or an operator's build). The registry looks each call's native
 //! up here the same way for placement, preemption and lifecycle slots.
@@ -11,7 +11,6 @@
 use std::sync::Arc;
 
 use paceline_plugin_sdk::types as sdk;
-use paceline_plugin_sdk::{LifecyclePolicy, PlacementPolicy, PreemptionPolicy};
 
 use crate::runtime::World;
 
@@ -66,32 +65,14 @@ impl std::fmt::Debug for NativePolicy {
     }
 }
 
-/// The built-in native policy of `slot`: `spread` for `placement/stateless`,
-/// `binpack` for every other placement slot, `priority-preempt` for
-/// `preemption`, and each job kind's default lifecycle for `lifecycle/<kind>`.
-/// `None` for a name that is no slot.
+/// The built-in native policy of `slot`: the native build of the policy a
+/// new cluster activates there ([`crate::builtins::default_for`]), and
+/// `binpack` for any other placement slot. `None` for a name that is no
+/// slot.
 pub fn builtin(slot: &str) -> Option<NativePolicy> {
-    let placement = |name, f: fn(&sdk::PlacementRequest) -> sdk::PlacementResult| NativePolicy {
-        name,
-        policy: Native::Placement(Arc::new(f)),
-    };
-    let lifecycle = |name, f: fn(&sdk::JobView, &[sdk::TaskView], &[sdk::Event]) -> Vec<sdk::Action>| NativePolicy {
-        name,
-        policy: Native::Lifecycle(Arc::new(f)),
-    };
-    Some(match slot {
-        "placement/stateless" => placement("spread", plugin_spread::Spread::place),
-        s if s.starts_with("placement/") => placement("binpack", plugin_binpack::Binpack::place),
-        "preemption" => NativePolicy {
-            name: "priority-preempt",
-            policy: Native::Preemption(Arc::new(plugin_priority_preempt::PriorityPreempt::select_victims)),
-        },
-        "lifecycle/batch" => lifecycle("batch", plugin_batch::Batch::on_events),
-        "lifecycle/stateless" => lifecycle("stateless", plugin_stateless::Stateless::on_events),
-        "lifecycle/stateful" => lifecycle("stateful", plugin_stateful::Stateful::on_events),
-        "lifecycle/daemon" => lifecycle("daemon", plugin_daemon::Daemon::on_events),
-        _ => return None,
-    })
+    let b = crate::builtins::default_for(slot)
+        .or_else(|| slot.starts_with("placement/").then(|| crate::builtins::by_name("binpack")).flatten())?;
+    Some(NativePolicy { name: b.name, policy: (b.native?)() })
 }
 
 #[cfg(test)]

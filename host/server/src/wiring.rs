@@ -177,25 +177,8 @@ impl paceline_plugin::VersionStore for StoreVersions {
     }
 }
 
-/// The built-in policies, as Wasm components, and the slot each serves by
-/// default: (slot, plugin name, component bytes).
-pub fn default_plugins() -> [(&'static str, &'static str, &'static [u8]); 9] {
-    use paceline_plugin_artifacts as a;
-    [
-        ("placement/batch", "binpack", a::BINPACK),
-        ("placement/stateless", "spread", a::SPREAD),
-        ("placement/stateful", "binpack", a::BINPACK),
-        ("placement/daemon", "binpack", a::BINPACK),
-        ("preemption", "priority-preempt", a::PRIORITY_PREEMPT),
-        ("lifecycle/batch", "batch", a::BATCH),
-        ("lifecycle/stateless", "stateless", a::STATELESS),
-        ("lifecycle/stateful", "stateful", a::STATEFUL),
-        ("lifecycle/daemon", "daemon", a::DAEMON),
-    ]
-}
-
 /// The version label the built-in components are deployed under.
-pub const BUILTIN_VERSION: &str = concat!("builtin-", env!("CARGO_PKG_VERSION"));
+pub use paceline_plugin::builtins::BUILTIN_VERSION;
 
 /// Deploys and activates the built-in components in every slot that has no
 /// active version yet, so a new cluster runs its policies as Wasm from the
@@ -206,7 +189,8 @@ pub fn install_default_plugins(registry: &Registry) -> Result<Vec<&'static str>,
     let active: std::collections::BTreeSet<String> =
         registry.list().into_iter().filter(|s| s.active.is_some()).map(|s| s.slot).collect();
     let mut filled = Vec::new();
-    for (slot, name, bytes) in default_plugins() {
+    for (slot, builtin) in paceline_plugin::builtins::defaults() {
+        let (name, bytes) = (builtin.name, builtin.bytes);
         if active.contains(slot) {
             continue;
         }

@@ -116,31 +116,10 @@ pub enum PolicySource {
     },
 }
 
-/// The built-in components by name: the one table `sim --policy`, `plugin
-/// deploy --builtin`, `plugin shadow`/`activate NAME@builtin-…` and `plugin
-/// list` read. The bytes are embedded in the binary.
-pub const BUILTINS: [(&str, &[u8]); 13] = {
-    use paceline_plugin_artifacts as a;
-    [
-        ("binpack", a::BINPACK),
-        ("spread", a::SPREAD),
-        ("gang-gpu", a::GANG_GPU),
-        ("priority-preempt", a::PRIORITY_PREEMPT),
-        ("batch", a::BATCH),
-        ("stateless", a::STATELESS),
-        ("stateful", a::STATEFUL),
-        ("daemon", a::DAEMON),
-        ("gpu-fgd", a::GPU_FGD),
-        ("gpu-random", a::GPU_RANDOM),
-        ("gpu-bestfit", a::GPU_BESTFIT),
-        ("gpu-dotprod", a::GPU_DOTPROD),
-        ("gpu-packing", a::GPU_PACKING),
-    ]
-};
-
-/// The built-in component `name`, from [`BUILTINS`].
+/// The built-in component `name` ([`paceline_plugin::builtins`], the one
+/// table `sim --policy`, `plugin deploy --builtin` and `plugin list` read).
 pub fn builtin(name: &str) -> Option<&'static [u8]> {
-    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+    paceline_plugin::builtins::by_name(name).map(|b| b.bytes)
 }
 
 /// A progress callback: (virtual ms, the trace's span in ms if known, tasks arrived).
@@ -384,7 +363,10 @@ impl Runner {
                     return Err(SimError::Policy {
                         slot: slot.into(),
                         plugin: n.clone(),
-                        message: "not a built-in policy (binpack, spread, gang-gpu, priority-preempt, batch, stateless, stateful, daemon) nor one given with --plugin NAME=PATH".into(),
+                        message: format!(
+                            "not a built-in policy ({}) nor one given with --plugin NAME=PATH",
+                            paceline_plugin::builtins::names()
+                        ),
                     });
                 }
             },

@@ -36,12 +36,17 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let store = Arc::new(DirStore::open(dir.join("plugins")).map_err(anyhow::Error::msg)?);
     let registry = Registry::open(runtime, store)?;
 
-    use paceline_plugin_artifacts as a;
-    let defaults: [(&str, &str, &[u8]); 4] = [
-        ("placement/batch", "binpack", a::BINPACK),
-        ("placement/stateless", "spread", a::SPREAD),
-        ("placement/gpu", "gang-gpu", a::GANG_GPU),
-        ("preemption", "priority-preempt", a::PRIORITY_PREEMPT),
+    // The server's defaults for the slots the sample workload uses, and
+    // `gang-gpu` for its GPU job's slot (a slot no new cluster fills).
+    use paceline_plugin::builtins::{by_name, default_for};
+    let pick = |slot: &'static str, b: Option<&'static paceline_plugin::builtins::Builtin>| {
+        b.map(|b| (slot, b.name, b.bytes)).ok_or_else(|| anyhow::anyhow!("no built-in policy for {slot}"))
+    };
+    let defaults = [
+        pick("placement/batch", default_for("placement/batch"))?,
+        pick("placement/stateless", default_for("placement/stateless"))?,
+        pick("placement/gpu", by_name("gang-gpu"))?,
+        pick("preemption", default_for("preemption"))?,
     ];
     println!("Deploying the default plugins into {}", dir.display());
     for (slot, name, wasm) in defaults {

@@ -128,7 +128,7 @@ pub fn deploy_messages(
 
 /// The names of the built-in policies, for messages.
 fn builtin_names() -> String {
-    paceline_sim_runner::BUILTINS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    paceline_plugin::builtins::names()
 }
 
 /// The built-in policy a reference names: `builtin:NAME`, or
@@ -151,8 +151,8 @@ pub fn builtin_ref(reference: &str) -> anyhow::Result<Option<(&'static str, &'st
             _ => return Ok(None),
         },
     };
-    match paceline_sim_runner::BUILTINS.iter().find(|(n, _)| *n == name) {
-        Some(&(name, bytes)) => Ok(Some((name, bytes))),
+    match paceline_plugin::builtins::by_name(name) {
+        Some(b) => Ok(Some((b.name, b.bytes))),
         None => Err(bad_input(format!("{reference}: `{name}` is not a built-in policy ({})", builtin_names()))),
     }
 }
