@@ -161,7 +161,13 @@ fn a_migration_killed_in_the_middle_resumes_and_loses_nothing() {
     let src_path = dir.path().join("src.db");
     let dst_path = dir.path().join("dst.db");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let jobs = 3000u32;
+    // Enough for several progress lines (one a second) before the end: a
+    // debug build on the two-core CI machine copies about 180 jobs of 40
+    // tasks a second, so the first run is killed after about 150 and the
+    // resumed one prints five lines (14.6 s with its verification). It was
+    // 3,000: 70 s for this test alone (24 s now), the seeding, both runs and
+    // both digests growing with it.
+    let jobs = 1000u32;
     rt.block_on(async {
         let src = paceline_storage::sqlite::SqliteStore::open(&src_path).expect("open");
         let mut task = paceline_model::task::TaskRuntime::initial(1, 7);
@@ -216,6 +222,8 @@ fn a_migration_killed_in_the_middle_resumes_and_loses_nothing() {
     // The second run resumes: the jobs written before the kill are found
     // complete, the one cut short (if any) is copied again.
     let out = ok(Command::new(BIN).args(args).output().expect("runs"));
+    // Its rate, for sizing `jobs` (shown with --nocapture or on failure).
+    eprintln!("killed at {killed_at} of {jobs} jobs; the resumed run said:\n{out}");
     assert!(out.contains("(resumed)"), "{out}");
     let found = out
         .split(" found complete")
