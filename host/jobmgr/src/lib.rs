@@ -19,7 +19,8 @@
 //!   per-instance progress — all through [`paceline_storage::Store`], every
 //!   runtime write a compare-and-set; the job-id ↔ `u64` key map the
 //!   resource manager speaks in; the deadline queue (restart backoff, max
-//!   run time, kill retries). It opens task secrets (decision 0032) only to
+//!   run time, kill retries); the retention of finished jobs ([`retention`],
+//!   run by the leading server). It opens task secrets (decision 0032) only to
 //!   hand them to a launch, and keeps no value.
 //! - **Receives**: API calls ([`JobManager::create`] …), placements
 //!   (it serves the joints' [`ReadyQueue`](paceline_joints::ReadyQueue): the
@@ -64,6 +65,7 @@ pub mod events;
 pub mod feed;
 pub mod latency;
 pub mod manager;
+pub mod retention;
 pub mod scenario;
 mod state;
 pub mod table;

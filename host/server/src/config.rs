@@ -190,7 +190,7 @@ pub struct ServerConfig {
     /// How long, and how many, audit records are kept (see docs/operations.md, "Audit log").
     pub audit: AuditConfig,
     /// How long, and how many, finished jobs are kept (see docs/operations.md, "Retention").
-    pub retention: crate::retention::RetentionConfig,
+    pub retention: paceline_jobmgr::retention::RetentionConfig,
     /// The agent port's CA, join tokens and issued certificates (default
     /// `<data_dir>/pki`; see docs/operations.md, "Joining agents"). Highly
     /// available servers must all name the same directory's contents.
@@ -280,7 +280,7 @@ impl Default for ServerConfig {
             metrics_listen_public: false,
             metrics_per_host: false,
             audit: AuditConfig::default(),
-            retention: crate::retention::RetentionConfig::default(),
+            retention: paceline_jobmgr::retention::RetentionConfig::default(),
             agent_pki_dir: None,
             secrets_key_file: None,
             sim_reports_dir: None,
@@ -390,5 +390,21 @@ mod tests {
         let typo = "hosts: {provider: hostmgr, server: [\"hm1:7410\"]}\n";
         let err = serde_yaml::from_str::<ServerConfig>(typo).expect_err("a misspelt field is refused");
         assert!(err.to_string().contains("server"), "{err}");
+    }
+
+    #[test]
+    fn the_config_section_parses_and_refuses_typos() {
+        let c: ServerConfig =
+            serde_yaml::from_str("retention: {max_age_days: 7, max_finished_jobs: 10}").expect("parses");
+        assert_eq!(
+            c.retention,
+            paceline_jobmgr::retention::RetentionConfig {
+                max_age_days: 7,
+                max_finished_jobs: 10,
+                ..paceline_jobmgr::retention::RetentionConfig::default()
+            }
+        );
+        assert_eq!(ServerConfig::default().retention, paceline_jobmgr::retention::RetentionConfig::default());
+        assert!(serde_yaml::from_str::<ServerConfig>("retention: {max_days: 7}").is_err());
     }
 }

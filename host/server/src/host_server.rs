@@ -56,9 +56,9 @@ impl HostServer {
         // Host records (maintenance states) only; no leadership claim: the
         // store's fence belongs to the job manager's writes.
         let (api_config, store) = prepare(&config).await?;
-        let store_metrics = crate::store_metrics::StoreMetrics::default();
+        let store_metrics = paceline_storage::metered::StoreMetrics::default();
         let store: Arc<dyn paceline_storage::Store> =
-            Arc::new(crate::store_metrics::MeteredStore::new(store, store_metrics.clone()));
+            Arc::new(paceline_storage::metered::MeteredStore::new(store, store_metrics.clone()));
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);

@@ -11,9 +11,8 @@
 //!   and the host-event fan-out ([`cluster`]), the adapters between the
 //!   plugin registry and the roles ([`wiring`]), high availability
 //!   ([`ha`], [`leader`]), the Prometheus registry and its collectors
-//!   ([`metrics`]), the store's metering
-//!   ([`store_metrics`]) and the retention of finished jobs
-//!   ([`retention`]).
+//!   ([`metrics`]). It meters the store (`paceline_storage::metered`) and
+//!   starts the job manager's retention of finished jobs on the leader.
 //! - **Receives**: a parsed configuration, listeners, a store.
 //! - **Hands on**: running processes with handles to stop them; every
 //!   decision is made inside the role crates.
@@ -30,11 +29,9 @@ mod hosts;
 pub mod leader;
 mod listen;
 pub mod metrics;
-pub mod retention;
 pub mod server;
 mod shutdown;
 pub mod startup;
-pub mod store_metrics;
 pub mod wiring;
 
 pub use config::{AuditConfig, HostsConfig, ServerConfig, TlsConfig, check_api_exposure, resolve_token};

@@ -23,7 +23,7 @@ use crate::hosts::{connect_remote_hosts, start_local_hosts};
 use crate::listen::{ApiSocket, api_incoming, scrape_listener};
 use crate::shutdown::{Stopped, futures_shared, stop_all};
 use crate::startup::{check_secret_key, open_registry, prepare, restore_pools};
-use crate::store_metrics::{MeteredStore, StoreMetrics};
+use paceline_storage::metered::{MeteredStore, StoreMetrics};
 
 /// A started server.
 pub struct Server {
@@ -116,7 +116,7 @@ impl Server {
         }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
         // Only the leader runs this function, so only the leader removes finished jobs.
-        tasks.push(tokio::spawn(crate::retention::run(
+        tasks.push(tokio::spawn(paceline_jobmgr::retention::run(
             cluster.store.clone(),
             cluster.jobs.clone(),
             clock.clone(),

@@ -22,6 +22,8 @@
 //! - [`config`]: `storage: {sqlite: …}` / `storage: {cassandra: …}` and [`open`].
 //! - [`sqlite`]: the embedded backend (WAL, one writer thread, group commit).
 //! - [`memory`]: in ordered maps, not durable: the simulator's store.
+//! - [`metered`]: any store wrapped so that every call is timed and its errors
+//!   counted by backend and operation (the servers' `store_*` metrics).
 //! - [`cassandra`]: the production backend (scylla driver, LWT, bucketed partitions).
 //! - [`secrets`]: task secrets sealed at rest (AES-256-GCM) and the server's key.
 //! - [`bench`]: the `paceline bench storage` figures.
@@ -42,6 +44,7 @@ pub mod error;
 pub mod fence;
 mod job_events;
 pub mod memory;
+pub mod metered;
 pub mod secrets;
 pub mod snapshot;
 pub mod sqlite;

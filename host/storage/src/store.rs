@@ -61,7 +61,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// pause is dropped (writes in flight finish first), or `None` when the
     /// handle cannot. For a snapshot of one moment on a backend without a
     /// [`Store::consistent_view`]: the server's handle
-    /// (`paceline_server::store_metrics::MeteredStore`) can; the backends alone
+    /// ([`crate::metered::MeteredStore`]) can; the backends alone
     /// cannot (another handle's writes would pass anyway).
     async fn pause_writes(&self) -> Option<crate::snapshot::WritePause> {
         None

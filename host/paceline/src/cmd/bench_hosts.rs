@@ -392,9 +392,9 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     let mut store: Arc<dyn paceline_storage::Store> =
         Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
     // With metrics, the store is timed as `paceline server` times it.
-    let store_metrics = metrics.then(paceline_server::store_metrics::StoreMetrics::default);
+    let store_metrics = metrics.then(paceline_storage::metered::StoreMetrics::default);
     if let Some(m) = &store_metrics {
-        store = Arc::new(paceline_server::store_metrics::MeteredStore::new(store, m.clone()));
+        store = Arc::new(paceline_storage::metered::MeteredStore::new(store, m.clone()));
     }
     let hosts = sim_host_manager(&sim).await?;
     let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);

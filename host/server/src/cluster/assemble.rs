@@ -43,8 +43,8 @@ pub struct AssembleConfig {
     /// Keep no metrics (`bench pipeline` compares the cost with and without).
     pub no_metrics: bool,
     /// Serve these store figures with the cluster's metrics (the store was
-    /// wrapped in a [`crate::store_metrics::MeteredStore`] that records them).
-    pub store_metrics: Option<crate::store_metrics::StoreMetrics>,
+    /// wrapped in a [`paceline_storage::metered::MeteredStore`] that records them).
+    pub store_metrics: Option<paceline_storage::metered::StoreMetrics>,
     /// Serve this audit writer's counts with the cluster's metrics.
     pub audit: Option<paceline_api::audit::Auditor>,
     /// Also serve per-host figures (`metrics_per_host` in the server config).

@@ -12,6 +12,7 @@ mod kill_waiting;
 mod kubernetes;
 mod least_privilege;
 mod mesos;
+mod metered_snapshot;
 mod pipeline_sim;
 mod plugin_languages;
 mod plugin_store;
