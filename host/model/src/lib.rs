@@ -22,6 +22,7 @@
 //! - [`pool`]: pool specs (reservation, limit, share, type, slack) and the YAML file format.
 //! - [`job`]: job specs, SLA, update specs, job runtime and the state derived from task counts.
 //! - [`task`]: task specs, task runtimes with run ids, the task state table with timeouts, events.
+//! - [`health`]: a task's health check (command, HTTP GET or TCP connect) and its validation.
 //! - [`secret`]: a configured secret that never formats, its readers, and the atomic key-file writer.
 //! - [`task_secret`]: secrets a task references by name, and their values on the way to a launch.
 //! - [`run`]: launch requests and run updates that cross the host manager.
@@ -36,6 +37,7 @@ pub mod constraint;
 pub mod event;
 pub mod gang;
 pub mod gpu;
+pub mod health;
 pub mod host;
 pub mod job;
 pub mod labels;
