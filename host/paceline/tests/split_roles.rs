@@ -174,7 +174,9 @@ fn placement_engines_in_their_own_processes_place_for_a_core_without_overcommitt
     let rounds_before = second.said("placement round");
     let b = create(api, &job(dir, "b", 8, 600_000));
     eventually(60, "job b: 8 running with one engine left", || all_in(api, &b, "RUNNING"));
-    assert!(second.said("placement round") > rounds_before, "the surviving engine placed job b");
+    // The engine's log is read by a thread of this test: wait for the line
+    // rather than assume it was read the moment job b runs.
+    eventually(30, "the surviving engine placed job b", || second.said("placement round") > rounds_before);
     // Its own figures, on its scrape listener (an engine serves no API).
     let (code, body) = http_get(second_metrics, "/metrics", None);
     assert_eq!(code, 200, "{body}");
