@@ -1,7 +1,7 @@
 //! Measured use end to end: `paceline dev` with a real agent runs a task
 //! that keeps a core busy and holds 200 MiB; its agent samples the run
 //! (/proc or its cgroup), the heartbeat carries the figures, and `task
-//! get`, `task list`, the web UI (in a real browser, as `web_ui.rs`) and
+//! get`, `task list`, the web UI (in a real browser, as `web_ui/`) and
 //! `/metrics` show them beside what the task reserved.
 
 mod common;
@@ -33,7 +33,7 @@ fn job_file(dir: &Path) -> String {
 }
 
 /// Runs browser steps through `tests/web/cdp.py` and Debian's Chromium
-/// (`deploy/browser/chromium.sh`, as `web_ui.rs` does); the evaluated values.
+/// (`deploy/browser/chromium.sh`, as `web_ui/` does); the evaluated values.
 fn browse(steps: serde_json::Value) -> Vec<serde_json::Value> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let chromium = std::process::Command::new("bash")
