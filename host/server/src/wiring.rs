@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use paceline_plugin::builtins::BUILTIN_VERSION;
 use paceline_plugin::{GpuUnit, Registry, ServedBy};
 use paceline_plugin_sdk::types::{PreemptionRequest, Victim};
 use paceline_resmgr::{PolicyError, PreemptionPolicy};
@@ -176,9 +177,6 @@ impl paceline_plugin::VersionStore for StoreVersions {
         self.block(self.store.slot_histories())
     }
 }
-
-/// The version label the built-in components are deployed under.
-pub use paceline_plugin::builtins::BUILTIN_VERSION;
 
 /// Deploys and activates the built-in components in every slot that has no
 /// active version yet, so a new cluster runs its policies as Wasm from the

@@ -30,7 +30,7 @@ pub(crate) fn next_event<R: BufRead>(reader: &mut Reader<R>) -> Result<Option<(u
 }
 
 pub(crate) fn crate_version_label() -> String {
-    paceline_server::wiring::BUILTIN_VERSION.to_string()
+    paceline_plugin::builtins::BUILTIN_VERSION.to_string()
 }
 
 pub(crate) fn peak_rss_mib() -> Option<u64> {

@@ -140,10 +140,10 @@ pub fn builtin_ref(reference: &str) -> anyhow::Result<Option<(&'static str, &'st
         Some(name) => name,
         None => match reference.split_once('@') {
             Some((name, version)) if version.starts_with("builtin-") => {
-                if version != paceline_server::wiring::BUILTIN_VERSION {
+                if version != paceline_plugin::builtins::BUILTIN_VERSION {
                     return Err(bad_input(format!(
                         "{reference}: this paceline has the built-in policies of {}, not {version}",
-                        paceline_server::wiring::BUILTIN_VERSION
+                        paceline_plugin::builtins::BUILTIN_VERSION
                     )));
                 }
                 name
@@ -173,7 +173,7 @@ fn deploy_source(a: &DeployArgs) -> anyhow::Result<(String, String, Vec<u8>)> {
     };
     if let Some((name, bytes)) = builtin {
         let name = a.name.clone().unwrap_or_else(|| name.to_string());
-        let version = a.version.clone().unwrap_or_else(|| paceline_server::wiring::BUILTIN_VERSION.to_string());
+        let version = a.version.clone().unwrap_or_else(|| paceline_plugin::builtins::BUILTIN_VERSION.to_string());
         return Ok((name, version, bytes.to_vec()));
     }
     let (Some(name), Some(version), Some(file)) = (&a.name, &a.version, &a.file) else { return Err(usage()) };
@@ -207,14 +207,14 @@ async fn resolve_version(
     deploy: bool,
 ) -> anyhow::Result<String> {
     let Some((name, bytes)) = builtin_ref(id)? else { return Ok(id.to_string()) };
-    let version_id = format!("{name}@{}", paceline_server::wiring::BUILTIN_VERSION);
+    let version_id = format!("{name}@{}", paceline_plugin::builtins::BUILTIN_VERSION);
     if !deploy {
         return Ok(version_id);
     }
     let slots = client.list_plugins(pb::ListPluginsRequest {}).await.map_err(RpcError)?.into_inner().slots;
     let present = slots.iter().any(|s| s.slot == slot && s.versions.iter().any(|v| v.id == version_id));
     if !present {
-        let messages = deploy_messages(slot, name, paceline_server::wiring::BUILTIN_VERSION, false, 0, bytes);
+        let messages = deploy_messages(slot, name, paceline_plugin::builtins::BUILTIN_VERSION, false, 0, bytes);
         let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
         eprintln!("deployed the built-in {} to {slot}", resp.id);
     }
@@ -232,7 +232,7 @@ pub fn list(a: ListArgs) -> anyhow::Result<std::process::ExitCode> {
             format!(
                 "{}built-in policies (plugin deploy SLOT --builtin NAME; shadow or activate as NAME@{}): {}\n",
                 slot_table(&slots),
-                paceline_server::wiring::BUILTIN_VERSION,
+                paceline_plugin::builtins::BUILTIN_VERSION,
                 builtin_names()
             )
         })
@@ -356,7 +356,7 @@ mod tests {
     /// id was expected; the built-ins are named as the server names them.
     #[test]
     fn built_in_policies_are_named_as_builtin_name_or_their_version_id() {
-        let id = format!("spread@{}", paceline_server::wiring::BUILTIN_VERSION);
+        let id = format!("spread@{}", paceline_plugin::builtins::BUILTIN_VERSION);
         for reference in ["builtin:spread", id.as_str()] {
             let (name, bytes) = builtin_ref(reference).expect("a reference").expect("a built-in");
             assert_eq!((name, bytes), ("spread", paceline_plugin_artifacts::SPREAD), "{reference}");
@@ -366,7 +366,7 @@ mod tests {
         let wrong = builtin_ref("builtin:nope").expect_err("unknown").to_string();
         assert!(wrong.contains("binpack, spread"), "names the built-ins: {wrong}");
         let other = builtin_ref("spread@builtin-9.9.9").expect_err("another version").to_string();
-        assert!(other.contains(paceline_server::wiring::BUILTIN_VERSION), "{other}");
+        assert!(other.contains(paceline_plugin::builtins::BUILTIN_VERSION), "{other}");
     }
 
     #[test]
