@@ -125,14 +125,18 @@ where
 }
 
 impl CassandraStore {
-    /// Adds the entries of `job_id` for `attrs` (idempotent).
-    pub(super) async fn index_add(&self, job_id: &str, attrs: &[Attr]) -> Result<()> {
+    /// Adds the entries of `job_id` for `attrs` (idempotent), at write
+    /// timestamp `ts` of the handle's clock (decision 0049): taken before
+    /// the timestamp of the row write that makes them true, so that
+    /// [`CassandraStore::index_remove_at`] with the row's `WRITETIME(state)`
+    /// removes them, and not an entry written again later.
+    pub(super) async fn index_add(&self, job_id: &str, attrs: &[Attr], ts: i64) -> Result<()> {
         let now = crate::types::now_ms() as i64;
         let mut futs = Vec::with_capacity(attrs.len());
         for (a, v) in attrs.iter().cloned() {
             let id = job_id.to_string();
             futs.push(async move {
-                self.exec("job index", &self.s.ins_index, (a, v.as_str(), shard(&id), id.as_str(), now)).await
+                self.exec("job index", &self.s.ins_index, (a, v.as_str(), shard(&id), id.as_str(), now, ts)).await
             });
         }
         all(futs).await.map(drop)
@@ -150,15 +154,16 @@ impl CassandraStore {
         all(futs).await.map(drop)
     }
 
-    /// Removes every entry of `job_id` for `attrs` and for every state.
-    pub(super) async fn index_remove_all(&self, job_id: &str, attrs: &[Attr]) -> Result<()> {
+    /// Removes every entry of `job_id` for `attrs` and for every state
+    /// written at or before `ts` (the delete's clock).
+    pub(super) async fn index_remove_all(&self, job_id: &str, attrs: &[Attr], ts: i64) -> Result<()> {
         let mut every: Vec<Attr> = attrs.to_vec();
         every.extend(JobState::ALL.iter().map(|s| ("state", s.as_str().to_string())));
         let mut futs = Vec::with_capacity(every.len());
         for (a, v) in every {
             let id = job_id.to_string();
             futs.push(async move {
-                self.exec("job index", &self.s.del_index, (a, v.as_str(), shard(&id), id.as_str())).await
+                self.exec("job index", &self.s.del_index_at, (ts, a, v.as_str(), shard(&id), id.as_str())).await
             });
         }
         all(futs).await.map(drop)

@@ -4,20 +4,25 @@
 //! names no filter), and deletion of a job with everything under it.
 //!
 //! A create is all or nothing for readers (decision 0033): a marker in
-//! `job_creates` first, then the row claimed by a lightweight transaction
-//! with `state = 'CREATING'` (no read returns such a row), the index
-//! entries, config version 1 and the tasks, and last a second lightweight
-//! transaction that sets the real state: the moment the job exists. A
-//! crash in between leaves a marker that [`remove_interrupted_creates`]
+//! `job_creates` first, then the row with `state = 'CREATING'` (no read
+//! returns such a row), the index entries, config version 1 and the tasks,
+//! and last the write that sets the real state: the moment the job exists.
+//! A crash in between leaves a marker that [`remove_interrupted_creates`]
 //! follows at the next leader's start to remove what was written.
+//!
+//! No write here is a lightweight transaction (decision 0049): the leader
+//! is the one writer of jobs, "already exists" and the versions of
+//! runtimes and configs are checked in its cache (`versions.rs`), and every
+//! row is written and deleted at its write clock, so a deposed leader's
+//! late write loses to anything a newer leader wrote.
 
 use futures::{StreamExt, TryStreamExt};
 use paceline_model::job::{JobConfig, JobRuntime};
 
 use paceline_model::task::TaskRuntime;
 
-use super::exec::Lwt;
 use super::job_index::{CREATING, config_attrs, live_states, plan, shard};
+use super::versions::{JobLookup, JobMeta};
 use super::{CONCURRENCY, CassandraStore};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
@@ -80,7 +85,6 @@ pub(super) async fn create_job_with_tasks(
     runtime: &JobRuntime,
     tasks: &[(u32, TaskRuntime)],
 ) -> Result<JobRuntime> {
-    store.fence_check().await?;
     let NewJob { config: body, runtime: rt, runtime_body: rt_body, labels } = new_job(id, config, runtime)?;
     let mut rows = Vec::with_capacity(tasks.len());
     let mut seen = std::collections::BTreeSet::new();
@@ -95,40 +99,78 @@ pub(super) async fn create_job_with_tasks(
         encode(|| format!("task {id}/{instance}"), &task, limits::MAX_RECORD)?;
         rows.push((*instance, task));
     }
-    let nonce = nonce();
-    store
-        .exec("job create marker", &store.s.ins_create, (shard(id), id, nonce.as_str(), crate::types::now_ms() as i64))
-        .await?;
-    let values = (
-        id,
-        &config.name,
-        &config.owner,
-        &config.pool,
-        config.kind.as_str(),
-        &labels,
-        config.instance_count as i32,
-        CREATING,
-        &rt_body,
-    );
-    let claimed = match store.lwt_once("create job", &store.s.ins_job, &values).await {
-        Ok(Lwt::Applied) => Ok(()),
-        Ok(Lwt::NotApplied(_)) => Err(StoreError::exists("job", id)),
-        Err((_, e)) => {
-            // Unknown outcome: it is ours if the row holds our runtime and
-            // is still being created.
-            let current: Vec<(i64, String)> = store.rows("job", &store.s.sel_job_serial, (id,)).await?;
-            let (exists, _) = store.job_summary_of(id).await?;
-            if current.first().is_none_or(|(_, b)| *b != rt_body) || exists.is_some() { Err(e) } else { Ok(()) }
-        }
-    };
-    if let Err(e) = claimed {
-        let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
-        return Err(e);
+    // "Already exists" is decided in this handle (decision 0049): a create
+    // of the id running here, or a job this handle knows, refuses it at
+    // once; otherwise the row is read at the configured (quorum)
+    // consistency, beside the fence read. A job an earlier leader created
+    // and acknowledged is there: it acknowledged it only after a fence read
+    // that followed its writes, so before this leader's claim completed.
+    if !store.job_versions.reserve(id) {
+        return Err(StoreError::exists("job", id));
     }
-    match finish_create(store, id, config, &rt, &body, &rows).await {
-        Ok(()) => {
-            // A marker left by a failure here only costs the next leader a read.
-            let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
+    let read = async {
+        let (_, found) = futures::try_join!(store.fence_check(), store.job_meta(id))?;
+        Ok::<_, StoreError>(found)
+    };
+    match read.await {
+        Ok(None) => {}
+        Ok(Some(found)) => {
+            store.job_versions.forget(id);
+            if found.state != CREATING {
+                store.job_versions.fill(id, found);
+            }
+            return Err(StoreError::exists("job", id));
+        }
+        Err(e) => {
+            store.job_versions.forget(id);
+            return Err(e);
+        }
+    }
+    let nonce = nonce();
+    let written = async {
+        store
+            .exec(
+                "job create marker",
+                &store.s.ins_create,
+                (shard(id), id, nonce.as_str(), crate::types::now_ms() as i64),
+            )
+            .await?;
+        // Tombstones below everything this create writes, for what a
+        // deposed leader's create of the same id may still land: its job
+        // row's cells and tasks lose to ours, these hide its bucket markers
+        // and the rows of instances this create does not have.
+        let before = store.fence.next_timestamp()?;
+        let values = (
+            id,
+            &config.name,
+            &config.owner,
+            &config.pool,
+            config.kind.as_str(),
+            &labels,
+            config.instance_count as i32,
+            CREATING,
+            &rt_body,
+            store.fence.next_timestamp()?,
+        );
+        // The row in a state no read returns: the id is this create's.
+        store.exec("create job", &store.s.ins_job, values).await?;
+        finish_create(store, id, config, &rt, &body, &rows, before).await
+    };
+    match written.await {
+        Ok(state_at) => {
+            // A marker left by a failure here only costs the next leader a
+            // read. The fence is read after the writes: a newer leader
+            // claimed before they were acknowledged might not see them.
+            let marker = async {
+                let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
+                Ok(())
+            };
+            if let Err(e) = futures::try_join!(store.fence_check(), marker) {
+                store.job_versions.forget(id);
+                return Err(e);
+            }
+            let meta = JobMeta { version: 1, state: rt.state.as_str().to_string(), state_at, config_version: 1 };
+            store.job_versions.created(id, meta);
             Ok(rt)
         }
         Err(e) => {
@@ -137,13 +179,14 @@ pub(super) async fn create_job_with_tasks(
             if remove_all(store, id).await.is_ok() {
                 let _ = store.exec("job create marker", &store.s.del_create, (shard(id), id, nonce.as_str())).await;
             }
+            store.job_versions.forget(id);
             Err(e)
         }
     }
 }
 
-/// Everything after the claim: index entries, config 1, tasks, and the
-/// state that makes the job visible.
+/// Everything after the row: index entries, config 1, tasks, and the
+/// state that makes the job visible, whose write timestamp it returns.
 async fn finish_create(
     store: &CassandraStore,
     id: &str,
@@ -151,34 +194,34 @@ async fn finish_create(
     rt: &JobRuntime,
     body: &str,
     tasks: &[(u32, TaskRuntime)],
-) -> Result<()> {
+    before: i64,
+) -> Result<i64> {
     let mut attrs = config_attrs(&config.owner, &config.pool, &config.labels);
     attrs.push(("state", rt.state.as_str().to_string()));
-    store.index_add(id, &attrs).await?;
-    store.exec("job config", &store.s.ins_config, (id, 1i64, body)).await?;
+    let ts = store.fence.next_timestamp()?;
+    futures::try_join!(
+        store.index_add(id, &attrs, ts),
+        store.exec("job config", &store.s.ins_config, (id, 1i64, body, ts)),
+    )?;
     crate::crash::point("create-job.before-tasks");
+    let buckets: std::collections::BTreeSet<i32> = tasks.iter().map(|(i, _)| super::bucket(*i)).collect();
+    let hide = futures::stream::iter(buckets)
+        .map(|b| store.exec("tasks", &store.s.del_bucket_tasks, (before, id, b)))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>();
+    futures::try_join!(hide, store.exec("task buckets", &store.s.del_buckets, (before, id)))?;
     if !tasks.is_empty() {
-        store.put_tasks_unconditional(id, tasks).await?;
+        store.write_tasks(id, tasks).await?;
     }
     crate::crash::point("create-job.before-commit");
-    let state = rt.state.as_str();
-    match store.lwt_once("create job", &store.s.commit_job, &(state, id, CREATING)).await {
-        Ok(Lwt::Applied) => Ok(()),
-        Ok(Lwt::NotApplied(_)) => {
-            Err(StoreError::Backend(format!("create of job {id}: its row was removed or changed while it was written")))
-        }
-        Err((_, e)) => {
-            let now: Vec<(Option<String>, Option<i64>)> = store.rows("job", &store.s.sel_job_state, (id,)).await?;
-            match now.first() {
-                Some((Some(s), _)) if s == state => Ok(()),
-                _ => Err(e),
-            }
-        }
-    }
+    let at = store.fence.next_timestamp()?;
+    store.exec("create job", &store.s.commit_job, (at, rt.state.as_str(), id)).await?;
+    Ok(at)
 }
 
 /// Removes a job and everything under it, whatever its state (a create
-/// cut short included).
+/// cut short included), at the write clock (decision 0049): a delete at
+/// the node's own time would not hide rows written at the clock.
 async fn remove_all(store: &CassandraStore, id: &str) -> Result<()> {
     let attrs = match store.rows::<JobRow>("job", &store.s.sel_job_summary, (id,)).await?.into_iter().next() {
         Some(r) => {
@@ -188,18 +231,49 @@ async fn remove_all(store: &CassandraStore, id: &str) -> Result<()> {
         None => Vec::new(),
     };
     store.versions.forget_job(id);
+    store.job_versions.forget(id);
+    let ts = store.fence.next_timestamp()?;
     for b in store.buckets(id).await? {
-        // At the write clock, as every write of a task row (decision 0049):
-        // a delete at the node's own time would not hide them.
-        let ts = store.fence.next_timestamp()?;
         store.exec("tasks", &store.s.del_bucket_tasks, (ts, id, b)).await?;
     }
-    store.exec("task buckets", &store.s.del_buckets, (id,)).await?;
-    store.exec("job configs", &store.s.del_configs, (id,)).await?;
-    store.index_remove_all(id, &attrs).await?;
+    store.exec("task buckets", &store.s.del_buckets, (ts, id)).await?;
+    store.exec("job configs", &store.s.del_configs, (ts, id)).await?;
+    store.index_remove_all(id, &attrs, ts).await?;
     // The job row last: while it exists, a retry can finish the delete.
-    store.exec("job", &store.s.del_job, (id,)).await?;
+    store.exec("job", &store.s.del_job, (ts, id)).await?;
     Ok(())
+}
+
+/// `version, state, WRITETIME(state), latest_config_version` of a job row.
+type MetaRow = (Option<i64>, Option<String>, Option<i64>, Option<i64>);
+
+impl CassandraStore {
+    /// The job row's versions and state as stored, `None` if there is none.
+    async fn job_meta(&self, id: &str) -> Result<Option<JobMeta>> {
+        let rows: Vec<MetaRow> = self.rows("job", &self.s.sel_job_meta, (id,)).await?;
+        Ok(rows.into_iter().next().map(|(version, state, at, config)| JobMeta {
+            version: version.map_or(0, |v| v.max(0) as u64),
+            state: state.unwrap_or_default(),
+            state_at: at.unwrap_or(0),
+            config_version: config.map_or(0, |v| v.max(0) as u64),
+        }))
+    }
+
+    /// Makes sure this handle knows job `id` (reading its row if not):
+    /// [`StoreError::NotFound`] if there is no such job for readers.
+    async fn know_job(&self, id: &str) -> Result<()> {
+        match self.job_versions.lookup(id) {
+            JobLookup::Known => Ok(()),
+            JobLookup::Creating => Err(StoreError::not_found("job", id)),
+            JobLookup::Unknown => match self.job_meta(id).await? {
+                Some(m) if m.state != CREATING => {
+                    self.job_versions.fill(id, m);
+                    Ok(())
+                }
+                _ => Err(StoreError::not_found("job", id)),
+            },
+        }
+    }
 }
 
 /// Follows the markers of creates a crash cut short: a row still
@@ -231,13 +305,15 @@ pub(super) async fn add_job_config(store: &CassandraStore, id: &str, version: u6
     if version < 2 {
         return Err(StoreError::Invalid(format!("config version {version}: versions after the first start at 2")));
     }
-    if !store.job_exists(id).await? {
-        return Err(StoreError::not_found("job", id));
-    }
+    // The latest version checked in this handle (decision 0049).
+    store.know_job(id).await?;
+    let index_ts = store.fence.next_timestamp()?;
+    let ts = store.fence.next_timestamp()?;
+    store.job_versions.take_config(id, version)?;
     // Entries before the write that makes them true; the old owner's,
     // pool's and labels' entries become stale and readers remove them.
-    store.index_add(id, &config_attrs(&config.owner, &config.pool, &config.labels)).await?;
     let values = (
+        ts,
         &config.name,
         &config.owner,
         &config.pool,
@@ -246,19 +322,20 @@ pub(super) async fn add_job_config(store: &CassandraStore, id: &str, version: u6
         config.instance_count as i32,
         version as i64,
         id,
-        (version - 1) as i64,
     );
-    match store.lwt_once("job config", &store.s.upd_job_config, &values).await {
-        Ok(Lwt::Applied) => {}
-        Ok(Lwt::NotApplied(_)) if !store.job_exists(id).await? => return Err(StoreError::not_found("job", id)),
-        Ok(Lwt::NotApplied(_)) => {
-            let (latest, _) = store.get_job_config(id, None).await?;
-            return Err(StoreError::conflict(format!("config of job {id}"), version - 1, Some(latest)));
-        }
-        Err((_, e)) => return Err(e),
+    let written = async {
+        store.index_add(id, &config_attrs(&config.owner, &config.pool, &config.labels), index_ts).await?;
+        futures::try_join!(
+            store.exec("job config", &store.s.upd_job_config, values),
+            store.exec("job config", &store.s.ins_config, (id, version as i64, &body, ts)),
+        )?;
+        Ok::<_, StoreError>(())
+    };
+    if let Err(e) = written.await {
+        store.job_versions.forget(id);
+        return Err(e);
     }
-    store.exec("job config", &store.s.ins_config, (id, version as i64, &body)).await?;
-    Ok(())
+    store.fence_check().await
 }
 
 pub(super) async fn get_job_config(store: &CassandraStore, id: &str, version: Option<u64>) -> Result<(u64, JobConfig)> {
@@ -289,45 +366,54 @@ pub(super) async fn get_job_runtime(store: &CassandraStore, id: &str) -> Result<
     decode(|| format!("runtime of job {id}"), &body)
 }
 
+/// Compare-and-set of a job runtime without Paxos (decision 0049): the
+/// version checked in this handle's cache, the row written at the write
+/// clock, the fence read again after the write; as [`super::tasks::cas_tasks`].
 pub(super) async fn cas_job_runtime(
     store: &CassandraStore,
     id: &str,
     expected_version: u64,
     runtime: &JobRuntime,
 ) -> Result<JobRuntime> {
-    store.fence_check().await?;
+    store.fence_check_before().await?;
     check_id("job", id)?;
     runtime.validate()?;
     let mut stored = runtime.clone();
     stored.version = expected_version + 1;
     let body = encode(|| format!("runtime of job {id}"), &stored, limits::MAX_RECORD)?;
-    // The new state's index entry before the write that makes it true;
-    // the old state's removed after, written no later than the old state
-    // was (an entry written again since, for a job back in that state, stays).
-    let before: Vec<(Option<String>, Option<i64>)> = store.rows("job", &store.s.sel_job_state, (id,)).await?;
-    let old = match before.into_iter().next() {
-        Some((Some(s), _)) if s == CREATING => return Err(StoreError::not_found("job", id)),
-        Some((Some(s), Some(at))) if s != stored.state.as_str() => Some((s, at)),
-        Some(_) => None,
-        None => return Err(StoreError::not_found("job", id)),
+    store.know_job(id).await?;
+    let state = stored.state.as_str();
+    // The new state's index entry before the write that makes it true (a
+    // smaller timestamp); the old state's removed after, at the timestamp
+    // its state was written with, so an entry written again since (a job
+    // back in that state) stays.
+    let index_ts = store.fence.next_timestamp()?;
+    let ts = store.fence.next_timestamp()?;
+    let (old, old_at) = store.job_versions.take_runtime(id, expected_version, state, ts)?;
+    let moved = old != state;
+    let written = async {
+        if moved {
+            store.index_add(id, &[("state", state.to_string())], index_ts).await?;
+        }
+        let values = (ts, state, stored.version as i64, &body, id);
+        store.exec(&format!("job {id}"), &store.s.put_job_runtime, values).await.map(drop)
     };
-    if old.is_some() {
-        store.index_add(id, &[("state", stored.state.as_str().to_string())]).await?;
+    if let Err(e) = written.await {
+        // The outcome is unknown: the next write reads the row again (this
+        // one, if it lands late, loses to it: its timestamp is smaller).
+        store.job_versions.forget(id);
+        return Err(StoreError::Unavailable(format!("job {id}: {e}")));
     }
-    let values = (stored.state.as_str(), stored.version as i64, &body, id, expected_version as i64);
-    store
-        .cas(&format!("job {id}"), &store.s.cas_job, values, &store.s.sel_job_serial, (id,), expected_version, &body)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound { .. } => StoreError::not_found("job", id),
-            e => e,
-        })?;
-    if let Some((state, at)) = old
-        && let Err(e) = store.index_remove_at(id, &[("state", state)], at).await
-    {
-        // Stale, not wrong: readers check entries against the row.
-        tracing::warn!(job = %id, error = %e, "cassandra: old state's index entry not removed");
-    }
+    let removed = async {
+        if moved && let Err(e) = store.index_remove_at(id, &[("state", old)], old_at).await {
+            // Stale, not wrong: readers check entries against the row.
+            tracing::warn!(job = %id, error = %e, "cassandra: old state's index entry not removed");
+        }
+        Ok(())
+    };
+    // After the write: a newer leader recorded before it was acknowledged
+    // may not have seen it, so it is not reported made.
+    futures::try_join!(store.fence_check(), removed)?;
     Ok(stored)
 }
 

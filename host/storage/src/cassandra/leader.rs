@@ -26,6 +26,17 @@ impl CassandraStore {
     }
 }
 
+impl CassandraStore {
+    /// The fence read before a runtime write, skipped by a handle acting
+    /// as paused past it ([`CassandraStore::act_as_paused_past_fence_check`]).
+    pub(super) async fn fence_check_before(&self) -> Result<()> {
+        if self.past_fence_check.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        self.fence_check().await
+    }
+}
+
 pub(super) async fn claim_leadership(store: &CassandraStore, epoch: u64) -> Result<()> {
     if epoch == 0 {
         return Err(StoreError::Invalid("leader epoch 0: epochs start at 1".into()));

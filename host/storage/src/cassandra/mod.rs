@@ -3,13 +3,15 @@
 //!
 //! - Schema: versioned, idempotent migrations ([`schema`]).
 //! - Every statement is prepared once at connect.
-//! - Compare-and-set of job runtimes and updates uses lightweight
-//!   transactions (`IF version = ?`) at serial consistency; a timed-out
+//! - Jobs and task runtimes take no Paxos round (decision 0049): job
+//!   creates decide "already exists", and runtime and config writes check
+//!   their versions, in the handle's cache (`versions`), and job rows,
+//!   their configs, index entries and task rows are written at the fenced
+//!   write clock's timestamps, so a deposed leader's late write loses.
+//!   Updates, plugin versions and the fence keep lightweight transactions
+//!   (`IF version = ?`, `IF NOT EXISTS`) at serial consistency; a timed-out
 //!   Paxos round is resolved by reading the row back at serial consistency,
-//!   never by guessing. Task runtimes, the bulk of the writes, take no
-//!   Paxos round (decision 0049): their versions are checked in the
-//!   handle's cache (`versions`) and rows are written at the fenced write
-//!   clock's timestamps, so a deposed leader's late write loses.
+//!   never by guessing.
 //! - Partitions are bounded: a job's tasks live in buckets of
 //!   [`schema::TASK_BUCKET`] instances, task events in a partition per task
 //!   with a TTL, update progress in buckets too.
@@ -103,6 +105,9 @@ pub struct CassandraStore {
     fence: Arc<crate::fence::Fence>,
     /// Versions of task runtimes, where their compare-and-set is checked.
     versions: versions::Versions,
+    /// Job rows this handle knows: creates' "already exists", versions of
+    /// job runtimes and configs (decision 0049).
+    job_versions: versions::JobVersions,
     /// Tests only: see [`CassandraStore::act_as_paused_past_fence_check`].
     past_fence_check: std::sync::atomic::AtomicBool,
 }
@@ -189,11 +194,12 @@ impl CassandraStore {
             keyspace: ks.clone(),
             fence: Arc::default(),
             versions: versions::Versions::default(),
+            job_versions: versions::JobVersions::default(),
             past_fence_check: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Tests only: from now on this handle's task runtime writes skip the
+    /// Tests only: from now on this handle's task and job runtime writes skip the
     /// fence read before them, as the writes of a leader paused (SIGSTOP, a
     /// long GC) between that read and sending them, and resumed after a
     /// newer leader claimed. The read after the writes still runs. For the

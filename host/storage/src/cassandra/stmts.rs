@@ -65,36 +65,39 @@ async fn prep(
 }
 
 statements! {
+    // Job rows, their configs, task buckets and index entries are written,
+    // and deleted, only at the handle's write clock, as task rows are
+    // (decision 0049): the version and "already exists" checks are made in
+    // the handle's cache, with no Paxos round.
     ins_job: "INSERT INTO jobs (job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, state, version, runtime)
-              VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, 1, ?) IF NOT EXISTS", Lwt;
-    upd_job_config: "UPDATE jobs SET name = ?, owner = ?, pool = ?, kind = ?, labels = ?, instance_count = ?, latest_config_version = ?
-                     WHERE job_id = ? IF latest_config_version = ?", Lwt;
-    cas_job: "UPDATE jobs SET state = ?, version = ?, runtime = ? WHERE job_id = ? IF version = ?", Lwt;
-    sel_job_serial: "SELECT version, runtime FROM jobs WHERE job_id = ?", Serial;
+              VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, 1, ?) USING TIMESTAMP ?", Plain;
+    upd_job_config: "UPDATE jobs USING TIMESTAMP ? SET name = ?, owner = ?, pool = ?, kind = ?, labels = ?, instance_count = ?,
+                     latest_config_version = ? WHERE job_id = ?", Plain;
+    put_job_runtime: "UPDATE jobs USING TIMESTAMP ? SET state = ?, version = ?, runtime = ? WHERE job_id = ?", Plain;
+    sel_job_meta: "SELECT version, state, WRITETIME(state), latest_config_version FROM jobs WHERE job_id = ?", Plain;
     sel_job_runtime: "SELECT runtime, state FROM jobs WHERE job_id = ?", Plain;
     sel_job_exists: "SELECT job_id, state FROM jobs WHERE job_id = ?", Plain;
     sel_job_state: "SELECT state, WRITETIME(state) FROM jobs WHERE job_id = ?", Plain;
     sel_job_summary: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state
                       FROM jobs WHERE job_id = ?", Plain;
-    commit_job: "UPDATE jobs SET state = ? WHERE job_id = ? IF state = ?", Lwt;
+    commit_job: "UPDATE jobs USING TIMESTAMP ? SET state = ? WHERE job_id = ?", Plain;
     sel_jobs: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state FROM jobs", Plain;
     sel_jobs_after: "SELECT job_id, name, owner, pool, kind, labels, instance_count, latest_config_version, runtime, state FROM jobs
                      WHERE token(job_id) > token(?)", Plain;
-    ins_index: "INSERT INTO job_index (attr, value, shard, job_id, at) VALUES (?, ?, ?, ?, ?)", Plain;
+    ins_index: "INSERT INTO job_index (attr, value, shard, job_id, at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?", Plain;
     sel_index: "SELECT job_id, WRITETIME(at) FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id > ? LIMIT ?", Plain;
-    del_index: "DELETE FROM job_index WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
     del_index_at: "DELETE FROM job_index USING TIMESTAMP ? WHERE attr = ? AND value = ? AND shard = ? AND job_id = ?", Plain;
     ins_create: "INSERT INTO job_creates (shard, job_id, nonce, claimed_ms) VALUES (?, ?, ?, ?)", Plain;
     del_create: "DELETE FROM job_creates WHERE shard = ? AND job_id = ? AND nonce = ?", Plain;
     sel_creates: "SELECT job_id, nonce FROM job_creates WHERE shard = ?", Plain;
-    del_job: "DELETE FROM jobs WHERE job_id = ?", Plain;
-    ins_config: "INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?)", Plain;
+    del_job: "DELETE FROM jobs USING TIMESTAMP ? WHERE job_id = ?", Plain;
+    ins_config: "INSERT INTO job_configs (job_id, version, config) VALUES (?, ?, ?) USING TIMESTAMP ?", Plain;
     sel_config: "SELECT version, config FROM job_configs WHERE job_id = ? AND version = ?", Plain;
     sel_config_latest: "SELECT version, config FROM job_configs WHERE job_id = ? LIMIT 1", Plain;
-    del_configs: "DELETE FROM job_configs WHERE job_id = ?", Plain;
-    ins_bucket: "INSERT INTO job_task_buckets (job_id, bucket) VALUES (?, ?)", Plain;
+    del_configs: "DELETE FROM job_configs USING TIMESTAMP ? WHERE job_id = ?", Plain;
+    ins_bucket: "INSERT INTO job_task_buckets (job_id, bucket) VALUES (?, ?) USING TIMESTAMP ?", Plain;
     sel_buckets: "SELECT bucket FROM job_task_buckets WHERE job_id = ?", Plain;
-    del_buckets: "DELETE FROM job_task_buckets WHERE job_id = ?", Plain;
+    del_buckets: "DELETE FROM job_task_buckets USING TIMESTAMP ? WHERE job_id = ?", Plain;
     // Task rows are written only at the handle's write clock (decision
     // 0049): creates, runtime changes and deletes alike.
     ins_task: "INSERT INTO tasks (job_id, bucket, instance, state, version, runtime) VALUES (?, ?, ?, ?, ?, ?)

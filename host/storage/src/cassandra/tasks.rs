@@ -31,6 +31,12 @@ impl CassandraStore {
     /// beside concurrent writers.
     pub async fn put_tasks_unconditional(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
         self.fence_check().await?;
+        self.write_tasks(job_id, tasks).await
+    }
+
+    /// [`CassandraStore::put_tasks_unconditional`] without its fence read
+    /// (a job create has made it).
+    pub(super) async fn write_tasks(&self, job_id: &str, tasks: &[(u32, TaskRuntime)]) -> Result<()> {
         check_id("job", job_id)?;
         let mut rows = Vec::with_capacity(tasks.len());
         let mut buckets = BTreeSet::new();
@@ -59,8 +65,9 @@ impl CassandraStore {
         // now those written (or unknown, if the write fails).
         let versions: Vec<(u32, u64)> = tasks.iter().map(|(i, rt)| (*i, rt.version)).collect();
         // Bucket markers first: a task row is never invisible to listings.
+        let ts = self.fence.next_timestamp()?;
         futures::stream::iter(buckets)
-            .map(|b| self.exec("task bucket", &self.s.ins_bucket, (job_id, b)))
+            .map(|b| self.exec("task bucket", &self.s.ins_bucket, (job_id, b, ts)))
             .buffer_unordered(CONCURRENCY)
             .try_collect::<Vec<_>>()
             .await?;
@@ -158,9 +165,7 @@ pub(super) async fn cas_task(
 /// Two handles writing the same tasks at once (not fenced against each
 /// other) would both pass their checks, and the later timestamp win.
 pub(super) async fn cas_tasks(store: &CassandraStore, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
-    if !store.past_fence_check.load(std::sync::atomic::Ordering::Acquire) {
-        store.fence_check().await?;
-    }
+    store.fence_check_before().await?;
     check_id("job", job_id)?;
     let mut bodies = Vec::with_capacity(writes.len());
     for w in writes {
@@ -260,7 +265,8 @@ impl CassandraStore {
             rt.version = 1;
             let body = encode(|| task_what(job_id, *instance), &rt, limits::MAX_RECORD)?;
             let b = bucket(*instance);
-            self.exec("task bucket", &self.s.ins_bucket, (job_id, b)).await?;
+            let ts = self.fence.next_timestamp()?;
+            self.exec("task bucket", &self.s.ins_bucket, (job_id, b, ts)).await?;
             let size = body.len() + job_id.len() + 32;
             rows.push((b, size, (job_id.to_string(), b, *instance as i32, rt.state.as_str(), rt.version as i64, body)));
         }

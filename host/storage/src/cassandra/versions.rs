@@ -8,6 +8,10 @@
 //! Exact for one writing handle, which the fence makes of the leader. Its
 //! size: a few tens of bytes per task this handle has written or checked;
 //! a job's entries go when the job is deleted.
+//!
+//! The same for job rows ([`JobVersions`]): "already exists" for a create,
+//! the runtime's version and the latest config version, about a hundred
+//! bytes per job this handle has created or written.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -103,9 +107,144 @@ impl Versions {
     }
 }
 
+/// What the handle knows of one job row (decision 0049): the runtime's
+/// version, the `state` column with its write timestamp (to remove the
+/// index entry of a state left), and the latest config version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct JobMeta {
+    pub(super) version: u64,
+    pub(super) state: String,
+    pub(super) state_at: i64,
+    pub(super) config_version: u64,
+}
+
+#[derive(Debug)]
+enum JobSlot {
+    /// A create of this id is running in this handle.
+    Creating,
+    Known(JobMeta),
+}
+
+/// Whether the handle knows a job.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum JobLookup {
+    /// Not in the cache: read the row.
+    Unknown,
+    /// Being created by this handle: not a job yet for anyone.
+    Creating,
+    Known,
+}
+
+/// The handle's cache of job rows, where job creates decide "already
+/// exists" and job runtime and config writes check their versions instead
+/// of a Paxos round (decision 0049). Exact for the one writing handle;
+/// a write whose outcome is unknown forgets the job, so the next one reads
+/// the row again.
+#[derive(Debug, Default)]
+pub(super) struct JobVersions {
+    jobs: Mutex<HashMap<String, JobSlot>>,
+}
+
+impl JobVersions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobSlot>> {
+        // A panic while holding it leaves plain data, still consistent.
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn lookup(&self, id: &str) -> JobLookup {
+        match self.lock().get(id) {
+            None => JobLookup::Unknown,
+            Some(JobSlot::Creating) => JobLookup::Creating,
+            Some(JobSlot::Known(_)) => JobLookup::Known,
+        }
+    }
+
+    /// Takes `id` for a create: false if this handle knows the job or is
+    /// creating it. Two creates of one id in this handle: one gets it.
+    pub(super) fn reserve(&self, id: &str) -> bool {
+        match self.lock().entry(id.to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(JobSlot::Creating);
+                true
+            }
+        }
+    }
+
+    /// A row as read from the database; what this handle knows stays (it
+    /// comes from its own later writes, or a create in flight).
+    pub(super) fn fill(&self, id: &str, meta: JobMeta) {
+        self.lock().entry(id.to_string()).or_insert(JobSlot::Known(meta));
+    }
+
+    /// A create of this handle finished: the job is known.
+    pub(super) fn created(&self, id: &str, meta: JobMeta) {
+        self.lock().insert(id.to_string(), JobSlot::Known(meta));
+    }
+
+    pub(super) fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// Checks that the runtime is at `expected`, takes `expected + 1`, and
+    /// records `state` written at `at`; returns the state left and its
+    /// timestamp. [`StoreError::NotFound`] for a job being created here, a
+    /// conflict without a version when the job is not known.
+    pub(super) fn take_runtime(&self, id: &str, expected: u64, state: &str, at: i64) -> Result<(String, i64)> {
+        let what = || format!("job {id}");
+        match self.lock().get_mut(id) {
+            Some(JobSlot::Known(m)) if m.version == expected => {
+                m.version = expected + 1;
+                let old = (std::mem::replace(&mut m.state, state.to_string()), m.state_at);
+                m.state_at = at;
+                Ok(old)
+            }
+            Some(JobSlot::Known(m)) => Err(StoreError::conflict(what(), expected, Some(m.version))),
+            Some(JobSlot::Creating) => Err(StoreError::not_found("job", id)),
+            None => Err(StoreError::conflict(what(), expected, None)),
+        }
+    }
+
+    /// Checks that the latest config is `version - 1` and takes `version`.
+    pub(super) fn take_config(&self, id: &str, version: u64) -> Result<()> {
+        let what = || format!("config of job {id}");
+        match self.lock().get_mut(id) {
+            Some(JobSlot::Known(m)) if m.config_version + 1 == version => {
+                m.config_version = version;
+                Ok(())
+            }
+            Some(JobSlot::Known(m)) => Err(StoreError::conflict(what(), version - 1, Some(m.config_version))),
+            Some(JobSlot::Creating) => Err(StoreError::not_found("job", id)),
+            None => Err(StoreError::conflict(what(), version - 1, None)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_id_is_reserved_once_and_a_runtime_version_taken_once() {
+        let j = JobVersions::default();
+        assert!(j.reserve("a"), "the first create takes the id");
+        assert!(!j.reserve("a"), "a second create of it in this handle is refused");
+        assert_eq!(j.lookup("a"), JobLookup::Creating);
+        assert!(j.take_runtime("a", 1, "RUNNING", 5).expect_err("not a job yet").is_not_found());
+        let meta = JobMeta { version: 1, state: "PENDING".into(), state_at: 4, config_version: 1 };
+        j.fill("a", meta.clone());
+        assert_eq!(j.lookup("a"), JobLookup::Creating, "a read does not replace a create in flight");
+        j.created("a", meta);
+        assert_eq!(j.take_runtime("a", 1, "RUNNING", 5).expect("expected version"), ("PENDING".into(), 4));
+        assert!(j.take_runtime("a", 1, "KILLED", 6).expect_err("taken").is_conflict(), "the second writer loses");
+        assert_eq!(j.take_runtime("a", 2, "KILLED", 7).expect("the next one"), ("RUNNING".into(), 5));
+        j.take_config("a", 2).expect("config 2 after 1");
+        assert!(j.take_config("a", 2).expect_err("taken").is_conflict());
+        assert!(!j.reserve("a"), "a known job exists");
+        j.forget("a");
+        assert_eq!(j.lookup("a"), JobLookup::Unknown);
+        assert!(j.take_runtime("a", 3, "KILLED", 8).expect_err("unknown").is_conflict());
+    }
 
     #[test]
     fn a_version_is_taken_once_and_unknown_tasks_are_read_first() {

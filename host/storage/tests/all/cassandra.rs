@@ -346,6 +346,66 @@ async fn a_deposed_leaders_late_task_writes_lose_to_the_new_leader() {
     drop_keyspace(&ks).await;
 }
 
+/// The same for job runtimes (decision 0049): leader A moves two jobs to
+/// RUNNING, passes its fence read and stops; B claims, reads them, kills
+/// one; A's late writes then reach the database after B's. They carry A's
+/// generation, below B's, so B's runtime stays, A is told it is fenced, and
+/// the index entry of A's late state does not bring the job into queries.
+/// B's create of an id A created is refused, decided from the row B reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_late_job_runtime_writes_lose_to_the_new_leader() {
+    let ks = format!("{}_deposed_jobs", keyspace());
+    let connect =
+        || async { CassandraStore::connect(&config(&ks)).await.unwrap_or_else(|e| panic!("cassandra {ks}: {e}")) };
+    let a = connect().await;
+    let b = connect().await;
+    a.claim_leadership(20).await.expect("A leads");
+    let owner = crate::conformance::unique("owner");
+    let ids: Vec<String> = (0..2).map(|i| crate::conformance::unique(&format!("deposed-job{i}"))).collect();
+    for id in &ids {
+        let rt = a.create_job(id, &crate::conformance::config(&owner, 1), &JobRuntime::initial(1, 0)).await;
+        let mut running = rt.expect("A creates");
+        running.state = JobState::Running;
+        running.message = "A runs it".into();
+        assert_eq!(a.cas_job_runtime(id, 1, &running).await.expect("A writes").version, 2);
+    }
+
+    a.act_as_paused_past_fence_check(true);
+    b.claim_leadership(21).await.expect("B leads");
+    let mut killed = b.get_job_runtime(&ids[0]).await.expect("B recovers");
+    assert_eq!((killed.state, killed.version), (JobState::Running, 2));
+    killed.state = JobState::Killed;
+    killed.message = "B killed it".into();
+    assert_eq!(b.cas_job_runtime(&ids[0], 2, &killed).await.expect("B writes").version, 3);
+    assert!(
+        matches!(
+            b.create_job(&ids[1], &crate::conformance::config(&owner, 1), &JobRuntime::initial(1, 0)).await,
+            Err(StoreError::AlreadyExists { .. })
+        ),
+        "an id the deposed leader created exists for the new one"
+    );
+
+    // A resumes: its write (version 2 in its cache) goes out after B's.
+    let mut late = JobRuntime::initial(1, 0);
+    late.state = JobState::Succeeded;
+    late.message = "A finished it, late".into();
+    match a.cas_job_runtime(&ids[0], 2, &late).await {
+        Err(StoreError::Fenced { mine, current }) => assert_eq!((mine, current), (20, 21)),
+        other => panic!("the deposed leader must learn it is fenced, not that it wrote: {other:?}"),
+    }
+    let now = b.get_job_runtime(&ids[0]).await.expect("read");
+    assert_eq!((now.state, now.version, now.message.as_str()), (JobState::Killed, 3, "B killed it"));
+    let succeeded = JobQuery { states: vec![JobState::Succeeded], limit: 10, ..Default::default() };
+    assert!(b.query_jobs(&succeeded).await.expect("query").items.is_empty(), "A's late index entry is stale");
+    let killed_q = JobQuery { states: vec![JobState::Killed], limit: 10, ..Default::default() };
+    assert_eq!(b.query_jobs(&killed_q).await.expect("query").items.len(), 1);
+    // The job A did not write late is B's to change, from what B read.
+    let mut next = b.get_job_runtime(&ids[1]).await.expect("read");
+    next.state = JobState::Killing;
+    assert_eq!(b.cas_job_runtime(&ids[1], 2, &next).await.expect("B writes").version, 3);
+    drop_keyspace(&ks).await;
+}
+
 // ---- snapshots (decision 0030) ---------------------------------------------
 
 /// A store on a keyspace of its own (a snapshot's source or target must
@@ -661,8 +721,10 @@ async fn the_job_index_follows_each_change() {
     for shard in 0..8 {
         raw.session()
             .query_unpaged(
-                "DELETE FROM job_index WHERE attr = 'owner' AND value = ? AND shard = ? AND job_id = ?",
-                (owner.clone(), shard, id.clone()),
+                // Above the write clock's timestamps (decision 0049), as a
+                // delete must be to hide entries written at it.
+                "DELETE FROM job_index USING TIMESTAMP ? WHERE attr = 'owner' AND value = ? AND shard = ? AND job_id = ?",
+                (i64::MAX / 2, owner.clone(), shard, id.clone()),
             )
             .await
             .expect("delete by hand");

@@ -573,6 +573,57 @@ pub async fn cas_race_two_writers_exactly_one_wins(s: Arc<dyn Store>) {
     println!("{}: writer wins {wins:?} over {rounds} rounds", s.backend());
 }
 
+/// Job runtimes and creates under concurrent writers of one handle: two
+/// compare-and-sets of one version, exactly one wins; two creates of one
+/// id, exactly one is made and the other told it exists (Cassandra decides
+/// both in the handle's cache, decision 0049).
+pub async fn job_cas_and_create_races_have_one_winner(s: Arc<dyn Store>) {
+    let id = unique("job-race");
+    s.create_job(&id, &config(&unique("o"), 1), &JobRuntime::initial(1, 0)).await.expect("job");
+    for round in 0..100u64 {
+        let attempt = |writer: u64| {
+            let (s, id) = (s.clone(), id.clone());
+            let mut rt = JobRuntime::initial(1, round);
+            rt.state = if writer == 0 { JobState::Running } else { JobState::Pending };
+            rt.message = format!("writer {writer} round {round}");
+            tokio::spawn(async move { s.cas_job_runtime(&id, round + 1, &rt).await })
+        };
+        let (a, b) = (attempt(0), attempt(1));
+        let (a, b) = (a.await.expect("join"), b.await.expect("join"));
+        let won = match (&a, &b) {
+            (Ok(w), Err(e)) | (Err(e), Ok(w)) => {
+                assert!(e.is_conflict(), "round {round}: loser got {e}");
+                w.clone()
+            }
+            _ => panic!("round {round}: expected exactly one winner, got {a:?} and {b:?}"),
+        };
+        let stored = s.get_job_runtime(&id).await.expect("get");
+        assert_eq!((stored.version, &stored.message), (round + 2, &won.message), "round {round}");
+    }
+    let by_state = |state| JobQuery { states: vec![state], limit: 1000, ..Default::default() };
+    let last = s.get_job_runtime(&id).await.expect("get").state;
+    let other = if last == JobState::Running { JobState::Pending } else { JobState::Running };
+    let found = |p: paceline_storage::Page<paceline_storage::JobSummary>| p.items.iter().any(|j| j.id == id);
+    assert!(found(s.query_jobs(&by_state(last)).await.expect("query")), "found by its state");
+    assert!(!found(s.query_jobs(&by_state(other)).await.expect("query")), "not by the state it left");
+
+    for round in 0..20 {
+        let id = unique(&format!("create-race-{round}"));
+        let create = |n: u32| {
+            let (s, id) = (s.clone(), id.clone());
+            tokio::spawn(async move { s.create_job(&id, &config("o", n), &JobRuntime::initial(1, 0)).await })
+        };
+        let (a, b) = (create(1), create(2));
+        let (a, b) = (a.await.expect("join"), b.await.expect("join"));
+        let winner = match (&a, &b) {
+            (Ok(_), Err(StoreError::AlreadyExists { .. })) => 1,
+            (Err(StoreError::AlreadyExists { .. }), Ok(_)) => 2,
+            _ => panic!("round {round}: expected one create and one refusal, got {a:?} and {b:?}"),
+        };
+        assert_eq!(s.get_job_config(&id, None).await.expect("config").1.instance_count, winner, "round {round}");
+    }
+}
+
 /// Leader fencing with two handles on the same database (two servers that
 /// both believe they lead): the later claim fences the earlier handle, whose
 /// writes then fail and change nothing, while reads go on.

@@ -28,6 +28,7 @@ macro_rules! conformance_suite {
             hosts_and_provider_ids,
             bad_input_is_refused_whole,
             cas_race_two_writers_exactly_one_wins,
+            job_cas_and_create_races_have_one_winner,
             audit_log_filters_newest_first_and_prunes,
             secrets_are_sealed_records_per_pool,
         );
