@@ -1,6 +1,7 @@
 //! The one count of a job's unavailable instances (decision 0046), and the
 //! one permission every path that takes instances down asks: the drain
-//! (`manager/hosts.rs`), rolling updates and restarts (`manager/update.rs`).
+//! (`manager/hosts.rs`), rolling updates and restarts (`manager/update.rs`)
+//! and the resource manager's preemption rounds (`manager/gate.rs`).
 //!
 //! An instance the job wants running counts as unavailable until it runs
 //! and, when its spec has a health check, its host reports it healthy,
@@ -56,6 +57,10 @@ pub(crate) fn available(job: &JobEntry, i: u32) -> bool {
     let Some(t) = job.tasks.get(i as usize) else {
         return false;
     };
+    if t.preempted {
+        // A preemption round chose it; its kill is on its way.
+        return false;
+    }
     match t.rt.state {
         TaskState::Running => {
             let checked = job.config_at(t.rt.config_version).task_spec(i).health_check.is_some();
@@ -95,4 +100,10 @@ pub(crate) fn grant(job: &JobEntry, wanted: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Of `wanted`, those whose going costs nothing: not counted, or already
+/// unavailable. What a path may take down when it cannot know the count.
+pub(crate) fn free(job: &JobEntry, wanted: &[u32]) -> Vec<u32> {
+    wanted.iter().copied().filter(|&i| !counted(job, i) || !available(job, i)).collect()
 }

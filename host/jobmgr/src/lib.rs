@@ -27,7 +27,9 @@
 //!   commit is the one owner of PLACED), run updates from hosts
 //!   ([`JobManager::on_run_update`]), host inventory changes
 //!   ([`JobManager::on_hosts_changed`], [`JobManager::on_host_draining`]),
-//!   kill requests of the resource manager ([`JobManager::on_resmgr_kills`])
+//!   kill requests of the resource manager ([`JobManager::on_resmgr_kills`]),
+//!   its preemption rounds' questions (the availability gate,
+//!   [`JobManager::install_availability_gate`])
 //!   and time ([`JobManager::tick`] with a [`Clock`](paceline_joints::Clock), the joints' one clock).
 //! - **Hands on**: gangs to the resource manager, launches and kills to a
 //!   [`Launcher`](paceline_joints::Launcher), what placement needs per task
@@ -51,7 +53,7 @@
 //!   queue: needs, commit, launches), `runs` (run updates), `tick`
 //!   (deadlines, preemption kills, update progress), `update`, `hosts`,
 //!   `recover`, `secrets` (the secrets a config may name, and which jobs
-//!   name one).
+//!   name one), `gate` (the availability gate preemption rounds ask).
 //! - `validate` (private): create-time checks beyond `JobConfig::validate`.
 //! - [`scenario`]: a reusable test harness (recording launcher, placement player).
 //! - [`bench`]: the `paceline bench jobmgr` figures.

@@ -14,6 +14,7 @@ mod admission;
 mod api;
 mod events;
 mod gang;
+mod gate;
 mod goal;
 mod hosts;
 mod launch;

@@ -145,6 +145,8 @@ impl Harness {
             clock.clone(),
             JobManagerConfig::default(),
         ));
+        // As the wiring does: preemption asks the job's availability count.
+        jm.install_availability_gate();
         Harness {
             jm,
             resmgr,

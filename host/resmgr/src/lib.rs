@@ -17,7 +17,8 @@
 //!   decision of when to preempt.
 //! - **Receives**: pool changes, the cluster's capacity, gangs, transitions
 //!   from placement and the runtime, a clock (`now_ms` on every call: nothing
-//!   here sleeps or reads the time), and a [`PreemptionPolicy`].
+//!   here sleeps or reads the time), a [`PreemptionPolicy`], and an
+//!   [`AvailabilityGate`] (the job manager's count of unavailable instances).
 //! - **Hands on**: batches of READY tasks per job kind
 //!   ([`ResourceManager::take_ready`]), kill requests ([`TickReport::kills`]),
 //!   and "why pending" per queued gang ([`ResourceManager::why_pending`]).
@@ -39,6 +40,9 @@
 //! - [`manager`]: [`ResourceManager`], which ties these together, and the tick.
 //! - [`round`](crate::round) (private): preemption triggers and carrying out victims.
 //! - [`preempt`]: the [`PreemptionPolicy`] trait, the native default, victim validation.
+//! - [`gate`]: the [`AvailabilityGate`] port: a stateless job's count of
+//!   unavailable instances, asked before one of them is preempted (the job
+//!   manager implements it).
 //! - [`reason`]: "why pending".
 //! - [`error`](crate::error): errors.
 //! - [`bench`]: the benchmark workloads behind `paceline bench resmgr`.
@@ -50,6 +54,7 @@ pub mod bench;
 mod entitlement;
 pub mod error;
 pub mod gang;
+pub mod gate;
 pub mod manager;
 pub mod preempt;
 pub mod queue;
@@ -61,6 +66,7 @@ mod waterfill;
 
 pub use error::{PolicyError, PoolError, PoolErrorReason, SubmitError, TaskError, VictimError};
 pub use gang::{GangId, GangSpec};
+pub use gate::{AvailabilityGate, GateAsk};
 pub use manager::{
     Config, KillReason, KillRequest, PoolStatus, ReadyTask, ResourceManager, TaskHandle, TaskInfo, TickReport,
 };

@@ -14,11 +14,21 @@
 //! Victims go to PREEMPTING and a kill request is emitted; once the kill is
 //! confirmed the task is released and requeued (or ends KILLED if its spec
 //! says kill-on-preempt).
+//!
+//! A stateless job's running instances are candidates only with the
+//! permission of its count of unavailable instances (decision 0046): the
+//! round asks the [`AvailabilityGate`](crate::gate::AvailabilityGate) once,
+//! for every such job at once, and offers the policy only the instances
+//! granted; the others stay, and the policy picks from the rest.
+
+use std::collections::{HashMap, HashSet};
 
 use paceline_joints::contract::IntoContract;
-use paceline_plugin_sdk::types::{GpuPool, Need, PoolView, PreemptionRequest, RunningTask};
+use paceline_model::job::JobKind;
+use paceline_plugin_sdk::types::{GpuPool, Need, PoolView, PreemptionRequest, RunningTask, VictimReason};
 
 use crate::amounts::{self, Amounts};
+use crate::gate::GateAsk;
 use crate::manager::{KillReason, KillRequest, ResourceManager, TaskHandle};
 use crate::preempt;
 use crate::queue::Lane;
@@ -154,54 +164,111 @@ impl ResourceManager {
         if req.needs.is_empty() {
             return;
         }
-        let mut running_ids: Vec<TaskHandle> = Vec::new();
-        for (i, t) in self.tasks.iter().enumerate() {
-            if !t.live || t.state != TaskState::Running || !(t.preemptible || t.revocable) {
-                continue;
-            }
-            let pi = index[t.pool as usize];
-            if pi == NONE {
-                continue;
-            }
-            running_ids.push(crate::manager::handle(i as u32, t.generation));
-            req.running.push(RunningTask {
-                pool: pi,
-                priority: t.priority,
-                preemptible: t.preemptible,
-                revocable: t.revocable,
-                started_at_ms: t.started_ms,
-                resources: t.resources.into_contract(),
-            });
-            req.gpu_running.push(t.resources.gpu_milli);
-        }
-        if req.running.is_empty() {
+        // The candidates: running preemptible (or revocable) tasks of the
+        // pools the needs name, in slot order (the policy's request as before).
+        let candidates: Vec<usize> = (0..self.tasks.len())
+            .filter(|&i| {
+                let t = &self.tasks[i];
+                t.live
+                    && t.state == TaskState::Running
+                    && (t.preemptible || t.revocable)
+                    && index[t.pool as usize] != NONE
+            })
+            .collect();
+        if candidates.is_empty() {
             return;
         }
-        // The GPU side (WIT 0.1.3) only where some GPU is involved: a round
-        // without GPUs is what it was before, in either unit.
-        let any_gpu = req.gpu_needs.iter().chain(&req.gpu_running).any(|&m| m > 0)
-            || req
-                .gpu_pools
-                .iter()
-                .any(|p| p.reservation_milli > 0 || p.entitlement_milli > 0 || p.allocation_milli > 0);
-        if !any_gpu {
-            req.gpu_pools.clear();
-            req.gpu_running.clear();
-            req.gpu_needs.clear();
+        // A stateless job's instances may go only with the permission of its
+        // count of unavailable instances (decision 0046): one ask per job,
+        // its instances latest started first (the default policy's order).
+        let mut asks: Vec<GateAsk> = Vec::new();
+        if self.gate.is_some() {
+            let mut ask_of: HashMap<u64, usize> = HashMap::new();
+            let mut latest_first = candidates.clone();
+            latest_first.sort_by_key(|&i| (std::cmp::Reverse(self.tasks[i].started_ms), i));
+            for &i in &latest_first {
+                let t = &self.tasks[i];
+                if t.kind != JobKind::Stateless {
+                    continue;
+                }
+                let a = *ask_of.entry(t.job).or_insert_with(|| {
+                    asks.push(GateAsk { job: t.job, instances: Vec::new() });
+                    asks.len() - 1
+                });
+                asks[a].instances.push(t.instance);
+            }
         }
-        let victims = preempt::choose(self.policy.as_ref(), &req);
-        for v in victims {
-            let id = running_ids[v.task as usize];
+        let mut chosen: Vec<(TaskHandle, VictimReason, u32)> = Vec::new();
+        let mut choose = |granted: &[Vec<u32>]| -> Vec<(u64, u32)> {
+            let allowed: HashSet<(u64, u32)> =
+                asks.iter().zip(granted).flat_map(|(a, g)| g.iter().map(move |&i| (a.job, i))).collect();
+            let gated: HashSet<u64> = asks.iter().map(|a| a.job).collect();
+            let mut running_ids: Vec<TaskHandle> = Vec::new();
+            for &i in &candidates {
+                let t = &self.tasks[i];
+                if gated.contains(&t.job) && !allowed.contains(&(t.job, t.instance)) {
+                    continue;
+                }
+                running_ids.push(crate::manager::handle(i as u32, t.generation));
+                req.running.push(RunningTask {
+                    pool: index[t.pool as usize],
+                    priority: t.priority,
+                    preemptible: t.preemptible,
+                    revocable: t.revocable,
+                    started_at_ms: t.started_ms,
+                    resources: t.resources.into_contract(),
+                });
+                req.gpu_running.push(t.resources.gpu_milli);
+            }
+            if req.running.is_empty() {
+                return Vec::new();
+            }
+            // The GPU side (WIT 0.1.3) only where some GPU is involved: a round
+            // without GPUs is what it was before, in either unit.
+            let any_gpu = req.gpu_needs.iter().chain(&req.gpu_running).any(|&m| m > 0)
+                || req
+                    .gpu_pools
+                    .iter()
+                    .any(|p| p.reservation_milli > 0 || p.entitlement_milli > 0 || p.allocation_milli > 0);
+            if !any_gpu {
+                req.gpu_pools.clear();
+                req.gpu_running.clear();
+                req.gpu_needs.clear();
+            }
+            let mut out = Vec::new();
+            for v in preempt::choose(self.policy.as_ref(), &req) {
+                let id = running_ids[v.task as usize];
+                let t = &self.tasks[crate::manager::slot_of(id)];
+                if gated.contains(&t.job) {
+                    out.push((t.job, t.instance));
+                }
+                chosen.push((id, v.reason, req.running[v.task as usize].pool));
+            }
+            out
+        };
+        match self.gate.clone() {
+            Some(gate) if !asks.is_empty() => gate.round(&asks, &mut choose),
+            _ => {
+                choose(&[]);
+            }
+        }
+        for (id, reason, pool) in chosen {
             if self.apply(id, Transition::Preempt, now_ms).is_err() {
                 continue;
             }
             let t = &self.tasks[crate::manager::slot_of(id)];
-            tracing::info!(task = id.0, job = t.job, pool = req.pools[req.running[v.task as usize].pool as usize].path.as_str(), reason = ?v.reason, "preempting");
+            tracing::info!(
+                task = id.0,
+                job = t.job,
+                pool = req.pools[pool as usize].path.as_str(),
+                ?reason,
+                "preempting"
+            );
             self.kills.push(KillRequest {
                 task: id,
                 job: t.job,
                 instance: t.instance,
-                reason: KillReason::Preempted(v.reason),
+                reason: KillReason::Preempted(reason),
             });
         }
     }

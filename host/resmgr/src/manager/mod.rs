@@ -33,6 +33,7 @@ use crate::amounts::{self, Amounts};
 use crate::entitlement::{self, EntScratch};
 use crate::error::{PoolError, PoolErrorReason, SubmitError, TaskError};
 use crate::gang::{GangId, GangSpec};
+use crate::gate::AvailabilityGate;
 use crate::preempt::{NativePriorityPreempt, PreemptionPolicy};
 use crate::queue::{GangSlot, Gangs, Lane, PoolQueue};
 use crate::reason::{PendingInfo, PendingReason};
@@ -225,6 +226,9 @@ pub struct ResourceManager {
     pub(crate) preempting_total: Amounts,
     pub(crate) kills: Vec<KillRequest>,
     pub(crate) policy: Box<dyn PreemptionPolicy>,
+    /// Asked before a stateless job's instance is preempted; none: every
+    /// candidate may go (a resource manager alone, in its own tests).
+    pub(crate) gate: Option<std::sync::Arc<dyn AvailabilityGate>>,
     pub(crate) config: Config,
     next_gang: u64,
     pub(crate) now_ms: u64,
@@ -276,6 +280,7 @@ impl ResourceManager {
             preempting_total: amounts::ZERO,
             kills: Vec::new(),
             policy: Box::new(NativePriorityPreempt),
+            gate: None,
             config,
             next_gang: 0,
             now_ms: 0,
@@ -286,6 +291,12 @@ impl ResourceManager {
     pub fn set_policy(&mut self, policy: Box<dyn PreemptionPolicy>) {
         tracing::info!(policy = policy.name(), "preemption policy set");
         self.policy = policy;
+    }
+
+    /// Installs the availability gate preemption rounds ask before taking
+    /// a stateless job's instance down (the job manager's count, decision 0046).
+    pub fn set_availability_gate(&mut self, gate: std::sync::Arc<dyn AvailabilityGate>) {
+        self.gate = Some(gate);
     }
 
     /// Sets the cluster's capacity; entitlement is recomputed in full at the next pass.

@@ -110,6 +110,9 @@ impl Cluster {
             jobs = jobs.with_secret_key(key);
         }
         let jobs = Arc::new(jobs);
+        // Preemption asks the job manager's count of unavailable instances
+        // before it takes a stateless job's instance down (decision 0046).
+        jobs.install_availability_gate();
         jobs.recover().await?;
         hosts.expect_runs(jobs.expected_runs()).await;
         // The engine notes plugin fallbacks as job events through the job
