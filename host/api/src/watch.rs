@@ -9,6 +9,16 @@
 //! per server compares them every [`POOL_POLL`] and publishes the pools that
 //! changed into the same feed, with revisions of the same sequence.
 //!
+//! A task's measured use (`Task.usage`, sampled by its agent every
+//! `usage_interval_ms` and carried by heartbeats) lives in the host
+//! manager's memory, not in the task's record, so no write publishes it:
+//! while someone watches, one task per server compares the measured runs'
+//! figures every [`USAGE_POLL`] and publishes the tasks whose CPU or memory
+//! figures changed. A figure changes only with a new sample, so a task is
+//! sent at most once per sample (and per poll), and heartbeats that repeat
+//! the same figures send nothing. Task events carry `reserved` and `usage`
+//! as `GetTask` does.
+//!
 //! Resuming: `from_revision` replays what the feed still holds after it
 //! (the last [`paceline_jobmgr::feed::HISTORY`] changes); an older revision
 //! is OUT_OF_RANGE (re-read, then watch from 0). A watcher that falls more
@@ -16,7 +26,7 @@
 //! naming the last revision it was sent, from which it can resume.
 //! Revisions restart at 1 when the server restarts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -25,6 +35,7 @@ use futures::Stream;
 use paceline_hostmgr::HostAccess;
 use paceline_jobmgr::JobManager;
 use paceline_jobmgr::feed::{Change as FeedChange, Feed};
+use paceline_model::RunId;
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::watch_event::Change;
 use paceline_proto::v1::watch_service_server::WatchService;
@@ -37,6 +48,16 @@ use crate::convert;
 
 /// How often pool statuses are compared.
 pub const POOL_POLL: Duration = Duration::from_millis(500);
+
+/// How often the tasks' measured use is compared, while someone watches:
+/// the shortest sampling interval an agent is given (`paceline dev`'s).
+pub const USAGE_POLL: Duration = Duration::from_secs(1);
+
+/// Most tasks published for a change of measured use in one pass: well
+/// under the lag a live watcher may have ([`paceline_jobmgr::feed::LAG`]),
+/// so a cluster whose every task changes its figures at once does not cut
+/// its watchers off.
+pub const USAGE_BATCH: usize = 4096;
 
 /// The watch service.
 #[derive(Clone)]
@@ -58,7 +79,8 @@ impl WatchApi {
     /// (it stops when the job manager, and so its feed, is gone).
     pub fn new(jobs: Arc<JobManager>, resmgr: Arc<Mutex<ResourceManager>>, hosts: Arc<dyn HostAccess>) -> WatchApi {
         let feed = Arc::downgrade(jobs.feed());
-        tokio::spawn(poll_pools(feed, resmgr));
+        tokio::spawn(poll_pools(feed.clone(), resmgr));
+        tokio::spawn(poll_usage(feed, hosts.clone()));
         WatchApi { jobs, hosts }
     }
 }
@@ -88,6 +110,54 @@ async fn poll_pools(feed: Weak<Feed>, resmgr: Arc<Mutex<ResourceManager>>) {
         }
         drop(feed);
         tokio::time::sleep(POOL_POLL).await;
+    }
+}
+
+/// Publishes the tasks whose measured use changed, every [`USAGE_POLL`]
+/// while the feed has watchers, at most [`USAGE_BATCH`] a pass (the rest
+/// at the next). With no watcher nothing is read; the first pass after one
+/// subscribes only takes note of the figures (a watcher reads the tasks it
+/// cares about when it starts).
+async fn poll_usage(feed: Weak<Feed>, hosts: Arc<dyn HostAccess>) {
+    // Per live measured run: the CPU and memory figures last published.
+    let mut seen: Option<HashMap<String, (u64, u64)>> = None;
+    loop {
+        let Some(feed) = feed.upgrade() else { return };
+        if feed.watchers() == 0 {
+            seen = None;
+        } else {
+            let measured = hosts.measured_use();
+            let mut next = HashMap::with_capacity(measured.len());
+            let mut changed = Vec::new();
+            for r in measured {
+                let figures = (r.used.cpu_millis, r.used.memory_mib);
+                let before = seen.as_ref().map(|s| s.get(&r.run_id).copied());
+                match before {
+                    // The first pass, or nothing new.
+                    None => {}
+                    Some(b) if b == Some(figures) => {}
+                    Some(b) if changed.len() >= USAGE_BATCH => {
+                        // Sent at a later pass: keep what was published.
+                        if let Some(b) = b {
+                            next.insert(r.run_id, b);
+                        }
+                        continue;
+                    }
+                    Some(_) => {
+                        if let Ok((job, instance, _)) = RunId::split(&r.run_id) {
+                            changed.push(FeedChange::Task(Arc::from(job), instance));
+                        }
+                    }
+                }
+                next.insert(r.run_id, figures);
+            }
+            seen = Some(next);
+            if !changed.is_empty() {
+                feed.publish(changed);
+            }
+        }
+        drop(feed);
+        tokio::time::sleep(USAGE_POLL).await;
     }
 }
 
@@ -121,6 +191,7 @@ fn event(jobs: &JobManager, hosts: &dyn HostAccess, revision: u64, c: &FeedChang
         FeedChange::Task(id, i) => {
             let mut task = [convert::task_pb(id, *i, &jobs.task_runtime(id, *i)?)];
             crate::tasks::fill_gpu_indices(hosts, &mut task);
+            crate::tasks::fill_usage(hosts, &mut task);
             let [task] = task;
             Change::Task(task)
         }

@@ -19,4 +19,5 @@ mod plugin_store;
 mod preemption_slot;
 mod provider_cluster;
 mod support;
+mod watch_usage;
 mod why_pending;
