@@ -82,6 +82,7 @@ pub async fn bench_launch(
             secrets: Vec::new(),
             gpu: Default::default(),
             gang: None,
+            user: None,
         };
         sup.launch_spec(spec)?;
     }

@@ -44,6 +44,7 @@ pub fn launch_from_request(req: &LaunchRequest) -> pb::Launch {
             ports: g.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
             peers_json: g.peers_json.clone(),
         }),
+        user: req.user.clone().unwrap_or_default(),
     }
 }
 
@@ -133,6 +134,7 @@ mod tests {
             env: BTreeMap::new(),
             secrets: Vec::new(),
             gpu: paceline_model::gpu::GpuGrant { devices: vec![1], milli_each: 250 },
+            user: None,
         };
         req.spec.resources.gpu_milli = 250;
         req.env.insert("A".into(), "request".into());

@@ -61,6 +61,12 @@ pub struct RunSpec {
     /// write (`Launch.gang`); `None` for any other run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<GangLaunch>,
+    /// The host user to run as (`Launch.user`: a name or a uid the job's
+    /// pool allowed); `None`: the agent's default (a uid of the run's own,
+    /// decision 0047). Kept in the record, so that a restarted agent knows
+    /// the run's uid is not one of its range's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// The largest peers file a launch may carry (a gang of thousands fits).
@@ -224,6 +230,7 @@ impl RunSpec {
             secrets: launch_secrets(&launch.secrets)?,
             gpu: paceline_proto::convert::gpu_grant(launch.gpu.as_ref()),
             gang: launch.gang.as_ref().map(gang_launch).transpose()?,
+            user: (!launch.user.is_empty()).then(|| launch.user.clone()),
         };
         spec.validated()
     }
@@ -292,6 +299,9 @@ impl RunSpec {
         if let Some(volume) = &self.volume {
             check_path_name("volume.name", &volume.name)?;
         }
+        if let Some(user) = &self.user {
+            paceline_model::task_user::check_user(user).map_err(|e| LaunchError::new("user", e))?;
+        }
         if let Some(gang) = &self.gang {
             // Exact ports name every port of the run, or none (the agent
             // picks them, as for any run).
@@ -347,6 +357,7 @@ impl RunSpec {
                 ports: g.ports.iter().map(|(k, v)| (k.clone(), u32::from(*v))).collect(),
                 peers_json: g.peers_json.clone(),
             }),
+            user: self.user.clone().unwrap_or_default(),
         }
     }
 }

@@ -130,6 +130,43 @@ fn per_run_obstacle(first: u32, last: u32, data_dir: &Path) -> Result<(PathBuf, 
     Ok((setpriv, locks))
 }
 
+/// The uid a launch's `user` (a name or a uid its job's pool allowed) is
+/// on this host, or why this agent will not run the task as it: it cannot
+/// switch users, the name is unknown here, or the uid is root, the agent's
+/// own or one of its per-run range (which other runs get). The task is
+/// never run as anyone else instead.
+pub(crate) fn named_uid(user: &str, users: &TaskUsers) -> Result<u32, String> {
+    let range = match users {
+        TaskUsers::PerRun { first, last, .. } => (*first, *last),
+        TaskUsers::Agent { why } => {
+            return Err(format!(
+                "this agent cannot run tasks as `{user}` ({why}); it refuses rather than run the task as itself"
+            ));
+        }
+    };
+    let uid = match user.parse::<u32>() {
+        Ok(uid) => uid,
+        Err(_) => match nix::unistd::User::from_name(user) {
+            Ok(Some(u)) => u.uid.as_raw(),
+            Ok(None) => return Err(format!("there is no user `{user}` on this host")),
+            Err(e) => return Err(format!("looking up user `{user}`: {e}")),
+        },
+    };
+    if uid == 0 {
+        return Err(format!("`{user}` is uid 0 (root): tasks never run as root"));
+    }
+    if uid == nix::unistd::geteuid().as_raw() {
+        return Err(format!("`{user}` is the agent's own uid {uid}: tasks never run as the agent"));
+    }
+    if (range.0..=range.1).contains(&uid) {
+        return Err(format!(
+            "`{user}` is uid {uid}, in this agent's per-run uid range {}-{}: it would share a uid with other runs",
+            range.0, range.1
+        ));
+    }
+    Ok(uid)
+}
+
 /// Where agents of one host lock the uids their runs hold (one file per
 /// uid, `flock`ed from when a run gets the uid until its leftovers are
 /// killed), so that two agents on one host never hand out the same uid at
@@ -389,6 +426,24 @@ mod tests {
         assert_eq!(a.take(&none), None, "11 is b's");
         a.release(10);
         assert_eq!(b.take(&none), Some(10), "released: the lock is gone");
+    }
+
+    #[test]
+    fn a_named_user_is_refused_where_it_would_not_be_separate() {
+        let agent = TaskUsers::Agent { why: "task_user: agent in the agent's configuration".into() };
+        let err = named_uid("nobody", &agent).expect_err("an agent that cannot switch users");
+        assert!(err.contains("cannot run tasks as `nobody`") && err.contains("task_user: agent"), "{err}");
+        let per_run =
+            TaskUsers::PerRun { first: 70_000, last: 70_009, setpriv: "/usr/bin/setpriv".into(), locks: "/x".into() };
+        assert_eq!(named_uid("1500", &per_run), Ok(1500));
+        assert!(named_uid("0", &per_run).is_err_and(|e| e.contains("root")));
+        assert!(named_uid("70005", &per_run).is_err_and(|e| e.contains("per-run uid range")));
+        let me = nix::unistd::geteuid().as_raw();
+        assert!(named_uid(&me.to_string(), &per_run).is_err());
+        assert!(named_uid("no-such-user-4b1d", &per_run).is_err_and(|e| e.contains("no user `no-such-user-4b1d`")));
+        if nix::unistd::User::from_name("nobody").ok().flatten().is_some() {
+            assert_eq!(named_uid("nobody", &per_run).map(|u| u > 0), Ok(true));
+        }
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn seed_launch() -> pb::Launch {
         stop_signal: "SIGUSR1".into(),
         gpu: None,
         gang: None,
+        user: String::new(),
         secrets: vec![pb::LaunchSecret {
             name: "db".into(),
             env: String::new(),

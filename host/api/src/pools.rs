@@ -56,9 +56,9 @@ pub async fn restore_pools(store: &dyn Store) -> Result<Vec<(String, PoolSpec)>,
 pub fn apply_pools(rm: &mut ResourceManager, pools: &[(String, PoolSpec)]) -> Result<(), PoolError> {
     for (path, spec) in pools {
         if rm.tree().id(path).is_some() {
-            rm.update_pool(path, *spec)?;
+            rm.update_pool(path, spec.clone())?;
         } else {
-            rm.create_pool(path, *spec)?;
+            rm.create_pool(path, spec.clone())?;
         }
     }
     Ok(())
@@ -151,6 +151,7 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
                 reason: format!("{p} is not a percent from 0 to 100"),
             })?),
         },
+        task_users: s.task_users.clone(),
     };
     spec.check().map_err(|e| FieldError { field: format!("{field}.{}", e.field()), reason: e.to_string() })?;
     Ok(spec)
@@ -180,6 +181,7 @@ pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
         .to_string(),
         limited_kinds: named(&|k| s.limit.get(k) != UNLIMITED),
         controller_limit_percent: s.controller_limit_percent.map(u32::from),
+        task_users: s.task_users.clone(),
     }
 }
 
@@ -319,7 +321,7 @@ impl PoolService for PoolApi {
         let _serial = self.changes.lock().await;
         let capacity = {
             let mut rm = self.rm()?;
-            rm.create_pool(&r.path, spec).map_err(status::pool)?;
+            rm.create_pool(&r.path, spec.clone()).map_err(status::pool)?;
             rm.capacity()
         };
         if let Err(e) = self.persist(&r.path, &spec).await {
@@ -353,7 +355,7 @@ impl PoolService for PoolApi {
             let mut rm = self.rm()?;
             let before =
                 rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
-            rm.update_pool(&r.path, spec).map_err(status::pool)?;
+            rm.update_pool(&r.path, spec.clone()).map_err(status::pool)?;
             (before, rm.capacity())
         };
         if let Err(e) = self.persist(&r.path, &spec).await {

@@ -141,6 +141,7 @@ pub async fn status_updates(hosts: usize, runs: usize) -> Result<StatusFigures, 
         let batch: Vec<LaunchRequest> = (launched..launched + n)
             .map(|i| LaunchRequest {
                 gang: None,
+                user: None,
                 run_id: format!("bench-{i}-1"),
                 task_id: format!("bench-{i}"),
                 spec: spec.clone(),

@@ -77,6 +77,7 @@ async fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 fn run(id: &str, command: &str, args: &[&str], ports: &[&str]) -> LaunchRequest {
     LaunchRequest {
         gang: None,
+        user: None,
         run_id: id.into(),
         task_id: paceline_model::RunId::task_part(id).map(str::to_string).unwrap_or_default(),
         spec: TaskSpec {

@@ -37,6 +37,21 @@ pub(crate) fn check(config: &JobConfig, max_instances: u32, resmgr: &ResourceMan
     if tree.children(pool).next().is_some() || tree.parent(pool).is_none() {
         return Err(JobError::invalid("pool", format!("pool `{}` is not a leaf pool", config.pool)));
     }
+    if let Some(user) = &config.user {
+        // Only users an operator allowed for this pool (an empty list, the
+        // default, allows none): a job cannot make itself another tenant.
+        let allowed = tree.spec(pool).map(|s| s.task_users.as_slice()).unwrap_or_default();
+        if !allowed.contains(user) {
+            let listed = if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") };
+            return Err(JobError::invalid(
+                "user",
+                format!(
+                    "pool `{}` does not allow tasks to run as `{user}` (its task_users: {listed}); an admin adds users to a pool's task_users (docs/security.md)",
+                    config.pool
+                ),
+            ));
+        }
+    }
     check_spec("default_task", &config.default_task)?;
     for (i, spec) in &config.instance_overrides {
         check_spec(&format!("instance_overrides[{i}]"), spec)?;

@@ -141,6 +141,11 @@ pub fn build_pod(
     let name = pod_name(&req.run_id);
     let job = job_of(&req.task_id);
 
+    if req.user.is_some() {
+        // A pod's user is the image's or its security context's; never
+        // run the task as someone else than the job asked.
+        return Err("user: running tasks as a chosen host user is not supported by the kubernetes provider".into());
+    }
     let r = spec.resources;
     if !r.gpu_milli.is_multiple_of(1000) {
         return Err(format!(

@@ -138,6 +138,13 @@ pub struct JobConfig {
     /// the stored form of every other job is unchanged.
     #[serde(skip_serializing_if = "crate::gang::GangSpec::is_default")]
     pub gang: crate::gang::GangSpec,
+    /// The host user the job's tasks run as: a user name of the hosts or a
+    /// uid ([`crate::task_user`]), only one the pool's `task_users` allows.
+    /// `None` (the default): each run gets a uid of its own (decision
+    /// 0047). Not written when unset, so the stored form of every other job
+    /// is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl JobConfig {
@@ -203,6 +210,9 @@ impl JobConfig {
                 field: "owner_lease_secs",
                 reason: format!("{secs} is not between 1 and {MAX_OWNER_LEASE_SECS} seconds"),
             });
+        }
+        if let Some(user) = &self.user {
+            crate::task_user::check_user(user).map_err(|reason| SpecError::Invalid { field: "user", reason })?;
         }
         Ok(())
     }
@@ -601,6 +611,16 @@ mod tests {
         let mut c = config();
         c.sla.min_running_instances = Some(4);
         assert!(c.validate().is_err());
+        let mut c = config();
+        c.user = Some("nobody".into());
+        assert!(c.validate().is_ok());
+        for root in ["root", "0"] {
+            c.user = Some(root.into());
+            assert!(
+                matches!(c.validate(), Err(SpecError::Invalid { field: "user", ref reason }) if reason.contains("root")),
+                "{root}"
+            );
+        }
     }
 
     #[test]

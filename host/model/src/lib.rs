@@ -25,6 +25,7 @@
 //! - [`health`]: a task's health check (command, HTTP GET or TCP connect) and its validation.
 //! - [`secret`]: a configured secret that never formats, its readers, and the atomic key-file writer.
 //! - [`task_secret`]: secrets a task references by name, and their values on the way to a launch.
+//! - [`task_user`]: the host user a job may name (`user:`) and the pools' allow-lists of them.
 //! - [`run`]: launch requests and run updates that cross the host manager.
 //! - [`run_id`]: [`RunId`], `<job>-<instance>-<run>`, built and split in one place.
 //! - [`host`]: host inventory records and the maintenance state machine.
@@ -49,6 +50,7 @@ pub mod run_id;
 pub mod secret;
 pub mod task;
 pub mod task_secret;
+pub mod task_user;
 pub mod unplaced;
 pub mod view;
 

@@ -38,6 +38,12 @@ pub struct LaunchRequest {
     /// peers file (see [`crate::gang`]). `None` for any other run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<crate::gang::GangLaunch>,
+    /// The host user to run as (the job's `user:`, which its pool allowed);
+    /// `None`: the host's default (a uid of the run's own on an agent that
+    /// runs as root). A host that cannot run the task as this user refuses
+    /// the launch rather than run it as anyone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// The states a host reports for a run.

@@ -203,6 +203,7 @@ fn run(run_id: &str, command: &str, args: &[&str], memory_mib: u64, grace: u32) 
     let task_id = run_id.rsplit_once('-').map(|(t, _)| t.to_string()).unwrap_or_default();
     LaunchRequest {
         gang: None,
+        user: None,
         run_id: run_id.into(),
         task_id,
         spec: TaskSpec {

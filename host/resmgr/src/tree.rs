@@ -77,7 +77,7 @@ impl Node {
             path,
             parent,
             children: Vec::new(),
-            spec,
+            spec: PoolSpec::default(),
             res: ZERO,
             cap: ZERO,
             share: ZERO,
@@ -105,7 +105,6 @@ impl Node {
     }
 
     fn set_spec(&mut self, spec: PoolSpec) {
-        self.spec = spec;
         self.res = spec.reservation.to_array();
         self.share = spec.share.to_array();
         self.is_static = spec.pool_type.to_array().map(|t| t == PoolType::Static);
@@ -113,6 +112,7 @@ impl Node {
         self.cap = std::array::from_fn(|k| if self.is_static[k] { self.res[k] } else { limit[k] });
         self.slack_cap = amounts::min(&spec.slack_limit.to_array(), &self.cap);
         self.ctl_cap = spec.controller_cap().to_array();
+        self.spec = spec;
     }
 
     pub fn demand_nr(&self) -> Amounts {
@@ -430,7 +430,7 @@ impl PoolTree {
         if self.nodes[target as usize].own_jobs() {
             return Err(PoolError::new(path, "parent", R::ParentHoldsJobs(new_parent.to_string())));
         }
-        let spec = self.nodes[id as usize].spec;
+        let spec = self.nodes[id as usize].spec.clone();
         let children = self.nodes[id as usize].children.clone();
         self.check_fit(path, &spec, target, id, &children)?;
 

@@ -15,7 +15,7 @@ fn a_reserved_pool_preempts_what_another_pool_borrowed() {
         share: PerKind { cpu: 1, memory: 1, disk: 1, gpu: 1 },
         ..PoolSpec::default()
     };
-    rm.create_pool("/a", spec).expect("a");
+    rm.create_pool("/a", spec.clone()).expect("a");
     rm.create_pool("/b", spec).expect("b");
     let task = Resources::new(500, 64, 10, 0);
     for i in 0..4 {

@@ -100,7 +100,7 @@ impl Server {
             },
             |rm| {
                 for (path, spec) in &pools {
-                    if let Err(e) = rm.create_pool(path, *spec) {
+                    if let Err(e) = rm.create_pool(path, spec.clone()) {
                         tracing::error!(pool = path, error = %e, "stored pool not loaded");
                     }
                 }

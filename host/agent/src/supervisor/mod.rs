@@ -278,7 +278,8 @@ impl Supervisor {
             {
                 let mut st = lock(&self.inner.state);
                 st.ports.hold(rec.ports.values().map(|p| u32::from(*p)));
-                if let (Some(uid), Some(uids)) = (rec.task_uid, st.uids.as_mut()) {
+                // A named user's uid (`user:`) is not one of the range's.
+                if let (Some(uid), Some(uids), None) = (rec.task_uid, st.uids.as_mut(), &rec.spec.user) {
                     uids.hold(uid);
                 }
                 gpu::apply(&mut st.gpus, &rec.gpu_grant(), false);
@@ -423,6 +424,15 @@ impl Supervisor {
     pub fn launch_spec(&self, spec: RunSpec) -> Result<LaunchOutcome, LaunchError> {
         let spec = spec.validated()?;
         let run_id = spec.run_id.clone();
+        // The user the job asked for (its pool allowed it), looked up
+        // before the state lock: a user database may be slow.
+        let named = match &spec.user {
+            Some(user) => Some(
+                crate::task_user::named_uid(user, &self.inner.cfg.task_users)
+                    .map_err(|why| LaunchError::new("user", why))?,
+            ),
+            None => None,
+        };
         let record = {
             let mut st = lock(&self.inner.state);
             if let Some(existing) = st.runs.get(&run_id) {
@@ -454,13 +464,16 @@ impl Supervisor {
                     ));
                 }
             }
-            // A uid of its own, so that no other run can read its
-            // environment or files (decision 0047).
+            // The user the job asked for (resolved above), or a uid of its
+            // own, so that no other run can read its environment or files
+            // (decision 0047).
             let busy = match &self.inner.cfg.task_users {
+                _ if named.is_some() => Default::default(),
                 TaskUsers::PerRun { first, last, .. } => crate::task_user::busy_uids(*first, *last),
                 TaskUsers::Agent { .. } => Default::default(),
             };
             let task_uid = match st.uids.as_mut() {
+                _ if named.is_some() => named,
                 Some(uids) => match uids.take(&busy) {
                     Some(uid) => Some(uid),
                     None => {

@@ -395,12 +395,16 @@ impl Supervisor {
                 TaskUsers::PerRun { setpriv, .. } => setpriv.clone(),
                 TaskUsers::Agent { .. } => PathBuf::from("/usr/bin/setpriv"),
             };
-            task_user::kill_leftovers(uid, &setpriv).await;
+            // A named user (`user:`) may have other runs and processes on
+            // this host: `kill -1` as it would reach them too.
+            if rec.spec.user.is_none() {
+                task_user::kill_leftovers(uid, &setpriv).await;
+            }
             task_user::take_back(&rec.sandbox);
             if let Some(volume) = &rec.spec.volume {
                 task_user::take_back(&self.volume_dir(&rec.spec.task_id, &volume.name));
             }
-            if let Some(uids) = lock(&self.inner.state).uids.as_mut() {
+            if let (Some(uids), None) = (lock(&self.inner.state).uids.as_mut(), &rec.spec.user) {
                 uids.release(uid);
             }
         }

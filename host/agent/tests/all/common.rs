@@ -78,6 +78,7 @@ pub fn spec(run_id: &str, command: &str, args: &[&str]) -> RunSpec {
         secrets: Vec::new(),
         gpu: Default::default(),
         gang: None,
+        user: None,
     }
 }
 

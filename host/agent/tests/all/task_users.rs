@@ -251,3 +251,81 @@ async fn a_run_re_adopted_after_a_restart_keeps_its_uid_to_itself() {
     let sandbox = data.join("runs/kept-0-1");
     assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nix::unistd::geteuid().as_raw());
 }
+
+#[tokio::test]
+async fn a_launch_naming_a_user_runs_as_it_and_an_agent_that_cannot_switch_users_refuses_it() {
+    // Without root, or with `task_user: agent`, the agent runs tasks as
+    // itself: a launch naming a user is refused, never run as the agent.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let range = port_range();
+    let base = AgentConfig {
+        data_dir: tmp.path().join("same"),
+        hostname: Some("same".to_owned()),
+        task_user: TaskUserChoice::Agent,
+        port_range_first: range.0,
+        port_range_last: range.0 + 4,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(base.clone()).await.expect("agent");
+    let mut run = sh("named-0-1", "id -u");
+    run.user = Some("nobody".to_owned());
+    let err = agent.supervisor().launch_spec(run).expect_err("an agent that cannot switch users");
+    assert_eq!(err.field, "user", "{err}");
+    assert!(err.message.contains("cannot run tasks as `nobody`") && err.message.contains("task_user: agent"), "{err}");
+    drop(agent);
+
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped the rest: running a task as a named user needs the agent to run as root");
+        return;
+    }
+    let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {
+        eprintln!("skipped the rest: no user `nobody` on this host");
+        return;
+    };
+    let config = AgentConfig {
+        data_dir: tmp.path().join("data"),
+        hostname: Some("named".to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        task_uid_first: 71_300,
+        task_uid_last: 71_309,
+        port_range_first: range.0 + 5,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(config).await.expect("agent");
+    let sup = agent.supervisor().clone();
+    let mut events = sup.subscribe();
+    let mut run = sh("named-0-1", "echo uid=$(id -u) gid=$(id -g); echo ready; sleep 60");
+    run.user = Some("nobody".to_owned());
+    sup.launch_spec(run).unwrap();
+    let log = wait_log(&sup, "named-0-1", "ready").await;
+    assert_eq!(value(&log, "uid").split_whitespace().next(), Some(nobody.uid.as_raw().to_string().as_str()), "{log}");
+    let sandbox = tmp.path().join("data/runs/named-0-1");
+    assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nobody.uid.as_raw(), "the sandbox is the user's");
+    // Root, the agent's own uid, a uid of the per-run range and an unknown
+    // name are refused at launch, naming `user`.
+    for (user, why) in [
+        ("0", "root"),
+        ("71305", "per-run uid range"),
+        ("no-such-user-4b1d", "no user `no-such-user-4b1d`"),
+        ("root", "root"),
+    ] {
+        let mut run = sh(&format!("refused-{}-1", user.len()), "true");
+        run.user = Some(user.to_owned());
+        let err = sup.launch_spec(run).expect_err(user);
+        assert_eq!(err.field, "user", "{user}: {err}");
+        assert!(err.message.contains(why), "{user}: {err}");
+    }
+    // Two runs of one named user: the end of one leaves the other running
+    // (no `kill -1` as a user other runs share).
+    let mut second = sh("named-1-1", "echo done");
+    second.user = Some("nobody".to_owned());
+    sup.launch_spec(second).unwrap();
+    wait_terminal(&mut events, "named-1-1", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sup.running().iter().any(|r| r.run_id == "named-0-1"), "the other run of `nobody` was killed");
+    sup.kill("named-0-1", Some(1)).unwrap();
+    wait_terminal(&mut events, "named-0-1", Duration::from_secs(20)).await;
+    assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nix::unistd::geteuid().as_raw(), "taken back");
+}

@@ -81,7 +81,7 @@ pub(crate) fn validate_register(r: &pb::Register) -> Result<(), String> {
 }
 
 pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
-    let LaunchRequest { run_id, task_id, spec, env, secrets, gpu, gang } = req;
+    let LaunchRequest { run_id, task_id, spec, env, secrets, gpu, gang, user } = req;
     let mut all_env: HashMap<String, String> = spec.env.into_iter().collect();
     all_env.extend(env);
     pb::Launch {
@@ -112,6 +112,7 @@ pub(crate) fn launch(req: LaunchRequest) -> pb::Launch {
             ports: g.ports.into_iter().map(|(k, v)| (k, u32::from(v))).collect(),
             peers_json: g.peers_json,
         }),
+        user: user.unwrap_or_default(),
     }
 }
 

@@ -194,6 +194,10 @@ pub(crate) fn check_launch(req: &LaunchRequest) -> Result<(), String> {
         // agents' state endpoints: no place for a secret's value.
         return Err("secrets: task secrets are not supported by the mesos provider".into());
     }
+    if req.user.is_some() {
+        // Never run it as the Mesos agent's default user instead.
+        return Err("user: running tasks as a chosen host user is not supported by the mesos provider".into());
+    }
     Ok(())
 }
 

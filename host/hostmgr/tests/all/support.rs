@@ -27,6 +27,7 @@ pub fn req(run_id: &str, resources: Resources, env: &[(&str, &str)]) -> LaunchRe
     let task_id = paceline_model::RunId::task_part(run_id).unwrap_or(run_id).to_string();
     LaunchRequest {
         gang: None,
+        user: None,
         run_id: run_id.into(),
         task_id,
         spec: spec(resources, env),

@@ -322,9 +322,9 @@ impl JobManager {
                     rt.host = Some(host.clone());
                     rt.gpu = gpu.clone();
                     rt.config_version = rt.desired_config_version;
-                    let spec = match job.configs.get(&rt.config_version) {
-                        Some(cfg) => cfg.task_spec(i).clone(),
-                        None => job.config().task_spec(i).clone(),
+                    let (spec, user) = match job.configs.get(&rt.config_version) {
+                        Some(cfg) => (cfg.task_spec(i).clone(), cfg.user.clone()),
+                        None => (job.config().task_spec(i).clone(), job.config().user.clone()),
                     };
                     let run_id = TaskId::new(job_id.clone(), i).run_id(rt.run);
                     let mut env = BTreeMap::new();
@@ -345,6 +345,7 @@ impl JobManager {
                         env,
                         secrets: Vec::new(),
                         gpu: gpu.clone(),
+                        user,
                     });
                     // PLACED is recorded above as an event of its own; the
                     // LAUNCHING write's event follows it.

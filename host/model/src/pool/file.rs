@@ -237,6 +237,10 @@ pub struct PoolEntry {
     /// reservation (of its limit where it reserves nothing); left out: no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_limit_percent: Option<u8>,
+    /// Host users the pool's jobs may run their tasks as (`user:`); left
+    /// out: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_users: Vec<String>,
 }
 
 impl PoolEntry {
@@ -265,6 +269,7 @@ impl PoolEntry {
             slack_limit: self.slack_limit.amounts(0),
             queue_policy: self.queue_policy,
             controller_limit_percent: self.controller_limit_percent,
+            task_users: self.task_users.clone(),
         }
     }
 
@@ -280,6 +285,7 @@ impl PoolEntry {
             slack_limit: KindValues::of(&spec.slack_limit),
             queue_policy: spec.queue_policy,
             controller_limit_percent: spec.controller_limit_percent,
+            task_users: spec.task_users.clone(),
         }
     }
 }

@@ -67,7 +67,7 @@ pub enum QueuePolicy {
 /// Everything an operator declares for one pool. GPU amounts are in
 /// milli-GPUs; a spec stored before GPU shares (whole GPUs, no
 /// `gpu_milli_units` mark) is read as whole devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "StoredPoolSpec", into = "StoredPoolSpec")]
 pub struct PoolSpec {
     /// Guaranteed amounts.
@@ -90,6 +90,12 @@ pub struct PoolSpec {
     /// cannot fill a pool and leave no room for the executors they start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller_limit_percent: Option<u8>,
+    /// Host users the pool's jobs may name in `user:` to run their tasks
+    /// as ([`crate::task_user`]); empty (the default): none, every run gets
+    /// a uid of its own. Set by operators: a job of the pool running as one
+    /// of these users can read whatever that user can on every host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_users: Vec<String>,
 }
 
 impl PoolSpec {
@@ -120,7 +126,7 @@ impl PoolSpec {
 
 /// [`PoolSpec`] as stored: the same fields and a mark that its GPU amounts
 /// are milli-GPUs (absent in specs stored before GPU shares).
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct StoredPoolSpec {
     reservation: PerKind<u64>,
     limit: PerKind<u64>,
@@ -132,6 +138,8 @@ struct StoredPoolSpec {
     controller_limit_percent: Option<u8>,
     #[serde(default)]
     gpu_milli_units: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    task_users: Vec<String>,
 }
 
 impl From<StoredPoolSpec> for PoolSpec {
@@ -144,6 +152,7 @@ impl From<StoredPoolSpec> for PoolSpec {
             slack_limit: s.slack_limit,
             queue_policy: s.queue_policy,
             controller_limit_percent: s.controller_limit_percent,
+            task_users: s.task_users,
         };
         if !s.gpu_milli_units {
             for amounts in [&mut spec.reservation, &mut spec.limit, &mut spec.slack_limit] {
@@ -165,6 +174,7 @@ impl From<PoolSpec> for StoredPoolSpec {
             queue_policy: s.queue_policy,
             controller_limit_percent: s.controller_limit_percent,
             gpu_milli_units: true,
+            task_users: s.task_users,
         }
     }
 }
@@ -180,6 +190,7 @@ impl Default for PoolSpec {
             slack_limit: PerKind::splat(0),
             queue_policy: QueuePolicy::PriorityFifo,
             controller_limit_percent: None,
+            task_users: Vec::new(),
         }
     }
 }
@@ -226,6 +237,9 @@ pub enum SpecError {
         /// The kind.
         kind: ResourceKind,
     },
+    /// A `task_users` entry that is not a user a task may run as.
+    #[error("task_users{0}")]
+    TaskUsers(String),
 }
 
 impl SpecError {
@@ -237,6 +251,7 @@ impl SpecError {
             Self::StaticWithoutReservation { kind } => format!("type.{}", kind.field()),
             Self::ZeroLimit { kind } => format!("limit.{}", kind.field()),
             Self::ControllerLimitAbove100(_) => "controller_limit_percent".to_string(),
+            Self::TaskUsers(_) => "task_users".to_string(),
         }
     }
 }
@@ -256,6 +271,8 @@ impl PoolSpec {
         if let Some(pct) = self.controller_limit_percent.filter(|&p| p > 100) {
             return Err(SpecError::ControllerLimitAbove100(pct));
         }
+        crate::task_user::check_allow_list(&self.task_users)
+            .map_err(|e| SpecError::TaskUsers(if e.starts_with('[') { e } else { format!(": {e}") }))?;
         Ok(())
     }
 
@@ -324,6 +341,21 @@ mod tests {
         let old: PoolSpec =
             serde_yaml::from_str(&serde_yaml::to_string(&PoolSpec::default()).expect("yaml")).expect("old");
         assert_eq!(old.controller_limit_percent, None);
+    }
+
+    #[test]
+    fn task_users_are_read_kept_and_root_is_refused() {
+        let spec = entry("task_users: [nobody, \"1500\"]\n").expect("parses");
+        assert_eq!(spec.task_users, vec!["nobody".to_owned(), "1500".to_owned()]);
+        assert!(spec.check().is_ok());
+        assert_eq!(PoolEntry::from_spec("/a", &spec).spec(), spec);
+        let stored: PoolSpec = serde_json::from_str(&serde_json::to_string(&spec).expect("json")).expect("back");
+        assert_eq!(stored, spec);
+        assert!(PoolSpec::default().task_users.is_empty(), "nobody may pick a user unless allowed");
+        let root = PoolSpec { task_users: vec!["nobody".into(), "root".into()], ..PoolSpec::default() };
+        let err = root.check().expect_err("root");
+        assert_eq!(err.field(), "task_users");
+        assert!(err.to_string().starts_with("task_users[1]: `root`"), "{err}");
     }
 
     fn entry(yaml: &str) -> Result<PoolSpec, String> {

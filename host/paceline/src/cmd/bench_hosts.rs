@@ -125,6 +125,7 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
         let runs: Vec<LaunchRequest> = (0..n)
             .map(|i| LaunchRequest {
                 gang: None,
+                user: None,
                 run_id: format!("bench-{i}-1"),
                 task_id: format!("bench-{i}"),
                 spec: TaskSpec {

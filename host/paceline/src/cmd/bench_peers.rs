@@ -265,6 +265,7 @@ impl ReadyQueue for ShapeQueue {
             let task_id = format!("bench-{}-{}", p.task.job, p.task.instance);
             by_host.entry(p.host).or_default().push(LaunchRequest {
                 gang: None,
+                user: None,
                 run_id: format!("{task_id}-1"),
                 task_id,
                 spec: TaskSpec { command: "bench".into(), resources: p.task.resources, ..TaskSpec::default() },

@@ -112,6 +112,7 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
         controller: j.controller,
         owner_lease_secs: j.owner_lease_secs,
         gang: gang_spec(&format!("{field}.gang"), j.gang.as_ref())?,
+        user: (!j.user.is_empty()).then(|| j.user.clone()),
     };
     // Task specs first, so their errors carry the task's own path.
     check_task(&format!("{field}.default_task"), &config.default_task)?;
@@ -148,6 +149,7 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
         controller: c.controller,
         owner_lease_secs: c.owner_lease_secs,
         gang: (!c.gang.is_default()).then(|| pb::GangSpec { discovery: c.gang.discovery.as_str().to_string() }),
+        user: c.user.clone().unwrap_or_default(),
     }
 }
 

@@ -11,7 +11,7 @@ impl ResourceManager {
         let r = amounts::to_resources;
         Some(PoolStatus {
             path: n.path.clone(),
-            spec: n.spec,
+            spec: n.spec.clone(),
             entitlement: r(&n.ent),
             slack_entitlement: r(&n.slack_ent),
             allocation: r(&n.alloc_nr),

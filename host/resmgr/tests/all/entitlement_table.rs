@@ -100,7 +100,7 @@ fn hand_computed_entitlements() {
     for case in cases() {
         let mut rm = manager(case.capacity);
         for (path, spec, _) in &case.pools {
-            rm.create_pool(path, *spec).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            rm.create_pool(path, spec.clone()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         }
         for (path, _, d) in &case.pools {
             demand(&mut rm, path, *d);

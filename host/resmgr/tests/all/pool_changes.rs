@@ -29,10 +29,10 @@ fn with(f: impl FnOnce(&mut PoolSpec)) -> PoolSpec {
 type Change = Box<dyn Fn(&mut ResourceManager) -> Result<(), PoolError>>;
 
 fn create(path: &'static str, spec: PoolSpec) -> Change {
-    Box::new(move |rm| rm.create_pool(path, spec).map(|_| ()))
+    Box::new(move |rm| rm.create_pool(path, spec.clone()).map(|_| ()))
 }
 fn update(path: &'static str, spec: PoolSpec) -> Change {
-    Box::new(move |rm| rm.update_pool(path, spec))
+    Box::new(move |rm| rm.update_pool(path, spec.clone()))
 }
 fn delete(path: &'static str) -> Change {
     Box::new(move |rm| rm.delete_pool(path))
@@ -127,7 +127,7 @@ fn yaml_loads_all_or_nothing() {
     let mut rm = ResourceManager::new(Default::default());
     let good = "pools:\n  - path: /ml\n    reservation: { cpu: 4000, gpu: 4 }\n    limit: { gpu: 8 }\n    share: { cpu: 2 }\n  - path: /ml/train\n    reservation: { gpu: 4 }\n    type: { gpu: static }\n    slack_limit: { cpu: 1000 }\n";
     assert_eq!(rm.load_pools_yaml(good), Ok(2));
-    let spec = *rm.tree().spec(rm.tree().id("/ml/train").expect("train")).expect("spec");
+    let spec = rm.tree().spec(rm.tree().id("/ml/train").expect("train")).expect("spec").clone();
     assert_eq!(spec.reservation.gpu, 4000, "4 whole GPUs, in milli-GPUs");
     assert_eq!(spec.limit.gpu, UNLIMITED, "no limit of its own; bounded by /ml's through entitlement");
     let before = snapshot(&rm);

@@ -470,6 +470,7 @@ fn pool_fields(p: &pb::Pool) -> String {
             "controller limit",
             spec.controller_limit_percent.map_or_else(|| "-".to_string(), |p| format!("{p}% of the reservation")),
         ),
+        ("task users", if spec.task_users.is_empty() { "-".into() } else { spec.task_users.join(", ") }),
         ("entitlement", wire_kinds(p.entitlement.as_ref())),
         ("allocation", wire_kinds(p.allocation.as_ref())),
         ("demand", wire_kinds(p.demand.as_ref())),
