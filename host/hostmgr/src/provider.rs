@@ -153,6 +153,17 @@ pub enum ProviderEvent {
         /// Why, for logs.
         reason: String,
     },
+    /// The provider's cluster no longer wants the host drained (a
+    /// Kubernetes node uncordoned). The manager puts the host back UP only
+    /// if a [`ProviderEvent::HostDrainRequested`] is what took it out of UP
+    /// and no operator changed its state since: an operator's drain is
+    /// never undone by the provider.
+    HostUndrainRequested {
+        /// The host.
+        host: String,
+        /// Why, for logs.
+        reason: String,
+    },
 }
 
 /// Which log of a run.

@@ -5,5 +5,6 @@ mod agent;
 mod identity;
 mod lease;
 mod maintenance;
+mod provider_drain;
 mod sim;
 mod support;

@@ -22,6 +22,7 @@ impl State {
             label_counts: HashMap::new(),
             durable: false,
             reregister_asked_ms: None,
+            provider_drained: false,
         });
         self.seen_at(now);
         i
@@ -218,6 +219,8 @@ impl State {
     ) -> Result<Option<MaintenanceState>, HostError> {
         let &i = self.by_name.get(host).ok_or_else(|| HostError::UnknownHost(host.to_string()))?;
         let from = self.hosts[i as usize].state;
+        // Whoever changes it now owns it (the provider's handler marks its own).
+        self.hosts[i as usize].provider_drained = false;
         if from == to {
             return Ok(None);
         }

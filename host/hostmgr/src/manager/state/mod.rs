@@ -82,6 +82,10 @@ pub(crate) struct HostEntry {
     /// timeout, so the heartbeats already queued from its old stream do not
     /// end the new one too.
     reregister_asked_ms: Option<u64>,
+    /// Its maintenance state was last changed by the provider's drain
+    /// request (not by an operator): the provider may take it back. Not
+    /// stored: after a restart only `paceline host up` brings it back.
+    provider_drained: bool,
 }
 
 #[derive(Debug)]

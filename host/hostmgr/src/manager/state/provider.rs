@@ -57,9 +57,26 @@ impl State {
                 let up = self.by_name.get(&host).is_some_and(|&i| self.hosts[i as usize].state == MaintenanceState::Up);
                 if up {
                     info!(host, reason, "the provider asks for a drain");
-                    if let Err(e) = self.set_maintenance(&host, MaintenanceState::Draining, fx) {
-                        warn!(host, error = %e, "drain requested by the provider not applied");
+                    match self.set_maintenance(&host, MaintenanceState::Draining, fx) {
+                        Ok(_) => {
+                            if let Some(&i) = self.by_name.get(&host) {
+                                self.hosts[i as usize].provider_drained = true;
+                            }
+                        }
+                        Err(e) => warn!(host, error = %e, "drain requested by the provider not applied"),
                     }
+                }
+            }
+            ProviderEvent::HostUndrainRequested { host, reason } => {
+                let Some(&i) = self.by_name.get(&host) else { return };
+                let h = &self.hosts[i as usize];
+                if !h.provider_drained || h.state == MaintenanceState::Up {
+                    info!(host, reason, state = %h.state, "the provider no longer asks for a drain; the host's state is an operator's, left as it is");
+                    return;
+                }
+                info!(host, reason, "the provider no longer asks for a drain; the host is up again");
+                if let Err(e) = self.set_maintenance(&host, MaintenanceState::Up, fx) {
+                    warn!(host, error = %e, "undrain requested by the provider not applied");
                 }
             }
         }
