@@ -9,6 +9,8 @@
 #                                                         apply manifests/rbac.yaml, write the two kubeconfigs
 #   deploy/kubernetes/kubernetes.sh start-scheduler [DIR] also start kube-scheduler (default-scheduler pods get bound)
 #   deploy/kubernetes/kubernetes.sh stop   [DIR]          stop everything started in DIR (by pid files), scheduler included
+#   deploy/kubernetes/kubernetes.sh stop-apiserver [DIR]  stop only kube-apiserver (an outage: its clients keep retrying)
+#   deploy/kubernetes/kubernetes.sh start-apiserver [DIR] start it again (what `start` does on a plane missing it)
 #   deploy/kubernetes/kubernetes.sh status [DIR]          exit 0 and print the API server URL if /readyz answers
 #   deploy/kubernetes/kubernetes.sh env    [DIR]          print the `export PACELINE_KUBE…=` lines below (never a token)
 #   deploy/kubernetes/kubernetes.sh nodes N [DIR] [--prefix P] [--cpu C] [--memory M] [--gpus G] [--pods P]
@@ -604,6 +606,14 @@ stop_one() {
     fi
 }
 
+# Only the API server: etcd, the controller-manager and kwok keep running
+# (and retrying), as in an API server outage.
+stop_apiserver() {
+    [[ -d "$DIR" ]] || { log "not running in $DIR"; return 0; }
+    lock_dir
+    stop_one kube-apiserver
+}
+
 # The API server's clients together, then the API server, then etcd.
 stop() {
     local name
@@ -734,11 +744,13 @@ case "$cmd" in
     start) start ;;
     start-scheduler) start_scheduler ;;
     stop) stop ;;
+    stop-apiserver) stop_apiserver ;;
+    start-apiserver) start ;;
     status) status ;;
     env) env_lines ;;
     nodes) nodes ;;
     *)
-        sed -n '2,16p' "$0" >&2
+        sed -n '2,18p' "$0" >&2
         exit 64
         ;;
 esac

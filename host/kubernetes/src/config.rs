@@ -17,6 +17,13 @@ pub struct KubernetesConfig {
     pub context: Option<String>,
     /// The namespace task pods (and their Secrets) are created in.
     pub namespace: String,
+    /// This Paceline cluster's id, the value of every pod's
+    /// `paceline.io/cluster` label: only pods with it are adopted, watched
+    /// and reported as runs; pods of other Paceline clusters sharing the
+    /// namespace or the nodes are counted as any other scheduler's. A label
+    /// value (1–63 of `[A-Za-z0-9._-]`, alphanumeric at both ends). The
+    /// server derives it from its store when the config names none.
+    pub cluster_id: String,
     /// The image of tasks whose spec names none (plain commands).
     pub default_image: String,
     /// `spec.schedulerName` of task pods: which scheduler placed them (they
@@ -56,6 +63,7 @@ impl Default for KubernetesConfig {
             kubeconfig: None,
             context: None,
             namespace: "paceline-tasks".into(),
+            cluster_id: "paceline".into(),
             default_image: "busybox:1.37".into(),
             scheduler_name: "paceline".into(),
             node_selector: None,
@@ -68,6 +76,49 @@ impl Default for KubernetesConfig {
             keep_finished_pods: Duration::from_secs(300),
             max_concurrent_calls: 32,
             call_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The name under which the server records the cluster id it generated
+/// (`Store::put_provider_id`), so that it survives restarts.
+pub const CLUSTER_ID_KEY: &str = "kubernetes";
+
+/// Whether `id` can be a label value (and so a cluster id).
+pub fn valid_cluster_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 63
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// A new cluster id, `pl-` and 16 random hex digits (from the OS's random
+/// source; where it cannot be read, from the time and the process id, which
+/// still differ between two clusters started apart).
+pub fn generate_cluster_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    if !random {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        bytes = ((t as u64) ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
+    }
+    format!("pl-{}", hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_are_label_values() {
+        let id = generate_cluster_id();
+        assert!(valid_cluster_id(&id), "{id}");
+        assert_ne!(generate_cluster_id(), id);
+        assert!(valid_cluster_id(&KubernetesConfig::default().cluster_id));
+        for bad in ["", "-a", "a-", "a/b", "a b", &"x".repeat(64)] {
+            assert!(!valid_cluster_id(bad), "{bad:?}");
         }
     }
 }

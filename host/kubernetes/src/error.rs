@@ -21,6 +21,9 @@ pub enum KubernetesError {
          (in-cluster config: {0})"
     )]
     NoConfig(String),
+    /// The cluster id cannot be a label value.
+    #[error("kubernetes cluster_id `{0}`: not a label value (1-63 of A-Z a-z 0-9 . _ -, alphanumeric at both ends)")]
+    ClusterId(String),
     /// The client could not be built from the configuration.
     #[error("kubernetes client: {0}")]
     Client(String),

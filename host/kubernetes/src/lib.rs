@@ -46,6 +46,6 @@ pub mod status;
 mod tests;
 mod watch;
 
-pub use config::{KUBECONFIG_ENV, KubernetesConfig};
+pub use config::{CLUSTER_ID_KEY, KUBECONFIG_ENV, KubernetesConfig, generate_cluster_id, valid_cluster_id};
 pub use error::KubernetesError;
 pub use provider::{KubernetesProvider, StopGuard};

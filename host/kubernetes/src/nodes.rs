@@ -37,6 +37,9 @@ pub struct NodeView {
     /// NoSchedule or NoExecute taints Paceline does not tolerate, as
     /// `key=value:Effect`.
     pub blocking_taints: Vec<String>,
+    /// `status.allocatable.pods`: how many unfinished pods the kubelet
+    /// admits (`None`: the node does not say; not limited).
+    pub max_pods: Option<u64>,
 }
 
 impl NodeView {
@@ -71,6 +74,10 @@ pub fn node_view(node: &Node, config: &KubernetesConfig) -> Result<NodeView, Str
     let gpus = match get(GPU_RESOURCE) {
         Some(q) => parse_quantity(&q.0).map_err(|e| field(GPU_RESOURCE, e))?.floor_scaled(1),
         None => 0,
+    };
+    let max_pods = match get("pods") {
+        Some(q) => Some(parse_quantity(&q.0).map_err(|e| field("pods", e))?.floor_scaled(1)),
+        None => None,
     };
     let ports = u64::from(config.port_range.1.saturating_sub(config.port_range.0)) + 1;
     let allocatable = Resources { cpu_millis, memory_mib, disk_mib, gpu_milli: gpus.saturating_mul(1000), ports };
@@ -129,7 +136,7 @@ pub fn node_view(node: &Node, config: &KubernetesConfig) -> Result<NodeView, Str
                 .collect()
         })
         .unwrap_or_default();
-    Ok(NodeView { name, allocatable, attributes, ready, not_ready_reason, unschedulable, blocking_taints })
+    Ok(NodeView { name, allocatable, attributes, ready, not_ready_reason, unschedulable, blocking_taints, max_pods })
 }
 
 /// What a pod holds on its node, as the kube-scheduler counts it: the larger
@@ -365,6 +372,10 @@ mod tests {
         assert_eq!(v.attributes.get("zone").map(String::as_str), Some("z1"));
         assert_eq!(v.attributes.get("port_range").map(String::as_str), Some("31000-32999"));
         assert!(v.ready && v.offers() && !v.unschedulable);
+        assert_eq!(v.max_pods, Some(110));
+        let bad = node(&[("cpu", "4"), ("pods", "many")], "True");
+        let e = node_view(&bad, &config).expect_err("unparseable pods");
+        assert!(e.contains("allocatable pods"), "{e}");
     }
 
     #[test]

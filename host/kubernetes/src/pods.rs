@@ -28,8 +28,23 @@ use crate::nodes::GPU_RESOURCE;
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Its value.
 pub const MANAGED_BY_VALUE: &str = "paceline";
-/// The label selector of Paceline's pods.
+/// The label selector of every Paceline cluster's pods.
 pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=paceline";
+/// Label: the id of the Paceline cluster that created the pod
+/// ([`KubernetesConfig::cluster_id`]).
+pub const CLUSTER: &str = "paceline.io/cluster";
+
+/// The label selector of this cluster's pods.
+pub fn our_selector(config: &KubernetesConfig) -> String {
+    format!("{MANAGED_SELECTOR},{CLUSTER}={}", config.cluster_id)
+}
+
+/// Whether `pod` is one of this cluster's (labelled by it).
+pub fn is_ours(config: &KubernetesConfig, pod: &Pod) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    label(MANAGED_BY) == Some(MANAGED_BY_VALUE) && label(CLUSTER) == Some(config.cluster_id.as_str())
+}
 /// Label (sanitised) and annotation (exact) of the run id.
 pub const RUN_ID: &str = "paceline.io/run-id";
 /// Label (sanitised) and annotation (exact) of the task id.
@@ -274,7 +289,7 @@ pub fn build_pod(
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(config.namespace.clone()),
-                labels: Some(labels(req, job)),
+                labels: Some(labels(config, req, job)),
                 ..ObjectMeta::default()
             },
             string_data: Some(data),
@@ -372,7 +387,7 @@ pub fn build_pod(
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(config.namespace.clone()),
-            labels: Some(labels(req, job)),
+            labels: Some(labels(config, req, job)),
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },
@@ -396,9 +411,10 @@ pub fn build_pod(
     Ok((pod, secret))
 }
 
-fn labels(req: &LaunchRequest, job: &str) -> BTreeMap<String, String> {
+fn labels(config: &KubernetesConfig, req: &LaunchRequest, job: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (MANAGED_BY.to_string(), MANAGED_BY_VALUE.to_string()),
+        (CLUSTER.to_string(), config.cluster_id.clone()),
         (RUN_ID.to_string(), sanitize(&req.run_id, false)),
         (TASK_ID.to_string(), sanitize(&req.task_id, false)),
         (JOB_ID.to_string(), sanitize(job, false)),
@@ -521,6 +537,10 @@ mod tests {
         let labels = pod.metadata.labels.as_ref().expect("labels");
         assert_eq!(labels.get(MANAGED_BY).map(String::as_str), Some("paceline"));
         assert_eq!(labels.get(JOB_ID).map(String::as_str), Some("web-1a2b"));
+        assert_eq!(labels.get(CLUSTER).map(String::as_str), Some("paceline"), "the cluster's label");
+        assert!(is_ours(&KubernetesConfig::default(), &pod));
+        let other = KubernetesConfig { cluster_id: "other".into(), ..KubernetesConfig::default() };
+        assert!(!is_ours(&other, &pod), "another Paceline cluster's pod is not ours");
         let ann = pod.metadata.annotations.as_ref().expect("annotations");
         assert_eq!(ann.get("paceline.io/kwok-exit-code").map(String::as_str), Some("0"));
         assert!(!ann.contains_key("not a key"));

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use crate::config::{KUBECONFIG_ENV, KubernetesConfig};
 use crate::error::KubernetesError;
-use crate::pods::{self, MANAGED_BY, MANAGED_SELECTOR};
+use crate::pods;
 use crate::state::{Inner, Run, St, Watch, api_message, is_status, lock, unix_ms};
 use crate::watch::{name_of, watch_loop};
 
@@ -45,6 +45,9 @@ impl KubernetesProvider {
         // the first connection. Installing ring first (a no-op when a
         // default exists) rules that out.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        if !crate::config::valid_cluster_id(&config.cluster_id) {
+            return Err(KubernetesError::ClusterId(config.cluster_id.clone()));
+        }
         let path = config.kubeconfig.clone().or_else(|| std::env::var_os(KUBECONFIG_ENV).map(Into::into));
         let kube_config = match &path {
             Some(path) => {
@@ -59,7 +62,7 @@ impl KubernetesProvider {
         };
         let client = kube::Client::try_from(kube_config).map_err(|e| KubernetesError::Client(e.to_string()))?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
-        let probe = kube::api::ListParams::default().labels(MANAGED_SELECTOR).limit(1);
+        let probe = kube::api::ListParams::default().labels(&pods::our_selector(&config)).limit(1);
         tokio::time::timeout(config.call_timeout, pods.list_metadata(&probe))
             .await
             .map_err(|_| KubernetesError::Api {
@@ -82,6 +85,7 @@ impl KubernetesProvider {
                 out,
                 out_rx: Mutex::new(Some(out_rx)),
                 tasks: Mutex::new(Vec::new()),
+                ended_on: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -104,6 +108,7 @@ impl KubernetesProvider {
             out,
             out_rx: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
+            ended_on: Mutex::new(Vec::new()),
         };
         (KubernetesProvider { inner: Arc::new(inner) }, out_rx)
     }
@@ -194,18 +199,20 @@ impl Provider for KubernetesProvider {
         tasks.push(tokio::spawn(watch_loop(
             inner.clone(),
             inner.pods.clone(),
-            watcher::Config::default().labels(MANAGED_SELECTOR),
+            watcher::Config::default().labels(&pods::our_selector(&inner.config)),
             Watch::Pods,
             Inner::pod_apply,
             Inner::pod_gone,
             name_of,
         )));
-        // Other pods: bound, not finished, not ours (in any namespace).
+        // Other pods: bound, not finished, not ours (in any namespace);
+        // other Paceline clusters' pods among them (a label that is not
+        // there matches `!=`).
         tasks.push(tokio::spawn(watch_loop(
             inner.clone(),
             Api::<Pod>::all(client),
             watcher::Config::default()
-                .labels(&format!("{MANAGED_BY}!=paceline"))
+                .labels(&format!("{}!={}", pods::CLUSTER, inner.config.cluster_id))
                 .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"),
             Watch::Foreign,
             Inner::foreign_apply,
@@ -226,6 +233,24 @@ impl Provider for KubernetesProvider {
                 }
             }
         }));
+        // While the API is unreachable, ask it once a second whether it is
+        // back: a watch that resumes reports nothing until something
+        // changes, and the hosts offer nothing until the API is known back.
+        let prober = inner.clone();
+        tasks.push(tokio::spawn(async move {
+            let probe = kube::api::ListParams::default().labels(&pods::our_selector(&prober.config)).limit(1);
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if lock(&prober.st).api_down_since.is_none() {
+                    continue;
+                }
+                let answered = tokio::time::timeout(Duration::from_secs(2), prober.pods.list_metadata(&probe)).await;
+                if matches!(answered, Ok(Ok(_))) {
+                    let mut st = prober.st();
+                    prober.api_ok(&mut st);
+                }
+            }
+        }));
         Ok(())
     }
 
@@ -243,6 +268,9 @@ impl Provider for KubernetesProvider {
             } else {
                 BTreeSet::new()
             };
+            // The kubelet admits `allocatable.pods` unfinished pods; what
+            // is past it would be refused there (OutOfpods), so it is here.
+            let mut on_node = view.max_pods.map(|_| inner.pods_on(&st, host));
             for req in runs {
                 if st.runs.contains_key(&req.run_id) {
                     continue; // idempotent by run id
@@ -287,6 +315,12 @@ impl Provider for KubernetesProvider {
                     inner.send(reject(format!("node {host}: no free host port in {lo}-{hi}")));
                     continue;
                 }
+                if let (Some(n), Some(max)) = (on_node, view.max_pods)
+                    && n >= max
+                {
+                    inner.send(reject(format!("node {host} has {n} unfinished pods, its allocatable pods: no more")));
+                    continue;
+                }
                 used.extend(ports.values().copied());
                 let (pod, secret) = match pods::build_pod(&inner.config, &req, host, &ports) {
                     Ok(p) => p,
@@ -295,6 +329,7 @@ impl Provider for KubernetesProvider {
                         continue;
                     }
                 };
+                on_node = on_node.map(|n| n + 1);
                 let name = pods::pod_name(&req.run_id);
                 st.by_pod.insert(name.clone(), req.run_id.clone());
                 st.runs.insert(
@@ -317,6 +352,10 @@ impl Provider for KubernetesProvider {
                     },
                 );
                 work.push((req.run_id, pod, secret));
+            }
+            if view.max_pods.is_some() {
+                // Full now? The next tick registers it again if so.
+                st.dirty.insert(host.to_string());
             }
         }
         if work.is_empty() {
@@ -357,6 +396,7 @@ impl Provider for KubernetesProvider {
                         let pod = run.pod.clone();
                         st.runs.remove(&run_id);
                         st.by_pod.remove(&pod);
+                        st.dirty.insert(host.to_string());
                         if unreachable < total {
                             inner.send(ProviderEvent::LaunchRejected {
                                 host: host.to_string(),

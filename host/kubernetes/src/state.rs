@@ -18,7 +18,7 @@ use paceline_model::Resources;
 use paceline_model::gpu::GpuGrant;
 use paceline_model::run::{RunState, RunUpdate};
 use tokio::sync::mpsc;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::KubernetesConfig;
 use crate::nodes::NodeView;
@@ -96,6 +96,8 @@ pub(crate) struct St {
     pub(crate) finished: HashMap<String, Instant>,
     pub(crate) foreign: HashMap<String, Foreign>,
     pub(crate) foreign_by_node: HashMap<String, Resources>,
+    /// How many of those pods each node has (its `allocatable.pods` counts them).
+    pub(crate) foreign_pods_by_node: HashMap<String, u64>,
     /// Each watch has listed everything once.
     pub(crate) synced: [bool; 3],
     /// Keys seen since a watch (re)started listing.
@@ -106,6 +108,9 @@ pub(crate) struct St {
     pub(crate) dirty: HashSet<String>,
     pub(crate) api_down_since: Option<Instant>,
     pub(crate) api_error_logged: Option<Instant>,
+    /// The outage outlasted `api_outage_grace`: the hosts were disconnected,
+    /// and register again once the API answers.
+    pub(crate) outage_disconnected: bool,
 }
 
 pub(crate) struct Inner {
@@ -117,6 +122,10 @@ pub(crate) struct Inner {
     pub(crate) out: mpsc::UnboundedSender<ProviderEvent>,
     pub(crate) out_rx: Mutex<Option<mpsc::UnboundedReceiver<ProviderEvent>>>,
     pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Nodes where one of Paceline's runs ended, for the next tick to
+    /// register again (a node at its pod limit offers again). Apart from
+    /// `st` because [`Inner::update`] holds only the run; taken after `st`.
+    pub(crate) ended_on: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -175,7 +184,12 @@ impl Inner {
         let node = st.nodes.get(name)?;
         let view = node.view.as_ref().filter(|v| v.ready)?;
         let foreign = st.foreign_by_node.get(name).copied().unwrap_or(Resources::ZERO);
-        let total = if view.offers() { view.allocatable.saturating_sub(&foreign) } else { Resources::ZERO };
+        // A node as full of pods as its kubelet admits offers nothing until
+        // one ends; nor does any while the API cannot be reached (a launch
+        // would create nothing: placing there only moves tasks about).
+        let full = view.max_pods.is_some_and(|max| self.pods_on(st, name) >= max);
+        let offers = view.offers() && !full && st.api_down_since.is_none();
+        let total = if offers { view.allocatable.saturating_sub(&foreign) } else { Resources::ZERO };
         let running = st
             .runs
             .iter()
@@ -222,11 +236,15 @@ impl Inner {
                         reason: "the node was cordoned (spec.unschedulable)".into(),
                     });
                 } else if !cordoned && node.drain_sent {
+                    // The manager puts the host back up only if this
+                    // provider's drain is what took it down (an operator's
+                    // own drain stays).
                     node.drain_sent = false;
-                    info!(
-                        node = name,
-                        "node uncordoned; the host stays in its maintenance state until `paceline host up` (docs/kubernetes.md)"
-                    );
+                    info!(node = name, "node uncordoned; asking for the host back");
+                    self.send(ProviderEvent::HostUndrainRequested {
+                        host: name.to_string(),
+                        reason: "the node was uncordoned".into(),
+                    });
                 }
             }
             None => {
@@ -259,6 +277,9 @@ impl Inner {
     ) {
         run.seq += 1;
         run.last = Some((state, healthy));
+        if state.is_terminal() && !run.terminal {
+            lock(&self.ended_on).push(run.host.clone());
+        }
         run.terminal |= state.is_terminal();
         let u = RunUpdate {
             host: run.host.clone(),
@@ -323,6 +344,8 @@ impl Inner {
     pub(crate) fn tick(&self) {
         let now = Instant::now();
         let mut st = self.st();
+        let ended: Vec<String> = std::mem::take(&mut *lock(&self.ended_on));
+        st.dirty.extend(ended);
         if st.started {
             let dirty: Vec<String> = st.dirty.drain().collect();
             for name in dirty {
@@ -346,14 +369,33 @@ impl Inner {
     }
 
     pub(crate) fn heartbeat(&self) {
-        let st = self.st();
+        let mut st = self.st();
         if !st.started {
             return;
         }
         if let Some(since) = st.api_down_since
             && since.elapsed() > self.config.api_outage_grace
         {
-            // Nothing vouches for the nodes any more: let the manager lose them.
+            // Nothing vouches for the nodes any more: the manager loses
+            // them after its heartbeat timeout, told why.
+            if !st.outage_disconnected {
+                st.outage_disconnected = true;
+                let reason = format!(
+                    "kubernetes API unreachable for {} s (api_outage_grace {} s): the node's state is unknown",
+                    since.elapsed().as_secs(),
+                    self.config.api_outage_grace.as_secs()
+                );
+                error!(reason, "hosts disconnected");
+                let mut names: Vec<String> =
+                    st.nodes.iter().filter(|(_, n)| n.connected).map(|(k, _)| k.clone()).collect();
+                names.sort();
+                for name in names {
+                    if let Some(node) = st.nodes.get_mut(&name) {
+                        node.connected = false;
+                    }
+                    self.send(ProviderEvent::HostDisconnected { host: name, reason: reason.clone() });
+                }
+            }
             return;
         }
         for (name, node) in &st.nodes {
@@ -361,6 +403,14 @@ impl Inner {
                 let _ = self.out.send(ProviderEvent::Heartbeat { host: name.clone() });
             }
         }
+    }
+
+    /// Unfinished pods on `host`: other schedulers' (other Paceline
+    /// clusters' included) and Paceline's runs that have not ended.
+    pub(crate) fn pods_on(&self, st: &St, host: &str) -> u64 {
+        let foreign = st.foreign_pods_by_node.get(host).copied().unwrap_or(0);
+        let ours = st.runs.values().filter(|r| r.host == host && !r.terminal && !r.pod_gone).count() as u64;
+        foreign + ours
     }
 
     pub(crate) fn ports_in_use(&self, st: &St, host: &str) -> BTreeSet<u16> {

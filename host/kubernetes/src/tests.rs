@@ -21,7 +21,7 @@ fn node(name: &str, cpu: &str, ready: &str, extra_spec: serde_json::Value) -> No
         "metadata": {"name": name, "labels": {"zone": "a"}},
         "spec": extra_spec,
         "status": {
-            "allocatable": {"cpu": cpu, "memory": "8Gi"},
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
             "conditions": [{"type": "Ready", "status": ready}],
         },
     }))
@@ -29,6 +29,11 @@ fn node(name: &str, cpu: &str, ready: &str, extra_spec: serde_json::Value) -> No
 }
 
 fn our_pod(run_id: &str, node: &str, phase: &str, exit: Option<i32>) -> Pod {
+    cluster_pod("paceline", run_id, node, phase, exit)
+}
+
+/// A pod of the Paceline cluster `cluster` (ours is `paceline`, the default id).
+fn cluster_pod(cluster: &str, run_id: &str, node: &str, phase: &str, exit: Option<i32>) -> Pod {
     let resources = serde_json::to_string(&Resources::new(1000, 256, 10, 0)).expect("json");
     let state = match exit {
         Some(code) => {
@@ -40,14 +45,16 @@ fn our_pod(run_id: &str, node: &str, phase: &str, exit: Option<i32>) -> Pod {
         "metadata": {
             "name": run_id,
             "namespace": "paceline-tasks",
-            "labels": {"app.kubernetes.io/managed-by": "paceline"},
+            "labels": {"app.kubernetes.io/managed-by": "paceline", "paceline.io/cluster": cluster},
             "annotations": {
                 "paceline.io/run-id": run_id,
                 "paceline.io/task-id": crate::pods::task_of(run_id),
                 "paceline.io/resources": resources,
             },
         },
-        "spec": {"nodeName": node, "containers": [{"name": "task"}]},
+        "spec": {"nodeName": node, "containers": [
+            {"name": "task", "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}},
+        ]},
         "status": {"phase": phase, "containerStatuses": [{
             "name": "task", "image": "busybox", "imageID": "", "ready": phase == "Running",
             "restartCount": 0, "state": state,
@@ -182,7 +189,11 @@ async fn node_states_become_host_events() {
     let tainted = json!({"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]});
     nodes_ev(&p, Event::Apply(node("n1", "4", "True", tainted)));
     let events = drain(&mut rx);
-    assert!(matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total == Resources::ZERO), "{events:?}");
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostRegistered(r), ProviderEvent::HostUndrainRequested { .. }]
+            if r.total == Resources::ZERO),
+        "tainted (offers nothing) and no longer cordoned: {events:?}"
+    );
     others_ev(&p, Event::Delete(other_pod("web", "n1", "1500m")));
     p.inner().tick();
     assert!(drain(&mut rx).is_empty(), "a tainted node offers nothing, whatever leaves it");
@@ -222,5 +233,161 @@ async fn hosts_stay_up_through_a_short_api_outage_only() {
     assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::Heartbeat { host }] if host == "n1"));
     p.inner().st().api_down_since = Instant::now().checked_sub(Duration::from_secs(61));
     p.inner().heartbeat();
-    assert!(drain(&mut rx).is_empty(), "past the grace nothing vouches for the node");
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostDisconnected { host, reason }]
+            if host == "n1" && reason.contains("kubernetes API unreachable for 61 s")),
+        "past the grace nothing vouches for the node, and the host says why: {events:?}"
+    );
+    p.inner().heartbeat();
+    assert!(drain(&mut rx).is_empty(), "said once, no heartbeats");
+    // The API answers again (a watch that resumes, with nothing new): the host registers again.
+    others_ev(&p, Event::Apply(other_pod("web", "n1", "1500m")));
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.hostname == "n1" && r.running.len() == 1),
+        "{events:?}"
+    );
+    p.inner().heartbeat();
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::Heartbeat { .. }]));
+}
+
+fn small_node(name: &str, pods: &str) -> Node {
+    let mut n = node(name, "4", "True", json!({}));
+    if let Some(a) = n.status.as_mut().and_then(|s| s.allocatable.as_mut()) {
+        a.insert("pods".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity(pods.into()));
+    }
+    n
+}
+
+#[tokio::test]
+async fn another_paceline_clusters_pods_are_neither_adopted_nor_reported_but_counted() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    // Its pod comes through the watch of other pods (the label selector
+    // `paceline.io/cluster!=paceline` matches it) and holds 1 CPU.
+    others_ev(&p, Event::Apply(cluster_pod("blue", "b-0-1", "n1", "Running", None)));
+    p.inner().tick();
+    let events = drain(&mut rx);
+    let [ProviderEvent::HostRegistered(r)] = &events[..] else { panic!("{events:?}") };
+    assert_eq!(r.total.cpu_millis, 4000 - 1500 - 1000, "the other cluster's pod is taken off the node");
+    assert_eq!(r.running.len(), 1, "and it is not among our runs: {:?}", r.running);
+    // Were it to reach the watch of our pods, it is still not ours.
+    pods_ev(&p, Event::Apply(cluster_pod("blue", "c-0-1", "n1", "Running", None)));
+    assert!(drain(&mut rx).is_empty());
+    assert_eq!(p.run_count(), 1);
+    // Our own pods never count as foreign.
+    others_ev(&p, Event::Apply(our_pod("a-0-1", "n1", "Running", None)));
+    assert_eq!(p.foreign_usage("n1").cpu_millis, 2500);
+}
+
+#[tokio::test]
+async fn a_node_with_as_many_pods_as_it_admits_offers_nothing_more() {
+    let (p, mut rx) = KubernetesProvider::offline(KubernetesConfig::default());
+    nodes_ev(&p, Event::Init);
+    nodes_ev(&p, Event::InitApply(small_node("n1", "3")));
+    nodes_ev(&p, Event::InitDone);
+    pods_ev(&p, Event::Init);
+    pods_ev(&p, Event::InitApply(our_pod("a-0-1", "n1", "Running", None)));
+    pods_ev(&p, Event::InitDone);
+    others_ev(&p, Event::Init);
+    others_ev(&p, Event::InitApply(other_pod("web", "n1", "100m")));
+    others_ev(&p, Event::InitDone);
+    let events = drain(&mut rx);
+    assert!(matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 3900), "{events:?}");
+    // A third pod (another scheduler's, or another Paceline cluster's) fills it.
+    others_ev(&p, Event::Apply(cluster_pod("blue", "b-0-1", "n1", "Running", None)));
+    p.inner().tick();
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total == Resources::ZERO && r.running.len() == 1),
+        "3 pods of 3: nothing offered, our run still reported: {events:?}"
+    );
+    // Our run ends: room for one again.
+    pods_ev(&p, Event::Apply(our_pod("a-0-1", "n1", "Succeeded", Some(0))));
+    p.inner().tick();
+    let events = drain(&mut rx);
+    assert!(matches!(&events[0], ProviderEvent::RunUpdate(u) if u.state == RunState::Succeeded), "{events:?}");
+    assert!(
+        matches!(&events[1..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 4000 - 100 - 1000),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_uncordoned_node_asks_for_its_host_back() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", json!({}))));
+    assert!(drain(&mut rx).is_empty(), "never cordoned: nothing to undo");
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", json!({"unschedulable": true}))));
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::HostDrainRequested { .. }]));
+    nodes_ev(&p, Event::Apply(node("n1", "4", "True", json!({}))));
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostUndrainRequested { host, reason }] if host == "n1" && reason.contains("uncordoned")),
+        "{events:?}"
+    );
+}
+
+fn launch_request(run_id: &str) -> paceline_model::run::LaunchRequest {
+    let spec = paceline_model::task::TaskSpec {
+        command: "true".into(),
+        resources: Resources::new(100, 32, 10, 0),
+        ..paceline_model::task::TaskSpec::default()
+    };
+    serde_json::from_value(json!({"run_id": run_id, "task_id": crate::pods::task_of(run_id), "spec": spec, "env": {}}))
+        .expect("a launch request")
+}
+
+#[tokio::test]
+async fn a_launch_past_the_nodes_pod_limit_is_refused_naming_it() {
+    let (p, mut rx) = KubernetesProvider::offline(KubernetesConfig::default());
+    nodes_ev(&p, Event::Init);
+    nodes_ev(&p, Event::InitApply(small_node("n1", "2")));
+    nodes_ev(&p, Event::InitDone);
+    pods_ev(&p, Event::Init);
+    pods_ev(&p, Event::InitDone);
+    others_ev(&p, Event::Init);
+    others_ev(&p, Event::InitApply(other_pod("web", "n1", "100m")));
+    others_ev(&p, Event::InitDone);
+    drain(&mut rx);
+    // Placement saw room for both (it counts no pods); the node admits one more.
+    let result = p.launch("n1", vec![launch_request("a-0-1"), launch_request("a-1-1")]).await;
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::LaunchRejected { run_id, error, .. }]
+            if run_id == "a-1-1" && error.contains("has 2 unfinished pods")),
+        "{events:?}"
+    );
+    // The first was sent to an API server that is not there (this test has none).
+    assert!(result.is_err(), "{result:?}");
+}
+
+#[tokio::test]
+async fn while_the_api_is_unreachable_the_hosts_offer_nothing() {
+    let (p, mut rx) = started(KubernetesConfig::default(), our_pod("a-0-1", "n1", "Running", None));
+    drain(&mut rx);
+    {
+        let inner = p.inner();
+        let mut st = inner.st();
+        // A refusal is not an outage.
+        inner.api_error(&mut st, Watch::Nodes, &kube::runtime::watcher::Error::NoResourceVersion);
+        assert!(st.api_down_since.is_none());
+        let refused = kube::Error::Service("connection refused".into());
+        inner.api_error(&mut st, Watch::Nodes, &kube::runtime::watcher::Error::WatchFailed(refused));
+    }
+    p.inner().tick();
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total == Resources::ZERO && r.running.len() == 1),
+        "nothing offered, its run still there: {events:?}"
+    );
+    p.inner().heartbeat();
+    assert!(matches!(&drain(&mut rx)[..], [ProviderEvent::Heartbeat { .. }]), "and up (within the grace)");
+    // Any answer (an event, or the probe's list) ends it.
+    others_ev(&p, Event::Apply(other_pod("web", "n1", "1500m")));
+    p.inner().tick();
+    let events = drain(&mut rx);
+    assert!(matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 2500), "{events:?}");
 }

@@ -17,7 +17,7 @@ use paceline_model::run::RunState;
 use tracing::{debug, info, warn};
 
 use crate::nodes;
-use crate::pods::{self, MANAGED_BY};
+use crate::pods;
 use crate::state::{Foreign, Inner, Run, St, Watch, unix_ms};
 use crate::status;
 
@@ -26,17 +26,58 @@ impl Inner {
 
     pub(crate) fn api_ok(&self, st: &mut St) {
         if let Some(since) = st.api_down_since.take() {
+            st.api_error_logged = None;
             info!(after_s = since.elapsed().as_secs(), "kubernetes API reachable again");
+            // The hosts offer again (registered at the next tick).
+            let names: Vec<String> = st.nodes.keys().cloned().collect();
+            st.dirty.extend(names);
+        }
+        if std::mem::take(&mut st.outage_disconnected) {
+            // A watch that resumes lists nothing again: every node is told
+            // of now (registered again if Ready), not at its next change.
+            let mut names: Vec<String> = st.nodes.keys().cloned().collect();
+            names.sort();
+            for name in names {
+                self.sync_node(st, &name);
+            }
         }
     }
 
     pub(crate) fn api_error(&self, st: &mut St, watch: Watch, e: &watcher::Error) {
         let now = Instant::now();
-        st.api_down_since.get_or_insert(now);
+        let unreachable = match e {
+            watcher::Error::InitialListFailed(k)
+            | watcher::Error::WatchStartFailed(k)
+            | watcher::Error::WatchFailed(k) => !matches!(k, kube::Error::Api(_)),
+            watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => false,
+        };
+        if !unreachable {
+            // The API answered (a refusal, an expired resource version): the
+            // watch lists again; not an outage.
+            if st.api_error_logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(30)) {
+                st.api_error_logged = Some(now);
+                warn!(?watch, error = %e, "kubernetes watch refused; retrying");
+            }
+            return;
+        }
+        if st.api_down_since.is_none() {
+            // The hosts offer nothing until it answers (registered at the next tick).
+            let names: Vec<String> = st.nodes.keys().cloned().collect();
+            st.dirty.extend(names);
+        }
+        let since = *st.api_down_since.get_or_insert(now);
+        // Once at the start, then every 30 s: the watches retry far more often.
         if st.api_error_logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(30)) {
             st.api_error_logged = Some(now);
-            warn!(?watch, error = %e, "kubernetes watch failed; retrying (hosts stay up for {} s)",
-                self.config.api_outage_grace.as_secs());
+            let left = self.config.api_outage_grace.saturating_sub(now.duration_since(since));
+            warn!(
+                ?watch,
+                error = %e,
+                down_s = now.duration_since(since).as_secs(),
+                "kubernetes API unreachable: retrying; hosts stay up {} s more (api_outage_grace); the hosts \
+                 offer nothing meanwhile (nothing is launched)",
+                left.as_secs()
+            );
         }
     }
 
@@ -162,6 +203,10 @@ impl Inner {
 
     pub(crate) fn pod_apply(&self, st: &mut St, pod: Pod) {
         let Some(name) = pod.metadata.name.clone() else { return };
+        if !pods::is_ours(&self.config, &pod) {
+            // The watch selects this cluster's pods; anything else is another's.
+            return;
+        }
         if st.finished.contains_key(&name) {
             return;
         }
@@ -268,7 +313,8 @@ impl Inner {
 
     pub(crate) fn foreign_apply(&self, st: &mut St, pod: Pod) {
         let key = Self::foreign_key(&pod);
-        let labelled = pod.metadata.labels.as_ref().is_some_and(|l| l.get(MANAGED_BY).is_some_and(|v| v == "paceline"));
+        // Ours are the pods watch's; another Paceline cluster's are counted here.
+        let labelled = pods::is_ours(&self.config, &pod);
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
         if labelled || node.is_empty() || phase == "Succeeded" || phase == "Failed" {
@@ -294,6 +340,7 @@ impl Inner {
         self.foreign_gone(st, &key, None);
         let sum = st.foreign_by_node.entry(node.clone()).or_insert(Resources::ZERO);
         *sum = sum.saturating_add(&usage);
+        *st.foreign_pods_by_node.entry(node.clone()).or_insert(0) += 1;
         st.dirty.insert(node.clone());
         st.foreign.insert(key, Foreign { node, usage, ports });
     }
@@ -304,6 +351,12 @@ impl Inner {
             *sum = sum.saturating_sub(&old.usage);
             if *sum == Resources::ZERO {
                 st.foreign_by_node.remove(&old.node);
+            }
+        }
+        if let Some(n) = st.foreign_pods_by_node.get_mut(&old.node) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.foreign_pods_by_node.remove(&old.node);
             }
         }
         st.dirty.insert(old.node);

@@ -61,6 +61,11 @@ pub enum HostsConfig {
         /// The namespace task pods are created in.
         #[serde(default = "kubernetes_namespace")]
         namespace: String,
+        /// This Paceline cluster's id, the `paceline.io/cluster` label of
+        /// its pods (only those are its own); default: the id recorded in
+        /// the store, else one generated at the first start and recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster_id: Option<String>,
         /// The image of tasks whose spec names none.
         #[serde(default = "kubernetes_default_image")]
         default_image: String,

@@ -116,16 +116,19 @@ pub(crate) async fn start_local_hosts(
             kubeconfig,
             context,
             namespace,
+            cluster_id,
             default_image,
             node_selector,
             tolerate_taints,
             keep_finished_pods_secs,
             max_concurrent_calls,
         } => {
+            let cluster_id = kubernetes_cluster_id(cluster_id.as_deref(), store.as_ref()).await?;
             let kube = paceline_kubernetes::KubernetesConfig {
                 kubeconfig: kubeconfig.clone(),
                 context: context.clone(),
                 namespace: namespace.clone(),
+                cluster_id,
                 default_image: default_image.clone(),
                 node_selector: node_selector.clone(),
                 tolerate_taints: tolerate_taints.clone(),
@@ -149,6 +152,40 @@ pub(crate) async fn start_local_hosts(
             return Err(ServerError::Other("a host manager in another process is not started here".into()));
         }
     })
+}
+
+/// The kubernetes provider's cluster id: the config's, else the one
+/// recorded in the store, else a new one, recorded before any pod carries it
+/// (a restart must find its pods by it).
+async fn kubernetes_cluster_id(
+    configured: Option<&str>,
+    store: &dyn paceline_storage::Store,
+) -> Result<String, ServerError> {
+    use paceline_kubernetes::CLUSTER_ID_KEY;
+    let stored = store
+        .get_provider_id(CLUSTER_ID_KEY)
+        .await
+        .map_err(|e| ServerError::Other(format!("hosts provider kubernetes: reading the cluster id: {e}")))?;
+    if let Some(id) = configured {
+        if stored.as_deref().is_some_and(|s| s != id) {
+            tracing::warn!(
+                configured = id,
+                stored = stored.as_deref().unwrap_or(""),
+                "kubernetes: cluster_id differs from the one this store's pods were labelled with; pods labelled with the old one are another cluster's now"
+            );
+        }
+        return Ok(id.to_string());
+    }
+    if let Some(id) = stored {
+        return Ok(id);
+    }
+    let id = paceline_kubernetes::generate_cluster_id();
+    store
+        .put_provider_id(CLUSTER_ID_KEY, &id)
+        .await
+        .map_err(|e| ServerError::Other(format!("hosts provider kubernetes: recording the cluster id: {e}")))?;
+    tracing::info!(cluster_id = id, "kubernetes: this cluster's pods are labelled paceline.io/cluster={id}");
+    Ok(id)
 }
 
 /// A host manager in another process: the addresses `servers` names, or

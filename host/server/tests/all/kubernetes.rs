@@ -37,6 +37,9 @@ use paceline_storage::sqlite::SqliteStore;
 
 use crate::provider_cluster;
 
+/// Cluster ids, cordons and pod limits (issue 45's second round).
+mod nodes_and_clusters;
+
 struct Plane {
     dir: PathBuf,
     kubeconfig: PathBuf,
@@ -114,12 +117,19 @@ fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
 
 /// Creates (or resets) `n` kwok nodes `kt-<test>-0…` labelled for this test.
 fn nodes(test: &str, n: usize, cpu: u32) -> Vec<String> {
+    nodes_with(test, n, cpu, &[])
+}
+
+/// [`nodes`], with more options of `kubernetes.sh nodes` (`--pods 2`).
+fn nodes_with(test: &str, n: usize, cpu: u32, extra: &[&str]) -> Vec<String> {
     let prefix = format!("kt-{test}-");
     let status = Command::new("bash")
         .arg(script())
         .args(["nodes", &n.to_string()])
         .arg(&plane().dir)
-        .args(["--prefix", &prefix, "--cpu", &cpu.to_string(), "--memory", "8Gi", "--labels"])
+        .args(["--prefix", &prefix, "--cpu", &cpu.to_string(), "--memory", "8Gi"])
+        .args(extra)
+        .arg("--labels")
         .arg(format!("paceline-test={test}"))
         .status()
         .expect("kubernetes.sh nodes");
@@ -179,10 +189,19 @@ impl Drop for KubeCluster {
     }
 }
 
+/// A cluster of this test's own (cluster id `kt-<test>`, so that tests
+/// running at once on the plane's one namespace do not take each other's
+/// pods for theirs), over its nodes.
 async fn start(dir: &Path, test: &str, nodes: Vec<String>) -> KubeCluster {
+    start_as(dir, test, nodes, &format!("kt-{test}")).await
+}
+
+/// [`start`] as the Paceline cluster `cluster_id`.
+async fn start_as(dir: &Path, test: &str, nodes: Vec<String>, cluster_id: &str) -> KubeCluster {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
     let provider = KubernetesProvider::connect(KubernetesConfig {
         kubeconfig: Some(plane().kubeconfig.clone()),
+        cluster_id: cluster_id.to_string(),
         node_selector: Some(format!("paceline-test={test}")),
         heartbeat_interval: Duration::from_millis(500),
         redeliver_after: Duration::from_secs(2),
