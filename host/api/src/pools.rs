@@ -152,6 +152,8 @@ pub fn pool_spec(field: &str, s: &pb::PoolSpec) -> Result<PoolSpec, FieldError> 
             })?),
         },
         task_users: s.task_users.clone(),
+        max_live_jobs: s.max_live_jobs,
+        max_live_tasks: s.max_live_tasks,
     };
     spec.check().map_err(|e| FieldError { field: format!("{field}.{}", e.field()), reason: e.to_string() })?;
     Ok(spec)
@@ -182,6 +184,8 @@ pub fn pool_spec_pb(s: &PoolSpec) -> pb::PoolSpec {
         limited_kinds: named(&|k| s.limit.get(k) != UNLIMITED),
         controller_limit_percent: s.controller_limit_percent.map(u32::from),
         task_users: s.task_users.clone(),
+        max_live_jobs: s.max_live_jobs,
+        max_live_tasks: s.max_live_tasks,
     }
 }
 

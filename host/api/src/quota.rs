@@ -7,7 +7,9 @@
 //! The principal is the job's owner: a `user` can only create jobs it owns
 //! (`jobs::check_owner`), and an operator creating a job for someone else
 //! spends that owner's quota. The pool is the job's own pool path (its
-//! parent pools are not summed). Counts come from the job manager's
+//! parent pools are not summed); a pool's spec may set its own limits
+//! (`max_live_jobs`, `max_live_tasks`), which replace the server's per-pool
+//! defaults for it. Counts come from the job manager's
 //! in-memory mirror ([`JobManager::visit_live_jobs`]); checks and the
 //! changes they admit run one at a time ([`Quotas::admit`] holds a lock
 //! until the change is made), so concurrent creates cannot overshoot.
@@ -158,9 +160,22 @@ impl Quotas {
             }
         });
         let l = &self.limits;
+        // A pool's own limits (its spec's max_live_jobs, max_live_tasks)
+        // replace the server's per-pool defaults.
+        let server = "in the `quotas:` section of the server's config file";
+        let own = format!("in pool {pool}'s spec (`paceline pool get {pool}`)");
+        let (own_jobs, own_tasks) = jobs.pool_limits(&pool);
+        let (pool_jobs_limit, pool_jobs_key, pool_jobs_from) = match own_jobs {
+            Some(n) => (n, "max_live_jobs", own.as_str()),
+            None => (l.max_live_jobs_per_pool, "max_live_jobs_per_pool", server),
+        };
+        let (pool_tasks_limit, pool_tasks_key, pool_tasks_from) = match own_tasks {
+            Some(n) => (n, "max_live_tasks", own.as_str()),
+            None => (l.max_live_tasks_per_pool, "max_live_tasks_per_pool", server),
+        };
         // A job already live keeps counting as one job; only a new one adds.
         let counted = |s: &str| if job.is_none() { format!("a new {s}") } else { format!("this {s}") };
-        over(l.max_live_jobs_per_principal, "max_live_jobs_per_principal", usage.owner_jobs + 1, || {
+        over(l.max_live_jobs_per_principal, "max_live_jobs_per_principal", server, usage.owner_jobs + 1, || {
             format!(
                 "principal `{owner}` has {} live jobs; {} would make {}",
                 usage.owner_jobs,
@@ -171,6 +186,7 @@ impl Quotas {
         over(
             l.max_live_tasks_per_principal,
             "max_live_tasks_per_principal",
+            server,
             usage.owner_tasks.saturating_add(tasks),
             || {
                 format!(
@@ -180,7 +196,7 @@ impl Quotas {
                 )
             },
         )?;
-        over(l.max_live_jobs_per_pool, "max_live_jobs_per_pool", usage.pool_jobs + 1, || {
+        over(pool_jobs_limit, pool_jobs_key, pool_jobs_from, usage.pool_jobs + 1, || {
             format!(
                 "pool {pool} has {} live jobs; {} would make {}",
                 usage.pool_jobs,
@@ -188,7 +204,7 @@ impl Quotas {
                 usage.pool_jobs + 1
             )
         })?;
-        over(l.max_live_tasks_per_pool, "max_live_tasks_per_pool", usage.pool_tasks.saturating_add(tasks), || {
+        over(pool_tasks_limit, pool_tasks_key, pool_tasks_from, usage.pool_tasks.saturating_add(tasks), || {
             format!(
                 "pool {pool} has {} live tasks in other jobs; this job's {tasks} would make {}",
                 usage.pool_tasks,
@@ -198,14 +214,15 @@ impl Quotas {
     }
 }
 
-/// RESOURCE_EXHAUSTED when `would` passes `limit` (0: no limit).
-fn over(limit: u64, key: &str, would: u64, what: impl FnOnce() -> String) -> Result<(), Status> {
+/// RESOURCE_EXHAUSTED when `would` passes `limit` (0: no limit); `from`
+/// says where the limit is set.
+fn over(limit: u64, key: &str, from: &str, would: u64, what: impl FnOnce() -> String) -> Result<(), Status> {
     if limit == 0 || would <= limit {
         return Ok(());
     }
     tracing::info!(quota = key, limit, would, "quota refused a change");
     Err(Status::resource_exhausted(format!(
-        "quota: {}, over the limit of {limit} live (not yet finished) {} ({key} in the `quotas:` section of the server's config file; see docs/operations.md). Kill jobs no longer needed (or wait for some to finish), or ask an operator to raise it",
+        "quota: {}, over the limit of {limit} live (not yet finished) {} ({key} {from}; see docs/operations.md). Kill jobs no longer needed (or wait for some to finish), or ask an operator to raise it",
         what(),
         if key.contains("jobs") { "jobs" } else { "tasks" },
     )))

@@ -295,3 +295,44 @@ async fn the_node_client_list_tasks_reads_every_page() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{n} {}", n - 1));
 }
+
+/// A pool's own limits (`max_live_jobs`, `max_live_tasks` in its spec)
+/// replace the server's per-pool defaults, both ways, and a refusal names
+/// the pool's spec as where the limit is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pools_own_limits_replace_the_servers_and_a_refusal_names_them() {
+    let server = QuotaLimits { max_live_jobs_per_pool: 1, max_live_tasks_per_pool: 5, ..QuotaLimits::default() };
+    let api = Api::start(server).await;
+    let mut pools = pb::pool_service_client::PoolServiceClient::new(api.channel.clone());
+    let create = |path: &str, jobs: Option<u64>, tasks: Option<u64>| pb::CreatePoolRequest {
+        path: path.into(),
+        spec: Some(pb::PoolSpec { max_live_jobs: jobs, max_live_tasks: tasks, ..Default::default() }),
+    };
+    pools.create_pool(create("/roomy", Some(3), Some(0))).await.expect("a pool above the server's limits");
+    pools.create_pool(create("/tight", None, Some(2))).await.expect("a pool below them");
+    let shown = pools.get_pool(pb::GetPoolRequest { path: "/roomy".into() }).await.expect("get").into_inner();
+    let own = shown.pool.and_then(|p| p.spec).expect("spec");
+    assert_eq!((own.max_live_jobs, own.max_live_tasks), (Some(3), Some(0)), "kept as given");
+    let in_pool = |pool: &str, n: u32| {
+        let mut s = spec(n);
+        s.pool = pool.into();
+        s
+    };
+    // /roomy: 3 jobs where the server allows 1, and no task limit (0).
+    for _ in 0..3 {
+        api.create(in_pool("/roomy", 10)).await.expect("within /roomy's own limits");
+    }
+    let refused = api.create(in_pool("/roomy", 1)).await.expect_err("a fourth job");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    for needle in ["pool /roomy has 3 live jobs", "limit of 3", "max_live_jobs in pool /roomy's spec"] {
+        assert!(refused.message().contains(needle), "{needle:?} in {}", refused.message());
+    }
+    // /tight: its own task limit of 2; its job limit is the server's (1).
+    let refused = api.create(in_pool("/tight", 3)).await.expect_err("3 tasks over /tight's 2");
+    for needle in ["limit of 2", "max_live_tasks in pool /tight's spec"] {
+        assert!(refused.message().contains(needle), "{needle:?} in {}", refused.message());
+    }
+    api.create(in_pool("/tight", 2)).await.expect("2 tasks fit");
+    let refused = api.create(in_pool("/tight", 1)).await.expect_err("the server's one job per pool");
+    assert!(refused.message().contains("max_live_jobs_per_pool in the `quotas:` section"), "{}", refused.message());
+}

@@ -20,4 +20,13 @@ impl JobManager {
             visit(&job.id, &latest.owner, &latest.pool, live + not_yet);
         }
     }
+
+    /// The live-job and live-task limits pool `pool`'s own spec sets
+    /// (`max_live_jobs`, `max_live_tasks`; `None` where it sets none, or
+    /// where there is no such pool).
+    pub fn pool_limits(&self, pool: &str) -> (Option<u64>, Option<u64>) {
+        let rm = self.rm();
+        let tree = rm.tree();
+        tree.id(pool).and_then(|id| tree.spec(id)).map_or((None, None), |s| (s.max_live_jobs, s.max_live_tasks))
+    }
 }

@@ -241,6 +241,12 @@ pub struct PoolEntry {
     /// out: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_users: Vec<String>,
+    /// Most live jobs in the pool; left out: the server's default; 0: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_live_jobs: Option<u64>,
+    /// Most live tasks in the pool; left out: the server's default; 0: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_live_tasks: Option<u64>,
 }
 
 impl PoolEntry {
@@ -270,6 +276,8 @@ impl PoolEntry {
             queue_policy: self.queue_policy,
             controller_limit_percent: self.controller_limit_percent,
             task_users: self.task_users.clone(),
+            max_live_jobs: self.max_live_jobs,
+            max_live_tasks: self.max_live_tasks,
         }
     }
 
@@ -286,6 +294,8 @@ impl PoolEntry {
             queue_policy: spec.queue_policy,
             controller_limit_percent: spec.controller_limit_percent,
             task_users: spec.task_users.clone(),
+            max_live_jobs: spec.max_live_jobs,
+            max_live_tasks: spec.max_live_tasks,
         }
     }
 }

@@ -96,6 +96,14 @@ pub struct PoolSpec {
     /// of these users can read whatever that user can on every host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_users: Vec<String>,
+    /// Most live (not yet finished) jobs whose pool is this one; `None`:
+    /// the server's `quotas.max_live_jobs_per_pool`; 0: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_live_jobs: Option<u64>,
+    /// Most live tasks of this pool's live jobs; `None`: the server's
+    /// `quotas.max_live_tasks_per_pool`; 0: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_live_tasks: Option<u64>,
 }
 
 impl PoolSpec {
@@ -140,6 +148,10 @@ struct StoredPoolSpec {
     gpu_milli_units: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     task_users: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_live_jobs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_live_tasks: Option<u64>,
 }
 
 impl From<StoredPoolSpec> for PoolSpec {
@@ -153,6 +165,8 @@ impl From<StoredPoolSpec> for PoolSpec {
             queue_policy: s.queue_policy,
             controller_limit_percent: s.controller_limit_percent,
             task_users: s.task_users,
+            max_live_jobs: s.max_live_jobs,
+            max_live_tasks: s.max_live_tasks,
         };
         if !s.gpu_milli_units {
             for amounts in [&mut spec.reservation, &mut spec.limit, &mut spec.slack_limit] {
@@ -175,6 +189,8 @@ impl From<PoolSpec> for StoredPoolSpec {
             controller_limit_percent: s.controller_limit_percent,
             gpu_milli_units: true,
             task_users: s.task_users,
+            max_live_jobs: s.max_live_jobs,
+            max_live_tasks: s.max_live_tasks,
         }
     }
 }
@@ -191,6 +207,8 @@ impl Default for PoolSpec {
             queue_policy: QueuePolicy::PriorityFifo,
             controller_limit_percent: None,
             task_users: Vec::new(),
+            max_live_jobs: None,
+            max_live_tasks: None,
         }
     }
 }
@@ -356,6 +374,9 @@ mod tests {
         let err = root.check().expect_err("root");
         assert_eq!(err.field(), "task_users");
         assert!(err.to_string().starts_with("task_users[1]: `root`"), "{err}");
+        let limited = entry("max_live_jobs: 3\nmax_live_tasks: 0\n").expect("parses");
+        assert_eq!((limited.max_live_jobs, limited.max_live_tasks), (Some(3), Some(0)));
+        assert_eq!(PoolEntry::from_spec("/a", &limited).spec(), limited);
     }
 
     fn entry(yaml: &str) -> Result<PoolSpec, String> {
