@@ -63,7 +63,14 @@ fn main() {
     }
     // Variables cargo sets for this build script describe the host build;
     // the nested build must not inherit them (the jobserver it may keep).
+    // The one wrapper it keeps is scripts/compile-cache's (PACELINE_SCCACHE
+    // set): it sends only registry crates through the compiler cache, so the
+    // plugins' third-party crates are not compiled again on every clean clone.
+    let keep_cache_wrapper = std::env::var_os("PACELINE_SCCACHE").is_some();
     for (key, _) in std::env::vars() {
+        if key == "RUSTC_WRAPPER" && keep_cache_wrapper {
+            continue;
+        }
         if key.starts_with("CARGO_") && key != "CARGO_MAKEFLAGS" && key != "CARGO_HOME"
             || key == "RUSTFLAGS"
             || key == "RUSTC_WRAPPER"
