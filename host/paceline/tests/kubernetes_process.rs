@@ -5,9 +5,10 @@
 //! - SIGKILLed while a batch job's pods are being created and started again
 //!   on the same data directory, it launches nothing twice and loses nothing:
 //!   the runs whose pods exist are adopted, those whose pods were not made
-//!   yet come back LOST (`RUN_MISSING`, as for any provider: the job manager
-//!   counts it as a failure, so the job has a restart policy) and run again,
-//!   and every task ends SUCCEEDED with one pod;
+//!   yet come back missing (`RUN_MISSING`, before they ever started: a launch
+//!   that did not happen, placed again with no failure counted, so the job
+//!   needs no restart policy) and run again, and every task ends SUCCEEDED
+//!   with one pod;
 //! - with the API server stopped for a while (a plane of the test's own, in
 //!   `KUBERNETES_OUTAGE_DIR`, default /tmp/paceline-kubernetes-outage, so
 //!   that tests on the shared plane do not see it go; `kubernetes.sh
@@ -196,7 +197,7 @@ fn batch_job(dir: &Path, name: &str, n: u32, run_for: &str) -> String {
     let yaml = format!(
         "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  \
          args: [\"-c\", \"true\"]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10}}\n  \
-         kill_grace_period_secs: 0\n  restart_policy: {{on_failure: true, max_restarts: 3, backoff_secs: 1}}\n  labels: {{paceline.io/kwok-exit-code: \"0\", paceline.io/kwok-run-for: \"{run_for}\"}}\n"
+         kill_grace_period_secs: 0\n  labels: {{paceline.io/kwok-exit-code: \"0\", paceline.io/kwok-run-for: \"{run_for}\"}}\n"
     );
     std::fs::write(&path, yaml).expect("job file");
     path.to_str().expect("utf-8").to_string()

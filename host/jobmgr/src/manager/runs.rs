@@ -22,6 +22,10 @@ use crate::error::JobError;
 /// creating anything.
 const LAUNCH_REJECTED: &str = "LAUNCH_REJECTED";
 
+/// Reason the host manager gives a run it expected on a registered host
+/// that the host (or provider) does not report, found at reconcile.
+const RUN_MISSING: &str = "RUN_MISSING";
+
 /// A run update checked against the mirror, its write not yet made.
 struct Prepared {
     instance: u32,
@@ -108,10 +112,18 @@ impl JobManager {
         let mut results: Vec<Result<(), JobError>> = Vec::with_capacity(ups.len());
         results.resize_with(ups.len(), || Ok(()));
         // Launches a host refused before starting anything are not failures
-        // of the task: the run is placed again, elsewhere if it can be.
+        // of the task: the run is placed again, elsewhere if it can be. So
+        // are launches that never happened (reported missing before the run
+        // ever reported STARTING or RUNNING, see `never_started`).
         let mut rest = Vec::with_capacity(ups.len());
         for (i, u) in ups.iter().enumerate() {
-            if u.state == RunState::Failed && u.reason == LAUNCH_REJECTED {
+            // (Not when an earlier update of this burst is of the same run:
+            // that one says it started.)
+            let missing = u.state == RunState::Lost
+                && u.reason == RUN_MISSING
+                && !ups[..i].iter().any(|p| p.run_id == u.run_id)
+                && self.never_started(key, u);
+            if u.state == RunState::Failed && u.reason == LAUNCH_REJECTED || missing {
                 results[i] = self.launch_rejected(key, u).await;
             } else {
                 rest.push(i);
@@ -130,9 +142,30 @@ impl JobManager {
         results
     }
 
+    /// Whether `u`, which reports a run missing (LOST, `RUN_MISSING`), is of
+    /// the current run while the task still waits for it to start
+    /// (LAUNCHING or LAUNCHED: no STARTING or RUNNING was ever handled) and
+    /// is meant to run. Such a
+    /// launch did not happen (e.g. the server was SIGKILLed with it in
+    /// flight) and is not a failure of the task. Placing it again cannot run
+    /// it twice: the host manager says RUN_MISSING only after its host (or
+    /// provider) registered and listed its runs without this one, and from
+    /// then on holds the run as ended, so a copy the host reports later
+    /// (a create that was still in flight) is killed on sight, never adopted.
+    fn never_started(&self, key: u64, u: &RunUpdate) -> bool {
+        let Ok((_, instance, run)) = RunId::split(&u.run_id) else {
+            return false;
+        };
+        let m = self.mem();
+        m.jobs.get(&key).and_then(|j| j.tasks.get(instance as usize)).is_some_and(|t| {
+            t.rt.run == run && matches!(t.rt.state, TaskState::Launching | TaskState::Launched) && t.wants_run()
+        })
+    }
+
     /// A run's launch was refused by its host after the job manager handed
     /// it over (`LAUNCH_REJECTED`: e.g. the Mesos offer it was to use was
-    /// rescinded): unless the run has moved on, its next run is written
+    /// rescinded), or it never started (`RUN_MISSING`, see
+    /// [`JobManager::never_started`]): unless the run has moved on, its next run is written
     /// (LAUNCH_FAILED, no failure counted), the old host is avoided, and the
     /// task goes back to the resource manager.
     async fn launch_rejected(&self, key: u64, u: &RunUpdate) -> Result<(), JobError> {
@@ -154,7 +187,11 @@ impl JobManager {
                 return Ok(()); // stale, or already moved on
             }
             let rm_task = t.rm_task.take();
-            let why = format!("launch on {} refused: {}", u.host, u.message);
+            let why = if u.reason == RUN_MISSING {
+                format!("launch on {} never started: {}", u.host, u.message)
+            } else {
+                format!("launch on {} refused: {}", u.host, u.message)
+            };
             let rt = refused_launch(&mut rm, kind, t, rm_task, &u.host, why, now);
             Write::new(instance, rt, "LAUNCH_FAILED")
         };

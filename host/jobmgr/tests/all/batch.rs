@@ -198,3 +198,35 @@ async fn a_task_timeline_is_one_chain_in_the_order_the_run_went_through_it() {
     assert_eq!(end.to, TaskState::Succeeded);
     assert_eq!(end.message, "", "{end:?}");
 }
+
+/// Issue 45: a server SIGKILLed with launches in flight and restarted on its
+/// store reconciles with the hosts; a run they never started comes back LOST
+/// (RUN_MISSING) before any STARTING or RUNNING. That launch did not happen:
+/// the task is placed again with no failure counted, and a job without a
+/// restart policy still succeeds. A run lost after it ran still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_missing_before_it_started_is_placed_again_and_one_that_ran_still_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1"]);
+    h.jm.create("nm", config(JobKind::Batch, 1)).await.expect("create");
+    h.jm.create("rl", config(JobKind::Batch, 1)).await.expect("create");
+    assert_eq!(h.place().await, 2);
+    assert_eq!(h.jm.task("nm", 0).expect("task").state, TaskState::Launched);
+    let missing = |run: &str| update(run, 1, RunState::Lost, "RUN_MISSING", "host h1 does not report the run");
+    h.jm.on_run_update(&missing("nm-0-1")).await.expect("missing handled");
+    let t = h.jm.task("nm", 0).expect("task");
+    assert_eq!((t.state, t.run, t.failure_count), (TaskState::Pending, 2, 0), "{t:?}");
+    assert_ne!(h.jm.get("nm").await.expect("get").runtime.state, JobState::Failed);
+    h.pump(&no_health, 10).await;
+    let runs: Vec<String> = h.launcher.launches().iter().map(|l| l.run.run_id.clone()).collect();
+    assert!(runs.contains(&"nm-0-2".to_string()), "{runs:?}");
+    h.report("nm-0-2", RunState::Succeeded, None).await;
+    assert_eq!(h.jm.get("nm").await.expect("get").runtime.state, JobState::Succeeded);
+
+    // RUNNING first (the harness's pump), then missing: LOST, counted.
+    assert_eq!(h.jm.task("rl", 0).expect("task").state, TaskState::Running);
+    h.jm.on_run_update(&update("rl-0-1", 2, RunState::Lost, "RUN_MISSING", "gone")).await.expect("handled");
+    let t = h.jm.task("rl", 0).expect("task");
+    assert_eq!((t.state, t.run, t.failure_count), (TaskState::Lost, 1, 1), "{t:?}");
+    assert_eq!(h.jm.get("rl").await.expect("get").runtime.state, JobState::Failed);
+}
