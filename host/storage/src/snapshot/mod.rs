@@ -32,8 +32,10 @@ use crate::store::Store;
 use crate::types::{JobQuery, limits};
 
 /// Providers whose ids a snapshot carries ([`Store::get_provider_id`] has
-/// no listing; these are every key Paceline writes).
-pub const PROVIDERS: &[&str] = &["mesos"];
+/// no listing; these are every key Paceline writes): the Mesos framework id
+/// and the Kubernetes cluster id (`paceline.io/cluster` on every pod the
+/// cluster made: a restore without it would make a new id and disown them).
+pub const PROVIDERS: &[&str] = &["mesos", "kubernetes"];
 
 /// Bytes buffered before they go to the sink.
 const FLUSH_AT: usize = 1 << 20;

@@ -51,6 +51,7 @@ pub async fn populate(s: &dyn Store, jobs: u32) {
         .expect("host");
     }
     s.put_provider_id("mesos", "framework-7").await.expect("provider");
+    s.put_provider_id("kubernetes", "cluster-3").await.expect("provider");
     s.put_secret(&paceline_storage::secrets::SealedSecret {
         pool: "/prod/web".into(),
         name: "db-password".into(),
@@ -209,6 +210,7 @@ pub async fn round_trip(src: Arc<dyn Store>, dst: Arc<dyn Store>) {
     assert_eq!(dst.get_task("job-0002", 1).await.expect("task").ports["http"], 31000);
     assert_eq!(dst.task_events("job-0002", 1, 10).await.expect("events")[0].message, "event 2");
     assert_eq!(dst.get_provider_id("mesos").await.expect("provider").as_deref(), Some("framework-7"));
+    assert_eq!(dst.get_provider_id("kubernetes").await.expect("provider").as_deref(), Some("cluster-3"));
     let secret = dst.get_secret("/prod/web", "db-password").await.expect("secret, still sealed");
     assert_eq!((secret.version, secret.ciphertext.as_str()), (3, "ab".repeat(24).as_str()));
     match snapshot::restore(&file, dst.as_ref()).await {
