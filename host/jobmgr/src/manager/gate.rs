@@ -48,16 +48,20 @@ impl AvailabilityGate for Gate {
                     let Some(job) = m.jobs.get(&a.job) else {
                         return a.instances.clone();
                     };
-                    // Only a job that says how to tell a serving instance (a
-                    // health check) is held to its count against preemption;
-                    // the others are preempted as before (their instances
-                    // still count while down, for drains and updates).
-                    let checked = a.instances.iter().any(|&i| {
-                        job.tasks
-                            .get(i as usize)
-                            .is_some_and(|t| job.config_at(t.rt.config_version).task_spec(i).health_check.is_some())
-                    });
-                    if !checked {
+                    // A job that promises an SLA (`max_unavailable_instances`)
+                    // or says how to tell a serving instance (a health check)
+                    // is held to its count against preemption; the others
+                    // are preempted as before (their instances still count
+                    // while down, for drains and updates), since the count's
+                    // default limit (the update's batch size) was never a
+                    // promise about preemption.
+                    let promised = job.config().sla.max_unavailable_instances.is_some()
+                        || a.instances.iter().any(|&i| {
+                            job.tasks
+                                .get(i as usize)
+                                .is_some_and(|t| job.config_at(t.rt.config_version).task_spec(i).health_check.is_some())
+                        });
+                    if !promised {
                         a.instances.clone()
                     } else if op.is_ok() {
                         availability::grant(job, &a.instances)

@@ -1,6 +1,7 @@
 //! Preemption asks the same count of unavailable instances as drains and
-//! updates (decision 0046): a stateless job with a health check loses at
-//! most `max_unavailable_instances` instances to preemption at once, and
+//! updates (decision 0046): a stateless job with `max_unavailable_instances`
+//! (with a health check, or without one) loses at most that many instances
+//! to preemption at once, and
 //! the pool claiming its share takes the rest from other jobs. The hosts
 //! are played: a launched run reports RUNNING at the next step and healthy
 //! at the one after; a kill is confirmed at the next step. The count is
@@ -34,6 +35,9 @@ fn running(h: &Harness, job: &str, n: u32) -> u32 {
 
 #[derive(Default)]
 struct Hosts {
+    /// Whether `web` has a health check (unavailable until healthy) or not
+    /// (unavailable until RUNNING).
+    checked: bool,
     started: BTreeSet<String>,
     healthy: BTreeSet<String>,
     killed: BTreeSet<String>,
@@ -76,7 +80,7 @@ impl Hosts {
     }
 
     fn observe(&mut self, h: &Harness) {
-        self.worst = self.worst.max(down(h, "web", 4, true));
+        self.worst = self.worst.max(down(h, "web", 4, self.checked));
     }
 }
 
@@ -94,6 +98,17 @@ fn job(kind: JobKind, pool: &str, priority: u32) -> JobConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preempt_sla_a_health_checked_service_loses_at_most_its_limit_and_the_claim_is_met_from_others() {
+    service_under_preemption(true).await;
+}
+
+/// The same promise without a health check: `max_unavailable_instances`
+/// alone holds preemption back (an instance is unavailable until RUNNING).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempt_sla_a_service_without_a_check_keeps_its_max_unavailable_too() {
+    service_under_preemption(false).await;
+}
+
+async fn service_under_preemption(checked: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let h = harness(dir.path(), &["h1", "h2", "h3", "h4"]);
     {
@@ -107,15 +122,17 @@ async fn preempt_sla_a_health_checked_service_loses_at_most_its_limit_and_the_cl
     // health check and at most one instance down, at the lowest priority
     // (the policy's first choice), beside a batch job.
     let mut web = job(JobKind::Stateless, "/a", 0);
-    web.default_task.health_check = Some(health());
+    if checked {
+        web.default_task.health_check = Some(health());
+    }
     web.sla.max_unavailable_instances = Some(1);
     h.jm.create("web", web).await.expect("create web");
     h.jm.create("other", job(JobKind::Batch, "/a", 1)).await.expect("create other");
-    let mut hosts = Hosts::default();
+    let mut hosts = Hosts { checked, ..Hosts::default() };
     for _ in 0..6 {
         hosts.step(&h).await;
     }
-    assert_eq!(down(&h, "web", 4, true), 0, "web serves on all four");
+    assert_eq!(down(&h, "web", 4, checked), 0, "web serves on all four");
     assert_eq!(running(&h, "other", 4), 4);
     hosts.worst = 0;
 
@@ -131,6 +148,6 @@ async fn preempt_sla_a_health_checked_service_loses_at_most_its_limit_and_the_cl
     assert_eq!(running(&h, "claim", 4), 4, "the claiming pool got its share");
     // One instance of web went (the policy's first pick); the rest came
     // from the batch job, whose instances are preempted as before.
-    assert_eq!(down(&h, "web", 4, true), 1);
+    assert_eq!(down(&h, "web", 4, checked), 1);
     assert_eq!(running(&h, "other", 4), 1);
 }
