@@ -11,6 +11,14 @@
  * export const place = exportPlacement(firstFit);
  * ```
  *
+ * For the GPU worlds (`world = "placement-gpu"` or `"preemption-gpu"` in
+ * plugin.toml), export the GPU function beside the plain one:
+ *
+ * ```ts
+ * export const place = exportPlacement(policy);
+ * export const placeGpu = exportPlacementGpu(policy);
+ * ```
+ *
  * @module
  */
 
@@ -18,6 +26,8 @@ import type * as T from 'paceline:scheduler/types@0.1.3';
 import type * as P from 'paceline:scheduler/placement-types@0.1.3';
 import type * as Q from 'paceline:scheduler/preemption-types@0.1.3';
 import type * as L from 'paceline:scheduler/lifecycle-types@0.1.3';
+import type * as G from 'paceline:scheduler/gpu-placement-types@0.1.3';
+import type * as GP from 'paceline:scheduler/gpu-preemption-types@0.1.3';
 import type {
   Action,
   Event,
@@ -25,6 +35,7 @@ import type {
   LifecyclePolicy,
   PlacementPolicy,
   PlacementRequest,
+  PlacementResult,
   PreemptionPolicy,
   PreemptionRequest,
   Resources,
@@ -65,13 +76,35 @@ export function placementRequestFromWire(r: P.PlacementRequest): PlacementReques
   };
 }
 
+function placementResultToWire(out: PlacementResult): P.PlacementResult {
+  return {
+    assignments: out.assignments.map((a) => ({ task: a.task, host: a.host })),
+    unplaced: out.unplaced.map((u) => ({ task: u.task, reason: u.reason, detail: u.detail })),
+  };
+}
+
 /** Wraps a placement policy as the `place` export. */
 export function exportPlacement(policy: PlacementPolicy): (request: P.PlacementRequest) => P.PlacementResult {
-  return (request) => {
-    const out = policy.place(placementRequestFromWire(request));
+  return (request) => placementResultToWire(policy.place(placementRequestFromWire(request)));
+}
+
+/** The SDK's placement request with the wire's GPU side (`gpu-request`, 0.1.2) in `gpuHosts`, `gpuTasks` and `gpuWorkload`. */
+export function gpuPlacementRequestFromWire(r: P.PlacementRequest, gpu: G.GpuRequest): PlacementRequest {
+  return {
+    ...placementRequestFromWire(r),
+    gpuHosts: gpu.hosts.map((h) => ({ devices: h.devices.map((d) => ({ freeMilli: d.freeMilli, model: d.model })) })),
+    gpuTasks: gpu.tasks.map((t) => ({ milli: t.milli, models: t.models })),
+    gpuWorkload: gpu.workload.map((c) => ({ cpuMillis: num(c.cpuMillis), memoryMib: num(c.memoryMib), milli: c.milli, weight: c.weight })),
+  };
+}
+
+/** Wraps a placement policy as the `place-gpu` export of world `placement-gpu` (its device grants go into the answer). */
+export function exportPlacementGpu(policy: PlacementPolicy): (request: P.PlacementRequest, gpu: G.GpuRequest) => G.GpuPlacementResult {
+  return (request, gpu) => {
+    const out = policy.place(gpuPlacementRequestFromWire(request, gpu));
     return {
-      assignments: out.assignments.map((a) => ({ task: a.task, host: a.host })),
-      unplaced: out.unplaced.map((u) => ({ task: u.task, reason: u.reason, detail: u.detail })),
+      placement: placementResultToWire(out),
+      grants: (out.grants ?? []).map((g) => ({ task: g.task, devices: g.devices })),
     };
   };
 }
@@ -95,6 +128,21 @@ export function preemptionRequestFromWire(r: Q.PreemptionRequest): PreemptionReq
 /** Wraps a preemption policy as the `select-victims` export. */
 export function exportPreemption(policy: PreemptionPolicy): (request: Q.PreemptionRequest) => Q.Victim[] {
   return (request) => policy.selectVictims(preemptionRequestFromWire(request)).map((v) => ({ task: v.task, need: v.need, reason: v.reason }));
+}
+
+/** The SDK's preemption request with the wire's GPU side (`gpu-preemption-request`, 0.1.3) in `gpuPools`, `gpuRunning` and `gpuNeeds`. */
+export function gpuPreemptionRequestFromWire(r: Q.PreemptionRequest, gpu: GP.GpuPreemptionRequest): PreemptionRequest {
+  return {
+    ...preemptionRequestFromWire(r),
+    gpuPools: gpu.pools.map((p) => ({ reservationMilli: num(p.reservationMilli), entitlementMilli: num(p.entitlementMilli), allocationMilli: num(p.allocationMilli) })),
+    gpuRunning: Array.from(gpu.running, num),
+    gpuNeeds: Array.from(gpu.needs, num),
+  };
+}
+
+/** Wraps a preemption policy as the `select-victims-gpu` export of world `preemption-gpu` (compare amounts in `inMilliGpus`). */
+export function exportPreemptionGpu(policy: PreemptionPolicy): (request: Q.PreemptionRequest, gpu: GP.GpuPreemptionRequest) => Q.Victim[] {
+  return (request, gpu) => policy.selectVictims(gpuPreemptionRequestFromWire(request, gpu)).map((v) => ({ task: v.task, need: v.need, reason: v.reason }));
 }
 
 /** The SDK's job view from the wire's. */

@@ -16,6 +16,12 @@
  * lifecycle: actions in order), and return the decision; they throw a
  * {@link HarnessError} or a {@link Violation} otherwise.
  *
+ * GPU worlds: a placement request may carry `gpu_hosts`, `gpu_tasks` and
+ * `gpu_workload` (0.1.2) and a preemption request `gpu_pools`,
+ * `gpu_running` and `gpu_needs` (0.1.3), as in the Rust SDK's files; device
+ * grants are checked as the host checks them, and victims are judged in
+ * milli-GPUs when the request has its GPU side.
+ *
  * @module
  */
 
@@ -116,9 +122,41 @@ const TASK_STATES = ['initialized', 'pending', 'ready', 'placing', 'placed', 'la
 const JOB_STATES = ['initialized', 'pending', 'running', 'succeeded', 'failed', 'killed', 'killing'] as const;
 const JOB_KINDS = ['batch', 'stateless', 'stateful', 'daemon'] as const;
 
+/** The GPU side of a placement request (0.1.2), each list only when the file has it. */
+function gpuPlacementSide(d: Dict, w: string): Pick<PlacementRequest, 'gpuHosts' | 'gpuTasks' | 'gpuWorkload'> {
+  const out: Pick<PlacementRequest, 'gpuHosts' | 'gpuTasks' | 'gpuWorkload'> = {};
+  if (d.gpu_hosts !== undefined) {
+    out.gpuHosts = list(d.gpu_hosts, `${w}.gpu_hosts`, (x, xw) => {
+      const h = obj(x, xw, ['devices']);
+      return {
+        devices: list(h.devices, `${xw}.devices`, (y, yw) => {
+          // Both fields required, as in the Rust SDK: a device without its free amount is a mistake, not "full".
+          const dev = obj(y, yw, ['free_milli', 'model']);
+          if (dev.free_milli === undefined || dev.model === undefined) throw new HarnessError(`${yw}: a GPU device has free_milli and model`);
+          return { freeMilli: u32(dev.free_milli, `${yw}.free_milli`), model: u32(dev.model, `${yw}.model`) };
+        }),
+      };
+    });
+  }
+  if (d.gpu_tasks !== undefined) {
+    out.gpuTasks = list(d.gpu_tasks, `${w}.gpu_tasks`, (x, xw) => {
+      const t = obj(x, xw, ['milli', 'models']);
+      return { milli: u32(t.milli, `${xw}.milli`), models: u32s(t.models, `${xw}.models`) };
+    });
+  }
+  if (d.gpu_workload !== undefined) {
+    out.gpuWorkload = list(d.gpu_workload, `${w}.gpu_workload`, (x, xw) => {
+      const c = obj(x, xw, ['cpu_millis', 'memory_mib', 'milli', 'weight']);
+      return { cpuMillis: int(c.cpu_millis, xw), memoryMib: int(c.memory_mib, xw), milli: u32(c.milli, xw), weight: u32(c.weight, xw) };
+    });
+  }
+  return out;
+}
+
 function placementRequest(v: unknown, w: string): PlacementRequest {
-  const d = obj(v, w, ['round', 'hosts', 'attributes', 'symbols', 'jobs', 'constraints', 'tasks']);
+  const d = obj(v, w, ['round', 'hosts', 'attributes', 'symbols', 'jobs', 'constraints', 'tasks', 'gpu_hosts', 'gpu_tasks', 'gpu_workload']);
   return {
+    ...gpuPlacementSide(d, w),
     round: int(d.round, `${w}.round`),
     hosts: list(d.hosts, `${w}.hosts`, (x, xw) => {
       const h = obj(x, xw, ['free', 'total']);
@@ -172,8 +210,19 @@ function placementRequest(v: unknown, w: string): PlacementRequest {
 }
 
 function preemptionRequest(v: unknown, w: string): PreemptionRequest {
-  const d = obj(v, w, ['pools', 'running', 'needs']);
+  const d = obj(v, w, ['pools', 'running', 'needs', 'gpu_pools', 'gpu_running', 'gpu_needs']);
+  // The GPU side (0.1.3), each list only when the file has it.
+  const gpu: Pick<PreemptionRequest, 'gpuPools' | 'gpuRunning' | 'gpuNeeds'> = {};
+  if (d.gpu_pools !== undefined) {
+    gpu.gpuPools = list(d.gpu_pools, `${w}.gpu_pools`, (x, xw) => {
+      const p = obj(x, xw, ['reservation_milli', 'entitlement_milli', 'allocation_milli']);
+      return { reservationMilli: int(p.reservation_milli, xw), entitlementMilli: int(p.entitlement_milli, xw), allocationMilli: int(p.allocation_milli, xw) };
+    });
+  }
+  if (d.gpu_running !== undefined) gpu.gpuRunning = list(d.gpu_running, `${w}.gpu_running`, int);
+  if (d.gpu_needs !== undefined) gpu.gpuNeeds = list(d.gpu_needs, `${w}.gpu_needs`, int);
   return {
+    ...gpu,
     pools: list(d.pools, `${w}.pools`, (x, xw) => {
       const p = obj(x, xw, ['path', 'reservation', 'entitlement', 'allocation']);
       return { path: str(p.path, xw), reservation: resources(p.reservation, xw), entitlement: resources(p.entitlement, xw), allocation: resources(p.allocation, xw) };

@@ -6,7 +6,9 @@
  * | world | interface | export helper | decides |
  * |---|---|---|---|
  * | `placement` | {@link PlacementPolicy} | {@link exportPlacement} | which host each task of a round goes to |
+ * | `placement-gpu` | {@link PlacementPolicy} | {@link exportPlacement} and {@link exportPlacementGpu} | the same, GPU devices and shares included |
  * | `preemption` | {@link PreemptionPolicy} | {@link exportPreemption} | which running tasks to stop |
+ * | `preemption-gpu` | {@link PreemptionPolicy} | {@link exportPreemption} and {@link exportPreemptionGpu} | the same, GPU in milli-GPUs |
  * | `lifecycle-batched` | {@link LifecyclePolicy} | {@link exportLifecycle} | how a job kind reacts to events |
  *
  * Layout: `types` (the world types, generated from `wit/` by jco, `u64` as
@@ -27,4 +29,4 @@ export * from './types.ts';
 export * from './resources.ts';
 export * from './placement.ts';
 export * from './validate.ts';
-export { exportLifecycle, exportPlacement, exportPreemption, onEventsByEvent } from './component.ts';
+export { exportLifecycle, exportPlacement, exportPlacementGpu, exportPreemption, exportPreemptionGpu, onEventsByEvent } from './component.ts';

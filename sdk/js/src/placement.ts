@@ -1,6 +1,8 @@
 /**
  * Helpers for placement policies: a working copy of free capacity, per-job
- * host counts, eligibility, preferences and gang bookkeeping. The same
+ * host counts, eligibility, preferences and gang bookkeeping, and GPU
+ * devices (0.1.2: milli-GPUs free per device, the runtime's default
+ * devices, device grants). The same
  * helpers as the Rust SDK's `placement` module, with the same tie-breaking,
  * so a policy ported with them decides the same.
  *
@@ -8,8 +10,11 @@
  */
 
 import { fitsIn, saturatingAdd, saturatingSub, ScoreScale } from './resources.ts';
-import { NO_VALUE } from './types.ts';
-import type { Assignment, HostFilter, PlacementRequest, PlacementResult, Resources, Task, Unplaced, UnplacedReason } from './types.ts';
+import { DEVICE_MILLI, gpuShape, gpuTakes, NO_VALUE } from './types.ts';
+import type { Assignment, DeviceGrant, GpuTask, HostFilter, PlacementRequest, PlacementResult, Resources, Task, Unplaced, UnplacedReason } from './types.ts';
+
+/** The ask of a task that asks for no GPU (and of every task of a round without a GPU side). */
+export const NO_GPU: GpuTask = Object.freeze({ milli: 0, models: new Uint32Array(0) }) as GpuTask;
 
 /** A sort key for {@link Round.pickMinByKey}: a number, a bigint, or a tuple of them compared in order. */
 export type Key = number | bigint | ReadonlyArray<number | bigint>;
@@ -45,6 +50,9 @@ export class Round {
   private readonly journalEntries: number[] = [];
   private readonly assignments: Assignment[] = [];
   private readonly unplaced: Unplaced[] = [];
+  private readonly grants: DeviceGrant[] = [];
+  /** Milli-GPUs free per device, per host (empty when the round has no GPU side), updated as tasks are assigned. */
+  readonly gpuFree: number[][];
 
   constructor(
     /** The request being answered. */
@@ -57,6 +65,55 @@ export class Round {
     request.jobs.forEach((job, j) => {
       if (this.tracked[j]) for (const hc of job.existing) this.bump(j, hc.host, hc.count);
     });
+    this.gpuFree = (request.gpuHosts ?? []).map((h) => h.devices.map((d) => d.freeMilli));
+  }
+
+  /** Task `task`'s GPU ask (none when the round carries no GPU side). */
+  gpuTask(task: number): GpuTask {
+    return this.request.gpuTasks?.[task] ?? NO_GPU;
+  }
+
+  /** Whether task `task` fits on `host`: its demand within the host's free capacity and, when it asks for GPU, devices that take it. */
+  fits(task: number, host: number): boolean {
+    const free = this.free[host];
+    const t = this.request.tasks[task];
+    return free !== undefined && t !== undefined && fitsIn(t.demand, free) && this.gpuFits(task, host);
+  }
+
+  /** Whether `host` has devices for task `task`'s GPU ask (true for a task that asks for none). */
+  gpuFits(task: number, host: number): boolean {
+    const ask = this.gpuTask(task);
+    const [count] = gpuShape(ask);
+    if (count === 0) return true;
+    const devices = this.request.gpuHosts?.[host]?.devices;
+    const free = this.gpuFree[host];
+    if (!devices || !free) return false;
+    let found = 0;
+    for (let i = 0; i < devices.length && i < free.length; i++) {
+      if (gpuTakes(ask, devices[i], free[i]) && ++found === count) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The devices the runtime's default would give task `task` on `host`:
+   * whole devices from the lowest wholly free ones, a share on the device it
+   * fills best (least free that takes it, lowest index on ties). `undefined`
+   * when the host has none that take it.
+   */
+  defaultDevices(task: number, host: number): number[] | undefined {
+    const ask = this.gpuTask(task);
+    const [count, each] = gpuShape(ask);
+    if (count === 0) return [];
+    const devices = this.request.gpuHosts?.[host]?.devices;
+    const free = this.gpuFree[host];
+    if (!devices || !free) return undefined;
+    const fitting: number[] = [];
+    for (let i = 0; i < devices.length && i < free.length; i++) if (gpuTakes(ask, devices[i], free[i])) fitting.push(i);
+    if (each === DEVICE_MILLI) return fitting.length >= count ? fitting.slice(0, count) : undefined;
+    let best = -1;
+    for (const i of fitting) if (best < 0 || free[i] < free[best]) best = i;
+    return best < 0 ? undefined : [best];
   }
 
   private bump(job: number, host: number, by: number): void {
@@ -83,10 +140,35 @@ export class Round {
     return j !== undefined && j.maxPerHost > 0 && this.jobCount(job, host) >= j.maxPerHost;
   }
 
-  /** Records `task` (an index into the request) on `host` and takes its demand. */
+  /**
+   * Records `task` (an index into the request) on `host` and takes its
+   * demand; a GPU ask gets {@link defaultDevices} (none when no device takes
+   * it: the runtime then refuses the answer).
+   */
   assign(task: number, host: number): void {
+    this.assignWithDevices(task, host, this.defaultDevices(task, host) ?? []);
+  }
+
+  /** {@link assign} with the policy's own choice of devices (indices into the host's devices; empty for a task that asks for no GPU). */
+  assignWithDevices(task: number, host: number, devices: ArrayLike<number>): void {
     const t = this.request.tasks[task];
-    this.free[host] = saturatingSub(this.free[host], t.demand);
+    if (devices.length > 0) {
+      const [, each] = gpuShape(this.gpuTask(task));
+      const free = this.gpuFree[host];
+      if (free) {
+        for (let i = 0; i < devices.length; i++) {
+          const d = devices[i];
+          if (d < free.length) free[d] = Math.max(free[d] - each, 0);
+        }
+        // Whole free devices, as the host offer counts them.
+        const left = saturatingSub(this.free[host], t.demand);
+        left.gpus = free.filter((f) => f === DEVICE_MILLI).length;
+        this.free[host] = left;
+      }
+      this.grants.push({ task, devices: Uint32Array.from(devices) });
+    } else {
+      this.free[host] = saturatingSub(this.free[host], t.demand);
+    }
     if (this.tracked[t.job]) this.bump(t.job, host, 1);
     this.journalEntries.push(host);
     this.assignments.push({ task, host });
@@ -109,6 +191,25 @@ export class Round {
     for (const a of undone) {
       const t = this.request.tasks[a.task];
       this.free[a.host] = saturatingAdd(this.free[a.host], t.demand);
+      let g = -1;
+      for (let i = this.grants.length - 1; i >= 0; i--) {
+        if (this.grants[i].task === a.task) {
+          g = i;
+          break;
+        }
+      }
+      if (g >= 0) {
+        // Rust's swap_remove: the grants' order is part of an answer compared with the Rust policy's.
+        const grant = this.grants[g];
+        this.grants[g] = this.grants[this.grants.length - 1];
+        this.grants.pop();
+        const [, each] = gpuShape(this.gpuTask(a.task));
+        const free = this.gpuFree[a.host];
+        if (free) {
+          for (const d of grant.devices) if (d < free.length) free[d] = Math.min(free[d] + each, DEVICE_MILLI);
+          this.free[a.host].gpus = free.filter((f) => f === DEVICE_MILLI).length;
+        }
+      }
       this.journalEntries.push(a.host);
       if (this.tracked[t.job]) {
         const m = this.counts.get(t.job);
@@ -162,10 +263,11 @@ export class Round {
     let best = -1;
     let bestKey: Key = 0;
     let blockedByMax = false;
+    const gpu = this.gpuTask(t).milli > 0;
     for (let i = 0; i < n; i++) {
       const h = hosts ? hosts[i] : i;
       const free = this.free[h];
-      if (free === undefined || !fitsIn(task.demand, free)) continue;
+      if (free === undefined || !fitsIn(task.demand, free) || (gpu && !this.gpuFits(t, h))) continue;
       if (this.atMaxPerHost(task.job, h)) {
         blockedByMax = true;
         continue;
@@ -182,8 +284,40 @@ export class Round {
 
   /** Finishes the round. */
   finish(): PlacementResult {
-    return { assignments: this.assignments, unplaced: this.unplaced };
+    return this.grants.length > 0 ? { assignments: this.assignments, unplaced: this.unplaced, grants: this.grants } : { assignments: this.assignments, unplaced: this.unplaced };
   }
+}
+
+/**
+ * Gives every assigned task that asks for GPU and holds no grant the
+ * runtime's default devices ({@link Round.defaultDevices}, after the grants
+ * the answer already makes, in assignment order), in place. The runtime
+ * does this to every answer before checking it; a task no device of its
+ * host takes keeps no grant, and the check refuses the answer.
+ */
+export function completeGrants(request: PlacementRequest, result: PlacementResult): void {
+  if ((request.gpuTasks ?? []).every((t) => t.milli === 0)) return;
+  const round = new Round(request);
+  const granted = new Array<boolean>(request.tasks.length).fill(false);
+  const explicit = result.grants ?? [];
+  const hostOf = new Map(result.assignments.map((a) => [a.task, a.host]));
+  for (const g of explicit) {
+    const host = hostOf.get(g.task);
+    if (host !== undefined && g.task < granted.length) {
+      granted[g.task] = true;
+      round.assignWithDevices(g.task, host, g.devices);
+    }
+  }
+  const grants = [...explicit];
+  for (const a of result.assignments) {
+    if ((granted[a.task] ?? true) || round.gpuTask(a.task).milli === 0) continue;
+    const devices = round.defaultDevices(a.task, a.host);
+    if (devices !== undefined) {
+      round.assignWithDevices(a.task, a.host, devices);
+      grants.push({ task: a.task, devices: Uint32Array.from(devices) });
+    }
+  }
+  result.grants = grants;
 }
 
 /** Splits tasks into gangs: runs of consecutive tasks with the same gang id, as `[start, end)` index pairs. */
@@ -207,18 +341,36 @@ export function gangs(tasks: readonly Task[]): Array<[number, number]> {
  * gang-mates with `'gang-incomplete'`.
  */
 export function placeGangs(round: Round, choose: (round: Round, task: number) => number | UnplacedReason): PlacementResult {
+  return placeGangsOnDevices(round, (r, t) => {
+    const host = choose(r, t);
+    return typeof host === 'string' ? host : [host, undefined];
+  });
+}
+
+/**
+ * {@link placeGangs} for a policy that chooses GPU devices too: `choose`
+ * returns `[host, devices]`, `devices` the indices into the host's devices
+ * for a GPU ask or `undefined` for the runtime's default, or the reason it
+ * found no host.
+ */
+export function placeGangsOnDevices(
+  round: Round,
+  choose: (round: Round, task: number) => [number, number[] | undefined] | UnplacedReason,
+): PlacementResult {
   for (const [start, end] of gangs(round.request.tasks)) {
     const checkpoint = round.checkpoint();
     let culprit = -1;
     let reason: UnplacedReason = 'deferred';
     for (let t = start; t < end; t++) {
-      const host = choose(round, t);
-      if (typeof host === 'string') {
+      const chosen = choose(round, t);
+      if (typeof chosen === 'string') {
         culprit = t;
-        reason = host;
+        reason = chosen;
         break;
       }
-      round.assign(t, host);
+      const [host, devices] = chosen;
+      if (devices === undefined) round.assign(t, host);
+      else round.assignWithDevices(t, host, devices);
     }
     if (culprit >= 0) {
       round.undoSince(checkpoint);

@@ -8,6 +8,7 @@
 
 import { gangs } from './placement.ts';
 import { fitsIn, saturatingAdd, saturatingSub, ZERO } from './resources.ts';
+import { DEVICE_MILLI, gpuShape, gpuTakes, inMilliGpus } from './types.ts';
 import type { Action, JobState, JobView, PlacementRequest, PlacementResult, PreemptionRequest, Resources, TaskState, TaskView, Victim } from './types.ts';
 
 /** What is wrong with an answer: `kind` names the rule (the Rust variant in snake_case). */
@@ -24,7 +25,13 @@ export class Violation extends Error {
 const fmt = (r: Resources) =>
   `Resources { cpu_millis: ${r.cpuMillis}, memory_mib: ${r.memoryMib}, disk_mib: ${r.diskMib}, gpus: ${r.gpus}, ports: ${r.ports} }`;
 
-/** Checks a placement answer; throws {@link Violation} at the first rule broken. */
+/**
+ * Checks a placement answer; throws {@link Violation} at the first rule
+ * broken. GPU devices (0.1.2): every assigned task that asks for GPU holds
+ * devices of its host that take it (whole devices wholly free, a share
+ * within what its device has left, an accepted model), and no other task
+ * holds any.
+ */
 export function checkPlacement(request: PlacementRequest, result: PlacementResult): void {
   const nTasks = request.tasks.length;
   const nHosts = request.hosts.length;
@@ -59,6 +66,49 @@ export function checkPlacement(request: PlacementRequest, result: PlacementResul
       if (seen[i] !== seen[start]) throw new Violation('partial_gang', `gang ${request.tasks[start].gang} was placed only in part`);
     }
   }
+  checkGrants(request, result);
+}
+
+/** Each assigned task that asks for GPU has exactly one grant, on devices of its host that take it given the grants before it; no other task has one. */
+function checkGrants(request: PlacementRequest, result: PlacementResult): void {
+  const bad = (task: number, why: string) => new Violation('bad_grant', `task ${task}'s GPU devices: ${why}`);
+  const asks = request.gpuTasks ?? [];
+  const grants = result.grants ?? [];
+  if (asks.length === 0 && grants.length === 0) return;
+  const hostOf: Array<number | undefined> = new Array(request.tasks.length).fill(undefined);
+  for (const a of result.assignments) hostOf[a.task] = a.host;
+  const gpuHosts = request.gpuHosts ?? [];
+  const free = gpuHosts.map((h) => h.devices.map((d) => d.freeMilli));
+  const granted = new Array<boolean>(request.tasks.length).fill(false);
+  for (const g of grants) {
+    if (!Number.isInteger(g.task) || g.task < 0 || g.task >= hostOf.length) throw bad(g.task, 'not a task of the request');
+    const host = hostOf[g.task];
+    if (host === undefined) throw bad(g.task, 'granted devices but not assigned');
+    if (granted[g.task]) throw bad(g.task, 'granted devices twice');
+    granted[g.task] = true;
+    const ask = asks[g.task];
+    if (ask === undefined || ask.milli === 0) throw bad(g.task, 'granted devices but asks for no GPU');
+    const [count, each] = gpuShape(ask);
+    if (g.devices.length !== count) throw bad(g.task, `asks for ${count} device(s), granted ${g.devices.length}`);
+    const devices = gpuHosts[host]?.devices ?? [];
+    g.devices.forEach((d, i) => {
+      const device = devices[d];
+      if (!Number.isInteger(d) || device === undefined) throw bad(g.task, `device ${d} does not exist on host ${host}`);
+      if (g.devices.slice(0, i).includes(d)) throw bad(g.task, `device ${d} granted twice`);
+      const left = free[host][d];
+      if (!gpuTakes(ask, device, left)) {
+        let why: string;
+        if (ask.models.length > 0 && !ask.models.includes(device.model)) why = `device ${d} of host ${host} is not of a model the task accepts`;
+        else if (each === DEVICE_MILLI) why = `whole device ${d} of host ${host} is not wholly free (${left} milli-GPU free)`;
+        else why = `device ${d} of host ${host} has ${left} milli-GPU free, the share needs ${each}`;
+        throw bad(g.task, why);
+      }
+      free[host][d] = left - each;
+    });
+  }
+  hostOf.forEach((host, t) => {
+    if (host !== undefined && (asks[t]?.milli ?? 0) > 0 && !granted[t]) throw bad(t, 'assigned without GPU devices (none of its host takes it)');
+  });
 }
 
 function checkMaxPerHost(request: PlacementRequest, result: PlacementResult): void {
@@ -81,8 +131,13 @@ function checkMaxPerHost(request: PlacementRequest, result: PlacementResult): vo
  * Checks a preemption answer: known indices, no victim twice, only preemptible (or revocable) tasks,
  * only from the pools each need allows, and for each need with victims: they cover it, and none of
  * them could be spared. No victims at all is always allowed.
+ *
+ * GPU is counted in milli-GPUs when the request carries its GPU side (0.1.3, {@link inMilliGpus}): two
+ * 500-milli victims cover a need of 1000. To judge an answer of a component that saw whole devices only,
+ * pass {@link inWholeGpus}'s view.
  */
-export function checkVictims(request: PreemptionRequest, victims: readonly Victim[]): void {
+export function checkVictims(original: PreemptionRequest, victims: readonly Victim[]): void {
+  const request = inMilliGpus(original);
   checkVictimIndices(request, victims);
   request.needs.forEach((need, n) => {
     const mine = victims.filter((v) => v.need === n);

@@ -20,7 +20,7 @@ const { values } = parseArgs({
     wit: { type: 'string', default: join(here, '..', '..', '..', 'wit') },
   },
 });
-const worlds = ['placement', 'preemption', 'lifecycle-batched'];
+const worlds = ['placement', 'preemption', 'lifecycle-batched', 'placement-gpu', 'preemption-gpu'];
 if (!values.entry || !values.out || !worlds.includes(values.world ?? '')) {
   console.error(`usage: node tools/build.mjs --entry FILE --world ${worlds.join('|')} --out FILE.wasm [--wit DIR]`);
   process.exit(2);

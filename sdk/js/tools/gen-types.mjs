@@ -1,4 +1,4 @@
-// Generates the TypeScript types of the three plugin worlds from `wit/` with
+// Generates the TypeScript types of the plugin worlds (the GPU ones too) from `wit/` with
 // jco (guest types), into `generated/` (not committed: it is made from the
 // WIT on every install, so it cannot drift from it).
 //
@@ -21,7 +21,7 @@ const filesystem = await import(pathToFileURL(require.resolve('@bytecodealliance
 filesystem._setPreopens({ '/': '/' });
 const { generateGuestTypes, writeFiles } = await import('@bytecodealliance/jco-transpile');
 
-for (const world of ['placement', 'preemption', 'lifecycle-batched']) {
+for (const world of ['placement', 'preemption', 'lifecycle-batched', 'placement-gpu', 'preemption-gpu']) {
   const files = await generateGuestTypes(wit, { worldName: world, outDir: out });
   await writeFiles(files);
 }

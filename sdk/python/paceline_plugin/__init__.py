@@ -7,8 +7,8 @@ WebAssembly component built with componentize-py:
 =====================  ========================  =====================  ==========================================
 world                  interface                 export                 decides
 =====================  ========================  =====================  ==========================================
-``placement``          :class:`PlacementPolicy`  :func:`export_placement`  which host each task of a round goes to
-``preemption``         :class:`PreemptionPolicy` :func:`export_preemption` which running tasks to stop
+``placement(-gpu)``    :class:`PlacementPolicy`  :func:`export_placement`  which host (and GPU devices) each task gets
+``preemption(-gpu)``   :class:`PreemptionPolicy` :func:`export_preemption` which running tasks to stop
 ``lifecycle-batched``  :class:`LifecyclePolicy`  :func:`export_lifecycle`  how a job kind reacts to events
 =====================  ========================  =====================  ==========================================
 
@@ -27,7 +27,7 @@ same helpers, with the same tie-breaking, as the Rust SDK
 """
 
 from .component import export_lifecycle, export_placement, export_preemption
-from .placement import Round, gangs, place_gangs
+from .placement import Round, complete_grants, gangs, place_gangs, place_gangs_on_devices
 from .policy import LifecyclePolicy, PlacementPolicy, PreemptionPolicy
 from .resources import ScoreScale
 from .types import *  # noqa: F401,F403
@@ -48,8 +48,10 @@ __all__ = [
     "export_lifecycle",
     "export_placement",
     "export_preemption",
+    "complete_grants",
     "gangs",
     "place_gangs",
+    "place_gangs_on_devices",
 ] + [n for n, v in vars(_types).items() if not n.startswith("_")
-    and (getattr(v, "__module__", None) == _types.__name__ or n in ("NO_VALUE", "U64_MAX", "HostFilter", "Event", "Action"))
+    and (getattr(v, "__module__", None) == _types.__name__ or n in ("NO_VALUE", "U64_MAX", "DEVICE_MILLI", "HostFilter", "Event", "Action"))
 ]

@@ -13,7 +13,11 @@ In a policy's app module::
     WitWorld = export_placement(FirstFit)
 
 ``paceline plugin build`` (or ``componentize-py -d wit -w placement
-componentize app``) finds ``WitWorld`` in the module. In plain CPython (tests,
+componentize app``) finds ``WitWorld`` in the module. The same class serves
+the GPU worlds (``placement-gpu``, ``preemption-gpu``; ``world =
+"placement-gpu"`` in plugin.toml): it also has ``place_gpu`` and
+``select_victims_gpu``, which put the GPU side into the SDK's request (its
+``gpu_*`` fields) and the policy's device grants into the answer. In plain CPython (tests,
 the native harness) there are no bindings: the ``export_*`` functions then
 only check that the class implements the right interface and return ``None``.
 """
@@ -106,18 +110,51 @@ def placement_result_to_wire(w: Any, result: t.PlacementResult) -> Any:
     )
 
 
+def add_gpu_request_from_wire(req: t.PlacementRequest, gpu: Any) -> t.PlacementRequest:
+    """Puts the generated binding's ``gpu-request`` into the SDK's request
+    (``gpu_hosts``, ``gpu_tasks``, ``gpu_workload``) and returns it."""
+    req.gpu_hosts = [t.GpuHost([t.GpuDevice(d.free_milli, d.model) for d in h.devices]) for h in gpu.hosts]
+    req.gpu_tasks = [t.GpuTask(x.milli, list(x.models)) for x in gpu.tasks]
+    req.gpu_workload = [t.TaskClass(c.cpu_millis, c.memory_mib, c.milli, c.weight) for c in gpu.workload]
+    return req
+
+
+def gpu_placement_result_to_wire(w: Any, g: Any, result: t.PlacementResult) -> Any:
+    """The generated binding's ``gpu-placement-result`` from the SDK's
+    result (``g`` is the generated ``gpu_placement_types`` module)."""
+    grants = [g.DeviceGrant(x.task, list(x.devices)) for x in result.grants]
+    return g.GpuPlacementResult(placement_result_to_wire(w, result), grants)
+
+
+def _gpu_module(name: str) -> Optional[Any]:
+    """A generated GPU interface module, present only when the component is
+    built against a GPU world."""
+    try:
+        return __import__(f"wit_world.imports.{name}", fromlist=[name])
+    except ImportError:
+        return None
+
+
 def export_placement(policy: Type[PlacementPolicy]) -> Optional[type]:
-    """Exports ``policy`` as the component's ``placement`` world: returns the
-    ``WitWorld`` class to bind at module level (``None`` outside a build)."""
+    """Exports ``policy`` as the component's ``placement`` world, or
+    ``placement-gpu`` (``place`` and ``place_gpu``) when the component is
+    built against it: returns the ``WitWorld`` class to bind at module level
+    (``None`` outside a build)."""
     _check(policy, PlacementPolicy, "export_placement")
     wit_world = _bindings()
     if wit_world is None:
         return None
     from wit_world.imports import placement_types as w
 
+    g = _gpu_module("gpu_placement_types")
+
     class WitWorld(wit_world.WitWorld):
         def place(self, request: Any) -> Any:
             return placement_result_to_wire(w, policy().place(placement_request_from_wire(w, request)))
+
+        def place_gpu(self, request: Any, gpu: Any) -> Any:
+            req = add_gpu_request_from_wire(placement_request_from_wire(w, request), gpu)
+            return gpu_placement_result_to_wire(w, g, policy().place(req))
 
     return WitWorld
 
@@ -142,8 +179,20 @@ def victims_to_wire(w: Any, victims: Any) -> Any:
     return [w.Victim(v.task, v.need, w.VictimReason[t.VictimReason(v.reason).name]) for v in victims]
 
 
+def add_gpu_preemption_from_wire(req: t.PreemptionRequest, gpu: Any) -> t.PreemptionRequest:
+    """Puts the generated binding's ``gpu-preemption-request`` into the
+    SDK's request (``gpu_pools``, ``gpu_running``, ``gpu_needs``)."""
+    req.gpu_pools = [t.GpuPool(p.reservation_milli, p.entitlement_milli, p.allocation_milli) for p in gpu.pools]
+    req.gpu_running = list(gpu.running)
+    req.gpu_needs = list(gpu.needs)
+    return req
+
+
 def export_preemption(policy: Type[PreemptionPolicy]) -> Optional[type]:
-    """Exports ``policy`` as the component's ``preemption`` world."""
+    """Exports ``policy`` as the component's ``preemption`` world, or
+    ``preemption-gpu`` (``select_victims`` and ``select_victims_gpu``: the
+    policy then sees the GPU side; compare amounts through
+    :meth:`~paceline_plugin.types.PreemptionRequest.in_milli_gpus`)."""
     _check(policy, PreemptionPolicy, "export_preemption")
     wit_world = _bindings()
     if wit_world is None:
@@ -153,6 +202,10 @@ def export_preemption(policy: Type[PreemptionPolicy]) -> Optional[type]:
     class WitWorld(wit_world.WitWorld):
         def select_victims(self, request: Any) -> Any:
             return victims_to_wire(w, policy().select_victims(preemption_request_from_wire(request)))
+
+        def select_victims_gpu(self, request: Any, gpu: Any) -> Any:
+            req = add_gpu_preemption_from_wire(preemption_request_from_wire(request), gpu)
+            return victims_to_wire(w, policy().select_victims(req))
 
     return WitWorld
 

@@ -34,6 +34,12 @@ by task and need, order ignored; lifecycle: actions in order), and return
 the decision. They raise :class:`HarnessError` (or
 :class:`~paceline_plugin.validate.Violation`) otherwise.
 
+GPU worlds: a placement request may carry ``gpu_hosts``, ``gpu_tasks`` and
+``gpu_workload`` (0.1.2) and a preemption request ``gpu_pools``,
+``gpu_running`` and ``gpu_needs`` (0.1.3), as in the Rust SDK's files; the
+answer's device grants are checked as the host checks them, and victims are
+judged in milli-GPUs when the request has its GPU side.
+
 Reading YAML needs PyYAML (``pip install paceline-plugin[harness]``); JSON
 files need nothing.
 """
@@ -177,6 +183,19 @@ def _placement_request(v: Any, where: str) -> t.PlacementRequest:
             "preferred_host": _opt(_u32),
         },
     )
+    # The GPU side (0.1.2): a device's fields are both required, as in the
+    # Rust SDK (a device without its free amount is a mistake, not "full").
+    def device(x: Any, w: str) -> t.GpuDevice:
+        d = _obj(x, w)
+        if set(d) != {"free_milli", "model"}:
+            raise _Bad(f"{w}: a GPU device has free_milli and model")
+        return t.GpuDevice(_u32(d["free_milli"], f"{w}.free_milli"), _u32(d["model"], f"{w}.model"))
+
+    gpu_host = lambda x, w: _record(t.GpuHost, x, w, {"devices": _list(device)})  # noqa: E731
+    gpu_task = lambda x, w: _record(t.GpuTask, x, w, {"milli": _u32, "models": _list(_u32)})  # noqa: E731
+    task_class = lambda x, w: _record(  # noqa: E731
+        t.TaskClass, x, w, {"cpu_millis": _int, "memory_mib": _int, "milli": _u32, "weight": _u32}
+    )
     return _record(
         t.PlacementRequest,
         v,
@@ -189,6 +208,9 @@ def _placement_request(v: Any, where: str) -> t.PlacementRequest:
             "jobs": _list(job),
             "constraints": _list(cset),
             "tasks": _list(task),
+            "gpu_hosts": _list(gpu_host),
+            "gpu_tasks": _list(gpu_task),
+            "gpu_workload": _list(task_class),
         },
     )
 
@@ -216,8 +238,21 @@ def _preemption_request(v: Any, where: str) -> t.PreemptionRequest:
     need = lambda x, w: _record(  # noqa: E731
         t.Need, x, w, {"pool": _u32, "priority": _u32, "resources": _resources, "from_pools": _list(_u32)}
     )
+    gpu_pool = lambda x, w: _record(  # noqa: E731
+        t.GpuPool, x, w, {"reservation_milli": _int, "entitlement_milli": _int, "allocation_milli": _int}
+    )
     return _record(
-        t.PreemptionRequest, v, where, {"pools": _list(pool), "running": _list(running), "needs": _list(need)}
+        t.PreemptionRequest,
+        v,
+        where,
+        {
+            "pools": _list(pool),
+            "running": _list(running),
+            "needs": _list(need),
+            "gpu_pools": _list(gpu_pool),
+            "gpu_running": _list(_int),
+            "gpu_needs": _list(_int),
+        },
     )
 
 

@@ -170,6 +170,94 @@ class PlacementRequest:
     constraints: List[ConstraintSet] = field(default_factory=list)
     #: Tasks to place, gangs contiguous, in admission order.
     tasks: List[Task] = field(default_factory=list)
+    #: GPU devices per host, in host order (0.1.2, ``gpu-request.hosts``);
+    #: empty when no host of the round has a GPU and no task asks for one.
+    gpu_hosts: List["GpuHost"] = field(default_factory=list)
+    #: GPU ask per task, in task order (0.1.2, ``gpu-request.tasks``; 0 for
+    #: a task that asks for none); empty exactly when ``gpu_hosts`` is.
+    gpu_tasks: List["GpuTask"] = field(default_factory=list)
+    #: The task shapes the runtime has seen lately, most frequent first
+    #: (0.1.2, ``gpu-request.workload``; empty without a GPU side).
+    gpu_workload: List["TaskClass"] = field(default_factory=list)
+
+
+#: Milli-GPUs in one device: 1000 is one whole device.
+DEVICE_MILLI = 1000
+
+
+@dataclass(slots=True)
+class TaskClass:
+    """A shape of task the runtime has seen lately, with how often
+    (``gpu-placement-types.task-class``)."""
+
+    #: CPU in millicores.
+    cpu_millis: int = 0
+    #: Memory in MiB.
+    memory_mib: int = 0
+    #: GPU ask in milli-GPUs, as in :attr:`GpuTask.milli` (0: none).
+    milli: int = 0
+    #: Tasks of this shape among those seen (a relative weight).
+    weight: int = 0
+
+
+@dataclass(slots=True)
+class GpuDevice:
+    """One GPU device of a host (``gpu-placement-types.gpu-device``)."""
+
+    #: Milli-GPUs free on the device for this round (1000: wholly free).
+    free_milli: int = DEVICE_MILLI
+    #: The device's model: an index into ``PlacementRequest.symbols``, or
+    #: :data:`NO_VALUE` when unknown.
+    model: int = NO_VALUE
+
+
+@dataclass(slots=True)
+class GpuHost:
+    """A host's GPU devices, in the host's device order."""
+
+    #: The devices; empty for a host without GPUs.
+    devices: List[GpuDevice] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GpuTask:
+    """One task's GPU ask (``gpu-placement-types.gpu-task``)."""
+
+    #: Milli-GPUs: 0 for none, below 1000 for a share of one device, a
+    #: multiple of 1000 for that many whole devices.
+    milli: int = 0
+    #: Models the task accepts (indices into ``PlacementRequest.symbols``);
+    #: empty: any model.
+    models: List[int] = field(default_factory=list)
+
+    def shape(self) -> "tuple[int, int]":
+        """Devices the task needs and milli-GPUs on each: ``(n, 1000)`` for
+        n whole devices, ``(1, share)`` for a share, ``(0, 0)`` for none."""
+        m = self.milli
+        if m == 0:
+            return (0, 0)
+        if m < DEVICE_MILLI:
+            return (1, m)
+        return (m // DEVICE_MILLI, DEVICE_MILLI)
+
+    def takes(self, device: GpuDevice, free: int) -> bool:
+        """Whether ``device`` takes the task's per-device ask with ``free``
+        milli-GPUs left on it: whole devices only when wholly free, a share
+        when it fits; and of an accepted model."""
+        _, each = self.shape()
+        room = free == DEVICE_MILLI if each == DEVICE_MILLI else free >= each
+        return room and (not self.models or device.model in self.models)
+
+
+@dataclass(slots=True)
+class DeviceGrant:
+    """The devices an assigned task gets on its host (``device-grant``)."""
+
+    #: Index into ``PlacementRequest.tasks``; the task must be assigned.
+    task: int = 0
+    #: Indices into that host's :attr:`GpuHost.devices`: as many as whole
+    #: devices asked for, or one for a share.
+    devices: List[int] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True, order=True)
@@ -217,6 +305,11 @@ class PlacementResult:
     assignments: List[Assignment] = field(default_factory=list)
     #: Tasks not placed, with reasons.
     unplaced: List[Unplaced] = field(default_factory=list)
+    #: Device grants of assigned tasks that ask for GPU (0.1.2, the
+    #: ``grants`` of ``gpu-placement-result``); a task without one gets
+    #: devices chosen by the runtime (whole: the lowest wholly free; a
+    #: share: the fullest device it fits on).
+    grants: List[DeviceGrant] = field(default_factory=list)
 
 
 # --------------------------------------------------------------- preemption
@@ -278,6 +371,79 @@ class PreemptionRequest:
     running: List[RunningTask] = field(default_factory=list)
     #: What must be freed, most important first.
     needs: List[Need] = field(default_factory=list)
+    #: GPU amounts of each pool in milli-GPUs, in pool order (0.1.3,
+    #: ``gpu-preemption-request.pools``); empty when nothing in the request
+    #: holds or needs GPU. The ``gpus`` fields above stay whole devices, a
+    #: share rounded up.
+    gpu_pools: List["GpuPool"] = field(default_factory=list)
+    #: Milli-GPUs each running task holds, in ``running`` order (0.1.3);
+    #: empty exactly when ``gpu_pools`` is.
+    gpu_running: List[int] = field(default_factory=list)
+    #: Milli-GPUs each need must have freed, in ``needs`` order (0.1.3);
+    #: empty exactly when ``gpu_pools`` is.
+    gpu_needs: List[int] = field(default_factory=list)
+
+    def has_gpu_side(self) -> bool:
+        """Whether the request carries its GPU side in milli-GPUs (0.1.3)."""
+        return bool(self.gpu_pools or self.gpu_running or self.gpu_needs)
+
+    def in_milli_gpus(self) -> "PreemptionRequest":
+        """The request with every ``gpus`` field in milli-GPUs, taken from
+        the GPU side: the one unit in which "enough" and "no more than
+        needed" are right for shares of a device (two 500-milli tasks free
+        one device). Without a GPU side it is this request itself, whole
+        devices throughout. Compare amounts in this view; the runtime
+        checks answers in it. A copy: the request is not changed."""
+        if not self.has_gpu_side():
+            return self
+
+        def res(r: Resources, gpus: int) -> Resources:
+            return Resources(r.cpu_millis, r.memory_mib, r.disk_mib, gpus, r.ports)
+
+        # A missing entry (a malformed side) counts as none: the checks then
+        # see less GPU, never more (as the Rust SDK does).
+        def at(xs: list, i: int, default: object) -> object:
+            return xs[i] if i < len(xs) else default
+
+        pools = []
+        for i, p in enumerate(self.pools):
+            g = at(self.gpu_pools, i, GpuPool())
+            pools.append(
+                PoolView(
+                    p.path,
+                    res(p.reservation, g.reservation_milli),
+                    res(p.entitlement, g.entitlement_milli),
+                    res(p.allocation, g.allocation_milli),
+                )
+            )
+        running = [
+            RunningTask(t.pool, t.priority, t.preemptible, t.revocable, t.started_at_ms, res(t.resources, at(self.gpu_running, i, 0)))
+            for i, t in enumerate(self.running)
+        ]
+        needs = [
+            Need(n.pool, n.priority, res(n.resources, at(self.gpu_needs, i, 0)), list(n.from_pools))
+            for i, n in enumerate(self.needs)
+        ]
+        return PreemptionRequest(pools, running, needs)
+
+    def in_whole_gpus(self) -> "PreemptionRequest":
+        """The request as a component built before 0.1.3 sees it: without
+        its GPU side, GPUs in whole devices (a share rounded up)."""
+        if not self.has_gpu_side():
+            return self
+        return PreemptionRequest(self.pools, self.running, self.needs)
+
+
+@dataclass(slots=True)
+class GpuPool:
+    """A pool's GPU amounts in milli-GPUs (``gpu-preemption-types.gpu-pool``)."""
+
+    #: Guaranteed milli-GPUs.
+    reservation_milli: int = 0
+    #: Milli-GPUs the pool is entitled to now.
+    entitlement_milli: int = 0
+    #: Milli-GPUs its running non-revocable tasks hold.
+    allocation_milli: int = 0
 
 
 class VictimReason(str, Enum):

@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 from .placement import gangs
 from .resources import fits_in, saturating_add, saturating_sub
 from .types import (
+    DEVICE_MILLI,
     Action,
     JobState,
     JobView,
@@ -52,7 +53,10 @@ def _fmt(r: Resources) -> str:
 def check_placement(request: PlacementRequest, result: PlacementResult) -> None:
     """Checks a placement answer: known indices, every task exactly once,
     hosts within free capacity, hard constraints, per-host maxima, whole
-    gangs. Raises :class:`Violation` at the first rule broken."""
+    gangs, and GPU devices (0.1.2): every assigned task that asks for GPU
+    holds devices of its host that take it (whole devices wholly free, a
+    share within what its device has left, an accepted model), and no other
+    task holds any. Raises :class:`Violation` at the first rule broken."""
     n_tasks = len(request.tasks)
     n_hosts = len(request.hosts)
     seen = [0] * n_tasks  # 0 unseen, 1 assigned, 2 unplaced
@@ -93,6 +97,60 @@ def check_placement(request: PlacementRequest, result: PlacementResult) -> None:
         first = seen[start]
         if any(s != first for s in seen[start:end]):
             raise Violation("partial_gang", f"gang {request.tasks[start].gang} was placed only in part")
+    _check_grants(request, result)
+
+
+def _check_grants(request: PlacementRequest, result: PlacementResult) -> None:
+    """Each assigned task that asks for GPU has exactly one grant, on
+    devices of its host that take it given the grants before it; no other
+    task has one (the Rust SDK's ``check_grants``)."""
+
+    def bad(task: int, why: str) -> Violation:
+        return Violation("bad_grant", f"task {task}'s GPU devices: {why}")
+
+    if not request.gpu_tasks and not result.grants:
+        return
+    host_of = [None] * len(request.tasks)
+    for a in result.assignments:
+        host_of[a.task] = a.host
+    free = [[d.free_milli for d in h.devices] for h in request.gpu_hosts]
+    granted = [False] * len(request.tasks)
+    for g in result.grants:
+        if not 0 <= g.task < len(host_of):
+            raise bad(g.task, "not a task of the request")
+        host = host_of[g.task]
+        if host is None:
+            raise bad(g.task, "granted devices but not assigned")
+        if granted[g.task]:
+            raise bad(g.task, "granted devices twice")
+        granted[g.task] = True
+        ask = request.gpu_tasks[g.task] if g.task < len(request.gpu_tasks) else None
+        if ask is None or ask.milli == 0:
+            raise bad(g.task, "granted devices but asks for no GPU")
+        count, each = ask.shape()
+        if len(g.devices) != count:
+            raise bad(g.task, f"asks for {count} device(s), granted {len(g.devices)}")
+        devices = request.gpu_hosts[host].devices if host < len(request.gpu_hosts) else []
+        for i, d in enumerate(g.devices):
+            if not 0 <= d < len(devices):
+                raise bad(g.task, f"device {d} does not exist on host {host}")
+            if d in g.devices[:i]:
+                raise bad(g.task, f"device {d} granted twice")
+            device = devices[d]
+            left = free[host][d]
+            if not ask.takes(device, left):
+                if ask.models and device.model not in ask.models:
+                    why = f"device {d} of host {host} is not of a model the task accepts"
+                elif each == DEVICE_MILLI:
+                    why = f"whole device {d} of host {host} is not wholly free ({left} milli-GPU free)"
+                else:
+                    why = f"device {d} of host {host} has {left} milli-GPU free, the share needs {each}"
+                raise bad(g.task, why)
+            free[host][d] = left - each
+    for task, host in enumerate(host_of):
+        asks = task < len(request.gpu_tasks) and request.gpu_tasks[task].milli > 0
+        if host is not None and asks and not granted[task]:
+            raise bad(task, "assigned without GPU devices (none of its host takes it)")
 
 
 def _check_max_per_host(request: PlacementRequest, result: PlacementResult) -> None:
@@ -120,7 +178,15 @@ def check_victims(request: PreemptionRequest, victims: Sequence[Victim]) -> None
     """Checks a preemption answer: known indices, no victim twice, only
     preemptible (or revocable) tasks, only from the pools each need allows,
     and for each need with victims: they cover it, and none of them could be
-    spared. No victims at all is always allowed."""
+    spared. No victims at all is always allowed.
+
+    GPU is counted in milli-GPUs when the request carries its GPU side
+    (0.1.3, :meth:`~paceline_plugin.types.PreemptionRequest.in_milli_gpus`):
+    two 500-milli victims cover a need of 1000, and a 1000-milli victim
+    beside a 500-milli one for a need of 500 is one too many. To judge an
+    answer of a component that saw whole devices only, pass
+    :meth:`~paceline_plugin.types.PreemptionRequest.in_whole_gpus`."""
+    request = request.in_milli_gpus()
     _check_victim_indices(request, victims)
     for n, need in enumerate(request.needs):
         mine = [v for v in victims if v.need == n]

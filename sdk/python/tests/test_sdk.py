@@ -319,3 +319,229 @@ def test_messages_say_states_as_the_rust_sdk_does():
     with pytest.raises(Violation) as e:
         check_actions(JobView(state=JobState.RUNNING), [], [MarkJob(JobState.PENDING)])
     assert str(e.value) == "the job cannot be marked Pending from Running"
+
+
+# ------------------------------------------------------------ GPU worlds
+
+
+def _gpu_request():
+    """The Rust SDK's ``gpu_request``: two hosts of two devices (host 0: one
+    wholly free, one with 400 free and model ``m``; host 1: two wholly
+    free); tasks 0-2 ask for 500, 500 and one whole GPU, task 3 for 300 of
+    model ``m``."""
+    from paceline_plugin import NO_VALUE, GpuDevice, GpuHost, GpuTask
+
+    r = PlacementRequest(
+        hosts=[HostOffer(Resources(8000, 8000, 0, 1), Resources(8000, 8000, 0, 2)), HostOffer(Resources(8000, 8000, 0, 2), Resources(8000, 8000, 0, 2))],
+        symbols=["m"],
+        jobs=[JobInfo()],
+        constraints=[ConstraintSet()],
+        tasks=[Task(gang=g, demand=Resources(100, 100)) for g in range(4)],
+    )
+    r.tasks[2].demand.gpus = 1
+    r.gpu_hosts = [
+        GpuHost([GpuDevice(1000, NO_VALUE), GpuDevice(400, 0)]),
+        GpuHost([GpuDevice(1000, NO_VALUE), GpuDevice(1000, NO_VALUE)]),
+    ]
+    r.gpu_tasks = [GpuTask(500), GpuTask(500), GpuTask(1000), GpuTask(300, [0])]
+    return r
+
+
+def _with_grants(pairs, grants):
+    from paceline_plugin import DeviceGrant
+
+    placed = [t for t, _ in pairs]
+    out = _answer(pairs, [t for t in range(4) if t not in placed])
+    out.grants = [DeviceGrant(t, list(d)) for t, d in grants]
+    return out
+
+
+def test_gpu_shapes_and_takes_as_the_rust_sdk():
+    from paceline_plugin import GpuDevice, GpuTask
+
+    assert GpuTask(0).shape() == (0, 0)
+    assert GpuTask(250).shape() == (1, 250)
+    assert GpuTask(3000).shape() == (3, 1000)
+    dev = GpuDevice(1000, 7)
+    assert GpuTask(1000).takes(dev, 1000) and not GpuTask(1000).takes(dev, 999)
+    assert GpuTask(400).takes(dev, 400) and not GpuTask(400).takes(dev, 399)
+    assert GpuTask(400, [7]).takes(dev, 1000) and not GpuTask(400, [8]).takes(dev, 1000)
+
+
+def test_gpu_grants_are_checked_per_device():
+    r = _gpu_request()
+    ok = _with_grants([(0, 1), (1, 1), (2, 0), (3, 0)], [(0, [0]), (1, [0]), (2, [0]), (3, [1])])
+    check_placement(r, ok)
+    for pairs, grants, needle in [
+        ([(0, 1), (1, 1)], [(0, [0]), (1, [0]), (1, [1])], "twice"),
+        ([(0, 0), (1, 0)], [(0, [1]), (1, [1])], "400 milli-GPU free"),
+        ([(0, 1), (2, 1)], [(0, [0]), (2, [0])], "not wholly free"),
+        ([(3, 1)], [(3, [0])], "not of a model"),
+        ([(0, 1)], [(0, [5])], "does not exist"),
+        ([(0, 1)], [], "without GPU devices"),
+        ([(0, 1)], [(0, [0]), (1, [0])], "not assigned"),
+        ([(2, 1)], [(2, [0, 1])], "asks for 1 device"),
+    ]:
+        with pytest.raises(Violation) as e:
+            check_placement(r, _with_grants(pairs, grants))
+        assert e.value.kind == "bad_grant" and needle in str(e.value), (needle, str(e.value))
+
+
+def test_missing_grants_are_completed_with_the_runtime_default():
+    from paceline_plugin import complete_grants
+
+    r = _gpu_request()
+    out = _with_grants([(0, 0), (1, 1), (2, 1), (3, 0)], [])
+    complete_grants(r, out)
+    check_placement(r, out)
+    of = {g.task: g.devices for g in out.grants}
+    assert (of[0], of[3]) == ([0], [1])
+    assert of[1] != of[2]
+    crowded = _with_grants([(0, 0), (2, 0)], [])
+    complete_grants(r, crowded)
+    with pytest.raises(Violation):
+        check_placement(r, crowded)
+
+
+def test_round_tracks_devices_and_gives_them_back_on_undo():
+    r = _gpu_request()
+    rd = Round(r)
+    assert rd.gpu_free == [[1000, 400], [1000, 1000]]
+    # A share goes to the device it fills best; a whole GPU to the lowest
+    # wholly free one; a model-bound share only to its model.
+    assert rd.default_devices(0, 0) == [0], "400 free cannot take 500: the wholly free device"
+    assert rd.default_devices(3, 0) == [1] and rd.default_devices(3, 1) is None
+    assert rd.fits(3, 0) and not rd.fits(3, 1)
+    cp = rd.checkpoint()
+    rd.assign(0, 1)
+    rd.assign(1, 1)
+    assert rd.gpu_free[1] == [0, 1000], "the second half shares the device the first started"
+    assert rd.free[1].gpus == 1
+    assert rd.default_devices(2, 0) == [0]
+    rd.assign(2, 1)
+    assert rd.gpu_free[1] == [0, 0] and rd.free[1].gpus == 0
+    assert not rd.fits(0, 1), "no device of host 1 has 500 left"
+    assert rd.undo_since(cp) == [0, 1, 2]
+    assert rd.gpu_free[1] == [1000, 1000] and rd.free[1].gpus == 2
+    assert rd.finish().grants == []
+
+
+def test_place_gangs_on_devices_keeps_the_policys_devices_and_the_default():
+    from paceline_plugin import place_gangs_on_devices
+
+    r = _gpu_request()
+
+    def choose(rd, t):
+        # Task 0 on host 1's device 1 by choice, the rest by default.
+        return (1, [1]) if t == 0 else (1 if t < 3 else 0, None)
+
+    out = place_gangs_on_devices(Round(r), choose)
+    check_placement(r, out)
+    assert [(g.task, g.devices) for g in out.grants] == [(0, [1]), (1, [1]), (2, [0]), (3, [1])]
+
+
+def test_preemption_in_milli_gpus_as_the_rust_sdk():
+    from paceline_plugin import GpuPool, Need, PoolView, PreemptionRequest, RunningTask, Victim, VictimReason
+    from paceline_plugin.validate import check_victims
+
+    def req(need):
+        task = RunningTask(preemptible=True, resources=Resources(0, 0, 0, 1))
+        return PreemptionRequest(
+            pools=[PoolView(), PoolView()],
+            running=[task, task, task],
+            needs=[Need(pool=1, resources=Resources(0, 0, 0, -(-need // 1000)))],
+            gpu_pools=[GpuPool(), GpuPool()],
+            gpu_running=[500, 500, 1000],
+            gpu_needs=[need],
+        )
+
+    v = lambda *ts: [Victim(t, 0, VictimReason.OVER_ENTITLEMENT) for t in ts]  # noqa: E731
+    for name, need, victims, kind in [
+        ("two halves free a device", 1000, v(0, 1), None),
+        ("one half does not", 1000, v(0), "not_enough"),
+        ("a whole device does", 1000, v(2), None),
+        ("a half for a half", 500, v(0), None),
+        ("a whole for a half", 500, v(2), None),
+        ("a whole beside a half is one too many", 500, v(0, 2), "not_needed"),
+        ("three for one and a half", 1500, v(0, 1, 2), "not_needed"),
+    ]:
+        if kind is None:
+            check_victims(req(need), victims)
+        else:
+            with pytest.raises(Violation) as e:
+                check_victims(req(need), victims)
+            assert e.value.kind == kind, name
+    whole = req(1000).in_whole_gpus()
+    assert not whole.has_gpu_side()
+    check_victims(whole, v(0))
+    with pytest.raises(Violation, match="not needed"):
+        check_victims(whole, v(0, 1))
+    milli = req(1000).in_milli_gpus()
+    assert [t.resources.gpus for t in milli.running] == [500, 500, 1000] and milli.needs[0].resources.gpus == 1000
+    assert req(1000).running[0].resources.gpus == 1, "the request itself is not changed"
+
+
+GPU_DOC = """
+name: a GPU share on the device it fills best
+input:
+  placement:
+    hosts:
+      - { free: { cpu_millis: 1000, memory_mib: 1024, gpus: 1 }, total: { cpu_millis: 1000, memory_mib: 1024, gpus: 2 } }
+    jobs: [ {} ]
+    constraints: [ {} ]
+    tasks: [ { gang: 0, demand: { cpu_millis: 100 } } ]
+    gpu_hosts: [ { devices: [ { free_milli: 1000, model: 4294967295 }, { free_milli: 300, model: 4294967295 } ] } ]
+    gpu_tasks: [ { milli: 250 } ]
+    gpu_workload: [ { cpu_millis: 100, milli: 250, weight: 3 } ]
+expect:
+  placement:
+    assignments: [ { task: 0, host: 0 } ]
+"""
+
+
+def test_harness_reads_gpu_scenarios_and_checks_grants():
+    s = Scenario.parse(GPU_DOC)
+    assert s.input.gpu_hosts[0].devices[1].free_milli == 300 and s.input.gpu_workload[0].weight == 3
+    out = run_placement(FirstFit, s)
+    assert [(g.task, g.devices) for g in out.grants] == [(0, [1])]
+
+    class NoDevices(PlacementPolicy):
+        def place(self, request):
+            return PlacementResult([Assignment(0, 0)], [])
+
+    with pytest.raises(Violation, match="without GPU devices"):
+        run_placement(NoDevices, s)
+    with pytest.raises(HarnessError, match="free_milli and model"):
+        Scenario.parse(GPU_DOC.replace(", model: 4294967295 }, { free_milli: 300", " }, { free_milli: 300"))
+    pre = Scenario.parse(
+        "name: g\ninput: { preemption: { pools: [ {} ], gpu_pools: [ { allocation_milli: 500 } ], gpu_running: [], gpu_needs: [] } }"
+    )
+    assert pre.input.gpu_pools[0].allocation_milli == 500 and pre.input.has_gpu_side()
+
+
+def test_glue_puts_the_gpu_side_into_the_request_and_grants_on_the_wire():
+    from paceline_plugin import DeviceGrant
+
+    ns = SimpleNamespace
+    gpu = ns(
+        hosts=[ns(devices=[ns(free_milli=300, model=2)])],
+        tasks=[ns(milli=250, models=[2])],
+        workload=[ns(cpu_millis=1, memory_mib=2, milli=250, weight=9)],
+    )
+    req = component.add_gpu_request_from_wire(PlacementRequest(), gpu)
+    assert req.gpu_hosts[0].devices[0].free_milli == 300 and req.gpu_tasks[0].models == [2]
+    assert req.gpu_workload[0].weight == 9
+    wire = SimpleNamespace(
+        Assignment=lambda task, host: ("a", task, host),
+        Unplaced=lambda task, reason, detail: ("u", task, reason, detail),
+        UnplacedReason=_E,
+        PlacementResult=lambda a, u: (a, u),
+    )
+    g = ns(DeviceGrant=lambda task, devices: ("g", task, devices), GpuPlacementResult=lambda p, grants: (p, grants))
+    result = _answer([(0, 0)], [])
+    result.grants = [DeviceGrant(0, [1])]
+    assert component.gpu_placement_result_to_wire(wire, g, result) == (([("a", 0, 0)], []), [("g", 0, [1])])
+    pre = component.add_gpu_preemption_from_wire(
+        _preemption(), ns(pools=[ns(reservation_milli=1, entitlement_milli=2, allocation_milli=3)], running=[500], needs=[1000])
+    )
+    assert pre.gpu_pools[0].allocation_milli == 3 and pre.gpu_running == [500] and pre.gpu_needs == [1000]
