@@ -8,6 +8,7 @@
 #   deploy/kubernetes/kubernetes.sh start  [DIR]          build if needed, start the plane in DIR, wait for /readyz,
 #                                                         apply manifests/rbac.yaml, write the two kubeconfigs
 #   deploy/kubernetes/kubernetes.sh start-scheduler [DIR] also start kube-scheduler (default-scheduler pods get bound)
+#   deploy/kubernetes/kubernetes.sh stop-scheduler [DIR]  stop only kube-scheduler (the rest keeps running)
 #   deploy/kubernetes/kubernetes.sh stop   [DIR]          stop everything started in DIR (by pid files), scheduler included
 #   deploy/kubernetes/kubernetes.sh stop-apiserver [DIR]  stop only kube-apiserver (an outage: its clients keep retrying)
 #   deploy/kubernetes/kubernetes.sh start-apiserver [DIR] start it again (what `start` does on a plane missing it)
@@ -743,6 +744,11 @@ case "$cmd" in
     build) build ;;
     start) start ;;
     start-scheduler) start_scheduler ;;
+    stop-scheduler)
+        [[ -d "$DIR" ]] || exit 0
+        lock_dir
+        stop_one kube-scheduler
+        ;;
     stop) stop ;;
     stop-apiserver) stop_apiserver ;;
     start-apiserver) start ;;
@@ -750,7 +756,7 @@ case "$cmd" in
     env) env_lines ;;
     nodes) nodes ;;
     *)
-        sed -n '2,18p' "$0" >&2
+        sed -n '2,19p' "$0" >&2
         exit 64
         ;;
 esac
