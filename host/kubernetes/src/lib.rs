@@ -34,11 +34,16 @@
 //! - `provider`: [`KubernetesProvider`]: connecting and the provider calls.
 //! - `state`: what it knows (nodes, runs, other pods) and what it reports.
 //! - `watch`: the three watches and their events.
+//! - [`podsched`]: the pod scheduler (decision 0055): pods Paceline did not
+//!   create, admitted as jobs and bound through the Binding API;
+//!   `external`: the runs that bind them.
 
 pub mod config;
 pub mod error;
+mod external;
 pub mod nodes;
 pub mod pods;
+pub mod podsched;
 mod provider;
 mod state;
 pub mod status;
@@ -48,4 +53,5 @@ mod watch;
 
 pub use config::{CLUSTER_ID_KEY, KUBECONFIG_ENV, KubernetesConfig, generate_cluster_id, valid_cluster_id};
 pub use error::KubernetesError;
+pub use podsched::{PodJobs, PodRef, PodScheduler, PodSchedulerConfig, Submit};
 pub use provider::{KubernetesProvider, StopGuard};

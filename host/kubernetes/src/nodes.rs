@@ -136,6 +136,17 @@ pub fn node_view(node: &Node, config: &KubernetesConfig) -> Result<NodeView, Str
                 .collect()
         })
         .unwrap_or_default();
+    // Taints Paceline's own pods tolerate (`tolerate_taints`) as attributes,
+    // so that the pod scheduler keeps pods that do not tolerate them off.
+    for t in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+        if (t.effect == "NoSchedule" || t.effect == "NoExecute")
+            && t.key != UNSCHEDULABLE_TAINT
+            && config.tolerate_taints.iter().any(|k| k == &t.key)
+        {
+            let key = crate::podsched::translate::taint_attribute(&t.key, t.value.as_deref().unwrap_or(""), &t.effect);
+            attributes.insert(key, "true".into());
+        }
+    }
     Ok(NodeView { name, allocatable, attributes, ready, not_ready_reason, unschedulable, blocking_taints, max_pods })
 }
 

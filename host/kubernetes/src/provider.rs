@@ -2,7 +2,7 @@
 //! as pods created bound to their node, kill as deletion, acknowledgement,
 //! reconciliation, logs). The state is in `state`, the watches in `watch`.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,7 @@ impl KubernetesProvider {
                 out_rx: Mutex::new(Some(out_rx)),
                 tasks: Mutex::new(Vec::new()),
                 ended_on: Mutex::new(Vec::new()),
+                pod_jobs: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -109,6 +110,7 @@ impl KubernetesProvider {
             out_rx: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
             ended_on: Mutex::new(Vec::new()),
+            pod_jobs: Mutex::new(HashMap::new()),
         };
         (KubernetesProvider { inner: Arc::new(inner) }, out_rx)
     }
@@ -136,6 +138,44 @@ impl KubernetesProvider {
     /// What pods of other schedulers hold on `node`.
     pub fn foreign_usage(&self, node: &str) -> Resources {
         lock(&self.inner.st).foreign_by_node.get(node).copied().unwrap_or(Resources::ZERO)
+    }
+
+    /// The client (the pod scheduler's watches and reports use it).
+    pub(crate) fn client(&self) -> kube::Client {
+        self.inner.client.clone()
+    }
+
+    /// Records the pods job `job`'s instances bind (the pod scheduler's).
+    pub(crate) fn set_pod_job(&self, job: &str, pods: Vec<crate::podsched::PodRef>) {
+        lock(&self.inner.pod_jobs).insert(job.to_string(), pods);
+    }
+
+    /// Forgets a job of the pod scheduler's.
+    pub(crate) fn forget_pod_job(&self, job: &str) {
+        lock(&self.inner.pod_jobs).remove(job);
+    }
+
+    /// Whether a run binds (or bound) pod `namespace/name` now.
+    pub fn binds(&self, key: &str) -> bool {
+        lock(&self.inner.st).external.contains_key(key)
+    }
+
+    /// The node attributes of the taints nodes have that the provider lets
+    /// through (`tolerate_taints`): the pod scheduler keeps pods that do not
+    /// tolerate one off those nodes.
+    pub(crate) fn taint_attributes(&self) -> Vec<String> {
+        let st = lock(&self.inner.st);
+        let mut out: Vec<String> = st
+            .nodes
+            .values()
+            .filter_map(|n| n.view.as_ref())
+            .flat_map(|v| v.attributes.keys())
+            .filter(|k| k.starts_with(crate::podsched::translate::TAINT_ATTRIBUTE))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Stops the watches and the forwarder (pods keep running).
@@ -227,6 +267,7 @@ impl Provider for KubernetesProvider {
             loop {
                 tick.tick().await;
                 ticker.tick();
+                ticker.read_external_ends();
                 if last_heartbeat.elapsed() >= ticker.config.heartbeat_interval {
                     last_heartbeat = Instant::now();
                     ticker.heartbeat();
@@ -254,8 +295,39 @@ impl Provider for KubernetesProvider {
         Ok(())
     }
 
-    async fn launch(&self, host: &str, runs: Vec<LaunchRequest>) -> Result<(), ProviderError> {
+    async fn launch(&self, host: &str, launched: Vec<LaunchRequest>) -> Result<(), ProviderError> {
         let inner = &self.inner;
+        // Runs of the pod scheduler bind a pod that exists; the rest create one.
+        let mut runs = Vec::with_capacity(launched.len());
+        let mut bind = Vec::new();
+        for req in launched {
+            match inner.pod_of(&req.task_id) {
+                None => runs.push(req),
+                Some(Ok(pod)) => bind.push((req, pod)),
+                Some(Err(error)) => {
+                    inner.send(ProviderEvent::LaunchRejected { host: host.to_string(), run_id: req.run_id, error })
+                }
+            }
+        }
+        if !bind.is_empty() {
+            let offers = {
+                let st = inner.st();
+                st.nodes.get(host).filter(|n| n.connected).and_then(|n| n.view.as_ref()).map(|v| v.offers())
+            };
+            match offers {
+                None => return Err(ProviderError::HostNotConnected { provider: NAME, host: host.to_string() }),
+                Some(false) => {
+                    for (req, _) in bind {
+                        let error = format!("node {host} has taints Paceline does not tolerate");
+                        inner.send(ProviderEvent::LaunchRejected { host: host.to_string(), run_id: req.run_id, error });
+                    }
+                }
+                Some(true) => inner.bind_runs(host, bind).await,
+            }
+            if runs.is_empty() {
+                return Ok(());
+            }
+        }
         let mut work = Vec::new();
         {
             let mut st = inner.st();
@@ -336,6 +408,7 @@ impl Provider for KubernetesProvider {
                     req.run_id.clone(),
                     Run {
                         pod: name,
+                        namespace: None,
                         host: host.to_string(),
                         task_id: req.task_id.clone(),
                         resources: req.spec.resources,
@@ -424,6 +497,19 @@ impl Provider for KubernetesProvider {
             let mut st = inner.st();
             match st.runs.get_mut(run_id) {
                 Some(run) if run.terminal || run.pod_gone => return Ok(()),
+                Some(run) if run.namespace.is_some() => {
+                    // A pod Paceline bound but did not create is its owner's:
+                    // never deleted. The run ends here; the pod, still on its
+                    // node, counts as any other scheduler's from now on.
+                    run.kill_requested = true;
+                    let message = format!(
+                        "pod {}/{} is its owner's: Paceline stopped accounting for it and did not delete it",
+                        run.namespace.as_deref().unwrap_or(""),
+                        run.pod
+                    );
+                    inner.update(run_id, run, RunState::Killed, None, None, None, "KILLED_BY_REQUEST", message);
+                    return Ok(());
+                }
                 Some(run) => {
                     run.kill_requested = true;
                     run.pod.clone()
@@ -477,6 +563,21 @@ impl Provider for KubernetesProvider {
         if run.terminal && run.unacked.is_empty() {
             let pod = run.pod.clone();
             let gone = run.pod_gone;
+            if let Some(ns) = run.namespace.clone() {
+                // Never deleted (its owner's); the watch counts it as
+                // another scheduler's pod when it next sees it.
+                let key = format!("{ns}/{pod}");
+                if st.external.get(&key).is_some_and(|id| id == run_id) {
+                    st.external.remove(&key);
+                }
+                let run = st.runs.remove(run_id);
+                if let Some(run) = run.filter(|_| !gone) {
+                    // Still on its node (its owner keeps it): another
+                    // scheduler's pod from now on.
+                    self.inner.count(&mut st, key, run.host, run.resources, Vec::new());
+                }
+                return Ok(());
+            }
             st.runs.remove(run_id);
             if !gone && st.by_pod.get(&pod).is_some_and(|id| id == run_id) {
                 // Kept a while so that its log can be read, then deleted.
@@ -504,6 +605,7 @@ impl Provider for KubernetesProvider {
                     // No pod of ours says anything of it: it is gone.
                     let mut run = Run {
                         pod: pods::pod_name(&id),
+                        namespace: None,
                         host: host.to_string(),
                         task_id: pods::task_of(&id).to_string(),
                         resources: Resources::ZERO,
@@ -549,16 +651,24 @@ impl Provider for KubernetesProvider {
             // Kubernetes keeps one log per container, both streams in it: all of it is stdout here.
             return Ok(LogChunk { data: Vec::new(), offset, file_size: 0 });
         }
-        let pod = {
+        let (pod, namespace) = {
             let st = self.inner.st();
-            st.runs.get(run_id).map(|r| r.pod.clone()).unwrap_or_else(|| pods::pod_name(run_id))
+            st.runs
+                .get(run_id)
+                .map(|r| (r.pod.clone(), r.namespace.clone()))
+                .unwrap_or_else(|| (pods::pod_name(run_id), None))
+        };
+        let api = match &namespace {
+            Some(ns) => Api::namespaced(self.inner.client.clone(), ns),
+            None => self.inner.pods.clone(),
         };
         let lp = LogParams {
-            container: Some(pods::CONTAINER.into()),
+            // A pod Paceline bound but did not create: its first container's.
+            container: namespace.is_none().then(|| pods::CONTAINER.into()),
             limit_bytes: Some(i64::try_from(offset.saturating_add(max_bytes)).unwrap_or(i64::MAX)),
             ..LogParams::default()
         };
-        let text = match tokio::time::timeout(self.inner.config.call_timeout, self.inner.pods.logs(&pod, &lp)).await {
+        let text = match tokio::time::timeout(self.inner.config.call_timeout, api.logs(&pod, &lp)).await {
             Ok(Ok(t)) => t,
             Ok(Err(e)) => {
                 return Err(ProviderError::Remote {

@@ -43,6 +43,9 @@ pub(crate) struct NodeEntry {
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) pod: String,
+    /// The namespace of a pod Paceline bound but did not create (pod
+    /// scheduler, decision 0055); `None`: a pod of the task namespace.
+    pub(crate) namespace: Option<String>,
     pub(crate) host: String,
     pub(crate) task_id: String,
     pub(crate) resources: Resources,
@@ -98,6 +101,13 @@ pub(crate) struct St {
     pub(crate) foreign_by_node: HashMap<String, Resources>,
     /// How many of those pods each node has (its `allocatable.pods` counts them).
     pub(crate) foreign_pods_by_node: HashMap<String, u64>,
+    /// Pods Paceline bound but did not create (`namespace/name`) → run id,
+    /// from just before the binding until the run's end is acknowledged:
+    /// the host manager accounts for them, so they are not counted as others'.
+    pub(crate) external: HashMap<String, String>,
+    /// Runs of those whose pod left the watch of other pods, for the next
+    /// tick to read how they ended.
+    pub(crate) external_ended: Vec<String>,
     /// Each watch has listed everything once.
     pub(crate) synced: [bool; 3],
     /// Keys seen since a watch (re)started listing.
@@ -126,6 +136,10 @@ pub(crate) struct Inner {
     /// register again (a node at its pod limit offers again). Apart from
     /// `st` because [`Inner::update`] holds only the run; taken after `st`.
     pub(crate) ended_on: Mutex<Vec<String>>,
+    /// Jobs of the pod scheduler → the pods their instances bind (instance
+    /// `i` binds the `i`-th), set by [`crate::podsched`] before it submits
+    /// the job.
+    pub(crate) pod_jobs: Mutex<HashMap<String, Vec<crate::podsched::PodRef>>>,
 }
 
 impl std::fmt::Debug for Inner {

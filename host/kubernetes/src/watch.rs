@@ -226,6 +226,7 @@ impl Inner {
                 // decides whether it is expected, from the registration.
                 info!(pod = name, run_id = meta.run_id, node = host, "found a Paceline pod; reporting it");
                 let run = Run {
+                    namespace: None,
                     pod: name.clone(),
                     host: host.clone(),
                     task_id: meta.task_id,
@@ -313,12 +314,17 @@ impl Inner {
 
     pub(crate) fn foreign_apply(&self, st: &mut St, pod: Pod) {
         let key = Self::foreign_key(&pod);
+        if self.external_apply(st, &pod, &key) {
+            // Bound by the pod scheduler: the host manager accounts for it.
+            self.uncount(st, &key);
+            return;
+        }
         // Ours are the pods watch's; another Paceline cluster's are counted here.
         let labelled = pods::is_ours(&self.config, &pod);
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
         if labelled || node.is_empty() || phase == "Succeeded" || phase == "Failed" {
-            self.foreign_gone(st, &key, None);
+            self.uncount(st, &key);
             return;
         }
         let usage = match nodes::pod_usage(&pod, self.config.port_range) {
@@ -337,7 +343,12 @@ impl Inner {
         {
             return;
         }
-        self.foreign_gone(st, &key, None);
+        self.count(st, key, node, usage, ports);
+    }
+
+    /// Counts a pod against its node (instead of what it was counted as).
+    pub(crate) fn count(&self, st: &mut St, key: String, node: String, usage: Resources, ports: Vec<u16>) {
+        self.uncount(st, &key);
         let sum = st.foreign_by_node.entry(node.clone()).or_insert(Resources::ZERO);
         *sum = sum.saturating_add(&usage);
         *st.foreign_pods_by_node.entry(node.clone()).or_insert(0) += 1;
@@ -346,6 +357,12 @@ impl Inner {
     }
 
     pub(crate) fn foreign_gone(&self, st: &mut St, key: &str, _last: Option<Pod>) {
+        self.external_gone(st, key);
+        self.uncount(st, key);
+    }
+
+    /// Stops counting a pod against its node.
+    pub(crate) fn uncount(&self, st: &mut St, key: &str) {
         let Some(old) = st.foreign.remove(key) else { return };
         if let Some(sum) = st.foreign_by_node.get_mut(&old.node) {
             *sum = sum.saturating_sub(&old.usage);

@@ -81,6 +81,10 @@ pub enum HostsConfig {
         /// Most API calls one launch makes at once.
         #[serde(default = "kubernetes_max_concurrent_calls")]
         max_concurrent_calls: usize,
+        /// Also schedule pods Paceline did not create, those with
+        /// `spec.schedulerName` this names (decision 0055); absent: off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod_scheduler: Option<PodSchedulerSettings>,
     },
     /// A host manager in a process of its own (`paceline server --roles
     /// hostmgr`, which has the agent port and a provider of its own); this
@@ -101,6 +105,38 @@ pub enum HostsConfig {
         #[serde(default)]
         ca_cert: Option<PathBuf>,
     },
+}
+
+/// The pod scheduler's settings (`hosts.pod_scheduler`, provider kubernetes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodSchedulerSettings {
+    /// `spec.schedulerName` of the pods Paceline schedules.
+    #[serde(default = "pod_scheduler_name")]
+    pub scheduler_name: String,
+    /// Namespaces whose pods it schedules; empty: every namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// The pool of pods whose namespace and own `paceline.io/pool`
+    /// annotations name none; absent: such pods are refused, saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_pool: Option<String>,
+}
+
+impl PodSchedulerSettings {
+    /// The provider crate's settings.
+    pub fn config(&self) -> paceline_kubernetes::PodSchedulerConfig {
+        paceline_kubernetes::PodSchedulerConfig {
+            scheduler_name: self.scheduler_name.clone(),
+            namespaces: self.namespaces.clone(),
+            default_pool: self.default_pool.clone(),
+            ..paceline_kubernetes::PodSchedulerConfig::default()
+        }
+    }
+}
+
+fn pod_scheduler_name() -> String {
+    paceline_kubernetes::PodSchedulerConfig::default().scheduler_name
 }
 
 fn mesos_framework_name() -> String {

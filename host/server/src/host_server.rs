@@ -62,7 +62,7 @@ impl HostServer {
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
-        let (hosts, _clock, agent_addr) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
+        let (hosts, _clock, agent_addr, _) = start_local_hosts(&config, &store, &stopped, &mut tasks).await?;
         hosts.sync().await?;
         let mut api_config = api_config;
         // Drains and downs here are audited into the same store.

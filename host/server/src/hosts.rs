@@ -29,10 +29,12 @@ pub(crate) async fn start_local_hosts(
     store: &Arc<dyn paceline_storage::Store>,
     stopped: &Stopped,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Result<(HostManager, Arc<dyn paceline_joints::Clock>, SocketAddr), ServerError> {
+) -> Result<LocalHosts, ServerError> {
     let manager_config =
         ManagerConfig { heartbeat_timeout_ms: config.heartbeat_timeout_ms, ..ManagerConfig::default() };
-    Ok(match &config.hosts {
+    // The kubernetes provider, for the pod scheduler (started once the job manager is).
+    let mut kubernetes = None;
+    let (hosts, clock, addr): (HostManager, Arc<dyn paceline_joints::Clock>, SocketAddr) = match &config.hosts {
         HostsConfig::Agent => {
             let pki_dir = config.agent_pki_dir();
             let pki = tokio::task::spawn_blocking(move || paceline_hostmgr::pki::AgentPki::open(pki_dir))
@@ -122,6 +124,7 @@ pub(crate) async fn start_local_hosts(
             tolerate_taints,
             keep_finished_pods_secs,
             max_concurrent_calls,
+            ..
         } => {
             let cluster_id = kubernetes_cluster_id(cluster_id.as_deref(), store.as_ref()).await?;
             let kube = paceline_kubernetes::KubernetesConfig {
@@ -146,13 +149,20 @@ pub(crate) async fn start_local_hosts(
                 .await?;
             // The watches end with the server (the task is aborted at shutdown).
             hold_until_shutdown(tasks, provider.stop_on_drop());
+            kubernetes = Some(provider.clone());
             (hosts, Arc::new(paceline_joints::SystemClock), config.agent_listen)
         }
         HostsConfig::Hostmgr { .. } => {
             return Err(ServerError::Other("a host manager in another process is not started here".into()));
         }
-    })
+    };
+    Ok((hosts, clock, addr, kubernetes))
 }
+
+/// A host manager started here, the roles' clock, where agents dial, and the
+/// kubernetes provider when it is the one.
+pub(crate) type LocalHosts =
+    (HostManager, Arc<dyn paceline_joints::Clock>, SocketAddr, Option<paceline_kubernetes::KubernetesProvider>);
 
 /// The kubernetes provider's cluster id: the config's, else the one
 /// recorded in the store, else a new one, recorded before any pod carries it

@@ -26,6 +26,7 @@ mod error;
 pub mod ha;
 mod host_server;
 mod hosts;
+pub mod kubernetes_pods;
 pub mod leader;
 mod listen;
 pub mod metrics;
@@ -34,7 +35,9 @@ mod shutdown;
 pub mod startup;
 pub mod wiring;
 
-pub use config::{AuditConfig, HostsConfig, ServerConfig, TlsConfig, check_api_exposure, resolve_token};
+pub use config::{
+    AuditConfig, HostsConfig, PodSchedulerSettings, ServerConfig, TlsConfig, check_api_exposure, resolve_token,
+};
 pub use error::ServerError;
 pub use host_server::HostServer;
 pub use listen::ApiSocket;

@@ -78,7 +78,7 @@ impl Server {
         let mut tasks = Vec::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let stopped = futures_shared(stopped);
-        let (hosts, clock, agent_addr, remote_hosts) =
+        let (hosts, clock, agent_addr, remote_hosts, kubernetes) =
             reach_hosts(&config, &store, leader_epoch, &stopped, &mut tasks).await?;
 
         let pools = restore_pools(&*store, &config).await?;
@@ -115,6 +115,14 @@ impl Server {
             remote.set_expectations(Arc::new(move || jobs.upgrade().map(|j| j.expected_runs())));
         }
         tasks.push(cluster.spawn(Duration::from_millis(config.loop_interval_ms.max(1))));
+        if let (Some(provider), HostsConfig::Kubernetes { pod_scheduler: Some(settings), .. }) =
+            (&kubernetes, &config.hosts)
+        {
+            // Pods Paceline did not create (decision 0055); stops with the server.
+            let jobs = Arc::new(crate::kubernetes_pods::ClusterPodJobs::new(&cluster));
+            let sched = paceline_kubernetes::PodScheduler::start(provider, settings.config(), jobs);
+            crate::shutdown::hold_until_shutdown(&mut tasks, sched);
+        }
         // Only the leader runs this function, so only the leader removes finished jobs.
         tasks.push(tokio::spawn(paceline_jobmgr::retention::run(
             cluster.store.clone(),
@@ -145,7 +153,13 @@ impl Server {
 
 /// The hosts, the clock the roles share, where agents dial, and the client
 /// of a host manager in another process when that is where they are.
-type ReachedHosts = (Arc<dyn HostAccess>, Arc<dyn paceline_joints::Clock>, SocketAddr, Option<RemoteHosts>);
+type ReachedHosts = (
+    Arc<dyn HostAccess>,
+    Arc<dyn paceline_joints::Clock>,
+    SocketAddr,
+    Option<RemoteHosts>,
+    Option<paceline_kubernetes::KubernetesProvider>,
+);
 
 /// A host manager in this process over the configured provider, or the one
 /// `hosts: {provider: hostmgr}` names (found through the membership when it
@@ -165,11 +179,12 @@ async fn reach_hosts(
             Arc::new(paceline_joints::SystemClock),
             config.agent_listen,
             Some(remote),
+            None,
         ));
     }
-    let (hosts, clock, addr) = start_local_hosts(config, store, stopped, tasks).await?;
+    let (hosts, clock, addr, kubernetes) = start_local_hosts(config, store, stopped, tasks).await?;
     hosts.sync().await?;
-    Ok((Arc::new(hosts), clock, addr, None))
+    Ok((Arc::new(hosts), clock, addr, None, kubernetes))
 }
 
 /// Which roles run in this process besides the job and resource managers

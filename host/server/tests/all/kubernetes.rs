@@ -39,6 +39,8 @@ use crate::provider_cluster;
 
 /// Cluster ids, cordons and pod limits (issue 45's second round).
 mod nodes_and_clusters;
+/// The pod scheduler: pods Paceline did not create (issue 46, decision 0055).
+mod pods;
 
 struct Plane {
     dir: PathBuf,

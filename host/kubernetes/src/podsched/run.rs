@@ -1,0 +1,349 @@
+//! The pod scheduler's loop: withdraw the jobs of pods that went before
+//! they were bound, admit new pods (refuse, group, submit), and report on
+//! the pods that wait.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use paceline_model::job::{JobConfig, JobKind, Sla};
+use paceline_model::task::TaskSpec;
+use sha2::{Digest, Sha256};
+use tracing::{debug, warn};
+
+use super::translate::{self, Group};
+use super::{GANG_PREFIX, Phase, PodJobs, PodRef, PodSchedulerConfig, SINGLE_PREFIX, Sched, Submit};
+use crate::provider::KubernetesProvider;
+use crate::state::lock;
+
+/// One job to submit: its id and pods (uid, ref, task) in instance order.
+struct Unit {
+    id: String,
+    pool: String,
+    gang: Option<Group>,
+    pods: Vec<(String, PodRef, TaskSpec)>,
+}
+
+/// A gang member judged fit: uid, pool, group, task.
+type Member = (String, String, Group, TaskSpec);
+
+pub(crate) struct Runner {
+    provider: KubernetesProvider,
+    config: PodSchedulerConfig,
+    jobs: Arc<dyn PodJobs>,
+    state: Arc<Mutex<Sched>>,
+}
+
+impl Runner {
+    pub(crate) fn new(
+        provider: KubernetesProvider,
+        config: PodSchedulerConfig,
+        jobs: Arc<dyn PodJobs>,
+        state: Arc<Mutex<Sched>>,
+    ) -> Self {
+        Runner { provider, config, jobs, state }
+    }
+
+    pub(crate) async fn run(self) {
+        let mut tick = tokio::time::interval(self.config.loop_interval.max(Duration::from_millis(10)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_report = Instant::now();
+        loop {
+            tick.tick().await;
+            {
+                let st = lock(&self.state);
+                // Pools come from namespaces; the provider must know the
+                // nodes' taints and the bound pods before anything is judged.
+                if !(st.ns_synced && st.pods_synced && self.provider.is_synced()) {
+                    continue;
+                }
+            }
+            self.withdraw_gone().await;
+            self.admit().await;
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                last_report = Instant::now();
+                self.report().await;
+            }
+        }
+    }
+
+    /// Pods that left the pending watch: bound by this provider (their job
+    /// carries on), or deleted or bound by someone else before Paceline
+    /// bound them (their job is withdrawn; a gang's other members wait for
+    /// a whole gang again).
+    async fn withdraw_gone(&self) {
+        let mut withdraw = Vec::new();
+        {
+            let mut st = lock(&self.state);
+            let gone: Vec<String> = st.pods.iter().filter(|(_, e)| e.gone).map(|(u, _)| u.clone()).collect();
+            for uid in gone {
+                let Some(e) = st.pods.remove(&uid) else { continue };
+                let Phase::Submitted { job, .. } = e.phase else { continue };
+                if self.provider.binds(&e.r.key()) {
+                    continue;
+                }
+                for other in st.pods.values_mut() {
+                    if matches!(&other.phase, Phase::Submitted { job: j, .. } if *j == job) {
+                        other.phase = Phase::New;
+                        other.attempt += 1;
+                    }
+                }
+                withdraw.push(job);
+            }
+        }
+        withdraw.sort();
+        withdraw.dedup();
+        for job in withdraw {
+            debug!(job, "pod scheduler: a pod went before it was bound; its job is withdrawn");
+            self.jobs.withdraw(&job).await;
+            self.provider.forget_pod_job(&job);
+        }
+    }
+
+    /// Judges new pods (and gang members still waiting for their group)
+    /// and submits the jobs of those that can be.
+    async fn admit(&self) {
+        let taints = self.provider.taint_attributes();
+        let mut units = Vec::new();
+        {
+            let mut st = lock(&self.state);
+            let Sched { pods, namespaces, .. } = &mut *st;
+            let mut groups: BTreeMap<(String, String), Vec<Member>> = BTreeMap::new();
+            for (uid, e) in pods.iter_mut() {
+                if e.gone || !matches!(e.phase, Phase::New | Phase::Grouped(_)) {
+                    continue;
+                }
+                let gated =
+                    e.pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+                if gated {
+                    continue; // Kubernetes' own rule: not scheduled until its gates are removed.
+                }
+                let ns_pool = namespaces.get(&e.r.namespace).cloned().flatten();
+                let judged = translate::pool_of(&e.pod, ns_pool.as_deref(), self.config.default_pool.as_deref())
+                    .and_then(|pool| Ok((pool, translate::group_of(&e.pod)?)))
+                    .and_then(|(pool, group)| Ok((pool, group, translate::task_of(&e.pod, &taints)?)));
+                match judged {
+                    Err(why) => e.phase = Phase::Refused(why),
+                    Ok((pool, None, task)) => units.push(Unit {
+                        id: job_id(SINGLE_PREFIX, &[uid.as_str()], e.attempt),
+                        pool,
+                        gang: None,
+                        pods: vec![(uid.clone(), e.r.clone(), task)],
+                    }),
+                    Ok((pool, Some(g), task)) => groups
+                        .entry((e.r.namespace.clone(), g.name.clone()))
+                        .or_default()
+                        .push((uid.clone(), pool, g, task)),
+                }
+            }
+            for ((ns, name), mut members) in groups {
+                let min = members[0].2.min_member;
+                if members.iter().any(|m| m.2.min_member != min) {
+                    let why = format!(
+                        "malformed gang: the pods of group {ns}/{name} disagree on {}",
+                        translate::MIN_MEMBER_ANNOTATION
+                    );
+                    for m in &members {
+                        if let Some(e) = pods.get_mut(&m.0) {
+                            e.phase = Phase::Refused(why.clone());
+                        }
+                    }
+                    continue;
+                }
+                members.sort_by(|a, b| pods[&a.0].r.name.cmp(&pods[&b.0].r.name));
+                let whole = members.len() / min as usize * min as usize;
+                for chunk in members[..whole].chunks(min as usize) {
+                    let uids: Vec<&str> = chunk.iter().map(|m| m.0.as_str()).collect();
+                    let attempt = chunk.iter().map(|m| pods[&m.0].attempt).max().unwrap_or(0);
+                    units.push(Unit {
+                        id: job_id(GANG_PREFIX, &uids, attempt),
+                        pool: chunk[0].1.clone(),
+                        gang: Some(chunk[0].2.clone()),
+                        pods: chunk.iter().map(|m| (m.0.clone(), pods[&m.0].r.clone(), m.3.clone())).collect(),
+                    });
+                }
+                let why = format!(
+                    "waiting for its gang: {} of {min} pods of group {ns}/{name} are pending (label {}, annotation {})",
+                    members.len() - whole,
+                    translate::POD_GROUP_LABEL,
+                    translate::MIN_MEMBER_ANNOTATION
+                );
+                for m in &members[whole..] {
+                    if let Some(e) = pods.get_mut(&m.0) {
+                        e.phase = Phase::Grouped(why.clone());
+                    }
+                }
+            }
+            // Submitted below; marked now so that the next tick does not
+            // submit them again while this one is still at it.
+            for u in &units {
+                for (uid, _, _) in &u.pods {
+                    if let Some(e) = pods.get_mut(uid) {
+                        e.phase = Phase::Submitted { job: u.id.clone(), attempt: e.attempt };
+                    }
+                }
+            }
+        }
+        if units.is_empty() {
+            return;
+        }
+        let results: Vec<(Unit, Submit)> = futures::stream::iter(units)
+            .map(|u| async move {
+                self.provider.set_pod_job(&u.id, u.pods.iter().map(|p| p.1.clone()).collect());
+                let submitted = self.jobs.submit(&u.id, job_config(&u)).await;
+                let submitted = match submitted {
+                    Submit::Exists => match self.jobs.job_live(&u.id).await {
+                        // Submitted by an earlier process: adopted.
+                        Some(true) => Submit::Created,
+                        Some(false) => Submit::Exists,
+                        None => Submit::Failed("the job exists and cannot be read".into()),
+                    },
+                    other => other,
+                };
+                (u, submitted)
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        let mut st = lock(&self.state);
+        for (u, submitted) in results {
+            if submitted == Submit::Created {
+                continue;
+            }
+            self.provider.forget_pod_job(&u.id);
+            for (uid, _, _) in &u.pods {
+                let Some(e) = st.pods.get_mut(uid) else { continue };
+                match &submitted {
+                    Submit::Created => {}
+                    // Its job ended while the pod still waits: another one.
+                    Submit::Exists => {
+                        e.attempt += 1;
+                        e.phase = Phase::New;
+                    }
+                    Submit::Refused(why) => e.phase = Phase::Refused(why.clone()),
+                    Submit::Failed(why) => {
+                        warn!(
+                            pod = e.r.key(),
+                            error = why,
+                            "pod scheduler: its job cannot be created now; tried again"
+                        );
+                        e.phase = Phase::New;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the condition (and, rate-limited, an Event) of pods that have
+    /// waited past `report_after`, at most `max_reports_per_sec` of them;
+    /// a pod whose job ended while it still waits gets another job.
+    async fn report(&self) {
+        let due: Vec<(String, PodRef, Phase)> = {
+            let st = lock(&self.state);
+            st.pods
+                .iter()
+                .filter(|(_, e)| !e.gone && e.first_seen.elapsed() >= self.config.report_after)
+                .map(|(u, e)| (u.clone(), e.r.clone(), e.phase.clone()))
+                .collect()
+        };
+        let mut reports = Vec::new();
+        for (uid, r, phase) in due {
+            let (reason, message) = match phase {
+                Phase::New => continue,
+                Phase::Refused(why) => ("SchedulerError", why),
+                Phase::Grouped(why) => ("Unschedulable", why),
+                Phase::Submitted { job, .. } => match self.jobs.why_pending(&job) {
+                    Some(why) => ("Unschedulable", why),
+                    None => {
+                        if self.jobs.job_live(&job).await == Some(false) && !self.provider.binds(&r.key()) {
+                            let mut st = lock(&self.state);
+                            if let Some(e) = st.pods.get_mut(&uid) {
+                                e.attempt += 1;
+                                e.phase = Phase::New;
+                            }
+                            self.provider.forget_pod_job(&job);
+                        }
+                        continue;
+                    }
+                },
+            };
+            let message = format!("paceline: {message}");
+            let event = {
+                let mut st = lock(&self.state);
+                let Some(e) = st.pods.get_mut(&uid) else { continue };
+                if e.reported.as_deref() == Some(message.as_str()) {
+                    continue;
+                }
+                e.reported = Some(message.clone());
+                let event = e.last_event.is_none_or(|t| t.elapsed() >= self.config.event_interval);
+                if event {
+                    e.last_event = Some(Instant::now());
+                }
+                event
+            };
+            reports.push((r, reason, message, event));
+            if reports.len() >= self.config.max_reports_per_sec.max(1) {
+                break;
+            }
+        }
+        let client = self.provider.client();
+        let name = self.config.scheduler_name.clone();
+        futures::stream::iter(reports)
+            .for_each_concurrent(16, |(r, reason, message, event)| {
+                let client = client.clone();
+                let name = name.clone();
+                async move { super::report::write(&client, &name, &r, reason, &message, event).await }
+            })
+            .await;
+    }
+}
+
+/// The job id of pods (by uid) at their `attempt`-th job: a single pod's
+/// names its uid; a gang's, a hash of its members' uids.
+fn job_id(prefix: &str, uids: &[&str], attempt: u32) -> String {
+    let base = if uids.len() == 1 {
+        format!("{prefix}{}", uids[0])
+    } else {
+        let mut h = Sha256::new();
+        for u in uids {
+            h.update(u.as_bytes());
+            h.update(b"/");
+        }
+        format!("{prefix}{}", hex::encode(&h.finalize()[..10]))
+    };
+    if attempt == 0 { base } else { format!("{base}-r{attempt}") }
+}
+
+fn job_config(u: &Unit) -> JobConfig {
+    let n = u.pods.len() as u32;
+    let first = &u.pods[0];
+    let mut overrides = BTreeMap::new();
+    for (i, (_, _, task)) in u.pods.iter().enumerate().skip(1) {
+        if *task != first.2 {
+            overrides.insert(i as u32, task.clone());
+        }
+    }
+    let names: Vec<&str> = u.pods.iter().map(|p| p.1.name.as_str()).collect();
+    JobConfig {
+        name: u.gang.as_ref().map_or_else(|| first.1.name.clone(), |g| g.name.clone()),
+        owner: first.1.namespace.clone(),
+        pool: u.pool.clone(),
+        kind: JobKind::Batch,
+        instance_count: n,
+        sla: Sla {
+            min_running_instances: (n > 1).then_some(n),
+            // Paceline evicts nothing it bound yet (the Eviction API is not wired).
+            preemptible: false,
+            ..Sla::default()
+        },
+        default_task: first.2.clone(),
+        instance_overrides: overrides,
+        description: format!(
+            "pods {}/{} (scheduled by Paceline, owned by Kubernetes)",
+            first.1.namespace,
+            names.join(",")
+        ),
+        ..JobConfig::default()
+    }
+}

@@ -1,0 +1,413 @@
+//! The pod scheduler (decision 0055) against the real control plane: pods
+//! with `schedulerName: paceline` that Paceline did not create (a
+//! Deployment's, bare pods, a gang) admitted in their namespace's pool,
+//! bound through the Binding API, refused or kept waiting with a clear
+//! `PodScheduled=False` condition and an Event, and never bound twice
+//! across a restart. Each test has its nodes, its namespace (the pod
+//! scheduler watches only that one) and its Paceline cluster id.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use paceline_hostmgr::{HostManager, ManagerConfig};
+use paceline_kubernetes::{KubernetesConfig, KubernetesProvider, PodScheduler, PodSchedulerConfig};
+use paceline_model::Resources;
+use paceline_model::pool::{PerKind, PoolSpec};
+use paceline_model::task::TaskState;
+use paceline_plugin::{MemoryStore, PluginRuntime, Registry, RuntimeConfig};
+use paceline_server::cluster::{AssembleConfig, Cluster};
+use paceline_server::kubernetes_pods::ClusterPodJobs;
+use paceline_storage::Store;
+use paceline_storage::sqlite::SqliteStore;
+
+use super::{KubeCluster, kubectl, kubectl_stdin, nodes, unique};
+
+/// A namespace of this test's, annotated with `pool` (none: no annotation).
+fn namespace(test: &str, pool: Option<&str>) -> String {
+    let ns = unique(&format!("kp-{test}-"));
+    kubectl(&["create", "namespace", &ns]);
+    if let Some(p) = pool {
+        kubectl(&["annotate", "namespace", &ns, &format!("paceline.io/pool={p}")]);
+    }
+    ns
+}
+
+/// Deletes the namespace when the test ends (kwok removes its pods at once).
+struct Cleanup(Vec<String>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = std::process::Command::new(&super::plane().kubectl)
+                .arg("--kubeconfig")
+                .arg(&super::plane().admin)
+                .args(["delete", "namespace", ns, "--wait=false"])
+                .output();
+        }
+    }
+}
+
+/// The cluster (as [`super::start`], with pools `/pods-a` and `/pods-b`
+/// besides `/team`, made at assembly so that a restart recovers jobs in
+/// them) and the pod scheduler watching `namespaces` only.
+async fn start_pods(
+    dir: &std::path::Path,
+    test: &str,
+    names: Vec<String>,
+    namespaces: &[&str],
+) -> (KubeCluster, PodScheduler) {
+    for n in &names {
+        // Pods an earlier run left on these nodes, in any namespace.
+        kubectl(&["delete", "pods", "-A", "--wait=false", "--field-selector", &format!("spec.nodeName={n}")]);
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
+    let provider = KubernetesProvider::connect(KubernetesConfig {
+        kubeconfig: Some(super::plane().kubeconfig.clone()),
+        cluster_id: format!("kt-{test}"),
+        node_selector: Some(format!("paceline-test={test}")),
+        heartbeat_interval: Duration::from_millis(500),
+        redeliver_after: Duration::from_secs(2),
+        ..KubernetesConfig::default()
+    })
+    .await
+    .expect("the provider connects as the paceline ServiceAccount");
+    let config = ManagerConfig {
+        heartbeat_timeout_ms: 5_000,
+        auto_down_when_drained: false,
+        tick_interval: Some(Duration::from_millis(100)),
+        ..ManagerConfig::default()
+    };
+    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(config).start().await;
+    let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
+    let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
+    let cluster = Cluster::assemble(
+        store,
+        registry,
+        hosts.expect("hosts"),
+        Arc::new(paceline_joints::SystemClock),
+        AssembleConfig { install_default_plugins: true, ..AssembleConfig::default() },
+        |rm| {
+            rm.set_capacity(Resources::new(1_000_000, 1 << 30, 1 << 30, 0));
+            let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
+            for p in ["/team", "/pods-a", "/pods-b"] {
+                rm.create_pool(p, PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
+            }
+        },
+    )
+    .await
+    .expect("cluster");
+    let loops = cluster.spawn(Duration::from_millis(50));
+    let c = KubeCluster { cluster, provider, loops, nodes: names, keep_pods: Default::default() };
+    c.wait("the nodes registered", 60, async |c| {
+        c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
+    })
+    .await;
+    let config = PodSchedulerConfig {
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        report_after: Duration::from_millis(500),
+        ..PodSchedulerConfig::default()
+    };
+    let sched = PodScheduler::start(&c.provider, config, Arc::new(ClusterPodJobs::new(&c.cluster)));
+    (c, sched)
+}
+
+/// A pod of `schedulerName: paceline` asking `cpu`, with `meta` (labels,
+/// annotations) and `spec` merged in.
+fn pod(ns: &str, name: &str, cpu: &str, meta: serde_json::Value, spec: serde_json::Value) -> String {
+    let mut m = serde_json::json!({"name": name, "namespace": ns});
+    let mut s = serde_json::json!({
+        "schedulerName": "paceline",
+        "automountServiceAccountToken": false,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}}}],
+    });
+    merge(&mut m, meta);
+    merge(&mut s, spec);
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": m, "spec": s}).to_string()
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+fn apply(manifest: &str) {
+    kubectl_stdin(&["apply", "-f", "-"], Some(manifest));
+}
+
+/// `spec.nodeName` of a pod ("" while pending).
+fn node_of(ns: &str, name: &str) -> String {
+    kubectl(&["get", "pod", "-n", ns, name, "-o", "jsonpath={.spec.nodeName}"])
+}
+
+/// Every pod of `ns`: name → (node, uid, run-id annotation).
+fn pods_of(ns: &str) -> std::collections::BTreeMap<String, (String, String, String)> {
+    let out = kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.spec.nodeName} \
+         {.metadata.annotations.paceline\\.io/run-id}{\"\\n\"}{end}",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Some((f.first()?.to_string(), (f.get(2)?.to_string(), f.get(1)?.to_string(), f.get(3)?.to_string())))
+        })
+        .collect()
+}
+
+/// The message of the pod's `PodScheduled` condition when it is False.
+fn condition(ns: &str, name: &str) -> String {
+    kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        ns,
+        name,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].status} \
+         {.status.conditions[?(@.type==\"PodScheduled\")].reason}: \
+         {.status.conditions[?(@.type==\"PodScheduled\")].message}",
+    ])
+}
+
+async fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_pool() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("kpdeploy", 2, 4);
+    let ns = namespace("deploy", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpdeploy", names.clone(), &[&ns]).await;
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                "schedulerName": "paceline", "automountServiceAccountToken": false,
+                "nodeSelector": {"paceline-test": "kpdeploy"},
+                "containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"cpu": "500m", "memory": "500Mi"}}}]}}}
+    });
+    apply(&deployment.to_string());
+    // A bare pod whose own annotation overrides its namespace's pool.
+    apply(&pod(&ns, "own-pool", "500m", serde_json::json!({"annotations": {"paceline.io/pool": "/pods-b"}}), {
+        serde_json::json!({})
+    }));
+    until("the 4 pods bound", 90, || {
+        let p = pods_of(&ns);
+        p.len() == 4 && p.values().all(|(node, _, _)| !node.is_empty())
+    })
+    .await;
+    let pods = pods_of(&ns);
+    for (name, (node, uid, run)) in &pods {
+        assert!(names.contains(node), "{name} on {node}");
+        assert!(run.starts_with(&format!("k8spod-{uid}-")), "{name}: run id {run}");
+        let job = c.cluster.jobs.get(&format!("k8spod-{uid}")).await.expect("its job");
+        let pool = if name == "own-pool" { "/pods-b" } else { "/pods-a" };
+        assert_eq!(job.config.pool, pool, "{name}");
+    }
+    c.wait("the tasks running", 30, async |c| {
+        let mut all = true;
+        for (_, uid, _) in pods_of(&ns).values() {
+            let job = c.cluster.jobs.get(&format!("k8spod-{uid}")).await.expect("job");
+            all &= job.tasks.iter().all(|t| t.state == TaskState::Running);
+        }
+        all
+    })
+    .await;
+    // Accounted for once: as the host manager's runs, not as others' pods.
+    for n in &names {
+        assert_eq!(c.provider.foreign_usage(n).cpu_millis, 0, "{n}");
+    }
+    let held: u64 = names.iter().map(|n| c.cluster.hosts.host(n).expect("host").view.total.cpu_millis).sum();
+    assert_eq!(held, 8000, "the nodes offer their whole allocatable; Paceline's runs hold 2 CPU of it");
+    // A pod deleted by its owner (scale down) ends its run; nothing is recreated by Paceline.
+    kubectl(&["scale", "deployment", "web", "-n", &ns, "--replicas=1"]);
+    until("2 pods left", 60, || pods_of(&ns).len() == 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(pods_of(&ns).len(), 2, "Paceline recreates nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_gang_of_4_is_bound_all_or_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 2 nodes of 2 CPU: a gang of four 1-CPU pods fills them.
+    let names = nodes("kpgang", 2, 2);
+    let ns = namespace("gang", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpgang", names.clone(), &[&ns]).await;
+    let member = |name: &str, group: &str, cpu: &str, pool: &str| {
+        pod(
+            &ns,
+            name,
+            cpu,
+            serde_json::json!({"labels": {"scheduling.x-k8s.io/pod-group": group},
+                "annotations": {"paceline.io/min-member": "4", "paceline.io/pool": pool}}),
+            serde_json::json!({}),
+        )
+    };
+    for i in 0..3 {
+        apply(&member(&format!("g-{i}"), "g", "1", "/pods-a"));
+    }
+    until("the incomplete gang says it waits", 30, || condition(&ns, "g-0").contains("waiting for its gang: 3 of 4"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(pods_of(&ns).values().all(|(node, _, _)| node.is_empty()), "none bound: {:?}", pods_of(&ns));
+    apply(&member("g-3", "g", "1", "/pods-a"));
+    until("the whole gang bound", 60, || (0..4).all(|i| !node_of(&ns, &format!("g-{i}")).is_empty())).await;
+    let mut per_node = std::collections::BTreeMap::new();
+    for (n, (node, _, _)) in pods_of(&ns) {
+        if n.starts_with("g-") {
+            *per_node.entry(node).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(per_node.values().copied().collect::<Vec<_>>(), vec![2, 2], "{per_node:?}");
+    // A second gang (another pool) while the nodes are full: not one of it is bound.
+    for i in 0..4 {
+        apply(&member(&format!("h-{i}"), "h", "500m", "/pods-b"));
+    }
+    until("the second gang says why it waits", 60, || {
+        condition(&ns, "h-0").starts_with("False Unschedulable: paceline:")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let bound: Vec<String> = pods_of(&ns)
+        .into_iter()
+        .filter(|(n, (node, _, _))| n.starts_with("h-") && !node.is_empty())
+        .map(|p| p.0)
+        .collect();
+    assert!(bound.is_empty(), "no member of a gang that does not fit is bound: {bound:?}");
+    // One member of the first gang goes: the second gang still does not fit in what it leaves (1 CPU for 2).
+    kubectl(&["delete", "pod", "-n", &ns, "g-0"]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let bound: Vec<String> = pods_of(&ns)
+        .into_iter()
+        .filter(|(n, (node, _, _))| n.starts_with("h-") && !node.is_empty())
+        .map(|p| p.0)
+        .collect();
+    assert!(bound.is_empty(), "still none: {bound:?}");
+    drop(c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_bad_input_and_unfit_pods_get_a_clear_condition() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("kpbad", 1, 4);
+    let ns = namespace("bad", Some("/pods-a"));
+    let bare = namespace("bare", None);
+    let _cleanup = Cleanup(vec![ns.clone(), bare.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpbad", names.clone(), &[&ns, &bare]).await;
+    let none = serde_json::json!({});
+    apply(&pod(
+        &ns,
+        "unknown-pool",
+        "100m",
+        serde_json::json!({"annotations": {"paceline.io/pool": "/nope"}}),
+        none.clone(),
+    ));
+    apply(&pod(
+        &ns,
+        "bad-gang",
+        "100m",
+        serde_json::json!({"labels": {"scheduling.x-k8s.io/pod-group": "g"}, "annotations": {"paceline.io/min-member": "four"}}),
+        none.clone(),
+    ));
+    apply(&pod(
+        &ns,
+        "anti",
+        "100m",
+        none.clone(),
+        serde_json::json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
+    ));
+    // In a pool of its own: a pod bigger than the whole cluster blocks its
+    // pool's queue (the resource manager's head-of-line rule), saying so.
+    apply(&pod(
+        &ns,
+        "too-big",
+        "64",
+        serde_json::json!({"annotations": {"paceline.io/pool": "/pods-b"}}),
+        none.clone(),
+    ));
+    apply(&pod(&ns, "fine", "100m", none.clone(), none.clone()));
+    apply(&pod(&bare, "no-pool", "100m", none.clone(), none.clone()));
+    until("the good pod bound", 60, || names.contains(&node_of(&ns, "fine"))).await;
+    until("the conditions", 60, || {
+        condition(&ns, "unknown-pool").contains("/nope")
+            && condition(&ns, "bad-gang").contains("malformed gang")
+            && condition(&ns, "anti").contains("inter-pod affinity")
+            && condition(&ns, "too-big").starts_with("False Unschedulable: paceline:")
+            && condition(&bare, "no-pool").contains("no pool")
+    })
+    .await;
+    for p in ["unknown-pool", "bad-gang", "anti"] {
+        assert!(condition(&ns, p).starts_with("False SchedulerError: paceline:"), "{p}: {}", condition(&ns, p));
+        assert_eq!(node_of(&ns, p), "", "{p} is not bound");
+    }
+    let why = condition(&ns, "too-big");
+    assert!(why.contains("cpu"), "the why-pending names what is short: {why}");
+    let events = kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &ns,
+        "--field-selector",
+        "involvedObject.name=too-big,reason=FailedScheduling",
+        "-o",
+        "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(events.lines().count(), 1, "one Event (rate-limited): {events}");
+    assert!(events.contains("paceline:"), "{events}");
+    // A namespace without a pool annotation, and no default pool: refused, saying how to name one.
+    let why = condition(&bare, "no-pool");
+    assert!(why.starts_with("False SchedulerError: paceline: no pool") && why.contains("paceline.io/pool"), "{why}");
+    drop(c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_restarted_paceline_binds_nothing_twice() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("kprestart", 2, 4);
+    let ns = namespace("restart", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let none = serde_json::json!({});
+    let before = {
+        let (c, sched) = start_pods(dir.path(), "kprestart", names.clone(), &[&ns]).await;
+        for i in 0..3 {
+            apply(&pod(&ns, &format!("a-{i}"), "500m", none.clone(), none.clone()));
+        }
+        until("3 bound", 60, || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count() == 3).await;
+        drop(sched);
+        c.keep_pods.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(c);
+        pods_of(&ns)
+    };
+    // Pods that come while Paceline is away wait for it.
+    for i in 0..2 {
+        apply(&pod(&ns, &format!("b-{i}"), "500m", none.clone(), none.clone()));
+    }
+    let (c, _sched) = start_pods(dir.path(), "kprestart", names.clone(), &[&ns]).await;
+    until("5 bound", 60, || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count() == 5).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = pods_of(&ns);
+    for (name, bound) in &before {
+        assert_eq!(after.get(name), Some(bound), "{name}: same node, same run (bound once)");
+    }
+    for (name, (_, uid, run)) in &after {
+        assert_eq!(run, &format!("k8spod-{uid}-0-1"), "{name}: its first job's first run bound it");
+        let job = c.cluster.jobs.get(&format!("k8spod-{uid}")).await.expect("job");
+        assert!(job.tasks.iter().all(|t| t.state == TaskState::Running && t.run == 1), "{name}: {:?}", job.tasks);
+        assert!(c.cluster.jobs.get(&format!("k8spod-{uid}-r1")).await.is_err(), "{name}: no second job");
+    }
+}
