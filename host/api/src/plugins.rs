@@ -146,10 +146,12 @@ pub fn slot_pb(s: &SlotInfo) -> pb::PluginSlot {
                     p50_us: v.metrics.p50_us,
                     p99_us: v.metrics.p99_us,
                     batched: v.batched,
+                    candidates: v.record.candidates.map(|c| c.to_string()).unwrap_or_default(),
                 }
             })
             .collect(),
         shadow: s.shadow_report.as_ref().map(report_pb),
+        candidates: if s.world == paceline_plugin::World::Placement { s.candidates.to_string() } else { String::new() },
     }
 }
 
@@ -198,11 +200,21 @@ impl PluginApi {
         let options = DeployOptions { self_test: !meta.skip_self_test };
         let (slot, name, version) = (meta.slot.clone(), meta.name.clone(), meta.version.clone());
         let deadline = (meta.deadline_ms > 0).then(|| std::time::Duration::from_millis(meta.deadline_ms));
+        let candidates = match meta.candidates.as_str() {
+            "" => None,
+            c => Some(
+                paceline_plugin::Candidates::parse(c)
+                    .map_err(|e| Status::invalid_argument(format!("meta.candidates: {e}")))?,
+            ),
+        };
         let deployed = self
             .blocking(move |r| {
                 let deployed = r.deploy(&slot, &name, &version, &bytes, options)?;
                 if deadline.is_some() {
                     r.set_deadline(&slot, &deployed.record.id(), deadline)?;
+                }
+                if candidates.is_some() {
+                    r.set_candidates(&slot, Some(&deployed.record.id()), candidates)?;
                 }
                 Ok(deployed)
             })

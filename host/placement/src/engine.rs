@@ -61,6 +61,12 @@ pub struct RoundReport {
     /// Calls to the queue or the host side that failed (their tasks return
     /// to READY now, or after the PLACING timeout if even that failed).
     pub port_errors: usize,
+    /// Hosts feasible for some task, summed over the round's plugin calls.
+    pub hosts_feasible: usize,
+    /// Hosts offered to the plugin, summed over the round's plugin calls
+    /// (fewer than `hosts_feasible` where candidates were narrowed,
+    /// decision 0054).
+    pub hosts_offered: usize,
 }
 
 /// The placement engine. Stateless between rounds but for the workload
@@ -191,11 +197,13 @@ impl Engine {
             if gpu_side { self.workload.lock().map(|m| m.classes()).unwrap_or_default() } else { Vec::new() };
         let answer = select::place(&self.registry, &group.slot, &group.tasks, &lease, round, workload).await;
         report.plugin_calls += 1;
-        let Some((result, fell_back)) = answer else {
+        let Some(select::Selected { result, fell_back, feasible, offered }) = answer else {
             self.release(lease.id).await;
             self.send_back(all(UnplacedReason::Deferred), now_ms, report).await;
             return;
         };
+        report.hosts_feasible += feasible;
+        report.hosts_offered += offered;
         if let (Some(f), Some(sink)) = (&fell_back, &self.events) {
             note_fallback(sink.as_ref(), &group, f, now_ms);
         }

@@ -20,6 +20,9 @@
 //!   eligible hosts per constraint set     feasible  hard constraints evaluated once per
 //!        │                                           distinct set: the plugin sees indices
 //!        ▼
+//!   at most K candidates per alike group  narrow    tightest fit and most free, raised to
+//!        │                                           hold the group; preferred hosts kept
+//!        ▼
 //!   Registry::place(slot, request)        select    ONE plugin call: rank and select;
 //!        │                                           the registry validates the answer and
 //!        │                                           falls back (previous version, native)
@@ -49,6 +52,8 @@
 //! - [`engine`]: [`Engine`], its configuration and one round's report.
 //! - [`take`] (private): grouping a batch by slot.
 //! - [`feasible`]: the lease filter and the plugin's request (eligible hosts).
+//! - [`narrow`]: candidate narrowing, at most K feasible hosts per group
+//!   of alike tasks offered to the plugin (decision 0054).
 //! - [`select`] (private): the one plugin call per group.
 //! - [`commit`](crate::commit) (private): the answer to the ready queue.
 //! - [`remote`]: both ends of `paceline.placement.v2`.
@@ -57,6 +62,7 @@
 mod commit;
 pub mod engine;
 pub mod feasible;
+pub mod narrow;
 pub mod remote;
 mod select;
 mod take;
@@ -64,6 +70,8 @@ pub mod workload;
 
 pub use engine::{Engine, EngineConfig, RoundReport};
 pub use feasible::{TaskView, build_placement_request, build_placement_request_indexed, lease_request_for};
+pub use narrow::{Narrowed, Narrowing, narrow};
 pub use paceline_joints::{
     Committed, Lease, LeaseId, LeaseRequest, Need, OfferSource, Placement, PortError, ReadyQueue, ReadyTask, Taken,
 };
+pub use paceline_plugin::Candidates;

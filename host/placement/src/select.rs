@@ -13,6 +13,7 @@ use paceline_plugin_sdk::types::PlacementResult;
 use tracing::warn;
 
 use crate::feasible::{TaskView, build_placement_request_indexed};
+use crate::narrow::{narrow, widen};
 
 /// A call answered by someone other than the version tried first: who
 /// failed, how, and who answered instead (for the `PluginFellBack` event).
@@ -26,9 +27,20 @@ pub(crate) struct FellBack {
     pub served_by: String,
 }
 
-/// Asks `slot` to place `tasks` on `hosts`; `None` when the slot failed
-/// outright (no version and no native policy answered validly). With the
-/// answer, whether it came from a fallback.
+/// A group's answer: the policy's result (in the lease's host indices),
+/// whether a fallback gave it, and what narrowing offered.
+pub(crate) struct Selected {
+    pub result: PlacementResult,
+    pub fell_back: Option<FellBack>,
+    /// Hosts feasible for some task of the group.
+    pub feasible: usize,
+    /// Hosts the plugin was offered (decision 0054).
+    pub offered: usize,
+}
+
+/// Asks `slot` to place `tasks` on `hosts`, offering the plugin the
+/// candidates the slot's setting allows (`crate::narrow`); `None` when the
+/// slot failed outright (no version and no native policy answered validly).
 pub(crate) async fn place(
     registry: &Arc<Registry>,
     slot: &str,
@@ -36,16 +48,25 @@ pub(crate) async fn place(
     lease: &Lease,
     round: u64,
     workload: Vec<paceline_plugin_sdk::types::TaskClass>,
-) -> Option<(PlacementResult, Option<FellBack>)> {
+) -> Option<Selected> {
     let mut request =
         build_placement_request_indexed(round, &lease.hosts, &task_views(tasks), lease.job_hosts.as_deref());
     if !request.gpu_tasks.is_empty() {
         request.gpu_workload = workload;
     }
+    let narrowing = narrow(&request, registry.candidates(slot));
+    let (feasible, offered) = (narrowing.feasible, narrowing.offered);
+    let (request, kept) = match narrowing.narrowed {
+        Some(n) => (n.request, Some(n.hosts)),
+        None => (request, None),
+    };
     // Names for a shadow run's per-task diff, copied only while one runs.
     let names = registry.is_shadowed(slot).then(|| Names {
         tasks: tasks.iter().map(|(t, need)| format!("{}/{}", need.job_id, t.instance)).collect(),
-        hosts: lease.hosts.iter().map(|h| h.name.clone()).collect(),
+        hosts: match &kept {
+            Some(kept) => kept.iter().filter_map(|&h| lease.hosts.get(h as usize)).map(|h| h.name.clone()).collect(),
+            None => lease.hosts.iter().map(|h| h.name.clone()).collect(),
+        },
     });
     let registry = registry.clone();
     let slot_name = slot.to_string();
@@ -64,7 +85,11 @@ pub(crate) async fn place(
                     },
                 }
             });
-            Some((answer.value, fell_back))
+            let result = match &kept {
+                Some(kept) => widen(kept, answer.value),
+                None => answer.value,
+            };
+            Some(Selected { result, fell_back, feasible, offered })
         }
         Ok(Err(e)) => {
             warn!(slot, error = %e, "placement slot failed");

@@ -390,3 +390,63 @@ async fn an_unreachable_host_manager_is_retried_shortly_and_counts_no_attempt() 
     let report = engine.run_round(2 + retry + 1_000).await;
     assert_eq!(report.placed, 2, "{report:?}");
 }
+
+/// Submits `n` one-core tasks of `job` as singleton gangs and makes them ready.
+fn submit_ones(rm: &Arc<Mutex<ResourceManager>>, job: u64, n: u32, at: u64) {
+    let mut rm = rm.lock().expect("rm");
+    for i in 0..n {
+        let g = GangSpec {
+            job,
+            first_instance: i,
+            tasks: 1,
+            per_task: Resources::new(1_000, 256, 0, 0),
+            ..GangSpec::default()
+        };
+        rm.submit("/team", g, at).expect("submits");
+    }
+    rm.tick(at + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_are_narrowed_unless_the_version_or_the_slot_says_otherwise() {
+    let rm = resmgr();
+    let hosts = hosts(300, 4_000, |_| "a");
+    let needs = BTreeMap::from([(1, need("narrowed", vec![])), (2, need("every", vec![])), (3, need("slot", vec![]))]);
+    let jobs = Queue::new(&rm, &hosts, needs);
+    let registry = registry();
+    let engine = engine(&rm, &hosts, &jobs, registry.clone(), EngineConfig::default());
+
+    // Auto: 300 feasible hosts, 50 - 300/125 = 48% of them offered (144),
+    // all tasks placed.
+    submit_ones(&rm, 1, 10, 0);
+    let report = engine.run_round(2).await;
+    assert_eq!(report.placed, 10, "{report:?}");
+    assert_eq!((report.hosts_feasible, report.hosts_offered), (300, 144), "{report:?}");
+
+    // A version that declares it needs every host sees every host.
+    registry
+        .set_candidates("placement/batch", Some("binpack@1"), Some(paceline_plugin::Candidates::All))
+        .expect("sets the version's");
+    assert_eq!(registry.candidates("placement/batch"), paceline_plugin::Candidates::All);
+    submit_ones(&rm, 2, 10, 10);
+    let report = engine.run_round(12).await;
+    assert_eq!(report.placed, 10, "{report:?}");
+    // (Hosts binpack filled in the first round are no longer feasible.)
+    assert!(report.hosts_feasible > 290, "{report:?}");
+    assert_eq!(report.hosts_offered, report.hosts_feasible, "every feasible host: {report:?}");
+
+    // The version's setting cleared, the slot's applies.
+    registry.set_candidates("placement/batch", Some("binpack@1"), None).expect("clears");
+    registry
+        .set_candidates("placement/batch", None, Some(paceline_plugin::Candidates::Count(120)))
+        .expect("sets the slot's");
+    submit_ones(&rm, 3, 10, 20);
+    let report = engine.run_round(22).await;
+    assert_eq!(report.placed, 10, "{report:?}");
+    assert_eq!(report.hosts_offered, 120, "{report:?}");
+    let listed = registry.list().into_iter().find(|s| s.slot == "placement/batch").expect("listed");
+    assert_eq!(
+        (listed.slot_candidates, listed.candidates),
+        (Some(paceline_plugin::Candidates::Count(120)), paceline_plugin::Candidates::Count(120))
+    );
+}

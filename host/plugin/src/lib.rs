@@ -25,6 +25,7 @@
 
 mod bindings;
 pub mod builtins;
+pub mod candidates;
 pub mod config;
 pub mod error;
 pub mod metrics;
@@ -36,6 +37,7 @@ mod samples;
 mod sandbox;
 pub mod scenario;
 
+pub use candidates::Candidates;
 pub use config::RuntimeConfig;
 pub use error::{CallError, FaultKind, PluginError};
 pub use natives::{Native, NativePolicy};

@@ -44,6 +44,11 @@ pub struct VersionRecord {
     /// (`Registry::set_deadline`); otherwise the runtime's `call_deadline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
+    /// The version's own candidate setting (`Registry::set_candidates`):
+    /// how many feasible hosts it is offered per group of alike tasks;
+    /// `None` takes the slot's (decision 0054).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<crate::Candidates>,
 }
 
 impl VersionRecord {

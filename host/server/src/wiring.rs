@@ -166,6 +166,7 @@ impl paceline_plugin::VersionStore for StoreVersions {
                 sha256: v.sha256,
                 deployed_at_ms: v.deployed_at_ms,
                 deadline_ms: None,
+                candidates: None,
             };
             out.push((record, bytes));
         }

@@ -160,6 +160,9 @@ pub struct Options {
     pub arrival: Arrival,
     /// Put every task's runs into the report (`Report::tasks`).
     pub list_tasks: bool,
+    /// Feasible hosts offered to placement policies per group of alike
+    /// tasks (decision 0054): the registry's default for every placement slot.
+    pub candidates: paceline_plugin::Candidates,
 }
 
 /// How a replay feeds the trace's jobs to the cluster.
@@ -212,6 +215,7 @@ impl Default for Options {
             progress: None,
             arrival: Arrival::ByTime,
             list_tasks: false,
+            candidates: paceline_plugin::Candidates::Auto,
         }
     }
 }
@@ -257,6 +261,7 @@ pub async fn replay(input: impl BufRead, mut options: Options) -> Result<Report,
         Registry::open(Arc::new(runtime), Arc::new(paceline_plugin::MemoryStore::default()))
             .map_err(|e| SimError::Start(e.to_string()))?,
     );
+    registry.set_default_candidates(options.candidates);
     let config = AssembleConfig {
         install_default_plugins: true,
         engine: paceline_placement::EngineConfig {

@@ -363,6 +363,7 @@ pub(super) async fn deploy(
         size: body.len() as u64,
         skip_self_test: p.skip_self_test,
         deadline_ms: 0,
+        candidates: String::new(),
     };
     Ok(Json(web.plugins.deploy_bytes(meta, body.to_vec()).await?))
 }

@@ -94,6 +94,11 @@ pub struct PluginBenchArgs {
     /// Repetitions of the large round per language with --languages.
     #[arg(long, default_value_t = 1)]
     language_repeat: u32,
+    /// Feasible hosts offered to the policy per group of alike tasks, as
+    /// the placement engine offers them (decision 0054): `auto` (the
+    /// default, adaptive to the cluster), `all` (no narrowing) or a count.
+    #[arg(long, default_value = "auto", value_parser = paceline_plugin::Candidates::parse)]
+    candidates: paceline_plugin::Candidates,
 }
 
 fn job_queries(a: JobQueriesBenchArgs) -> anyhow::Result<ExitCode> {
@@ -241,8 +246,29 @@ fn plugin(args: PluginBenchArgs) -> anyhow::Result<ExitCode> {
         if cfg!(debug_assertions) { "DEBUG - figures not meaningful" } else { "release" }
     );
 
-    // 1. The large round, native vs Wasm, deadline enforcement off and on.
-    let req = workload(args.tasks, args.hosts, 42);
+    // 1. The large round, native vs Wasm, deadline enforcement off and on;
+    // narrowed first as the engine narrows it (`--candidates`).
+    let full = workload(args.tasks, args.hosts, 42);
+    let narrowing =
+        median((0..args.repeat).map(|_| time(|| paceline_placement::narrow(&full, args.candidates)).0).collect());
+    let n = paceline_placement::narrow(&full, args.candidates);
+    println!(
+        "\ncandidates {}: {} hosts feasible, {} offered to the policy; narrowing took {:.2} ms (median of {})",
+        args.candidates,
+        n.feasible,
+        n.offered,
+        ms(narrowing),
+        args.repeat
+    );
+    let req = match n.narrowed {
+        Some(cut) => {
+            let wide = plugin_binpack::Binpack::place(&full).assignments.len();
+            let narrow = plugin_binpack::Binpack::place(&cut.request).assignments.len();
+            println!("  tasks placed by native binpack: {wide} offered every host, {narrow} offered the candidates");
+            cut.request
+        }
+        None => full,
+    };
     let native_answer = plugin_binpack::Binpack::place(&req);
     let native = median((0..args.repeat).map(|_| time(|| plugin_binpack::Binpack::place(&req)).0).collect());
     let mut rows = Vec::new();

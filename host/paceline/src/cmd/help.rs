@@ -79,7 +79,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "paceline storage migrate --from sqlite:/var/lib/paceline/paceline.db --to cassandra:10.0.0.1:9042/paceline\npaceline storage migrate --from cassandra:10.0.0.1:9042/paceline --to sqlite:/var/lib/paceline/paceline.db",
     ),
     ("bench", "cargo run --release -p paceline -- bench plugin"),
-    ("bench plugin", "paceline bench plugin --tasks 1000 --hosts 10000"),
+    (
+        "bench plugin",
+        "paceline bench plugin --tasks 1000 --hosts 10000\npaceline bench plugin --languages                  # candidates narrowed (auto)\npaceline bench plugin --languages --candidates all # every host offered",
+    ),
     ("bench resmgr", "paceline bench resmgr"),
     ("bench storage", "paceline bench storage --instances 10000 --cassandra 127.0.0.1:9042"),
     ("bench hosts", "paceline bench hosts"),
@@ -190,7 +193,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "sim compare",
-        "paceline sim compare day.jsonl --a placement=binpack --b placement=spread --html ab.html\npaceline sim compare openb.jsonl --arrive-until-full --a placement=binpack --b placement=spread   # how much fits",
+        "paceline sim compare day.jsonl --a placement=binpack --b placement=spread --html ab.html\npaceline sim compare openb.jsonl --arrive-until-full --a placement=binpack --b placement=spread   # how much fits\npaceline sim compare day.jsonl --a placement=spread --b placement=spread --a-candidates all --b-candidates auto   # narrowing's cost",
     ),
     ("sim generate", "paceline sim generate --hosts 200 --tasks 5000 --hours 6 --seed 7 -o synthetic.jsonl"),
     ("sim import", "paceline sim import openb --nodes nodes.csv --pods pods.csv -o openb.jsonl"),

@@ -91,6 +91,11 @@ pub struct ReplayOpts {
     /// the JSON report (large for large traces).
     #[arg(long)]
     tasks: bool,
+    /// Feasible hosts offered to each placement policy per group of alike
+    /// tasks (decision 0054): `auto` (the server's default), `all` (no
+    /// narrowing) or a host count.
+    #[arg(long, default_value = "auto", value_parser = paceline_plugin::Candidates::parse)]
+    candidates: paceline_plugin::Candidates,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -154,6 +159,13 @@ pub struct CompareArgs {
     /// Name of set B in the output.
     #[arg(long, default_value = "B")]
     name_b: String,
+    /// Candidates of set A, instead of --candidates (compare narrowing:
+    /// `--a-candidates all --b-candidates auto` with the same policies).
+    #[arg(long, value_name = "auto|all|N", value_parser = paceline_plugin::Candidates::parse)]
+    a_candidates: Option<paceline_plugin::Candidates>,
+    /// Candidates of set B, instead of --candidates.
+    #[arg(long, value_name = "auto|all|N", value_parser = paceline_plugin::Candidates::parse)]
+    b_candidates: Option<paceline_plugin::Candidates>,
     #[command(flatten)]
     opts: ReplayOpts,
 }
@@ -366,6 +378,7 @@ fn options(opts: &ReplayOpts, policies: &[String], label: &str) -> anyhow::Resul
             Arrival::ByTime
         },
         list_tasks: opts.tasks,
+        candidates: opts.candidates,
     })
 }
 
@@ -439,8 +452,12 @@ fn run_one(a: RunArgs) -> anyhow::Result<ExitCode> {
 
 fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let into_dir = report_paths(&a.opts, "compare")?;
-    let ra = replay_file(&a.trace, options(&a.opts, &a.a, &format!("{} ", a.name_a))?)?;
-    let rb = replay_file(&a.trace, options(&a.opts, &a.b, &format!("{} ", a.name_b))?)?;
+    let mut oa = options(&a.opts, &a.a, &format!("{} ", a.name_a))?;
+    oa.candidates = a.a_candidates.unwrap_or(oa.candidates);
+    let ra = replay_file(&a.trace, oa)?;
+    let mut ob = options(&a.opts, &a.b, &format!("{} ", a.name_b))?;
+    ob.candidates = a.b_candidates.unwrap_or(ob.candidates);
+    let rb = replay_file(&a.trace, ob)?;
     let (mut ra, mut rb) = (ra, rb);
     if a.opts.reproducible {
         ra.measured = None;

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{Registry, Slot, Version};
+use crate::Candidates;
 use crate::error::PluginError;
 use crate::persist::VersionState;
 impl Registry {
@@ -63,6 +64,49 @@ impl Registry {
         self.store.update_version(&record).map_err(PluginError::Storage)?;
         tracing::info!(slot = slot_name, version = id, deadline_ms = ?record.deadline_ms, "plugin deadline set");
         Ok(())
+    }
+
+    /// Sets how many feasible hosts a placement call of the slot is offered
+    /// per group of alike tasks (decision 0054): for version `id`
+    /// (`name@version`, recorded with it, as its deadline is) or, with
+    /// `None`, for the slot (in memory). `candidates` `None` clears the
+    /// setting. A version's setting wins over the slot's, which wins over
+    /// [`Candidates::Auto`]; a version that must see every host sets
+    /// [`Candidates::All`].
+    pub fn set_candidates(
+        &self,
+        slot_name: &str,
+        id: Option<&str>,
+        candidates: Option<Candidates>,
+    ) -> Result<(), PluginError> {
+        let slot = self.slot(slot_name)?;
+        if slot.world != crate::World::Placement {
+            return Err(PluginError::UnknownSlot(format!("{slot_name} (candidates are a placement setting)")));
+        }
+        let _admin = self.admin.lock().map_err(|e| PluginError::Runtime(e.to_string()))?;
+        let Some(id) = id else {
+            *slot.candidates.lock().unwrap_or_else(|e| e.into_inner()) = candidates;
+            tracing::info!(slot = slot_name, candidates = ?candidates, "slot candidates set");
+            return Ok(());
+        };
+        let version = slot
+            .find(id)
+            .ok_or_else(|| PluginError::UnknownVersion { slot: slot_name.to_string(), version: id.to_string() })?;
+        let record = {
+            let mut r = version.record.lock().unwrap_or_else(|e| e.into_inner());
+            r.candidates = candidates;
+            r.clone()
+        };
+        self.store.update_version(&record).map_err(PluginError::Storage)?;
+        tracing::info!(slot = slot_name, version = id, candidates = ?candidates, "plugin candidates set");
+        Ok(())
+    }
+
+    /// What the slot's next placement call is offered: its active version's
+    /// setting, else the slot's, else the registry's default
+    /// ([`Candidates::Auto`] unless [`Registry::set_default_candidates`]).
+    pub fn candidates(&self, slot_name: &str) -> Candidates {
+        self.slot(slot_name).ok().and_then(|s| s.candidates().1).unwrap_or_else(|| self.default_candidates())
     }
 
     /// Goes back to the version active before the current one. Returns the

@@ -86,6 +86,7 @@ impl Registry {
             deployed_at_ms: now_ms(),
             state: VersionState::Ready,
             deadline_ms: None,
+            candidates: None,
         };
         let candidate = Version {
             record: Mutex::new(record.clone()),

@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 
+use crate::Candidates;
 use crate::error::{CallError, PluginError};
 use crate::metrics::{MetricsSnapshot, VersionMetrics};
 use crate::natives::{self, NativePolicy};
@@ -94,6 +95,11 @@ pub struct SlotInfo {
     /// Calls answered by an earlier version or the native policy because
     /// the version tried first failed, since this process started.
     pub fallbacks: u64,
+    /// The slot's own candidate setting ([`Registry::set_candidates`]), if set.
+    pub slot_candidates: Option<Candidates>,
+    /// What the next placement call is offered: the active version's
+    /// setting, else the slot's, else the registry's default (decision 0054).
+    pub candidates: Candidates,
 }
 
 struct Version {
@@ -131,6 +137,20 @@ struct Slot {
     shadow: ArcSwapOption<Shadow>,
     /// Answers given by someone other than the version tried first.
     fallbacks: AtomicU64,
+    /// The slot's candidate setting (in memory: set by the process's
+    /// configuration, not stored).
+    candidates: Mutex<Option<Candidates>>,
+}
+
+impl Slot {
+    /// The slot's own setting, and the one its next call takes unless
+    /// neither the active version nor the slot has one (`None`: the
+    /// registry's default).
+    fn candidates(&self) -> (Option<Candidates>, Option<Candidates>) {
+        let own = self.candidates.lock().map(|c| *c).unwrap_or_else(|e| *e.into_inner());
+        let version = self.active.load().as_ref().and_then(|v| v.record().candidates);
+        (own, version.or(own))
+    }
 }
 
 impl Slot {
@@ -148,6 +168,9 @@ pub struct Registry {
     natives: RwLock<BTreeMap<String, NativePolicy>>,
     /// Serialises changes (deploy, activate, rollback) so histories stay consistent.
     admin: Mutex<()>,
+    /// Candidates of a placement slot where neither its active version nor
+    /// the slot sets any ([`Registry::set_default_candidates`]).
+    default_candidates: Mutex<Candidates>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -191,6 +214,7 @@ impl Registry {
             slots: RwLock::new(BTreeMap::new()),
             natives: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
+            default_candidates: Mutex::new(Candidates::Auto),
         };
         let versions = registry.store.load_versions().map_err(PluginError::Storage)?;
         for (record, wasm) in versions {
@@ -224,6 +248,17 @@ impl Registry {
         Ok(())
     }
 
+    /// The candidates of every placement slot whose active version and slot
+    /// set none ([`Candidates::Auto`] unless changed): the process's own
+    /// configuration, or a simulation's `--candidates`.
+    pub fn set_default_candidates(&self, candidates: Candidates) {
+        *self.default_candidates.lock().unwrap_or_else(|e| e.into_inner()) = candidates;
+    }
+
+    fn default_candidates(&self) -> Candidates {
+        *self.default_candidates.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The runtime this registry compiles and calls with.
     pub fn runtime(&self) -> &Arc<PluginRuntime> {
         &self.runtime
@@ -247,6 +282,7 @@ impl Registry {
                     consecutive_failures: AtomicU32::new(0),
                     shadow: ArcSwapOption::empty(),
                     fallbacks: AtomicU64::new(0),
+                    candidates: Mutex::new(None),
                 })
             })
             .clone())
@@ -295,6 +331,8 @@ impl Registry {
                     })
                     .unwrap_or_default(),
                 fallbacks: s.fallbacks.load(Ordering::Relaxed),
+                slot_candidates: s.candidates().0,
+                candidates: s.candidates().1.unwrap_or_else(|| self.default_candidates()),
             })
             .collect()
     }

@@ -67,6 +67,8 @@ pub struct Metrics {
     launch_failures: Counter,
     tasks_dropped: Counter,
     port_errors: Counter,
+    hosts_feasible: Counter,
+    hosts_offered: Counter,
     host_events: Counter,
     run_updates: Counter,
     run_updates_failed: Counter,
@@ -138,6 +140,16 @@ impl Metrics {
             "placement_port_errors",
             "Calls of a round to the ready queue or the host side that failed",
         );
+        let hosts_feasible = counter(
+            registry,
+            "placement_hosts_feasible",
+            "Hosts feasible for some task of a plugin call, summed over calls (decision 0054)",
+        );
+        let hosts_offered = counter(
+            registry,
+            "placement_hosts_offered",
+            "Hosts offered to the placement plugin, summed over calls: below feasible where candidates were narrowed",
+        );
         let host_events = counter(registry, "host_events", "Events from the host manager handled (runs and inventory)");
         let run_updates = counter(registry, "run_updates", "Run updates from hosts handled by the job manager");
         let run_updates_failed =
@@ -199,6 +211,8 @@ impl Metrics {
             launch_failures,
             tasks_dropped,
             port_errors,
+            hosts_feasible,
+            hosts_offered,
             host_events,
             run_updates,
             run_updates_failed,
@@ -226,6 +240,8 @@ impl Metrics {
         self.launch_failures.inc_by(report.refused as u64);
         self.tasks_dropped.inc_by(report.dropped as u64);
         self.port_errors.inc_by(report.port_errors as u64);
+        self.hosts_feasible.inc_by(report.hosts_feasible as u64);
+        self.hosts_offered.inc_by(report.hosts_offered as u64);
     }
 
     /// Records one burst of host events.
@@ -432,8 +448,15 @@ mod tests {
     #[test]
     fn a_round_is_counted_once_and_an_idle_round_is_not_timed() {
         let m = Metrics::new(Vec::new());
-        let busy =
-            paceline_placement::RoundReport { taken: 5, placed: 3, unplaced: 1, refused: 1, ..Default::default() };
+        let busy = paceline_placement::RoundReport {
+            taken: 5,
+            placed: 3,
+            unplaced: 1,
+            refused: 1,
+            hosts_feasible: 900,
+            hosts_offered: 400,
+            ..Default::default()
+        };
         m.round(&busy, Duration::from_millis(2));
         m.round(&paceline_placement::RoundReport::default(), Duration::from_millis(1));
         let text = m.encode(false).expect("encodes");
@@ -446,6 +469,14 @@ mod tests {
             Some("paceline_placement_tasks_deferred_total 1")
         );
         assert_eq!(line(&text, "paceline_launch_failures_total "), Some("paceline_launch_failures_total 1"));
+        assert_eq!(
+            line(&text, "paceline_placement_hosts_offered_total "),
+            Some("paceline_placement_hosts_offered_total 400")
+        );
+        assert_eq!(
+            line(&text, "paceline_placement_hosts_feasible_total "),
+            Some("paceline_placement_hosts_feasible_total 900")
+        );
         assert_eq!(
             line(&text, "paceline_placement_rounds_idle_total "),
             Some("paceline_placement_rounds_idle_total 1")

@@ -575,6 +575,7 @@ fn upload(slot: &str, name: &str, version: &str, bytes: &[u8], chunk: usize) -> 
         size: bytes.len() as u64,
         skip_self_test: false,
         deadline_ms: 0,
+        candidates: String::new(),
     };
     std::iter::once(pb::DeployPluginRequest { part: Some(Part::Meta(meta)) })
         .chain(bytes.chunks(chunk).map(|c| pb::DeployPluginRequest { part: Some(Part::Chunk(c.to_vec())) }))

@@ -132,6 +132,7 @@ fn upload(bytes: &[u8]) -> Vec<pb::DeployPluginRequest> {
         size: bytes.len() as u64,
         skip_self_test: true,
         deadline_ms: 0,
+        candidates: String::new(),
     };
     vec![
         pb::DeployPluginRequest { part: Some(Part::Meta(meta)) },

@@ -40,6 +40,11 @@ pub struct DeployArgs {
     /// default), for a plugin whose language cannot answer large rounds in it.
     #[arg(long, default_value_t = 0)]
     deadline_ms: u64,
+    /// The version's own candidate setting (placement slots, decision
+    /// 0054): `all` (or 0) for a policy that must see every feasible host,
+    /// a host count, or `auto`; without it the slot's setting applies.
+    #[arg(long, value_name = "auto|all|N", value_parser = paceline_plugin::Candidates::parse)]
+    candidates: Option<paceline_plugin::Candidates>,
 }
 
 /// Arguments of `plugin list`.
@@ -109,6 +114,7 @@ pub fn deploy_messages(
     version: &str,
     skip_self_test: bool,
     deadline_ms: u64,
+    candidates: Option<paceline_plugin::Candidates>,
     wasm: &[u8],
 ) -> Vec<pb::DeployPluginRequest> {
     use pb::deploy_plugin_request::{Meta, Part};
@@ -119,6 +125,7 @@ pub fn deploy_messages(
         size: wasm.len() as u64,
         skip_self_test,
         deadline_ms,
+        candidates: candidates.map(|c| c.to_string()).unwrap_or_default(),
     };
     std::iter::once(Part::Meta(meta))
         .chain(wasm.chunks(CHUNK).map(|c| Part::Chunk(c.to_vec())))
@@ -186,7 +193,7 @@ fn deploy_source(a: &DeployArgs) -> anyhow::Result<(String, String, Vec<u8>)> {
 pub fn deploy(a: DeployArgs) -> anyhow::Result<std::process::ExitCode> {
     block_on(async move {
         let (name, version, wasm) = deploy_source(&a)?;
-        let messages = deploy_messages(&a.slot, &name, &version, a.skip_self_test, a.deadline_ms, &wasm);
+        let messages = deploy_messages(&a.slot, &name, &version, a.skip_self_test, a.deadline_ms, a.candidates, &wasm);
         let mut client = PluginServiceClient::new(connect(&a.opts).await?);
         let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
         emit(a.opts.output, &json!({"id": resp.id, "sha256": resp.sha256}), || {
@@ -214,7 +221,7 @@ async fn resolve_version(
     let slots = client.list_plugins(pb::ListPluginsRequest {}).await.map_err(RpcError)?.into_inner().slots;
     let present = slots.iter().any(|s| s.slot == slot && s.versions.iter().any(|v| v.id == version_id));
     if !present {
-        let messages = deploy_messages(slot, name, paceline_plugin::builtins::BUILTIN_VERSION, false, 0, bytes);
+        let messages = deploy_messages(slot, name, paceline_plugin::builtins::BUILTIN_VERSION, false, 0, None, bytes);
         let resp = client.deploy_plugin(tokio_stream::iter(messages)).await.map_err(RpcError)?.into_inner();
         eprintln!("deployed the built-in {} to {slot}", resp.id);
     }
@@ -299,10 +306,11 @@ pub fn shadow(a: ShadowArgs) -> anyhow::Result<std::process::ExitCode> {
 }
 
 fn slot_table(slots: &[pb::PluginSlot]) -> String {
-    let mut t = Table::new(&["SLOT", "VERSION", "STATE", "CALLS", "ERRORS", "P50 µs", "P99 µs", "SHA256"]);
+    let mut t =
+        Table::new(&["SLOT", "VERSION", "STATE", "CANDIDATES", "CALLS", "ERRORS", "P50 µs", "P99 µs", "SHA256"]);
     for s in slots {
         if s.versions.is_empty() {
-            t.row(vec![s.slot.clone(), "(native)".into()]);
+            t.row(vec![s.slot.clone(), "(native)".into(), String::new(), or_dash(&s.candidates)]);
         }
         for v in &s.versions {
             let errors: u64 = v.errors.values().sum();
@@ -316,6 +324,9 @@ fn slot_table(slots: &[pb::PluginSlot]) -> String {
                 s.slot.clone(),
                 v.id.clone(),
                 or_dash(&state),
+                // The active version: what its calls are offered; another:
+                // its own setting, if any.
+                if v.id == s.active { or_dash(&s.candidates) } else { or_dash(&v.candidates) },
                 v.calls.to_string(),
                 errors.to_string(),
                 v.p50_us.to_string(),
@@ -334,11 +345,13 @@ mod tests {
     #[test]
     fn uploads_start_with_meta_and_chunk_at_64_kib() {
         let wasm = vec![7u8; CHUNK * 2 + 5];
-        let m = deploy_messages("placement/batch", "p", "1", true, 30_000, &wasm);
+        let m =
+            deploy_messages("placement/batch", "p", "1", true, 30_000, Some(paceline_plugin::Candidates::All), &wasm);
         assert_eq!(m.len(), 4);
         match &m[0].part {
             Some(pb::deploy_plugin_request::Part::Meta(meta)) => {
                 assert_eq!((meta.size, meta.skip_self_test, meta.deadline_ms), (wasm.len() as u64, true, 30_000));
+                assert_eq!(meta.candidates, "all");
             }
             other => panic!("first message is {other:?}"),
         }

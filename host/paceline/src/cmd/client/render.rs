@@ -292,10 +292,11 @@ pub fn plugin_slot(s: &pb::PluginSlot) -> Value {
                 "p50_us": v.p50_us,
                 "p99_us": v.p99_us,
                 "batched": v.batched,
+                "candidates": v.candidates,
             })
         })
         .collect();
-    let mut v = json!({"slot": s.slot, "active": s.active, "versions": versions});
+    let mut v = json!({"slot": s.slot, "active": s.active, "candidates": s.candidates, "versions": versions});
     if let Some(report) = &s.shadow {
         v["shadow"] = shadow_report(report);
     }
