@@ -36,6 +36,8 @@ pub enum BenchCommand {
     Peers(super::bench_peers::PeersBenchArgs),
     /// The pipeline through a real `paceline server` and its gRPC API with auth, over simulated hosts.
     Server(super::bench_server::ServerBenchArgs),
+    /// Binding rates on a real Kubernetes control plane: the API server's limits, Paceline's own pods, kube-scheduler.
+    Kubernetes(super::bench_kubernetes::KubernetesBenchArgs),
 }
 
 /// Arguments of `bench storage`.
@@ -147,6 +149,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Pending(a) => super::bench_pending::run(a),
         BenchCommand::Peers(a) => super::bench_peers::run(a),
         BenchCommand::Server(a) => super::bench_server::run(a),
+        BenchCommand::Kubernetes(a) => super::bench_kubernetes::run(a),
         BenchCommand::JobQueries(a) => job_queries(a),
         BenchCommand::Resmgr => {
             if cfg!(debug_assertions) {

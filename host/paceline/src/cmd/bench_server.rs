@@ -113,6 +113,23 @@ fn describe_store(store: &Option<paceline_storage::config::StorageConfig>) -> St
 
 use super::bench_hosts::PIPELINE_TASK as TASK;
 
+/// An admin token, as `paceline auth token --role admin` makes one, and the
+/// tokens file in `dir` that admits it: what the bench's clients carry.
+pub(super) fn admin_token(dir: &std::path::Path) -> anyhow::Result<(String, std::path::PathBuf)> {
+    let mut bytes = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let tokens = dir.join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "version: 1\nprincipals:\n  - name: bench\n    role: admin\n    token_sha256: {}\n",
+            paceline_api::auth::token_hash_hex(&token)
+        ),
+    )?;
+    Ok((token, tokens))
+}
+
 pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");
@@ -122,18 +139,7 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     let cores = host.cpu_millis / 1_000;
     let teams = args.teams.max(1);
     let dir = tempfile::tempdir()?;
-    // An admin token, as `paceline auth token --role admin` makes one.
-    let mut bytes = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let tokens = dir.path().join("tokens.yaml");
-    std::fs::write(
-        &tokens,
-        format!(
-            "version: 1\nprincipals:\n  - name: bench\n    role: admin\n    token_sha256: {}\n",
-            paceline_api::auth::token_hash_hex(&token)
-        ),
-    )?;
+    let (token, tokens) = admin_token(dir.path())?;
     // One principal submits the whole load: its quotas (issue 44) are
     // raised to the load when the defaults would refuse it, so the checks
     // still run on every create, as they do in a server.

@@ -99,6 +99,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "bench server",
         "paceline bench server                         # 100,000 tasks through a real server's API\npaceline bench server --jobs 10000 --hosts 10000\npaceline bench server --jobs 10000 --duration 600 --zookeeper 127.0.0.1:2181   # leadership under 10 min of load",
     ),
+    (
+        "bench kubernetes",
+        "paceline bench kubernetes                     # 10,000 pods on 500 kwok nodes: the API server's limits, Paceline, kube-scheduler\npaceline bench kubernetes --nodes 5000 --runs limit-create,paceline-jobs",
+    ),
     ("bench metrics", "paceline bench metrics --hosts 10000 --pools 11000"),
     ("bench pending", "paceline bench pending --hosts 10000 --instances 10000"),
     (

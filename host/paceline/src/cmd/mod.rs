@@ -4,6 +4,7 @@ pub mod agent_token;
 pub mod auth;
 pub mod bench;
 pub mod bench_hosts;
+pub mod bench_kubernetes;
 pub mod bench_languages;
 pub mod bench_metrics;
 pub mod bench_peers;
