@@ -47,6 +47,16 @@ impl Drop for Cleanup {
     }
 }
 
+/// This test's nodes ([`nodes`]), without pods an earlier run left on
+/// them in any namespace.
+fn fresh_nodes(test: &str, n: usize, cpu: u32) -> Vec<String> {
+    let names = nodes(test, n, cpu);
+    for n in &names {
+        kubectl(&["delete", "pods", "-A", "--wait=false", "--field-selector", &format!("spec.nodeName={n}")]);
+    }
+    names
+}
+
 /// The cluster (as [`super::start`], with pools `/pods-a` and `/pods-b`
 /// besides `/team`, made at assembly so that a restart recovers jobs in
 /// them) and the pod scheduler watching `namespaces` only.
@@ -56,10 +66,6 @@ async fn start_pods(
     names: Vec<String>,
     namespaces: &[&str],
 ) -> (KubeCluster, PodScheduler) {
-    for n in &names {
-        // Pods an earlier run left on these nodes, in any namespace.
-        kubectl(&["delete", "pods", "-A", "--wait=false", "--field-selector", &format!("spec.nodeName={n}")]);
-    }
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
     let provider = KubernetesProvider::connect(KubernetesConfig {
         kubeconfig: Some(super::plane().kubeconfig.clone()),
@@ -185,7 +191,7 @@ async fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_pool() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = nodes("kpdeploy", 2, 4);
+    let names = fresh_nodes("kpdeploy", 2, 4);
     let ns = namespace("deploy", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpdeploy", names.clone(), &[&ns]).await;
@@ -243,7 +249,7 @@ async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_po
 async fn kubernetes_podsched_a_gang_of_4_is_bound_all_or_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     // 2 nodes of 2 CPU: a gang of four 1-CPU pods fills them.
-    let names = nodes("kpgang", 2, 2);
+    let names = fresh_nodes("kpgang", 2, 2);
     let ns = namespace("gang", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpgang", names.clone(), &[&ns]).await;
@@ -303,7 +309,7 @@ async fn kubernetes_podsched_a_gang_of_4_is_bound_all_or_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_bad_input_and_unfit_pods_get_a_clear_condition() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = nodes("kpbad", 1, 4);
+    let names = fresh_nodes("kpbad", 1, 4);
     let ns = namespace("bad", Some("/pods-a"));
     let bare = namespace("bare", None);
     let _cleanup = Cleanup(vec![ns.clone(), bare.clone()]);
@@ -378,7 +384,7 @@ async fn kubernetes_podsched_bad_input_and_unfit_pods_get_a_clear_condition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_restarted_paceline_binds_nothing_twice() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = nodes("kprestart", 2, 4);
+    let names = fresh_nodes("kprestart", 2, 4);
     let ns = namespace("restart", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let none = serde_json::json!({});
