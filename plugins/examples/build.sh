@@ -5,7 +5,7 @@
 #
 #   plugins/examples/build.sh          prints the output directory
 #
-# - plugins/examples/{binpack,priority-preempt}-{py,ts}: the ports;
+# - plugins/examples/{binpack,priority-preempt}-{py,ts}, gpu-fgd-py: the ports;
 # - plugins/test-guests/hostile-{py,ts}: hostile guests for the sandbox tests.
 #
 # Each component is rebuilt only when its sources, the SDK, wit/ or the
@@ -22,7 +22,7 @@ flock 7
 
 "$ROOT/scripts/toolchains" all
 
-PY=(plugins/examples/binpack-py plugins/examples/priority-preempt-py plugins/test-guests/hostile-py)
+PY=(plugins/examples/binpack-py plugins/examples/priority-preempt-py plugins/examples/gpu-fgd-py plugins/test-guests/hostile-py)
 JS=(plugins/examples/binpack-ts plugins/examples/priority-preempt-ts plugins/test-guests/hostile-ts)
 
 stamp_of() {

@@ -10,7 +10,12 @@
 //!   constraints (every host, a subset, none), gangs of 1–4, and demands
 //!   from tiny to larger than any host.
 //! - Preemption: 1–4 pools, 0–12 running tasks (preemptible, revocable or
-//!   neither), 1–3 needs, some of which cannot be covered.
+//!   neither), 1–3 needs, some of which cannot be covered; every fourth
+//!   case from the fourth on has a GPU side (WIT 0.1.3): tasks holding
+//!   shares of a device, whole devices or none, needs of a share, a device
+//!   or more (some asking for GPU only, so that only victims holding GPU
+//!   free them), pools' GPU reservations. Judged in milli-GPUs for a
+//!   `preemption-gpu` component, in whole devices for an older one.
 //! - Lifecycle: event sequences over a job of every kind. Each sequence
 //!   starts at `job-created`; the actions answered are applied to the views
 //!   (launch → RUNNING, kill → KILLED, mark-job → the job's state) and the
@@ -29,7 +34,10 @@ pub(crate) const SEED: u64 = 0x7061_6365_6c69_6e65;
 /// Placement requests in the corpus.
 pub(crate) const PLACEMENT_CASES: usize = 48;
 /// Preemption requests in the corpus.
-pub(crate) const PREEMPTION_CASES: usize = 48;
+pub(crate) const PREEMPTION_CASES: usize = 64;
+/// Of which generated with a GPU side: case 3, 7, 11, … (early, so that a
+/// slow component's self-test, which runs a prefix, meets them too).
+pub(crate) const GPU_PREEMPTION_CASES: usize = 16;
 /// Lifecycle sequences in the corpus.
 pub(crate) const LIFECYCLE_SEQUENCES: usize = 16;
 /// Events per lifecycle sequence, at most.
@@ -300,12 +308,68 @@ pub(crate) fn preemption_case(g: &mut Gen) -> PreemptionRequest {
     PreemptionRequest { pools, running, needs, ..PreemptionRequest::default() }
 }
 
-/// The preemption corpus: the hand-picked case, then generated ones.
+/// The preemption corpus: the hand-picked cases, then generated ones,
+/// every fourth with a GPU side. The GPU cases draw from a generator of
+/// their own, so the others are those of earlier corpora, in order.
 pub(crate) fn preemption() -> impl Iterator<Item = PreemptionRequest> {
     let mut g = Gen::new(SEED ^ 1);
-    std::iter::once(hand_picked_preemption())
-        .chain(std::iter::once(gpu_share_preemption()))
-        .chain((2..PREEMPTION_CASES).map(move |_| preemption_case(&mut g)))
+    let mut gpu = Gen::new(SEED ^ 3);
+    std::iter::once(hand_picked_preemption()).chain(std::iter::once(gpu_share_preemption())).chain(
+        (2..PREEMPTION_CASES).map(move |case| {
+            if case % (PREEMPTION_CASES / GPU_PREEMPTION_CASES) == 3 {
+                gpu_preemption_case(&mut gpu)
+            } else {
+                preemption_case(&mut g)
+            }
+        }),
+    )
+}
+
+/// One generated preemption case with a GPU side (WIT 0.1.3): the case's
+/// tasks hold shares of a device (250, 500, 700), whole devices (1000,
+/// 2000) or none; needs ask for a share, a device or more, half of them for
+/// GPU only; pools reserve GPU and hold what their non-revocable tasks hold.
+/// Every `gpus` field is the whole devices its milli-GPUs round up to, as
+/// the resource manager sends them to a component built before 0.1.3.
+pub(crate) fn gpu_preemption_case(g: &mut Gen) -> PreemptionRequest {
+    let mut r = preemption_case(g);
+    let devices = |milli: u64| milli.div_ceil(u64::from(DEVICE_MILLI));
+    r.gpu_running = r.running.iter().map(|_| g.pick(&[0, 0, 250, 500, 500, 700, 1000, 2000])).collect();
+    for (t, &m) in r.running.iter_mut().zip(&r.gpu_running) {
+        t.resources.gpus = devices(m);
+    }
+    r.gpu_needs = r.needs.iter().map(|_| g.pick(&[0, 500, 1000, 1000, 1500, 2000])).collect();
+    for (n, &m) in r.needs.iter_mut().zip(&r.gpu_needs) {
+        n.resources.gpus = devices(m);
+        if m > 0 && g.chance(50) {
+            // GPU only: only victims that free the needed device count.
+            n.resources.cpu_millis = 0;
+            n.resources.memory_mib = 0;
+        }
+    }
+    let mut held = vec![0u64; r.pools.len()];
+    for (t, &m) in r.running.iter().zip(&r.gpu_running) {
+        if !t.revocable {
+            held[t.pool as usize] += m;
+        }
+    }
+    r.gpu_pools = held
+        .into_iter()
+        .map(|allocation_milli| {
+            let reservation_milli = g.pick(&[0, 0, 500, 1000, 2000]);
+            GpuPool {
+                reservation_milli,
+                entitlement_milli: reservation_milli + g.pick(&[0, 500, 1000]),
+                allocation_milli,
+            }
+        })
+        .collect();
+    for (p, q) in r.pools.iter_mut().zip(&r.gpu_pools) {
+        p.reservation.gpus = devices(q.reservation_milli);
+        p.entitlement.gpus = devices(q.entitlement_milli);
+        p.allocation.gpus = devices(q.allocation_milli);
+    }
+    r
 }
 
 /// GPU shares (WIT 0.1.3): a need of one device where two tasks hold half a
@@ -477,5 +541,56 @@ impl Sequence {
         }
         t.running_for_ms = t.running_for_ms.map(|ms| ms + 2000);
         Event::TaskChanged(TaskChange { instance: t.instance, state })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paceline_plugin_sdk::PreemptionPolicy;
+    use paceline_plugin_sdk::validate::check_victims;
+    use plugin_priority_preempt::PriorityPreempt;
+
+    /// The corpus has its GPU cases, and the default policy passes every
+    /// case in milli-GPUs (as a `preemption-gpu` component is judged) and in
+    /// whole devices (as an older one is); on the GPU cases it takes victims
+    /// holding shares and whole devices for needs that ask for GPU.
+    #[test]
+    fn the_preemption_corpus_has_gpu_cases_the_default_policy_passes() {
+        let cases: Vec<PreemptionRequest> = preemption().collect();
+        assert_eq!(cases.len(), PREEMPTION_CASES);
+        // The hand-picked share case and the generated ones.
+        let gpu = cases.iter().filter(|r| r.has_gpu_side()).count();
+        assert_eq!(gpu, GPU_PREEMPTION_CASES + 1);
+        let (mut shares, mut whole, mut gpu_only) = (0, 0, 0);
+        for (i, r) in cases.iter().enumerate() {
+            let victims = PriorityPreempt::select_victims(r);
+            check_victims(r, &victims).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            let old = r.in_whole_gpus();
+            check_victims(&old, &PriorityPreempt::select_victims(&old)).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            if !r.has_gpu_side() || i < 2 {
+                continue;
+            }
+            for v in &victims {
+                let (held, asked) = (r.gpu_running[v.task as usize], r.gpu_needs[v.need as usize]);
+                if asked == 0 || held == 0 {
+                    continue;
+                }
+                if held < u64::from(DEVICE_MILLI) {
+                    shares += 1;
+                } else {
+                    whole += 1;
+                }
+                let need = &r.needs[v.need as usize].resources;
+                gpu_only += usize::from(need.cpu_millis == 0 && need.memory_mib == 0);
+            }
+        }
+        eprintln!(
+            "GPU victims in the corpus: {shares} holding shares, {whole} whole devices, {gpu_only} for GPU-only needs"
+        );
+        assert!(
+            shares >= 3 && whole >= 3 && gpu_only >= 3,
+            "shares {shares}, whole {whole}, GPU-only needs {gpu_only}"
+        );
     }
 }

@@ -10,6 +10,10 @@ it would bring that pool below its reservation in a kind the need is short
 of. A candidate is taken only if it frees a kind the need still lacks; once
 the need is covered, victims that turned out unnecessary are dropped again,
 most valuable first. A need that cannot be covered in full takes no victims.
+
+GPU counts in milli-GPUs when the request carries its GPU side (the
+`preemption-gpu` world, WIT 0.1.3): two tasks holding half a device each
+free one device, and a need of half a device is not paid with a whole one.
 """
 
 from paceline_plugin import PreemptionPolicy, Victim, VictimReason
@@ -49,6 +53,7 @@ def _take(allocation, t, take):
 
 
 def select(request):
+    request = request.in_milli_gpus()
     running = request.running
     taken = [False] * len(running)
     allocation = [p.allocation for p in request.pools]

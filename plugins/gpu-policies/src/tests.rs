@@ -183,3 +183,17 @@ fn random_fit_is_deterministic_per_round_and_task() {
     let req = request(&[(64_000, &[1000]), (64_000, &[1000]), (64_000, &[1000])], &[(1000, 500); 6], &[]);
     assert_eq!(RandomFit::place(&req), RandomFit::place(&req));
 }
+
+/// The scenario files of `plugins/gpu-fgd/scenarios`, which the Python
+/// port (`plugins/examples/gpu-fgd-py`) runs too: the expectations hold
+/// for the Rust policy, and its answers (grants included) pass the host's
+/// checks.
+#[test]
+fn fgd_meets_its_scenario_files() {
+    use paceline_plugin_sdk::harness::{load_dir, run_placement};
+    let table = load_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-fgd/scenarios")).expect("scenario table");
+    assert!(table.len() >= 5, "{} scenarios", table.len());
+    for s in table {
+        run_placement::<Fgd>(&s).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+    }
+}

@@ -4,6 +4,12 @@
 //! - the ports of `binpack` and `priority-preempt` decide exactly as the Rust
 //!   policies on every scenario file and on generated rounds (1,000 of each
 //!   world by default; `PACELINE_EQUIV_ROUNDS` asks for more);
+//! - the GPU worlds (decision 0056): the Python port of `gpu-fgd`
+//!   (`placement-gpu`) decides exactly as the Rust `gpu-fgd`, device grants
+//!   included, on every GPU scenario file and on 1,000 generated GPU
+//!   rounds; the `priority-preempt` ports build `preemption-gpu` and decide
+//!   as the Rust policy in milli-GPUs on its GPU scenarios and on the
+//!   generated rounds that carry a GPU side;
 //! - hostile guests in both languages that loop, exhaust memory, raise, and
 //!   look at the clock and the filesystem are contained as Rust guests are:
 //!   deadline (here a deadline of the version's own), memory cap, fallback
@@ -66,7 +72,9 @@ fn runtime() -> Arc<PluginRuntime> {
         // Fill the compile cache once, one component at a time (wasmtime
         // compiles each on every core), before the tests ask for them in
         // parallel and compile the same component twice at once.
-        for name in [PLACEMENT_PORTS, PREEMPTION_PORTS, ["hostile-py", "hostile-ts"]].concat() {
+        for name in
+            [&PLACEMENT_PORTS[..], &GPU_PLACEMENT_PORTS, &PREEMPTION_PORTS, &["hostile-py", "hostile-ts"]].concat()
+        {
             let started = Instant::now();
             let (_, info) = rt.compile(&component(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             eprintln!(
@@ -96,6 +104,16 @@ fn serving(slot: &str, name: &str) -> Registry {
 
 const PLACEMENT_PORTS: [&str; 2] = ["binpack-py", "binpack-ts"];
 const PREEMPTION_PORTS: [&str; 2] = ["priority-preempt-py", "priority-preempt-ts"];
+/// Ports built against `placement-gpu` (WIT 0.1.2).
+const GPU_PLACEMENT_PORTS: [&str; 1] = ["gpu-fgd-py"];
+
+/// The Rust `gpu-fgd`'s answer as the runtime serves a native policy's:
+/// grants completed (a no-op for `gpu-fgd`, which names every device).
+fn rust_fgd(req: &PlacementRequest) -> PlacementResult {
+    let mut out = paceline_gpu_policies::Fgd::place(req);
+    paceline_plugin_sdk::placement::complete_grants(req, &mut out);
+    out
+}
 
 #[test]
 fn ports_decide_as_the_rust_policies_on_every_scenario_file() {
@@ -110,25 +128,43 @@ fn ports_decide_as_the_rust_policies_on_every_scenario_file() {
             s.check(&Decision::Placement(a.value)).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
+    // Every GPU placement scenario file: gpu-fgd's own (shares, models,
+    // gangs, per-host maxima) and gang-gpu's (whole GPUs, no GPU side). The
+    // expectations of gang-gpu's files are that policy's: here only the
+    // agreement with the Rust gpu-fgd and the host's checks count.
+    for name in GPU_PLACEMENT_PORTS {
+        let reg = serving("placement/gpu", name);
+        let mut seen = 0;
+        for plugin in ["gpu-fgd", "gang-gpu"] {
+            for s in load_dir(dir(plugin)).expect("scenarios") {
+                let Input::Placement(req) = &s.input else { panic!("{}: placement scenario", s.name) };
+                let a = reg.place("placement/gpu", req).expect("answers");
+                assert_eq!(a.served_by, ServedBy::Version(format!("{name}@1")), "{name}: {}: {:?}", s.name, a.faults);
+                assert_eq!(a.value, rust_fgd(req), "{name}: {}", s.name);
+                if plugin == "gpu-fgd" {
+                    s.check(&Decision::Placement(a.value)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                } else {
+                    paceline_plugin_sdk::validate::check_placement(req, &a.value)
+                        .unwrap_or_else(|e| panic!("{name}: {}: {e}", s.name));
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 8, "{name}: {seen} scenario files");
+    }
     for name in PREEMPTION_PORTS {
         let reg = serving("preemption", name);
-        // With the GPU scenarios, which these ports see in whole devices.
         let gpu = root().join("plugins/priority-preempt/scenarios-gpu");
         let table = load_dir(dir("priority-preempt")).expect("scenarios");
         for s in table.into_iter().chain(load_dir(gpu).expect("gpu scenarios")) {
             let Input::Preemption(req) = &s.input else { panic!("{}: preemption scenario", s.name) };
             let a = reg.select_victims(req).expect("answers");
             assert_eq!(a.served_by, ServedBy::Version(format!("{name}@1")), "{name}: {}: {:?}", s.name, a.faults);
-            // The Python and TypeScript SDKs build the 0.1.0 `preemption`
-            // world: on a scenario with GPU shares they see whole devices,
-            // answer as the Rust policy does on that view, and are judged
-            // in it (WIT 0.1.3, decision 0036).
-            let whole = req.in_whole_gpus();
-            assert_eq!(a.value, plugin_priority_preempt::PriorityPreempt::select_victims(&whole), "{name}: {}", s.name);
-            if req.has_gpu_side() {
-                assert_eq!(a.gpu_unit, paceline_plugin::GpuUnit::Whole, "{name}: {}", s.name);
-                continue;
-            }
+            // The ports build `preemption-gpu` (decision 0056): they see
+            // the GPU side, count shares in milli-GPUs as the Rust policy
+            // does, and are judged in milli-GPUs (WIT 0.1.3, decision 0036).
+            assert_eq!(a.value, plugin_priority_preempt::PriorityPreempt::select_victims(req), "{name}: {}", s.name);
+            assert_eq!(a.gpu_unit, paceline_plugin::GpuUnit::Milli, "{name}: {}", s.name);
             s.check(&Decision::Preemption(a.value)).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
@@ -164,6 +200,39 @@ fn placement_ports_decide_as_rust_binpack_on_generated_rounds() {
 }
 
 #[test]
+fn gpu_fgd_port_decides_as_rust_gpu_fgd_on_generated_gpu_rounds() {
+    let n = rounds();
+    for name in GPU_PLACEMENT_PORTS {
+        let reg = serving("placement/gpu", name);
+        let started = Instant::now();
+        let (mut placed, mut unplaced, mut shares, mut whole) = (0, 0, 0, 0);
+        for seed in 0..n {
+            let req = rounds_gen::gpu_placement(seed);
+            let a = reg.place("placement/gpu", &req).expect("answers");
+            assert_eq!(a.served_by, ServedBy::Version(format!("{name}@1")), "{name} seed {seed}: {:?}", a.faults);
+            let native = rust_fgd(&req);
+            assert_eq!(a.value, native, "{name} seed {seed}: differs from Rust gpu-fgd on {req:?}");
+            placed += native.assignments.len();
+            unplaced += native.unplaced.len();
+            for g in &native.grants {
+                match req.gpu_tasks[g.task as usize].milli {
+                    m if m < DEVICE_MILLI => shares += 1,
+                    _ => whole += 1,
+                }
+            }
+        }
+        eprintln!(
+            "{name}: {n} GPU rounds ({placed} tasks placed: {shares} shares and {whole} whole-GPU grants; {unplaced} \
+             unplaced) identical to Rust gpu-fgd in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        // Both outcomes and both kinds of grant, or the comparison proves little.
+        assert!(placed > 1000 && unplaced > 500, "placed {placed}, unplaced {unplaced}");
+        assert!(shares > 1000 && whole > 300, "shares {shares}, whole {whole}");
+    }
+}
+
+#[test]
 fn preemption_ports_decide_as_rust_priority_preempt_on_generated_rounds() {
     let n = rounds();
     for name in PREEMPTION_PORTS {
@@ -171,6 +240,7 @@ fn preemption_ports_decide_as_rust_priority_preempt_on_generated_rounds() {
         let started = Instant::now();
         let mut victims = 0;
         let mut empty = 0;
+        let (mut gpu_rounds, mut gpu_victims) = (0, 0);
         for seed in 0..n {
             let req = rounds_gen::preemption(seed);
             let a = reg.select_victims(&req).expect("answers");
@@ -179,12 +249,18 @@ fn preemption_ports_decide_as_rust_priority_preempt_on_generated_rounds() {
             assert_eq!(a.value, native, "{name} seed {seed}: differs from Rust priority-preempt on {req:?}");
             victims += native.len();
             empty += usize::from(native.is_empty());
+            if req.has_gpu_side() {
+                gpu_rounds += 1;
+                gpu_victims += native.iter().filter(|v| req.gpu_running[v.task as usize] > 0).count();
+            }
         }
         eprintln!(
-            "{name}: {n} rounds ({victims} victims) identical to Rust in {:.1} s",
+            "{name}: {n} rounds ({victims} victims; {gpu_rounds} rounds in milli-GPUs, {gpu_victims} victims \
+             holding GPU) identical to Rust in {:.1} s",
             started.elapsed().as_secs_f64()
         );
         assert!(victims > 1000 && empty > 50, "victims {victims}, rounds without any {empty}");
+        assert!(gpu_rounds > 300 && gpu_victims > 300, "GPU rounds {gpu_rounds}, victims holding GPU {gpu_victims}");
     }
 }
 
@@ -489,6 +565,162 @@ mod rounds_gen {
                 }
             })
             .collect();
-        PreemptionRequest { pools, running, needs, ..PreemptionRequest::default() }
+        let mut req = PreemptionRequest { pools, running, needs, ..PreemptionRequest::default() };
+        // A GPU side (WIT 0.1.3) on about two rounds in five, drawn after
+        // the rest so the other rounds are those of earlier runs.
+        if r.chance(40) {
+            add_gpu_side(r, &mut req);
+        }
+        req
+    }
+
+    /// Milli-GPUs for running tasks and needs: shares of one device, whole
+    /// devices and none; `gpus` set to the whole devices they round up to,
+    /// as the resource manager sends them. Pools' amounts are the sums of
+    /// their non-revocable tasks' (allocation) and drawn (reservation,
+    /// entitlement), some reservations above what is held.
+    fn add_gpu_side(r: &mut Mix, req: &mut PreemptionRequest) {
+        const SHAPES: [u64; 8] = [0, 0, 250, 300, 500, 700, 1000, 2000];
+        let draw = |r: &mut Mix| SHAPES[r.below(SHAPES.len() as u64) as usize];
+        req.gpu_running = req.running.iter().map(|_| draw(r)).collect();
+        for (t, &m) in req.running.iter_mut().zip(&req.gpu_running) {
+            t.resources.gpus = m.div_ceil(u64::from(DEVICE_MILLI));
+        }
+        req.gpu_needs = req.needs.iter().map(|_| [0, 250, 500, 1000, 1500, 3000][r.below(6) as usize]).collect();
+        for (n, &m) in req.needs.iter_mut().zip(&req.gpu_needs) {
+            n.resources.gpus = m.div_ceil(u64::from(DEVICE_MILLI));
+        }
+        let mut held = vec![0u64; req.pools.len()];
+        for (t, &m) in req.running.iter().zip(&req.gpu_running) {
+            if !t.revocable {
+                held[t.pool as usize] += m;
+            }
+        }
+        req.gpu_pools = held
+            .iter()
+            .map(|&allocation_milli| GpuPool {
+                reservation_milli: 250 * r.below(9),
+                entitlement_milli: 250 * r.below(13),
+                allocation_milli,
+            })
+            .collect();
+        for (p, g) in req.pools.iter_mut().zip(&req.gpu_pools) {
+            p.reservation.gpus = g.reservation_milli.div_ceil(u64::from(DEVICE_MILLI));
+            p.entitlement.gpus = g.entitlement_milli.div_ceil(u64::from(DEVICE_MILLI));
+            p.allocation.gpus = g.allocation_milli.div_ceil(u64::from(DEVICE_MILLI));
+        }
+    }
+
+    /// A GPU placement round (WIT 0.1.2): up to 12 hosts, most with 1 to 8
+    /// devices (wholly free, partly used by shares, or full; of two models
+    /// or unknown), some short of CPU or memory; up to 16 tasks in gangs of
+    /// 1 to 3 asking for shares, whole devices, several devices or none,
+    /// some for one model only; jobs with per-host limits and existing
+    /// tasks, eligible lists, and a workload of up to 6 classes (weights
+    /// from 0). Kept this small because the Python port runs it in an
+    /// interpreter inside the component: 1,000 rounds must fit a test.
+    pub fn gpu_placement(seed: u64) -> PlacementRequest {
+        let r = &mut Mix::new(seed ^ 0x0067_7075);
+        const ASKS: [u32; 10] = [0, 0, 100, 250, 300, 500, 700, 1000, 2000, 4000];
+        let n_hosts = r.below(13) as u32;
+        let symbols: Vec<String> = vec!["model-a".into(), "model-b".into()];
+        let mut hosts = Vec::new();
+        let mut gpu_hosts = Vec::new();
+        for _ in 0..n_hosts {
+            let n_devices = if r.chance(80) { 1 + r.below(8) } else { 0 };
+            let model = match r.below(3) {
+                0 => NO_VALUE,
+                m => (m - 1) as u32,
+            };
+            let devices: Vec<GpuDevice> = (0..n_devices)
+                .map(|_| GpuDevice {
+                    free_milli: if r.chance(60) {
+                        DEVICE_MILLI
+                    } else {
+                        [0, 100, 250, 300, 500, 700, 900][r.below(7) as usize]
+                    },
+                    model,
+                })
+                .collect();
+            let total = Resources {
+                cpu_millis: 1000 * (4 + r.below(61)),
+                memory_mib: 1024 * (8 + r.below(249)),
+                gpus: n_devices,
+                ..Resources::ZERO
+            };
+            let free = Resources {
+                cpu_millis: if r.chance(15) {
+                    r.below(2000)
+                } else {
+                    total.cpu_millis - r.below(total.cpu_millis / 2 + 1)
+                },
+                memory_mib: total.memory_mib - r.below(total.memory_mib / 2 + 1),
+                gpus: devices.iter().filter(|d| d.free_milli == DEVICE_MILLI).count() as u64,
+                ..Resources::ZERO
+            };
+            hosts.push(HostOffer { free, total });
+            gpu_hosts.push(GpuHost { devices });
+        }
+        let n_jobs = 1 + r.below(3) as u32;
+        let jobs: Vec<JobInfo> = (0..n_jobs)
+            .map(|_| {
+                let max_per_host = if r.chance(30) { 1 + r.below(2) as u32 } else { 0 };
+                let existing = if n_hosts > 0 && max_per_host > 0 && r.chance(50) {
+                    vec![HostCount { host: r.below(u64::from(n_hosts)) as u32, count: 1 }]
+                } else {
+                    Vec::new()
+                };
+                JobInfo { priority: r.below(5) as u32, max_per_host, spread_over: None, existing }
+            })
+            .collect();
+        let mut constraints = vec![ConstraintSet::default()];
+        if r.chance(40) {
+            constraints.push(ConstraintSet {
+                eligible: HostFilter::Only((0..n_hosts).filter(|_| r.chance(50)).collect()),
+                preferences: Vec::new(),
+            });
+        }
+        let n_tasks = r.below(17) as usize;
+        let (mut tasks, mut gpu_tasks) = (Vec::new(), Vec::new());
+        let mut gang = 0;
+        while tasks.len() < n_tasks {
+            let max_size = if r.chance(75) { 1 } else { 3 };
+            let size = (1 + r.below(max_size) as usize).min(n_tasks - tasks.len());
+            let job = r.below(u64::from(n_jobs)) as u32;
+            let milli = ASKS[r.below(ASKS.len() as u64) as usize];
+            let models = if milli > 0 && r.chance(15) { vec![r.below(2) as u32] } else { Vec::new() };
+            let demand = Resources {
+                cpu_millis: 500 * (1 + r.below(16)),
+                memory_mib: 1024 * (1 + r.below(32)),
+                gpus: u64::from(milli / DEVICE_MILLI),
+                ..Resources::ZERO
+            };
+            let set = r.below(constraints.len() as u64) as u32;
+            for i in 0..size {
+                tasks.push(Task { job, instance: i as u32, gang, demand, constraints: set, preferred_host: None });
+                gpu_tasks.push(GpuTask { milli, models: models.clone() });
+            }
+            gang += 1;
+        }
+        let gpu_workload: Vec<TaskClass> = (0..r.below(7))
+            .map(|_| TaskClass {
+                cpu_millis: 500 * (1 + r.below(16)),
+                memory_mib: 1024 * (1 + r.below(32)),
+                milli: ASKS[r.below(ASKS.len() as u64) as usize],
+                weight: r.below(50) as u32,
+            })
+            .collect();
+        PlacementRequest {
+            round: seed,
+            hosts,
+            attributes: Vec::new(),
+            symbols,
+            jobs,
+            constraints,
+            tasks,
+            gpu_hosts,
+            gpu_tasks,
+            gpu_workload,
+        }
     }
 }

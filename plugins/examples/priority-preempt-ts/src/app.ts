@@ -1,5 +1,7 @@
-// The component's entry module: its exports are the world's functions.
-import { exportPreemption } from '@paceline/plugin-sdk';
+// The component's entry module: its exports are the world's functions
+// (world `preemption-gpu`: `select-victims` and `select-victims-gpu`).
+import { exportPreemption, exportPreemptionGpu } from '@paceline/plugin-sdk';
 import { priorityPreempt } from './priority-preempt.ts';
 
 export const selectVictims = exportPreemption(priorityPreempt);
+export const selectVictimsGpu = exportPreemptionGpu(priorityPreempt);

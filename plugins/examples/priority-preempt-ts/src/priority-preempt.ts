@@ -11,8 +11,12 @@
  * is short of. A candidate is taken only if it frees a kind the need still
  * lacks; once covered, victims that turned out unnecessary are dropped
  * again, most valuable first. A need that cannot be covered takes no victims.
+ *
+ * GPU counts in milli-GPUs when the request carries its GPU side (world
+ * `preemption-gpu`, WIT 0.1.3): two tasks holding half a device each free
+ * one device, and a need of half a device is not paid with a whole one.
  */
-import { fitsIn, isZero, min, saturatingAdd, saturatingSub, ZERO } from '@paceline/plugin-sdk';
+import { fitsIn, inMilliGpus, isZero, min, saturatingAdd, saturatingSub, ZERO } from '@paceline/plugin-sdk';
 import type { Need, PreemptionPolicy, PreemptionRequest, Resources, RunningTask, Victim, VictimReason } from '@paceline/plugin-sdk';
 
 function keepsReservation(request: PreemptionRequest, allocation: Resources[], t: RunningTask, need: Need): boolean {
@@ -49,7 +53,8 @@ function compare(running: RunningTask[], a: number, b: number): number {
   return a - b;
 }
 
-export function select(request: PreemptionRequest): Victim[] {
+export function select(original: PreemptionRequest): Victim[] {
+  const request = inMilliGpus(original);
   const running = request.running;
   const taken = new Uint8Array(running.length);
   const allocation = request.pools.map((p) => p.allocation);
