@@ -312,6 +312,11 @@ impl Inner {
                             inner.progress(&run_id, run, o);
                         }
                     }
+                    Ok(Ok(None)) if run.kill_requested => {
+                        run.pod_gone = true;
+                        let message = format!("pod {ns}/{name} was evicted");
+                        inner.update(&run_id, run, RunState::Killed, None, None, None, "KILLED_BY_REQUEST", message);
+                    }
                     Ok(Ok(None)) => {
                         run.pod_gone = true;
                         let message = format!("pod {ns}/{name} was deleted by its owner");
@@ -321,6 +326,62 @@ impl Inner {
                     Err(_) => warn!(pod = name, "how a bound pod ended cannot be read: no answer"),
                 }
             });
+        }
+    }
+
+    /// Evicts the pod of a run that bound one (`pods/<name>/eviction`): the
+    /// API server refuses (429) while a PodDisruptionBudget allows no
+    /// disruption, and the kill fails saying so (the pod stays, its run
+    /// goes on); a pod already gone ends the run at once.
+    pub(crate) async fn evict(
+        &self,
+        host: &str,
+        run_id: &str,
+        ns: &str,
+        pod: &str,
+        grace: Option<std::time::Duration>,
+    ) -> Result<(), paceline_hostmgr::error::ProviderError> {
+        use paceline_hostmgr::error::ProviderError;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let ep = kube::api::EvictParams {
+            delete_options: Some(kube::api::DeleteParams {
+                grace_period_seconds: grace.map(|g| g.as_secs().min(u64::from(u32::MAX)) as u32),
+                ..kube::api::DeleteParams::default()
+            }),
+            ..kube::api::EvictParams::default()
+        };
+        let answer = tokio::time::timeout(self.config.call_timeout, api.evict(pod, &ep)).await;
+        let mut st = self.st();
+        match answer {
+            Ok(Ok(_)) => {
+                if let Some(run) = st.runs.get_mut(run_id) {
+                    // Ends when the watch sees the pod go (KILLED).
+                    run.kill_requested = true;
+                }
+                Ok(())
+            }
+            Ok(Err(e)) if is_status(&e, kube::core::Status::is_not_found) => {
+                if let Some(run) = st.runs.get_mut(run_id)
+                    && !run.terminal
+                {
+                    run.pod_gone = true;
+                    let message = format!("pod {ns}/{pod} was already gone");
+                    self.update(run_id, run, RunState::Killed, None, None, None, "KILLED_BY_REQUEST", message);
+                }
+                Ok(())
+            }
+            Ok(Err(e)) if is_status(&e, |s| s.code == 429) => Err(ProviderError::Remote {
+                host: host.to_string(),
+                message: format!("evicting pod {ns}/{pod}: refused by a PodDisruptionBudget ({})", api_message(&e)),
+            }),
+            Ok(Err(e)) => Err(ProviderError::Remote {
+                host: host.to_string(),
+                message: format!("evicting pod {ns}/{pod}: {}", api_message(&e)),
+            }),
+            Err(_) => Err(ProviderError::Timeout {
+                host: host.to_string(),
+                timeout_ms: self.config.call_timeout.as_millis() as u64,
+            }),
         }
     }
 }

@@ -493,30 +493,24 @@ impl Provider for KubernetesProvider {
 
     async fn kill(&self, host: &str, run_id: &str, grace_override: Option<Duration>) -> Result<(), ProviderError> {
         let inner = &self.inner;
-        let pod = {
+        // A pod Paceline bound but did not create is its owner's: evicted
+        // (the Eviction API, which honours its PodDisruptionBudgets), never
+        // deleted outright.
+        let (pod, evict) = {
             let mut st = inner.st();
             match st.runs.get_mut(run_id) {
                 Some(run) if run.terminal || run.pod_gone => return Ok(()),
-                Some(run) if run.namespace.is_some() => {
-                    // A pod Paceline bound but did not create is its owner's:
-                    // never deleted. The run ends here; the pod, still on its
-                    // node, counts as any other scheduler's from now on.
-                    run.kill_requested = true;
-                    let message = format!(
-                        "pod {}/{} is its owner's: Paceline stopped accounting for it and did not delete it",
-                        run.namespace.as_deref().unwrap_or(""),
-                        run.pod
-                    );
-                    inner.update(run_id, run, RunState::Killed, None, None, None, "KILLED_BY_REQUEST", message);
-                    return Ok(());
-                }
+                Some(run) if run.namespace.is_some() => (run.pod.clone(), run.namespace.clone()),
                 Some(run) => {
                     run.kill_requested = true;
-                    run.pod.clone()
+                    (run.pod.clone(), None)
                 }
-                None => pods::pod_name(run_id),
+                None => (pods::pod_name(run_id), None),
             }
         };
+        if let Some(ns) = evict {
+            return inner.evict(host, run_id, &ns, &pod, grace_override).await;
+        }
         let dp = DeleteParams {
             grace_period_seconds: grace_override.map(|g| g.as_secs().min(u64::from(u32::MAX)) as u32),
             ..DeleteParams::default()

@@ -21,9 +21,17 @@ use crate::state::lock;
 struct Unit {
     id: String,
     pool: String,
+    /// The largest `spec.priority` of its pods.
+    priority: i32,
     gang: Option<Group>,
     pods: Vec<(String, PodRef, TaskSpec)>,
 }
+
+/// Waiting pods asked why they wait per report (once a second).
+const ASKED_PER_REPORT: usize = 200;
+
+/// Refused pods are judged again this often.
+const REJUDGE_REFUSED: Duration = Duration::from_secs(30);
 
 /// A gang member judged fit: uid, pool, group, task.
 type Member = (String, String, Group, TaskSpec);
@@ -33,6 +41,8 @@ pub(crate) struct Runner {
     config: PodSchedulerConfig,
     jobs: Arc<dyn PodJobs>,
     state: Arc<Mutex<Sched>>,
+    /// Where the next report starts among the waiting pods.
+    cursor: Mutex<usize>,
 }
 
 impl Runner {
@@ -42,13 +52,14 @@ impl Runner {
         jobs: Arc<dyn PodJobs>,
         state: Arc<Mutex<Sched>>,
     ) -> Self {
-        Runner { provider, config, jobs, state }
+        Runner { provider, config, jobs, state, cursor: Mutex::new(0) }
     }
 
     pub(crate) async fn run(self) {
         let mut tick = tokio::time::interval(self.config.loop_interval.max(Duration::from_millis(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_report = Instant::now();
+        let mut last_retry = Instant::now();
         loop {
             tick.tick().await;
             {
@@ -64,6 +75,16 @@ impl Runner {
             if last_report.elapsed() >= Duration::from_secs(1) {
                 last_report = Instant::now();
                 self.report().await;
+            }
+            if last_retry.elapsed() >= REJUDGE_REFUSED {
+                // What refused them may have changed elsewhere (a pool
+                // created, a node labelled); the same refusal writes nothing.
+                last_retry = Instant::now();
+                for e in lock(&self.state).pods.values_mut() {
+                    if matches!(e.phase, Phase::Refused(_)) {
+                        e.phase = Phase::New;
+                    }
+                }
             }
         }
     }
@@ -128,6 +149,7 @@ impl Runner {
                     Ok((pool, None, task)) => units.push(Unit {
                         id: job_id(SINGLE_PREFIX, &[uid.as_str()], e.attempt),
                         pool,
+                        priority: priority_of(&e.pod),
                         gang: None,
                         pods: vec![(uid.clone(), e.r.clone(), task)],
                     }),
@@ -159,6 +181,7 @@ impl Runner {
                     units.push(Unit {
                         id: job_id(GANG_PREFIX, &uids, attempt),
                         pool: chunk[0].1.clone(),
+                        priority: chunk.iter().map(|m| priority_of(&pods[&m.0].pod)).max().unwrap_or(0),
                         gang: Some(chunk[0].2.clone()),
                         pods: chunk.iter().map(|m| (m.0.clone(), pods[&m.0].r.clone(), m.3.clone())).collect(),
                     });
@@ -247,6 +270,26 @@ impl Runner {
                 .map(|(u, e)| (u.clone(), e.r.clone(), e.phase.clone()))
                 .collect()
         };
+        // Never-reported pods first, then the rest from a cursor that moves
+        // on each time, and at most `ASKED_PER_REPORT` of them asked about:
+        // why-pending counts the hosts, which must not happen for every one
+        // of ten thousand waiting pods every second.
+        let mut due = due;
+        let start = {
+            let mut cursor = lock(&self.cursor);
+            *cursor = cursor.wrapping_add(ASKED_PER_REPORT);
+            *cursor % due.len().max(1)
+        };
+        due.rotate_left(start);
+        let fresh: std::collections::HashSet<String> = {
+            let st = lock(&self.state);
+            due.iter()
+                .filter(|d| st.pods.get(&d.0).is_some_and(|e| e.reported.is_none()))
+                .map(|d| d.0.clone())
+                .collect()
+        };
+        due.sort_by_key(|d| !fresh.contains(&d.0));
+        due.truncate(ASKED_PER_REPORT);
         let mut reports = Vec::new();
         for (uid, r, phase) in due {
             let (reason, message) = match phase {
@@ -299,6 +342,12 @@ impl Runner {
     }
 }
 
+/// A pod's priority (`spec.priority`, its priority class's value, which
+/// admission fills in).
+fn priority_of(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
 /// The job id of pods (by uid) at their `attempt`-th job: a single pod's
 /// names its uid; a gang's, a hash of its members' uids.
 fn job_id(prefix: &str, uids: &[&str], attempt: u32) -> String {
@@ -325,6 +374,7 @@ fn job_config(u: &Unit) -> JobConfig {
         }
     }
     let names: Vec<&str> = u.pods.iter().map(|p| p.1.name.as_str()).collect();
+    let priority = u.priority;
     JobConfig {
         name: u.gang.as_ref().map_or_else(|| first.1.name.clone(), |g| g.name.clone()),
         owner: first.1.namespace.clone(),
@@ -333,8 +383,11 @@ fn job_config(u: &Unit) -> JobConfig {
         instance_count: n,
         sla: Sla {
             min_running_instances: (n > 1).then_some(n),
-            // Paceline evicts nothing it bound yet (the Eviction API is not wired).
-            preemptible: false,
+            // The pod's priority (its priority class's value); negative ones are 0.
+            priority: u32::try_from(priority.max(0)).unwrap_or(0),
+            // Preemptible (elastic shares above the pool's reservation); a
+            // preempted pod is evicted, as its PodDisruptionBudgets allow.
+            preemptible: true,
             ..Sla::default()
         },
         default_task: first.2.clone(),

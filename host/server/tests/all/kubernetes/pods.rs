@@ -417,3 +417,44 @@ async fn kubernetes_podsched_a_restarted_paceline_binds_nothing_twice() {
         assert!(c.cluster.jobs.get(&format!("k8spod-{uid}-r1")).await.is_err(), "{name}: no second job");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_kill_evicts_through_the_eviction_api_and_a_pdb_stops_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = fresh_nodes("kpevict", 1, 4);
+    let ns = namespace("evict", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpevict", names.clone(), &[&ns]).await;
+    for app in ["guarded", "free"] {
+        apply(&pod(&ns, app, "500m", serde_json::json!({"labels": {"app": app}}), serde_json::json!({})));
+    }
+    let pdb = serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-one", "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}});
+    apply(&pdb.to_string());
+    until("both bound", 60, || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count() == 2).await;
+    // The disruption controller counts the guarded pod healthy: no disruption allowed.
+    until("the budget observed", 60, || {
+        kubectl(&["get", "pdb", "-n", &ns, "keep-one", "-o", "jsonpath={.status.currentHealthy}"]) == "1"
+    })
+    .await;
+    let pods = pods_of(&ns);
+    let job = |name: &str| format!("k8spod-{}", pods[name].1);
+    c.wait("both running", 30, async |c| {
+        let mut all = true;
+        for p in ["guarded", "free"] {
+            all &= c.cluster.jobs.get(&job(p)).await.expect("job").tasks.iter().all(|t| t.state == TaskState::Running);
+        }
+        all
+    })
+    .await;
+    c.cluster.jobs.kill(&job("free"), None).await.expect("kill");
+    until("the free pod evicted", 60, || !pods_of(&ns).contains_key("free")).await;
+    c.wait("its task killed", 30, async |c| {
+        c.cluster.jobs.get(&job("free")).await.expect("job").tasks.iter().all(|t| t.state == TaskState::Killed)
+    })
+    .await;
+    c.cluster.jobs.kill(&job("guarded"), None).await.expect("kill");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(pods_of(&ns).get("guarded").map(|p| p.0.clone()), Some(names[0].clone()), "the budget kept it");
+}
