@@ -58,7 +58,8 @@ fn fresh_nodes(test: &str, n: usize, cpu: u32) -> Vec<String> {
 }
 
 /// The cluster (as [`super::start`], with pools `/pods-a` and `/pods-b`
-/// besides `/team`, made at assembly so that a restart recovers jobs in
+/// (reserving more than any test uses) and `/fair-1` and `/fair-3` (no
+/// reservation, shares 1 and 3) besides `/team`, made at assembly so that a restart recovers jobs in
 /// them) and the pod scheduler watching `namespaces` only.
 async fn start_pods(
     dir: &std::path::Path,
@@ -97,6 +98,10 @@ async fn start_pods(
             let big = PerKind { cpu: 1_000_000, memory: 1 << 30, disk: 1 << 30, gpu: 0 };
             for p in ["/team", "/pods-a", "/pods-b"] {
                 rm.create_pool(p, PoolSpec { reservation: big, ..PoolSpec::default() }).expect("pool");
+            }
+            // No reservation, shares 1 and 3: what is there is divided 1:3.
+            for (p, share) in [("/fair-1", 1), ("/fair-3", 3)] {
+                rm.create_pool(p, PoolSpec { share: PerKind::splat(share), ..PoolSpec::default() }).expect("pool");
             }
         },
     )
@@ -457,4 +462,36 @@ async fn kubernetes_podsched_a_kill_evicts_through_the_eviction_api_and_a_pdb_st
     c.cluster.jobs.kill(&job("guarded"), None).await.expect("kill");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(pods_of(&ns).get("guarded").map(|p| p.0.clone()), Some(names[0].clone()), "the budget kept it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_two_namespaces_share_the_cluster_by_their_pools_shares() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 8 CPU. Pools /fair-1 and /fair-3: no reservation, shares 1 and 3,
+    // each asked for 8 pods of 1 CPU. Max-min by share: 8 × 1/4 = 2 and
+    // 8 × 3/4 = 6, both asking more than that, so 2 and 6 (memory: 2 and 6
+    // pods of 500 MiB, within 1/4 and 3/4 of 16 GiB).
+    let names = fresh_nodes("kpfair", 2, 4);
+    let one = namespace("fair1", Some("/fair-1"));
+    let three = namespace("fair3", Some("/fair-3"));
+    let _cleanup = Cleanup(vec![one.clone(), three.clone()]);
+    for ns in [&one, &three] {
+        let deployment = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "work", "namespace": ns},
+            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "work"}},
+                "template": {"metadata": {"labels": {"app": "work"}}, "spec": {
+                    "schedulerName": "paceline", "automountServiceAccountToken": false,
+                    "containers": [{"name": "c", "image": "nginx",
+                        "resources": {"requests": {"cpu": "1", "memory": "500Mi"}}}]}}}
+        });
+        apply(&deployment.to_string());
+    }
+    until("16 pods pending", 60, || pods_of(&one).len() == 8 && pods_of(&three).len() == 8).await;
+    // Both namespaces' pods are there before Paceline looks: neither gets a head start.
+    let (_c, _sched) = start_pods(dir.path(), "kpfair", names.clone(), &[&one, &three]).await;
+    let bound = |ns: &str| pods_of(ns).values().filter(|p| !p.0.is_empty()).count();
+    until("2 and 6 bound", 90, || bound(&one) == 2 && bound(&three) == 6).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!((bound(&one), bound(&three)), (2, 6), "still 1:3");
 }
