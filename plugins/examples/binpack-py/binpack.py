@@ -12,7 +12,9 @@ Like the Rust policy it has two paths that score slightly differently, and
 the port keeps both: a task with no constraint, preference, per-host limit,
 GPU or port goes through `best_fit_all` (32-bit free capacity, weights
 2**31 // total, the host's free GPUs counted in its score); every other task
-through `Round.pick_min_by_key` with the SDK's `ScoreScale`.
+through `Round.pick_min_by_key` with the SDK's `ScoreScale`, and for a GPU
+ask (world `placement-gpu`) the milli-GPUs left on the host last, the
+devices the runtime's default (`Round.assign`).
 """
 
 from paceline_plugin import (
@@ -23,7 +25,7 @@ from paceline_plugin import (
     UnplacedReason,
     place_gangs,
 )
-from paceline_plugin.resources import fits_in, saturating_sub
+from paceline_plugin.resources import saturating_sub
 
 U32_MAX = 0xFFFF_FFFF
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
@@ -107,9 +109,10 @@ def best_fit(round, compact, t):
     request = round.request
     task = request.tasks[t]
     demand = task.demand
+    gpu = round.gpu_task(t).milli
     p = task.preferred_host
-    if p is not None and p < len(round.free):
-        if fits_in(demand, round.free[p]) and not round.at_max_per_host(task.job, p) and _eligible_host(round, task, p):
+    if p is not None and round.fits(t, p):
+        if not round.at_max_per_host(task.job, p) and _eligible_host(round, task, p):
             return p
     jobs = request.jobs
     limited = task.job < len(jobs) and jobs[task.job].max_per_host > 0
@@ -120,6 +123,7 @@ def best_fit(round, compact, t):
         and not limited
         and not has_preferences
         and demand.gpus == 0
+        and gpu == 0
         and demand.ports == 0
         and demand.cpu_millis <= U32_MAX
         and demand.memory_mib <= U32_MAX
@@ -132,7 +136,10 @@ def best_fit(round, compact, t):
 
     def key(h):
         leftover = saturating_sub(free[h], demand)
-        return (-round.preference_score(task, h), scales[h].score(leftover))
+        # For a GPU ask, then the host with the fewest milli-GPUs left
+        # (shares pack onto started devices), as the Rust policy.
+        gpu_left = sum(round.gpu_free[h]) if gpu > 0 and h < len(round.gpu_free) else 0
+        return (-round.preference_score(task, h), scales[h].score(leftover), gpu_left)
 
     return round.pick_min_by_key(t, key)
 

@@ -4,7 +4,9 @@
 //! - the ports of `binpack` and `priority-preempt` decide exactly as the Rust
 //!   policies on every scenario file and on generated rounds (1,000 of each
 //!   world by default; `PACELINE_EQUIV_ROUNDS` asks for more);
-//! - the GPU worlds (decision 0056): the Python port of `gpu-fgd`
+//! - the GPU worlds (decision 0056): the `binpack` ports build
+//!   `placement-gpu` and decide as the Rust `binpack` on 1,000 generated GPU
+//!   rounds too; the Python port of `gpu-fgd`
 //!   (`placement-gpu`) decides exactly as the Rust `gpu-fgd`, device grants
 //!   included, on every GPU scenario file and on 1,000 generated GPU
 //!   rounds; the `priority-preempt` ports build `preemption-gpu` and decide
@@ -196,6 +198,24 @@ fn placement_ports_decide_as_rust_binpack_on_generated_rounds() {
         );
         // The generator must exercise both outcomes, or the comparison proves little.
         assert!(placed > 1000 && unplaced > 1000, "placed {placed}, unplaced {unplaced}");
+        // GPU rounds (the ports build `placement-gpu`): the same devices
+        // as the Rust binpack, which leaves them to the runtime's default.
+        let started = Instant::now();
+        let mut grants = 0;
+        for seed in 0..n {
+            let req = rounds_gen::gpu_placement(seed);
+            let a = reg.place("placement/batch", &req).expect("answers");
+            assert_eq!(a.served_by, ServedBy::Version(format!("{name}@1")), "{name} GPU seed {seed}: {:?}", a.faults);
+            let mut native = plugin_binpack::Binpack::place(&req);
+            paceline_plugin_sdk::placement::complete_grants(&req, &mut native);
+            assert_eq!(a.value, native, "{name} GPU seed {seed}: differs from Rust binpack on {req:?}");
+            grants += native.grants.len();
+        }
+        eprintln!(
+            "{name}: {n} GPU rounds ({grants} device grants) identical to Rust in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        assert!(grants > 1000, "grants {grants}");
     }
 }
 

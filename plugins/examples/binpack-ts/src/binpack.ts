@@ -14,7 +14,7 @@
  * floor(2^31 / total), the host's free GPUs counted in its score); every
  * other task through `Round.pickMinByKey` with the SDK's `ScoreScale`.
  */
-import { fitsIn, placeGangs, Round, saturatingSub } from '@paceline/plugin-sdk';
+import { placeGangs, Round, saturatingSub } from '@paceline/plugin-sdk';
 import type { PlacementPolicy, PlacementRequest, PlacementResult, Task, UnplacedReason } from '@paceline/plugin-sdk';
 
 const U32_MAX = 0xffff_ffff;
@@ -110,11 +110,9 @@ export function bestFit(round: Round, compact: Compact, t: number): number | Unp
   const request = round.request;
   const task = request.tasks[t];
   const demand = task.demand;
+  const gpu = round.gpuTask(t).milli;
   const p = task.preferredHost;
-  if (p !== undefined) {
-    const free = round.free[p];
-    if (free !== undefined && fitsIn(demand, free) && !round.atMaxPerHost(task.job, p) && eligibleHost(round, task, p)) return p;
-  }
+  if (p !== undefined && round.fits(t, p) && !round.atMaxPerHost(task.job, p) && eligibleHost(round, task, p)) return p;
   const limited = (request.jobs[task.job]?.maxPerHost ?? 0) > 0;
   const hasPreferences = (request.constraints[task.constraints]?.preferences.length ?? 0) > 0;
   const fast =
@@ -122,6 +120,7 @@ export function bestFit(round: Round, compact: Compact, t: number): number | Unp
     !limited &&
     !hasPreferences &&
     demand.gpus === 0 &&
+    gpu === 0 &&
     demand.ports === 0 &&
     demand.cpuMillis <= U32_MAX &&
     demand.memoryMib <= U32_MAX &&
@@ -130,7 +129,10 @@ export function bestFit(round: Round, compact: Compact, t: number): number | Unp
     const h = bestFitAll(compact, demand.cpuMillis, demand.memoryMib, demand.diskMib);
     return h >= 0 ? h : 'insufficient-resources';
   }
-  return round.pickMinByKey(t, (h) => [-round.preferenceScore(task, h), round.scales[h].score(saturatingSub(round.free[h], demand))]);
+  // For a GPU ask, then the host with the fewest milli-GPUs left (shares
+  // pack onto started devices), as the Rust policy.
+  const gpuLeft = (h: number) => (gpu > 0 ? (round.gpuFree[h] ?? []).reduce((a, f) => a + f, 0) : 0);
+  return round.pickMinByKey(t, (h) => [-round.preferenceScore(task, h), round.scales[h].score(saturatingSub(round.free[h], demand)), gpuLeft(h)]);
 }
 
 /** The best-fit policy. */
