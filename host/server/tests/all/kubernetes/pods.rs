@@ -495,3 +495,42 @@ async fn kubernetes_podsched_two_namespaces_share_the_cluster_by_their_pools_sha
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!((bound(&one), bound(&three)), (2, 6), "still 1:3");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_placement_hot_swap_while_pods_are_bound_fails_none() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = fresh_nodes("kpswap", 4, 4);
+    let ns = namespace("swap", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpswap", names.clone(), &[&ns]).await;
+    // Pods are batch jobs: the slot is placement/batch (binpack by default).
+    let slot = "placement/batch";
+    let registry = c.cluster.registry.clone();
+    tokio::task::spawn_blocking(move || {
+        let spread = paceline_plugin::builtins::by_name("spread").expect("the built-in spread policy");
+        registry.deploy(slot, "spread", "1", spread.bytes, paceline_plugin::DeployOptions::default())
+    })
+    .await
+    .expect("join")
+    .expect("deploys");
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "many", "namespace": ns},
+        "spec": {"replicas": 300, "selector": {"matchLabels": {"app": "many"}},
+            "template": {"metadata": {"labels": {"app": "many"}}, "spec": {
+                "schedulerName": "paceline", "automountServiceAccountToken": false,
+                "containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"cpu": "50m", "memory": "100Mi"}}}]}}}
+    });
+    apply(&deployment.to_string());
+    let bound = || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count();
+    until("the first pods bound", 60, || bound() >= 1).await;
+    c.cluster.registry.activate(slot, "spread@1").expect("activates");
+    let swapped_at = bound();
+    until("all 300 bound", 120, || bound() == 300).await;
+    assert!(swapped_at < 300, "the swap happened while pods were being bound ({swapped_at} of 300 then)");
+    assert_eq!(c.cluster.registry.active(slot).expect("slot").as_deref(), Some("spread@1"));
+    for (name, (_, uid, run)) in pods_of(&ns) {
+        assert_eq!(run, format!("k8spod-{uid}-0-1"), "{name}: bound by its first run, none refused");
+    }
+}
