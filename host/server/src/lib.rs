@@ -11,7 +11,8 @@
 //!   and the host-event fan-out ([`cluster`]), the adapters between the
 //!   plugin registry and the roles ([`wiring`]), high availability
 //!   ([`ha`], [`leader`]), the Prometheus registry and its collectors
-//!   ([`metrics`]). It meters the store (`paceline_storage::metered`) and
+//!   ([`metrics`]), the pod scheduler's port onto the job manager
+//!   ([`kubernetes_pods`]). It meters the store (`paceline_storage::metered`) and
 //!   starts the job manager's retention of finished jobs on the leader.
 //! - **Receives**: a parsed configuration, listeners, a store.
 //! - **Hands on**: running processes with handles to stop them; every
