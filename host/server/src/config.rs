@@ -448,4 +448,18 @@ mod tests {
         assert_eq!(ServerConfig::default().retention, paceline_jobmgr::retention::RetentionConfig::default());
         assert!(serde_yaml::from_str::<ServerConfig>("retention: {max_days: 7}").is_err());
     }
+
+    #[test]
+    fn the_pod_scheduler_is_off_unless_configured_and_refuses_typos() {
+        let on = "hosts: {provider: kubernetes, pod_scheduler: {namespaces: [team-a], default_pool: /shared}}";
+        let c: ServerConfig = serde_yaml::from_str(on).expect("parses");
+        let HostsConfig::Kubernetes { pod_scheduler: Some(p), .. } = &c.hosts else { panic!("{:?}", c.hosts) };
+        let config = p.config();
+        assert_eq!(config.scheduler_name, "paceline");
+        assert_eq!((config.namespaces, config.default_pool), (vec!["team-a".to_string()], Some("/shared".into())));
+        let off: ServerConfig = serde_yaml::from_str("hosts: {provider: kubernetes}").expect("parses");
+        assert!(matches!(off.hosts, HostsConfig::Kubernetes { pod_scheduler: None, .. }));
+        let typo = "hosts: {provider: kubernetes, pod_scheduler: {namespace: [a]}}";
+        assert!(serde_yaml::from_str::<ServerConfig>(typo).is_err(), "a misspelt key is refused");
+    }
 }
