@@ -633,7 +633,8 @@ mod rounds_gen {
 
     /// A GPU placement round (WIT 0.1.2): up to 12 hosts, most with 1 to 8
     /// devices (wholly free, partly used by shares, or full; of two models
-    /// or unknown), some short of CPU or memory; up to 16 tasks in gangs of
+    /// or unknown), some short of CPU or memory, in half the rounds all of
+    /// one shape; up to 16 tasks in gangs of
     /// 1 to 3 asking for shares, whole devices, several devices or none,
     /// some for one model only; jobs with per-host limits and existing
     /// tasks, eligible lists, and a workload of up to 6 classes (weights
@@ -644,6 +645,10 @@ mod rounds_gen {
         const ASKS: [u32; 10] = [0, 0, 100, 250, 300, 500, 700, 1000, 2000, 4000];
         let n_hosts = r.below(13) as u32;
         let symbols: Vec<String> = vec!["model-a".into(), "model-b".into()];
+        // Half the rounds on hosts of one shape with CPU and memory wholly
+        // free: hosts then differ only in their devices, so the policies'
+        // GPU tie-breakers (milli-GPUs left, the fullest device) decide.
+        let uniform = if r.chance(50) { Some((1000 * (4 + r.below(61)), 1024 * (8 + r.below(249)))) } else { None };
         let mut hosts = Vec::new();
         let mut gpu_hosts = Vec::new();
         for _ in 0..n_hosts {
@@ -662,21 +667,21 @@ mod rounds_gen {
                     model,
                 })
                 .collect();
-            let total = Resources {
-                cpu_millis: 1000 * (4 + r.below(61)),
-                memory_mib: 1024 * (8 + r.below(249)),
-                gpus: n_devices,
-                ..Resources::ZERO
-            };
-            let free = Resources {
-                cpu_millis: if r.chance(15) {
-                    r.below(2000)
-                } else {
-                    total.cpu_millis - r.below(total.cpu_millis / 2 + 1)
-                },
-                memory_mib: total.memory_mib - r.below(total.memory_mib / 2 + 1),
-                gpus: devices.iter().filter(|d| d.free_milli == DEVICE_MILLI).count() as u64,
-                ..Resources::ZERO
+            let (cpu, memory) = uniform.unwrap_or_else(|| (1000 * (4 + r.below(61)), 1024 * (8 + r.below(249))));
+            let total = Resources { cpu_millis: cpu, memory_mib: memory, gpus: n_devices, ..Resources::ZERO };
+            let free = if uniform.is_some() {
+                Resources { gpus: devices.iter().filter(|d| d.free_milli == DEVICE_MILLI).count() as u64, ..total }
+            } else {
+                Resources {
+                    cpu_millis: if r.chance(15) {
+                        r.below(2000)
+                    } else {
+                        total.cpu_millis - r.below(total.cpu_millis / 2 + 1)
+                    },
+                    memory_mib: total.memory_mib - r.below(total.memory_mib / 2 + 1),
+                    gpus: devices.iter().filter(|d| d.free_milli == DEVICE_MILLI).count() as u64,
+                    ..Resources::ZERO
+                }
             };
             hosts.push(HostOffer { free, total });
             gpu_hosts.push(GpuHost { devices });
