@@ -71,7 +71,7 @@ pub mod tasks;
 pub mod watch;
 pub mod web;
 
-pub use pools::{RestoreError, apply_pools, restore_pools};
+pub use paceline_jobmgr::pools::{RestoreError, apply_pools, restore_pools};
 /// Re-exported so clients (and tests) can check health without their own dependency.
 pub use tonic_health;
 
@@ -86,6 +86,8 @@ pub struct Roles {
     pub hosts: Arc<dyn paceline_hostmgr::HostAccess>,
     /// Pools, entitlement, admission.
     pub resmgr: Arc<Mutex<paceline_resmgr::ResourceManager>>,
+    /// Pool changes (one per cluster: the gRPC and web surfaces share it).
+    pub pools: Arc<paceline_jobmgr::PoolManager>,
     /// Plugin slots.
     pub registry: Arc<paceline_plugin::Registry>,
     /// The cluster's store (pool specs live here).
@@ -253,7 +255,7 @@ pub async fn router(roles: Roles, config: &ApiConfig) -> Result<ApiRouter, ApiEr
         .add_service(limited!(TaskServiceServer, tasks::TaskApi::new(roles.jobs.clone(), roles.hosts.clone()), config))
         .add_service(limited!(
             PoolServiceServer,
-            pools::PoolApi::new(roles.resmgr.clone(), roles.store.clone()),
+            pools::PoolApi::new(roles.resmgr.clone(), roles.pools.clone()),
             config
         ))
         .add_service(limited!(HostServiceServer, hosts::HostApi::new(roles.hosts.clone()), config))

@@ -1,68 +1,22 @@
-//! `PoolService`: the pool tree. A change is applied to the resource manager
-//! first (which checks it against the tree) and then persisted as the
-//! spec's JSON under the pool's path; if the write fails the in-memory
-//! change is undone, so memory never holds a pool the store would lose.
-//! [`restore_pools`] reads them back at start.
+//! `PoolService`: the pool tree on the wire. Reads come from the resource
+//! manager; changes go through the cluster's one
+//! [`PoolManager`](paceline_jobmgr::PoolManager), which applies, stores and
+//! undoes them (the web UI uses the same one). This module translates specs
+//! and errors, and warns of reservations above the cluster's capacity.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use paceline_jobmgr::{PoolChangeError, PoolManager};
 use paceline_model::pending::human;
 use paceline_model::pool::{PerKind, PoolSpec, PoolType, QueuePolicy, ResourceKind, UNLIMITED};
 use paceline_model::resources::GPU_MILLI;
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::pool_service_server::PoolService;
-use paceline_resmgr::{PoolError, ResourceManager};
-use paceline_storage::Store;
+use paceline_resmgr::ResourceManager;
 use tonic::{Request, Response, Status};
 
 use crate::convert::{FieldError, resources_pb};
 use crate::status;
-
-/// Why stored pools could not be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
-    /// The store failed.
-    #[error("reading pools: {0}")]
-    Store(#[from] paceline_storage::StoreError),
-    /// A stored spec is not a pool spec.
-    #[error("pool {path}: stored spec does not decode: {source}")]
-    Decode {
-        /// The pool.
-        path: String,
-        /// Why.
-        source: serde_json::Error,
-    },
-}
-
-/// Every stored pool with its spec, parents before children, ready for
-/// [`apply_pools`] (or `ResourceManager::create_pool`) before the job
-/// manager recovers.
-pub async fn restore_pools(store: &dyn Store) -> Result<Vec<(String, PoolSpec)>, RestoreError> {
-    let mut pools = store
-        .list_pools()
-        .await?
-        .into_iter()
-        .map(|(path, bytes)| match serde_json::from_slice::<PoolSpec>(&bytes) {
-            Ok(spec) => Ok((path, spec)),
-            Err(source) => Err(RestoreError::Decode { path, source }),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    // Depth first, then path: every parent precedes its children.
-    pools.sort_by(|(a, _), (b, _)| a.matches('/').count().cmp(&b.matches('/').count()).then_with(|| a.cmp(b)));
-    Ok(pools)
-}
-
-/// Creates (or, when it exists, updates) each pool in order.
-pub fn apply_pools(rm: &mut ResourceManager, pools: &[(String, PoolSpec)]) -> Result<(), PoolError> {
-    for (path, spec) in pools {
-        if rm.tree().id(path).is_some() {
-            rm.update_pool(path, spec.clone())?;
-        } else {
-            rm.create_pool(path, spec.clone())?;
-        }
-    }
-    Ok(())
-}
 
 /// Per-kind values to the wire; amounts carry GPU both as whole devices
 /// (`gpu`, rounded down) and as milli-GPUs (`gpu_milli`).
@@ -203,9 +157,7 @@ fn per_kind(r: &paceline_model::Resources) -> pb::PerKind {
 #[derive(Clone)]
 pub struct PoolApi {
     resmgr: Arc<Mutex<ResourceManager>>,
-    store: Arc<dyn Store>,
-    /// Serialises changes so each store write matches the memory it follows.
-    changes: Arc<tokio::sync::Mutex<()>>,
+    pools: Arc<PoolManager>,
 }
 
 impl std::fmt::Debug for PoolApi {
@@ -215,9 +167,9 @@ impl std::fmt::Debug for PoolApi {
 }
 
 impl PoolApi {
-    /// Over the cluster's resource manager and store.
-    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, store: Arc<dyn Store>) -> PoolApi {
-        PoolApi { resmgr, store, changes: Arc::new(tokio::sync::Mutex::new(())) }
+    /// Reading the cluster's resource manager, changing through its pool manager.
+    pub fn new(resmgr: Arc<Mutex<ResourceManager>>, pools: Arc<PoolManager>) -> PoolApi {
+        PoolApi { resmgr, pools }
     }
 
     fn rm(&self) -> Result<MutexGuard<'_, ResourceManager>, Status> {
@@ -255,11 +207,6 @@ impl PoolApi {
             todo.extend(tree.children(id));
         }
         out
-    }
-
-    async fn persist(&self, path: &str, spec: &PoolSpec) -> Result<(), Status> {
-        let bytes = serde_json::to_vec(spec).map_err(|e| Status::internal(format!("encoding pool spec: {e}")))?;
-        self.store.put_pool(path, &bytes).await.map_err(|e| Status::unavailable(format!("storing pool {path}: {e}")))
     }
 }
 
@@ -313,6 +260,17 @@ fn spec_in(spec: Option<&pb::PoolSpec>) -> Result<PoolSpec, Status> {
     Ok(spec)
 }
 
+/// A refused or failed pool change, as the API answers it (the store's
+/// failure is UNAVAILABLE: the change was undone and may be tried again).
+fn change(e: PoolChangeError) -> Status {
+    match e {
+        PoolChangeError::Refused(e) => status::pool(e),
+        PoolChangeError::NotFound(path) => Status::not_found(format!("path: no pool {path}")),
+        PoolChangeError::Encode { .. } => Status::internal(e.to_string()),
+        PoolChangeError::Store { .. } => Status::unavailable(e.to_string()),
+    }
+}
+
 #[tonic::async_trait]
 impl PoolService for PoolApi {
     async fn create_pool(
@@ -322,19 +280,7 @@ impl PoolService for PoolApi {
         let r = request.get_ref();
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
-        let _serial = self.changes.lock().await;
-        let capacity = {
-            let mut rm = self.rm()?;
-            rm.create_pool(&r.path, spec.clone()).map_err(status::pool)?;
-            rm.capacity()
-        };
-        if let Err(e) = self.persist(&r.path, &spec).await {
-            if let Err(undo) = self.rm()?.delete_pool(&r.path) {
-                tracing::error!(pool = %r.path, error = %undo, "could not undo a pool that was not stored");
-            }
-            return Err(e);
-        }
-        tracing::info!(pool = %r.path, "pool created");
+        let capacity = self.pools.create(&r.path, spec.clone()).await.map_err(change)?;
         let warnings = warned(&r.path, reservation_warnings(&r.path, &spec, &capacity));
         Ok(Response::new(pb::CreatePoolResponse { warnings }))
     }
@@ -354,21 +300,7 @@ impl PoolService for PoolApi {
         let r = request.get_ref();
         path_of(&r.path)?;
         let spec = spec_in(r.spec.as_ref())?;
-        let _serial = self.changes.lock().await;
-        let (before, capacity) = {
-            let mut rm = self.rm()?;
-            let before =
-                rm.pool_status(&r.path).ok_or_else(|| Status::not_found(format!("path: no pool {}", r.path)))?.spec;
-            rm.update_pool(&r.path, spec.clone()).map_err(status::pool)?;
-            (before, rm.capacity())
-        };
-        if let Err(e) = self.persist(&r.path, &spec).await {
-            if let Err(undo) = self.rm()?.update_pool(&r.path, before) {
-                tracing::error!(pool = %r.path, error = %undo, "could not undo a pool change that was not stored");
-            }
-            return Err(e);
-        }
-        tracing::info!(pool = %r.path, "pool updated");
+        let capacity = self.pools.update(&r.path, spec.clone()).await.map_err(change)?;
         let warnings = warned(&r.path, reservation_warnings(&r.path, &spec, &capacity));
         Ok(Response::new(pb::UpdatePoolResponse { warnings }))
     }
@@ -379,20 +311,7 @@ impl PoolService for PoolApi {
     ) -> Result<Response<pb::DeletePoolResponse>, Status> {
         let path = &request.get_ref().path;
         path_of(path)?;
-        let _serial = self.changes.lock().await;
-        let before = {
-            let mut rm = self.rm()?;
-            let before = rm.pool_status(path).ok_or_else(|| Status::not_found(format!("path: no pool {path}")))?.spec;
-            rm.delete_pool(path).map_err(status::pool)?;
-            before
-        };
-        if let Err(e) = self.store.delete_pool(path).await {
-            if let Err(undo) = self.rm()?.create_pool(path, before) {
-                tracing::error!(pool = %path, error = %undo, "could not undo a pool deletion that was not stored");
-            }
-            return Err(Status::unavailable(format!("deleting pool {path}: {e}")));
-        }
-        tracing::info!(pool = %path, "pool deleted");
+        self.pools.delete(path).await.map_err(change)?;
         Ok(Response::new(pb::DeletePoolResponse {}))
     }
 

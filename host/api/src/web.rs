@@ -111,7 +111,7 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, config: &crate::ApiCo
     let web = Arc::new(Web {
         jobs: JobApi::new(roles.jobs.clone(), roles.hosts.clone()).with_quotas(config.quotas.clone()),
         tasks: TaskApi::new(roles.jobs.clone(), roles.hosts.clone()),
-        pools: PoolApi::new(roles.resmgr.clone(), roles.store.clone()),
+        pools: PoolApi::new(roles.resmgr.clone(), roles.pools.clone()),
         hosts: HostApi::new(roles.hosts.clone()),
         plugins: PluginApi::new(roles.registry.clone()),
         audit: AuditApi::new(roles.store.clone()),
@@ -124,7 +124,7 @@ pub fn routes(roles: Roles, watch: crate::watch::WatchApi, config: &crate::ApiCo
         plugin_history: Arc::new(plugin_history::PluginHistory::default()),
         sim_reports: config.sim_reports_dir.clone(),
     });
-    history::start(Arc::downgrade(&web.history), PoolApi::new(roles.resmgr.clone(), roles.store.clone()));
+    history::start(Arc::downgrade(&web.history), PoolApi::new(roles.resmgr.clone(), roles.pools.clone()));
     plugin_history::start(Arc::downgrade(&web.plugin_history), web.plugins.clone());
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/ui/") }))

@@ -21,7 +21,9 @@
 //!   resource manager speaks in; the deadline queue (restart backoff, max
 //!   run time, kill retries); the retention of finished jobs ([`retention`],
 //!   run by the leading server). It opens task secrets (decision 0032) only to
-//!   hand them to a launch, and keeps no value.
+//!   hand them to a launch, and keeps no value. Pool changes made durable
+//!   ([`pools::PoolManager`]: applied to the resource manager, stored, undone
+//!   when the store refuses), and the pools read back at start.
 //! - **Receives**: API calls ([`JobManager::create`] …), placements
 //!   (it serves the joints' [`ReadyQueue`](paceline_joints::ReadyQueue): the
 //!   commit is the one owner of PLACED), run updates from hosts
@@ -41,6 +43,7 @@
 //!
 //! # Layout
 //! - [`error`]: the one error type, [`JobError`].
+//! - [`pools`]: pool changes and the pools restored at start.
 //! - [`table`]: the declarative (state, goal) → action table.
 //! - [`deadline`]: the deadline queue.
 //! - `state` (private): the in-memory mirror of jobs and tasks.
@@ -67,6 +70,7 @@ pub mod events;
 pub mod feed;
 pub mod latency;
 pub mod manager;
+pub mod pools;
 pub mod retention;
 pub mod scenario;
 mod state;
@@ -78,3 +82,4 @@ pub use availability::Availability;
 pub use error::JobError;
 pub use events::EventRecorder;
 pub use manager::{JobInfo, JobManager, JobManagerConfig, PendingReport, UpdateRequest};
+pub use pools::{PoolChangeError, PoolManager};

@@ -44,6 +44,8 @@ pub struct Cluster {
     pub jobs: Arc<JobManager>,
     /// Pools, admission, preemption.
     pub resmgr: Arc<Mutex<ResourceManager>>,
+    /// Pool changes made durable: the one path every surface changes pools by.
+    pub pools: Arc<paceline_jobmgr::PoolManager>,
     /// Placement rounds.
     pub engine: Arc<Engine>,
     /// Plugin slots.
@@ -96,9 +98,11 @@ impl Cluster {
     ) -> Cluster {
         let events = hosts.subscribe();
         let metrics = Some(Arc::new(cluster_metrics(&resmgr, &hosts, &registry, &jobs, false, Vec::new())));
+        let pools = Arc::new(paceline_jobmgr::PoolManager::new(resmgr.clone(), store.clone()));
         Cluster {
             hosts,
             jobs,
+            pools,
             resmgr,
             engine,
             registry,
@@ -115,6 +119,7 @@ impl Cluster {
             jobs: self.jobs.clone(),
             hosts: self.hosts.clone(),
             resmgr: self.resmgr.clone(),
+            pools: self.pools.clone(),
             registry: self.registry.clone(),
             store: self.store.clone(),
         }

@@ -360,7 +360,7 @@ async fn a_pool_reservation_above_the_clusters_capacity_is_accepted_with_a_warni
     let dir = tempfile::tempdir().expect("tempdir");
     let c = SimCluster::start(dir.path(), shapes(2)).await;
     c.step(250).await;
-    let pools = PoolApi::new(c.cluster.resmgr.clone(), c.store.clone());
+    let pools = PoolApi::new(c.cluster.resmgr.clone(), c.cluster.pools.clone());
     let spec = |cpu| pb::PoolSpec {
         reservation: Some(pb::PerKind { cpu, memory: 8_192, ..pb::PerKind::default() }),
         ..pb::PoolSpec::default()
