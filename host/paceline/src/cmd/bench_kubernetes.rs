@@ -13,6 +13,9 @@
 //! - `paceline-jobs`: a real `paceline server` (its defaults, the
 //!   `kubernetes` provider, API auth on) and one batch job of P instances
 //!   through the gRPC API: Paceline's own pods, created bound;
+//! - `paceline-pods`: P pending pods of `schedulerName: paceline`, then a
+//!   real `paceline server` with the pod scheduler on (decision 0055), which
+//!   admits each as a job in `/default` and binds it (the Binding API);
 //! - `kube-scheduler`: P pending pods of the default scheduler, then
 //!   kube-scheduler started (client QPS and burst 5000, the script's
 //!   default, so its own client does not throttle it).
@@ -43,7 +46,7 @@ use paceline_proto::v1 as pb;
 
 /// The runs, in the order they run (kube-scheduler last: it is started for
 /// its run and stopped after it).
-const RUNS: [&str; 4] = ["limit-bind", "limit-create", "paceline-jobs", "kube-scheduler"];
+const RUNS: [&str; 5] = ["limit-bind", "limit-create", "paceline-jobs", "paceline-pods", "kube-scheduler"];
 
 /// Namespace of the bench's own pods (the limits' and kube-scheduler's).
 const NAMESPACE: &str = "paceline-bench";
@@ -72,8 +75,12 @@ pub struct KubernetesBenchArgs {
     /// Requests in flight at once from the limits' clients (creates, binds).
     #[arg(long, default_value_t = 64)]
     clients: usize,
-    /// Runs, comma-separated, of: limit-bind, limit-create, paceline-jobs, kube-scheduler.
-    #[arg(long, value_delimiter = ',', default_value = "limit-bind,limit-create,paceline-jobs,kube-scheduler")]
+    /// Runs, comma-separated, of: limit-bind, limit-create, paceline-jobs, paceline-pods, kube-scheduler.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "limit-bind,limit-create,paceline-jobs,paceline-pods,kube-scheduler"
+    )]
     runs: Vec<String>,
     /// Leave the plane running at the end (default: `kubernetes.sh stop`).
     #[arg(long)]
@@ -211,12 +218,13 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
     let nodes: Vec<String> = (0..args.nodes).map(|i| format!("{NODE_PREFIX}{i}")).collect();
     let mut table = Vec::new();
     for run in RUNS.iter().filter(|r| args.runs.iter().any(|a| a == *r)) {
-        empty(&admin).await?;
+        empty(&admin, args.clients).await?;
         println!("--- {run}");
         let figures = match *run {
             "limit-bind" => limit_bind(args, &admin, &nodes).await?,
             "limit-create" => limit_create(args, &admin, &nodes).await?,
             "paceline-jobs" => paceline_jobs(args, env, &admin).await?,
+            "paceline-pods" => paceline_pods(args, env, &admin).await?,
             _ => kube_scheduler(args, &admin).await?,
         };
         let rate = figures.bound as f64 / figures.span.as_secs_f64().max(1e-9);
@@ -234,7 +242,7 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
         );
         table.push((*run, rate));
     }
-    empty(&admin).await?;
+    empty(&admin, args.clients).await?;
     let of = |name: &str| table.iter().find(|(r, _)| *r == name).map(|(_, rate)| *rate);
     if let (Some(limit), Some(ours)) = (of("limit-create"), of("paceline-jobs")) {
         println!("paceline-jobs / limit-create: {:.0} %", 100.0 * ours / limit);
@@ -245,26 +253,53 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
     if let (Some(ours), Some(theirs)) = (of("paceline-jobs"), of("kube-scheduler")) {
         println!("paceline-jobs / kube-scheduler: {:.2}x", ours / theirs);
     }
+    if let (Some(limit), Some(ours)) = (of("limit-bind"), of("paceline-pods")) {
+        println!("paceline-pods / limit-bind: {:.0} %", 100.0 * ours / limit);
+    }
+    if let (Some(ours), Some(theirs)) = (of("paceline-pods"), of("kube-scheduler")) {
+        println!("paceline-pods / kube-scheduler: {:.2}x", ours / theirs);
+    }
     Ok(())
 }
 
 /// Deletes every pod of the bench's namespace and Paceline's task
-/// namespace, no grace, and waits until none is left.
-async fn empty(admin: &kube::Client) -> anyhow::Result<()> {
+/// namespace, no grace, `clients` at a time, and waits until none is left.
+/// One DELETE per pod: a deletecollection of 10,000 pods ran for minutes on
+/// the API server (one pod after another) and answered 504 meanwhile.
+async fn empty(admin: &kube::Client, clients: usize) -> anyhow::Result<()> {
     let delete = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_secs(600);
     for namespace in [NAMESPACE, "paceline-tasks"] {
         let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
         loop {
-            let left = pods.list_metadata(&ListParams::default()).await?.items.len();
-            if left == 0 {
+            let names: Vec<String> = pods
+                .list_metadata(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            if names.is_empty() {
                 break;
             }
             if Instant::now() > deadline {
-                bail!("{left} pods still in {namespace} after 300 s of deleting");
+                bail!("{} pods still in {namespace} after 600 s of deleting", names.len());
             }
-            pods.delete_collection(&delete, &ListParams::default()).await?;
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            futures::stream::iter(names)
+                .map(|name| {
+                    let (pods, delete) = (pods.clone(), delete.clone());
+                    async move {
+                        match pods.delete(&name, &delete).await {
+                            Ok(_) => Ok(()),
+                            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                })
+                .buffer_unordered(clients.max(1))
+                .try_collect::<Vec<()>>()
+                .await
+                .with_context(|| format!("deleting the pods of {namespace}"))?;
         }
     }
     Ok(())
@@ -509,6 +544,45 @@ async fn paceline_jobs(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube:
             args.nodes,
             registered.as_secs_f64(),
             submitted.as_secs_f64() * 1e3,
+            all.as_secs_f64()
+        ),
+    })
+}
+
+/// Pods Paceline did not create: P pending pods of `schedulerName:
+/// paceline` first (as kube-scheduler's run), then a real server with the
+/// pod scheduler on, every pod in `/default` (its pool made at the first start).
+async fn paceline_pods(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube::Client) -> anyhow::Result<Figures> {
+    let api: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let created = create_pods(&api, args.pods, args.clients, |i| pod(format!("pp-{i}"), "paceline", None)).await?;
+    let dir = tempfile::tempdir()?;
+    let yaml = format!(
+        "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\nhosts: {{provider: kubernetes, kubeconfig: {}, node_selector: {NODE_LABEL}=1, pod_scheduler: {{namespaces: [{NAMESPACE}], default_pool: /default}}}}\n",
+        dir.path().join("data").display(),
+        env.paceline.display(),
+    );
+    let config: paceline_server::ServerConfig = serde_yaml::from_str(&yaml).context("the bench's server config")?;
+    println!(
+        "a real paceline server: its defaults, hosts: {{provider: kubernetes, node_selector: {NODE_LABEL}=1, pod_scheduler: {{namespaces: [{NAMESPACE}], default_pool: /default}}}}; the {} pending pods created first in {:.1} s",
+        args.pods,
+        created.as_secs_f64()
+    );
+    let watch = watch_binds(admin, NAMESPACE, args.pods, Duration::from_secs(900));
+    reset_peaks(&args.dir);
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let t0 = Instant::now();
+    let server = paceline_server::Server::start(config).await.context("starting the server")?;
+    let (bound, span) = watch.await??;
+    let all = t0.elapsed();
+    let mut rss = plane_peaks(&args.dir);
+    rss.push(("paceline (the bench's process: server and clients)", peak_mib(std::process::id())));
+    server.shutdown().await;
+    Ok(Figures {
+        bound,
+        span,
+        rss,
+        notes: format!(
+            "the last pod bound {:.2} s after the server's start (hosts registering included)",
             all.as_secs_f64()
         ),
     })
