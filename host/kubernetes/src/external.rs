@@ -249,7 +249,10 @@ impl Inner {
             gpu: GpuGrant::default(),
             ports: BTreeMap::new(),
             seq: unix_ms(),
-            last: Some((RunState::Running, None)),
+            // Nothing reported yet by this process: what the pod shows is
+            // sent once the manager knows the node (a run whose RUNNING the
+            // last process never got to send must not stay STARTING).
+            last: None,
             terminal: false,
             kill_requested: false,
             adopted: true,
