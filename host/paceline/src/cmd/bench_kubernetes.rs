@@ -21,7 +21,8 @@
 //!   default, so its own client does not throttle it).
 //!
 //! Every run starts from an empty cluster (the pods before deleted with no
-//! grace) and is timed the same way: a watch on the pods' namespace sees
+//! grace) on a freshly started plane (`kubernetes.sh stop` and `start`;
+//! etcd keeps the nodes) and is timed the same way: a watch on the pods' namespace sees
 //! each pod bound; the rate is from the first bind seen to the last. Peak
 //! RSS is each process's high-water mark, reset before the run
 //! (`/proc/PID/clear_refs`). Figures only, never a test.
@@ -217,8 +218,23 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
     }
     let nodes: Vec<String> = (0..args.nodes).map(|i| format!("{NODE_PREFIX}{i}")).collect();
     let mut table = Vec::new();
-    for run in RUNS.iter().filter(|r| args.runs.iter().any(|a| a == *r)) {
+    let mut admin = admin;
+    for (i, run) in RUNS.iter().filter(|r| args.runs.iter().any(|a| a == *r)).enumerate() {
         empty(&admin, args.clients).await?;
+        if i > 0 {
+            // Each run on a freshly started plane (etcd keeps the nodes):
+            // a run that follows another on the same processes was up to
+            // five times slower (the API server's watch cache and kwok still
+            // busy with the last run's 10,000 pods and their deletions).
+            let restarted = Instant::now();
+            tokio::task::block_in_place(|| -> anyhow::Result<()> {
+                script(args, &["stop"])?;
+                script(args, &["start"])?;
+                Ok(())
+            })?;
+            admin = client(&env.admin).await?;
+            println!("(plane restarted for this run in {:.1} s)", restarted.elapsed().as_secs_f64());
+        }
         println!("--- {run}");
         let figures = match *run {
             "limit-bind" => limit_bind(args, &admin, &nodes).await?,
