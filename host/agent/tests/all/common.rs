@@ -12,8 +12,12 @@ use paceline_proto::agent::v1 as pb;
 use tokio::sync::broadcast;
 
 /// Each harness gets its own port range so tests running in parallel never
-/// race for the same port.
-static NEXT_RANGE: AtomicU16 = AtomicU16::new(42000);
+/// race for the same port. Below Linux's ephemeral range (32768 up): a
+/// range in it (42000 up, before) failed in CI when an outgoing connection
+/// of another process took one of its ports as its source port ("port
+/// 42016 is held by another run, bound by another process"). Not where
+/// `paceline dev` gives task ports (20000–21999).
+static NEXT_RANGE: AtomicU16 = AtomicU16::new(24000);
 
 pub fn port_range() -> (u16, u16) {
     let first = NEXT_RANGE.fetch_add(20, Ordering::SeqCst);
