@@ -52,6 +52,25 @@ impl PlacementPolicy for Fgd {
     }
 }
 
+/// A fragmentation measure the descent follows: [`Frag`], or a variant
+/// ([`crate::FragPlus`]).
+pub(crate) trait Measure {
+    /// The fragmentation of a host with `cpu` and `memory` free and its
+    /// devices' free milli-GPU in `devices`.
+    fn of(&self, cpu: u64, memory: u64, devices: &[u32]) -> u64;
+    /// The step a growth of `grown` falls on (hosts on one step tie).
+    fn step(&self, grown: i128) -> i128;
+}
+
+impl Measure for Frag {
+    fn of(&self, cpu: u64, memory: u64, devices: &[u32]) -> u64 {
+        Frag::of(self, cpu, memory, devices)
+    }
+    fn step(&self, grown: i128) -> i128 {
+        Frag::step(self, grown)
+    }
+}
+
 /// The workload's GPU classes, as fragmentation is measured against them.
 #[derive(Clone, Debug, Default)]
 pub struct Frag {
@@ -110,7 +129,11 @@ impl Frag {
 type Key = (i128, u64, u32, u64, u32);
 
 /// The host and devices where task `t` grows fragmentation least.
-fn choose(round: &Round<'_>, frag: &Frag, t: u32) -> Result<(u32, Option<Vec<u32>>), UnplacedReason> {
+pub(crate) fn choose<M: Measure>(
+    round: &Round<'_>,
+    frag: &M,
+    t: u32,
+) -> Result<(u32, Option<Vec<u32>>), UnplacedReason> {
     let task = &round.request.tasks[t as usize];
     let ask = round.gpu_task(t);
     let (count, each) = ask.shape();

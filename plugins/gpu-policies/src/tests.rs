@@ -5,7 +5,7 @@ use super::*;
 
 /// `hosts` GPU hosts (cpu, memory, devices' free milli-GPU), `tasks`
 /// (cpu, milli-GPU) one gang each, and the workload `classes`.
-fn request(hosts: &[(u64, &[u32])], tasks: &[(u64, u32)], classes: &[(u64, u32, u32)]) -> PlacementRequest {
+pub(crate) fn request(hosts: &[(u64, &[u32])], tasks: &[(u64, u32)], classes: &[(u64, u32, u32)]) -> PlacementRequest {
     let offers = hosts
         .iter()
         .map(|&(cpu, devices)| {
@@ -58,7 +58,7 @@ fn request(hosts: &[(u64, &[u32])], tasks: &[(u64, u32)], classes: &[(u64, u32, 
     }
 }
 
-fn placed(out: &PlacementResult, task: u32) -> Option<(u32, Vec<u32>)> {
+pub(crate) fn placed(out: &PlacementResult, task: u32) -> Option<(u32, Vec<u32>)> {
     let host = out.assignments.iter().find(|a| a.task == task)?.host;
     let devices = out.grants.iter().find(|g| g.task == task).map(|g| g.devices.clone()).unwrap_or_default();
     Some((host, devices))
