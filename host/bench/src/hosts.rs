@@ -43,12 +43,13 @@ fn debug_note() {
     }
 }
 
-pub fn hosts(args: HostsBenchArgs) -> anyhow::Result<ExitCode> {
+/// Runs `bench hosts`.
+pub fn hosts(args: HostsBenchArgs, env: &crate::BenchEnv) -> anyhow::Result<ExitCode> {
     debug_note();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let dir = tempfile::tempdir()?;
-        let agent = agent_launches(dir.path(), args.tasks).await?;
+        let agent = agent_launches(&env.paceline, dir.path(), args.tasks).await?;
         println!("agent: {} `true` tasks through the host manager and a real agent: all SUCCEEDED after {:.0} ms (budget 3000 ms)", args.tasks, ms(agent));
         let isolation = paceline_agent::Isolation::detect(paceline_agent::IsolationChoice::Auto);
         let sup = paceline_agent::bench_launch(&dir.path().join("supervisor"), args.tasks, isolation, Duration::from_secs(60)).await?;
@@ -76,7 +77,7 @@ pub fn hosts(args: HostsBenchArgs) -> anyhow::Result<ExitCode> {
 /// Starts a host manager with the agent provider, one `paceline agent`
 /// process, launches `n` runs of `true` and times until every SUCCEEDED
 /// update was acknowledged.
-async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Duration> {
+async fn agent_launches(paceline: &std::path::Path, dir: &std::path::Path, n: usize) -> anyhow::Result<Duration> {
     // The agent port as a server has it: TLS, and a join token for the agent.
     let pki = paceline_hostmgr::pki::AgentPki::open(dir.join("pki"))?;
     let token = pki.create_token(Duration::from_secs(600), Some(1), "bench hosts")?;
@@ -94,7 +95,7 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
     let server = tokio::spawn(async move {
         let _ = provider.serve_with_listener(listener, std::future::pending()).await;
     });
-    let mut child = Command::new(std::env::current_exe()?)
+    let mut child = Command::new(paceline)
         .args([
             "agent",
             "--manager",
@@ -169,6 +170,7 @@ async fn agent_launches(dir: &std::path::Path, n: usize) -> anyhow::Result<Durat
     result
 }
 
+/// Runs `bench jobmgr`.
 pub fn jobmgr(args: JobmgrBenchArgs) -> anyhow::Result<ExitCode> {
     debug_note();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -281,6 +283,7 @@ async fn remote_engine(
 
 /// Every role over simulated hosts (SQLite, the built-in Wasm policies):
 /// submits `jobs × instances` tasks and times until all run.
+/// Runs `bench pipeline`.
 pub fn pipeline(args: PipelineBenchArgs) -> anyhow::Result<ExitCode> {
     debug_note();
     let engine = paceline_placement::EngineConfig::default();

@@ -23,6 +23,7 @@ pub struct PendingBenchArgs {
     reads: u32,
 }
 
+/// Runs `bench pending`.
 pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
     use paceline_hostmgr::{HostShape, SimConfig, SimProvider};
     use paceline_model::Resources;
@@ -52,7 +53,7 @@ pub fn run(args: PendingBenchArgs) -> anyhow::Result<ExitCode> {
         let clock = sim.clock();
         let store: Arc<dyn paceline_storage::Store> =
             Arc::new(paceline_storage::sqlite::SqliteStore::open(dir.path().join("bench.db"))?);
-        let hosts = super::bench_hosts::sim_host_manager(&sim).await?;
+        let hosts = crate::hosts::sim_host_manager(&sim).await?;
         let rt = Arc::new(paceline_plugin::PluginRuntime::new(paceline_plugin::RuntimeConfig::default())?);
         let registry =
             Arc::new(paceline_plugin::Registry::open(rt, Arc::new(paceline_plugin::MemoryStore::default()))?);

@@ -111,11 +111,11 @@ fn describe_store(store: &Option<paceline_storage::config::StorageConfig>) -> St
     }
 }
 
-use super::bench_hosts::PIPELINE_TASK as TASK;
+use crate::hosts::PIPELINE_TASK as TASK;
 
 /// An admin token, as `paceline auth token --role admin` makes one, and the
 /// tokens file in `dir` that admits it: what the bench's clients carry.
-pub(super) fn admin_token(dir: &std::path::Path) -> anyhow::Result<(String, std::path::PathBuf)> {
+pub(crate) fn admin_token(dir: &std::path::Path) -> anyhow::Result<(String, std::path::PathBuf)> {
     let mut bytes = [0u8; 32];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -130,12 +130,13 @@ pub(super) fn admin_token(dir: &std::path::Path) -> anyhow::Result<(String, std:
     Ok((token, tokens))
 }
 
+/// Runs `bench server`.
 pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");
     }
     let total = u64::from(args.jobs) * u64::from(args.instances);
-    let host = super::bench_hosts::size_hosts(total, args.hosts, None)?;
+    let host = crate::hosts::size_hosts(total, args.hosts, None)?;
     let cores = host.cpu_millis / 1_000;
     let teams = args.teams.max(1);
     let dir = tempfile::tempdir()?;

@@ -100,6 +100,7 @@ struct Figures {
     notes: String,
 }
 
+/// Runs `bench kubernetes`.
 pub fn run(args: KubernetesBenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");
@@ -484,7 +485,7 @@ async fn kube_scheduler(args: &KubernetesBenchArgs, admin: &kube::Client) -> any
 
 async fn paceline_jobs(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube::Client) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
-    let (token, tokens) = super::bench_server::admin_token(dir.path())?;
+    let (token, tokens) = crate::server::admin_token(dir.path())?;
     let defaults = paceline_api::quota::QuotaLimits::default();
     let pods = args.pods as u64;
     let quota_tasks = defaults.max_live_tasks_per_principal.max(pods);

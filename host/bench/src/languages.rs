@@ -7,7 +7,7 @@
 //! tasks x 10,000 hosts). Every answer is checked against the native Rust
 //! policy's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,9 +22,8 @@ struct Candidate {
     bytes: Vec<u8>,
 }
 
-fn candidates() -> anyhow::Result<Vec<Candidate>> {
-    let root = super::plugin_new::paceline_root();
-    let script = root.join("plugins/examples/build.sh");
+fn candidates(checkout: &Path) -> anyhow::Result<Vec<Candidate>> {
+    let script = checkout.join("plugins/examples/build.sh");
     let out = Command::new(&script)
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -45,13 +44,17 @@ fn ms(d: Duration) -> f64 {
 
 /// Prints the per-language table. `large` is the large round, `repeat` how
 /// many times it runs per language (the median is shown).
-pub fn report(large: &paceline_plugin_sdk::types::PlacementRequest, repeat: u32) -> anyhow::Result<()> {
+pub fn report(
+    large: &paceline_plugin_sdk::types::PlacementRequest,
+    repeat: u32,
+    checkout: &Path,
+) -> anyhow::Result<()> {
     println!("\nbinpack per language (plugins/examples; same answers as native Rust checked on every call):");
-    let small = super::bench::workload(1, 10, 7);
+    let small = crate::plugin::workload(1, 10, 7);
     let native_small = plugin_binpack::Binpack::place(&small);
     let native_large = plugin_binpack::Binpack::place(large);
     let mut rows = Vec::new();
-    for c in candidates()? {
+    for c in candidates(checkout)? {
         let dir = tempfile::tempdir()?;
         let config = RuntimeConfig {
             cache_dir: Some(dir.path().join("cache")),

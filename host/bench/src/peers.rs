@@ -316,7 +316,7 @@ async fn drain(engine: &Engine, queue: &ShapeQueue, now_ms: u64) -> (u32, usize)
 
 async fn run_once(shape: &Shape, registry: &Arc<paceline_plugin::Registry>) -> anyhow::Result<RunFigures> {
     let sim = Arc::new(SimProvider::new(SimConfig { shapes: shape.hosts.clone(), ..SimConfig::default() }));
-    let hosts = super::bench_hosts::sim_host_manager(&sim).await?;
+    let hosts = crate::hosts::sim_host_manager(&sim).await?;
     let now = sim.now_ms();
     let engine_for =
         |queue: Arc<ShapeQueue>| Engine::new(queue, Arc::new(hosts.clone()), registry.clone(), EngineConfig::default());
@@ -344,6 +344,7 @@ async fn run_once(shape: &Shape, registry: &Arc<paceline_plugin::Registry>) -> a
     })
 }
 
+/// Runs `bench peers`.
 pub fn run(args: PeersBenchArgs) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         println!("(DEBUG build - figures not meaningful; use --release)");
