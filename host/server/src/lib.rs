@@ -6,8 +6,9 @@
 //! all run the same assembly.
 //!
 //! - **Owns**: the server's configuration file ([`ServerConfig`]),
-//!   the all-in-one server ([`Server`]) and the host-manager-only
-//!   process ([`HostServer`]), the in-process assembly of the roles
+//!   the all-in-one server ([`Server`]), the host-manager-only
+//!   process ([`HostServer`]) and the placement-only process
+//!   ([`placement_process`]), the in-process assembly of the roles
 //!   and the host-event fan-out ([`cluster`]), the adapters between the
 //!   plugin registry and the roles ([`wiring`]), high availability
 //!   ([`ha`], [`leader`]), the Prometheus registry and its collectors
@@ -31,6 +32,7 @@ pub mod kubernetes_pods;
 pub mod leader;
 mod listen;
 pub mod metrics;
+pub mod placement_process;
 pub mod server;
 mod shutdown;
 pub mod startup;
