@@ -89,3 +89,37 @@ fn fgd_plus_answers_validly_on_a_crowded_round() {
     check_placement(&req, &out).unwrap_or_else(|e| panic!("{e}: {out:?}"));
     assert!(placed(&out, 7).is_none(), "no host has three whole devices: {out:?}");
 }
+
+#[test]
+fn gpu_fgd_reserve_keeps_fresh_devices_from_rarely_fillable_shares() {
+    // Workload: 810 shares (50), whole GPUs (50), 470 shares (30), 160
+    // shares (1). What fits beside an 810 (190 left) is 1 task in 131:
+    // rare; beside a 470 (530 left), 31 in 131: not rare.
+    let workload = [class(3000, 810, 50), class(3000, 1000, 50), class(3000, 470, 30), class(3000, 160, 1)];
+    assert!(rarely_fillable(&workload, 190));
+    assert!(!rarely_fillable(&workload, 530));
+    assert!(!rarely_fillable(&[], 190), "no GPU tasks: nothing is rare");
+    let classes = [(3000, 810, 50), (3000, 1000, 50), (3000, 470, 30), (3000, 160, 1)];
+
+    // Two wholly free devices, far under the reserve: the 810 is deferred
+    // (gpu-fgd-plus places it), the 470 placed.
+    let req = request(&[(64_000, &[1000, 1000])], &[(3000, 810), (3000, 470)], &classes);
+    let out = FgdReserve::place(&req);
+    assert!(placed(&out, 0).is_none(), "{out:?}");
+    assert!(out.unplaced.iter().any(|u| u.task == 0 && u.reason == UnplacedReason::Deferred), "{out:?}");
+    assert!(placed(&out, 1).is_some(), "{out:?}");
+    assert!(placed(&FgdPlus::place(&req), 0).is_some(), "gpu-fgd-plus places it");
+
+    // A device already in use with room for it: placed there, not deferred.
+    let req = request(&[(64_000, &[1000, 1000]), (64_000, &[900])], &[(3000, 810)], &classes);
+    let mut out = FgdReserve::place(&req);
+    assert_eq!(placed(&out, 0).map(|p| p.0), Some(1), "{out:?}");
+    complete_grants(&req, &mut out);
+    check_placement(&req, &out).expect("a valid answer");
+
+    // Wholly free devices above the reserve: placed on one.
+    let eight = [1000u32; 8];
+    let hosts: Vec<(u64, &[u32])> = vec![(64_000, &eight[..]); (RESERVE_DEVICES as usize).div_ceil(8)];
+    let req = request(&hosts, &[(3000, 810)], &classes);
+    assert!(placed(&FgdReserve::place(&req), 0).is_some());
+}
