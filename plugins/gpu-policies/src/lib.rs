@@ -86,7 +86,7 @@
 //! wholly free devices are offered: admission, it leaves out pods that
 //! fit. Its open choices: the reserve, an absolute count tuned on openb
 //! (750: 95.91%, 1,000: 96.02%, 1,500: 95.40%, seeds 42–44); "rare" as 5%
-//! of the GPU tasks (not tuned). Ten seeds: 96.01%; trace order: 94.54%.
+//! of the GPU tasks (not tuned). Ten seeds: 96.00%; trace order: 94.54%.
 
 use paceline_plugin_sdk::prelude::*;
 
