@@ -37,7 +37,7 @@ use tonic::Status;
 
 pub use layer::{AuthLayer, AuthService, method_label};
 pub use policy::{Principal, Requirement, Role, pool_within, requirement};
-pub use tokens::{Auth, AuthError, token_hash, token_hash_hex};
+pub use tokens::{Auth, AuthError, new_token, token_hash, token_hash_hex, tokens_file_entry};
 
 /// The principal [`AuthLayer`] attached to a request. A request without one
 /// did not pass the layer and is refused, so a wiring mistake closes the

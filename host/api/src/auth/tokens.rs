@@ -158,6 +158,28 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// A fresh API token: 32 bytes from the kernel's CSPRNG (`/dev/urandom`) in
+/// lowercase hex. A token is a password; only its hash goes in the tokens file.
+pub fn new_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The tokens-file entry (the lines under `principals:`, each indented two
+/// spaces) admitting `token` as `name` with `role` and, for a `user`, the
+/// pools whose jobs it may change. `paceline auth token` prints it; tests
+/// write it into their tokens files.
+pub fn tokens_file_entry(name: &str, role: Role, pools: &[String], token: &str) -> String {
+    let pools = if pools.is_empty() { String::new() } else { format!("    pools: [{}]\n", pools.join(", ")) };
+    format!(
+        "  - name: {}\n    role: {role}\n{pools}    token_sha256: {}\n",
+        serde_json::to_string(name).unwrap_or_default(),
+        token_hash_hex(token)
+    )
+}
+
 /// [`token_hash`] in lowercase hex.
 pub fn token_hash_hex(token: &str) -> String {
     token_hash(token).iter().map(|b| format!("{b:02x}")).collect()

@@ -2,11 +2,11 @@
 //! admits it. The server stores only the token's SHA-256, so the entry can be
 //! pasted into a file many people read; the token itself is printed once.
 
-use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use paceline_api::auth::Role;
 
 /// `paceline auth …`.
 #[derive(Debug, Subcommand)]
@@ -53,23 +53,15 @@ fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: --pool {bad:?} is not a pool path (it starts with /)");
         return Ok(ExitCode::from(2));
     }
-    // 32 bytes from the kernel's CSPRNG: a token is a password.
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).context("reading /dev/urandom")?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = paceline_api::auth::new_token().context("reading /dev/urandom")?;
     let role = match args.role {
-        RoleArg::User => "user",
-        RoleArg::Author => "author",
-        RoleArg::Operator => "operator",
-        RoleArg::Admin => "admin",
+        RoleArg::User => Role::User,
+        RoleArg::Author => Role::Author,
+        RoleArg::Operator => Role::Operator,
+        RoleArg::Admin => Role::Admin,
     };
-    let pools = if args.pools.is_empty() { String::new() } else { format!("    pools: [{}]\n", args.pools.join(", ")) };
     println!("token: {token}");
     println!("# give the token to {} (export PACELINE_TOKEN=...); add this entry under `principals:`", args.name);
-    print!(
-        "  - name: {}\n    role: {role}\n{pools}    token_sha256: {}\n",
-        serde_json::to_string(&args.name).unwrap_or_default(),
-        paceline_api::auth::token_hash_hex(&token)
-    );
+    print!("{}", paceline_api::auth::tokens_file_entry(&args.name, role, &args.pools, &token));
     Ok(ExitCode::SUCCESS)
 }

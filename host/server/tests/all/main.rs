@@ -7,6 +7,8 @@
 //! Run one part with e.g. `cargo test --workspace --test all -- kubernetes::`.
 
 mod api_grpc;
+mod audit;
+mod dev_server;
 mod job_events;
 mod kill_waiting;
 mod kubernetes;

@@ -207,6 +207,57 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 mod tests {
     use super::*;
 
+    /// `paceline audit`'s arguments as given on its command line.
+    fn args(line: &[&str]) -> AuditArgs {
+        #[derive(clap::Parser)]
+        struct Audit {
+            #[command(flatten)]
+            args: AuditArgs,
+        }
+        <Audit as clap::Parser>::try_parse_from(std::iter::once("audit").chain(line.iter().copied()))
+            .expect("parses")
+            .args
+    }
+
+    /// Moved from the binary test `tests/audit.rs` (now
+    /// host/server/tests/all/audit.rs, over gRPC): bad filters are refused
+    /// before anything is sent, as bad input (exit code 2), and the table
+    /// names each change.
+    #[test]
+    fn bad_filters_are_refused_before_sending_and_the_table_names_each_change() {
+        let e = request(&args(&["--since", "yesterday"]), 1_000_000).expect_err("refused");
+        assert!(e.is::<super::super::BadInput>() && e.to_string().contains("--since"), "{e}");
+        let e = request(&args(&["--since", "1h", "--until", "2h"]), 100_000_000).expect_err("until before since");
+        assert!(e.is::<super::super::BadInput>(), "{e}");
+        let ok = request(&args(&["--user", "anonymous", "--since", "1h", "--method", "KillJob"]), 10_000_000)
+            .expect("a request");
+        assert_eq!((ok.principal.as_str(), ok.since_ms, ok.method.as_str()), ("anonymous", 6_400_000, "KillJob"));
+        let records = [
+            pb::AuditRecord {
+                method: "/paceline.v1.JobService/KillJob".into(),
+                target: "job-1".into(),
+                principal: "anonymous".into(),
+                code: "OK".into(),
+                ..pb::AuditRecord::default()
+            },
+            pb::AuditRecord {
+                method: "/paceline.v1.PluginService/DeployPlugin".into(),
+                target: "placement/batch broken@1".into(),
+                code: "InvalidArgument".into(),
+                message: "not a component".into(),
+                ..pb::AuditRecord::default()
+            },
+        ];
+        let table = table(&records);
+        assert!(
+            table.contains("JobService/KillJob")
+                && !table.contains("/paceline.v1.")
+                && table.contains("job-1")
+                && table.contains("InvalidArgument: not a component"),
+            "{table}"
+        );
+    }
+
     #[test]
     fn times_are_durations_back_or_rfc3339() {
         let now = 1_000_000_000_000;
