@@ -1,6 +1,6 @@
 //! `JobService.JobEvents` (decision 0025): a job's events, or one task's,
-//! for the gRPC API and the web UI's job page. Reading needs any principal,
-//! as `GetJob` does.
+//! for the gRPC API and the web UI's job page. A `user` reads them only for
+//! jobs in its pools, as `GetJob` (decision 0059; checked by the caller).
 
 use paceline_jobmgr::JobManager;
 use paceline_proto::convert;

@@ -1,5 +1,8 @@
 //! `JobService`: create, read, query, update (with a dry-run diff), kill,
 //! restart, delete, and update control, over [`paceline_jobmgr::JobManager`].
+//! A `user` reads and changes only jobs in its pools: another pool's job is
+//! PERMISSION_DENIED naming the pool, and `QueryJobs` leaves such jobs out
+//! before paging (decision 0059).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use paceline_model::job::{JobConfig, JobState};
 use paceline_model::task::TaskSpec;
 use paceline_proto::v1 as pb;
 use paceline_proto::v1::job_service_server::JobService;
-use paceline_storage::JobQuery;
+use paceline_storage::{JobQuery, JobSummary};
 use tonic::{Request, Response, Status};
 
 use crate::{auth, convert, status};
@@ -19,6 +22,15 @@ use crate::{auth, convert, status};
 const MAX_PAGE: u32 = 1000;
 /// Page size when the request leaves it 0.
 const DEFAULT_PAGE: u32 = 100;
+/// Jobs read from the store per round while a query filters what the store
+/// cannot (the caller's pools, a name): a page is filled from as many rounds
+/// as it takes, up to [`MAX_ROUNDS`].
+const ROUND: u32 = 1000;
+/// Most store rounds one `QueryJobs` call reads (50,000 jobs) before it
+/// answers with the jobs found so far and a token to go on from, so that a
+/// user whose pools hold a few jobs among many does not hold a worker for
+/// a scan of the whole history.
+const MAX_ROUNDS: usize = 50;
 
 /// The job service.
 #[derive(Clone)]
@@ -145,7 +157,55 @@ fn instance_diff(old: &JobConfig, new: &JobConfig) -> (Vec<u32>, Vec<u32>, Vec<u
     (changed, added, removed)
 }
 
+/// A store error of a query: a cursor the store cannot read is the caller's token.
+fn query_error(e: paceline_jobmgr::JobError) -> Status {
+    match e {
+        paceline_jobmgr::JobError::Invalid { reason, .. } => Status::invalid_argument(format!("page_token: {reason}")),
+        e => status::job(e, ""),
+    }
+}
+
 impl JobApi {
+    /// One page of `query.limit` jobs that `keep` accepts, filtered before
+    /// paging: the store is read in rounds of [`ROUND`] from the query's
+    /// cursor until the page is full or the store has no more, so a page is
+    /// short only at the end (or after [`MAX_ROUNDS`] rounds, with a token).
+    /// Every store pages by job id and its cursor is the last id it returned,
+    /// so a page that ends inside a round goes on after its last job's id.
+    async fn filtered_page(
+        &self,
+        mut query: JobQuery,
+        keep: impl Fn(&JobSummary) -> bool,
+    ) -> Result<(Vec<JobSummary>, Option<String>), Status> {
+        let limit = query.limit as usize;
+        query.limit = ROUND;
+        let mut items = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let page = self.jobs.query(&query).await.map_err(query_error)?;
+            let mut rest = page.items.into_iter();
+            for s in rest.by_ref() {
+                if keep(&s) {
+                    items.push(s);
+                    if items.len() == limit {
+                        break;
+                    }
+                }
+            }
+            if items.len() == limit {
+                // A next page only when this round has a match left or the
+                // store has more (which may hold none: then an empty page).
+                let more = rest.any(|s| keep(&s)) || page.next.is_some();
+                let next = if more { items.last().map(|s| s.id.clone()) } else { None };
+                return Ok((items, next));
+            }
+            match page.next {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok((items, None)),
+            }
+        }
+        Ok((items, query.cursor))
+    }
+
     /// Checks a request's instance list against the job, naming the bad
     /// entry (`instances[2]`); returns the job for further use.
     async fn checked_instances(&self, id: &str, list: &[u32]) -> Result<paceline_jobmgr::JobInfo, Status> {
@@ -201,6 +261,9 @@ impl JobService for JobApi {
     async fn get_job(&self, request: Request<pb::GetJobRequest>) -> Result<Response<pb::GetJobResponse>, Status> {
         let id = &request.get_ref().id;
         status::required("id", id)?;
+        // Another team's job, its spec (env values included) and its
+        // history, are not for a user (decision 0059).
+        auth::check_job_read(&request, &self.jobs, id).await?;
         let info = self.jobs.get(id).await.map_err(|e| status::job(e, ""))?;
         let mut job = convert::job_pb(&info);
         crate::pending::fill_job(&self.jobs, self.hosts.as_ref(), &mut job);
@@ -225,6 +288,7 @@ impl JobService for JobApi {
         if r.limit > MAX_PAGE {
             return Err(Status::invalid_argument(format!("limit: at most {MAX_PAGE}")));
         }
+        let who = auth::principal(&request)?;
         let query = JobQuery {
             states,
             owner: (!r.owner.is_empty()).then(|| r.owner.clone()),
@@ -233,22 +297,22 @@ impl JobService for JobApi {
             cursor: (!r.page_token.is_empty()).then(|| r.page_token.clone()),
             ..JobQuery::default()
         };
-        let page = self.jobs.query(&query).await.map_err(|e| match e {
-            // A cursor the store cannot read is the caller's token.
-            paceline_jobmgr::JobError::Invalid { reason, .. } => {
-                Status::invalid_argument(format!("page_token: {reason}"))
-            }
-            e => status::job(e, ""),
-        })?;
-        // The store has no name filter; it applies to the page, so a page may
-        // come back short (or empty) with a next token still set.
-        let jobs = page
-            .items
-            .iter()
-            .filter(|s| r.name_contains.is_empty() || s.name.contains(&r.name_contains))
-            .map(convert::job_summary_pb)
-            .collect();
-        Ok(Response::new(pb::QueryJobsResponse { jobs, next_page_token: page.next.unwrap_or_default() }))
+        // The store filters by exact pool: one the caller may read holds only
+        // jobs it may read, one it may not holds none for it.
+        let every_pool = who.reads_every_pool() || query.pool.as_deref().is_some_and(|p| who.may_read_jobs_in(p));
+        if query.pool.is_some() && !every_pool {
+            return Ok(Response::new(pb::QueryJobsResponse::default()));
+        }
+        let name = r.name_contains.as_str();
+        let keep = |s: &JobSummary| (every_pool || who.may_read_jobs_in(&s.pool)) && s.name.contains(name);
+        let (items, next) = if every_pool && name.is_empty() {
+            let page = self.jobs.query(&query).await.map_err(query_error)?;
+            (page.items, page.next)
+        } else {
+            self.filtered_page(query, keep).await?
+        };
+        let jobs = items.iter().map(convert::job_summary_pb).collect();
+        Ok(Response::new(pb::QueryJobsResponse { jobs, next_page_token: next.unwrap_or_default() }))
     }
 
     async fn update_job(
@@ -257,6 +321,9 @@ impl JobService for JobApi {
     ) -> Result<Response<pb::UpdateJobResponse>, Status> {
         let r = request.get_ref();
         status::required("id", &r.id)?;
+        // First, so that nothing below (a spec error, a diff) tells another
+        // team anything of a job it may not read.
+        auth::check_job(&request, &self.jobs, &r.id).await?;
         let current = self.jobs.get(&r.id).await.map_err(|e| status::job(e, ""))?;
         // A spec without an owner keeps the job's.
         let mut spec = r.spec.clone();
@@ -265,7 +332,6 @@ impl JobService for JobApi {
         }
         let config = spec_of("spec", spec.as_ref())?;
         printable("spec", &config)?;
-        auth::check_job(&request, &self.jobs, &r.id).await?;
         check_owner(&*auth::principal(&request)?, &config.owner, Some(&current.config.owner))?;
         auth::check_pool(&request, &config.pool)?;
         if current.config.kind != config.kind {

@@ -1,5 +1,7 @@
 //! `TaskService`: tasks of a job, their events, kill/restart of one
-//! instance, and run logs streamed from the host that ran them.
+//! instance, and run logs streamed from the host that ran them. Every call
+//! is refused for a `user` whose pools do not hold the task's job
+//! (decision 0059).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -148,6 +150,8 @@ impl TaskService for TaskApi {
             .collect::<Result<Vec<TaskState>, _>>()?;
         let start = page_start(&r.page_token)?;
         let limit = page_limit(r.limit);
+        // Another team's tasks are not for a user (decision 0059).
+        auth::check_job_read(&request, &self.jobs, &r.job_id).await?;
         let info = self.jobs.get(&r.job_id).await.map_err(|e| status::job(e, ""))?;
         let matching = |t: &paceline_model::task::TaskRuntime| states.is_empty() || states.contains(&t.state);
         let total = info.tasks.iter().filter(|t| matching(t)).count();
@@ -165,6 +169,7 @@ impl TaskService for TaskApi {
 
     async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let t = task_ref("task", request.get_ref().task.as_ref())?;
+        auth::check_job_read(&request, &self.jobs, &t.job_id).await?;
         let rt = self.runtime(&t).await?;
         Ok(Response::new(pb::GetTaskResponse {
             task: self.with_why(&t.job_id, vec![convert::task_pb(&t.job_id, t.instance, &rt)]).pop(),

@@ -25,6 +25,13 @@
 //! than [`paceline_jobmgr::feed::LAG`] changes behind is ended with ABORTED
 //! naming the last revision it was sent, from which it can resume.
 //! Revisions restart at 1 when the server restarts.
+//!
+//! A `user`'s stream carries only the jobs and tasks of its pools (decision
+//! 0059): each job's pool is looked up once per stream and remembered
+//! ([`Visible`]), and looked up again at each change of the job itself (an
+//! update may move it to another pool). Pool changes are inventory and go
+//! to everyone; revisions of skipped changes are simply not seen, so a
+//! user's stream has gaps in its revisions and resumes as any other.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -44,6 +51,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::auth::Principal;
 use crate::convert;
 
 /// How often pool statuses are compared.
@@ -180,6 +188,54 @@ impl Filter {
     }
 }
 
+/// Most jobs a stream remembers the visibility of; past it the memory is
+/// cleared and jobs are looked up again (a stream lives for days).
+const VISIBLE_MEMORY: usize = 100_000;
+
+/// Which jobs a stream may show its principal: every job to one who reads
+/// every pool, else those in its pools.
+struct Visible {
+    who: Arc<Principal>,
+    /// Per job id seen: whether its pool is the caller's.
+    known: HashMap<Arc<str>, bool>,
+}
+
+impl Visible {
+    fn new(who: Arc<Principal>) -> Visible {
+        Visible { who, known: HashMap::new() }
+    }
+
+    /// Whether change `c` may be sent. A job's own change looks its pool up
+    /// again; a task's uses what the stream knows of its job.
+    async fn allows(&mut self, jobs: &JobManager, c: &FeedChange) -> bool {
+        if self.who.reads_every_pool() {
+            return true;
+        }
+        let (id, again) = match c {
+            FeedChange::Pool(_) => return true,
+            FeedChange::Job(id) => (id, true),
+            FeedChange::Task(id, _) => (id, false),
+        };
+        if !again && let Some(known) = self.known.get(id) {
+            return *known;
+        }
+        let visible = match jobs.summary(id) {
+            Some(s) => self.who.may_read_jobs_in(&s.pool),
+            // Gone from memory: a deletion the stream showed the job before,
+            // or a finished job whose pool the store still has.
+            None => match self.known.get(id) {
+                Some(known) => *known,
+                None => jobs.pool_of(id).await.is_ok_and(|pool| self.who.may_read_jobs_in(&pool)),
+            },
+        };
+        if self.known.len() >= VISIBLE_MEMORY {
+            self.known.clear();
+        }
+        self.known.insert(id.clone(), visible);
+        visible
+    }
+}
+
 /// The event sent for a change: the record as it is now. A job that is
 /// gone (deleted) is sent with its id only.
 fn event(jobs: &JobManager, hosts: &dyn HostAccess, revision: u64, c: &FeedChange) -> Option<pb::WatchEvent> {
@@ -208,7 +264,17 @@ impl WatchService for WatchApi {
     type WatchStream = WatchStream;
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let who = crate::auth::principal(&request)?;
         let r = request.into_inner();
+        // Watching another team's job by id is refused as reading it is; an
+        // unknown id is not an error (the stream shows nothing).
+        if !r.job_id.is_empty()
+            && !who.reads_every_pool()
+            && let Ok(pool) = self.jobs.pool_of(&r.job_id).await
+        {
+            who.check_read_pool(&pool)?;
+        }
+        let mut visible = Visible::new(who);
         let mut filter =
             Filter { job: r.kinds.is_empty(), task: r.kinds.is_empty(), pool: r.kinds.is_empty(), job_id: r.job_id };
         for (i, k) in r.kinds.iter().enumerate() {
@@ -238,6 +304,7 @@ impl WatchService for WatchApi {
             for (revision, c) in replay {
                 last = revision;
                 if filter.wants(&c)
+                    && visible.allows(&jobs, &c).await
                     && let Some(ev) = event(&jobs, hosts.as_ref(), revision, &c)
                     && tx.send(Ok(ev)).await.is_err()
                 {
@@ -262,6 +329,7 @@ impl WatchService for WatchApi {
                 };
                 last = revision;
                 if filter.wants(&c)
+                    && visible.allows(&jobs, &c).await
                     && let Some(ev) = event(&jobs, hosts.as_ref(), revision, &c)
                     && tx.send(Ok(ev)).await.is_err()
                 {

@@ -14,9 +14,9 @@
 //! | `GET /ui/api/jobs?state=&pool=&owner=&name_contains=&limit=&page_token=` | `QueryJobsResponse` (newest first, one page) |
 //! | `POST /ui/api/jobs` (a job file's YAML) | `CreateJobResponse` |
 //! | `POST /ui/api/jobs/validate` (a job file's YAML) | `{"ok": true, "name", "pool", "instances"}`, or 400 with `line`, `column` |
-//! | `GET /ui/api/jobs/{id}?tasks_offset=&tasks_limit=` | `{"job": Job, "tasks": [Task], "tasks_total": n, "tasks_next_offset": n or null, "events": [JobEvent], "events_hidden": why, "spec_yaml": text}` (tasks: one page from instance `tasks_offset`, default 500, at most 5,000; `tasks_next_offset` is the next page's `tasks_offset`, null after the last; events: `JobEvents`, the newest 100; empty, with `events_hidden` saying why, for a caller who may not read the job's pool) |
+//! | `GET /ui/api/jobs/{id}?tasks_offset=&tasks_limit=` | `{"job": Job, "tasks": [Task], "tasks_total": n, "tasks_next_offset": n or null, "events": [JobEvent], "spec_yaml": text}` (tasks: one page from instance `tasks_offset`, default 500, at most 5,000; `tasks_next_offset` is the next page's `tasks_offset`, null after the last; events: `JobEvents`, the newest 100) |
 //! | `POST /ui/api/jobs/{id}/{kill,restart,scale,pause,resume,abort}` | `{}`, `UpdateJobResponse` (scale, body `{"instances": N}`) or `UpdateControlResponse` |
-//! | `GET /ui/api/tasks/{id}/{instance}` | `{"task": Task, "events": [TaskEvent], "events_hidden": why}` |
+//! | `GET /ui/api/tasks/{id}/{instance}` | `{"task": Task, "events": [TaskEvent]}` |
 //! | `GET /ui/api/tasks/{id}/{instance}/logs?stream=&run=&offset=&follow=` | the log as a chunked `text/plain` body ([`live`]) |
 //! | `POST /ui/api/tasks/{id}/{instance}/{kill,restart}` | `{}` |
 //! | `GET /ui/api/pools` | `ListPoolsResponse` (the tree, parents first, with entitlement, allocation and demand) |
@@ -32,9 +32,11 @@
 //! | `GET /ui/api/sim-reports/{name}` | the report (HTML or JSON), with a strict Content-Security-Policy |
 //! | `GET /ui/api/audit?principal=&job_id=&method=&since_ms=&until_ms=&limit=` | `ListAuditRecordsResponse` (newest first; a `user` sees their own) |
 //!
-//! The changes ([`actions`]) call the service methods as the caller the
-//! auth layer admitted, so the role table and the pool checks are those of
-//! gRPC, and each is audited like its gRPC twin.
+//! Every route calls the service methods as the caller the auth layer
+//! admitted, so the role table and the pool checks are those of gRPC: a
+//! `user` reads and changes only its pools' jobs and tasks (403 naming the
+//! pool; the job list and the live stream leave the others out; decision
+//! 0059), and each change is audited like its gRPC twin.
 //!
 //! Omitted fields are the proto3 defaults (0, "", false): the page reads a
 //! missing number as 0.
@@ -254,6 +256,7 @@ struct JobFilters {
 
 async fn jobs(
     State(web): State<Arc<Web>>,
+    who: Option<Extension<Arc<crate::auth::Principal>>>,
     filters: Result<axum::extract::Query<JobFilters>, axum::extract::rejection::QueryRejection>,
 ) -> Answer<pb::QueryJobsResponse> {
     let axum::extract::Query(f) = filters.map_err(|e| Failure(Status::invalid_argument(format!("query: {e}"))))?;
@@ -272,7 +275,7 @@ async fn jobs(
         limit: f.limit,
         page_token: f.page_token,
     };
-    Ok(Json(web.jobs.query_jobs(Request::new(request)).await?.into_inner()))
+    Ok(Json(web.jobs.query_jobs(as_caller(request, &who)).await?.into_inner()))
 }
 
 /// Tasks the job route returns when `tasks_limit` is left out: the page
@@ -296,40 +299,36 @@ async fn job(
     who: Option<Extension<Arc<crate::auth::Principal>>>,
 ) -> Answer<serde_json::Value> {
     let axum::extract::Query(page) = page.map_err(|e| Failure(Status::invalid_argument(format!("query: {e}"))))?;
+    // The same reads as gRPC's, as the caller: another team's job is refused
+    // (decision 0059) before anything of it is read.
     let job = web
         .jobs
-        .get_job(Request::new(pb::GetJobRequest { id: id.clone(), config_version: None }))
+        .get_job(as_caller(pb::GetJobRequest { id: id.clone(), config_version: None }, &who))
         .await?
         .into_inner()
         .job;
     // The offset is an instance number, which is what a ListTasks token is.
     let listed = web
         .tasks
-        .list_tasks(Request::new(pb::ListTasksRequest {
-            job_id: id.clone(),
-            states: vec![],
-            limit: if page.tasks_limit == 0 { DEFAULT_UI_TASKS } else { page.tasks_limit },
-            page_token: if page.tasks_offset == 0 { String::new() } else { page.tasks_offset.to_string() },
-        }))
+        .list_tasks(as_caller(
+            pb::ListTasksRequest {
+                job_id: id.clone(),
+                states: vec![],
+                limit: if page.tasks_limit == 0 { DEFAULT_UI_TASKS } else { page.tasks_limit },
+                page_token: if page.tasks_offset == 0 { String::new() } else { page.tasks_offset.to_string() },
+            },
+            &who,
+        ))
         .await?
         .into_inner();
     let tasks_next_offset = listed.next_page_token.parse::<u32>().ok();
     let (tasks, tasks_total) = (listed.tasks, listed.total);
-    // The events go through the same pool check as `JobEvents`: a user sees
-    // another team's job and tasks, not its events (which carry messages).
-    let mut events_request = Request::new(pb::JobEventsRequest { job_id: id, instance: None, limit: 0 });
-    if let Some(Extension(who)) = who {
-        events_request.extensions_mut().insert(who);
-    }
-    let (events, events_hidden) = match web.jobs.job_events(events_request).await {
-        Ok(r) => (r.into_inner().events, String::new()),
-        Err(e) if e.code() == tonic::Code::PermissionDenied => (Vec::new(), e.message().to_string()),
-        Err(e) => return Err(e.into()),
-    };
+    let events_request = as_caller(pb::JobEventsRequest { job_id: id, instance: None, limit: 0 }, &who);
+    let events = web.jobs.job_events(events_request).await?.into_inner().events;
     let spec_yaml = spec_yaml(job.as_ref());
     Ok(Json(serde_json::json!({
         "job": job, "tasks": tasks, "tasks_total": tasks_total, "tasks_next_offset": tasks_next_offset,
-        "events": events, "events_hidden": events_hidden, "spec_yaml": spec_yaml,
+        "events": events, "spec_yaml": spec_yaml,
     })))
 }
 
@@ -347,9 +346,10 @@ fn spec_yaml(job: Option<&pb::Job>) -> String {
 async fn job_version(
     State(web): State<Arc<Web>>,
     Path((id, version)): Path<(String, u64)>,
+    who: Option<Extension<Arc<crate::auth::Principal>>>,
 ) -> Answer<serde_json::Value> {
     let r = pb::GetJobRequest { id, config_version: Some(version) };
-    let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
+    let job = web.jobs.get_job(as_caller(r, &who)).await?.into_inner().job;
     Ok(Json(serde_json::json!({ "version": version, "spec_yaml": spec_yaml(job.as_ref()) })))
 }
 

@@ -156,9 +156,6 @@ export function jobPage(view, [id], _query, { me, go }) {
       el("td", {}, when(e.last_seen_ms)), el("td", {}, short(e.type, "EVENT_TYPE_")), el("td", {}, e.reason || ""),
       el("td", {}, e.count || "1"), el("td", {}, e.instance === undefined ? "job" : "task " + e.instance),
       el("td", { class: "reason" }, e.message || "")));
-    if (one.events_hidden) {
-      events.push(el("tr", { class: "events-hidden" }, el("td", { colSpan: 6 }, "events hidden: " + one.events_hidden)));
-    }
     parts.push(table("events-table", "Events (newest first)", ["Last seen", "Type", "Reason", "Count", "Object", "Message"], events));
     parts.push(versionsSection(status, can));
     parts.push(el("section", { "aria-labelledby": "spec-h" }, el("h3", { id: "spec-h" }, "Spec"),
@@ -251,8 +248,7 @@ export function taskPage(view, [id, instance], _query, { me }) {
       table("task-events", "Timeline (oldest first)", ["Time", "Run", "Transition", "Host", "Reason", "Message"],
         events.map((e) => el("tr", { "data-reason": e.reason || "" }, el("td", {}, when(e.at_ms)), el("td", {}, String(num(e.run))),
           el("td", {}, short(e.from, "TASK_STATE_") + " → " + short(e.to, "TASK_STATE_")), el("td", {}, e.host || ""),
-          el("td", {}, e.reason || ""), el("td", { class: "reason" }, e.message || ""))).concat(one.events_hidden
-          ? [el("tr", { class: "events-hidden" }, el("td", { colSpan: 6 }, "events hidden: " + one.events_hidden))] : [])));
+          el("td", {}, e.reason || ""), el("td", { class: "reason" }, e.message || "")))));
     // A new run has a new log: follow it.
     if (num(t.run) > 0 && num(t.run) !== streamingRun) openLog(num(t.run));
     if (num(t.run) === 0 && streamingRun < 0) logState.textContent = "no run yet: the task has not been placed";

@@ -6,8 +6,9 @@ use tonic::Status;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Reads jobs, pools, hosts and plugins; changes jobs and tasks, and
-    /// reads their logs and events, in granted pools.
+    /// Reads pools, hosts and plugins (the cluster's inventory); reads and
+    /// changes jobs and tasks (specs, states, logs, events) only in granted
+    /// pools.
     User,
     /// A user who may also validate plugins (`ValidatePlugin` compiles and
     /// runs untrusted Wasm on the server's shared runtime, so not everyone
@@ -70,15 +71,30 @@ impl Principal {
         self.role >= Role::Operator || self.pools.iter().any(|grant| pool_within(pool, grant))
     }
 
-    /// Whether the principal may read the logs and events of jobs in `pool`:
-    /// the same pools it may change (its team's), every pool from `operator` up.
-    pub fn may_read_details_in(&self, pool: &str) -> bool {
+    /// Whether the principal reads every pool's jobs (`operator` and up), so
+    /// that lists and streams need not look at a job's pool at all.
+    pub fn reads_every_pool(&self) -> bool {
+        self.role >= Role::Operator
+    }
+
+    /// Whether the principal may read jobs in `pool`: their specs, states,
+    /// tasks, logs and events. The same pools it may change (its team's),
+    /// every pool from `operator` up. A prefix check, allocating nothing:
+    /// lists and watch streams call it per job.
+    pub fn may_read_jobs_in(&self, pool: &str) -> bool {
         self.may_change_jobs_in(pool)
     }
 
-    /// [`Principal::may_read_details_in`] as a gRPC answer.
+    /// [`Principal::may_read_jobs_in`] (the name from when only logs and
+    /// events were limited to the team's pools).
+    pub fn may_read_details_in(&self, pool: &str) -> bool {
+        self.may_read_jobs_in(pool)
+    }
+
+    /// [`Principal::may_read_jobs_in`] as a gRPC answer: PERMISSION_DENIED
+    /// naming the pool, as for changes (decision 0059).
     pub fn check_read_pool(&self, pool: &str) -> Result<(), Status> {
-        if self.may_read_details_in(pool) { Ok(()) } else { Err(self.refusal("read task logs or events of", pool)) }
+        if self.may_read_jobs_in(pool) { Ok(()) } else { Err(self.refusal("read", pool)) }
     }
 
     /// PERMISSION_DENIED: this principal may not `what` jobs in `pool`.
@@ -138,6 +154,8 @@ pub fn requirement(http_method: &http::Method, path: &str) -> Requirement {
     let details = |m: &str| m == "TaskLogs" || m == "TaskEvents" || m == "JobEvents";
     match service {
         "paceline.v1.JobService" | "paceline.v1.TaskService" if details(method) => Requirement::ReadInPool,
+        // Any role here; the handlers refuse another pool's job and narrow
+        // lists and streams to the pools the caller may read (decision 0059).
         "paceline.v1.JobService" | "paceline.v1.TaskService" if read(method) => Requirement::Read,
         "paceline.v1.JobService" | "paceline.v1.TaskService" => Requirement::JobsInPool,
         "paceline.v1.WatchService" => Requirement::Read,

@@ -18,7 +18,7 @@ use pb::host_service_server::HostService;
 use pb::job_service_server::JobService;
 use pb::plugin_service_server::PluginService;
 use pb::task_service_server::TaskService;
-use tonic::{Request, Status};
+use tonic::Status;
 
 use super::{Answer, Failure, Web, as_caller};
 use crate::auth::Principal;
@@ -161,7 +161,7 @@ pub(super) async fn job_action(
             let instances = body
                 .instances
                 .ok_or_else(|| Failure(Status::invalid_argument("instances: must be set (the new count)")))?;
-            let mut spec = spec_at(&web, &id, None).await?;
+            let mut spec = spec_at(&web, &id, None, &who).await?;
             spec.instance_count = instances;
             update_to(&web, &id, spec, &who).await?
         }
@@ -169,7 +169,7 @@ pub(super) async fn job_action(
             let version = body
                 .version
                 .ok_or_else(|| Failure(Status::invalid_argument("version: must be set (the config version)")))?;
-            let spec = spec_at(&web, &id, Some(version)).await?;
+            let spec = spec_at(&web, &id, Some(version), &who).await?;
             update_to(&web, &id, spec, &who).await?
         }
         "pause" => json(web.jobs.pause_update(as_caller(control(), &who)).await?.into_inner())?,
@@ -185,10 +185,10 @@ pub(super) async fn job_action(
     Ok(Json(answer))
 }
 
-/// Job `id`'s spec at `version` (the desired one with `None`).
-async fn spec_at(web: &Web, id: &str, version: Option<u64>) -> Result<pb::JobSpec, Failure> {
+/// Job `id`'s spec at `version` (the desired one with `None`), read as the caller.
+async fn spec_at(web: &Web, id: &str, version: Option<u64>, who: &Who) -> Result<pb::JobSpec, Failure> {
     let r = pb::GetJobRequest { id: id.to_string(), config_version: version };
-    let job = web.jobs.get_job(Request::new(r)).await?.into_inner().job;
+    let job = web.jobs.get_job(as_caller(r, who)).await?.into_inner().job;
     job.and_then(|j| j.spec).ok_or_else(|| Failure(Status::not_found("job has no spec")))
 }
 
@@ -206,23 +206,19 @@ fn instance(raw: &str) -> Result<u32, Failure> {
     raw.parse().map_err(|_| Failure(Status::invalid_argument(format!("instance: `{raw}` is not a number"))))
 }
 
-/// `GET /ui/api/tasks/{id}/{instance}`: `{"task": Task, "events": [TaskEvent],
-/// "events_hidden": why}` (events: every run's transitions, oldest first;
-/// withheld, as on the job page, from a caller who may not read the pool).
+/// `GET /ui/api/tasks/{id}/{instance}`: `{"task": Task, "events": [TaskEvent]}`
+/// (events: every run's transitions, oldest first), read as the caller: 403
+/// for another team's task (decision 0059).
 pub(super) async fn task(
     State(web): State<Arc<Web>>,
     Path((id, raw)): Path<(String, String)>,
     who: Who,
 ) -> Answer<serde_json::Value> {
     let task_ref = pb::TaskRef { job_id: id, instance: instance(&raw)? };
-    let task = web.tasks.get_task(Request::new(pb::GetTaskRequest { task: Some(task_ref.clone()) })).await?;
-    let events = web.tasks.task_events(as_caller(pb::TaskEventsRequest { task: Some(task_ref), limit: 0 }, &who)).await;
-    let (events, hidden) = match events {
-        Ok(r) => (r.into_inner().events, String::new()),
-        Err(e) if e.code() == tonic::Code::PermissionDenied => (Vec::new(), e.message().to_string()),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Json(serde_json::json!({ "task": task.into_inner().task, "events": events, "events_hidden": hidden })))
+    let task = web.tasks.get_task(as_caller(pb::GetTaskRequest { task: Some(task_ref.clone()) }, &who)).await?;
+    let events =
+        web.tasks.task_events(as_caller(pb::TaskEventsRequest { task: Some(task_ref), limit: 0 }, &who)).await?;
+    Ok(Json(serde_json::json!({ "task": task.into_inner().task, "events": events.into_inner().events })))
 }
 
 /// `POST /ui/api/tasks/{id}/{instance}/{kill|restart}`.

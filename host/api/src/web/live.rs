@@ -17,7 +17,7 @@ use paceline_proto::v1 as pb;
 use pb::task_service_server::TaskService;
 use pb::watch_service_server::WatchService;
 use tokio_stream::StreamExt;
-use tonic::{Request, Status};
+use tonic::Status;
 
 use super::{Failure, Web, as_caller};
 use crate::auth::Principal;
@@ -35,6 +35,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 pub(super) async fn events(
     State(web): State<Arc<Web>>,
     Query(q): Query<std::collections::HashMap<String, String>>,
+    who: Option<Extension<Arc<Principal>>>,
 ) -> Result<Response, Failure> {
     let from_revision = match q.get("from_revision") {
         Some(r) => {
@@ -43,12 +44,13 @@ pub(super) async fn events(
         None => 0,
     };
     let watch = pb::WatchRequest { kinds: vec![], from_revision, job_id: String::new() };
-    let (stream, first) = match web.watch.watch(Request::new(watch)).await {
+    // As the caller: a user's stream leaves other teams' jobs and tasks out.
+    let (stream, first) = match web.watch.watch(as_caller(watch, &who)).await {
         Ok(s) => (s.into_inner(), None),
         // Too old to resume, or from before a restart: the page is told to
         // re-read (a `reset` first) and the stream goes on from now.
         Err(e) if e.code() == tonic::Code::OutOfRange => {
-            let fresh = web.watch.watch(Request::new(pb::WatchRequest::default())).await?.into_inner();
+            let fresh = web.watch.watch(as_caller(pb::WatchRequest::default(), &who)).await?.into_inner();
             (fresh, Some(Event::default().event("reset").data(e.message())))
         }
         Err(e) => return Err(e.into()),
