@@ -21,5 +21,6 @@ mod plugin_store;
 mod preemption_slot;
 mod provider_cluster;
 mod support;
+mod tenant_reads;
 mod watch_usage;
 mod why_pending;
