@@ -32,7 +32,7 @@ fn job_file(dir: &Path) -> String {
     path.to_str().expect("utf-8").to_string()
 }
 
-/// Runs browser steps through `tests/web/cdp.py` and Debian's Chromium
+/// Runs browser steps through host/server/tests/web/cdp.py and Debian's Chromium
 /// (`deploy/browser/chromium.sh`, as `web_ui/` does); the evaluated values.
 fn browse(steps: serde_json::Value) -> Vec<serde_json::Value> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -43,7 +43,7 @@ fn browse(steps: serde_json::Value) -> Vec<serde_json::Value> {
         .expect("runs chromium.sh");
     assert!(chromium.status.success(), "no browser: {}", String::from_utf8_lossy(&chromium.stderr));
     let out = std::process::Command::new("python3")
-        .arg(manifest.join("tests/web/cdp.py"))
+        .arg(manifest.join("../server/tests/web/cdp.py"))
         .arg(String::from_utf8_lossy(&chromium.stdout).trim())
         .arg(steps.to_string())
         .output()

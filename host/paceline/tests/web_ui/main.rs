@@ -1,6 +1,10 @@
-//! The web UI in a real browser: `paceline dev` on simulated hosts, Debian's
-//! Chromium (installed by `deploy/browser/chromium.sh`) driven through the
-//! DevTools protocol by `tests/web/cdp.py`.
+//! The web UI in a real browser, for the tests that need the `paceline`
+//! binary itself: `paceline dev`'s local agents (a task's log followed
+//! live), the server's log on stderr (what a refusal logs), `paceline sim
+//! compare`'s reports and the CLI's task text beside the page. Debian's
+//! Chromium (installed by `deploy/browser/chromium.sh`) is driven through the
+//! DevTools protocol by host/server/tests/web/cdp.py. The other web UI tests
+//! run the server in their own process: host/server/tests/all/web_ui.
 //!
 //! One binary (`cargo test --test web_ui`); this file holds the helpers every
 //! test uses, each module a part of the UI.
@@ -10,15 +14,13 @@ mod common;
 
 mod cross_origin;
 mod jobs;
-mod overview;
 mod slot_and_task_pages;
-mod tokens;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{BIN, Dev, eventually, free_port, tokens_file};
+use common::{BIN, Dev, eventually, free_port};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -45,15 +47,20 @@ fn shot(name: &str) -> String {
     format!("{}/web-ui-screenshots/{name}.png", env!("CARGO_TARGET_TMPDIR"))
 }
 
-/// axe-core, vendored from npm (tests/web/vendor): injected into the page by the driver.
-fn axe() -> String {
-    format!("{}/tests/web/vendor/axe-core-4.10.2/axe.min.js", env!("CARGO_MANIFEST_DIR"))
+/// The browser driver and axe-core, kept beside the server crate's web UI tests.
+fn web_dir() -> PathBuf {
+    repo().join("host/server/tests/web")
 }
 
-/// Runs browser steps (see tests/web/cdp.py); the evaluated values and the dialogs seen.
+/// axe-core, vendored from npm (host/server/tests/web/vendor): injected into the page by the driver.
+fn axe() -> String {
+    web_dir().join("vendor/axe-core-4.10.2/axe.min.js").to_str().expect("utf-8").to_string()
+}
+
+/// Runs browser steps (see host/server/tests/web/cdp.py); the evaluated values and the dialogs seen.
 fn browse(steps: serde_json::Value) -> (Vec<serde_json::Value>, Vec<String>) {
     let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web/cdp.py"))
+        .arg(web_dir().join("cdp.py"))
         .arg(chromium())
         .arg(steps.to_string())
         .output()
@@ -134,38 +141,9 @@ fn raw(api: u16, head: &str, body: &str) -> (u16, String) {
     (code, text)
 }
 
-/// A tokens file admitting several principals (each `paceline auth token`'s
-/// arguments); their tokens, in order.
-fn tokens_for(path: &Path, principals: &[&[&str]]) -> Vec<String> {
-    let mut tokens = Vec::new();
-    let mut entries = String::new();
-    for args in principals {
-        tokens.push(tokens_file(path, args));
-        let one = std::fs::read_to_string(path).expect("read");
-        entries.push_str(one.strip_prefix("version: 1\nprincipals:\n").expect("one principal"));
-    }
-    std::fs::write(path, format!("version: 1\nprincipals:\n{entries}")).expect("write");
-    tokens
-}
-
 /// A job file for a real agent: `sh -c SCRIPT`, `n` instances in /default.
 fn shell_job(name: &str, n: u32, script: &str) -> String {
     format!(
         "name: {name}\npool: /default\nkind: batch\ninstance_count: {n}\ndefault_task:\n  command: sh\n  args: [\"-c\", {script:?}]\n  resources: {{cpu_millis: 100, memory_mib: 32, disk_mib: 10, gpu_milli: 0, ports: 0}}\n"
     )
-}
-
-/// Waits (in a thread) for the driver to save the screenshot `name`, then runs `then`.
-fn when_shot(name: &str, then: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
-    let path = PathBuf::from(shot(name));
-    let _ = std::fs::remove_file(&path);
-    std::thread::spawn(move || {
-        for _ in 0..1200 {
-            if path.exists() {
-                then();
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    })
 }

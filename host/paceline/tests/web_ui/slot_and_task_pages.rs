@@ -1,4 +1,8 @@
 //! A plugin slot's page (shadow diff, version charts, sim reports) and a task's GPU share.
+//! These stay with the binary: the reports the Simulations page lists are
+//! written by `paceline sim compare` (and `sim run` refuses a bad
+//! `--report-name`), and the GPU share is checked in `task get`'s and `task
+//! list`'s text beside the page.
 
 use super::*;
 
