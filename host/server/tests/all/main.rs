@@ -23,4 +23,5 @@ mod provider_cluster;
 mod support;
 mod tenant_reads;
 mod watch_usage;
+mod web_ui;
 mod why_pending;
