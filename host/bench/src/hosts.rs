@@ -562,3 +562,21 @@ async fn pipeline_once(args: &PipelineBenchArgs, metrics: bool) -> anyhow::Resul
     }
     Ok(total as f64 / launched.as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bench hosts` starts its agent from the binary the caller names, not
+    /// from whatever program runs the bench (a test binary, another tool).
+    #[test]
+    fn bench_hosts_starts_the_agent_from_the_binary_it_is_given() {
+        let env = crate::BenchEnv {
+            paceline: std::path::PathBuf::from("/nonexistent/paceline"),
+            checkout: std::path::PathBuf::from("."),
+        };
+        let args = HostsBenchArgs { tasks: 1, hosts: 1, runs: 1, seconds: 1 };
+        let err = hosts(args, &env).expect_err("there is no such binary");
+        assert!(format!("{err:#}").contains("starting paceline agent"), "{err:#}");
+    }
+}
