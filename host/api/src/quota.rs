@@ -9,10 +9,21 @@
 //! spends that owner's quota. The pool is the job's own pool path (its
 //! parent pools are not summed); a pool's spec may set its own limits
 //! (`max_live_jobs`, `max_live_tasks`), which replace the server's per-pool
-//! defaults for it. Counts come from the job manager's
-//! in-memory mirror ([`JobManager::visit_live_jobs`]); checks and the
-//! changes they admit run one at a time ([`Quotas::admit`] holds a lock
-//! until the change is made), so concurrent creates cannot overshoot.
+//! defaults for it.
+//!
+//! What counts: a job not in a terminal state counts under its latest
+//! spec's owner and pool; its live tasks are its tasks not in a terminal
+//! state plus the instances its latest spec asks for that have no task yet
+//! (a batch job's finished tasks stop counting before the job ends).
+//!
+//! Counts come from the job manager, which keeps them per owner and per pool
+//! as jobs change ([`JobManager::live_held`], [`JobManager::live_job`]:
+//! created, scaled, tasks ending, the job ending, deleted, rebuilt from the
+//! store at recovery), so a check costs O(1) whatever the cluster holds; it
+//! used to pass over every live job and task ([`JobManager::visit_live_jobs`],
+//! kept as the recount tests compare against). Checks and the changes they
+//! admit run one at a time ([`Quotas::admit`] holds a lock until the change
+//! is made), so concurrent creates cannot overshoot.
 
 use paceline_jobmgr::JobManager;
 use tonic::Status;
@@ -119,46 +130,42 @@ impl Quotas {
         // The job being changed, as it is now: (owner, pool, live tasks).
         let job = match ask {
             Ask::New { .. } => None,
-            Ask::Update { job, .. } | Ask::Grow { job, .. } => {
-                let mut found = None;
-                jobs.visit_live_jobs(|id, owner, pool, tasks| {
-                    if id == job {
-                        found = Some((owner.to_string(), pool.to_string(), tasks));
-                    }
-                });
-                found
-            }
+            Ask::Update { job, .. } | Ask::Grow { job, .. } => jobs.live_job(job),
         };
-        let (id, owner, pool, tasks) = match ask {
-            Ask::New { owner, pool, tasks } => (None, owner.to_string(), pool.to_string(), tasks),
-            Ask::Update { job: id, owner, pool, tasks } => (Some(id), owner.to_string(), pool.to_string(), tasks),
-            Ask::Grow { job: id, add } => match &job {
-                Some((owner, pool, now)) => (Some(id), owner.clone(), pool.clone(), now.saturating_add(add)),
+        let (owner, pool, tasks) = match ask {
+            Ask::New { owner, pool, tasks } => (owner.to_string(), pool.to_string(), tasks),
+            Ask::Update { owner, pool, tasks, .. } => (owner.to_string(), pool.to_string(), tasks),
+            Ask::Grow { add, .. } => match &job {
+                Some(j) => (j.owner.clone(), j.pool.clone(), j.tasks.saturating_add(add)),
                 // Not live (or unknown): the job manager answers for it.
                 None => return Ok(()),
             },
         };
-        if let Some((o, p, now)) = &job
-            && *o == owner
-            && *p == pool
-            && tasks <= *now
+        if let Some(j) = &job
+            && j.owner == owner
+            && j.pool == pool
+            && tasks <= j.tasks
         {
             return Ok(());
         }
-        let mut usage = Usage::default();
-        jobs.visit_live_jobs(|j, o, p, t| {
-            if Some(j) == id {
-                return;
+        // What the owner and the pool hold, less the job being changed.
+        let (held_owner, held_pool) = jobs.live_held(&owner, &pool);
+        let mut usage = Usage {
+            owner_jobs: held_owner.jobs,
+            owner_tasks: held_owner.tasks,
+            pool_jobs: held_pool.jobs,
+            pool_tasks: held_pool.tasks,
+        };
+        if let Some(j) = &job {
+            if j.owner == owner {
+                usage.owner_jobs = usage.owner_jobs.saturating_sub(1);
+                usage.owner_tasks = usage.owner_tasks.saturating_sub(j.tasks);
             }
-            if o == owner {
-                usage.owner_jobs += 1;
-                usage.owner_tasks += t;
+            if j.pool == pool {
+                usage.pool_jobs = usage.pool_jobs.saturating_sub(1);
+                usage.pool_tasks = usage.pool_tasks.saturating_sub(j.tasks);
             }
-            if p == pool {
-                usage.pool_jobs += 1;
-                usage.pool_tasks += t;
-            }
-        });
+        }
         let l = &self.limits;
         // A pool's own limits (its spec's max_live_jobs, max_live_tasks)
         // replace the server's per-pool defaults.

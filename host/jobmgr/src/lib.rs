@@ -47,6 +47,8 @@
 //! - [`table`]: the declarative (state, goal) → action table.
 //! - [`deadline`]: the deadline queue.
 //! - `state` (private): the in-memory mirror of jobs and tasks.
+//! - [`live_counts`]: live jobs and tasks per owner and pool, kept as the
+//!   mirror changes, for the API's quotas.
 //! - `availability` (private): the one count of a job's unavailable
 //!   instances and the permission to take one down (decision 0046).
 //! - `views` (private): building the lifecycle plugin's views.
@@ -69,6 +71,7 @@ pub mod error;
 pub mod events;
 pub mod feed;
 pub mod latency;
+pub mod live_counts;
 pub mod manager;
 pub mod pools;
 pub mod retention;

@@ -27,11 +27,21 @@ pub(crate) struct Mem {
     /// Jobs with an owner lease → when it was last renewed (or started),
     /// ms since the epoch (manager/lease.rs). Memory only, on purpose.
     pub owner_renewed: HashMap<u64, u64>,
+    /// Live jobs and tasks per owner and pool, for quotas (live_counts.rs).
+    pub live: crate::live_counts::LiveCounts,
 }
 
 impl Mem {
     pub fn key_of(&self, job_id: &str) -> Option<u64> {
         self.keys.get(job_id).copied()
+    }
+
+    /// Brings the live counts in line with job `key` as the mirror now holds
+    /// it (gone: its share is removed). Every writer of a job's runtime,
+    /// tasks or configs calls it after the change.
+    pub fn refresh_live(&mut self, key: u64) {
+        let Mem { jobs, live, .. } = self;
+        live.refresh(key, jobs.get(&key));
     }
 }
 
@@ -51,9 +61,53 @@ pub(crate) struct JobEntry {
     pub daemon_hosts: Vec<String>,
     /// The lifecycle plugin marked the job terminal (SUCCEEDED / FAILED).
     pub marked: bool,
+    /// How many of `tasks` are not in a terminal state: kept by
+    /// `set_task_runtime` and `push_task`, read by the live counts.
+    pub unfinished: u64,
 }
 
 impl JobEntry {
+    /// The number of `tasks` not in a terminal state (for `unfinished`).
+    pub fn count_unfinished(tasks: &[TaskEntry]) -> u64 {
+        tasks.iter().filter(|t| !t.rt.state.is_terminal()).count() as u64
+    }
+
+    /// Replaces a task's runtime, keeping `unfinished`. Every write of a
+    /// task's runtime in the mirror goes through here (or only moves between
+    /// states that are not terminal).
+    pub fn set_task_runtime(&mut self, instance: usize, rt: TaskRuntime) {
+        let Some(t) = self.tasks.get_mut(instance) else {
+            return;
+        };
+        match (t.rt.state.is_terminal(), rt.state.is_terminal()) {
+            (true, false) => self.unfinished += 1,
+            (false, true) => self.unfinished = self.unfinished.saturating_sub(1),
+            _ => {}
+        }
+        t.rt = rt;
+    }
+
+    /// Appends a task, keeping `unfinished`.
+    pub fn push_task(&mut self, task: TaskEntry) {
+        if !task.rt.state.is_terminal() {
+            self.unfinished += 1;
+        }
+        self.tasks.push(task);
+    }
+
+    /// What the job adds to its owner's and pool's live counts: its latest
+    /// spec and its live tasks (those not terminal, plus the instances the
+    /// latest spec asks for that have no task yet); `None` once the job is
+    /// terminal. O(1).
+    pub fn live_share(&self) -> Option<(&Arc<JobConfig>, u64)> {
+        if self.runtime.state.is_terminal() {
+            return None;
+        }
+        let latest = self.latest_config();
+        let not_yet = u64::from(latest.instance_count).saturating_sub(self.tasks.len() as u64);
+        Some((latest, self.unfinished + not_yet))
+    }
+
     /// The config instances should run.
     pub fn config(&self) -> &Arc<JobConfig> {
         self.configs

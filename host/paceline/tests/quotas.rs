@@ -34,6 +34,20 @@ impl Api {
     async fn start(limits: QuotaLimits) -> Api {
         let dir = tempfile::tempdir().expect("tempdir");
         let sc = SimCluster::start(dir.path(), shapes(1)).await;
+        Api::serve(sc, dir, limits).await
+    }
+
+    /// The control plane restarted over the same store and hosts (every
+    /// role new, the job manager's counts rebuilt from the store), serving
+    /// the same limits.
+    async fn restart(self, limits: QuotaLimits) -> Api {
+        let Api { sc, _dir: dir, _stop, .. } = self;
+        drop(_stop);
+        let sc = SimCluster::start_with(sc.sim.clone(), sc.store.clone(), sc.registry.clone()).await;
+        Api::serve(sc, dir, limits).await
+    }
+
+    async fn serve(sc: SimCluster, dir: tempfile::TempDir, limits: QuotaLimits) -> Api {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -102,6 +116,66 @@ async fn a_principal_over_its_live_job_quota_is_refused_naming_the_limit() {
     let refused = api.jobs().restart_job(restart).await.expect_err("a restart is a new live job");
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert!(refused.message().contains("max_live_jobs_per_principal"), "{}", refused.message());
+}
+
+/// The counts a check reads are kept as jobs change (not recounted per
+/// check): a killed job frees its room, a batch job that ends by itself
+/// frees its room, and after a restart of the control plane the counts
+/// are rebuilt from the store, so the quota still binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kept_counts_free_room_when_jobs_end_and_still_bind_after_a_restart() {
+    let quota = limits(2, 10);
+    let api = Api::start(quota.clone()).await;
+    let kept_equals_recount = |api: &Api, when: &str| {
+        let jobs = &api.sc.cluster.jobs;
+        assert_eq!(jobs.live_counts(), jobs.recount_live(), "kept counts differ from a recount {when}");
+    };
+    let first = api.create(spec(4)).await.expect("first job");
+    let second = api.create(spec(4)).await.expect("second job");
+    kept_equals_recount(&api, "after two creates");
+    let refused = api.create(spec(1)).await.expect_err("a third live job");
+    assert!(refused.message().contains("principal `team` has 2 live jobs"), "{}", refused.message());
+
+    // Killing one makes room, once it is KILLED.
+    api.jobs().kill_job(pb::KillJobRequest { id: first.clone(), instances: vec![] }).await.expect("kill");
+    let ended = api.sc.run_until(250, 200, async |c| c.job_state(&first).await.is_terminal()).await;
+    assert!(ended, "the killed job ended");
+    kept_equals_recount(&api, "after the kill");
+    let third = api.create(spec(6)).await.expect("room again once a job was killed");
+    let refused = api.create(spec(1)).await.expect_err("two live jobs again");
+    assert!(refused.message().contains("principal `team` has 2 live jobs"), "{}", refused.message());
+
+    // A restarted control plane rebuilds the counts from the store.
+    let api = api.restart(quota.clone()).await;
+    kept_equals_recount(&api, "after the restart");
+    let held = api.sc.cluster.jobs.live_held("team", POOL).0;
+    assert_eq!((held.jobs, held.tasks), (2, 10), "the second and third jobs, 4 + 6 tasks");
+    let refused = api.create(spec(1)).await.expect_err("the quota binds after a restart");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("principal `team` has 2 live jobs"), "{}", refused.message());
+    let grow = pb::AddInstancesRequest { id: second.clone(), count: 1 };
+    let refused = api.jobs().add_instances(grow).await.expect_err("the task quota binds after a restart");
+    assert!(refused.message().contains("has 6 live tasks in other jobs"), "{}", refused.message());
+
+    // A batch job that succeeds by itself frees its room too.
+    for id in [&second, &third] {
+        api.jobs().kill_job(pb::KillJobRequest { id: id.clone(), instances: vec![] }).await.expect("kill");
+    }
+    let ended = api
+        .sc
+        .run_until(250, 200, async |c| {
+            c.job_state(&second).await.is_terminal() && c.job_state(&third).await.is_terminal()
+        })
+        .await;
+    assert!(ended, "both jobs ended");
+    let mut batch = job(JobKind::Batch, 2);
+    batch.default_task.env.insert("SIM_DURATION_MS".into(), "1000".into());
+    let b = api.create(paceline_api::convert::job_spec_pb(&batch)).await.expect("a batch job");
+    api.create(spec(1)).await.expect("a second job");
+    let ended = api.sc.run_until(250, 400, async |c| c.job_state(&b).await.is_terminal()).await;
+    assert!(ended, "the batch job ended by itself: {:?}", api.sc.job_state(&b).await);
+    kept_equals_recount(&api, "after the batch job ended");
+    api.create(spec(1)).await.expect("room again once the batch job ended");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -84,9 +84,12 @@ impl JobManager {
                 update: None,
                 daemon_hosts,
                 marked: false,
+                unfinished: 0,
             };
+            let entry = JobEntry { unfinished: JobEntry::count_unfinished(&entry.tasks), ..entry };
             m.keys.insert(id.to_string(), key);
             m.jobs.insert(key, entry);
+            m.refresh_live(key);
             key
         };
         let queued = {
@@ -100,7 +103,9 @@ impl JobManager {
             let entry = {
                 let mut m = self.mem();
                 m.keys.remove(id);
-                m.jobs.remove(&key)
+                let entry = m.jobs.remove(&key);
+                m.refresh_live(key);
+                entry
             };
             if let Some(entry) = entry {
                 let mut rm = self.rm();
@@ -305,6 +310,7 @@ impl JobManager {
             let mut m = self.mem();
             if let Some(k) = m.keys.remove(id) {
                 m.jobs.remove(&k);
+                m.refresh_live(k);
             }
         }
         // Watchers read the job and find it gone.

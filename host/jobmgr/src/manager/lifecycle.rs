@@ -229,9 +229,10 @@ impl JobManager {
         if let Some(job) = m.jobs.get_mut(&key) {
             for (_, mut rt) in new {
                 rt.version = 1;
-                job.tasks.push(TaskEntry::new(rt));
+                job.push_task(TaskEntry::new(rt));
             }
         }
+        m.refresh_live(key);
         Ok(())
     }
 

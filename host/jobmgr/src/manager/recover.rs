@@ -119,6 +119,7 @@ impl JobManager {
             } else {
                 Vec::new()
             };
+            let unfinished = JobEntry::count_unfinished(&tasks);
             let mut m = self.mem();
             let key = m.next_key;
             m.next_key += 1;
@@ -135,8 +136,11 @@ impl JobManager {
                     update,
                     daemon_hosts,
                     marked: false,
+                    unfinished,
                 },
             );
+            // The live counts are rebuilt from the store, job by job.
+            m.refresh_live(key);
             keys.push(key);
         }
         for &key in &keys {

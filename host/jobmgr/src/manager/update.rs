@@ -159,6 +159,8 @@ impl JobManager {
                     bump.push(Write::new(i, rt, ""));
                 }
             }
+            // The latest spec's count, owner and pool are what the job holds now.
+            m.refresh_live(key);
             (restart, bump)
         };
         let state = if spec.start_paused { UpdateState::Paused } else { UpdateState::RollingForward };

@@ -1,8 +1,14 @@
-//! What live jobs hold, for quotas kept by the API (security issue 44):
-//! counted from the in-memory mirror, never from storage, so a check costs
-//! one pass over the live jobs and no store read.
+//! What live jobs hold, for quotas kept by the API (security issue 44).
+//! [`JobManager::live_job`] and [`JobManager::live_held`] read the counts
+//! the mirror keeps as it changes (live_counts.rs): O(1) per question.
+//! [`JobManager::visit_live_jobs`] and [`JobManager::recount_live`] pass over
+//! every live job and task: the definition the counts must match, for tests
+//! and the quota benchmark's comparison.
+
+use std::collections::HashMap;
 
 use super::JobManager;
+use crate::live_counts::{Held, LiveJob};
 
 impl JobManager {
     /// Calls `visit(id, owner, pool, live_tasks)` for every job not yet in a
@@ -11,6 +17,7 @@ impl JobManager {
     /// its tasks not in a terminal state, plus the instances its latest spec
     /// asks for that have no task yet. The mirror's lock is held during the
     /// visit: `visit` must be quick and must not call back into the manager.
+    /// A full pass (O(live tasks)): quotas use [`JobManager::live_held`].
     pub fn visit_live_jobs(&self, mut visit: impl FnMut(&str, &str, &str, u64)) {
         let m = self.mem();
         for job in m.jobs.values().filter(|j| !j.runtime.state.is_terminal()) {
@@ -19,6 +26,40 @@ impl JobManager {
             let not_yet = u64::from(latest.instance_count).saturating_sub(job.tasks.len() as u64);
             visit(&job.id, &latest.owner, &latest.pool, live + not_yet);
         }
+    }
+
+    /// Job `id` as the live counts hold it (owner, pool, live tasks as
+    /// [`JobManager::visit_live_jobs`] defines them); `None` when it is
+    /// terminal or unknown. O(1).
+    pub fn live_job(&self, id: &str) -> Option<LiveJob> {
+        let m = self.mem();
+        m.live.job(m.key_of(id)?)
+    }
+
+    /// What principal (job owner) `owner` and pool `pool` hold in live jobs
+    /// and their live tasks, from the counts kept as jobs change. O(1).
+    pub fn live_held(&self, owner: &str, pool: &str) -> (Held, Held) {
+        self.mem().live.held(owner, pool)
+    }
+
+    /// Every owner's and pool's live counts as kept (for comparison with
+    /// [`JobManager::recount_live`]).
+    pub fn live_counts(&self) -> (HashMap<String, Held>, HashMap<String, Held>) {
+        self.mem().live.all()
+    }
+
+    /// The same counts, recounted by a full pass over the live jobs and their
+    /// tasks (O(live tasks)): what [`JobManager::live_counts`] must equal.
+    pub fn recount_live(&self) -> (HashMap<String, Held>, HashMap<String, Held>) {
+        let mut owners: HashMap<String, Held> = HashMap::new();
+        let mut pools: HashMap<String, Held> = HashMap::new();
+        self.visit_live_jobs(|_, owner, pool, tasks| {
+            for h in [owners.entry(owner.to_string()).or_default(), pools.entry(pool.to_string()).or_default()] {
+                h.jobs += 1;
+                h.tasks += tasks;
+            }
+        });
+        (owners, pools)
     }
 
     /// The live-job and live-task limits pool `pool`'s own spec sets

@@ -122,7 +122,7 @@ impl JobManager {
                             t.exit_code = None;
                             t.rm_task = None;
                         }
-                        job.tasks[w.instance as usize].rt = rt;
+                        job.set_task_runtime(w.instance as usize, rt);
                         changed.push(crate::feed::Change::Task(feed_id.clone(), w.instance));
                     }
                     Err(e) => {
@@ -131,6 +131,7 @@ impl JobManager {
                     }
                 }
             }
+            m.refresh_live(key);
         }
         self.feed.publish(changed);
         self.append_events(&job_id, events).await?;
@@ -158,11 +159,10 @@ impl JobManager {
         let mut m = self.mem();
         if let Some(job) = m.jobs.get_mut(&key) {
             for r in records {
-                if let Some(t) = job.tasks.get_mut(r.instance as usize) {
-                    t.rt = r.runtime;
-                }
+                job.set_task_runtime(r.instance as usize, r.runtime);
             }
         }
+        m.refresh_live(key);
         Ok(())
     }
 
@@ -216,7 +216,12 @@ impl JobManager {
     ) -> Result<(), JobError> {
         let stored = self.store.cas_job_runtime(id, expected, &rt).await?;
         let (to, at) = (stored.state, stored.updated_at_ms);
-        let from = self.mem().jobs.get_mut(&key).map(|job| std::mem::replace(&mut job.runtime, stored).state);
+        let from = {
+            let mut m = self.mem();
+            let from = m.jobs.get_mut(&key).map(|job| std::mem::replace(&mut job.runtime, stored).state);
+            m.refresh_live(key);
+            from
+        };
         if let Some(from) = from {
             self.note_job_state(id, from, to, at);
         }

@@ -11,6 +11,7 @@ mod drain;
 mod gang;
 mod grow;
 mod lease;
+mod live_counts;
 mod preempt_sla;
 mod recover;
 mod release;
