@@ -19,10 +19,10 @@ pub(crate) async fn probe_once(
     ports: &BTreeMap<String, u16>,
     sandbox: &Path,
     env: &BTreeMap<String, String>,
-    uid: Option<u32>,
+    ids: Option<&crate::task_user::Ids>,
     timeout: Duration,
 ) -> Result<(), String> {
-    match tokio::time::timeout(timeout, run_probe(probe, ports, sandbox, env, uid)).await {
+    match tokio::time::timeout(timeout, run_probe(probe, ports, sandbox, env, ids)).await {
         Ok(result) => result,
         Err(_) => Err(format!("no answer within {} s", timeout.as_secs_f64())),
     }
@@ -33,15 +33,17 @@ async fn run_probe(
     ports: &BTreeMap<String, u16>,
     sandbox: &Path,
     env: &BTreeMap<String, String>,
-    uid: Option<u32>,
+    ids: Option<&crate::task_user::Ids>,
 ) -> Result<(), String> {
     let port_of = |name: &str| ports.get(name).copied().ok_or_else(|| format!("no port named `{name}`"));
     match probe {
         Probe::Command { command, args } => {
             let mut cmd = Command::new(command);
             // A command check runs as the task does (decision 0047).
-            if let Some(uid) = uid {
-                cmd.uid(uid).gid(uid);
+            // Supplementary groups: the std library clears them when it
+            // switches uid (a named user's are not carried to its checks).
+            if let Some(ids) = ids {
+                cmd.uid(ids.uid).gid(ids.gid);
             }
             let status = cmd
                 .args(args)

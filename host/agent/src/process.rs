@@ -44,7 +44,7 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) address_space_kib: Option<u64>,
     /// The run's own uid and the `setpriv` that switches to it; `None`:
     /// the task runs as the agent.
-    pub(crate) user: Option<(u32, &'a Path)>,
+    pub(crate) user: Option<(&'a crate::task_user::Ids, &'a Path)>,
 }
 
 /// Starts the wrapper in its own process group (pgid = its pid).
@@ -61,8 +61,8 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
         .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default());
     // The wrapper stays the agent's user (it writes the exit status into
     // the agent's state dir and joins the cgroup); only the task switches.
-    if let Some((uid, setpriv)) = spec.user {
-        cmd.arg(setpriv).args(crate::task_user::ids_args(uid)).arg("--");
+    if let Some((ids, setpriv)) = spec.user {
+        cmd.arg(setpriv).args(crate::task_user::ids_args(ids)).arg("--");
     }
     cmd.arg(spec.program)
         .args(spec.args)

@@ -30,6 +30,15 @@ pub(crate) enum Phase {
 }
 
 impl RunRecord {
+    /// Who the task runs as; `None`: the agent's own user.
+    pub(crate) fn task_ids(&self) -> Option<crate::task_user::Ids> {
+        let uid = self.task_uid?;
+        Some(match &self.task_groups {
+            Some((gid, groups)) => crate::task_user::Ids { uid, gid: *gid, groups: groups.clone() },
+            None => crate::task_user::Ids::own(uid),
+        })
+    }
+
     /// The devices the run holds, as a grant.
     pub(crate) fn gpu_grant(&self) -> paceline_model::gpu::GpuGrant {
         let each = if self.gpu_milli_each == 0 { 1000 } else { self.gpu_milli_each };
@@ -70,6 +79,10 @@ pub(crate) struct RunRecord {
     /// (and records written before per-run uids).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) task_uid: Option<u32>,
+    /// A named user's (`user:`) primary gid and supplementary groups, from
+    /// the user database at launch; `None`: gid = uid, no groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task_groups: Option<(u32, Vec<u32>)>,
 }
 
 impl RunRecord {

@@ -329,7 +329,7 @@ pub(crate) async fn kill_leftovers(uid: u32, setpriv: &Path) {
         }
         tracing::info!(uid, processes = left.len(), "killing what a run left running under its uid");
         let status = tokio::process::Command::new(setpriv)
-            .args(ids_args(uid))
+            .args(ids_args(&Ids::own(uid)))
             .args(["/bin/sh", "-c", "kill -KILL -1"])
             .env_clear()
             .stdin(std::process::Stdio::null())
@@ -348,19 +348,114 @@ pub(crate) async fn kill_leftovers(uid: u32, setpriv: &Path) {
     }
 }
 
-/// `setpriv`'s arguments that switch to `uid` (gid = uid, no groups).
-pub(crate) fn ids_args(uid: u32) -> [String; 3] {
-    [format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".to_owned()]
+/// Kills what a run of a named user (`user:`) left running after its
+/// process group ended: a task that double-forked or called `setsid`.
+/// `kill -1` as the user would reach that user's other runs and its own
+/// processes on the host, so only the run's processes are chosen: every
+/// process of the run's cgroup when it has one (the kernel keeps forks in
+/// it), else every process running as `uid` whose environment still
+/// carries the run's `PACELINE_RUN_ID` (what a double fork or `setsid`
+/// keeps; a process that execs with an environment of its own escapes).
+/// Repeated a few times for processes forked during a pass.
+pub(crate) async fn kill_run_leftovers(uid: u32, run_id: &str, cgroup: Option<&Path>) {
+    let tag = format!("PACELINE_RUN_ID={run_id}");
+    let find = || -> Vec<u32> {
+        if let Some(procs) = cgroup.map(|c| c.join("cgroup.procs"))
+            && let Ok(text) = std::fs::read_to_string(procs)
+        {
+            return text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        }
+        processes_of(uid)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == tag.as_bytes()))
+            })
+            .collect()
+    };
+    for _ in 0..5 {
+        let left = find();
+        if left.is_empty() {
+            return;
+        }
+        tracing::info!(uid, run_id, processes = left.len(), "killing what a named user's run left running");
+        for pid in left {
+            // Only pids that fit (a pid above i32::MAX is no process).
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let left = find().len();
+    if left > 0 {
+        tracing::warn!(uid, run_id, processes = left, "processes of a named user's run survived the kill");
+    }
 }
 
-/// Why `uid` (gid = uid, no groups) cannot execute `program`: the first
-/// directory on its path it cannot search, or the file itself. `None`: it can.
-pub(crate) fn unreachable_for(program: &Path, uid: u32) -> Option<String> {
+/// Who a task runs as: a per-run uid (gid = uid, no supplementary groups)
+/// or a named user (`user:`) with the primary gid and the supplementary
+/// groups its user database entry gives it, as a login would
+/// (`initgroups`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ids {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// Supplementary groups (the primary gid among them, as `getgrouplist`
+    /// gives them).
+    pub(crate) groups: Vec<u32>,
+}
+
+impl Ids {
+    /// A per-run uid: gid = uid, no groups.
+    pub(crate) fn own(uid: u32) -> Ids {
+        Ids { uid, gid: uid, groups: Vec::new() }
+    }
+
+    /// A named user's ids: its passwd entry's primary gid and its groups
+    /// (`getgrouplist`). A uid without an entry gets gid = uid and no
+    /// groups, as a per-run uid does.
+    pub(crate) fn of_user(uid: u32) -> Result<Ids, String> {
+        let user = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+            Ok(Some(user)) => user,
+            Ok(None) => return Ok(Ids::own(uid)),
+            Err(e) => return Err(format!("looking up uid {uid}: {e}")),
+        };
+        let name = std::ffi::CString::new(user.name.as_bytes())
+            .map_err(|_| format!("user name of uid {uid} holds a NUL byte"))?;
+        let groups = nix::unistd::getgrouplist(&name, user.gid)
+            .map_err(|e| format!("looking up the groups of `{}`: {e}", user.name))?;
+        let mut groups: Vec<u32> = groups.into_iter().map(|g| g.as_raw()).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        Ok(Ids { uid, gid: user.gid.as_raw(), groups })
+    }
+
+    fn in_group(&self, gid: u32) -> bool {
+        gid == self.gid || self.groups.contains(&gid)
+    }
+}
+
+/// `setpriv`'s arguments that switch to `ids`.
+pub(crate) fn ids_args(ids: &Ids) -> Vec<String> {
+    let groups = if ids.groups.is_empty() {
+        "--clear-groups".to_owned()
+    } else {
+        let list: Vec<String> = ids.groups.iter().map(u32::to_string).collect();
+        format!("--groups={}", list.join(","))
+    };
+    vec![format!("--reuid={}", ids.uid), format!("--regid={}", ids.gid), groups]
+}
+
+/// Why `ids` cannot execute `program`: the first directory on its path it
+/// cannot search, or the file itself. `None`: it can.
+pub(crate) fn unreachable_for(program: &Path, ids: &Ids) -> Option<String> {
+    let uid = ids.uid;
     let allowed = |meta: &std::fs::Metadata, bit: u32| {
         let mode = meta.permissions().mode();
         if meta.uid() == uid {
             mode & (bit << 6) != 0
-        } else if meta.gid() == uid {
+        } else if ids.in_group(meta.gid()) {
             mode & (bit << 3) != 0
         } else {
             mode & bit != 0

@@ -170,7 +170,7 @@ fn two_teams_on_one_agent_through_the_server_cannot_read_each_other_and_a_pool_p
     let join = common::join_args(&dir.path().join("server").join("pki"));
     let agent = Command::new(BIN)
         .args(["agent", "--manager", &format!("http://127.0.0.1:{agents}"), "--hostname", "shared"])
-        .args(["--port-range", "44000-44099", "--task-uids", "73000-73099", "--task-user", "per-run"])
+        .args(["--port-range", "25000-25099", "--task-uids", "73000-73099", "--task-user", "per-run"])
         .args(["--cpu-millis", "4000", "--memory-mib", "4096", "--data-dir", agent_dir.to_str().expect("utf-8")])
         .args(&join)
         .stdout(std::process::Stdio::null())

@@ -433,6 +433,11 @@ impl Supervisor {
             ),
             None => None,
         };
+        // Its primary group and supplementary groups, as a login gets them.
+        let named_groups = match named {
+            Some(uid) => Some(crate::task_user::Ids::of_user(uid).map_err(|why| LaunchError::new("user", why))?),
+            None => None,
+        };
         let record = {
             let mut st = lock(&self.inner.state);
             if let Some(existing) = st.runs.get(&run_id) {
@@ -560,6 +565,7 @@ impl Supervisor {
                 ended_as: None,
                 ended_at_ms: None,
                 task_uid,
+                task_groups: named_groups.map(|ids| (ids.gid, ids.groups)),
             }
         };
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();

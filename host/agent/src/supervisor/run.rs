@@ -142,11 +142,12 @@ impl Supervisor {
         let env = self.task_env(rec);
         let program = process::resolve_command(&spec.command, env.get("PATH").map(String::as_str), &rec.sandbox)
             .ok_or_else(|| format!("command: `{}` is not an executable file (looked up in PATH)", spec.command))?;
-        if let Some(why) = rec.task_uid.and_then(|uid| task_user::unreachable_for(&program, uid)) {
+        let ids = rec.task_ids();
+        if let Some(why) = ids.as_ref().and_then(|ids| task_user::unreachable_for(&program, ids)) {
             return Err(format!("command: {why} (tasks run under uids of their own: docs/hosts.md)"));
         }
-        let user = match (&self.inner.cfg.task_users, rec.task_uid) {
-            (TaskUsers::PerRun { setpriv, .. }, Some(uid)) => Some((uid, setpriv.as_path())),
+        let user = match (&self.inner.cfg.task_users, &ids) {
+            (TaskUsers::PerRun { setpriv, .. }, Some(ids)) => Some((ids, setpriv.as_path())),
             _ => None,
         };
         let (cgroup, address_space_kib) = match &self.inner.cfg.isolation {
@@ -396,9 +397,12 @@ impl Supervisor {
                 TaskUsers::Agent { .. } => PathBuf::from("/usr/bin/setpriv"),
             };
             // A named user (`user:`) may have other runs and processes on
-            // this host: `kill -1` as it would reach them too.
+            // this host: `kill -1` as it would reach them too, so only this
+            // run's processes are killed (its cgroup, or its tag).
             if rec.spec.user.is_none() {
                 task_user::kill_leftovers(uid, &setpriv).await;
+            } else {
+                task_user::kill_run_leftovers(uid, &rec.spec.run_id, rec.cgroup.as_deref()).await;
             }
             task_user::take_back(&rec.sandbox);
             if let Some(volume) = &rec.spec.volume {
@@ -428,12 +432,13 @@ impl Supervisor {
 
     async fn health_loop(self, rec: RunRecord, hc: HealthSpec, gate: Arc<tokio::sync::Mutex<Gate>>) {
         let env = self.task_env(&rec);
+        let ids = rec.task_ids();
         tokio::time::sleep(Duration::from_secs(u64::from(hc.initial_delay_secs))).await;
         let timeout = Duration::from_secs(u64::from(hc.timeout_secs));
         let interval = Duration::from_secs(u64::from(hc.interval_secs));
         let mut failures = 0u32;
         loop {
-            let result = probe_once(&hc.probe, &rec.ports, &rec.sandbox, &env, rec.task_uid, timeout).await;
+            let result = probe_once(&hc.probe, &rec.ports, &rec.sandbox, &env, ids.as_ref(), timeout).await;
             let verdict = match &result {
                 Ok(()) => {
                     failures = 0;

@@ -329,3 +329,91 @@ async fn a_launch_naming_a_user_runs_as_it_and_an_agent_that_cannot_switch_users
     wait_terminal(&mut events, "named-0-1", Duration::from_secs(20)).await;
     assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nix::unistd::geteuid().as_raw(), "taken back");
 }
+
+/// A user with a primary group of its own (not gid = uid) and one
+/// supplementary group, made with `groupadd`/`useradd` when missing. Left
+/// in place for later runs (a nologin user without a home); `None` where
+/// the tools are missing or fail.
+fn grouped_user() -> Option<nix::unistd::User> {
+    const USER: &str = "paceline-t44";
+    let run = |args: &[&str]| std::process::Command::new(args[0]).args(&args[1..]).status().is_ok_and(|s| s.success());
+    if nix::unistd::User::from_name(USER).ok().flatten().is_none() {
+        for group in ["paceline-t44-main", "paceline-t44-extra"] {
+            if nix::unistd::Group::from_name(group).ok().flatten().is_none() {
+                run(&["groupadd", group]);
+            }
+        }
+        // A uid unlike the primary gid, so that gid = uid cannot pass for it.
+        let main = nix::unistd::Group::from_name("paceline-t44-main").ok().flatten()?.gid.as_raw();
+        let uid = (61_000..61_100)
+            .find(|&u| {
+                u != main && nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(u)).ok().flatten().is_none()
+            })?
+            .to_string();
+        let args = ["useradd", "-M", "-N", "-u", &uid, "-g", "paceline-t44-main", "-G", "paceline-t44-extra"];
+        run(&[&args[..], &["-s", "/usr/sbin/nologin", USER]].concat());
+    }
+    nix::unistd::User::from_name(USER).ok().flatten()
+}
+
+/// Issue 44, named users: a task gets its user's primary group and
+/// supplementary groups from the user database (not gid = uid), and what it
+/// leaves running outside its process group (a double fork with `setsid`)
+/// is killed when its run ends, though other runs may share the user.
+#[tokio::test]
+async fn a_named_users_task_gets_its_groups_and_leaves_nothing_running() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: running a task as a named user needs the agent to run as root");
+        return;
+    }
+    let Some(user) = grouped_user() else {
+        eprintln!("skipped: could not make a user with groups (groupadd/useradd)");
+        return;
+    };
+    let extra = nix::unistd::Group::from_name("paceline-t44-extra").ok().flatten().expect("the extra group");
+    assert_ne!(user.uid.as_raw(), user.gid.as_raw(), "the test user's primary gid differs from its uid");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let range = port_range();
+    let config = AgentConfig {
+        data_dir: tmp.path().join("data"),
+        hostname: Some("grouped".to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        task_uid_first: 71_400,
+        task_uid_last: 71_409,
+        port_range_first: range.0,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(config).await.expect("agent");
+    let sup = agent.supervisor().clone();
+    let mut events = sup.subscribe();
+    // The grandchild leaves the task's session and process group, writes
+    // its pid and sleeps; the task ends at once.
+    let script = "echo gid=$(id -g); echo groups=$(id -G); \
+                  ( setsid sh -c 'echo $$ > \"$HOME/escaped.pid\"; exec sleep 300' & ); \
+                  while [ ! -s \"$HOME/escaped.pid\" ]; do sleep 0.05; done; echo ready";
+    let mut run = sh("grouped-0-1", script);
+    run.user = Some(user.name.clone());
+    sup.launch_spec(run).unwrap();
+    let log = wait_log(&sup, "grouped-0-1", "ready").await;
+    assert_eq!(value(&log, "gid"), user.gid.as_raw().to_string(), "the primary group from passwd: {log}");
+    let groups: Vec<u32> = value(&log, "groups").split_whitespace().filter_map(|g| g.parse().ok()).collect();
+    assert!(groups.contains(&extra.gid.as_raw()), "the supplementary group {}: {log}", extra.gid);
+    wait_terminal(&mut events, "grouped-0-1", Duration::from_secs(20)).await;
+    let pid_file = tmp.path().join("data/runs/grouped-0-1/escaped.pid");
+    let pid: u32 = std::fs::read_to_string(&pid_file).expect("pid file").trim().parse().expect("a pid");
+    // Dead, or a zombie nobody reaped yet (its parent is the host's init).
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while alive() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if alive() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        panic!("the escaped process {pid} of the named user's run survived its run");
+    }
+}
