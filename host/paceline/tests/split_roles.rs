@@ -297,7 +297,7 @@ fn hello_runs_on_real_agents_with_placement_in_its_own_process() {
         "API on",
     );
     let _agents =
-        [agent(dir, &core_dir, "a1", agents, "33000-33499"), agent(dir, &core_dir, "a2", agents, "33500-33999")];
+        [agent(dir, &core_dir, "a1", agents, "21000-21499"), agent(dir, &core_dir, "a2", agents, "21500-21999")];
     let _engine = engine(dir, api, "p", 0);
     eventually(30, "two agents registered", || json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.yaml");
@@ -487,7 +487,7 @@ fn real_agents_keep_their_runs_when_the_host_manager_or_the_job_manager_is_kille
     let mut jm = job_manager(dir, jm_api, hm_api);
     let hm_data = dir.join("hm");
     let _agents =
-        [agent(dir, &hm_data, "a1", hm_agents, "34000-34499"), agent(dir, &hm_data, "a2", hm_agents, "34500-34999")];
+        [agent(dir, &hm_data, "a1", hm_agents, "22000-22499"), agent(dir, &hm_data, "a2", hm_agents, "22500-22999")];
     eventually(30, "two agents through the job manager", || {
         json(jm_api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2)
     });

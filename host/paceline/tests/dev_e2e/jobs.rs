@@ -162,7 +162,7 @@ fn a_server_killed_and_restarted_carries_on_without_launching_anything_twice() {
     // apart from the ranges `paceline dev` gives its agents (20000 up), which the
     // other tests here run beside this one (a shared range made a task fail to
     // bind its port and be relaunched: this test's one flake).
-    for (name, ports) in [("a1", "42000-42499"), ("a2", "42500-42999")] {
+    for (name, ports) in [("a1", "27000-27499"), ("a2", "27500-27999")] {
         let cfg = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&cfg, "heartbeat_interval_ms: 500\nreconnect_initial_ms: 100\nreconnect_max_ms: 500\n")
             .expect("config");

@@ -60,7 +60,7 @@ fn pools_share_by_their_rules_and_an_underserved_pool_preempts_borrowed_capacity
     let _server = start(&["server", "--config", config.to_str().expect("utf-8")], "API on");
     let mut agents = Vec::new();
     let join = join_args(&dir.path().join("server").join("pki"));
-    for (name, ports) in [("p1", "43000-43499"), ("p2", "43500-43999")] {
+    for (name, ports) in [("p1", "28000-28499"), ("p2", "28500-28999")] {
         let child = Command::new(BIN)
             .args([
                 "agent",

@@ -31,7 +31,7 @@ fn failover_bench() {
         s.wait_line(if i == 0 { "leading" } else { "standby" }, 60);
         servers.push(s);
     }
-    let _agents: Vec<Proc> = [("ba1", "34000-34499"), ("ba2", "34500-34999")]
+    let _agents: Vec<Proc> = [("ba1", "31000-31499"), ("ba2", "31500-31999")]
         .iter()
         .map(|(n, p)| start_agent_with(dir, &data, n, &managers, p, ""))
         .collect();
@@ -205,7 +205,7 @@ fn failover_bench_split() {
     let mut hms = vec![start("bh1", &hm[0], &hm_args, true), start("bh2", &hm[1], &hm_args, false)];
     let mut jms = vec![start("bj1", &jm[0], &jm_args, true), start("bj2", &jm[1], &jm_args, false)];
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
-    let _agents: Vec<Proc> = [("bsa1", "36000-36499"), ("bsa2", "36500-36999")]
+    let _agents: Vec<Proc> = [("bsa1", "20000-20499"), ("bsa2", "20500-20999")]
         .iter()
         .map(|(n, p)| start_agent_with(dir, &dir.join("hm-data"), n, &managers, p, ""))
         .collect();

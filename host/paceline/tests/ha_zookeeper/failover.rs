@@ -23,7 +23,7 @@ fn three_servers_fail_over_without_losing_a_job_or_launching_twice() {
         s.wait_line("standby", 60);
         servers.push(s);
     }
-    let _agents: Vec<Proc> = [("a1", "32000-32499"), ("a2", "32500-32999")]
+    let _agents: Vec<Proc> = [("a1", "29000-29499"), ("a2", "29500-29999")]
         .iter()
         .map(|(n, p)| start_agent(dir, &data, n, &managers, p))
         .collect();
@@ -220,7 +220,7 @@ fn host_and_job_managers_in_separate_processes_fail_over_each_on_its_own() {
     engine.wait_line("placement engine for the core leading in ZooKeeper", 30);
     // Agents dial the host managers, not the job managers.
     let managers = hm.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
-    let _agents: Vec<Proc> = [("a1", "35000-35499"), ("a2", "35500-35999")]
+    let _agents: Vec<Proc> = [("a1", "30000-30499"), ("a2", "30500-30999")]
         .iter()
         .map(|(n, p)| start_agent(dir, &dir.join("hm-data"), n, &managers, p))
         .collect();

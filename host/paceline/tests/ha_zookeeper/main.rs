@@ -15,6 +15,7 @@
 mod common;
 
 mod bench;
+mod deposed;
 mod failover;
 mod faults;
 
