@@ -51,7 +51,11 @@ pub struct KubernetesConfig {
     /// A finished pod is deleted this long after its end was acknowledged
     /// (its log can be read until then).
     pub keep_finished_pods: Duration,
-    /// Pods created (or deleted) at once by one launch (or clean-up).
+    /// API writes (pod and Secret creates, Bindings, deletions) in flight
+    /// at once, all launches together; a write refused with 429 (API
+    /// Priority and Fairness) is tried again after a pause. Unbounded, a
+    /// burst of launches overflowed the API server's queues for Paceline's
+    /// ServiceAccount. 64: what the limit clients of `bench kubernetes` keep.
     pub max_concurrent_calls: usize,
     /// Limit of one API call (watches excepted).
     pub call_timeout: Duration,
@@ -74,7 +78,7 @@ impl Default for KubernetesConfig {
             redeliver_after: Duration::from_secs(10),
             api_outage_grace: Duration::from_secs(300),
             keep_finished_pods: Duration::from_secs(300),
-            max_concurrent_calls: 32,
+            max_concurrent_calls: 64,
             call_timeout: Duration::from_secs(30),
         }
     }

@@ -4,13 +4,10 @@
 //! pods, and nothing here ever deletes or recreates the pod (its owner is
 //! in charge of it).
 
-use std::collections::{BTreeMap, VecDeque};
-
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use paceline_hostmgr::provider::ProviderEvent;
-use paceline_model::gpu::GpuGrant;
 use paceline_model::run::{LaunchRequest, RunState};
 use tracing::{debug, warn};
 
@@ -71,28 +68,14 @@ impl Inner {
                 if st.runs.contains_key(&req.run_id) {
                     continue; // idempotent by run id
                 }
-                let key = format!("{}/{}", pod.namespace, pod.name);
-                st.external.insert(key, req.run_id.clone());
-                st.runs.insert(
-                    req.run_id.clone(),
-                    Run {
-                        pod: pod.name.clone(),
-                        namespace: Some(pod.namespace.clone()),
-                        host: host.to_string(),
-                        task_id: req.task_id.clone(),
-                        resources: req.spec.resources,
-                        gpu: GpuGrant::default(),
-                        ports: BTreeMap::new(),
-                        seq: 0,
-                        last: None,
-                        terminal: false,
-                        kill_requested: false,
-                        adopted: false,
-                        latest: None,
-                        pod_gone: false,
-                        unacked: VecDeque::new(),
-                    },
+                let run = Run::new(
+                    pod.name.clone(),
+                    Some(pod.namespace.clone()),
+                    host.to_string(),
+                    req.task_id.clone(),
+                    req.spec.resources,
                 );
+                st.add_run(req.run_id.clone(), run);
                 work.push((req.run_id, req.task_id, pod));
             }
         }
@@ -134,7 +117,7 @@ impl Inner {
                 Bound::Failed(message) => {
                     st.external.remove(&key);
                     if st.runs.get(&run_id).is_some_and(|r| r.last.is_none()) {
-                        st.runs.remove(&run_id);
+                        st.forget_run(&run_id);
                         self.send(ProviderEvent::LaunchRejected {
                             host: host.to_string(),
                             run_id,
@@ -167,11 +150,10 @@ impl Inner {
             "target": {"apiVersion": "v1", "kind": "Node", "name": host},
         });
         let pp = PostParams::default();
-        let call = api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &pp, &binding);
-        let err = match tokio::time::timeout(self.config.call_timeout, call).await {
-            Ok(Ok(_)) => return Bound::Yes,
-            Ok(Err(e)) => e,
-            Err(_) => return Bound::Failed(format!("no answer within {} s", self.config.call_timeout.as_secs())),
+        let bind = || api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &pp, &binding);
+        let err = match self.call("bind pod", bind).await {
+            Ok(_) => return Bound::Yes,
+            Err(e) => e,
         };
         if is_status(&err, kube::core::Status::is_not_found) {
             return Bound::Gone;
@@ -222,11 +204,7 @@ impl Inner {
                 return false;
             }
             if let Some(o) = status::observe(pod) {
-                if started {
-                    self.progress(&run_id, run, o);
-                } else {
-                    run.latest = Some(o);
-                }
+                self.observed(started, &run_id, run, o);
             }
             return true;
         }
@@ -240,30 +218,18 @@ impl Inner {
         let host = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
         let task_id = ann.and_then(|a| a.get(TASK_ID)).cloned().unwrap_or_else(|| pods::task_of(&run_id).to_string());
         let resources = nodes::pod_usage(pod, self.config.port_range).unwrap_or_default();
-        let mut run = Run {
-            pod: pod.metadata.name.clone().unwrap_or_default(),
-            namespace: pod.metadata.namespace.clone(),
-            host,
-            task_id,
-            resources,
-            gpu: GpuGrant::default(),
-            ports: BTreeMap::new(),
-            seq: unix_ms(),
-            // Nothing reported yet by this process: what the pod shows is
-            // sent once the manager knows the node (a run whose RUNNING the
-            // last process never got to send must not stay STARTING).
-            last: None,
-            terminal: false,
-            kill_requested: false,
-            adopted: true,
-            latest: None,
-            pod_gone: false,
-            unacked: VecDeque::new(),
-        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let mut run = Run::new(name, Some(namespace), host, task_id, resources);
+        run.seq = unix_ms();
+        run.adopted = true;
+        // Nothing reported yet by this process (`last` stays empty): what
+        // the pod shows is sent once the manager knows the node (a run
+        // whose RUNNING the last process never got to send must not stay
+        // STARTING).
         run.latest = status::observe(pod);
         debug!(pod = key, run_id, "adopted a pod this cluster bound before");
-        st.external.insert(key.to_string(), run_id.clone());
-        st.runs.insert(run_id, run);
+        st.add_run(run_id, run);
         true
     }
 
@@ -282,8 +248,7 @@ impl Inner {
             return;
         }
         if !st.started {
-            st.external.remove(key);
-            st.runs.remove(&run_id);
+            st.forget_run(&run_id);
             return;
         }
         // Read by the next tick (the watch's handler cannot spawn with the state).

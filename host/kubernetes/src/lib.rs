@@ -32,8 +32,11 @@
 //! - [`pods`]: LaunchRequest → Pod (and Secret), names and labels.
 //! - [`status`]: pod phase and container state → run state.
 //! - `provider`: [`KubernetesProvider`]: connecting and the provider calls.
-//! - `state`: what it knows (nodes, runs, other pods) and what it reports.
+//! - `state`: what it knows (nodes, runs, other pods) and what it reports;
+//!   `runs`: the runs, by id and indexed by host.
 //! - `watch`: the three watches and their events.
+//! - [`plane`]: what `deploy/kubernetes/kubernetes.sh env` prints (for
+//!   tests and benchmarks).
 //! - [`podsched`]: the pod scheduler (decision 0055): pods Paceline did not
 //!   create, admitted as jobs and bound through the Binding API;
 //!   `external`: the runs that bind them.
@@ -42,9 +45,11 @@ pub mod config;
 pub mod error;
 mod external;
 pub mod nodes;
+pub mod plane;
 pub mod pods;
 pub mod podsched;
 mod provider;
+mod runs;
 mod state;
 pub mod status;
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! as pods created bound to their node, kill as deletion, acknowledgement,
 //! reconciliation, logs). The state is in `state`, the watches in `watch`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,6 @@ use kube::runtime::watcher;
 use paceline_hostmgr::error::ProviderError;
 use paceline_hostmgr::provider::{LogChunk, LogStream, Provider, ProviderEvent};
 use paceline_model::Resources;
-use paceline_model::gpu::GpuGrant;
 use paceline_model::run::{LaunchRequest, RunState};
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -73,33 +72,18 @@ impl KubernetesProvider {
                 what: format!("list pods in namespace {}", config.namespace),
                 message: api_message(&e),
             })?;
-        let secrets = Api::namespaced(client.clone(), &config.namespace);
-        let (out, out_rx) = mpsc::unbounded_channel();
-        Ok(KubernetesProvider {
-            inner: Arc::new(Inner {
-                config,
-                client,
-                pods,
-                secrets,
-                st: Mutex::new(St::default()),
-                out,
-                out_rx: Mutex::new(Some(out_rx)),
-                tasks: Mutex::new(Vec::new()),
-                ended_on: Mutex::new(Vec::new()),
-                pod_jobs: Mutex::new(HashMap::new()),
-            }),
-        })
+        let (provider, out_rx) = Self::over(config, client);
+        *lock(&provider.inner.out_rx) = Some(out_rx);
+        Ok(provider)
     }
 
-    /// A provider over a client that is never used (nothing listens at its
-    /// address), for tests of the state: events come out of the receiver.
-    #[cfg(test)]
-    pub(crate) fn offline(config: KubernetesConfig) -> (Self, mpsc::UnboundedReceiver<ProviderEvent>) {
-        let uri = "http://127.0.0.1:9".parse().expect("a URI");
-        let client = kube::Client::try_from(kube::Config::new(uri)).expect("a client");
+    /// The provider over `client`, and the receiver of its events (which
+    /// [`Provider::start`] forwards to the host manager).
+    fn over(config: KubernetesConfig, client: kube::Client) -> (Self, mpsc::UnboundedReceiver<ProviderEvent>) {
         let pods = Api::namespaced(client.clone(), &config.namespace);
         let secrets = Api::namespaced(client.clone(), &config.namespace);
         let (out, out_rx) = mpsc::unbounded_channel();
+        let calls = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1)));
         let inner = Inner {
             config,
             client,
@@ -111,8 +95,18 @@ impl KubernetesProvider {
             tasks: Mutex::new(Vec::new()),
             ended_on: Mutex::new(Vec::new()),
             pod_jobs: Mutex::new(HashMap::new()),
+            calls,
         };
         (KubernetesProvider { inner: Arc::new(inner) }, out_rx)
+    }
+
+    /// A provider over a client that is never used (nothing listens at its
+    /// address), for tests of the state: events come out of the receiver.
+    #[cfg(test)]
+    pub(crate) fn offline(config: KubernetesConfig) -> (Self, mpsc::UnboundedReceiver<ProviderEvent>) {
+        let uri = "http://127.0.0.1:9".parse().expect("a URI");
+        let client = kube::Client::try_from(kube::Config::new(uri)).expect("a client");
+        Self::over(config, client)
     }
 
     #[cfg(test)]
@@ -402,28 +396,16 @@ impl Provider for KubernetesProvider {
                     }
                 };
                 on_node = on_node.map(|n| n + 1);
-                let name = pods::pod_name(&req.run_id);
-                st.by_pod.insert(name.clone(), req.run_id.clone());
-                st.runs.insert(
-                    req.run_id.clone(),
-                    Run {
-                        pod: name,
-                        namespace: None,
-                        host: host.to_string(),
-                        task_id: req.task_id.clone(),
-                        resources: req.spec.resources,
-                        gpu: req.gpu.clone(),
-                        ports,
-                        seq: 0,
-                        last: None,
-                        terminal: false,
-                        kill_requested: false,
-                        adopted: false,
-                        latest: None,
-                        pod_gone: false,
-                        unacked: VecDeque::new(),
-                    },
+                let mut run = Run::new(
+                    pods::pod_name(&req.run_id),
+                    None,
+                    host.to_string(),
+                    req.task_id.clone(),
+                    req.spec.resources,
                 );
+                run.gpu = req.gpu.clone();
+                run.ports = ports;
+                st.add_run(req.run_id.clone(), run);
                 work.push((req.run_id, pod, secret));
             }
             if view.max_pods.is_some() {
@@ -463,12 +445,9 @@ impl Provider for KubernetesProvider {
                         unreachable += 1;
                     }
                     first_error.get_or_insert_with(|| message.clone());
-                    if let Some(run) = st.runs.get(&run_id)
-                        && run.last.is_none()
+                    if st.runs.get(&run_id).is_some_and(|r| r.last.is_none())
+                        && let Some(Run { pod, .. }) = st.forget_run(&run_id)
                     {
-                        let pod = run.pod.clone();
-                        st.runs.remove(&run_id);
-                        st.by_pod.remove(&pod);
                         st.dirty.insert(host.to_string());
                         if unreachable < total {
                             inner.send(ProviderEvent::LaunchRejected {
@@ -560,18 +539,17 @@ impl Provider for KubernetesProvider {
             if let Some(ns) = run.namespace.clone() {
                 // Never deleted (its owner's); the watch counts it as
                 // another scheduler's pod when it next sees it.
-                let key = format!("{ns}/{pod}");
-                if st.external.get(&key).is_some_and(|id| id == run_id) {
-                    st.external.remove(&key);
-                }
-                let run = st.runs.remove(run_id);
+                let run = st.forget_run(run_id);
                 if let Some(run) = run.filter(|_| !gone) {
                     // Still on its node (its owner keeps it): another
                     // scheduler's pod from now on.
-                    self.inner.count(&mut st, key, run.host, run.resources, Vec::new());
+                    let host = run.host().to_string();
+                    self.inner.count(&mut st, format!("{ns}/{pod}"), host, run.resources, Vec::new());
                 }
                 return Ok(());
             }
+            // Its pod's name stays in `by_pod` until the pod is gone, so
+            // that the watch does not take the finished pod for one to adopt.
             st.runs.remove(run_id);
             if !gone && st.by_pod.get(&pod).is_some_and(|id| id == run_id) {
                 // Kept a while so that its log can be read, then deleted.
@@ -597,23 +575,15 @@ impl Provider for KubernetesProvider {
                 }
                 None => {
                     // No pod of ours says anything of it: it is gone.
-                    let mut run = Run {
-                        pod: pods::pod_name(&id),
-                        namespace: None,
-                        host: host.to_string(),
-                        task_id: pods::task_of(&id).to_string(),
-                        resources: Resources::ZERO,
-                        gpu: GpuGrant::default(),
-                        ports: BTreeMap::new(),
-                        seq: unix_ms(),
-                        last: None,
-                        terminal: false,
-                        kill_requested: false,
-                        adopted: false,
-                        latest: None,
-                        pod_gone: true,
-                        unacked: VecDeque::new(),
-                    };
+                    let mut run = Run::new(
+                        pods::pod_name(&id),
+                        None,
+                        host.to_string(),
+                        pods::task_of(&id).to_string(),
+                        Resources::ZERO,
+                    );
+                    run.seq = unix_ms();
+                    run.pod_gone = true;
                     let message = format!("no pod of run {id} in namespace {}", inner.config.namespace);
                     inner.update(&id, &mut run, RunState::Lost, None, None, None, "RUN_MISSING", message);
                     st.runs.insert(id, run);
@@ -691,23 +661,18 @@ impl Inner {
     /// exist already are fine (a launch sent twice).
     async fn create(&self, pod: Pod, secret: Option<Secret>) -> Result<(), kube::Error> {
         let pp = PostParams::default();
-        let timeout = self.config.call_timeout;
-        let timed = |what: &'static str| {
-            move |_| kube::Error::Service(format!("{what}: no answer within {} s", timeout.as_secs()).into())
-        };
         if let Some(s) = &secret {
-            match tokio::time::timeout(timeout, self.secrets.create(&pp, s)).await.map_err(timed("create secret"))? {
+            match self.call("create secret", || self.secrets.create(&pp, s)).await {
                 Ok(_) => {}
                 Err(e) if is_status(&e, kube::core::Status::is_already_exists) => {}
                 Err(e) => return Err(e),
             }
         }
-        let created =
-            match tokio::time::timeout(timeout, self.pods.create(&pp, &pod)).await.map_err(timed("create pod"))? {
-                Ok(p) => Some(p),
-                Err(e) if is_status(&e, kube::core::Status::is_already_exists) => None,
-                Err(e) => return Err(e),
-            };
+        let created = match self.call("create pod", || self.pods.create(&pp, &pod)).await {
+            Ok(p) => Some(p),
+            Err(e) if is_status(&e, kube::core::Status::is_already_exists) => None,
+            Err(e) => return Err(e),
+        };
         if let (Some(s), Some(p)) = (&secret, created) {
             let name = s.metadata.name.clone().unwrap_or_default();
             let patch = serde_json::json!({"metadata": {"ownerReferences": [{
@@ -715,7 +680,8 @@ impl Inner {
                 "name": p.metadata.name.clone().unwrap_or_default(),
                 "uid": p.metadata.uid.clone().unwrap_or_default(),
             }]}});
-            if let Err(e) = self.secrets.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            let (pp, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            if let Err(e) = self.call("patch secret", || self.secrets.patch(&name, &pp, &patch)).await {
                 warn!(
                     secret = name,
                     error = api_message(&e),

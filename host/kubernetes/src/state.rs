@@ -7,21 +7,22 @@
 //! so one run's updates cannot overtake each other, and no call
 //! ([`paceline_hostmgr::Provider::acknowledge`] above all) ever waits on that channel.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams};
 use paceline_hostmgr::provider::{HostRegistration, ProviderEvent, RunningRun};
 use paceline_model::Resources;
-use paceline_model::gpu::GpuGrant;
 use paceline_model::run::{RunState, RunUpdate};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::config::KubernetesConfig;
 use crate::nodes::NodeView;
+pub(crate) use crate::runs::Run;
+use crate::runs::Runs;
 use crate::status::Observed;
 
 /// One node as the provider knows it.
@@ -36,41 +37,6 @@ pub(crate) struct NodeEntry {
     pub(crate) registered: Option<(Resources, paceline_model::Labels)>,
     /// A drain was asked for since it was last cordoned.
     pub(crate) drain_sent: bool,
-}
-
-/// One of Paceline's runs, from its launch (or its pod's adoption) until
-/// its end is acknowledged.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) pod: String,
-    /// The namespace of a pod Paceline bound but did not create (pod
-    /// scheduler, decision 0055); `None`: a pod of the task namespace.
-    pub(crate) namespace: Option<String>,
-    pub(crate) host: String,
-    pub(crate) task_id: String,
-    pub(crate) resources: Resources,
-    pub(crate) gpu: GpuGrant,
-    pub(crate) ports: BTreeMap<String, u16>,
-    pub(crate) seq: u64,
-    /// State and health last reported.
-    pub(crate) last: Option<(RunState, Option<bool>)>,
-    pub(crate) terminal: bool,
-    pub(crate) kill_requested: bool,
-    /// Found as a pod, not launched by this process.
-    pub(crate) adopted: bool,
-    /// What the pod showed before the manager could be told (start-up).
-    pub(crate) latest: Option<Observed>,
-    pub(crate) pod_gone: bool,
-    pub(crate) unacked: VecDeque<(RunUpdate, Instant)>,
-}
-
-impl Run {
-    /// Reported among the host's runs at registration: live, or adopted
-    /// with an end the manager has not acknowledged (so that it can hold
-    /// the end until it knows whether it expects the run).
-    pub(crate) fn reported(&self) -> bool {
-        !self.terminal || (self.adopted && !self.unacked.is_empty())
-    }
 }
 
 /// A pod of another scheduler (or bound by hand) on a node.
@@ -92,7 +58,9 @@ pub(crate) enum Watch {
 #[derive(Debug, Default)]
 pub(crate) struct St {
     pub(crate) nodes: HashMap<String, NodeEntry>,
-    pub(crate) runs: HashMap<String, Run>,
+    /// Added through [`St::add_run`], removed through [`St::forget_run`]
+    /// (or, for a pod kept for its log, [`Runs::remove`]).
+    pub(crate) runs: Runs,
     /// Pod name → run id, for Paceline's pods.
     pub(crate) by_pod: HashMap<String, String>,
     /// Pods whose run ended and was acknowledged → when to delete them.
@@ -123,6 +91,32 @@ pub(crate) struct St {
     pub(crate) outage_disconnected: bool,
 }
 
+impl St {
+    /// Adds a run and the key its pod's watch finds it by: the pod's name
+    /// for a pod of the task namespace, `namespace/name` for one Paceline
+    /// bound but did not create.
+    pub(crate) fn add_run(&mut self, id: String, run: Run) {
+        match &run.namespace {
+            None => self.by_pod.insert(run.pod.clone(), id.clone()),
+            Some(ns) => self.external.insert(format!("{ns}/{}", run.pod), id.clone()),
+        };
+        self.runs.insert(id, run);
+    }
+
+    /// Removes a run and its pod's key (where the key still names this run).
+    pub(crate) fn forget_run(&mut self, id: &str) -> Option<Run> {
+        let run = self.runs.remove(id)?;
+        let (keys, key) = match &run.namespace {
+            None => (&mut self.by_pod, run.pod.clone()),
+            Some(ns) => (&mut self.external, format!("{ns}/{}", run.pod)),
+        };
+        if keys.get(&key).is_some_and(|k| k == id) {
+            keys.remove(&key);
+        }
+        Some(run)
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) config: KubernetesConfig,
     pub(crate) client: kube::Client,
@@ -140,6 +134,9 @@ pub(crate) struct Inner {
     /// `i` binds the `i`-th), set by [`crate::podsched`] before it submits
     /// the job.
     pub(crate) pod_jobs: Mutex<HashMap<String, Vec<crate::podsched::PodRef>>>,
+    /// `config.max_concurrent_calls` permits: API writes in flight, all
+    /// launches, binds and deletions together (see [`Inner::call`]).
+    pub(crate) calls: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -149,6 +146,40 @@ impl std::fmt::Debug for Inner {
             .field("config", &self.config)
             .field("namespace", &self.config.namespace)
             .finish_non_exhaustive()
+    }
+}
+
+/// How often a write the API server refused with 429 is tried again.
+pub(crate) const RETRIES_ON_429: u32 = 4;
+
+/// [`Inner::call`], for a task that holds no `Inner`.
+pub(crate) async fn call<T, F, Fut>(
+    calls: &tokio::sync::Semaphore,
+    timeout: std::time::Duration,
+    what: &str,
+    f: F,
+) -> Result<T, kube::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    // Never closed: an error here cannot happen, and would only mean no limit.
+    let _permit = calls.acquire().await;
+    let mut pause = std::time::Duration::from_millis(200);
+    let mut retries = 0;
+    loop {
+        let answer = tokio::time::timeout(timeout, f())
+            .await
+            .map_err(|_| kube::Error::Service(format!("{what}: no answer within {} s", timeout.as_secs()).into()))?;
+        match answer {
+            Err(e) if retries < RETRIES_ON_429 && is_status(&e, |s| s.code == 429) => {
+                retries += 1;
+                debug!(what, retries, "the API server asked to slow down (429); trying again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -206,8 +237,8 @@ impl Inner {
         let total = if offers { view.allocatable.saturating_sub(&foreign) } else { Resources::ZERO };
         let running = st
             .runs
-            .iter()
-            .filter(|(_, r)| r.host == name && r.reported())
+            .on(name)
+            .filter(|(_, r)| r.reported())
             .map(|(id, r)| RunningRun {
                 run_id: id.clone(),
                 task_id: r.task_id.clone(),
@@ -292,11 +323,11 @@ impl Inner {
         run.seq += 1;
         run.last = Some((state, healthy));
         if state.is_terminal() && !run.terminal {
-            lock(&self.ended_on).push(run.host.clone());
+            lock(&self.ended_on).push(run.host().to_string());
         }
         run.terminal |= state.is_terminal();
         let u = RunUpdate {
-            host: run.host.clone(),
+            host: run.host().to_string(),
             run_id: run_id.to_string(),
             task_id: run.task_id.clone(),
             seq: run.seq,
@@ -311,6 +342,16 @@ impl Inner {
         };
         run.unacked.push_back((u.clone(), Instant::now()));
         self.send(ProviderEvent::RunUpdate(u));
+    }
+
+    /// What a run's pod shows: sent once the manager knows the nodes,
+    /// kept until then.
+    pub(crate) fn observed(&self, started: bool, run_id: &str, run: &mut Run, o: Observed) {
+        if started {
+            self.progress(run_id, run, o);
+        } else {
+            run.latest = Some(o);
+        }
     }
 
     /// Moves a run forward to what its pod shows (never backward).
@@ -339,11 +380,28 @@ impl Inner {
         }
     }
 
+    /// One API write, with one of the `max_concurrent_calls` permits,
+    /// within `call_timeout`, and again after a pause (up to
+    /// [`RETRIES_ON_429`] times) when the API server answers 429: API
+    /// Priority and Fairness queues a client's requests in a few queues of
+    /// its priority level and refuses what overflows them. Unbounded, a
+    /// burst of launches (500 hosts, a create per run each) overflowed them:
+    /// 879 of 2,879 creates were refused in `bench kubernetes` (2,000 pods,
+    /// 500 nodes), each refusal a launch given back and placed again. Not
+    /// for evictions, whose 429 is a PodDisruptionBudget's answer.
+    pub(crate) async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T, kube::Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        call(&self.calls, self.config.call_timeout, what, f).await
+    }
+
     pub(crate) fn spawn_delete(&self, pod: String, grace: Option<u32>) {
-        let pods = self.pods.clone();
+        let (pods, calls, timeout) = (self.pods.clone(), self.calls.clone(), self.config.call_timeout);
         tokio::spawn(async move {
             let dp = DeleteParams { grace_period_seconds: grace, ..DeleteParams::default() };
-            match pods.delete(&pod, &dp).await {
+            match call(&calls, timeout, "delete pod", || pods.delete(&pod, &dp)).await {
                 Ok(_) => debug!(pod, "pod deleted"),
                 Err(e) if is_status(&e, kube::core::Status::is_not_found) => {}
                 Err(e) => warn!(pod, error = api_message(&e), "pod not deleted; it is tried again at the next start"),
@@ -423,14 +481,14 @@ impl Inner {
     /// clusters' included) and Paceline's runs that have not ended.
     pub(crate) fn pods_on(&self, st: &St, host: &str) -> u64 {
         let foreign = st.foreign_pods_by_node.get(host).copied().unwrap_or(0);
-        let ours = st.runs.values().filter(|r| r.host == host && !r.terminal && !r.pod_gone).count() as u64;
+        let ours = st.runs.on(host).filter(|(_, r)| r.holds_a_pod()).count() as u64;
         foreign + ours
     }
 
     pub(crate) fn ports_in_use(&self, st: &St, host: &str) -> BTreeSet<u16> {
         let mut used: BTreeSet<u16> =
             st.foreign.values().filter(|f| f.node == host).flat_map(|f| f.ports.iter().copied()).collect();
-        for r in st.runs.values().filter(|r| r.host == host && !r.terminal) {
+        for (_, r) in st.runs.on(host).filter(|(_, r)| !r.terminal) {
             used.extend(r.ports.values().copied());
         }
         used

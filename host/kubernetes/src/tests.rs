@@ -391,3 +391,96 @@ async fn while_the_api_is_unreachable_the_hosts_offer_nothing() {
     let events = drain(&mut rx);
     assert!(matches!(&events[..], [ProviderEvent::HostRegistered(r)] if r.total.cpu_millis == 2500), "{events:?}");
 }
+
+/// The runs on `host` by a scan of every run, and by the index (sorted ids).
+fn scanned_and_indexed(p: &KubernetesProvider, host: &str) -> (Vec<String>, Vec<String>) {
+    let st = p.inner().st();
+    st.runs.index_agrees().expect("the index agrees with the runs");
+    let mut scanned: Vec<String> =
+        st.runs.ids().filter(|id| st.runs.get(id).is_some_and(|r| r.host() == host)).cloned().collect();
+    scanned.sort();
+    (scanned, st.runs.ids_on(host))
+}
+
+fn registered_runs(events: &[ProviderEvent], host: &str) -> Option<Vec<String>> {
+    events.iter().rev().find_map(|e| match e {
+        ProviderEvent::HostRegistered(r) if r.hostname == host => {
+            let mut ids: Vec<String> = r.running.iter().map(|x| x.run_id.clone()).collect();
+            ids.sort();
+            Some(ids)
+        }
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn runs_indexed_by_host_agree_with_a_full_scan_through_adds_removals_and_re_registrations() {
+    let (p, mut rx) = KubernetesProvider::offline(KubernetesConfig::default());
+    nodes_ev(&p, Event::Init);
+    nodes_ev(&p, Event::InitApply(node("n1", "4", "True", json!({}))));
+    nodes_ev(&p, Event::InitApply(node("n2", "4", "True", json!({}))));
+    nodes_ev(&p, Event::InitDone);
+    pods_ev(&p, Event::Init);
+    for (run, node) in [("a-0-1", "n1"), ("a-0-2", "n2"), ("a-0-3", "n1")] {
+        pods_ev(&p, Event::InitApply(our_pod(run, node, "Running", None)));
+    }
+    pods_ev(&p, Event::InitDone);
+    others_ev(&p, Event::Init);
+    others_ev(&p, Event::InitDone);
+    let events = drain(&mut rx);
+    assert_eq!(registered_runs(&events, "n1").expect("n1 registered"), ["a-0-1", "a-0-3"]);
+    assert_eq!(registered_runs(&events, "n2").expect("n2 registered"), ["a-0-2"]);
+    let (scanned, indexed) = scanned_and_indexed(&p, "n1");
+    assert_eq!(scanned, ["a-0-1", "a-0-3"]);
+    assert_eq!(indexed, scanned);
+
+    // Added: a pod found later (its node registered again with it).
+    pods_ev(&p, Event::Apply(our_pod("a-0-4", "n2", "Running", None)));
+    assert_eq!(registered_runs(&drain(&mut rx), "n2").expect("n2 again"), ["a-0-2", "a-0-4"]);
+    let (scanned, indexed) = scanned_and_indexed(&p, "n2");
+    assert_eq!(scanned, indexed);
+    // Added: a run the manager expects on n1 that has no pod (lost).
+    p.reconcile("n1", vec!["b-0-1".into()]).await.expect("reconcile");
+    let (scanned, indexed) = scanned_and_indexed(&p, "n1");
+    assert_eq!(scanned, ["a-0-1", "a-0-3", "b-0-1"]);
+    assert_eq!(indexed, scanned);
+    // Removed: a-0-1's pod deleted outside Paceline, its end acknowledged.
+    pods_ev(&p, Event::Delete(our_pod("a-0-1", "n1", "Running", None)));
+    let events = drain(&mut rx);
+    let seq = events
+        .iter()
+        .find_map(|e| match e {
+            ProviderEvent::RunUpdate(u) if u.run_id == "a-0-1" => Some(u.seq),
+            _ => None,
+        })
+        .expect("a-0-1 lost");
+    p.acknowledge("n1", "a-0-1", seq).await.expect("ack");
+    let (scanned, indexed) = scanned_and_indexed(&p, "n1");
+    assert_eq!(scanned, ["a-0-3", "b-0-1"]);
+    assert_eq!(indexed, scanned);
+    // Re-registered: the manager asks for n1 again; what it is told is the index's.
+    p.reregister("n1").await.expect("reregister");
+    let (scanned, _) = scanned_and_indexed(&p, "n1");
+    let reported: Vec<String> = {
+        let st = p.inner().st();
+        scanned.iter().filter(|id| st.runs.get(id).is_some_and(|r| r.reported())).cloned().collect()
+    };
+    assert_eq!(registered_runs(&drain(&mut rx), "n1").expect("n1 re-registered"), reported);
+    // A node deleted: its runs end (lost), still indexed until acknowledged.
+    nodes_ev(&p, Event::Delete(node("n2", "4", "True", json!({}))));
+    let lost: Vec<(String, u64)> = drain(&mut rx)
+        .into_iter()
+        .filter_map(|e| match e {
+            ProviderEvent::RunUpdate(u) if u.state == RunState::Lost => Some((u.run_id, u.seq)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    let (scanned, indexed) = scanned_and_indexed(&p, "n2");
+    assert_eq!((indexed.len(), &indexed), (2, &scanned));
+    for (id, seq) in lost {
+        p.acknowledge("n2", &id, seq).await.expect("ack");
+    }
+    let (scanned, indexed) = scanned_and_indexed(&p, "n2");
+    assert!(scanned.is_empty() && indexed.is_empty(), "{scanned:?} {indexed:?}");
+}

@@ -2,7 +2,7 @@
 //! pod) and what each event does to the state. A watch that breaks lists
 //! again; whatever the new list lacks is handled as deleted.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,7 +135,7 @@ impl Inner {
         for name in &names {
             self.sync_node(st, name);
         }
-        let ids: Vec<String> = st.runs.keys().cloned().collect();
+        let ids: Vec<String> = st.runs.ids().cloned().collect();
         for id in &ids {
             let Some(run) = st.runs.get_mut(id) else { continue };
             if let Some(o) = run.latest.take() {
@@ -177,10 +177,8 @@ impl Inner {
             info!(node = name, "node deleted; its runs are lost");
             self.send(ProviderEvent::HostDisconnected { host: name.to_string(), reason: "node deleted".into() });
         }
-        let ids: Vec<String> =
-            st.runs.iter().filter(|(_, r)| r.host == name && !r.terminal).map(|(id, _)| id.clone()).collect();
-        for id in ids {
-            let Some(run) = st.runs.get_mut(&id) else { continue };
+        for id in st.runs.ids_on(name) {
+            let Some(run) = st.runs.get_mut(&id).filter(|r| !r.terminal) else { continue };
             if st.started {
                 self.update(
                     &id,
@@ -225,27 +223,15 @@ impl Inner {
                 // our side after the server created the pod): the manager
                 // decides whether it is expected, from the registration.
                 info!(pod = name, run_id = meta.run_id, node = host, "found a Paceline pod; reporting it");
-                let run = Run {
-                    namespace: None,
-                    pod: name.clone(),
-                    host: host.clone(),
-                    task_id: meta.task_id,
-                    resources: meta.resources,
-                    gpu: meta.gpu,
-                    ports: meta.ports,
-                    // Past any seq an earlier process gave it (those started at 1).
-                    seq: unix_ms(),
-                    // The registration reports it running.
-                    last: Some((RunState::Running, None)),
-                    terminal: false,
-                    kill_requested: false,
-                    adopted: true,
-                    latest: None,
-                    pod_gone: false,
-                    unacked: VecDeque::new(),
-                };
-                st.by_pod.insert(name.clone(), meta.run_id.clone());
-                st.runs.insert(meta.run_id.clone(), run);
+                let mut run = Run::new(name.clone(), None, host.clone(), meta.task_id, meta.resources);
+                run.gpu = meta.gpu;
+                run.ports = meta.ports;
+                // Past any seq an earlier process gave it (those started at 1).
+                run.seq = unix_ms();
+                // The registration reports it running.
+                run.last = Some((RunState::Running, None));
+                run.adopted = true;
+                st.add_run(meta.run_id.clone(), run);
                 if st.started
                     && let Some(node) = st.nodes.get_mut(&host)
                 {
@@ -259,11 +245,7 @@ impl Inner {
         let Some(o) = status::observe(&pod) else { return };
         let started = st.started;
         let Some(run) = st.runs.get_mut(&run_id) else { return };
-        if started {
-            self.progress(&run_id, run, o);
-        } else {
-            run.latest = Some(o);
-        }
+        self.observed(started, &run_id, run, o);
     }
 
     pub(crate) fn pod_gone(&self, st: &mut St, name: &str, last: Option<Pod>) {
@@ -277,16 +259,12 @@ impl Inner {
         }
         // It may have ended before it went.
         if let Some(o) = last.as_ref().and_then(status::observe).filter(|o| o.state.is_terminal()) {
-            if started {
-                self.progress(&run_id, run, o);
-            } else {
-                run.latest = Some(o);
-            }
+            self.observed(started, &run_id, run, o);
             return;
         }
         if !started {
             // Deleted before the manager heard of it: it is not reported.
-            st.runs.remove(&run_id);
+            st.forget_run(&run_id);
             return;
         }
         if run.kill_requested {
