@@ -124,6 +124,12 @@
 #   KUBERNETES_KWOK_HEARTBEAT_SECONDS  node heartbeat period, jittered up to twice it (default 120)
 #   KUBERNETES_NODES_PARALLEL requests in flight in `nodes` (default 64)
 #   KUBERNETES_KWOK_LOG_LEVEL kwok's log level (default WARN; INFO logs every pod it touches)
+#   KUBERNETES_AUDIT          1: the API server writes an audit log, one JSON line per request at level
+#                             Metadata (user, verb, resource, subresource), to DIR/logs/audit.log (appended
+#                             across restarts): counts requests per client, e.g.
+#                             jq -r '[.user.username,.verb,.objectRef.resource,.objectRef.subresource]|@tsv' \
+#                               DIR/logs/audit.log | sort | uniq -c
+#                             It costs the API server CPU: not for rate figures.
 #
 # What it is not: no kubelet, so no container runs, `kubectl logs`/`exec` on
 # a pod fail (pods/log is granted for real clusters), and no pod networking;
@@ -155,6 +161,7 @@ CONTROLLER_BURST="${KUBERNETES_CONTROLLER_BURST:-400}"
 HEARTBEAT_SECONDS="${KUBERNETES_KWOK_HEARTBEAT_SECONDS:-120}"
 NODES_PARALLEL="${KUBERNETES_NODES_PARALLEL:-64}"
 KWOK_LOG_LEVEL="${KUBERNETES_KWOK_LOG_LEVEL:-WARN}"
+AUDIT="${KUBERNETES_AUDIT:-0}"
 
 log() { echo "kubernetes.sh: $*" >&2; }
 die() {
@@ -510,6 +517,15 @@ start() {
     if ! alive kube-apiserver; then
         assign_port api
         save_ports
+        local audit=()
+        if [[ "$AUDIT" == 1 ]]; then
+            # One line per request, at its end (ResponseComplete), no bodies.
+            printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' \
+                'omitStages: [RequestReceived, ResponseStarted]' 'rules:' '- level: Metadata' \
+                >"$DIR/audit-policy.yaml"
+            audit=(--audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/logs/audit.log"
+                --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0)
+        fi
         launch kube-apiserver "$BIN/kube-apiserver" \
             --etcd-servers="http://127.0.0.1:${PORTS[etcd]}" \
             --bind-address=127.0.0.1 --secure-port="${PORTS[api]}" \
@@ -521,7 +537,7 @@ start() {
             --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
             --service-cluster-ip-range=10.96.0.0/16 \
             --disable-admission-plugins=TaintNodesByCondition \
-            --profiling=false
+            --profiling=false "${audit[@]}"
         started=1
     fi
     wait_for kube-apiserver api_ready
