@@ -11,13 +11,14 @@
 //! - by role, per method, in one table ([`requirement`]), enforced for every
 //!   call by [`AuthLayer`] before any service sees the request: reads need
 //!   any principal; validating a plugin needs `author`; hosts and plugins
-//!   need `operator`; pools need `admin`; job and task changes, task logs
-//!   and events need any role, and then
-//! - by pool, in the job and task handlers ([`Principal::check_pool`],
-//!   [`Principal::check_read_pool`]): a `user` may change jobs, and read
-//!   their tasks' logs and events, only where the job's pool is inside one
-//!   granted to them (a grant of `/a` covers `/a` and `/a/b`, not `/ab`);
-//!   `operator` and `admin` may do so in every pool.
+//!   need `operator`; pools need `admin`; job and task reads and changes
+//!   need any role, and then
+//! - by pool, in the job, task and watch handlers ([`Principal::check_pool`],
+//!   [`Principal::check_read_pool`], [`Principal::may_read_jobs_in`]): a
+//!   `user` may read and change jobs, their tasks, logs and events, only
+//!   where the job's pool is inside one granted to them (a grant of `/a`
+//!   covers `/a` and `/a/b`, not `/ab`); lists and streams leave the other
+//!   jobs out (decision 0059); `operator` and `admin` may do so in every pool.
 //!
 //! A method the table does not know needs `admin`, so a service added later
 //! is closed until someone decides who may call it. Health and reflection
@@ -65,8 +66,8 @@ pub async fn check_job<T>(
     check_job_pool(request, jobs, id, Principal::check_pool).await
 }
 
-/// Refuses the request's caller unless they may read the logs and events of
-/// job `id` ([`Principal::may_read_details_in`]).
+/// Refuses the request's caller unless they may read job `id`: its spec,
+/// tasks, logs and events ([`Principal::may_read_jobs_in`]).
 pub async fn check_job_read<T>(
     request: &tonic::Request<T>,
     jobs: &paceline_jobmgr::JobManager,
