@@ -67,11 +67,8 @@ fn plane_in(dir: PathBuf) -> Plane {
     let out = sh("env").output().expect("kubernetes.sh env");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let var = |name: &str| -> PathBuf {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| PathBuf::from(v.trim_matches('\'').trim_matches('"')))
+        paceline_kubernetes::plane::env_value(&text, name)
+            .map(PathBuf::from)
             .unwrap_or_else(|| panic!("kubernetes.sh env printed no {name}: {text}"))
     };
     Plane {

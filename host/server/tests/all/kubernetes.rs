@@ -75,11 +75,8 @@ fn plane() -> &'static Plane {
                         Command::new("bash").arg(script()).arg("env").arg(&dir).output().expect("kubernetes.sh env");
                     let text = String::from_utf8_lossy(&out.stdout).into_owned();
                     let var = |name: &str| -> PathBuf {
-                        text.lines()
-                            .filter_map(|l| l.strip_prefix("export "))
-                            .filter_map(|l| l.split_once('='))
-                            .find(|(k, _)| *k == name)
-                            .map(|(_, v)| PathBuf::from(v.trim_matches('\'').trim_matches('"')))
+                        paceline_kubernetes::plane::env_value(&text, name)
+                            .map(PathBuf::from)
                             .unwrap_or_else(|| panic!("kubernetes.sh env printed no {name}: {text}"))
                     };
                     (var("PACELINE_KUBECONFIG"), var("PACELINE_KUBECONFIG_ADMIN"), var("PACELINE_KUBECTL"))
@@ -137,17 +134,10 @@ fn nodes_with(test: &str, n: usize, cpu: u32, extra: &[&str]) -> Vec<String> {
         .expect("kubernetes.sh nodes");
     assert!(status.success(), "kubernetes.sh nodes failed");
     let names: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
-    // Pods an earlier run left there would hold capacity until the manager kills them.
+    // Pods an earlier run left there (Paceline's, or bound by its pod
+    // scheduler in any namespace) would hold capacity until the manager kills them.
     for name in &names {
-        kubectl(&[
-            "delete",
-            "pods",
-            "-n",
-            "paceline-tasks",
-            "--field-selector",
-            &format!("spec.nodeName={name}"),
-            "--wait=false",
-        ]);
+        kubectl(&["delete", "pods", "-A", "--field-selector", &format!("spec.nodeName={name}"), "--wait=false"]);
         // A node an earlier run cordoned.
         kubectl(&["uncordon", name]);
     }
@@ -201,7 +191,16 @@ async fn start(dir: &Path, test: &str, nodes: Vec<String>) -> KubeCluster {
 /// [`start`] as the Paceline cluster `cluster_id`.
 async fn start_as(dir: &Path, test: &str, nodes: Vec<String>, cluster_id: &str) -> KubeCluster {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
-    let provider = KubernetesProvider::connect(KubernetesConfig {
+    let provider = connect(test, cluster_id).await;
+    let (cluster, loops) = provider_cluster::assemble(Arc::new(provider.clone()), store, manager_config()).await;
+    KubeCluster::registered(cluster, provider, loops, nodes).await
+}
+
+/// The provider of test `test`'s nodes (its node selector) as Paceline
+/// cluster `cluster_id`, connected as the paceline ServiceAccount, with
+/// short heartbeats and redeliveries.
+async fn connect(test: &str, cluster_id: &str) -> KubernetesProvider {
+    KubernetesProvider::connect(KubernetesConfig {
         kubeconfig: Some(plane().kubeconfig.clone()),
         cluster_id: cluster_id.to_string(),
         node_selector: Some(format!("paceline-test={test}")),
@@ -211,23 +210,35 @@ async fn start_as(dir: &Path, test: &str, nodes: Vec<String>, cluster_id: &str) 
         ..KubernetesConfig::default()
     })
     .await
-    .expect("the provider connects as the paceline ServiceAccount");
-    let config = ManagerConfig {
+    .expect("the provider connects as the paceline ServiceAccount")
+}
+
+/// The host manager's settings of these tests: a lost host within 5 s.
+fn manager_config() -> ManagerConfig {
+    ManagerConfig {
         heartbeat_timeout_ms: 5_000,
         auto_down_when_drained: false,
         tick_interval: Some(Duration::from_millis(100)),
         ..ManagerConfig::default()
-    };
-    let (cluster, loops) = provider_cluster::assemble(Arc::new(provider.clone()), store, config).await;
-    let c = KubeCluster { cluster, provider, loops, nodes, keep_pods: Default::default() };
-    c.wait("the nodes registered", 60, async |c| {
-        c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
-    })
-    .await;
-    c
+    }
 }
 
 impl KubeCluster {
+    /// The cluster, once every one of `nodes` is a reachable host.
+    async fn registered(
+        cluster: Arc<Cluster>,
+        provider: KubernetesProvider,
+        loops: tokio::task::JoinHandle<()>,
+        nodes: Vec<String>,
+    ) -> KubeCluster {
+        let c = KubeCluster { cluster, provider, loops, nodes, keep_pods: Default::default() };
+        c.wait("the nodes registered", 60, async |c| {
+            c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
+        })
+        .await;
+        c
+    }
+
     async fn wait(&self, what: &str, secs: u64, mut f: impl AsyncFnMut(&Self) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while !f(self).await {

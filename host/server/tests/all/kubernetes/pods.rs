@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use paceline_hostmgr::{HostManager, ManagerConfig};
-use paceline_kubernetes::{KubernetesConfig, KubernetesProvider, PodScheduler, PodSchedulerConfig};
+use paceline_hostmgr::HostManager;
+use paceline_kubernetes::{PodScheduler, PodSchedulerConfig};
 use paceline_model::Resources;
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::task::TaskState;
@@ -47,16 +47,6 @@ impl Drop for Cleanup {
     }
 }
 
-/// This test's nodes ([`nodes`]), without pods an earlier run left on
-/// them in any namespace.
-fn fresh_nodes(test: &str, n: usize, cpu: u32) -> Vec<String> {
-    let names = nodes(test, n, cpu);
-    for n in &names {
-        kubectl(&["delete", "pods", "-A", "--wait=false", "--field-selector", &format!("spec.nodeName={n}")]);
-    }
-    names
-}
-
 /// The cluster (as [`super::start`], with pools `/pods-a` and `/pods-b`
 /// (reserving more than any test uses) and `/fair-1` and `/fair-3` (no
 /// reservation, shares 1 and 3) besides `/team`, made at assembly so that a restart recovers jobs in
@@ -68,23 +58,12 @@ async fn start_pods(
     namespaces: &[&str],
 ) -> (KubeCluster, PodScheduler) {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("paceline.sqlite")).expect("sqlite"));
-    let provider = KubernetesProvider::connect(KubernetesConfig {
-        kubeconfig: Some(super::plane().kubeconfig.clone()),
-        cluster_id: format!("kt-{test}"),
-        node_selector: Some(format!("paceline-test={test}")),
-        heartbeat_interval: Duration::from_millis(500),
-        redeliver_after: Duration::from_secs(2),
-        ..KubernetesConfig::default()
-    })
-    .await
-    .expect("the provider connects as the paceline ServiceAccount");
-    let config = ManagerConfig {
-        heartbeat_timeout_ms: 5_000,
-        auto_down_when_drained: false,
-        tick_interval: Some(Duration::from_millis(100)),
-        ..ManagerConfig::default()
-    };
-    let hosts = HostManager::builder(Arc::new(provider.clone())).store(store.clone()).config(config).start().await;
+    let provider = super::connect(test, &format!("kt-{test}")).await;
+    let hosts = HostManager::builder(Arc::new(provider.clone()))
+        .store(store.clone())
+        .config(super::manager_config())
+        .start()
+        .await;
     let runtime = Arc::new(PluginRuntime::new(RuntimeConfig::default()).expect("runtime"));
     let registry = Arc::new(Registry::open(runtime, Arc::new(MemoryStore::default())).expect("registry"));
     let cluster = Cluster::assemble(
@@ -108,11 +87,7 @@ async fn start_pods(
     .await
     .expect("cluster");
     let loops = cluster.spawn(Duration::from_millis(50));
-    let c = KubeCluster { cluster, provider, loops, nodes: names, keep_pods: Default::default() };
-    c.wait("the nodes registered", 60, async |c| {
-        c.nodes.iter().all(|n| c.cluster.hosts.host(n).is_some_and(|h| h.reachable))
-    })
-    .await;
+    let c = KubeCluster::registered(cluster, provider, loops, names).await;
     let config = PodSchedulerConfig {
         namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
         report_after: Duration::from_millis(500),
@@ -196,7 +171,7 @@ async fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_pool() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = fresh_nodes("kpdeploy", 2, 4);
+    let names = nodes("kpdeploy", 2, 4);
     let ns = namespace("deploy", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpdeploy", names.clone(), &[&ns]).await;
@@ -254,7 +229,7 @@ async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_po
 async fn kubernetes_podsched_a_gang_of_4_is_bound_all_or_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     // 2 nodes of 2 CPU: a gang of four 1-CPU pods fills them.
-    let names = fresh_nodes("kpgang", 2, 2);
+    let names = nodes("kpgang", 2, 2);
     let ns = namespace("gang", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpgang", names.clone(), &[&ns]).await;
@@ -314,7 +289,7 @@ async fn kubernetes_podsched_a_gang_of_4_is_bound_all_or_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_bad_input_and_unfit_pods_get_a_clear_condition() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = fresh_nodes("kpbad", 1, 4);
+    let names = nodes("kpbad", 1, 4);
     let ns = namespace("bad", Some("/pods-a"));
     let bare = namespace("bare", None);
     let _cleanup = Cleanup(vec![ns.clone(), bare.clone()]);
@@ -389,7 +364,7 @@ async fn kubernetes_podsched_bad_input_and_unfit_pods_get_a_clear_condition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_restarted_paceline_binds_nothing_twice() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = fresh_nodes("kprestart", 2, 4);
+    let names = nodes("kprestart", 2, 4);
     let ns = namespace("restart", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let none = serde_json::json!({});
@@ -438,7 +413,7 @@ async fn kubernetes_podsched_a_restarted_paceline_binds_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_kill_evicts_through_the_eviction_api_and_a_pdb_stops_it() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = fresh_nodes("kpevict", 1, 4);
+    let names = nodes("kpevict", 1, 4);
     let ns = namespace("evict", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpevict", names.clone(), &[&ns]).await;
@@ -483,7 +458,7 @@ async fn kubernetes_podsched_two_namespaces_share_the_cluster_by_their_pools_sha
     // each asked for 8 pods of 1 CPU. Max-min by share: 8 × 1/4 = 2 and
     // 8 × 3/4 = 6, both asking more than that, so 2 and 6 (memory: 2 and 6
     // pods of 500 MiB, within 1/4 and 3/4 of 16 GiB).
-    let names = fresh_nodes("kpfair", 2, 4);
+    let names = nodes("kpfair", 2, 4);
     let one = namespace("fair1", Some("/fair-1"));
     let three = namespace("fair3", Some("/fair-3"));
     let _cleanup = Cleanup(vec![one.clone(), three.clone()]);
@@ -511,7 +486,7 @@ async fn kubernetes_podsched_two_namespaces_share_the_cluster_by_their_pools_sha
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_podsched_a_placement_hot_swap_while_pods_are_bound_fails_none() {
     let dir = tempfile::tempdir().expect("dir");
-    let names = fresh_nodes("kpswap", 4, 4);
+    let names = nodes("kpswap", 4, 4);
     let ns = namespace("swap", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpswap", names.clone(), &[&ns]).await;
