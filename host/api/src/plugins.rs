@@ -155,6 +155,29 @@ pub fn slot_pb(s: &SlotInfo) -> pb::PluginSlot {
     }
 }
 
+/// What a shadow disagreement's task reads as for a caller who does not
+/// read every pool.
+pub const HIDDEN_TASK: &str = "(hidden: task names are shown to operators)";
+
+/// Removes the task names (`job/instance`, which name other tenants' jobs)
+/// from the slots' shadow reports, keeping what each version decided: a
+/// `user` reads only its own pools' jobs (decision 0059), and a report
+/// mixes every pool's tasks.
+pub fn hide_shadow_tasks(slots: &mut [pb::PluginSlot]) {
+    for d in slots.iter_mut().filter_map(|s| s.shadow.as_mut()).flat_map(|r| r.disagreements.iter_mut()) {
+        d.task = HIDDEN_TASK.to_string();
+    }
+}
+
+/// The slots as `who` may read them (`None`: the server's own call).
+fn slots_for(slots: &[SlotInfo], who: Option<&crate::auth::Principal>) -> Vec<pb::PluginSlot> {
+    let mut out: Vec<pb::PluginSlot> = slots.iter().map(slot_pb).collect();
+    if who.is_some_and(|w| !w.reads_every_pool()) {
+        hide_shadow_tasks(&mut out);
+    }
+    out
+}
+
 /// A shadow report to the wire.
 pub fn report_pb(r: &ShadowReport) -> pb::ShadowPluginResponse {
     pb::ShadowPluginResponse {
@@ -257,10 +280,14 @@ impl PluginService for PluginApi {
 
     async fn list_plugins(
         &self,
-        _request: Request<pb::ListPluginsRequest>,
+        request: Request<pb::ListPluginsRequest>,
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
+        // A request from outside always carries its principal (the auth
+        // layer sets one, `anonymous` in the open mode); the server's own
+        // calls (the web UI's plugin history) carry none and read it all.
+        let who = request.extensions().get::<Arc<crate::auth::Principal>>().cloned();
         let slots = self.blocking(|r| Ok(r.list())).await?;
-        Ok(Response::new(pb::ListPluginsResponse { slots: slots.iter().map(slot_pb).collect() }))
+        Ok(Response::new(pb::ListPluginsResponse { slots: slots_for(&slots, who.as_deref()) }))
     }
 
     async fn activate_plugin(&self, request: Request<pb::PluginRef>) -> Result<Response<pb::PluginSlot>, Status> {
@@ -302,5 +329,49 @@ impl PluginService for PluginApi {
             .await?
         };
         Ok(Response::new(report_pb(&report.unwrap_or_default())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Principal, Role};
+
+    fn slot_with_a_disagreement() -> SlotInfo {
+        let mut report = ShadowReport { compared: 1, ..Default::default() };
+        report.disagreements.push(paceline_plugin::Disagreement {
+            kind: "placement",
+            task: "payroll-1a2b3c4d/0".into(),
+            active: "host-1".into(),
+            shadow: "host-2".into(),
+            ..Default::default()
+        });
+        SlotInfo {
+            slot: "placement/batch".into(),
+            world: paceline_plugin::World::Placement,
+            active: None,
+            shadow: Some("candidate@1".into()),
+            shadow_report: Some(report),
+            versions: Vec::new(),
+            fallbacks: 0,
+            slot_candidates: None,
+            candidates: paceline_plugin::Candidates::default(),
+        }
+    }
+
+    #[test]
+    fn a_user_reads_shadow_decisions_without_the_task_names_operators_read() {
+        let slots = [slot_with_a_disagreement()];
+        let task = |out: &[pb::PluginSlot]| out[0].shadow.as_ref().map(|r| r.disagreements[0].task.clone());
+        let user = Principal { name: "carol".into(), role: Role::User, pools: vec!["/team-b".into()] };
+        let operator = Principal { name: "olga".into(), role: Role::Operator, pools: vec![] };
+
+        let as_user = slots_for(&slots, Some(&user));
+        assert_eq!(task(&as_user).as_deref(), Some(HIDDEN_TASK));
+        let r = as_user[0].shadow.as_ref().expect("report");
+        assert_eq!((r.disagreements[0].active.as_str(), r.disagreements[0].shadow.as_str()), ("host-1", "host-2"));
+        assert_eq!(task(&slots_for(&slots, Some(&operator))).as_deref(), Some("payroll-1a2b3c4d/0"));
+        assert_eq!(task(&slots_for(&slots, Some(&Principal::anonymous()))).as_deref(), Some("payroll-1a2b3c4d/0"));
+        assert_eq!(task(&slots_for(&slots, None)).as_deref(), Some("payroll-1a2b3c4d/0"));
     }
 }

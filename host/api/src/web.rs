@@ -414,8 +414,11 @@ async fn hosts(State(web): State<Arc<Web>>) -> Answer<pb::ListHostsResponse> {
     Ok(Json(web.hosts.list_hosts(Request::new(pb::ListHostsRequest {})).await?.into_inner()))
 }
 
-async fn plugins(State(web): State<Arc<Web>>) -> Answer<pb::ListPluginsResponse> {
-    Ok(Json(web.plugins.list_plugins(Request::new(pb::ListPluginsRequest {})).await?.into_inner()))
+async fn plugins(
+    State(web): State<Arc<Web>>,
+    who: Option<Extension<Arc<crate::auth::Principal>>>,
+) -> Answer<pb::ListPluginsResponse> {
+    Ok(Json(web.plugins.list_plugins(as_caller(pb::ListPluginsRequest {}, &who)).await?.into_inner()))
 }
 
 /// `{"slot": "placement/batch"}`.
