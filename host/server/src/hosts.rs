@@ -16,7 +16,6 @@ use tracing::info;
 use crate::ServerError;
 use crate::config::{HostsConfig, ServerConfig, resolve_token};
 use crate::shutdown::{Stopped, hold_until_shutdown};
-use crate::startup::default_member_id;
 
 /// How long a job manager waits at start for a host manager in another process.
 const HOSTMGR_WAIT: Duration = Duration::from_secs(30);
@@ -217,16 +216,7 @@ pub(crate) async fn connect_remote_hosts(
                 "hosts: provider hostmgr needs `servers` (or --hostmgr), or a zookeeper membership to find the host manager's leader in".into(),
             ));
         }
-        let me = paceline_membership::MemberInfo {
-            id: format!("{}-discovery", config.member_id.clone().unwrap_or_else(default_member_id)),
-            api_addr: String::new(),
-            agent_addr: String::new(),
-            roles: Vec::new(),
-        };
-        Some(
-            paceline_membership::from_config(&config.membership, me, Vec::new())
-                .map_err(|e| ServerError::Other(format!("membership: {e}")))?,
-        )
+        Some(crate::startup::watching_member(config, "discovery")?)
     } else {
         None
     };

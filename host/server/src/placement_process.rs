@@ -72,18 +72,7 @@ impl PlacementProcess {
     pub async fn start(config: ServerConfig, options: PlacementOptions) -> Result<PlacementProcess, ServerError> {
         let discovery = match &options.core {
             Some(_) => None,
-            None => {
-                let me = paceline_membership::MemberInfo {
-                    id: format!("{}-placement", config.member_id.clone().unwrap_or_else(crate::default_member_id)),
-                    api_addr: String::new(),
-                    agent_addr: String::new(),
-                    roles: Vec::new(),
-                };
-                Some(
-                    paceline_membership::from_config(&config.membership, me, Vec::new())
-                        .map_err(|e| ServerError::Other(format!("membership: {e}")))?,
-                )
-            }
+            None => Some(crate::startup::watching_member(&config, "placement")?),
         };
         let store = crate::open_store(&config)
             .await

@@ -220,6 +220,23 @@ pub fn default_member_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// A member that leads nothing and serves nothing, only reads who leads: a
+/// process that finds another role's leader through the membership joins as
+/// `<member id>-<suffix>`.
+pub(crate) fn watching_member(
+    config: &ServerConfig,
+    suffix: &str,
+) -> Result<Arc<dyn paceline_membership::Membership>, ServerError> {
+    let me = paceline_membership::MemberInfo {
+        id: format!("{}-{suffix}", config.member_id.clone().unwrap_or_else(default_member_id)),
+        api_addr: String::new(),
+        agent_addr: String::new(),
+        roles: Vec::new(),
+    };
+    paceline_membership::from_config(&config.membership, me, Vec::new())
+        .map_err(|e| ServerError::Other(format!("membership: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
