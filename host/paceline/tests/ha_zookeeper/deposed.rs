@@ -61,21 +61,8 @@ fn cassandra_storage(keyspace: &str) -> String {
 /// A server of the test cluster on Cassandra: its own data dir, the agents'
 /// CA shared with the other server (`shared/pki`) so agents follow the leader.
 fn cassandra_node(dir: &Path, name: &str, zk: &str, cluster: &str, shared: &Path, storage: &str) -> Node {
-    let (api, agent) = (free_port(), free_port());
-    let config = dir.join(format!("{name}.yaml"));
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agent}\nmember_id: {name}\n\
-             agent_pki_dir: {}\nheartbeat_timeout_ms: 5000\nagent_heartbeat_ms: 500\n{storage}\
-             membership:\n  kind: zookeeper\n  connect: \"{zk}\"\n  cluster: {cluster}\n  session_timeout_ms: {SESSION_TIMEOUT_MS}\n{}",
-            dir.join(format!("{name}-data")).display(),
-            shared.join("pki").display(),
-            zk_auth(dir)
-        ),
-    )
-    .expect("config");
-    Node { api, agent, config, log: dir.join(format!("{name}.log")) }
+    let extra = format!("agent_pki_dir: {}\n{storage}", shared.join("pki").display());
+    node_with(dir, name, zk, cluster, &dir.join(format!("{name}-data")), &extra)
 }
 
 fn signal(p: &Proc, sig: &str) {

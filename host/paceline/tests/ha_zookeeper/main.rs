@@ -240,13 +240,19 @@ fn zk_auth(dir: &Path) -> String {
 }
 
 fn node(dir: &Path, name: &str, zk: &str, cluster: &str, data: &Path) -> Node {
+    node_with(dir, name, zk, cluster, data, "")
+}
+
+/// A server of the test cluster with `extra` (whole YAML lines) added to its
+/// configuration: another store, a shared agent CA.
+fn node_with(dir: &Path, name: &str, zk: &str, cluster: &str, data: &Path, extra: &str) -> Node {
     let (api, agent) = (free_port(), free_port());
     let config = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &config,
         format!(
             "data_dir: {}\napi_listen: 127.0.0.1:{api}\nagent_listen: 127.0.0.1:{agent}\nmember_id: {name}\n\
-             heartbeat_timeout_ms: 5000\nagent_heartbeat_ms: 500\n\
+             heartbeat_timeout_ms: 5000\nagent_heartbeat_ms: 500\n{extra}\
              membership:\n  kind: zookeeper\n  connect: \"{zk}\"\n  cluster: {cluster}\n  session_timeout_ms: {SESSION_TIMEOUT_MS}\n{}",
             data.display(),
             zk_auth(dir)

@@ -12,65 +12,18 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../../../server/tests/web/browser.rs"]
+mod browser;
+use browser::*;
+
 mod cross_origin;
 mod jobs;
 mod slot_and_task_pages;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{BIN, Dev, eventually, free_port};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The browser binary; installs Debian's chromium when missing (fails the
-/// test with the script's reason when it cannot).
-fn chromium() -> String {
-    let out = Command::new("bash")
-        .arg(repo().join("deploy/browser/chromium.sh"))
-        .arg("path")
-        .output()
-        .expect("runs chromium.sh");
-    assert!(
-        out.status.success(),
-        "a real browser is needed for the web UI tests; deploy/browser/chromium.sh could not provide one:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Where the test run saves its screenshots (under target/, never committed).
-fn shot(name: &str) -> String {
-    format!("{}/web-ui-screenshots/{name}.png", env!("CARGO_TARGET_TMPDIR"))
-}
-
-/// The browser driver and axe-core, kept beside the server crate's web UI tests.
-fn web_dir() -> PathBuf {
-    repo().join("host/server/tests/web")
-}
-
-/// axe-core, vendored from npm (host/server/tests/web/vendor): injected into the page by the driver.
-fn axe() -> String {
-    web_dir().join("vendor/axe-core-4.10.2/axe.min.js").to_str().expect("utf-8").to_string()
-}
-
-/// Runs browser steps (see host/server/tests/web/cdp.py); the evaluated values and the dialogs seen.
-fn browse(steps: serde_json::Value) -> (Vec<serde_json::Value>, Vec<String>) {
-    let out = Command::new("python3")
-        .arg(web_dir().join("cdp.py"))
-        .arg(chromium())
-        .arg(steps.to_string())
-        .output()
-        .expect("python3 runs");
-    assert!(out.status.success(), "browser steps failed: {}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("driver output");
-    let dialogs =
-        v["dialogs"].as_array().into_iter().flatten().filter_map(|d| d.as_str().map(str::to_string)).collect();
-    (v["values"].as_array().cloned().unwrap_or_default(), dialogs)
-}
 
 fn cli(api: u16, token: Option<&str>, args: &[&str]) -> Output {
     let mut c = Command::new(BIN);
@@ -115,30 +68,6 @@ fn create_running(api: u16, dir: &Path, name: &str, pool: &str, n: u32) -> Strin
             .is_some_and(|t| t.len() == n as usize && t.iter().all(|t| t["state"] == "RUNNING"))
     });
     id
-}
-
-/// A raw HTTP/1.1 request as the page sends it (with its `X-Paceline-Request`
-/// header), answering the status code and the whole answer.
-fn http(api: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    raw(
-        api,
-        &format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}X-Paceline-Request: ui\r\nContent-Type: application/json"
-        ),
-        body,
-    )
-}
-
-/// A raw HTTP/1.1 request: `head` is the request line and headers (without
-/// the length and the closing blank line); the status code and the whole answer.
-fn raw(api: u16, head: &str, body: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", api)).expect("connect");
-    write!(s, "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).expect("write");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, text)
 }
 
 /// A job file for a real agent: `sh -c SCRIPT`, `n` instances in /default.
