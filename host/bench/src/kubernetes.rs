@@ -188,11 +188,8 @@ fn script(args: &KubernetesBenchArgs, words: &[&str]) -> anyhow::Result<String> 
 fn plane_env(args: &KubernetesBenchArgs) -> anyhow::Result<PlaneEnv> {
     let text = script(args, &["env"])?;
     let var = |name: &str| -> anyhow::Result<PathBuf> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| PathBuf::from(v.trim_matches('\'').trim_matches('"')))
+        paceline_kubernetes::plane::env_value(&text, name)
+            .map(PathBuf::from)
             .with_context(|| format!("kubernetes.sh env printed no {name}"))
     };
     Ok(PlaneEnv { paceline: var("PACELINE_KUBECONFIG")?, admin: var("PACELINE_KUBECONFIG_ADMIN")? })
