@@ -247,8 +247,8 @@ impl JobService for JobApi {
         let (owner, pool, kind, instances) =
             (config.owner.clone(), config.pool.clone(), config.kind, config.instance_count);
         crate::audit::note_job(&request, &id);
-        let ask = crate::quota::Ask::New { owner: &owner, pool: &pool, tasks: u64::from(instances) };
-        let quota = self.quotas.admit(&self.jobs, ask).await?;
+        let ask = crate::quota::Ask::New { job: &id, owner: &owner, pool: &pool, tasks: u64::from(instances) };
+        let quota = self.quotas.admit(&self.jobs, ask)?;
         self.jobs.create(&id, config).await.map_err(|e| status::job(e, "spec"))?;
         drop(quota);
         // Accepted whatever the hosts are (one may join), but told now if no
@@ -356,7 +356,7 @@ impl JobService for JobApi {
             pool: &config.pool,
             tasks: u64::from(config.instance_count),
         };
-        let quota = self.quotas.admit(&self.jobs, ask).await?;
+        let quota = self.quotas.admit(&self.jobs, ask)?;
         response.update_id =
             self.jobs.update(&r.id, config, UpdateRequest { spec }).await.map_err(|e| status::job(e, "spec"))?;
         drop(quota);
@@ -383,8 +383,7 @@ impl JobService for JobApi {
             return Err(Status::invalid_argument("count: must be at least 1"));
         }
         auth::check_job(&request, &self.jobs, &r.id).await?;
-        let quota =
-            self.quotas.admit(&self.jobs, crate::quota::Ask::Grow { job: &r.id, add: u64::from(r.count) }).await?;
+        let quota = self.quotas.admit(&self.jobs, crate::quota::Ask::Grow { job: &r.id, add: u64::from(r.count) })?;
         let (instances, update_id) = self.jobs.add_instances(&r.id, r.count).await.map_err(|e| status::job(e, ""))?;
         drop(quota);
         let instance_count = instances.last().map_or(0, |i| i + 1);
@@ -431,12 +430,12 @@ impl JobService for JobApi {
         let batch = if r.batch_size == 0 { info.config.update.batch_size } else { r.batch_size };
         // Restarting a finished job makes it live again: it counts as new.
         let ask = crate::quota::Ask::New {
+            job: &r.id,
             owner: &info.config.owner,
             pool: &info.config.pool,
             tasks: u64::from(info.config.instance_count),
         };
-        let quota =
-            if info.runtime.state.is_terminal() { Some(self.quotas.admit(&self.jobs, ask).await?) } else { None };
+        let quota = if info.runtime.state.is_terminal() { Some(self.quotas.admit(&self.jobs, ask)?) } else { None };
         self.jobs.restart(&r.id, instances_of(&r.instances), batch).await.map_err(|e| status::job(e, ""))?;
         drop(quota);
         Ok(Response::new(pb::RestartJobResponse {}))

@@ -118,6 +118,52 @@ async fn a_principal_over_its_live_job_quota_is_refused_naming_the_limit() {
     assert!(refused.message().contains("max_live_jobs_per_principal"), "{}", refused.message());
 }
 
+/// `n` creates of `tasks`-instance jobs sent at once, each on its own task.
+async fn create_at_once(api: &Api, n: usize, tasks: u32) -> Vec<Result<String, tonic::Status>> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let mut jobs = api.jobs();
+        let spec = spec(tasks);
+        set.spawn(async move {
+            jobs.create_job(pb::CreateJobRequest { spec: Some(spec) }).await.map(|r| r.into_inner().id)
+        });
+    }
+    set.join_all().await
+}
+
+/// Concurrent creates cannot overshoot: each admitted create is counted by
+/// the next check until it is made, though the creates' store writes run
+/// side by side (no lock is held across them). 24 at once against a limit
+/// of 5 jobs and of 12 tasks: exactly 5 jobs or 12 tasks' worth pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_stop_exactly_at_the_limit() {
+    let api = Api::start(limits(5, 1_000)).await;
+    let results = create_at_once(&api, 24, 1).await;
+    let passed = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(passed, 5, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+        assert!(refused.message().contains("max_live_jobs_per_principal"), "{}", refused.message());
+    }
+    let jobs = &api.sc.cluster.jobs;
+    assert_eq!(jobs.live_counts(), jobs.recount_live(), "kept counts agree with a recount");
+
+    // The task limit the same way: jobs of 3 tasks against 12.
+    let api = Api::start(limits(1_000, 12)).await;
+    let results = create_at_once(&api, 24, 3).await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 4, "{results:?}");
+    assert!(
+        results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.message().contains("max_live_tasks_per_principal")),
+        "{results:?}"
+    );
+
+    // Exactly up to the limit: a change already made is not counted again
+    // while its reservation is still held, so all of these pass.
+    let api = Api::start(limits(1_000, 24)).await;
+    let results = create_at_once(&api, 8, 3).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+}
+
 /// The counts a check reads are kept as jobs change (not recounted per
 /// check): a killed job frees its room, a batch job that ends by itself
 /// frees its room, and after a restart of the control plane the counts

@@ -42,6 +42,17 @@ impl JobManager {
         self.mem().live.held(owner, pool)
     }
 
+    /// [`JobManager::live_held`] and, read under the same lock, each job of
+    /// `ids` as [`JobManager::live_job`] gives it: the quota check uses the
+    /// two together to count a change it admitted exactly once, whether or
+    /// not the change has been made yet.
+    pub fn live_held_with_jobs(&self, owner: &str, pool: &str, ids: &[&str]) -> (Held, Held, Vec<Option<LiveJob>>) {
+        let m = self.mem();
+        let (by_owner, by_pool) = m.live.held(owner, pool);
+        let jobs = ids.iter().map(|id| m.key_of(id).and_then(|key| m.live.job(key))).collect();
+        (by_owner, by_pool, jobs)
+    }
+
     /// Every owner's and pool's live counts as kept (for comparison with
     /// [`JobManager::recount_live`]).
     pub fn live_counts(&self) -> (HashMap<String, Held>, HashMap<String, Held>) {
