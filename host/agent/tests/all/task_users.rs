@@ -21,6 +21,22 @@ const ENV_SECRET: &str = "team-b-env-secret-5f1c";
 const FILE_SECRET: &str = "team-b-file-secret-9d2e";
 const KEY_MARKER: &str = "AGENT-PRIVATE-KEY-3a7b";
 
+/// An agent's configuration that runs each task under a uid of its own,
+/// taken from `first..=last`, on a port range of its own.
+fn per_run_config(data_dir: std::path::PathBuf, hostname: &str, first: u32, last: u32) -> AgentConfig {
+    let range = port_range();
+    AgentConfig {
+        data_dir,
+        hostname: Some(hostname.to_owned()),
+        task_user: TaskUserChoice::PerRun,
+        task_uid_first: first,
+        task_uid_last: last,
+        port_range_first: range.0,
+        port_range_last: range.1,
+        ..AgentConfig::default()
+    }
+}
+
 fn value(log: &str, key: &str) -> String {
     log.lines()
         .find_map(|l| l.strip_prefix(&format!("{key}=")))
@@ -65,19 +81,9 @@ async fn a_task_cannot_read_another_tenants_environment_secret_files_or_the_agen
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
 
-    let range = port_range();
-    let config = AgentConfig {
-        data_dir: data.clone(),
-        hostname: Some("tenants".to_owned()),
-        task_user: TaskUserChoice::PerRun,
-        // A range of its own, so the uids asserted below are this agent's
-        // (agents of one host also lock the uids they hand out).
-        task_uid_first: 71_000,
-        task_uid_last: 71_099,
-        port_range_first: range.0,
-        port_range_last: range.1,
-        ..AgentConfig::default()
-    };
+    // Uids of its own, so the uids asserted below are this agent's (agents
+    // of one host also lock the uids they hand out).
+    let config = per_run_config(data.clone(), "tenants", 71_000, 71_099);
     let agent = Agent::start(config).await.expect("an agent running tasks under uids of their own");
     assert_eq!(agent.host().attributes.get("task_user").map(String::as_str), Some("per-run-uid"));
     let sup = agent.supervisor().clone();
@@ -188,17 +194,7 @@ async fn a_symlink_a_task_puts_in_place_of_its_log_is_not_followed_by_the_agent(
     std::fs::create_dir_all(data.join("identity")).unwrap();
     let key = data.join("identity/agent.key");
     std::fs::write(&key, KEY_MARKER).unwrap();
-    let range = port_range();
-    let config = AgentConfig {
-        data_dir: data.clone(),
-        hostname: Some("tenants".to_owned()),
-        task_user: TaskUserChoice::PerRun,
-        task_uid_first: 71_100,
-        task_uid_last: 71_199,
-        port_range_first: range.0,
-        port_range_last: range.1,
-        ..AgentConfig::default()
-    };
+    let config = per_run_config(data.clone(), "tenants", 71_100, 71_199);
     let agent = Agent::start(config).await.expect("agent");
     let sup = agent.supervisor().clone();
     let mut events = sup.subscribe();
@@ -221,17 +217,7 @@ async fn a_run_re_adopted_after_a_restart_keeps_its_uid_to_itself() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let data = tmp.path().join("data");
-    let range = port_range();
-    let config = AgentConfig {
-        data_dir: data.clone(),
-        hostname: Some("tenants".to_owned()),
-        task_user: TaskUserChoice::PerRun,
-        task_uid_first: 71_200,
-        task_uid_last: 71_201,
-        port_range_first: range.0,
-        port_range_last: range.1,
-        ..AgentConfig::default()
-    };
+    let config = per_run_config(data.clone(), "tenants", 71_200, 71_201);
     let first = Agent::start(config.clone()).await.expect("agent");
     first.supervisor().launch_spec(sh("kept-0-1", "echo uid=$(id -u); echo ready; sleep 60")).unwrap();
     let kept = value(&wait_log(first.supervisor(), "kept-0-1", "ready").await, "uid");
@@ -284,14 +270,9 @@ async fn a_launch_naming_a_user_runs_as_it_and_an_agent_that_cannot_switch_users
         return;
     };
     let config = AgentConfig {
-        data_dir: tmp.path().join("data"),
-        hostname: Some("named".to_owned()),
-        task_user: TaskUserChoice::PerRun,
-        task_uid_first: 71_300,
-        task_uid_last: 71_309,
         port_range_first: range.0 + 5,
         port_range_last: range.1,
-        ..AgentConfig::default()
+        ..per_run_config(tmp.path().join("data"), "named", 71_300, 71_309)
     };
     let agent = Agent::start(config).await.expect("agent");
     let sup = agent.supervisor().clone();
@@ -374,17 +355,7 @@ async fn a_named_users_task_gets_its_groups_and_leaves_nothing_running() {
     assert_ne!(user.uid.as_raw(), user.gid.as_raw(), "the test user's primary gid differs from its uid");
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let range = port_range();
-    let config = AgentConfig {
-        data_dir: tmp.path().join("data"),
-        hostname: Some("grouped".to_owned()),
-        task_user: TaskUserChoice::PerRun,
-        task_uid_first: 71_400,
-        task_uid_last: 71_409,
-        port_range_first: range.0,
-        port_range_last: range.1,
-        ..AgentConfig::default()
-    };
+    let config = per_run_config(tmp.path().join("data"), "grouped", 71_400, 71_409);
     let agent = Agent::start(config).await.expect("agent");
     let sup = agent.supervisor().clone();
     let mut events = sup.subscribe();
