@@ -24,14 +24,14 @@
 //! kept as the recount tests compare against).
 //!
 //! Concurrent changes cannot overshoot: [`Quotas::admit`] checks and, in the
-//! same step, reserves what the change adds ([`Admitted`]); later checks
-//! count the reservations until the change is made and the reservation is
-//! dropped. Only the check is one at a time, not the change: the first
-//! version held one lock across the store write of every create, which made
-//! 1,000 concurrent creates 3.7x slower (`bench server`, docs/benchmarks.md).
-//! A reservation stops counting as soon as the job manager's counts hold
-//! its change (read under one lock with them), so a change made is not
-//! counted twice and a limit can be reached exactly.
+//! same step, reserves what the change adds ([`Admitted`]). Later checks
+//! count a reservation until the job manager's counts hold its change (the
+//! two read under one lock), so a change is never counted twice and a
+//! limit can be reached exactly; the reservation is dropped once the change
+//! is made or has failed. Only the check is one at a time, not the change:
+//! the first version held one lock across the store write of every create,
+//! which made 1,000 concurrent creates 3.7x slower (`bench server`,
+//! docs/benchmarks.md).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -185,7 +185,7 @@ impl Quotas {
     }
 
     fn reserved(&self) -> std::sync::MutexGuard<'_, Reserved> {
-        // The maps are whole after every step (no await, no panic mid-change).
+        // The list is whole after every step (no await, no panic mid-change).
         self.reserved.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
