@@ -239,6 +239,16 @@ impl UidPool {
         None
     }
 
+    /// Whether the processes running as `uid` can only be this agent's
+    /// runs': it holds the uid's host-wide lock, or there are no locks.
+    /// False for a uid [`hold`](Self::hold) found locked by another agent:
+    /// a run that ended while this agent was down let go of its lock, and
+    /// another agent of the host may have given the uid to a run of its own
+    /// since (it could only when nothing ran as the uid any more).
+    pub(crate) fn is_ours(&self, uid: u32) -> bool {
+        self.locks.is_none() || matches!(self.held.get(&uid), Some(Some(_)))
+    }
+
     /// Gives `uid` back.
     pub(crate) fn release(&mut self, uid: u32) {
         self.held.remove(&uid);

@@ -399,10 +399,21 @@ impl Supervisor {
             // A named user (`user:`) may have other runs and processes on
             // this host: `kill -1` as it would reach them too, so only this
             // run's processes are killed (its cgroup, or its tag).
-            if rec.spec.user.is_none() {
-                task_user::kill_leftovers(uid, &setpriv).await;
-            } else {
-                task_user::kill_run_leftovers(uid, &rec.spec.run_id, rec.cgroup.as_deref()).await;
+            // A per-run uid whose lock another agent of the host holds now
+            // (this run ended while its agent was down, and the uid went to
+            // that agent's run since) is not this run's any more: `kill -1`
+            // as it would kill the other agent's task.
+            let ours = lock(&self.inner.state).uids.as_ref().is_none_or(|uids| uids.is_ours(uid));
+            match (&rec.spec.user, ours) {
+                (None, true) => task_user::kill_leftovers(uid, &setpriv).await,
+                (None, false) => {
+                    tracing::warn!(
+                        run_id,
+                        uid,
+                        "the run's uid is another agent's now: nothing running as it is killed"
+                    );
+                }
+                (Some(_), _) => task_user::kill_run_leftovers(uid, &rec.spec.run_id, rec.cgroup.as_deref()).await,
             }
             task_user::take_back(&rec.sandbox);
             if let Some(volume) = &rec.spec.volume {

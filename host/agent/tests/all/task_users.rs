@@ -14,6 +14,7 @@ use paceline_agent::spec::VolumeRef;
 use paceline_agent::{AgentConfig, TaskUserChoice};
 use paceline_model::secret::Secret;
 use paceline_model::task_secret::{LaunchSecret, SecretTarget};
+use paceline_proto::agent::v1 as pb;
 
 use crate::common::*;
 
@@ -236,6 +237,69 @@ async fn a_run_re_adopted_after_a_restart_keeps_its_uid_to_itself() {
     wait_terminal(&mut events, "kept-0-1", Duration::from_secs(20)).await;
     let sandbox = data.join("runs/kept-0-1");
     assert_eq!(std::fs::metadata(&sandbox).unwrap().uid(), nix::unistd::geteuid().as_raw());
+}
+
+/// Whether some process runs as `uid` (real, effective or saved).
+fn runs_as(uid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("status")).is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .is_some_and(|ids| ids.split_whitespace().take(3).any(|id| id == uid.to_string()))
+        })
+    })
+}
+
+/// Two agents of one host share the per-run uid range (the default). A run
+/// of agent A ends while A is down, which lets go of its uid; agent B gives
+/// the uid to a run of its own. When A comes back and finishes its run, the
+/// `kill -1` as the uid that ends a run must not reach B's task (it did:
+/// CI saw a task of another agent end by SIGKILL).
+#[tokio::test]
+async fn a_restarted_agent_leaves_alone_the_uid_another_agent_gave_out_while_it_was_down() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: per-run task uids need the agent to run as root");
+        return;
+    }
+    const UID: u32 = 71_300;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (data_a, data_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let config_a = per_run_config(data_a.clone(), "host-a", UID, UID);
+    let a = Agent::start(config_a.clone()).await.expect("agent a");
+    a.supervisor().launch_spec(sh("gone-0-1", "echo uid=$(id -u); echo ready; sleep 1")).unwrap();
+    let gone = value(&wait_log(a.supervisor(), "gone-0-1", "ready").await, "uid");
+    assert_eq!(gone, UID.to_string());
+    // Agent a goes down; its run ends meanwhile.
+    a.supervisor().detach();
+    drop(a);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while runs_as(UID) {
+        assert!(tokio::time::Instant::now() < deadline, "agent a's run never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let b = Agent::start(per_run_config(data_b, "host-b", UID, UID)).await.expect("agent b");
+    let sup_b = b.supervisor().clone();
+    let mut events_b = sup_b.subscribe();
+    sup_b.launch_spec(sh("other-0-1", "echo uid=$(id -u); echo ready; sleep 60")).unwrap();
+    let other = value(&wait_log(&sup_b, "other-0-1", "ready").await, "uid");
+    assert_eq!(other, UID.to_string(), "agent b gave out the uid agent a's ended run had");
+
+    // Agent a comes back: it finds its run ended and finishes it as it starts.
+    let a = Agent::start(config_a).await.expect("agent a again");
+    assert_eq!(a.supervisor().outbox().last_state("gone-0-1"), Some(pb::RunState::Succeeded));
+    // Agent a takes its sandbox back from the uid all the same: b's run must
+    // not read it.
+    assert_eq!(std::fs::metadata(data_a.join("runs/gone-0-1")).unwrap().uid(), 0);
+    // b's task still runs: it ends only when b kills it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while let Ok(u) = events_b.try_recv() {
+        assert!(!is_terminal(&u), "agent a's restart ended agent b's task: {u:#?}");
+    }
+    sup_b.kill("other-0-1", Some(1)).unwrap();
+    let ended = wait_terminal(&mut events_b, "other-0-1", Duration::from_secs(20)).await;
+    assert_eq!(states(&ended).last(), Some(&pb::RunState::Killed), "{ended:#?}");
 }
 
 #[tokio::test]
