@@ -390,6 +390,26 @@ wait_for() {
     done
 }
 
+# etcd keeps every revision until compacted; the API server compacts after 5
+# minutes up, which a plane restarted per bench run never reached: etcd grew
+# until it refused writes (NOSPACE). Each start of etcd compacts, defragments
+# and clears that alarm (etcd's JSON gateway; no etcdctl needed).
+etcd_compact() {
+    local url="http://127.0.0.1:${PORTS[etcd]}/v3" rev="" m i
+    post() { curl -fs --max-time "$1" -X POST "$url/$2" -d "$3" 2>/dev/null || true; }
+    for i in $(seq 1 100); do
+        rev=$(post 2 kv/range '{"key":"AA=="}' | grep -o '"revision":"[0-9]*"' | grep -o '[0-9]\+' || true)
+        [ -n "$rev" ] && break
+        sleep 0.1
+    done
+    [ -n "$rev" ] || return 0
+    post 60 kv/compaction "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+    post 300 maintenance/defragment '{}' >/dev/null
+    for m in $(post 5 maintenance/alarm '{"action":"GET"}' | grep -o '"memberID":"[0-9]*"' | grep -o '[0-9]\+' || true); do
+        post 5 maintenance/alarm "{\"action\":\"DEACTIVATE\",\"memberID\":\"$m\",\"alarm\":\"NOSPACE\"}" >/dev/null
+    done
+}
+
 etcd_healthy() {
     curl -fs --max-time 2 "http://127.0.0.1:${PORTS[etcd]}/health" 2>/dev/null | grep -q '"health":"true"'
 }
@@ -509,6 +529,7 @@ start() {
             --initial-advertise-peer-urls="http://127.0.0.1:${PORTS[etcd_peer]}" \
             --initial-cluster="paceline=http://127.0.0.1:${PORTS[etcd_peer]}" \
             --unsafe-no-fsync --log-level=warn
+        etcd_compact
         started=1
     fi
     wait_for etcd etcd_healthy
