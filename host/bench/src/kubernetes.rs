@@ -86,7 +86,38 @@ pub struct KubernetesBenchArgs {
     /// Leave the plane running at the end (default: `kubernetes.sh stop`).
     #[arg(long)]
     keep: bool,
+    /// Who the limits' clients call as: `admin`, the plane's admin
+    /// (`system:masters`: a client certificate, exempt from API priority and
+    /// fairness), in the bench's namespace; or `paceline`, Paceline's
+    /// ServiceAccount token, in Paceline's task namespace (what Paceline's
+    /// own calls get: the same authentication, authorization and queueing).
+    #[arg(long, value_enum, default_value_t = LimitAs::Admin)]
+    limit_as: LimitAs,
+    /// What limit-create's pods carry: `plain`, the `SchedulingBasic` pod
+    /// (one container, requests only); or `paceline`, the pod Paceline's
+    /// provider makes for a task of the same size (`pods::build_pod`: its
+    /// labels, annotations, environment, requests and limits), so that the
+    /// limit is for the same objects.
+    #[arg(long, value_enum, default_value_t = LimitPod::Plain)]
+    limit_pod: LimitPod,
 }
+
+/// The pods limit-create makes (`--limit-pod`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LimitPod {
+    Plain,
+    Paceline,
+}
+
+/// The identity of the limits' clients (`--limit-as`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LimitAs {
+    Admin,
+    Paceline,
+}
+
+/// Paceline's task namespace (deploy/kubernetes/manifests/rbac.yaml).
+const TASK_NAMESPACE: &str = "paceline-tasks";
 
 /// One run's figures.
 struct Figures {
@@ -143,8 +174,13 @@ pub fn run(args: KubernetesBenchArgs) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64()
     );
     println!(
-        "each run: {} pods of 100m CPU / 500 MiB from an empty cluster; rate from the first bind a watch sees to the last; limits' clients keep {} requests in flight",
-        args.pods, args.clients
+        "each run: {} pods of 100m CPU / 500 MiB from an empty cluster; rate from the first bind a watch sees to the last; limits' clients keep {} requests in flight, as {}",
+        args.pods,
+        args.clients,
+        match args.limit_as {
+            LimitAs::Admin => "the plane's admin (system:masters, exempt from priority and fairness) in paceline-bench",
+            LimitAs::Paceline => "Paceline's ServiceAccount (its token, as Paceline calls) in paceline-tasks",
+        }
     );
     let env = plane_env(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -235,8 +271,8 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
         }
         println!("--- {run}");
         let figures = match *run {
-            "limit-bind" => limit_bind(args, &admin, &nodes).await?,
-            "limit-create" => limit_create(args, &admin, &nodes).await?,
+            "limit-bind" => limit_bind(args, &limit_client(args, env, &admin).await?, &admin, &nodes).await?,
+            "limit-create" => limit_create(args, &limit_client(args, env, &admin).await?, &admin, &nodes).await?,
             "paceline-jobs" => paceline_jobs(args, env, &admin).await?,
             "paceline-pods" => paceline_pods(args, env, &admin).await?,
             _ => kube_scheduler(args, &admin).await?,
@@ -283,7 +319,7 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
 async fn empty(admin: &kube::Client, clients: usize) -> anyhow::Result<()> {
     let delete = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
     let deadline = Instant::now() + Duration::from_secs(600);
-    for namespace in [NAMESPACE, "paceline-tasks"] {
+    for namespace in [NAMESPACE, TASK_NAMESPACE] {
         let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
         loop {
             let names: Vec<String> = pods
@@ -320,10 +356,10 @@ async fn empty(admin: &kube::Client, clients: usize) -> anyhow::Result<()> {
 }
 
 /// A pod of the `SchedulingBasic` shape.
-fn pod(name: String, scheduler: &str, node: Option<String>) -> Pod {
+fn pod(name: String, namespace: &str, scheduler: &str, node: Option<String>) -> Pod {
     let requests = [("cpu".to_string(), Quantity("100m".into())), ("memory".to_string(), Quantity("500Mi".into()))];
     Pod {
-        metadata: ObjectMeta { name: Some(name), namespace: Some(NAMESPACE.into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta { name: Some(name), namespace: Some(namespace.into()), ..ObjectMeta::default() },
         spec: Some(PodSpec {
             scheduler_name: Some(scheduler.into()),
             node_name: node,
@@ -397,11 +433,65 @@ fn watch_binds(
     })
 }
 
-async fn limit_bind(args: &KubernetesBenchArgs, admin: &kube::Client, nodes: &[String]) -> anyhow::Result<Figures> {
-    let api: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
-    let created =
-        create_pods(&api, args.pods, args.clients, |i| pod(format!("rr-{i}"), "paceline-bench-nobody", None)).await?;
-    let watch = watch_binds(admin, NAMESPACE, args.pods, Duration::from_secs(900));
+/// The pod Paceline's provider makes for instance `i` of a batch job of
+/// 100m / 500 MiB tasks (what paceline-jobs submits), bound to `node`: the
+/// provider's own `build_pod`, with the environment the job manager adds.
+fn paceline_shaped_pod(i: usize, namespace: &str, node: &str) -> anyhow::Result<Pod> {
+    let config = paceline_kubernetes::KubernetesConfig {
+        namespace: namespace.into(),
+        cluster_id: "pl-bench-limit-pod".into(),
+        ..paceline_kubernetes::KubernetesConfig::default()
+    };
+    let job = "bench-kubernetes-00000000";
+    let task_id = format!("{job}-{i}");
+    let run_id = format!("{task_id}-1");
+    let env = [
+        ("PACELINE_JOB_ID", job.to_string()),
+        ("PACELINE_INSTANCE", i.to_string()),
+        ("PACELINE_RUN_ID", run_id.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let req = paceline_model::run::LaunchRequest {
+        run_id,
+        task_id,
+        spec: TaskSpec { command: "pause".into(), resources: Resources::new(100, 500, 1, 0), ..TaskSpec::default() },
+        env,
+        secrets: Vec::new(),
+        gpu: Default::default(),
+        gang: None,
+        user: None,
+    };
+    let (pod, _) = paceline_kubernetes::pods::build_pod(&config, &req, node, &Default::default())
+        .map_err(|e| anyhow::anyhow!("building a Paceline-shaped pod: {e}"))?;
+    Ok(pod)
+}
+
+/// The limits' client and the namespace it writes in (`--limit-as`).
+async fn limit_client(
+    args: &KubernetesBenchArgs,
+    env: &PlaneEnv,
+    admin: &kube::Client,
+) -> anyhow::Result<(kube::Client, &'static str)> {
+    Ok(match args.limit_as {
+        LimitAs::Admin => (admin.clone(), NAMESPACE),
+        LimitAs::Paceline => (client(&env.paceline).await?, TASK_NAMESPACE),
+    })
+}
+
+async fn limit_bind(
+    args: &KubernetesBenchArgs,
+    (limit, namespace): &(kube::Client, &'static str),
+    admin: &kube::Client,
+    nodes: &[String],
+) -> anyhow::Result<Figures> {
+    let api: Api<Pod> = Api::namespaced(limit.clone(), namespace);
+    let created = create_pods(&api, args.pods, args.clients, |i| {
+        pod(format!("rr-{i}"), namespace, "paceline-bench-nobody", None)
+    })
+    .await?;
+    let watch = watch_binds(admin, namespace, args.pods, Duration::from_secs(900));
     reset_peaks(&args.dir);
     futures::stream::iter(0..args.pods)
         .map(|i| {
@@ -433,24 +523,41 @@ async fn limit_bind(args: &KubernetesBenchArgs, admin: &kube::Client, nodes: &[S
     })
 }
 
-async fn limit_create(args: &KubernetesBenchArgs, admin: &kube::Client, nodes: &[String]) -> anyhow::Result<Figures> {
-    let api: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
-    let watch = watch_binds(admin, NAMESPACE, args.pods, Duration::from_secs(900));
+async fn limit_create(
+    args: &KubernetesBenchArgs,
+    (limit, namespace): &(kube::Client, &'static str),
+    admin: &kube::Client,
+    nodes: &[String],
+) -> anyhow::Result<Figures> {
+    let api: Api<Pod> = Api::namespaced(limit.clone(), namespace);
+    let watch = watch_binds(admin, namespace, args.pods, Duration::from_secs(900));
+    // Made before the clock starts, as the plain pods are.
+    let pods = (0..args.pods)
+        .map(|i| {
+            let node = nodes[i % nodes.len()].clone();
+            match args.limit_pod {
+                LimitPod::Plain => Ok(pod(format!("rc-{i}"), namespace, "paceline-bench-nobody", Some(node))),
+                LimitPod::Paceline => paceline_shaped_pod(i, namespace, &node),
+            }
+        })
+        .collect::<anyhow::Result<Vec<Pod>>>()?;
     // The watch's first list before the first create.
     tokio::time::sleep(Duration::from_millis(500)).await;
     reset_peaks(&args.dir);
-    create_pods(&api, args.pods, args.clients, |i| {
-        pod(format!("rc-{i}"), "paceline-bench-nobody", Some(nodes[i % nodes.len()].clone()))
-    })
-    .await?;
+    create_pods(&api, args.pods, args.clients, |i| pods[i].clone()).await?;
     let (bound, span) = watch.await??;
-    Ok(Figures { bound, span, rss: plane_peaks(&args.dir), notes: String::new() })
+    let notes = match args.limit_pod {
+        LimitPod::Plain => String::new(),
+        LimitPod::Paceline => "pods shaped as Paceline's provider makes them (--limit-pod paceline)".into(),
+    };
+    Ok(Figures { bound, span, rss: plane_peaks(&args.dir), notes })
 }
 
 async fn kube_scheduler(args: &KubernetesBenchArgs, admin: &kube::Client) -> anyhow::Result<Figures> {
     let api: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     let created =
-        create_pods(&api, args.pods, args.clients, |i| pod(format!("ks-{i}"), "default-scheduler", None)).await?;
+        create_pods(&api, args.pods, args.clients, |i| pod(format!("ks-{i}"), NAMESPACE, "default-scheduler", None))
+            .await?;
     let watch = watch_binds(admin, NAMESPACE, args.pods, Duration::from_secs(900));
     tokio::time::sleep(Duration::from_millis(500)).await;
     reset_peaks(&args.dir);
@@ -526,7 +633,7 @@ async fn paceline_jobs(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube:
         })
         .await
         .context("creating /bench")?;
-    let watch = watch_binds(admin, "paceline-tasks", args.pods, Duration::from_secs(900));
+    let watch = watch_binds(admin, TASK_NAMESPACE, args.pods, Duration::from_secs(900));
     tokio::time::sleep(Duration::from_millis(500)).await;
     reset_peaks(&args.dir);
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -568,7 +675,8 @@ async fn paceline_jobs(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube:
 /// pod scheduler on, every pod in `/default` (its pool made at the first start).
 async fn paceline_pods(args: &KubernetesBenchArgs, env: &PlaneEnv, admin: &kube::Client) -> anyhow::Result<Figures> {
     let api: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
-    let created = create_pods(&api, args.pods, args.clients, |i| pod(format!("pp-{i}"), "paceline", None)).await?;
+    let created =
+        create_pods(&api, args.pods, args.clients, |i| pod(format!("pp-{i}"), NAMESPACE, "paceline", None)).await?;
     let dir = tempfile::tempdir()?;
     let yaml = format!(
         "data_dir: {}\napi_listen: 127.0.0.1:0\nagent_listen: 127.0.0.1:0\nhosts: {{provider: kubernetes, kubeconfig: {}, node_selector: {NODE_LABEL}=1, pod_scheduler: {{namespaces: [{NAMESPACE}], default_pool: /default}}}}\n",
