@@ -443,19 +443,13 @@ fn paceline_shaped_pod(i: usize, namespace: &str, node: &str) -> anyhow::Result<
         ..paceline_kubernetes::KubernetesConfig::default()
     };
     let job = "bench-kubernetes-00000000";
-    let task_id = format!("{job}-{i}");
-    let run_id = format!("{task_id}-1");
-    let env = [
-        ("PACELINE_JOB_ID", job.to_string()),
-        ("PACELINE_INSTANCE", i.to_string()),
-        ("PACELINE_RUN_ID", run_id.clone()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let instance = u32::try_from(i)?;
+    let task = paceline_model::task::TaskId::new(job.to_string(), instance);
+    let run_id = task.run_id(1);
+    let env = paceline_model::run::run_env(job, instance, &run_id);
     let req = paceline_model::run::LaunchRequest {
         run_id,
-        task_id,
+        task_id: task.to_string(),
         spec: TaskSpec { command: "pause".into(), resources: Resources::new(100, 500, 1, 0), ..TaskSpec::default() },
         env,
         secrets: Vec::new(),

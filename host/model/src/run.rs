@@ -13,6 +13,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::task::{TaskSpec, TaskState};
 
+/// The environment the job manager gives every run of instance `instance`
+/// of job `job_id` (`PACELINE_JOB_ID`, `PACELINE_INSTANCE`,
+/// `PACELINE_RUN_ID`); a host adds its own (`PACELINE_TASK_ID`, ports, …).
+pub fn run_env(job_id: &str, instance: u32, run_id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("PACELINE_JOB_ID".to_string(), job_id.to_string()),
+        ("PACELINE_INSTANCE".to_string(), instance.to_string()),
+        ("PACELINE_RUN_ID".to_string(), run_id.to_string()),
+    ])
+}
+
 /// Start one run of a task on a host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchRequest {

@@ -327,10 +327,7 @@ impl JobManager {
                         None => (job.config().task_spec(i).clone(), job.config().user.clone()),
                     };
                     let run_id = TaskId::new(job_id.clone(), i).run_id(rt.run);
-                    let mut env = BTreeMap::new();
-                    env.insert("PACELINE_JOB_ID".to_string(), job_id.clone());
-                    env.insert("PACELINE_INSTANCE".to_string(), i.to_string());
-                    env.insert("PACELINE_RUN_ID".to_string(), run_id.clone());
+                    let mut env = paceline_model::run::run_env(&job_id, i, &run_id);
                     let member = discovery.remove(&i);
                     if let Some(d) = &member {
                         env.extend(d.env.clone());
