@@ -129,6 +129,9 @@ fn a_dev_killed_with_sigkill_takes_its_agents_along_and_a_new_dev_finds_their_wo
 struct DevGroup {
     child: Child,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The reader thread: it ends at the pipe's end of file, that is once
+    /// `dev` (the only writer) has exited and every line was read.
+    reader: Option<std::thread::JoinHandle<()>>,
     data: std::path::PathBuf,
 }
 
@@ -147,12 +150,12 @@ impl DevGroup {
         let stdout = child.stdout.take().expect("stdout");
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = lines.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 seen.lock().expect("lines").push(line);
             }
         });
-        let dev = DevGroup { child, lines, data: data.to_path_buf() };
+        let dev = DevGroup { child, lines, reader: Some(reader), data: data.to_path_buf() };
         eventually(60, "dev is up", || dev.output().contains("API on"));
         dev
     }
@@ -161,18 +164,31 @@ impl DevGroup {
         self.lines.lock().expect("lines").join("\n")
     }
 
-    /// Ctrl-C: SIGINT to the group; waits for `dev` to exit.
+    /// Ctrl-C: SIGINT to the group; waits for `dev` to exit and for its last
+    /// line to be read, and returns what it printed and how it exited.
     fn interrupt(&mut self) -> String {
         let group = format!("-{}", self.child.id());
         let _ = Command::new("kill").args(["-INT", "--", &group]).stderr(Stdio::null()).status();
         let started = std::time::Instant::now();
-        while self.child.try_wait().expect("wait").is_none() {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
             assert!(started.elapsed() < Duration::from_secs(45), "dev did not exit after Ctrl-C");
             std::thread::sleep(Duration::from_millis(100));
+        };
+        // Not a fixed pause: on a loaded machine the reader thread may be
+        // scheduled long after `dev` exited (CI once saw the lines after
+        // "stopping" missing). The pipe's end of file is the last line.
+        if let Some(reader) = self.reader.take() {
+            let read_since = std::time::Instant::now();
+            while !reader.is_finished() {
+                assert!(read_since.elapsed() < Duration::from_secs(30), "dev's stdout still open 30 s after it exited");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            reader.join().expect("reader thread");
         }
-        // The reader thread has the last lines once the pipe closed.
-        std::thread::sleep(Duration::from_millis(200));
-        self.output()
+        format!("{}\n(dev exited: {status})", self.output())
     }
 }
 

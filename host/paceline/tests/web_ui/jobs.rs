@@ -37,9 +37,11 @@ fn an_operator_submits_a_job_follows_its_log_and_drains_a_host_from_the_page() {
     std::fs::write(&file, shell_job("logger", 1, &script)).expect("write");
     let logger = ok(cli(api, None, &["job", "create", file.to_str().expect("utf-8")]));
     // The driver saves a screenshot once the first line is on the page; then the task goes on.
+    // The watch outlasts every step before that one (CI once took over a minute to get there,
+    // when this watch gave up after 60 s and the second line never came).
     let (trigger_seen, go_file) = (PathBuf::from(&trigger), go.clone());
     std::thread::spawn(move || {
-        for _ in 0..600 {
+        for _ in 0..6_000 {
             if trigger_seen.exists() {
                 let _ = std::fs::write(&go_file, "");
                 return;
