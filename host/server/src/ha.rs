@@ -207,7 +207,7 @@ impl Guard {
                      {EXIT_LOST_LEADERSHIP} so that nothing more is written — a supervisor restarts this server as a standby"
                 );
                 eprintln!("paceline server: lost leadership of {role}; exiting with code {EXIT_LOST_LEADERSHIP}");
-                std::process::exit(EXIT_LOST_LEADERSHIP);
+                exit_lost_leadership();
             })
         });
         if let Err(e) = spawned {
@@ -259,6 +259,16 @@ impl ApiPort {
     }
 }
 
+/// The exit of a server that lost leadership or was fenced. Under the
+/// deposed-leader fault injection only
+/// ([`paceline_storage::cassandra::fault`]), a write held past its fence
+/// read goes out first (at most 5 s), as it would have been on the wire
+/// already; otherwise this exits at once.
+fn exit_lost_leadership() -> ! {
+    paceline_storage::cassandra::fault::let_held_writes_go(Duration::from_secs(5));
+    std::process::exit(EXIT_LOST_LEADERSHIP)
+}
+
 /// Exits with [`EXIT_LOST_LEADERSHIP`] as soon as the store reports this
 /// server fenced by a later leader's epoch (a process paused past its session
 /// and resumed: its writes already fail; stop acting at all). A thread of its
@@ -269,7 +279,7 @@ fn watch_fence(store: Arc<dyn paceline_storage::Store>) {
             if store.is_fenced() {
                 error!("fenced: another server claimed leadership of the store; exiting now with code {EXIT_LOST_LEADERSHIP}");
                 eprintln!("paceline server: fenced by a newer leader; exiting with code {EXIT_LOST_LEADERSHIP}");
-                std::process::exit(EXIT_LOST_LEADERSHIP);
+                exit_lost_leadership();
             }
             std::thread::sleep(Duration::from_millis(100));
         }

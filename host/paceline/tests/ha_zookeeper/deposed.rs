@@ -1,9 +1,12 @@
 //! A leader stopped with SIGSTOP past its ZooKeeper session, on Cassandra
 //! (issue 47, decision 0049): its successor takes over and kills the job the
-//! stopped leader was still launching; the stopped leader is resumed with
-//! its in-flight work; none of its late writes may survive over the
-//! successor's. A third start reads the store and must see what the
-//! successor wrote.
+//! stopped leader was placing; the stopped leader is resumed with a task
+//! runtime write in hand that had passed its fence read (held there by
+//! `PACELINE_FAULT_HOLD_RUNTIME_WRITES`, so that the pause falls between the
+//! read and the send every time, not by chance); that late write must not
+//! survive over the successor's. A third start reads the store and must see
+//! what the successor wrote. Without the write clock of decision 0049 (task
+//! rows written at plain time) the late write wins and this test fails.
 //!
 //! The storage test `a_deposed_leaders_late_task_writes_lose_to_the_new_leader`
 //! (host/storage) shows the same at the level of one store handle, with the
@@ -87,7 +90,16 @@ fn a_leader_stopped_past_its_session_overwrites_nothing_its_successor_wrote_on_c
     let all = nodes.iter().map(|n| format!("127.0.0.1:{}", n.api)).collect::<Vec<_>>().join(",");
     let managers = nodes.iter().map(|n| format!("127.0.0.1:{}", n.agent)).collect::<Vec<_>>().join(",");
 
-    let mut a = start_server("d1", &nodes[0]);
+    // d1 holds each task runtime write that passed its fence read while `hold`
+    // exists: the write of a leader paused between the read and sending it.
+    let hold = dir.join("hold-runtime-writes");
+    let mut a = {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["server", "--config", nodes[0].config.to_str().expect("utf-8")])
+            .env("PACELINE_LOG", "paceline=info,paceline_membership=info,warn")
+            .env(paceline_storage::cassandra::fault::HOLD_RUNTIME_WRITES_ENV, &hold);
+        Proc::spawn("d1", &mut cmd, &nodes[0].log)
+    };
     a.wait_line("leading", 90);
     let mut b = start_server("d2", &nodes[1]);
     b.wait_line("standby", 90);
@@ -101,8 +113,6 @@ fn a_leader_stopped_past_its_session_overwrites_nothing_its_successor_wrote_on_c
         try_json(&all, &["host", "list"]).and_then(|h| h.as_array().map(Vec::len)) == Some(2)
     });
 
-    // A job large enough that the leader is still placing and launching it
-    // (writing task runtimes) when it is stopped.
     let spec = dir.join("wide.yaml");
     let text = std::fs::read_to_string(examples().join("hello.yaml"))
         .expect("example")
@@ -112,10 +122,14 @@ fn a_leader_stopped_past_its_session_overwrites_nothing_its_successor_wrote_on_c
         .replace("echo hello from instance $PACELINE_TASK_ID", "sleep 300");
     std::fs::write(&spec, text).expect("spec");
     let leader_api = format!("127.0.0.1:{}", nodes[0].api);
+    // The create is not a runtime write and goes through; the first task
+    // runtime write after it (placing the tasks) is held past its fence read.
+    std::fs::write(&hold, b"").expect("hold file");
     let job = ok(cli(&leader_api, &["job", "create", spec.to_str().expect("utf-8")]));
-    // Stopped once the first tasks run: the leader is then writing the
-    // launches of the others.
-    eventually(60, "a first task RUNNING", || tasks(&leader_api, &job).iter().any(|t| state_is(t, "RUNNING")));
+    eventually(60, "d1 holds a task runtime write past its fence read", || {
+        std::fs::read_to_string(&nodes[0].log)
+            .is_ok_and(|l| l.contains("a task runtime write past its fence read is held"))
+    });
     signal(&a, "STOP");
     let stopped = Instant::now();
 
@@ -150,7 +164,10 @@ fn a_leader_stopped_past_its_session_overwrites_nothing_its_successor_wrote_on_c
 
     // The stopped leader resumes with whatever it was doing; it must find out
     // it no longer leads and exit, its late writes refused or outranked.
+    // Released before it runs again, so that the held write is sent as soon
+    // as d1 resumes, before it can learn from ZooKeeper that it lost.
     let log_before = std::fs::read_to_string(&nodes[0].log).unwrap_or_default().len();
+    std::fs::remove_file(&hold).expect("release the held write");
     signal(&a, "CONT");
     a.wait_exit(60);
     let log = std::fs::read_to_string(&nodes[0].log).unwrap_or_default();

@@ -42,6 +42,7 @@ mod audit;
 mod config;
 mod events;
 mod exec;
+pub mod fault;
 mod inventory;
 mod job_events;
 mod job_index;
@@ -110,6 +111,8 @@ pub struct CassandraStore {
     job_versions: versions::JobVersions,
     /// Tests only: see [`CassandraStore::act_as_paused_past_fence_check`].
     past_fence_check: std::sync::atomic::AtomicBool,
+    /// Fault injection ([`fault`]): task runtime writes wait while this file exists.
+    hold_runtime_writes: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -196,6 +199,7 @@ impl CassandraStore {
             versions: versions::Versions::default(),
             job_versions: versions::JobVersions::default(),
             past_fence_check: std::sync::atomic::AtomicBool::new(false),
+            hold_runtime_writes: fault::hold_file_from_env(),
         })
     }
 

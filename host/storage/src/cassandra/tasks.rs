@@ -166,6 +166,9 @@ pub(super) async fn cas_task(
 /// other) would both pass their checks, and the later timestamp win.
 pub(super) async fn cas_tasks(store: &CassandraStore, job_id: &str, writes: &[TaskCas]) -> Result<Vec<Result<u64>>> {
     store.fence_check_before().await?;
+    // Fault injection only (the deposed-leader test): a pause here, kept
+    // until the writes below are done.
+    let _held = super::fault::hold_while_exists(store.hold_runtime_writes.as_deref()).await;
     check_id("job", job_id)?;
     let mut bodies = Vec::with_capacity(writes.len());
     for w in writes {
