@@ -53,6 +53,10 @@ build() {
     # The module proxy only (GOPROXY as the machine has it); -mod=mod lets the
     # commands below update the go.mod files they own.
     export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+    # A build cache of its own, removed once the binaries are built: Go's
+    # default (~/.cache/go-build) kept 4.4 GB of Kubernetes objects per
+    # machine that nothing reads again (measured on a fresh machine).
+    export GOCACHE="$CACHE/go-build.tmp"
 
     # etcd: a main package calling etcdmain.Main, its sibling modules pinned.
     local src="$CACHE/src/etcd"
@@ -128,6 +132,7 @@ GO
     fi
 
     echo "$STAMP" >"$BIN/VERSIONS"
+    rm -rf "$GOCACHE"
     flock -u "$fd"
     exec {fd}>&-
     log "build complete in $((SECONDS - t0)) s: $BIN"
