@@ -152,7 +152,7 @@ def scenario_kill(cluster, env, work, jar, checks, short):
         others = [t["instance"] for t in running[1:]]
         if others:
             crashed = others[0]
-            pid = executor_pid(crashed)
+            pid = executor_pid(watcher.job_id, crashed)
             if pid:
                 os.kill(pid, signal.SIGKILL)
                 log(f"SIGKILLed executor {crashed} (pid {pid})")
@@ -316,7 +316,7 @@ def scenario_host_lost(cluster, env, work, jar, checks, short):
             if agent:
                 os.kill(agent, signal.SIGKILL)
             for i in gone:
-                pid = executor_pid(i)
+                pid = executor_pid(job, i)
                 if pid:
                     os.kill(pid, signal.SIGKILL)
             log(f"host {host} lost: SIGKILLed its agent (pid {agent}) and executors {gone}")
@@ -553,12 +553,24 @@ def agent_pid(cluster, host):
     return None
 
 
-def executor_pid(executor_id):
-    """The pid of the one executor JVM with this id (one application runs at a time)."""
+def executor_pid(job_id, instance):
+    """The pid of the executor JVM of instance `instance` of Paceline job
+    `job_id`, told by the environment the task gave it: with two lanes, two
+    applications run at once, and each has an executor 1 (matching Spark's
+    --executor-id alone once SIGKILLed the other lane's executor)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    want = {f"PACELINE_JOB_ID={job_id}".encode(), f"PACELINE_INSTANCE={instance}".encode()}
     for line in out.splitlines():
-        if "CoarseGrainedExecutorBackend" in line and f"--executor-id {executor_id} " in line:
-            return int(line.split()[0])
+        if "CoarseGrainedExecutorBackend" not in line:
+            continue
+        pid = int(line.split()[0])
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+        except OSError:
+            continue
+        if want <= env:
+            return pid
     return None
 
 
