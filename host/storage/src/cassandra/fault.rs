@@ -1,8 +1,8 @@
 //! Fault injection for the deposed-leader test (issue 47): a task runtime
-//! write (`cas_tasks`) held between its fence read and its send, as the write of a leader paused
-//! at that point (SIGSTOP, a long GC) and resumed after a newer leader
-//! claimed. Off unless [`HOLD_RUNTIME_WRITES_ENV`] is set; never set in
-//! production.
+//! write (`cas_tasks`) held between its fence read and its send, as the
+//! write of a leader paused at that point (SIGSTOP, a long GC) and resumed
+//! after a newer leader claimed. Off unless [`HOLD_RUNTIME_WRITES_ENV`] is
+//! set; never set in production. Unset, a write pays one `Option` check.
 //!
 //! A real write paused there is on the wire as soon as the process runs
 //! again. A held write needs a few scheduler turns after the resume, and a
