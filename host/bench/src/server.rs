@@ -302,8 +302,13 @@ async fn bench(
         if began.elapsed() >= Duration::from_secs(args.duration) {
             break;
         }
-        let killed = kill_round(&api, &server, &args, ids).await?;
-        println!("  killed every job of round {} in {:.0} ms", round + 1, killed.as_secs_f64() * 1e3);
+        let (answered, killed) = kill_round(&api, &server, &args, ids).await?;
+        println!(
+            "  killed every job of round {} in {:.0} ms (every kill call answered after {:.0} ms)",
+            round + 1,
+            killed.as_secs_f64() * 1e3,
+            answered.as_secs_f64() * 1e3
+        );
     }
     if rates.len() > 1 {
         let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
@@ -423,12 +428,13 @@ async fn submit_round(
 }
 
 /// Kills `ids` through the API and waits until the hosts run nothing.
+/// Returns when the last kill call was answered and when the hosts were empty.
 async fn kill_round(
     api: &Api,
     server: &paceline_server::Server,
     args: &ServerBenchArgs,
     ids: Vec<String>,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<(Duration, Duration)> {
     let wall = Instant::now();
     let results =
         futures::stream::iter(ids)
@@ -444,13 +450,14 @@ async fn kill_round(
     for r in results {
         r.context("killing a job")?;
     }
+    let answered = wall.elapsed();
     while server.cluster.hosts.run_count().unwrap_or(0) > 0 {
         if wall.elapsed() > Duration::from_secs(600) {
             bail!("the round's tasks still run 600 s after their jobs were killed");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(wall.elapsed())
+    Ok((answered, wall.elapsed()))
 }
 
 /// The bench's place in a ZooKeeper election, as a highly available server's: the

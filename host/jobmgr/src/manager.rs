@@ -4,7 +4,10 @@
 //!
 //! Concurrency: every mutating call takes `ops` (an async mutex) for its
 //! whole duration, so the engine is one writer and compare-and-set
-//! conflicts mean another process wrote (they surface as errors). The
+//! conflicts mean another process wrote (they surface as errors). Calls
+//! that touch many jobs (placements, run updates, kills asked together,
+//! see `kills.rs`) handle distinct jobs concurrently within one hold, so
+//! their writes share the store's group commits. The
 //! in-memory mirror sits behind a plain mutex that is never held across an
 //! `.await`, so the synchronous readers ([`JobManager::need_of`],
 //! [`JobManager::expected_runs`]) never wait on storage. Lock order: the
@@ -17,6 +20,7 @@ mod gang;
 mod gate;
 mod goal;
 mod hosts;
+mod kills;
 mod launch;
 mod lease;
 mod lifecycle;
@@ -109,6 +113,9 @@ pub struct JobManager {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) config: JobManagerConfig,
     pub(crate) ops: tokio::sync::Mutex<()>,
+    /// API kills waiting for `ops`, handled together by whoever takes it
+    /// (see `kills.rs`).
+    pub(crate) kill_asks: Mutex<Vec<kills::KillAsk>>,
     pub(crate) mem: Mutex<Mem>,
     pub(crate) feed: Arc<crate::feed::Feed>,
     /// Job events noted and not yet flushed (decision 0025).
@@ -152,6 +159,7 @@ impl JobManager {
             clock,
             config,
             ops: tokio::sync::Mutex::new(()),
+            kill_asks: Mutex::new(Vec::new()),
             feed: Arc::new(crate::feed::Feed::new()),
             mem: Mutex::new(Mem { next_key: 1, ..Mem::default() }),
             events: Arc::new(crate::events::EventRecorder::new()),

@@ -230,3 +230,53 @@ async fn a_run_missing_before_it_started_is_placed_again_and_one_that_ran_still_
     assert_eq!((t.state, t.run, t.failure_count), (TaskState::Lost, 1, 1), "{t:?}");
     assert_eq!(h.jm.get("rl").await.expect("get").runtime.state, JobState::Failed);
 }
+
+/// Kills asked at once are handled together (one caller takes the queue,
+/// distinct jobs concurrently, a second kill of the same job in a later
+/// round): every caller gets its own answer, each run goes KILLING once, in
+/// one write with its goal (one event RUNNING → KILLING), and its host is
+/// asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_asked_at_once_are_combined_and_each_gets_its_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1", "h2"]);
+    let ids: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+    for id in &ids {
+        h.jm.create(id, config(JobKind::Batch, 3)).await.expect("create");
+    }
+    h.pump(&no_health, 10).await;
+    assert!(ids.iter().all(|id| h.jm.task(id, 2).expect("task").state == TaskState::Running));
+    let mut asks: Vec<(String, Option<Vec<u32>>)> = ids.iter().map(|id| (id.clone(), None)).collect();
+    // The same job twice (all, then a part of it), and a job that does not exist.
+    asks.insert(3, ("k0".to_string(), Some(vec![1])));
+    asks.push(("nope".to_string(), None));
+    let answers = futures::future::join_all(asks.iter().map(|(id, instances)| h.jm.kill(id, instances.clone()))).await;
+    for ((id, _), answer) in asks.iter().zip(&answers) {
+        if id == "nope" {
+            assert!(matches!(answer, Err(paceline_jobmgr::JobError::NotFound(_))), "{answer:?}");
+        } else {
+            assert!(answer.is_ok(), "kill {id}: {answer:?}");
+        }
+    }
+    for id in &ids {
+        assert_eq!(h.jm.get(id).await.expect("get").runtime.state, JobState::Killing, "{id}");
+        for i in 0..3 {
+            let events = h.jm.task_events(id, i).await.expect("events");
+            let killing: Vec<_> = events.iter().filter(|e| e.to == TaskState::Killing).collect();
+            assert_eq!(killing.len(), 1, "{id}-{i}: {events:?}");
+            assert_eq!(killing[0].from, Some(TaskState::Running), "{id}-{i}");
+            assert_eq!(killing[0].reason, "KILL_REQUESTED", "{id}-{i}");
+        }
+    }
+    // Every run's host asked (k0-1 may be asked twice: a repeated kill resends).
+    let kills = h.launcher.kills();
+    let runs: std::collections::BTreeSet<&str> = kills.iter().map(|(_, run)| run.as_str()).collect();
+    assert_eq!(runs.len(), ids.len() * 3, "{kills:?}");
+    assert!(kills.len() <= ids.len() * 3 + 1, "{kills:?}");
+    h.pump(&no_health, 10).await;
+    for id in &ids {
+        let job = h.jm.get(id).await.expect("get");
+        assert_eq!(job.runtime.state, JobState::Killed, "{id}");
+        assert!(job.tasks.iter().all(|t| t.state == TaskState::Killed), "{id}");
+    }
+}
