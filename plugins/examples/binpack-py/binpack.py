@@ -15,7 +15,17 @@ GPU or port goes through `best_fit_all` (32-bit free capacity, weights
 through `Round.pick_min_by_key` with the SDK's `ScoreScale`, and for a GPU
 ask (world `placement-gpu`) the milli-GPUs left on the host last, the
 devices the runtime's default (`Round.assign`).
+
+The fast path does not scan every host per task: `BestFitIndex` keeps, per
+demand, the hosts that fit it in a heap by (score, index), and takes in the
+hosts the round changed since its last answer. A scan costs about a
+microsecond per (task, host) pair in CPython under Wasm: 0.7 s for 1,000
+tasks on 500 hosts, against the 2 s call deadline; the heap costs a few
+operations per task. It answers what the scan answers (a test checks both
+on random rounds).
 """
+
+import bisect
 
 from paceline_plugin import (
     AllHosts,
@@ -44,7 +54,7 @@ class Compact:
     `(cpu, memory, disk, cpu weight, memory weight, disk weight, gpu term)`,
     kept in step with the round through its journal."""
 
-    __slots__ = ("slots", "seen")
+    __slots__ = ("slots", "seen", "changed", "index")
 
     def __init__(self, request):
         self.slots = []
@@ -63,6 +73,10 @@ class Compact:
                 )
             )
         self.seen = 0
+        # Every host whose slot changed, in order (the round's journal as
+        # seen so far), and the best-fit index, built on first use.
+        self.changed = []
+        self.index = None
 
     def sync(self, round):
         journal = round.journal()
@@ -79,6 +93,7 @@ class Compact:
                 _clamp32(f.gpus) * s3,
                 s3,
             )
+            self.changed.append(h)
         self.seen = len(journal)
 
 
@@ -97,6 +112,77 @@ def best_fit_all(slots, dc, dm, dd):
             best_score = score
             best = h
     return best
+
+
+class BestFitIndex:
+    """`best_fit_all` without a scan of every host per task.
+
+    A host's score for a demand is its base (f0*s0 + f1*s1 + f2*s2 + g, the
+    score of an empty demand) less the demand's share (dc*s0 + dm*s1 +
+    dd*s2), and hosts of the same totals share their weights, so within one
+    weight class the order of scores is the order of bases, whatever the
+    demand. The index keeps each class's hosts sorted by (base, index) and
+    takes, per class, the first host the demand fits; the best of those
+    (score, then index) is the scan's answer. Hosts the round changed are
+    moved when the index next answers. A class's walk stops at its first
+    fitting host, so it is short unless the tightest hosts of a class are
+    too small for the task."""
+
+    __slots__ = ("classes", "class_of", "base", "seen")
+
+    def __init__(self, compact):
+        classes = {}
+        self.class_of = []
+        self.base = []
+        for h, (f0, f1, f2, s0, s1, s2, g, _) in enumerate(compact.slots):
+            b = f0 * s0 + f1 * s1 + f2 * s2 + g
+            hosts = classes.setdefault((s0, s1, s2), [])
+            hosts.append((b, h))
+            self.base.append(b)
+            self.class_of.append(hosts)
+        for hosts in classes.values():
+            hosts.sort()
+        self.classes = list(classes.items())
+        self.seen = len(compact.changed)
+
+    def best(self, compact, dc, dm, dd):
+        """The host `best_fit_all(compact.slots, dc, dm, dd)` picks, or -1."""
+        slots, changed, base = compact.slots, compact.changed, self.base
+        for k in range(self.seen, len(changed)):
+            h = changed[k]
+            f0, f1, f2, s0, s1, s2, g, _ = slots[h]
+            b = f0 * s0 + f1 * s1 + f2 * s2 + g
+            if b != base[h]:
+                hosts = self.class_of[h]
+                del hosts[bisect.bisect_left(hosts, (base[h], h))]
+                bisect.insort(hosts, (b, h))
+                base[h] = b
+        self.seen = len(changed)
+        best, best_score = -1, 0
+        for (s0, s1, s2), hosts in self.classes:
+            for b, h in hosts:
+                f = slots[h]
+                if f[0] >= dc and f[1] >= dm and f[2] >= dd:
+                    score = b - (dc * s0 + dm * s1 + dd * s2)
+                    if best < 0 or score < best_score or score == best_score and h < best:
+                        best, best_score = h, score
+                    break
+        return best
+
+
+#: Rounds of fewer hosts are scanned: building the index costs more there.
+INDEX_FROM_HOSTS = 64
+
+
+def best_fit_indexed(compact, dc, dm, dd):
+    """`best_fit_all(compact.slots, dc, dm, dd)` from the round's index
+    (built on first use; the scan on fewer than `INDEX_FROM_HOSTS` hosts).
+    Call `compact.sync` first."""
+    if len(compact.slots) < INDEX_FROM_HOSTS:
+        return best_fit_all(compact.slots, dc, dm, dd)
+    if compact.index is None:
+        compact.index = BestFitIndex(compact)
+    return compact.index.best(compact, dc, dm, dd)
 
 
 def _eligible_host(round, task, host):
@@ -130,7 +216,7 @@ def best_fit(round, compact, t):
         and demand.disk_mib <= U32_MAX
     )
     if fast:
-        h = best_fit_all(compact.slots, demand.cpu_millis, demand.memory_mib, demand.disk_mib)
+        h = best_fit_indexed(compact, demand.cpu_millis, demand.memory_mib, demand.disk_mib)
         return h if h >= 0 else UnplacedReason.INSUFFICIENT_RESOURCES
     free, scales = round.free, round.scales
 
@@ -158,4 +244,4 @@ class Binpack(PlacementPolicy):
 
 
 # ScoreScale is what the scored path uses through Round.scales.
-__all__ = ["Binpack", "Compact", "ScoreScale", "best_fit", "best_fit_all"]
+__all__ = ["BestFitIndex", "Binpack", "Compact", "ScoreScale", "best_fit", "best_fit_all", "best_fit_indexed"]
