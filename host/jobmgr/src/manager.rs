@@ -15,6 +15,7 @@
 
 mod admission;
 mod api;
+mod creates;
 mod events;
 mod gang;
 mod gate;
@@ -33,9 +34,17 @@ mod update;
 mod usage;
 mod writes;
 
-/// Jobs handled at once in one batch of placements or run updates: their
-/// writes share the store's group commits.
-pub(crate) const CONCURRENT_JOBS: usize = 64;
+/// Jobs handled at once in one batch of placements, run updates, creates or
+/// kills: their writes share the store's group commits. A round's worth (the
+/// engine takes up to 1,000 tasks), so that a round of one-task jobs (the pod
+/// scheduler's pods) is not cut into waves that each wait for the store and
+/// the hosts in turn (decision 0062).
+pub(crate) const CONCURRENT_JOBS: usize = 1024;
+
+/// Lifecycle calls run at once: the plugin runtime keeps a few warm
+/// instances per version, and two cores gain nothing from more threads in
+/// Wasm at a time.
+pub(crate) const LIFECYCLE_CALLS_AT_ONCE: usize = 4;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -116,6 +125,11 @@ pub struct JobManager {
     /// API kills waiting for `ops`, handled together by whoever takes it
     /// (see `kills.rs`).
     pub(crate) kill_asks: Mutex<Vec<kills::KillAsk>>,
+    /// Stored creates waiting for `ops`, entered and driven together by
+    /// whoever takes it (see `creates.rs`).
+    pub(crate) create_asks: Mutex<Vec<creates::CreateAsk>>,
+    /// Bounds the lifecycle calls in flight (`LIFECYCLE_CALLS_AT_ONCE`).
+    pub(crate) lifecycle_calls: tokio::sync::Semaphore,
     pub(crate) mem: Mutex<Mem>,
     pub(crate) feed: Arc<crate::feed::Feed>,
     /// Job events noted and not yet flushed (decision 0025).
@@ -160,6 +174,8 @@ impl JobManager {
             config,
             ops: tokio::sync::Mutex::new(()),
             kill_asks: Mutex::new(Vec::new()),
+            create_asks: Mutex::new(Vec::new()),
+            lifecycle_calls: tokio::sync::Semaphore::new(LIFECYCLE_CALLS_AT_ONCE),
             feed: Arc::new(crate::feed::Feed::new()),
             mem: Mutex::new(Mem { next_key: 1, ..Mem::default() }),
             events: Arc::new(crate::events::EventRecorder::new()),

@@ -1,17 +1,14 @@
 //! The job API: create, get, query, kill, restart, delete, task events.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use paceline_model::job::{JobConfig, JobGoal, JobKind, JobRuntime};
 use paceline_model::task::{TaskEvent, TaskGoal, TaskRuntime, TaskState};
-use paceline_plugin_sdk::types as sdk;
 use paceline_storage::{JobQuery, JobSummary, Page};
 
 use super::writes::Write;
 use super::{JobInfo, JobManager};
 use crate::error::JobError;
-use crate::state::{JobEntry, TaskEntry};
 use crate::validate;
 
 impl JobManager {
@@ -61,72 +58,8 @@ impl JobManager {
             })
             .collect();
         let stored = self.store.create_job_with_tasks(id, &config, &runtime, &rows).await?;
-        let _op = self.ops.lock().await;
-        let key = {
-            let mut m = self.mem();
-            let key = m.next_key;
-            m.next_key += 1;
-            let mut configs = BTreeMap::new();
-            configs.insert(1, Arc::new(config));
-            let entry = JobEntry {
-                id: id.to_string(),
-                key,
-                configs,
-                latest_version: 1,
-                runtime: stored,
-                tasks: rows
-                    .into_iter()
-                    .map(|(_, mut rt)| {
-                        rt.version = 1;
-                        TaskEntry::new(rt)
-                    })
-                    .collect(),
-                update: None,
-                daemon_hosts,
-                marked: false,
-                unfinished: 0,
-            };
-            let entry = JobEntry { unfinished: JobEntry::count_unfinished(&entry.tasks), ..entry };
-            m.keys.insert(id.to_string(), key);
-            m.jobs.insert(key, entry);
-            m.refresh_live(key);
-            key
-        };
-        let queued = {
-            let mut rm = self.rm();
-            let mut m = self.mem();
-            let job = m.jobs.get_mut(&key).ok_or_else(|| JobError::NotFound(id.to_string()))?;
-            let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
-            self.queue_gangs(&mut rm, job, &all)
-        };
-        if let Err(e) = queued {
-            let entry = {
-                let mut m = self.mem();
-                m.keys.remove(id);
-                let entry = m.jobs.remove(&key);
-                m.refresh_live(key);
-                entry
-            };
-            if let Some(entry) = entry {
-                let mut rm = self.rm();
-                for g in entry.tasks.iter().filter_map(|t| t.gang) {
-                    rm.cancel(g);
-                }
-            }
-            let _ = self.store.delete_job(id).await;
-            return Err(e);
-        }
-        {
-            let feed_id: Arc<str> = Arc::from(id);
-            let n = self.mem().jobs.get(&key).map_or(0, |j| j.tasks.len() as u32);
-            self.feed.publish(
-                std::iter::once(crate::feed::Change::Job(feed_id.clone()))
-                    .chain((0..n).map(|i| crate::feed::Change::Task(feed_id.clone(), i))),
-            );
-        }
-        self.start_owner_lease(key);
-        self.drive(key, sdk::Event::JobCreated).await?;
-        Ok(key)
+        self.enter_and_drive(super::creates::CreateWork { id: id.to_string(), config, stored, rows, daemon_hosts })
+            .await
     }
 
     /// A job with its tasks and latest update.

@@ -88,6 +88,10 @@ impl JobManager {
         };
         let registry = self.registry.clone();
         let asked = slot.clone();
+        // Many jobs are handled at once, most of their time waiting on the
+        // store; their plugin calls are not let pile onto the blocking pool
+        // (each would take a fresh instance beyond the few kept warm).
+        let _calling = self.lifecycle_calls.acquire().await.map_err(|e| JobError::Plugin(e.to_string()))?;
         let answer = tokio::task::spawn_blocking(move || registry.on_events(&asked, &job, &tasks, &events))
             .await
             .map_err(|e| JobError::Plugin(e.to_string()))?

@@ -1,3 +1,4 @@
+use paceline_jobmgr::scenario::Harness;
 use paceline_model::job::{JobKind, JobState};
 use paceline_model::run::RunState;
 use paceline_model::task::{RestartPolicy, TaskState};
@@ -278,5 +279,60 @@ async fn kills_asked_at_once_are_combined_and_each_gets_its_answer() {
         let job = h.jm.get(id).await.expect("get");
         assert_eq!(job.runtime.state, JobState::Killed, "{id}");
         assert!(job.tasks.iter().all(|t| t.state == TaskState::Killed), "{id}");
+    }
+}
+
+/// Creates asked at once are entered and driven together (decision 0062):
+/// every caller gets its own answer and key, a second create of one id is
+/// refused without touching the first, each job's runtime is written as a
+/// job created alone has it (a new manager over the same file recovers
+/// every job), and every task runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_asked_at_once_are_combined_and_each_gets_its_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jobs.sqlite");
+    let ids: Vec<String> = (0..16).map(|i| format!("c{i}")).collect();
+    let alone_state;
+    {
+        let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
+        h.jm.create("alone", config(JobKind::Batch, 2)).await.expect("create");
+        alone_state = h.jm.get("alone").await.expect("get").runtime.state;
+        let calls_before = wasm_calls(&h, "lifecycle/batch");
+        let mut asks = ids.clone();
+        // The same id twice: one create wins, the other is refused.
+        asks.insert(5, "c0".to_string());
+        let answers = futures::future::join_all(asks.iter().map(|id| h.jm.create(id, config(JobKind::Batch, 2)))).await;
+        let keys: std::collections::BTreeSet<u64> = answers.iter().filter_map(|a| a.as_ref().ok().copied()).collect();
+        assert_eq!(keys.len(), ids.len(), "one distinct key per job: {answers:?}");
+        let refused: Vec<_> = answers.iter().filter(|a| a.is_err()).collect();
+        assert_eq!(refused.len(), 1, "{answers:?}");
+        // Refused by the job manager's memory or, when both were in flight
+        // at once, by the store.
+        let refusal = refused[0].as_ref().map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(refusal.contains("already exists") && refusal.contains("c0"), "{refusal}");
+        // Each created job's lifecycle heard `job-created` (the refused one's did not).
+        let heard = wasm_calls(&h, "lifecycle/batch") - calls_before;
+        assert_eq!(heard, ids.len() as u64, "lifecycle calls for {} creates", ids.len());
+        for id in &ids {
+            let job = h.jm.get(id).await.expect("get");
+            assert_eq!(job.runtime.state, alone_state, "{id}");
+            assert_eq!(job.tasks.len(), 2, "{id}");
+        }
+        h.pump(&no_health, 10).await;
+        for id in &ids {
+            let job = h.jm.get(id).await.expect("get");
+            assert_eq!(job.runtime.state, JobState::Running, "{id}");
+            assert!(job.tasks.iter().all(|t| t.state == TaskState::Running), "{id}: {:?}", job.tasks);
+        }
+        let launched: std::collections::BTreeSet<String> =
+            h.launcher.launches().iter().map(|l| l.run.run_id.clone()).collect();
+        assert_eq!(launched.len(), (ids.len() + 1) * 2, "each instance launched once: {launched:?}");
+    }
+    // Everything the combined creates answered is in the store.
+    let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 2_000_000);
+    assert_eq!(h.jm.recover().await.expect("recover"), ids.len() + 1);
+    for id in &ids {
+        let job = h.jm.get(id).await.expect("get");
+        assert!(job.tasks.iter().all(|t| t.state == TaskState::Running), "{id}: {:?}", job.tasks);
     }
 }
