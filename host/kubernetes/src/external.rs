@@ -33,6 +33,9 @@ enum Bound {
     Failed(String),
 }
 
+/// A run taken on to bind a pod: its run id, task id and pod.
+pub(crate) type ToBind = (String, String, PodRef);
+
 impl Inner {
     /// The pod a run of the pod scheduler binds: `Some(Ok)` for one of its
     /// jobs, `Some(Err)` for a job id of its form it does not know (yet:
@@ -56,29 +59,37 @@ impl Inner {
         }
     }
 
-    /// Binds each run's pod to `host` (at most `max_concurrent_calls` at
-    /// once). A pod bound by an earlier try of the same run counts as bound;
-    /// a pod bound elsewhere, or gone, ends its run (LOST: it is its
-    /// owner's, never created again); an API error gives the launch back.
-    pub(crate) async fn bind_runs(&self, host: &str, runs: Vec<(LaunchRequest, PodRef)>) {
+    /// Takes on each run that binds a pod to `host`: from here on the run is
+    /// this provider's (counted on its node, killed by eviction), before its
+    /// Binding is sent by [`Inner::bind_runs`]. Runs already known are left
+    /// out (idempotent by run id). Returns what is to bind.
+    pub(crate) fn take_binds(&self, host: &str, runs: Vec<(LaunchRequest, PodRef)>) -> Vec<ToBind> {
         let mut work = Vec::new();
-        {
-            let mut st = self.st();
-            for (req, pod) in runs {
-                if st.runs.contains_key(&req.run_id) {
-                    continue; // idempotent by run id
-                }
-                let run = Run::new(
-                    pod.name.clone(),
-                    Some(pod.namespace.clone()),
-                    host.to_string(),
-                    req.task_id.clone(),
-                    req.spec.resources,
-                );
-                st.add_run(req.run_id.clone(), run);
-                work.push((req.run_id, req.task_id, pod));
+        let mut st = self.st();
+        for (req, pod) in runs {
+            if st.runs.contains_key(&req.run_id) {
+                continue; // idempotent by run id
             }
+            let run = Run::new(
+                pod.name.clone(),
+                Some(pod.namespace.clone()),
+                host.to_string(),
+                req.task_id.clone(),
+                req.spec.resources,
+            );
+            st.add_run(req.run_id.clone(), run);
+            work.push((req.run_id, req.task_id, pod));
         }
+        work
+    }
+
+    /// Binds each taken run's pod to `host` (at most `max_concurrent_calls`
+    /// API writes at once, all calls of the provider together), and says
+    /// how each went as the run's updates: a pod bound by an earlier try of
+    /// the same run counts as bound; a pod bound elsewhere, or gone, ends
+    /// its run (LOST: it is its owner's, never created again); an API error
+    /// gives the launch back (`LaunchRejected`).
+    pub(crate) async fn bind_runs(&self, host: &str, work: Vec<ToBind>) {
         let results: Vec<(String, PodRef, Bound)> = futures::stream::iter(work)
             .map(|(run_id, task_id, pod)| async move {
                 let b = self.bind(host, &run_id, &task_id, &pod).await;

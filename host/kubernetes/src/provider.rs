@@ -316,7 +316,18 @@ impl Provider for KubernetesProvider {
                         inner.send(ProviderEvent::LaunchRejected { host: host.to_string(), run_id: req.run_id, error });
                     }
                 }
-                Some(true) => inner.bind_runs(host, bind).await,
+                // The Bindings go on in a task of their own: the launch
+                // answers once its runs are taken on, so the next placement
+                // round is not held back by this one's API calls (decision
+                // 0062). How each binding went comes as the run's updates,
+                // as it did before.
+                Some(true) => {
+                    let work = inner.take_binds(host, bind);
+                    if !work.is_empty() {
+                        let (inner, host) = (self.inner.clone(), host.to_string());
+                        tokio::spawn(async move { inner.bind_runs(&host, work).await });
+                    }
+                }
             }
             if runs.is_empty() {
                 return Ok(());

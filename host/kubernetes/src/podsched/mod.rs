@@ -123,8 +123,9 @@ pub trait PodJobs: Send + Sync + 'static {
     async fn submit(&self, id: &str, config: JobConfig) -> Submit;
     /// Kills job `id` (its pods went before they were bound).
     async fn withdraw(&self, id: &str);
-    /// Why the first waiting instance of job `id` waits; `None` when none does.
-    fn why_pending(&self, id: &str) -> Option<String>;
+    /// Why the first waiting instance of job `id` waits (its kind and
+    /// Paceline's sentence); `None` when none does.
+    fn why_pending(&self, id: &str) -> Option<paceline_model::pending::Why>;
     /// Whether job `id` is live (`Some(true)`), ended (`Some(false)`) or unknown.
     async fn job_live(&self, id: &str) -> Option<bool>;
 }

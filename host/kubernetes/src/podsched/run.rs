@@ -33,6 +33,13 @@ const ASKED_PER_REPORT: usize = 200;
 /// Refused pods are judged again this often.
 const REJUDGE_REFUSED: Duration = Duration::from_secs(30);
 
+/// Jobs submitted at once. The job manager enters every create waiting for
+/// its lock in one hold (decision 0062), and that lock is also held while a
+/// placement round binds its pods: a few dozen creates in flight left the
+/// rounds a few dozen pods each, binding in bursts with the API server idle
+/// between them. About a round's worth keeps the engine's rounds full.
+const SUBMITS_AT_ONCE: usize = 1024;
+
 /// A gang member judged fit: uid, pool, group, task.
 type Member = (String, String, Group, TaskSpec);
 
@@ -226,7 +233,7 @@ impl Runner {
                 };
                 (u, submitted)
             })
-            .buffer_unordered(32)
+            .buffer_unordered(SUBMITS_AT_ONCE)
             .collect()
             .await;
         let mut st = lock(&self.state);
@@ -297,7 +304,14 @@ impl Runner {
                 Phase::Refused(why) => ("SchedulerError", why),
                 Phase::Grouped(why) => ("Unschedulable", why),
                 Phase::Submitted { job, .. } => match self.jobs.why_pending(&job) {
-                    Some(why) => ("Unschedulable", why),
+                    // Waiting its turn (admission, the next round) is not
+                    // reported: kube-scheduler does not mark the pods in its
+                    // queue either, and `Unschedulable` is what a cluster
+                    // autoscaler adds nodes for. Under a backlog that was
+                    // most pods, each a patch and an Event the API server
+                    // handled instead of bindings.
+                    Some(why) if why.kind == paceline_model::pending::PendingKind::AdmissionOrder => continue,
+                    Some(why) => ("Unschedulable", why.text),
                     None => {
                         if self.jobs.job_live(&job).await == Some(false) && !self.provider.binds(&r.key()) {
                             let mut st = lock(&self.state);
