@@ -51,9 +51,9 @@ impl PodJobs for ClusterPodJobs {
         }
     }
 
-    fn why_pending(&self, id: &str) -> Option<String> {
+    fn why_pending(&self, id: &str) -> Option<paceline_model::pending::Why> {
         let report = self.jobs.why_pending(id, None, || self.hosts.census());
-        report.tasks.into_iter().next().map(|(_, why)| why.text)
+        report.tasks.into_iter().next().map(|(_, why)| why)
     }
 
     async fn job_live(&self, id: &str) -> Option<bool> {

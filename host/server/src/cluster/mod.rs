@@ -27,7 +27,7 @@ use paceline_jobmgr::JobManager;
 use paceline_placement::Engine;
 use paceline_resmgr::ResourceManager;
 use tokio::sync::Mutex as AsyncMutex;
-use tracing::warn;
+use tracing::{debug, warn};
 
 mod assemble;
 use assemble::cluster_metrics;
@@ -84,6 +84,11 @@ pub struct StepReport {
     /// manager writes and launches placements inside the round).
     pub placement_time: Duration,
 }
+
+/// A step of the loops this long is logged at debug with where its time
+/// went: one step is host events, ticks and a placement round in turn, so a
+/// long one holds back everything queued behind it.
+const SLOW_STEP: Duration = Duration::from_millis(250);
 
 impl Cluster {
     /// Joins started roles. The host manager must already be subscribed to
@@ -175,7 +180,19 @@ impl Cluster {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or_default();
-                cluster.step(now).await;
+                let step = cluster.step(now).await;
+                let took = step.host_events_time + step.ticks_time + step.placement_time;
+                if took >= SLOW_STEP {
+                    debug!(
+                        took_ms = took.as_millis() as u64,
+                        host_events = step.host_events,
+                        host_events_ms = step.host_events_time.as_millis() as u64,
+                        ticks_ms = step.ticks_time.as_millis() as u64,
+                        placed = step.placed,
+                        placement_ms = step.placement_time.as_millis() as u64,
+                        "slow step of the loops"
+                    );
+                }
             }
         })
     }
