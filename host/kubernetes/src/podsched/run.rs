@@ -34,10 +34,10 @@ const ASKED_PER_REPORT: usize = 200;
 const REJUDGE_REFUSED: Duration = Duration::from_secs(30);
 
 /// Jobs submitted at once. The job manager enters every create waiting for
-/// its lock in one hold (decision 0062), and that lock is also held while a
-/// placement round binds its pods: a few dozen creates in flight left the
-/// rounds a few dozen pods each, binding in bursts with the API server idle
-/// between them. About a round's worth keeps the engine's rounds full.
+/// its lock in one hold (decision 0062), and that lock is shared with the
+/// placement rounds and the run updates: a few dozen creates in flight left
+/// the rounds a few dozen pods each, binding in bursts with the API server
+/// idle between them. About a round's worth keeps the engine's rounds full.
 const SUBMITS_AT_ONCE: usize = 1024;
 
 /// A gang member judged fit: uid, pool, group, task.
