@@ -68,6 +68,12 @@ pub struct Sla {
     pub max_run_time_secs: Option<u64>,
     /// Most instances an update or maintenance may take down at once.
     pub max_unavailable_instances: Option<u32>,
+    /// A preempted run ends its task (KILLED, reason `PREEMPTED`) instead
+    /// of being queued to run again: for work whose owner replaces it
+    /// (the pods of the pod scheduler, whose eviction deletes the pod), or
+    /// that is not worth a second run. Peloton's `killOnPreempt`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kill_on_preempt: bool,
 }
 
 /// How an update rolls a new config out.

@@ -209,7 +209,7 @@ pub(crate) fn gang_spec(
         // Stateful work is never preempted: its volume ties it to a host.
         preemptible: (cfg.sla.preemptible || cfg.sla.revocable) && cfg.kind != JobKind::Stateful,
         revocable: cfg.sla.revocable && cfg.kind != JobKind::Stateful,
-        kill_on_preempt: false,
+        kill_on_preempt: cfg.sla.kill_on_preempt,
         controller: cfg.controller,
         tasks,
         per_task,

@@ -443,8 +443,16 @@ impl JobManager {
         // A run killed while its goal is still to run was an engine restart
         // (update, drain, restart, preemption): start the next run at once.
         if to == TaskState::Killed && goal == TaskGoal::Run {
-            let preempted = self.mem().jobs.get(&key).is_some_and(|j| j.tasks[instance as usize].preempted);
-            if preempted {
+            let (preempted, for_good) = self
+                .mem()
+                .jobs
+                .get(&key)
+                .map_or((false, false), |j| (j.tasks[instance as usize].preempted, j.config().sla.kill_on_preempt));
+            if preempted && for_good {
+                // The resource manager released it rather than requeue it.
+                self.preempted_for_good(key, instance).await?;
+                return Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange { instance, state: to.into_contract() })));
+            } else if preempted {
                 self.requeued_run(key, instance).await?;
             } else {
                 self.start_runs(key, &[instance], "RESTART").await?;

@@ -1,6 +1,6 @@
 use paceline_jobmgr::UpdateRequest;
 use paceline_model::job::{JobKind, JobState, UpdateSpec, UpdateState};
-use paceline_model::task::TaskState;
+use paceline_model::task::{TaskGoal, TaskState};
 
 use crate::common::*;
 
@@ -111,6 +111,11 @@ async fn a_failed_instance_restarts_with_backoff() {
 /// pool /a, using it all; then job `late` (5 tasks) asks for half in /b, which
 /// is owed it, so half of `fill` is to be preempted.
 async fn fill_then_claim(dir: &std::path::Path) -> paceline_jobmgr::scenario::Harness {
+    fill_then_claim_with(dir, false).await
+}
+
+/// [`fill_then_claim`], `fill` saying `sla.kill_on_preempt` as given.
+async fn fill_then_claim_with(dir: &std::path::Path, kill_on_preempt: bool) -> paceline_jobmgr::scenario::Harness {
     use paceline_model::Resources;
     let h = harness(dir, &["h1", "h2"]);
     {
@@ -122,6 +127,7 @@ async fn fill_then_claim(dir: &std::path::Path) -> paceline_jobmgr::scenario::Ha
     let mut a = config(JobKind::Stateless, 10);
     a.pool = "/a".into();
     a.sla.preemptible = true;
+    a.sla.kill_on_preempt = kill_on_preempt;
     h.jm.create("fill", a).await.expect("create");
     h.pump(&no_health, 10).await;
     assert_eq!(h.jm.get("fill").await.expect("get").runtime.task_counts.get(&TaskState::Running), Some(&10));
@@ -150,6 +156,49 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     assert!(preempted.iter().all(|t| t.run == 2 && t.reason == "PREEMPTED_REQUEUED"));
     // Requeued by the resource manager alone: one gang each, not two.
     assert_eq!(h.resmgr.lock().expect("rm").pool_status("/a").expect("pool").queued_gangs, 5);
+}
+
+/// `sla.kill_on_preempt`: a preempted run ends its task for good (the pod
+/// scheduler's jobs, whose evicted pod its owner replaces): KILLED with the
+/// goal Kill, no second run, no gang left queued, and a recovery that
+/// starts nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_says_kill_on_preempt_ends_its_preempted_tasks_for_good() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let h = fill_then_claim_with(dir.path(), true).await;
+        for _ in 0..10 {
+            h.advance(1_000).await;
+            h.pump(&no_health, 5).await;
+        }
+        let late = h.jm.get("late").await.expect("get");
+        let fill = h.jm.get("fill").await.expect("get");
+        let running = |j: &paceline_jobmgr::JobInfo| j.tasks.iter().filter(|t| t.state == TaskState::Running).count();
+        assert_eq!((running(&late), running(&fill)), (5, 5));
+        let ended: Vec<_> = fill.tasks.iter().filter(|t| t.state != TaskState::Running).collect();
+        assert_eq!(ended.len(), 5, "{:?}", fill.tasks.iter().map(|t| t.state).collect::<Vec<_>>());
+        for t in &ended {
+            assert_eq!(
+                (t.state, t.goal, t.run, t.reason.as_str()),
+                (TaskState::Killed, TaskGoal::Kill, 1, "PREEMPTED")
+            );
+        }
+        assert!(h.launch_counts("fill").values().all(|&n| n == 1), "nothing launched twice");
+        assert_eq!(h.resmgr.lock().expect("rm").pool_status("/a").expect("pool").queued_gangs, 0);
+    }
+    // A new manager over the same file: the ended tasks stay ended.
+    let h = harness(dir.path(), &["h1", "h2"]);
+    {
+        let mut rm = h.resmgr.lock().expect("rm");
+        rm.set_capacity(paceline_model::Resources::new(1_000, 1_000, 1_000, 0));
+        rm.create_pool("/a", Default::default()).expect("pool");
+        rm.create_pool("/b", Default::default()).expect("pool");
+    }
+    h.jm.recover().await.expect("recover");
+    h.pump(&no_health, 5).await;
+    let fill = h.jm.get("fill").await.expect("get");
+    let killed = fill.tasks.iter().filter(|t| (t.state, t.run) == (TaskState::Killed, 1)).count();
+    assert_eq!(killed, 5, "{:?}", fill.tasks.iter().map(|t| (t.state, t.run)).collect::<Vec<_>>());
 }
 
 /// Spark removes an executor's instance as soon as it sees it preempted:

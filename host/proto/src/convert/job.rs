@@ -94,6 +94,7 @@ pub fn job_config(field: &str, j: &pb::JobSpec) -> Result<JobConfig, FieldError>
             min_running_instances: s.min_running_instances,
             max_run_time_secs: s.max_run_time_secs,
             max_unavailable_instances: s.max_unavailable_instances,
+            kill_on_preempt: s.kill_on_preempt,
         })
         .unwrap_or_default();
     let config = JobConfig {
@@ -139,6 +140,7 @@ pub fn job_spec_pb(c: &JobConfig) -> pb::JobSpec {
             min_running_instances: c.sla.min_running_instances,
             max_run_time_secs: c.sla.max_run_time_secs,
             max_unavailable_instances: c.sla.max_unavailable_instances,
+            kill_on_preempt: c.sla.kill_on_preempt,
         }),
         default_task: Some(task_spec_pb(&c.default_task)),
         instance_overrides: c.instance_overrides.iter().map(|(i, t)| (*i, task_spec_pb(t))).collect(),
