@@ -40,6 +40,11 @@ const REJUDGE_REFUSED: Duration = Duration::from_secs(30);
 /// idle between them. About a round's worth keeps the engine's rounds full.
 const SUBMITS_AT_ONCE: usize = 1024;
 
+/// The `PodScheduled=False` reason of a pod that was reported waiting for
+/// room and now only waits its turn in its pool's queue: not
+/// `Unschedulable`, which a cluster autoscaler adds nodes for.
+pub(crate) const WAITING_FOR_TURN: &str = "WaitingForTurn";
+
 /// A gang member judged fit: uid, pool, group, task.
 type Member = (String, String, Group, TaskSpec);
 
@@ -309,8 +314,17 @@ impl Runner {
                     // queue either, and `Unschedulable` is what a cluster
                     // autoscaler adds nodes for. Under a backlog that was
                     // most pods, each a patch and an Event the API server
-                    // handled instead of bindings.
-                    Some(why) if why.kind == paceline_model::pending::PendingKind::AdmissionOrder => continue,
+                    // handled instead of bindings. A pod reported before
+                    // (it did not fit, then room came) has its condition
+                    // rewritten once, without an Event, so that it no
+                    // longer says `Unschedulable`.
+                    Some(why) if why.kind == paceline_model::pending::PendingKind::AdmissionOrder => {
+                        let reported = lock(&self.state).pods.get(&uid).is_some_and(|e| e.reported.is_some());
+                        if !reported {
+                            continue;
+                        }
+                        (WAITING_FOR_TURN, why.text)
+                    }
                     Some(why) => ("Unschedulable", why.text),
                     None => {
                         if self.jobs.job_live(&job).await == Some(false) && !self.provider.binds(&r.key()) {
@@ -333,7 +347,8 @@ impl Runner {
                     continue;
                 }
                 e.reported = Some(message.clone());
-                let event = e.last_event.is_none_or(|t| t.elapsed() >= self.config.event_interval);
+                let event = reason != WAITING_FOR_TURN
+                    && e.last_event.is_none_or(|t| t.elapsed() >= self.config.event_interval);
                 if event {
                     e.last_event = Some(Instant::now());
                 }
@@ -402,6 +417,9 @@ fn job_config(u: &Unit) -> JobConfig {
             // Preemptible (elastic shares above the pool's reservation); a
             // preempted pod is evicted, as its PodDisruptionBudgets allow.
             preemptible: true,
+            // Eviction deletes the pod and its owner makes another (a new
+            // pod, a new job): this job has nothing left to run.
+            kill_on_preempt: true,
             ..Sla::default()
         },
         default_task: first.2.clone(),

@@ -48,9 +48,10 @@ impl Drop for Cleanup {
 }
 
 /// The cluster (as [`super::start`], with pools `/pods-a` and `/pods-b`
-/// (reserving more than any test uses) and `/fair-1` and `/fair-3` (no
-/// reservation, shares 1 and 3) besides `/team`, made at assembly so that a restart recovers jobs in
-/// them) and the pod scheduler watching `namespaces` only.
+/// (reserving more than any test uses), `/fair-1` and `/fair-3` (no
+/// reservation, shares 1 and 3), `/borrow` (no reservation) and `/reserved`
+/// (4 CPU reserved) besides `/team`, made at assembly so that a restart
+/// recovers jobs in them) and the pod scheduler watching `namespaces` only.
 async fn start_pods(
     dir: &std::path::Path,
     test: &str,
@@ -82,6 +83,12 @@ async fn start_pods(
             for (p, share) in [("/fair-1", 1), ("/fair-3", 3)] {
                 rm.create_pool(p, PoolSpec { share: PerKind::splat(share), ..PoolSpec::default() }).expect("pool");
             }
+            // Preemption between pools: /borrow reserves nothing and may use
+            // the whole cluster while no one else asks; /reserved reserves 4 CPU.
+            rm.create_pool("/borrow", PoolSpec { share: PerKind::splat(1), ..PoolSpec::default() }).expect("pool");
+            let four = PerKind { cpu: 4_000, memory: 8 << 10, disk: 0, gpu: 0 };
+            let reserved = PoolSpec { reservation: four, share: PerKind::splat(1), ..PoolSpec::default() };
+            rm.create_pool("/reserved", reserved).expect("pool");
         },
     )
     .await
@@ -520,4 +527,177 @@ async fn kubernetes_podsched_a_placement_hot_swap_while_pods_are_bound_fails_non
     for (name, (_, uid, run)) in pods_of(&ns) {
         assert_eq!(run, format!("k8spod-{uid}-0-1"), "{name}: bound by its first run, none refused");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_preemption_between_pools_evicts_through_the_eviction_api_and_a_pdb_holds_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 8 CPU. /borrow (no reservation) takes all of it with a Deployment of
+    // 8 pods of 1 CPU while no one else asks. Then /reserved (4 CPU
+    // reserved) asks for 2: it is entitled to them and /borrow to the other
+    // 6, so 2 of /borrow's pods are preempted, by eviction. While a
+    // PodDisruptionBudget allows no disruption, none goes and /reserved's
+    // pods wait, saying so; once it is deleted, 2 are evicted, their
+    // ReplicaSet replaces them with pods that wait (over /borrow's share
+    // now), and /reserved's 2 are bound.
+    let names = nodes("kppreempt", 2, 4);
+    let borrow = namespace("preb", Some("/borrow"));
+    let reserved = namespace("prer", Some("/reserved"));
+    let _cleanup = Cleanup(vec![borrow.clone(), reserved.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kppreempt", names.clone(), &[&borrow, &reserved]).await;
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "elastic", "namespace": borrow},
+        "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "elastic"}},
+            "template": {"metadata": {"labels": {"app": "elastic"}}, "spec": {
+                "schedulerName": "paceline", "automountServiceAccountToken": false,
+                "containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"cpu": "1", "memory": "500Mi"}}}]}}}
+    });
+    apply(&deployment.to_string());
+    let pdb = serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "no-disruption", "namespace": borrow},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "elastic"}}}});
+    apply(&pdb.to_string());
+    let bound = |ns: &str| pods_of(ns).into_iter().filter(|p| !p.1.0.is_empty()).collect::<Vec<_>>();
+    until("the 8 pods of /borrow bound", 90, || bound(&borrow).len() == 8).await;
+    until("the budget observed", 60, || {
+        kubectl(&["get", "pdb", "-n", &borrow, "no-disruption", "-o", "jsonpath={.status.currentHealthy}"]) == "8"
+    })
+    .await;
+    let first: std::collections::BTreeMap<String, String> =
+        bound(&borrow).into_iter().map(|(name, (_, uid, _))| (uid, name)).collect();
+    c.wait("the 8 running", 30, async |c| {
+        let mut all = true;
+        for uid in first.keys() {
+            all &=
+                c.cluster.jobs.get(&format!("k8spod-{uid}")).await.expect("job").tasks[0].state == TaskState::Running;
+        }
+        all
+    })
+    .await;
+
+    let none = serde_json::json!({});
+    for i in 0..2 {
+        apply(&pod(&reserved, &format!("r-{i}"), "1", none.clone(), none.clone()));
+    }
+    // Many preemption periods (3 periods above entitlement start one): the
+    // budget refuses every eviction.
+    until("/reserved's pods say they wait for preemption", 60, || {
+        condition(&reserved, "r-0").contains("waiting for preemption")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let held: Vec<String> = bound(&borrow).into_iter().map(|(_, (_, uid, _))| uid).collect();
+    assert_eq!(held.len(), 8, "the budget holds every pod of /borrow");
+    assert!(held.iter().all(|u| first.contains_key(u)), "the same 8 pods");
+    assert!(bound(&reserved).is_empty(), "/reserved waits while nothing can be evicted");
+
+    kubectl(&["delete", "pdb", "-n", &borrow, "no-disruption"]);
+    until("/reserved's 2 pods bound", 90, || bound(&reserved).len() == 2).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = bound(&borrow);
+    assert_eq!(now.len(), 6, "/borrow keeps its entitlement of 6: {now:?}");
+    assert_eq!(bound(&reserved).len(), 2);
+    let evicted: Vec<&String> = first.keys().filter(|u| !now.iter().any(|(_, (_, uid, _))| uid == *u)).collect();
+    assert_eq!(evicted.len(), 2, "exactly the 2 preempted pods went: {evicted:?}");
+    assert_eq!(pods_of(&borrow).len(), 8, "their ReplicaSet replaced them; the replacements wait");
+    for uid in evicted {
+        // The pod is gone and its owner replaced it: its job ends there,
+        // with no second run that would try to bind a pod that is gone.
+        let job = c.cluster.jobs.get(&format!("k8spod-{uid}")).await.expect("the preempted pod's job");
+        let t = &job.tasks[0];
+        assert_eq!(
+            (t.state, t.goal, t.run, t.reason.as_str()),
+            (TaskState::Killed, paceline_model::task::TaskGoal::Kill, 1, "PREEMPTED"),
+            "{uid}: {t:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_shadow_version_compares_on_live_pod_traffic_and_lists_where_it_differs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let names = nodes("kpshadow", 4, 4);
+    let ns = namespace("shadow", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let (c, _sched) = start_pods(dir.path(), "kpshadow", names.clone(), &[&ns]).await;
+    // The active version is the built-in binpack; spread shadows it.
+    let slot = "placement/batch";
+    let active = c.cluster.registry.active(slot).expect("slot").expect("an active version");
+    let registry = c.cluster.registry.clone();
+    tokio::task::spawn_blocking(move || {
+        let spread = paceline_plugin::builtins::by_name("spread").expect("the built-in spread policy");
+        registry.deploy(slot, "spread", "1", spread.bytes, paceline_plugin::DeployOptions::default())
+    })
+    .await
+    .expect("join")
+    .expect("deploys");
+    c.cluster.registry.shadow(slot, "spread@1").expect("shadows");
+    let none = serde_json::json!({});
+    for i in 0..12 {
+        apply(&pod(&ns, &format!("s-{i}"), "100m", none.clone(), none.clone()));
+    }
+    until("the 12 pods bound", 90, || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count() == 12).await;
+    let pods = pods_of(&ns);
+    let report = c.cluster.registry.stop_shadow(slot).expect("slot").expect("a report");
+    assert_eq!(report.candidate, "spread@1");
+    assert!(report.compared >= 1 && report.candidate_faults == 0, "{report:?}");
+    assert!(!report.disagreements.is_empty(), "binpack and spread differ on 4 empty nodes: {report:?}");
+    for d in &report.disagreements {
+        // Each row names the pod's job and instance, what the active
+        // version chose (where the pod was bound) and what spread would have.
+        let uid = d.task.strip_prefix("k8spod-").and_then(|t| t.strip_suffix("/0")).expect("a pod's task");
+        let (name, (node, _, _)) = pods.iter().find(|(_, p)| p.1 == uid).expect("a pod of this test");
+        assert_eq!(&d.active, node, "{name}: the active version's choice is where it was bound");
+        assert!(names.contains(&d.shadow) && d.shadow != d.active, "{name}: {d:?}");
+    }
+    // The candidate's answers were never used.
+    assert_eq!(c.cluster.registry.active(slot).expect("slot"), Some(active));
+    for (name, (_, uid, run)) in &pods {
+        assert_eq!(run, &format!("k8spod-{uid}-0-1"), "{name}: bound by its first run");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_podsched_a_pod_reported_unschedulable_that_then_only_waits_its_turn_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One node of 4 CPU. `hog` (3 CPU) is bound; `low` (2 CPU) cannot fit
+    // and is reported Unschedulable; then `high` (2 CPU, a higher priority
+    // than `low`'s) comes and waits at the head of the pool's queue, so
+    // `low` only waits its turn behind it: its condition stops saying
+    // Unschedulable.
+    let names = nodes("kpturn", 1, 4);
+    let ns = namespace("turn", Some("/pods-a"));
+    let _cleanup = Cleanup(vec![ns.clone()]);
+    let class = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "paceline-test-high"}, "value": 1000});
+    apply(&class.to_string());
+    let (_c, _sched) = start_pods(dir.path(), "kpturn", names.clone(), &[&ns]).await;
+    let none = serde_json::json!({});
+    // `hog` has `high`'s priority, so that `high` does not preempt it
+    // (equal priorities never preempt).
+    let high = serde_json::json!({"priorityClassName": "paceline-test-high"});
+    apply(&pod(&ns, "hog", "3", none.clone(), high.clone()));
+    until("hog bound", 60, || !node_of(&ns, "hog").is_empty()).await;
+    apply(&pod(&ns, "low", "2", none.clone(), none.clone()));
+    until("low reported unschedulable", 60, || condition(&ns, "low").starts_with("False Unschedulable: paceline:"))
+        .await;
+    apply(&pod(&ns, "high", "2", none.clone(), high));
+    let high_uid = kubectl(&["get", "pod", "-n", &ns, "high", "-o", "jsonpath={.metadata.uid}"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = condition(&ns, "low");
+        if last.starts_with("False WaitingForTurn: paceline: queued in pool /pods-a behind job k8spod-")
+            && last.contains(&high_uid)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "low waiting its turn behind high; its condition: {last}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // `high` itself waits for room, as before.
+    assert!(condition(&ns, "high").starts_with("False Unschedulable: paceline:"), "{}", condition(&ns, "high"));
+    kubectl(&["delete", "pod", "-n", &ns, "hog", "--wait=false"]);
+    until("high and low bound", 60, || !node_of(&ns, "high").is_empty() && !node_of(&ns, "low").is_empty()).await;
 }
