@@ -138,10 +138,9 @@ async fn fill_then_claim_with(dir: &std::path::Path, kill_on_preempt: bool) -> p
     h
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn preempted_instances_are_requeued_once_and_come_back() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let h = fill_then_claim(dir.path()).await;
+/// Runs [`fill_then_claim`]'s cluster until `late` runs its 5 and `fill`
+/// keeps 5 running; returns `fill`.
+async fn half_of_fill_preempted(h: &paceline_jobmgr::scenario::Harness) -> paceline_jobmgr::JobInfo {
     for _ in 0..10 {
         h.advance(1_000).await;
         h.pump(&no_health, 5).await;
@@ -151,6 +150,14 @@ async fn preempted_instances_are_requeued_once_and_come_back() {
     let running = |j: &paceline_jobmgr::JobInfo| j.tasks.iter().filter(|t| t.state == TaskState::Running).count();
     assert_eq!(running(&late), 5, "{:?}", late.tasks.iter().map(|t| t.state).collect::<Vec<_>>());
     assert_eq!(running(&fill), 5);
+    fill
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempted_instances_are_requeued_once_and_come_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = fill_then_claim(dir.path()).await;
+    let fill = half_of_fill_preempted(&h).await;
     let preempted: Vec<_> = fill.tasks.iter().filter(|t| t.state == TaskState::Pending).collect();
     assert_eq!(preempted.len(), 5);
     assert!(preempted.iter().all(|t| t.run == 2 && t.reason == "PREEMPTED_REQUEUED"));
@@ -167,14 +174,7 @@ async fn a_job_that_says_kill_on_preempt_ends_its_preempted_tasks_for_good() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let h = fill_then_claim_with(dir.path(), true).await;
-        for _ in 0..10 {
-            h.advance(1_000).await;
-            h.pump(&no_health, 5).await;
-        }
-        let late = h.jm.get("late").await.expect("get");
-        let fill = h.jm.get("fill").await.expect("get");
-        let running = |j: &paceline_jobmgr::JobInfo| j.tasks.iter().filter(|t| t.state == TaskState::Running).count();
-        assert_eq!((running(&late), running(&fill)), (5, 5));
+        let fill = half_of_fill_preempted(&h).await;
         let ended: Vec<_> = fill.tasks.iter().filter(|t| t.state != TaskState::Running).collect();
         assert_eq!(ended.len(), 5, "{:?}", fill.tasks.iter().map(|t| t.state).collect::<Vec<_>>());
         for t in &ended {

@@ -118,6 +118,24 @@ fn pod(ns: &str, name: &str, cpu: &str, meta: serde_json::Value, spec: serde_jso
     serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": m, "spec": s}).to_string()
 }
 
+/// A Deployment of `replicas` pods of `schedulerName: paceline` labelled
+/// `app: <name>`, each asking `cpu` and `memory`, with `spec` merged into
+/// its pod template's spec.
+fn deployment(ns: &str, name: &str, replicas: u32, cpu: &str, memory: &str, spec: serde_json::Value) -> String {
+    let mut s = serde_json::json!({
+        "schedulerName": "paceline", "automountServiceAccountToken": false,
+        "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+    });
+    merge(&mut s, spec);
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": s}}
+    })
+    .to_string()
+}
+
 fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
     if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
         a.extend(b);
@@ -182,17 +200,14 @@ async fn kubernetes_podsched_a_deployments_pods_are_bound_in_their_namespaces_po
     let ns = namespace("deploy", Some("/pods-a"));
     let _cleanup = Cleanup(vec![ns.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kpdeploy", names.clone(), &[&ns]).await;
-    let deployment = serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": ns},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
-                "schedulerName": "paceline", "automountServiceAccountToken": false,
-                "nodeSelector": {"paceline-test": "kpdeploy"},
-                "containers": [{"name": "c", "image": "nginx",
-                    "resources": {"requests": {"cpu": "500m", "memory": "500Mi"}}}]}}}
-    });
-    apply(&deployment.to_string());
+    apply(&deployment(
+        &ns,
+        "web",
+        3,
+        "500m",
+        "500Mi",
+        serde_json::json!({"nodeSelector": {"paceline-test": "kpdeploy"}}),
+    ));
     // A bare pod whose own annotation overrides its namespace's pool.
     apply(&pod(&ns, "own-pool", "500m", serde_json::json!({"annotations": {"paceline.io/pool": "/pods-b"}}), {
         serde_json::json!({})
@@ -470,16 +485,7 @@ async fn kubernetes_podsched_two_namespaces_share_the_cluster_by_their_pools_sha
     let three = namespace("fair3", Some("/fair-3"));
     let _cleanup = Cleanup(vec![one.clone(), three.clone()]);
     for ns in [&one, &three] {
-        let deployment = serde_json::json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "work", "namespace": ns},
-            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "work"}},
-                "template": {"metadata": {"labels": {"app": "work"}}, "spec": {
-                    "schedulerName": "paceline", "automountServiceAccountToken": false,
-                    "containers": [{"name": "c", "image": "nginx",
-                        "resources": {"requests": {"cpu": "1", "memory": "500Mi"}}}]}}}
-        });
-        apply(&deployment.to_string());
+        apply(&deployment(ns, "work", 8, "1", "500Mi", serde_json::json!({})));
     }
     until("16 pods pending", 60, || pods_of(&one).len() == 8 && pods_of(&three).len() == 8).await;
     // Both namespaces' pods are there before Paceline looks: neither gets a head start.
@@ -507,16 +513,7 @@ async fn kubernetes_podsched_a_placement_hot_swap_while_pods_are_bound_fails_non
     .await
     .expect("join")
     .expect("deploys");
-    let deployment = serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "many", "namespace": ns},
-        "spec": {"replicas": 300, "selector": {"matchLabels": {"app": "many"}},
-            "template": {"metadata": {"labels": {"app": "many"}}, "spec": {
-                "schedulerName": "paceline", "automountServiceAccountToken": false,
-                "containers": [{"name": "c", "image": "nginx",
-                    "resources": {"requests": {"cpu": "50m", "memory": "100Mi"}}}]}}}
-    });
-    apply(&deployment.to_string());
+    apply(&deployment(&ns, "many", 300, "50m", "100Mi", serde_json::json!({})));
     let bound = || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count();
     until("the first pods bound", 60, || bound() >= 1).await;
     c.cluster.registry.activate(slot, "spread@1").expect("activates");
@@ -545,16 +542,7 @@ async fn kubernetes_podsched_a_preemption_between_pools_evicts_through_the_evict
     let reserved = namespace("prer", Some("/reserved"));
     let _cleanup = Cleanup(vec![borrow.clone(), reserved.clone()]);
     let (c, _sched) = start_pods(dir.path(), "kppreempt", names.clone(), &[&borrow, &reserved]).await;
-    let deployment = serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "elastic", "namespace": borrow},
-        "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "elastic"}},
-            "template": {"metadata": {"labels": {"app": "elastic"}}, "spec": {
-                "schedulerName": "paceline", "automountServiceAccountToken": false,
-                "containers": [{"name": "c", "image": "nginx",
-                    "resources": {"requests": {"cpu": "1", "memory": "500Mi"}}}]}}}
-    });
-    apply(&deployment.to_string());
+    apply(&deployment(&borrow, "elastic", 8, "1", "500Mi", serde_json::json!({})));
     let pdb = serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "no-disruption", "namespace": borrow},
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "elastic"}}}});
@@ -640,6 +628,11 @@ async fn kubernetes_podsched_a_shadow_version_compares_on_live_pod_traffic_and_l
     }
     until("the 12 pods bound", 90, || pods_of(&ns).values().filter(|p| !p.0.is_empty()).count() == 12).await;
     let pods = pods_of(&ns);
+    // The candidate answers on a thread of its own, maybe after the binds.
+    until("the shadow's rows", 60, || {
+        c.cluster.registry.shadow_report(slot).ok().flatten().is_some_and(|r| !r.disagreements.is_empty())
+    })
+    .await;
     let report = c.cluster.registry.stop_shadow(slot).expect("slot").expect("a report");
     assert_eq!(report.candidate, "spread@1");
     assert!(report.compared >= 1 && report.candidate_faults == 0, "{report:?}");
@@ -696,8 +689,10 @@ async fn kubernetes_podsched_a_pod_reported_unschedulable_that_then_only_waits_i
         assert!(Instant::now() < deadline, "low waiting its turn behind high; its condition: {last}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // `high` itself waits for room, as before.
-    assert!(condition(&ns, "high").starts_with("False Unschedulable: paceline:"), "{}", condition(&ns, "high"));
+    // `high` itself waits for room (reported on its own schedule, maybe
+    // after `low`'s rewrite).
+    until("high reported unschedulable", 60, || condition(&ns, "high").starts_with("False Unschedulable: paceline:"))
+        .await;
     kubectl(&["delete", "pod", "-n", &ns, "hog", "--wait=false"]);
     until("high and low bound", 60, || !node_of(&ns, "high").is_empty() && !node_of(&ns, "low").is_empty()).await;
 }
