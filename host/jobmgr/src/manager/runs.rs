@@ -326,6 +326,7 @@ impl JobManager {
         let (_, instance, run) = RunId::split(&update.run_id).ok()?;
         let mut m = self.mem();
         let job = m.jobs.get_mut(&key)?;
+        let kill_on_preempt = job.config().sla.kill_on_preempt;
         let t = job.tasks.get_mut(instance as usize)?;
         if t.rt.run != run || update.seq <= t.last_seq && t.last_seq > 0 {
             return None; // stale run or duplicate
@@ -376,7 +377,18 @@ impl JobManager {
                 _ => {}
             }
         }
-        let reason = if to == TaskState::Failed && was_max_run_time {
+        // A preempted run of a job that says kill-on-preempt ends its task:
+        // the goal is written Kill with the KILLED state, in the same write,
+        // so that neither the goal-state table nor a recovery starts another
+        // run (KILLED with the goal Run is a restart under way), and the
+        // resource manager releases the task instead of requeueing it.
+        let preempted_for_good = to == TaskState::Killed && t.preempted && kill_on_preempt;
+        if preempted_for_good {
+            rt.goal = TaskGoal::Kill;
+        }
+        let reason = if preempted_for_good {
+            "PREEMPTED".to_string()
+        } else if to == TaskState::Failed && was_max_run_time {
             MAX_RUN_TIME.to_string()
         } else if to == from {
             match update.healthy {
@@ -443,16 +455,8 @@ impl JobManager {
         // A run killed while its goal is still to run was an engine restart
         // (update, drain, restart, preemption): start the next run at once.
         if to == TaskState::Killed && goal == TaskGoal::Run {
-            let (preempted, for_good) = self
-                .mem()
-                .jobs
-                .get(&key)
-                .map_or((false, false), |j| (j.tasks[instance as usize].preempted, j.config().sla.kill_on_preempt));
-            if preempted && for_good {
-                // The resource manager released it rather than requeue it.
-                self.preempted_for_good(key, instance).await?;
-                return Ok(Some(sdk::Event::TaskChanged(sdk::TaskChange { instance, state: to.into_contract() })));
-            } else if preempted {
+            let preempted = self.mem().jobs.get(&key).is_some_and(|j| j.tasks[instance as usize].preempted);
+            if preempted {
                 self.requeued_run(key, instance).await?;
             } else {
                 self.start_runs(key, &[instance], "RESTART").await?;
@@ -468,7 +472,8 @@ impl JobManager {
 
 impl JobManager {
     /// A preemption victim whose job no longer wants it to run (removed or
-    /// killed while being preempted) is a plain kill to the resource
+    /// killed while being preempted, or ended for good by its job's
+    /// `sla.kill_on_preempt`) is a plain kill to the resource
     /// manager, which would otherwise requeue it when the kill is confirmed:
     /// a queued gang nobody runs, left as demand in the pool for ever.
     fn victim_no_longer_wanted(&self, key: u64, instance: u32, rm_task: Option<paceline_joints::TaskHandle>) {

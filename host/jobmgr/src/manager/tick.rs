@@ -83,24 +83,6 @@ impl JobManager {
         Ok(())
     }
 
-    /// A preempted run of a job that says kill-on-preempt ends its task:
-    /// the goal becomes Kill, so that neither the goal-state table nor a
-    /// recovery starts it again (a task KILLED with the goal Run is a
-    /// restart the engine had under way).
-    pub(crate) async fn preempted_for_good(&self, key: u64, instance: u32) -> Result<(), JobError> {
-        let write = {
-            let mut m = self.mem();
-            let Some(t) = m.jobs.get_mut(&key).and_then(|j| j.tasks.get_mut(instance as usize)) else {
-                return Ok(());
-            };
-            t.preempted = false;
-            let mut rt = t.rt.clone();
-            rt.goal = TaskGoal::Kill;
-            Write::new(instance, rt, "PREEMPTED")
-        };
-        self.write_tasks(key, vec![write]).await
-    }
-
     /// The next run of a preempted instance: the resource manager requeued
     /// the task when the kill was confirmed, so the run is written PENDING
     /// without a new gang.

@@ -319,10 +319,6 @@ impl Runner {
                     // rewritten once, without an Event, so that it no
                     // longer says `Unschedulable`.
                     Some(why) if why.kind == paceline_model::pending::PendingKind::AdmissionOrder => {
-                        let reported = lock(&self.state).pods.get(&uid).is_some_and(|e| e.reported.is_some());
-                        if !reported {
-                            continue;
-                        }
                         (WAITING_FOR_TURN, why.text)
                     }
                     Some(why) => ("Unschedulable", why.text),
@@ -343,7 +339,9 @@ impl Runner {
             let event = {
                 let mut st = lock(&self.state);
                 let Some(e) = st.pods.get_mut(&uid) else { continue };
-                if e.reported.as_deref() == Some(message.as_str()) {
+                // Waiting its turn is written only over an earlier report.
+                if e.reported.as_deref() == Some(message.as_str()) || reason == WAITING_FOR_TURN && e.reported.is_none()
+                {
                     continue;
                 }
                 e.reported = Some(message.clone());
