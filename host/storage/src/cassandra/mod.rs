@@ -158,8 +158,16 @@ impl CassandraStore {
             return Err(StoreError::Invalid(format!("keyspace `{ks}`: use 1-48 letters, digits or _")));
         }
         let replication = replication_cql(cfg)?;
-        let mut builder =
-            SessionBuilder::new().known_nodes(&cfg.contact_points).connection_timeout(Duration::from_secs(10));
+        // The driver reads schema metadata at start and again on every schema
+        // change anywhere in the cluster. Routing needs only this keyspace's
+        // replication and tables, not their columns nor other keyspaces': a
+        // node shared with many keyspaces (tests, other services) otherwise
+        // costs every open session a read of all of them per DDL.
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&cfg.contact_points)
+            .connection_timeout(Duration::from_secs(10))
+            .keyspaces_to_fetch([ks.clone()])
+            .fetch_full_schema_metadata(false);
         let login = security::login(cfg)?;
         if let Some(login) = &login {
             builder = builder.user(login.user.clone(), login.password.expose());
