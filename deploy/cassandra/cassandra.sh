@@ -56,6 +56,10 @@
 #   CASSANDRA_DIR       node directory when DIR is not given (default /tmp/paceline-cassandra)
 #   CASSANDRA_PORT      CQL port (default: the one `start` recorded in DIR, else 9042,
 #                       19042 for a cluster); storage port is CQL port - 2042 (7000)
+#   CASSANDRA_UNSAFE_SYSTEM  1: the node does not flush its system tables on
+#                       schema changes (-Dcassandra.unsafesystem=true): keyspaces
+#                       are created several times faster, and a crash can lose
+#                       recent schema. scripts/test sets it for its test node.
 #   CASSANDRA_HEAP      max heap (default 1G: a test node on a 2-core, 24 GiB machine;
 #                       benchmarks of 100,000 jobs want 2G; 640M per node of a cluster)
 #   CASSANDRA_START_TIMEOUT  seconds to wait for CQL (default 180)
@@ -451,6 +455,13 @@ start() {
         )
         if [[ -n "$jamm" ]]; then
             jvm+=("-javaagent:$jamm")
+        fi
+        if [[ "${CASSANDRA_UNSAFE_SYSTEM:-0}" == 1 ]]; then
+            # Schema changes without flushing the system tables to disk:
+            # a keyspace of twenty tables is made several times faster, and
+            # a crash of the node can lose its recent schema. For test nodes
+            # only (scripts/test sets it); never for data you keep.
+            jvm+=(-Dcassandra.unsafesystem=true)
         fi
         log "starting Cassandra $VERSION in $NODE_DIR (heap $HEAP, CQL $ADDR:$PORT)"
         # setsid: the node outlives the shell that started it (CI runs start,
