@@ -11,6 +11,26 @@ use super::{JobInfo, JobManager};
 use crate::error::JobError;
 use crate::validate;
 
+/// The writes that give `instances` of `job` the goal to be killed (those
+/// that have it already are left alone). A run on a host goes KILLING in the
+/// same write (the goal-state step then only asks its host): one write per
+/// task instead of two.
+pub(crate) fn kill_writes(job: &crate::state::JobEntry, instances: &[u32]) -> Vec<Write> {
+    instances
+        .iter()
+        .filter(|&&i| job.tasks.get(i as usize).is_some_and(|t| t.rt.goal != TaskGoal::Kill))
+        .map(|&i| {
+            let mut rt = job.tasks[i as usize].rt.clone();
+            rt.goal = TaskGoal::Kill;
+            if rt.host.is_some() && crate::table::action(rt.state, rt.goal) == crate::table::GoalAction::KillRun {
+                rt.state = TaskState::Killing;
+                return Write::new(i, rt, "KILL_REQUESTED");
+            }
+            Write::new(i, rt, "")
+        })
+        .collect()
+}
+
 impl JobManager {
     /// Creates a job: checks it (`JobConfig::validate`, the instance limit,
     /// the pool is a leaf of the resource manager's tree, port and slot
@@ -151,23 +171,7 @@ impl JobManager {
                 }
                 None => (0..job.tasks.len() as u32).collect(),
             };
-            let writes: Vec<Write> = all
-                .iter()
-                .filter(|&&i| job.tasks[i as usize].rt.goal != TaskGoal::Kill)
-                .map(|&i| {
-                    let mut rt = job.tasks[i as usize].rt.clone();
-                    rt.goal = TaskGoal::Kill;
-                    // A run on a host goes KILLING in this same write (the
-                    // step below then only asks its host): one write per
-                    // task instead of two.
-                    if rt.host.is_some() && crate::table::action(rt.state, rt.goal) == crate::table::GoalAction::KillRun
-                    {
-                        rt.state = TaskState::Killing;
-                        return Write::new(i, rt, "KILL_REQUESTED");
-                    }
-                    Write::new(i, rt, "")
-                })
-                .collect();
+            let writes = kill_writes(job, &all);
             let job_rt = instances.is_none().then(|| {
                 let mut rt = job.runtime.clone();
                 rt.goal = JobGoal::Kill;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use paceline_joints::contract::IntoContract;
-use paceline_model::job::{JobConfig, JobKind, JobRuntime, JobState, UpdateState};
+use paceline_model::job::{JobConfig, JobGoal, JobKind, JobRuntime, JobState, UpdateState};
 use paceline_model::task::{TaskGoal, TaskState};
 use paceline_plugin_sdk::types as sdk;
 
@@ -31,7 +31,8 @@ impl JobManager {
     /// the resource manager again (its queues do not survive a restart);
     /// runs on hosts are adopted by the resource manager (their pools are
     /// charged again) and expected there ([`JobManager::expected_runs`]) and
-    /// wait for their hosts' updates; kills under way are sent again; runs
+    /// wait for their hosts' updates; kills under way are sent again (a job
+    /// whose goal is KILL is killed whole, see `finish_written_kill`); runs
     /// that ended while their goal is to run are shown to the lifecycle
     /// again (restart timers do not survive); an update in progress resumes.
     /// Returns the number of jobs recovered.
@@ -184,8 +185,29 @@ impl JobManager {
         Ok(adopted)
     }
 
+    /// A job whose goal is KILL is killed whole: a kill writes the job's goal
+    /// first and its tasks' goals after it, so a crash between the two writes
+    /// left tasks that still mean to run (and would be restarted) under a job
+    /// that is being killed. They get the goal the kill would have written.
+    async fn finish_written_kill(&self, key: u64) -> Result<(), JobError> {
+        let (id, writes) = {
+            let m = self.mem();
+            let Some(job) = m.jobs.get(&key).filter(|j| j.runtime.goal == JobGoal::Kill) else {
+                return Ok(());
+            };
+            let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
+            (job.id.clone(), super::api::kill_writes(job, &all))
+        };
+        if !writes.is_empty() {
+            tracing::warn!(job = %id, tasks = writes.len(), "a kill cut short by a crash is finished: its tasks get the goal KILL");
+            self.write_tasks(key, writes).await?;
+        }
+        Ok(())
+    }
+
     async fn recover_job(&self, key: u64) -> Result<(), JobError> {
         self.adopt_runs(key)?;
+        self.finish_written_kill(key).await?;
         let (resubmit, rewrite, kill, ended) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {

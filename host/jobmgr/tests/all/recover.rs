@@ -3,8 +3,8 @@ use std::sync::Arc;
 
 use paceline_jobmgr::UpdateRequest;
 use paceline_jobmgr::scenario::Harness;
-use paceline_model::job::{JobKind, UpdateSpec, UpdateState};
-use paceline_model::task::TaskState;
+use paceline_model::job::{JobGoal, JobKind, JobState, UpdateSpec, UpdateState};
+use paceline_model::task::{TaskGoal, TaskState};
 
 use crate::common::*;
 
@@ -102,4 +102,39 @@ async fn a_job_whose_create_was_cut_short_is_removed_at_recovery() {
     let store = Harness::sqlite(&path);
     assert!(store.get_job_runtime("cut").await.is_err_and(|e| e.is_not_found()), "and gone from the store");
     assert_eq!(h.jm.get("whole").await.expect("get").tasks.len(), 2);
+}
+
+/// A crash between a kill's two writes (the job's goal, then its tasks'):
+/// the job's goal decides at recovery, so the job is killed whole and none
+/// of its tasks is restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_cut_short_after_the_jobs_goal_was_written_is_finished_at_recovery() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jobs.sqlite");
+    let runs: Vec<String>;
+    {
+        let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 1_000_000);
+        h.jm.create("svc", config(JobKind::Stateless, 3)).await.expect("create");
+        h.pump(&no_health, 20).await;
+        assert!((0..3).all(|i| h.jm.task("svc", i).expect("task").state == TaskState::Running));
+        runs = h.launcher.launches().iter().map(|l| l.run.run_id.clone()).collect();
+        // What `kill` writes first, and nothing after it: the crash.
+        let store = Harness::sqlite(&path);
+        let mut rt = store.get_job_runtime("svc").await.expect("runtime");
+        rt.goal = JobGoal::Kill;
+        store.cas_job_runtime("svc", rt.version, &rt).await.expect("the job's goal");
+    }
+    let h = Harness::new(Harness::sqlite(&path), registry(), &["h1", "h2"], 2_000_000);
+    assert_eq!(h.jm.recover().await.expect("recover"), 1);
+    h.pump(&no_health, 20).await;
+    let job = h.jm.get("svc").await.expect("get");
+    let seen: Vec<(TaskState, TaskGoal)> = job.tasks.iter().map(|t| (t.state, t.goal)).collect();
+    assert_eq!(seen, vec![(TaskState::Killed, TaskGoal::Kill); 3], "every task killed, none restarted");
+    assert_eq!(job.runtime.state, JobState::Killed);
+    assert!(h.launcher.launches().is_empty(), "nothing launched again: {:?}", h.launcher.launches().len());
+    let mut killed: Vec<String> = h.launcher.kills().into_iter().map(|(_, run)| run).collect();
+    killed.sort();
+    let mut want = runs.clone();
+    want.sort();
+    assert_eq!(killed, want, "the first manager's runs are the ones killed");
 }
