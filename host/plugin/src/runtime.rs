@@ -292,15 +292,29 @@ impl PluginRuntime {
         component.ok()
     }
 
+    /// Writes the artifact and its checksum, each under a name of its own
+    /// first and then renamed into place: several processes may share one
+    /// cache directory (`PACELINE_PLUGIN_CACHE_DIR`) and compile the same
+    /// component at once, and a reader must never see a file half written.
+    /// The checksum goes in first, so an artifact in place always has one.
     fn store_cached(&self, path: &Path, component: &Component) -> Result<(), String> {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &bytes).map_err(|e| e.to_string())?;
-        std::fs::write(path.with_extension("sha256"), Self::sha256_hex(&bytes)).map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+        let unique =
+            format!("tmp-{}-{}", std::process::id(), WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let put = |to: &Path, contents: &[u8]| -> Result<(), String> {
+            let tmp = to.with_extension(&unique);
+            std::fs::write(&tmp, contents).map_err(|e| e.to_string())?;
+            std::fs::rename(&tmp, to).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                e.to_string()
+            })
+        };
+        put(&path.with_extension("sha256"), Self::sha256_hex(&bytes).as_bytes())?;
+        put(path, &bytes)
     }
 
     /// Links a compiled component and checks that it exports `world`.

@@ -131,14 +131,15 @@ pub async fn open_store(config: &ServerConfig) -> Result<Arc<dyn paceline_storag
 }
 
 /// Every plugin version and slot history of `store`, compiled (from
-/// `<data_dir>/plugin-cache` when this machine compiled them before). The
+/// `<data_dir>/plugin-cache`, or `PACELINE_PLUGIN_CACHE_DIR`, when this
+/// machine compiled them before). The
 /// all-in-one server and the placement-only process open it the same way.
 pub async fn open_registry(
     config: &ServerConfig,
     store: Arc<dyn paceline_storage::Store>,
 ) -> Result<Arc<Registry>, ServerError> {
-    let runtime_config =
-        RuntimeConfig { cache_dir: Some(config.data_dir.join("plugin-cache")), ..RuntimeConfig::default() };
+    let cache_dir = shared_plugin_cache().unwrap_or_else(|| config.data_dir.join("plugin-cache"));
+    let runtime_config = RuntimeConfig { cache_dir: Some(cache_dir), ..RuntimeConfig::default() };
     let versions = Arc::new(StoreVersions::new(store, tokio::runtime::Handle::current()));
     let registry = tokio::task::spawn_blocking(move || -> Result<Registry, paceline_plugin::PluginError> {
         Registry::open(Arc::new(PluginRuntime::new(runtime_config)?), versions)
@@ -146,6 +147,42 @@ pub async fn open_registry(
     .await
     .map_err(|e| ServerError::Other(format!("loading plugins: {e}")))??;
     Ok(Arc::new(registry))
+}
+
+/// The directory `PACELINE_PLUGIN_CACHE_DIR` names, for compiled plugins
+/// shared by every server of this user on the machine instead of one cache
+/// per data dir (scripts/test sets it: the tests start hundreds of servers,
+/// each in a fresh data dir, and each compiled the built-in policies again).
+/// Compiled artifacts are loaded without being checked as Wasm is, so the
+/// directory must be this user's and writable by nobody else; otherwise it
+/// is not used (a warning says why) and the data dir's cache is.
+fn shared_plugin_cache() -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(std::env::var_os("PACELINE_PLUGIN_CACHE_DIR").filter(|v| !v.is_empty())?);
+    match private_cache_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(why) => {
+            tracing::warn!(dir = %dir.display(), "PACELINE_PLUGIN_CACHE_DIR not used: {why}; compiled plugins are cached in the data dir");
+            None
+        }
+    }
+}
+
+/// Creates `dir` (mode 700) if missing and checks that it is a directory of
+/// this process's user that nobody else may write to.
+fn private_cache_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("not a directory".into());
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(format!("owned by uid {}, not this process's", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!("others may write to it (mode {:o})", meta.mode() & 0o777));
+    }
+    Ok(())
 }
 
 /// The pools kept in the store. A store without any gets `/default` when
@@ -254,5 +291,21 @@ mod tests {
         std::fs::set_permissions(&chosen, std::fs::Permissions::from_mode(0o750)).expect("chmod");
         create_private_dir(&chosen).expect("existing");
         assert_eq!(mode(&chosen), 0o750, "an operator's choice is kept");
+    }
+
+    #[test]
+    fn a_shared_plugin_cache_is_made_private_and_refused_when_others_may_write_to_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("cache");
+        private_cache_dir(&dir).expect("made");
+        let mode = std::fs::metadata(&dir).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "created for this user only");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let why = private_cache_dir(&dir).expect_err("a directory others may write to is refused");
+        assert!(why.contains("others may write"), "{why}");
+        let file = root.path().join("file");
+        std::fs::write(&file, b"x").expect("file");
+        assert!(private_cache_dir(&file).is_err(), "a file is refused");
     }
 }
