@@ -14,6 +14,9 @@ use paceline_resmgr::GangId;
 
 use crate::deadline::DeadlineQueue;
 
+/// The reason a run gets when a kill was asked for it.
+pub(crate) const KILL_REQUESTED: &str = "KILL_REQUESTED";
+
 /// Everything the job manager holds in memory.
 #[derive(Debug, Default)]
 pub(crate) struct Mem {
@@ -85,6 +88,44 @@ impl JobEntry {
             _ => {}
         }
         t.rt = rt;
+    }
+
+    /// Gives every task of a job whose goal is KILL the goal KILL in memory,
+    /// without a store write (decision 0064): the job's goal, written first,
+    /// is what makes the kill durable (recovery finishes it). A run on a host
+    /// goes KILLING, its stored state remembered for the event its next write
+    /// records. Returns the instances changed.
+    pub fn kill_in_memory(&mut self, now_ms: u64) -> Vec<u32> {
+        let mut changed = Vec::new();
+        for (i, t) in self.tasks.iter_mut().enumerate() {
+            if t.rt.goal == TaskGoal::Kill {
+                continue;
+            }
+            let killing = t.goes_killing();
+            t.rt.goal = TaskGoal::Kill;
+            if killing {
+                t.unwritten_killing_from = Some(t.rt.state);
+                t.rt.state = TaskState::Killing;
+                t.rt.reason = KILL_REQUESTED.to_string();
+                t.rt.message.clear();
+                t.rt.updated_at_ms = now_ms;
+            }
+            changed.push(i as u32);
+        }
+        changed
+    }
+
+    /// Task counts as they will be once `kill_in_memory` has run: what the
+    /// kill's write of the job's runtime records, so that the job is not
+    /// written a second time for them.
+    pub fn counts_after_kill(&self) -> BTreeMap<TaskState, u32> {
+        let mut m = BTreeMap::new();
+        let n = self.instance_count() as usize;
+        for t in self.tasks.iter().take(n) {
+            let state = if t.goes_killing() { TaskState::Killing } else { t.rt.state };
+            *m.entry(state).or_insert(0) += 1;
+        }
+        m
     }
 
     /// Appends a task, keeping `unfinished`.
@@ -171,6 +212,11 @@ pub(crate) struct TaskEntry {
     /// avoids it (in memory only; a restart forgets it). A boxed `str`:
     /// 8 bytes less than a `String` in every task entry (a million of them).
     pub avoid_host: Option<Box<str>>,
+    /// A whole-job kill moved this run to KILLING in memory only (decision
+    /// 0064): the store still holds the state named here, and the KILLING
+    /// transition (at `rt.updated_at_ms`) is recorded as an event with the
+    /// task's next write. One byte, in padding the entry already has.
+    pub unwritten_killing_from: Option<TaskState>,
 }
 
 impl TaskEntry {
@@ -184,7 +230,16 @@ impl TaskEntry {
             exit_code: None,
             preempted: false,
             avoid_host: None,
+            unwritten_killing_from: None,
         }
+    }
+
+    /// Whether a kill of this task (its goal becoming KILL) moves its run to
+    /// KILLING: a run on a host, not yet meant to die.
+    pub fn goes_killing(&self) -> bool {
+        self.rt.goal != TaskGoal::Kill
+            && self.rt.host.is_some()
+            && crate::table::action(self.rt.state, TaskGoal::Kill) == crate::table::GoalAction::KillRun
     }
 
     /// Wants runs (as opposed to being stopped or removed).

@@ -24,7 +24,7 @@ pub(crate) fn kill_writes(job: &crate::state::JobEntry, instances: &[u32]) -> Ve
             rt.goal = TaskGoal::Kill;
             if rt.host.is_some() && crate::table::action(rt.state, rt.goal) == crate::table::GoalAction::KillRun {
                 rt.state = TaskState::Killing;
-                return Write::new(i, rt, "KILL_REQUESTED");
+                return Write::new(i, rt, crate::state::KILL_REQUESTED);
             }
             Write::new(i, rt, "")
         })
@@ -159,6 +159,9 @@ impl JobManager {
         message: &str,
     ) -> Result<(), JobError> {
         let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+        if instances.is_none() {
+            return self.kill_whole_job(key, id, message).await;
+        }
         let (writes, all, job_rt) = {
             let m = self.mem();
             let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
@@ -184,6 +187,48 @@ impl JobManager {
             self.put_job_runtime(key, id, v, rt).await?;
         }
         self.write_tasks(key, writes).await?;
+        self.step(key, &all).await?;
+        self.sync_job(key).await
+    }
+
+    /// A whole job's kill: the job's goal KILL is its only durable write
+    /// (decision 0064). Its tasks take the goal in memory; runs on hosts go
+    /// KILLING there and their hosts are asked to stop them; each task is
+    /// written once, when its run has ended (KILLED from its host's report,
+    /// or at once for a run that never reached a host). A crash before those
+    /// writes leaves a job whose goal is KILL, which recovery kills whole.
+    async fn kill_whole_job(&self, key: u64, id: &str, message: &str) -> Result<(), JobError> {
+        let (version, rt) = {
+            let m = self.mem();
+            let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
+            let mut rt = job.runtime.clone();
+            rt.goal = JobGoal::Kill;
+            rt.message = message.into();
+            // The state and counts the kill leads to, in the same write (as
+            // `sync_job` derives them), when runs are left to stop.
+            if !job.marked
+                && job.tasks.iter().any(|t| !t.rt.state.is_terminal() && t.rt.state != TaskState::Initialized)
+            {
+                rt.state = paceline_model::job::JobState::Killing;
+                rt.task_counts = job.counts_after_kill();
+                rt.updated_at_ms = self.now();
+            }
+            (job.runtime.version, rt)
+        };
+        self.put_job_runtime(key, id, version, rt).await?;
+        let (all, changed) = {
+            let now = self.now();
+            let mut m = self.mem();
+            let Some(job) = m.jobs.get_mut(&key) else {
+                return Ok(());
+            };
+            let changed = job.kill_in_memory(now);
+            let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
+            m.refresh_live(key);
+            (all, changed)
+        };
+        let feed_id: Arc<str> = Arc::from(id);
+        self.feed.publish(changed.into_iter().map(|i| crate::feed::Change::Task(feed_id.clone(), i)));
         self.step(key, &all).await?;
         self.sync_job(key).await
     }
@@ -260,7 +305,27 @@ impl JobManager {
     /// order the run went through them ([`TaskState::timeline_rank`]).
     pub async fn task_events(&self, id: &str, instance: u32) -> Result<Vec<TaskEvent>, JobError> {
         let mut events = self.store.task_events(id, instance, self.config.events_limit).await?;
+        // A whole-job kill's KILLING not yet in the store (decision 0064).
+        let unwritten = {
+            let m = self.mem();
+            m.key_of(id).and_then(|k| m.jobs.get(&k)).and_then(|j| j.tasks.get(instance as usize)).and_then(|t| {
+                t.unwritten_killing_from.map(|from| TaskEvent {
+                    run: t.rt.run,
+                    from: Some(from),
+                    to: TaskState::Killing,
+                    at_ms: t.rt.updated_at_ms,
+                    host: t.rt.host.clone(),
+                    reason: crate::state::KILL_REQUESTED.to_string(),
+                    message: String::new(),
+                })
+            })
+        };
+        let added = unwritten.is_some();
+        events.extend(unwritten);
         newest_first(&mut events);
+        if added && self.config.events_limit > 0 {
+            events.truncate(self.config.events_limit as usize);
+        }
         Ok(events)
     }
 

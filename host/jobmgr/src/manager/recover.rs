@@ -185,29 +185,26 @@ impl JobManager {
         Ok(adopted)
     }
 
-    /// A job whose goal is KILL is killed whole: a kill writes the job's goal
-    /// first and its tasks' goals after it, so a crash between the two writes
-    /// left tasks that still mean to run (and would be restarted) under a job
-    /// that is being killed. They get the goal the kill would have written.
-    async fn finish_written_kill(&self, key: u64) -> Result<(), JobError> {
-        let (id, writes) = {
-            let m = self.mem();
-            let Some(job) = m.jobs.get(&key).filter(|j| j.runtime.goal == JobGoal::Kill) else {
-                return Ok(());
-            };
-            let all: Vec<u32> = (0..job.tasks.len() as u32).collect();
-            (job.id.clone(), super::api::kill_writes(job, &all))
+    /// A job whose goal is KILL is killed whole: its kill wrote the job's
+    /// goal and nothing of its tasks (decision 0064), so they still hold the
+    /// states and goals from before it. They get the goal in memory as the
+    /// kill gave it them (runs on hosts KILLING, killed again below).
+    fn finish_written_kill(&self, key: u64) {
+        let now = self.now();
+        let mut m = self.mem();
+        let Some(job) = m.jobs.get_mut(&key).filter(|j| j.runtime.goal == JobGoal::Kill) else {
+            return;
         };
-        if !writes.is_empty() {
-            tracing::warn!(job = %id, tasks = writes.len(), "a kill cut short by a crash is finished: its tasks get the goal KILL");
-            self.write_tasks(key, writes).await?;
+        let changed = job.kill_in_memory(now);
+        if !changed.is_empty() {
+            tracing::info!(job = %job.id, tasks = changed.len(), "a job being killed is killed again: its tasks get the goal KILL");
+            m.refresh_live(key);
         }
-        Ok(())
     }
 
     async fn recover_job(&self, key: u64) -> Result<(), JobError> {
         self.adopt_runs(key)?;
-        self.finish_written_kill(key).await?;
+        self.finish_written_kill(key);
         let (resubmit, rewrite, kill, ended) = {
             let m = self.mem();
             let Some(job) = m.jobs.get(&key) else {

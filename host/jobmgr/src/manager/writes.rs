@@ -100,6 +100,22 @@ impl JobManager {
                         {
                             self.submit_to_running.observe(now.saturating_sub(created_at_ms));
                         }
+                        // A whole-job kill's KILLING, kept in memory only
+                        // (decision 0064), goes into the history first.
+                        if let Some(from) = job.tasks[w.instance as usize].unwritten_killing_from.take() {
+                            events.push((
+                                w.instance,
+                                TaskEvent {
+                                    run: old.run,
+                                    from: Some(from),
+                                    to: TaskState::Killing,
+                                    at_ms: old.updated_at_ms,
+                                    host: old.host.clone(),
+                                    reason: crate::state::KILL_REQUESTED.to_string(),
+                                    message: String::new(),
+                                },
+                            ));
+                        }
                         if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
                         {
                             events.push((
@@ -156,10 +172,19 @@ impl JobManager {
             return Ok(());
         };
         let records = self.store.tasks_of_job(&job_id, &[]).await?;
+        let now = self.now();
         let mut m = self.mem();
         if let Some(job) = m.jobs.get_mut(&key) {
             for r in records {
+                if let Some(t) = job.tasks.get_mut(r.instance as usize) {
+                    t.unwritten_killing_from = None;
+                }
                 job.set_task_runtime(r.instance as usize, r.runtime);
+            }
+            // What the store holds of a job being killed whole is the tasks'
+            // state before the kill: the kill is applied to them again.
+            if job.runtime.goal == JobGoal::Kill {
+                job.kill_in_memory(now);
             }
         }
         m.refresh_live(key);

@@ -282,6 +282,53 @@ async fn kills_asked_at_once_are_combined_and_each_gets_its_answer() {
     }
 }
 
+/// A whole job's kill writes the job's goal and no task (decision 0064):
+/// until the hosts report, the store still holds each task as it was while
+/// the API shows it KILLING with the goal KILL; each task is then written
+/// once (KILLED), its history gaining both transitions, RUNNING → KILLING
+/// (the kill's) and KILLING → KILLED (the host's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_jobs_kill_writes_each_task_once_when_its_run_ended() {
+    use paceline_model::job::JobGoal;
+    use paceline_model::task::TaskGoal;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1", "h2"]);
+    let store = Harness::sqlite(&dir.path().join("jobs.sqlite"));
+    h.jm.create("w", config(JobKind::Stateless, 4)).await.expect("create");
+    h.pump(&no_health, 10).await;
+    let before = store.tasks_of_job("w", &[]).await.expect("tasks");
+    assert!(before.iter().all(|r| r.runtime.state == TaskState::Running), "{before:?}");
+    h.jm.kill("w", None).await.expect("kill");
+    assert_eq!(store.get_job_runtime("w").await.expect("job").goal, JobGoal::Kill, "the job's goal is durable");
+    let stored = store.tasks_of_job("w", &[]).await.expect("tasks");
+    for (b, s) in before.iter().zip(&stored) {
+        assert_eq!(
+            (s.runtime.version, s.runtime.state, s.runtime.goal),
+            (b.runtime.version, TaskState::Running, TaskGoal::Run),
+            "no task written by the kill: {s:?}"
+        );
+    }
+    for i in 0..4 {
+        let t = h.jm.task("w", i).expect("task");
+        assert_eq!((t.state, t.goal, t.reason.as_str()), (TaskState::Killing, TaskGoal::Kill, "KILL_REQUESTED"));
+        let events = h.jm.task_events("w", i).await.expect("events");
+        assert_eq!(events[0].to, TaskState::Killing, "the kill's transition is shown before it is stored: {events:?}");
+    }
+    assert_eq!(h.launcher.kills().len(), 4, "every run's host asked");
+    h.pump(&no_health, 10).await;
+    let after = store.tasks_of_job("w", &[]).await.expect("tasks");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.runtime.version, b.runtime.version + 1, "one write per task: {a:?}");
+        assert_eq!((a.runtime.state, a.runtime.goal), (TaskState::Killed, TaskGoal::Kill));
+        let events = store.task_events("w", a.instance, 100).await.expect("events");
+        let ends: Vec<(Option<TaskState>, TaskState)> = events.iter().map(|e| (e.from, e.to)).collect();
+        let killing = ends.iter().filter(|e| **e == (Some(TaskState::Running), TaskState::Killing)).count();
+        let killed = ends.iter().filter(|e| **e == (Some(TaskState::Killing), TaskState::Killed)).count();
+        assert_eq!((killing, killed), (1, 1), "instance {}: {events:?}", a.instance);
+    }
+    assert_eq!(h.jm.get("w").await.expect("get").runtime.state, JobState::Killed);
+}
+
 /// Creates asked at once are entered and driven together (decision 0062):
 /// every caller gets its own answer and key, a second create of one id is
 /// refused without touching the first, each job's runtime is written as a
