@@ -14,18 +14,31 @@ use tokio::process::{Child, Command};
 /// The launch wrapper. It stays the task's parent so that the exit status
 /// reaches `exit_file` even when the agent is not there to `wait()` (it
 /// restarted). Arguments: exit file, cgroup.procs path or "", address-space
-/// limit in KiB or "", then the command and its arguments.
+/// limit in KiB or "", stop file, then the command and its arguments.
 ///
 /// The `trap` keeps the wrapper alive through the stop signal sent to the
 /// whole group (SIGTERM, or the task's `stop_signal`: every name of
 /// `paceline_model::task::STOP_SIGNALS`) so it can record the task's status;
 /// handlers (unlike ignored signals) reset to default in the task, so the
 /// task still sees the signal.
-const WRAPPER: &str = r#"exit_file=$1; cg=$2; as_kib=$3; shift 3
+///
+/// A stop signal that comes after the `trap` and before the task's process
+/// has its default handlers back is taken by the handler and never reaches
+/// the task, which would then run until the grace's SIGKILL. So the agent
+/// writes the signal's name into the stop file before it signals, and the
+/// task's process (a subshell until its `exec`) puts the default handlers
+/// back first and then reads the stop file: a signal it missed was written
+/// down before it was sent, so the read sees it and the process sends it to
+/// the group itself (the wrapper's trap takes its copy).
+const WRAPPER: &str = r#"exit_file=$1; cg=$2; as_kib=$3; stop_file=$4; shift 4
 if [ -n "$cg" ]; then echo $$ > "$cg" || exit 125; fi
 if [ -n "$as_kib" ]; then ulimit -v "$as_kib" || exit 125; fi
 trap ':' TERM INT HUP QUIT USR1 USR2 PWR WINCH
-"$@"
+(
+  trap - TERM INT HUP QUIT USR1 USR2 PWR WINCH
+  if [ -s "$stop_file" ]; then read -r sig < "$stop_file"; kill -s "$sig" 0; fi
+  exec "$@"
+)
 code=$?
 echo "$code" > "$exit_file"
 exit "$code""#;
@@ -40,6 +53,9 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) stdout: &'a Path,
     pub(crate) stderr: &'a Path,
     pub(crate) exit_file: &'a Path,
+    /// Where the agent writes a stop signal's name before sending it (see
+    /// `WRAPPER`).
+    pub(crate) stop_file: &'a Path,
     pub(crate) cgroup_procs: Option<&'a Path>,
     pub(crate) address_space_kib: Option<u64>,
     /// The run's own uid and the `setpriv` that switches to it; `None`:
@@ -58,7 +74,8 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> std::io::Result<Child> {
         .arg("paceline-run")
         .arg(spec.exit_file)
         .arg(spec.cgroup_procs.map(Path::as_os_str).unwrap_or_default())
-        .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default());
+        .arg(spec.address_space_kib.map(|k| k.to_string()).unwrap_or_default())
+        .arg(spec.stop_file);
     // The wrapper stays the agent's user (it writes the exit status into
     // the agent's state dir and joins the cgroup); only the task switches.
     if let Some((ids, setpriv)) = spec.user {
@@ -155,6 +172,42 @@ mod tests {
         assert!(start > 0);
         assert!(still_running(std::process::id(), start));
         assert!(!still_running(std::process::id(), start + 1));
+    }
+
+    /// A stop signal the task's process missed (sent before its default
+    /// handlers were back) is in the stop file: the process sends it to
+    /// itself before the task starts, so the task does not run until the
+    /// grace's SIGKILL. Here the file is written before the launch, the
+    /// latest a missed signal's name can be written.
+    #[tokio::test]
+    async fn a_stop_signal_written_before_the_task_starts_stops_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stop_file = dir.path().join("stop-signal");
+        std::fs::write(&stop_file, "TERM\n").expect("stop file");
+        let exit_file = dir.path().join("exit");
+        let args = vec!["30".to_string()];
+        let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
+        let mut child = spawn(&SpawnSpec {
+            program: Path::new("/bin/sleep"),
+            args: &args,
+            env: &env,
+            cwd: dir.path(),
+            stdout: &dir.path().join("stdout"),
+            stderr: &dir.path().join("stderr"),
+            exit_file: &exit_file,
+            stop_file: &stop_file,
+            cgroup_procs: None,
+            address_space_kib: None,
+            user: None,
+        })
+        .expect("spawn");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+            .await
+            .expect("the task stopped, not left to run its 30 s")
+            .expect("wait");
+        assert_eq!(status.code(), Some(143), "{status:?}");
+        let code = std::fs::read_to_string(&exit_file).expect("exit file");
+        assert_eq!(decode_wrapper_code(code.trim().parse().expect("a code")), (None, Some(15)));
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::spec::RunSpec;
 pub(crate) const RECORD_FILE: &str = "record.json";
 /// File the launch wrapper writes the task's exit status to.
 pub(crate) const EXIT_FILE: &str = "exit";
+/// The stop signal's name, written before the signal is sent (the launch
+/// wrapper reads it: `process::WRAPPER`).
+pub(crate) const STOP_FILE: &str = "stop-signal";
 
 /// Where the run is in its life, as far as the record knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -139,6 +139,8 @@ impl Supervisor {
         }
         let exit_file = state_dir.join(record::EXIT_FILE);
         let _ = std::fs::remove_file(&exit_file);
+        let stop_file = state_dir.join(record::STOP_FILE);
+        let _ = std::fs::remove_file(&stop_file);
         let env = self.task_env(rec);
         let program = process::resolve_command(&spec.command, env.get("PATH").map(String::as_str), &rec.sandbox)
             .ok_or_else(|| format!("command: `{}` is not an executable file (looked up in PATH)", spec.command))?;
@@ -182,6 +184,7 @@ impl Supervisor {
             stdout: &rec.sandbox.join("stdout"),
             stderr: &rec.sandbox.join("stderr"),
             exit_file: &exit_file,
+            stop_file: &stop_file,
             cgroup_procs: procs.as_deref(),
             address_space_kib,
             user,
@@ -251,6 +254,13 @@ impl Supervisor {
                     let first = process::stop_signal(&rec.spec.stop_signal).unwrap_or(Signal::SIGTERM);
                     tracing::info!(run_id, pid, grace_ms = grace.as_millis() as u64, signal = %first, "killing run");
                     if self.leader_is_ours(&waiter) {
+                        // Written before the signal, for a task process not
+                        // yet past the wrapper's trap (`process::WRAPPER`).
+                        let stop_file = self.state_dir(&run_id).join(record::STOP_FILE);
+                        let name = first.as_str().trim_start_matches("SIG");
+                        if let Err(e) = std::fs::write(&stop_file, format!("{name}\n")) {
+                            tracing::warn!(run_id, error = %e, "writing the stop file");
+                        }
                         process::signal_group(pid, first);
                     }
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
