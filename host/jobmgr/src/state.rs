@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use paceline_model::Labels;
 use paceline_model::job::{InstanceProgress, InstanceUpdateState, JobConfig, JobKind, JobRuntime, Update, UpdateState};
-use paceline_model::task::{TaskGoal, TaskRuntime, TaskState};
+use paceline_model::task::{TaskEvent, TaskGoal, TaskRuntime, TaskState};
 use paceline_resmgr::GangId;
 
 use crate::deadline::DeadlineQueue;
@@ -75,13 +75,16 @@ impl JobEntry {
         tasks.iter().filter(|t| !t.rt.state.is_terminal()).count() as u64
     }
 
-    /// Replaces a task's runtime, keeping `unfinished`. Every write of a
-    /// task's runtime in the mirror goes through here (or only moves between
-    /// states that are not terminal).
+    /// Replaces a task's runtime with one the store holds (just written, or
+    /// read back), keeping `unfinished`. Every write of a task's runtime in
+    /// the mirror goes through here (or only moves between states that are
+    /// not terminal, as `kill_in_memory` does), so a KILLING kept in memory
+    /// only ends here.
     pub fn set_task_runtime(&mut self, instance: usize, rt: TaskRuntime) {
         let Some(t) = self.tasks.get_mut(instance) else {
             return;
         };
+        t.unwritten_killing_from = None;
         match (t.rt.state.is_terminal(), rt.state.is_terminal()) {
             (true, false) => self.unfinished += 1,
             (false, true) => self.unfinished = self.unfinished.saturating_sub(1),
@@ -240,6 +243,20 @@ impl TaskEntry {
         self.rt.goal != TaskGoal::Kill
             && self.rt.host.is_some()
             && crate::table::action(self.rt.state, TaskGoal::Kill) == crate::table::GoalAction::KillRun
+    }
+
+    /// The event of a KILLING kept in memory only (`kill_in_memory`): shown
+    /// by `task_events` until stored with the task's next write.
+    pub fn unwritten_killing_event(&self) -> Option<TaskEvent> {
+        self.unwritten_killing_from.map(|from| TaskEvent {
+            run: self.rt.run,
+            from: Some(from),
+            to: TaskState::Killing,
+            at_ms: self.rt.updated_at_ms,
+            host: self.rt.host.clone(),
+            reason: KILL_REQUESTED.to_string(),
+            message: String::new(),
+        })
     }
 
     /// Wants runs (as opposed to being stopped or removed).

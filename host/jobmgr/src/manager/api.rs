@@ -11,18 +11,21 @@ use super::{JobInfo, JobManager};
 use crate::error::JobError;
 use crate::validate;
 
-/// The writes that give `instances` of `job` the goal to be killed (those
-/// that have it already are left alone). A run on a host goes KILLING in the
-/// same write (the goal-state step then only asks its host): one write per
-/// task instead of two.
-pub(crate) fn kill_writes(job: &crate::state::JobEntry, instances: &[u32]) -> Vec<Write> {
+/// The writes that give chosen `instances` of `job` the goal to be killed
+/// (those that have it already are left alone). A run on a host goes KILLING
+/// in the same write (the goal-state step then only asks its host): one
+/// write per task instead of two. A whole job's kill writes no task
+/// (`JobEntry::kill_in_memory`).
+fn kill_writes(job: &crate::state::JobEntry, instances: &[u32]) -> Vec<Write> {
     instances
         .iter()
-        .filter(|&&i| job.tasks.get(i as usize).is_some_and(|t| t.rt.goal != TaskGoal::Kill))
-        .map(|&i| {
-            let mut rt = job.tasks[i as usize].rt.clone();
+        .filter_map(|&i| job.tasks.get(i as usize).map(|t| (i, t)))
+        .filter(|(_, t)| t.rt.goal != TaskGoal::Kill)
+        .map(|(i, t)| {
+            let killing = t.goes_killing();
+            let mut rt = t.rt.clone();
             rt.goal = TaskGoal::Kill;
-            if rt.host.is_some() && crate::table::action(rt.state, rt.goal) == crate::table::GoalAction::KillRun {
+            if killing {
                 rt.state = TaskState::Killing;
                 return Write::new(i, rt, crate::state::KILL_REQUESTED);
             }
@@ -159,35 +162,19 @@ impl JobManager {
         message: &str,
     ) -> Result<(), JobError> {
         let key = self.mem().key_of(id).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
-        if instances.is_none() {
+        let Some(instances) = instances else {
             return self.kill_whole_job(key, id, message).await;
-        }
-        let (writes, all, job_rt) = {
+        };
+        let writes = {
             let m = self.mem();
             let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job {id}")))?;
-            let all: Vec<u32> = match &instances {
-                Some(list) => {
-                    if let Some(bad) = list.iter().find(|&&i| i as usize >= job.tasks.len()) {
-                        return Err(JobError::NotFound(format!("instance {bad} of job {id}")));
-                    }
-                    list.clone()
-                }
-                None => (0..job.tasks.len() as u32).collect(),
-            };
-            let writes = kill_writes(job, &all);
-            let job_rt = instances.is_none().then(|| {
-                let mut rt = job.runtime.clone();
-                rt.goal = JobGoal::Kill;
-                rt.message = message.into();
-                (job.runtime.version, rt)
-            });
-            (writes, all, job_rt)
+            if let Some(bad) = instances.iter().find(|&&i| i as usize >= job.tasks.len()) {
+                return Err(JobError::NotFound(format!("instance {bad} of job {id}")));
+            }
+            kill_writes(job, &instances)
         };
-        if let Some((v, rt)) = job_rt {
-            self.put_job_runtime(key, id, v, rt).await?;
-        }
         self.write_tasks(key, writes).await?;
-        self.step(key, &all).await?;
+        self.step(key, &instances).await?;
         self.sync_job(key).await
     }
 
@@ -308,17 +295,10 @@ impl JobManager {
         // A whole-job kill's KILLING not yet in the store (decision 0064).
         let unwritten = {
             let m = self.mem();
-            m.key_of(id).and_then(|k| m.jobs.get(&k)).and_then(|j| j.tasks.get(instance as usize)).and_then(|t| {
-                t.unwritten_killing_from.map(|from| TaskEvent {
-                    run: t.rt.run,
-                    from: Some(from),
-                    to: TaskState::Killing,
-                    at_ms: t.rt.updated_at_ms,
-                    host: t.rt.host.clone(),
-                    reason: crate::state::KILL_REQUESTED.to_string(),
-                    message: String::new(),
-                })
-            })
+            m.key_of(id)
+                .and_then(|k| m.jobs.get(&k))
+                .and_then(|j| j.tasks.get(instance as usize))
+                .and_then(|t| t.unwritten_killing_event())
         };
         let added = unwritten.is_some();
         events.extend(unwritten);

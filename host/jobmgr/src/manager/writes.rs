@@ -102,19 +102,8 @@ impl JobManager {
                         }
                         // A whole-job kill's KILLING, kept in memory only
                         // (decision 0064), goes into the history first.
-                        if let Some(from) = job.tasks[w.instance as usize].unwritten_killing_from.take() {
-                            events.push((
-                                w.instance,
-                                TaskEvent {
-                                    run: old.run,
-                                    from: Some(from),
-                                    to: TaskState::Killing,
-                                    at_ms: old.updated_at_ms,
-                                    host: old.host.clone(),
-                                    reason: crate::state::KILL_REQUESTED.to_string(),
-                                    message: String::new(),
-                                },
-                            ));
+                        if let Some(e) = job.tasks[w.instance as usize].unwritten_killing_event() {
+                            events.push((w.instance, e));
                         }
                         if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
                         {
@@ -176,9 +165,6 @@ impl JobManager {
         let mut m = self.mem();
         if let Some(job) = m.jobs.get_mut(&key) {
             for r in records {
-                if let Some(t) = job.tasks.get_mut(r.instance as usize) {
-                    t.unwritten_killing_from = None;
-                }
                 job.set_task_runtime(r.instance as usize, r.runtime);
             }
             // What the store holds of a job being killed whole is the tasks'

@@ -104,9 +104,11 @@ async fn a_job_whose_create_was_cut_short_is_removed_at_recovery() {
     assert_eq!(h.jm.get("whole").await.expect("get").tasks.len(), 2);
 }
 
-/// A crash between a kill's two writes (the job's goal, then its tasks'):
-/// the job's goal decides at recovery, so the job is killed whole and none
-/// of its tasks is restarted.
+/// A job whose goal KILL is stored while its tasks still say RUNNING with
+/// the goal RUN (what a whole job's kill leaves until the hosts report,
+/// decision 0064, and what a crash cut short left before it): the job's goal
+/// decides at recovery, so the job is killed whole and none of its tasks is
+/// restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_cut_short_after_the_jobs_goal_was_written_is_finished_at_recovery() {
     let dir = tempfile::tempdir().expect("tempdir");
