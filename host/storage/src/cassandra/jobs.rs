@@ -488,13 +488,12 @@ pub(super) async fn delete_job(store: &CassandraStore, id: &str) -> Result<()> {
     if !store.job_exists(id).await? {
         return Err(StoreError::not_found("job", id));
     }
-    let tasks = store.tasks_of_job(id, &[]).await?;
-    let instances: Vec<u32> = tasks.iter().map(|t| t.instance).collect();
-    futures::stream::iter(instances)
-        .map(|i: u32| store.exec("task events", &store.s.del_events, (id, i as i32)))
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await?;
+    let instances: Vec<u32> = if store.legacy_events() {
+        store.tasks_of_job(id, &[]).await?.iter().map(|t| t.instance).collect()
+    } else {
+        Vec::new()
+    };
+    super::events::delete_task_events(store, id, &store.buckets(id).await?, &instances).await?;
     super::job_events::delete_job_events(store, id).await?;
     remove_all(store, id).await
 }

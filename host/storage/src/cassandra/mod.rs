@@ -113,6 +113,10 @@ pub struct CassandraStore {
     past_fence_check: std::sync::atomic::AtomicBool,
     /// Fault injection ([`fault`]): task runtime writes wait while this file exists.
     hold_runtime_writes: Option<std::path::PathBuf>,
+    /// Whether `task_events`, the partition per task of schemas before 8,
+    /// held rows when this handle opened: they are then read and deleted
+    /// beside the new table's (decision 0065).
+    legacy_events: bool,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -195,7 +199,23 @@ impl CassandraStore {
             ConsistencyLevel::All => (Consistency::All, SerialConsistency::Serial),
         };
         let s = Stmts::prepare(&session, c, sc).await?;
-        tracing::info!(keyspace = %ks, consistency = ?c, schema = SCHEMA_VERSION, "cassandra store open");
+        let legacy_events = {
+            let mut q = s.any_event_legacy.clone();
+            // Any replica's answer will do: a row seen or not only decides
+            // whether a read looks in the old table too.
+            q.set_consistency(Consistency::One);
+            let found = match session.execute_unpaged(&q, ()).await {
+                Ok(rows) => rows.into_rows_result().map(|r| r.rows_num() > 0).map_err(be),
+                Err(e) => Err(be(e)),
+            };
+            // A scan of an old table full of tombstones may fail: reading
+            // both tables is then the safe side.
+            found.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cassandra: could not tell whether task_events holds rows; reading it too");
+                true
+            })
+        };
+        tracing::info!(keyspace = %ks, consistency = ?c, schema = SCHEMA_VERSION, legacy_events, "cassandra store open");
         Ok(CassandraStore {
             session: Arc::new(session),
             s,
@@ -208,7 +228,13 @@ impl CassandraStore {
             job_versions: versions::JobVersions::default(),
             past_fence_check: std::sync::atomic::AtomicBool::new(false),
             hold_runtime_writes: fault::hold_file_from_env(),
+            legacy_events,
         })
+    }
+
+    /// Whether the per-task events table of schemas before 8 is read too.
+    pub(super) fn legacy_events(&self) -> bool {
+        self.legacy_events
     }
 
     /// Tests only: from now on this handle's task and job runtime writes skip the

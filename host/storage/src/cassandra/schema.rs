@@ -100,6 +100,16 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     // `leader_fence` too, for a server of schema 6 still running.
     "leader epochs and generations",
     &["CREATE TABLE IF NOT EXISTS leader_epochs (id text PRIMARY KEY, epoch bigint, generation bigint)"],
+), (
+    // Decision 0065: task events a partition per bucket of tasks, as the
+    // tasks' rows, so a state change of a job's tasks writes its events in
+    // one batch per bucket instead of one write per task; the event's JSON
+    // as a blob, which the node stores without checking it is UTF-8. The old
+    // `task_events` is still read while it holds rows (`events.rs`).
+    "task events by bucket",
+    &["CREATE TABLE IF NOT EXISTS task_events_by_bucket (job_id text, bucket int, instance int, at_ms bigint,
+         run bigint, to_state text, event blob, PRIMARY KEY ((job_id, bucket), instance, at_ms, run, to_state))
+         WITH CLUSTERING ORDER BY (instance ASC, at_ms DESC, run DESC, to_state DESC)"],
 )];
 
 /// The migration whose index [`backfill`] fills from the existing jobs.

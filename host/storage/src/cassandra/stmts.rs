@@ -112,9 +112,15 @@ statements! {
     sel_bucket_tasks: "SELECT instance, state, runtime FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
     sel_bucket_instances: "SELECT instance FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
     del_bucket_tasks: "DELETE FROM tasks USING TIMESTAMP ? WHERE job_id = ? AND bucket = ?", Plain;
-    ins_event: "INSERT INTO task_events (job_id, instance, at_ms, run, to_state, event) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
-    sel_events: "SELECT event FROM task_events WHERE job_id = ? AND instance = ? LIMIT ?", Plain;
-    del_events: "DELETE FROM task_events WHERE job_id = ? AND instance = ?", Plain;
+    ins_event: "INSERT INTO task_events_by_bucket (job_id, bucket, instance, at_ms, run, to_state, event)
+                VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
+    sel_events: "SELECT at_ms, run, to_state, event FROM task_events_by_bucket
+                 WHERE job_id = ? AND bucket = ? AND instance = ? LIMIT ?", Plain;
+    del_events: "DELETE FROM task_events_by_bucket WHERE job_id = ? AND bucket = ?", Plain;
+    // The partition per task of schemas before 8, read while it holds rows.
+    any_event_legacy: "SELECT instance FROM task_events LIMIT 1", Plain;
+    sel_events_legacy: "SELECT at_ms, run, to_state, event FROM task_events WHERE job_id = ? AND instance = ? LIMIT ?", Plain;
+    del_events_legacy: "DELETE FROM task_events WHERE job_id = ? AND instance = ?", Plain;
     ins_update: "INSERT INTO updates (update_id, job_id, version, body) VALUES (?, ?, 1, ?) IF NOT EXISTS", Lwt;
     ins_update_by_job: "INSERT INTO updates_by_job (job_id, created_at_ms, update_id) VALUES (?, ?, ?)", Plain;
     cas_update: "UPDATE updates SET version = ?, body = ? WHERE update_id = ? IF version = ?", Lwt;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use paceline_model::job::{JobRuntime, JobState};
+use paceline_model::task::{TaskEvent, TaskState};
 use paceline_storage::cassandra::{CassandraStore, SCHEMA_VERSION, schema};
 use paceline_storage::{CassandraConfig, CassandraTls, JobQuery, Store, StoreError};
 
@@ -604,6 +605,16 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
     for (path, spec) in pools {
         s.query_unpaged("INSERT INTO pools (path, spec) VALUES (?, ?)", (path, spec)).await.expect("pool");
     }
+    // Two events of task job-0001/1 in schema 1's table (a partition per task).
+    for (at, to) in [(1_000u64, TaskState::Placed), (3_000, TaskState::Running)] {
+        let body = serde_json::to_string(&task_event(at, to)).expect("event json");
+        s.query_unpaged(
+            "INSERT INTO task_events (job_id, instance, at_ms, run, to_state, event) VALUES (?, ?, ?, ?, ?, ?)",
+            ("job-0001", 1i32, at as i64, 1i64, to.as_str(), body),
+        )
+        .await
+        .expect("event");
+    }
     drop(raw);
 
     // This build connects: it migrates 1 → current and reads everything.
@@ -634,7 +645,8 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
         .map(|r| r.expect("row").0)
         .collect();
     assert!(!tables.iter().any(|t| t == "job_index"), "later schemas' tables are not in the copy: {tables:?}");
-    let store: Arc<dyn Store> = Arc::new(store);
+    let cassandra = Arc::new(store);
+    let store: Arc<dyn Store> = cassandra.clone();
     assert_eq!(store.get_job_config("job-0001", None).await.expect("config").0, 2);
     assert_eq!(store.get_job_runtime("job-0001").await.expect("runtime").message, "job 1 said something");
     let tasks = store.tasks_of_job("job-0001", &[]).await.expect("tasks");
@@ -667,9 +679,33 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
     assert_eq!(by(t2).await, ["job-0001"]);
     let live: Vec<String> = store.live_jobs().await.expect("live").into_iter().map(|j| j.id).collect();
     assert_eq!(live, ["job-0000"]);
-    drop(store);
+    // Schema 8 keeps task events a partition per bucket; the ones of schema
+    // 1's table are read beside them, newest first, and go with their job.
+    cassandra.append_task_events("job-0001", 1, &[task_event(2_000, TaskState::Launched)]).await.expect("new event");
+    let at = |events: Vec<TaskEvent>| events.into_iter().map(|e| (e.at_ms, e.to)).collect::<Vec<_>>();
+    assert_eq!(
+        at(cassandra.task_events("job-0001", 1, 10).await.expect("events")),
+        [(3_000, TaskState::Running), (2_000, TaskState::Launched), (1_000, TaskState::Placed)]
+    );
+    assert_eq!(at(cassandra.task_events("job-0001", 1, 2).await.expect("events")).len(), 2);
+    let left_in = |table: &'static str| {
+        let session = cassandra.session();
+        async move {
+            let q = format!("SELECT COUNT(*) FROM {table} WHERE job_id = 'job-0001' ALLOW FILTERING");
+            let rows = session.query_unpaged(q, &[]).await.expect("count").into_rows_result().expect("rows");
+            rows.first_row::<(i64,)>().expect("one row").0
+        }
+    };
+    assert_eq!((left_in("task_events").await, left_in("task_events_by_bucket").await), (2, 1));
+    cassandra.delete_job("job-0001").await.expect("delete");
+    assert_eq!((left_in("task_events").await, left_in("task_events_by_bucket").await), (0, 0));
+    drop((store, cassandra));
     drop_keyspace(&ks).await;
     drop_keyspace(&copy).await;
+}
+
+fn task_event(at_ms: u64, to: TaskState) -> TaskEvent {
+    TaskEvent { run: 1, from: None, to, at_ms, host: None, reason: String::new(), message: String::new() }
 }
 
 // ---- the job query index and atomic creates (decision 0033) ----------------
