@@ -21,8 +21,15 @@ impl CassandraStore {
             return Ok(());
         }
         self.fence.refuse_if_fenced()?;
-        let rows: Vec<(Option<i64>,)> = self.rows("leader fence", &self.s.sel_fence, ()).await?;
-        self.fence.check(rows.first().and_then(|r| r.0).map_or(0, |e| e.max(0) as u64))
+        let recorded = self
+            .fence_reads
+            .recorded_epoch(|| super::fence_reads::Reader {
+                session: self.session.clone(),
+                statement: self.s.sel_fence.clone(),
+                tries: self.tries,
+            })
+            .await?;
+        self.fence.check(recorded)
     }
 }
 

@@ -43,6 +43,7 @@ mod config;
 mod events;
 mod exec;
 pub mod fault;
+mod fence_reads;
 mod inventory;
 mod job_events;
 mod job_index;
@@ -117,6 +118,8 @@ pub struct CassandraStore {
     /// held rows when this handle opened: they are then read and deleted
     /// beside the new table's (decision 0065).
     legacy_events: bool,
+    /// Fence reads shared by the writes waiting for one.
+    fence_reads: Arc<fence_reads::FenceReads>,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -229,6 +232,7 @@ impl CassandraStore {
             past_fence_check: std::sync::atomic::AtomicBool::new(false),
             hold_runtime_writes: fault::hold_file_from_env(),
             legacy_events,
+            fence_reads: Arc::default(),
         })
     }
 

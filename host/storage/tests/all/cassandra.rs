@@ -416,6 +416,54 @@ pub(crate) async fn fresh(name: &str) -> (Arc<dyn Store>, String) {
     (Arc::new(store), ks)
 }
 
+/// Reads of `table` this node has served for keyspace `ks` (its own count:
+/// on a cluster, the reads that reached the node the query went to).
+async fn reads_served(store: &CassandraStore, ks: &str, table: &str) -> i64 {
+    let rows = store
+        .session()
+        .query_unpaged(
+            "SELECT count FROM system_views.local_read_latency WHERE keyspace_name = ? AND table_name = ?",
+            (ks, table),
+        )
+        .await
+        .expect("read latency view")
+        .into_rows_result()
+        .expect("rows");
+    rows.maybe_first_row::<(i64,)>().expect("typed").map_or(0, |r| r.0)
+}
+
+/// Decision 0066: a leader's writes at the same moment share their fence
+/// reads (each served by a read sent after it asked) instead of one quorum
+/// read each, and a newer leader's claim still fences every one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_share_their_fence_reads() {
+    let ks = format!("{}_fr", keyspace());
+    let a = CassandraStore::connect(&config(&ks)).await.expect("connect");
+    a.claim_leadership(5).await.expect("claim");
+    const WRITES: usize = 200;
+    let before = reads_served(&a, &ks, "leader_epochs").await;
+    let paths: Vec<String> = (0..WRITES).map(|i| format!("/p{i}")).collect();
+    let writes = paths.iter().map(|p| a.put_pool(p, b"spec"));
+    for r in futures::future::join_all(writes).await {
+        r.expect("a write of the leader");
+    }
+    let reads = reads_served(&a, &ks, "leader_epochs").await - before;
+    assert!(reads >= 1, "the writes read the fence");
+    assert!(reads <= (WRITES / 4) as i64, "{WRITES} concurrent writes made {reads} fence reads");
+    // A newer leader claims: every write of the old one that is sent after
+    // the claim completed is refused, however many share a read.
+    let b = CassandraStore::connect(&config(&ks)).await.expect("connect");
+    b.claim_leadership(6).await.expect("newer claim");
+    let paths: Vec<String> = (0..WRITES).map(|i| format!("/q{i}")).collect();
+    let writes = paths.iter().map(|p| a.put_pool(p, b"spec"));
+    for r in futures::future::join_all(writes).await {
+        assert!(matches!(r, Err(StoreError::Fenced { .. })), "a deposed leader's write: {r:?}");
+    }
+    assert!(b.list_pools().await.expect("pools").iter().all(|(p, _)| p.starts_with("/p")));
+    drop((a, b));
+    drop_keyspace(&ks).await;
+}
+
 pub(crate) async fn drop_keyspace(ks: &str) {
     let any = CassandraStore::connect(&config(keyspace())).await.expect("connect");
     // A schema change waits for every node to agree; on a loaded machine
