@@ -1,8 +1,11 @@
-//! Task events: a partition per bucket of tasks (`task_events_by_bucket`,
-//! the buckets of the tasks' own rows), so that the events of a job's state
-//! change are one unlogged batch per bucket rather than one write per task;
-//! written with a TTL (`event_ttl_days`) so that history is bounded by age,
-//! and read newest first up to [`limits::MAX_EVENTS_PER_TASK`].
+//! Task events: a partition per bucket of tasks (the buckets of the tasks'
+//! own rows) and group of [`RUNS_PER_PARTITION`] runs
+//! (`task_events_by_bucket`), so that the events of a job's state change
+//! are one unlogged batch per bucket rather than one write per task, and a
+//! task in a crash loop moves on to new partitions instead of growing one;
+//! `task_event_partitions` lists a job's partitions. Written with a TTL
+//! (`event_ttl_days`) so that history is bounded by age, and read newest
+//! first up to [`limits::MAX_EVENTS_PER_TASK`].
 //!
 //! Keyspaces from before schema 8 kept a partition per task (`task_events`).
 //! A handle that finds rows there at open ([`CassandraStore::legacy_events`])
@@ -10,25 +13,69 @@
 //! expire by their TTL like the rest, after which it finds none and skips
 //! the old table (decision 0065).
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use futures::{StreamExt, TryStreamExt};
 use paceline_model::task::TaskEvent;
 
-use super::{CassandraStore, bucket, task_what};
-use crate::error::Result;
+use super::{CONCURRENCY, CassandraStore, bucket, task_what};
+use crate::error::{Result, StoreError};
 use crate::types::{check_id, check_page, decode, encode, limits};
 
-/// The values of one `ins_event` row.
-type EventRow = (String, i32, i32, i64, i64, &'static str, Vec<u8>, i32);
+/// Runs of a task whose events share a partition: a task's events of runs
+/// 0–15 are in group 0, 16–31 in group 1, and so on. With a handful of
+/// events a run and 100 tasks a bucket, a partition stays within a few
+/// megabytes however long a crash loop lasts.
+pub(super) const RUNS_PER_PARTITION: u64 = 16;
 
-fn event_row(store: &CassandraStore, job_id: &str, instance: u32, e: &TaskEvent) -> Result<(i32, usize, EventRow)> {
+fn run_group(run: u64) -> i32 {
+    i32::try_from(run / RUNS_PER_PARTITION).unwrap_or(i32::MAX)
+}
+
+/// The (bucket, run group) partitions of each job this handle has listed
+/// in `task_event_partitions`, so each is listed once.
+#[derive(Default)]
+pub(super) struct ListedPartitions(Mutex<HashMap<String, BTreeSet<(i32, i32)>>>);
+
+impl ListedPartitions {
+    fn unlisted(&self, job_id: &str, wanted: BTreeSet<(i32, i32)>) -> Vec<(i32, i32)> {
+        let known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match known.get(job_id) {
+            Some(k) => wanted.into_iter().filter(|p| !k.contains(p)).collect(),
+            None => wanted.into_iter().collect(),
+        }
+    }
+
+    fn listed(&self, job_id: &str, parts: &[(i32, i32)]) {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        known.entry(job_id.to_string()).or_default().extend(parts.iter().copied());
+    }
+
+    pub(super) fn forget_job(&self, job_id: &str) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(job_id);
+    }
+}
+
+/// The values of one `ins_event` row.
+type EventRow = (String, i32, i32, i32, i64, i64, &'static str, Vec<u8>, i32);
+
+fn event_row(
+    store: &CassandraStore,
+    job_id: &str,
+    instance: u32,
+    e: &TaskEvent,
+) -> Result<((i32, i32), usize, EventRow)> {
     let body = encode(|| format!("event of {}", task_what(job_id, instance)), e, limits::MAX_RECORD)?;
     let size = body.len() + 64;
-    let b = bucket(instance);
+    let (b, g) = (bucket(instance), run_group(e.run));
     Ok((
-        b, // one batch per partition (job, bucket)
+        (b, g), // one batch per partition (job, bucket, run group)
         size,
         (
             job_id.to_string(),
             b,
+            g,
             instance as i32,
             e.at_ms as i64,
             e.run as i64,
@@ -37,6 +84,19 @@ fn event_row(store: &CassandraStore, job_id: &str, instance: u32, e: &TaskEvent)
             store.event_ttl_secs,
         ),
     ))
+}
+
+/// Lists the rows' partitions not listed yet (before the rows: a read
+/// finds every partition that may hold events), then writes the rows.
+async fn write_events(store: &CassandraStore, job_id: &str, rows: Vec<((i32, i32), usize, EventRow)>) -> Result<()> {
+    let parts = store.event_partitions.unlisted(job_id, rows.iter().map(|r| r.0).collect());
+    if !parts.is_empty() {
+        // One partition (the job's) for the list: one batch.
+        let markers = parts.iter().map(|&(b, g)| (0u8, 16, (job_id, b, g))).collect();
+        store.batched("task events", &store.s.ins_event_partition, markers).await?;
+        store.event_partitions.listed(job_id, &parts);
+    }
+    store.batched("task events", &store.s.ins_event, rows).await
 }
 
 pub(super) async fn append_task_events(
@@ -48,14 +108,20 @@ pub(super) async fn append_task_events(
     store.fence_check().await?;
     check_id("job", job_id)?;
     let rows = events.iter().map(|e| event_row(store, job_id, instance, e)).collect::<Result<Vec<_>>>()?;
-    store.batched("task events", &store.s.ins_event, rows).await
+    write_events(store, job_id, rows).await
 }
 
 pub(super) async fn append_job_events(store: &CassandraStore, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
     store.fence_check().await?;
     check_id("job", job_id)?;
     let rows = events.iter().map(|(i, e)| event_row(store, job_id, *i, e)).collect::<Result<Vec<_>>>()?;
-    store.batched("task events", &store.s.ins_event, rows).await
+    write_events(store, job_id, rows).await
+}
+
+/// The run groups of one bucket's events, newest first.
+async fn run_groups(store: &CassandraStore, job_id: &str, b: i32) -> Result<Vec<i32>> {
+    let rows: Vec<(i32,)> = store.rows("task events", &store.s.sel_event_partitions, (job_id, b)).await?;
+    Ok(rows.into_iter().map(|r| r.0).collect())
 }
 
 /// `at_ms, run, to_state, event` of one stored event: its clustering key
@@ -71,8 +137,19 @@ pub(super) async fn task_events(
     check_page(limit)?;
     // History is bounded per task: older events are never returned and expire by TTL.
     let limit = limit.min(limits::MAX_EVENTS_PER_TASK as u32) as i32;
-    let mut rows: Vec<StoredEvent> =
-        store.rows("task events", &store.s.sel_events, (job_id, bucket(instance), instance as i32, limit)).await?;
+    // A task's runs only grow, so a newer group holds only newer events:
+    // groups are read newest first until the limit is reached.
+    let b = bucket(instance);
+    let mut rows: Vec<StoredEvent> = Vec::new();
+    for g in run_groups(store, job_id, b).await? {
+        let more: Vec<StoredEvent> =
+            store.rows("task events", &store.s.sel_events, (job_id, b, g, instance as i32, limit)).await?;
+        rows.extend(more);
+        if rows.len() >= limit as usize {
+            break;
+        }
+    }
+    rows.truncate(limit as usize);
     if store.legacy_events() {
         let old: Vec<(i64, i64, String, String)> =
             store.rows("task events", &store.s.sel_events_legacy, (job_id, instance as i32, limit)).await?;
@@ -82,8 +159,8 @@ pub(super) async fn task_events(
     rows.iter()
         .map(|r| {
             let what = || format!("event of {}", task_what(job_id, instance));
-            let json = std::str::from_utf8(&r.3)
-                .map_err(|e| crate::error::StoreError::Corrupt { what: what(), reason: e.to_string() })?;
+            let json =
+                std::str::from_utf8(&r.3).map_err(|e| StoreError::Corrupt { what: what(), reason: e.to_string() })?;
             decode(what, json)
         })
         .collect()
@@ -98,24 +175,22 @@ fn newest_first(a: Vec<StoredEvent>, b: Vec<StoredEvent>, limit: usize) -> Vec<S
     all
 }
 
-/// Deletes every event of job `id`: a partition delete per bucket, and the
-/// old table's partition per task where the keyspace still has rows there.
-pub(super) async fn delete_task_events(
-    store: &CassandraStore,
-    id: &str,
-    buckets: &[i32],
-    instances: &[u32],
-) -> Result<()> {
-    use futures::{StreamExt, TryStreamExt};
-    futures::stream::iter(buckets.iter().copied())
-        .map(|b| store.exec("task events", &store.s.del_events, (id, b)))
-        .buffer_unordered(super::CONCURRENCY)
+/// Deletes every event of job `id`: a partition delete per bucket and run
+/// group listed, then the list; and the old table's partition per task
+/// where the keyspace still has rows there.
+pub(super) async fn delete_task_events(store: &CassandraStore, id: &str, instances: &[u32]) -> Result<()> {
+    let parts: Vec<(i32, i32)> = store.rows("task events", &store.s.sel_job_event_partitions, (id,)).await?;
+    futures::stream::iter(parts)
+        .map(|(b, g)| store.exec("task events", &store.s.del_events, (id, b, g)))
+        .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
+    store.exec("task events", &store.s.del_event_partitions, (id,)).await?;
+    store.event_partitions.forget_job(id);
     if store.legacy_events() {
         futures::stream::iter(instances.iter().copied())
             .map(|i| store.exec("task events", &store.s.del_events_legacy, (id, i as i32)))
-            .buffer_unordered(super::CONCURRENCY)
+            .buffer_unordered(CONCURRENCY)
             .try_collect::<Vec<_>>()
             .await?;
     }
@@ -128,6 +203,12 @@ mod tests {
 
     fn e(at: i64, run: i64, to: &str) -> StoredEvent {
         (at, run, to.to_string(), format!("{at}/{run}/{to}").into_bytes())
+    }
+
+    #[test]
+    fn runs_share_a_partition_sixteen_at_a_time() {
+        assert_eq!([0, 1, 15, 16, 31, 32].map(run_group), [0, 0, 0, 1, 1, 2]);
+        assert_eq!(run_group(u64::MAX), i32::MAX);
     }
 
     #[test]

@@ -493,7 +493,7 @@ pub(super) async fn delete_job(store: &CassandraStore, id: &str) -> Result<()> {
     } else {
         Vec::new()
     };
-    super::events::delete_task_events(store, id, &store.buckets(id).await?, &instances).await?;
+    super::events::delete_task_events(store, id, &instances).await?;
     super::job_events::delete_job_events(store, id).await?;
     remove_all(store, id).await
 }

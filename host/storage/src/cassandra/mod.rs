@@ -118,6 +118,8 @@ pub struct CassandraStore {
     /// held rows when this handle opened: they are then read and deleted
     /// beside the new table's (decision 0065).
     legacy_events: bool,
+    /// Task event partitions this handle has listed (`events.rs`).
+    event_partitions: events::ListedPartitions,
     /// Fence reads shared by the writes waiting for one.
     fence_reads: Arc<fence_reads::FenceReads>,
 }
@@ -233,6 +235,7 @@ impl CassandraStore {
             hold_runtime_writes: fault::hold_file_from_env(),
             legacy_events,
             fence_reads: Arc::default(),
+            event_partitions: events::ListedPartitions::default(),
         })
     }
 

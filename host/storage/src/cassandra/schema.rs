@@ -101,15 +101,22 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     "leader epochs and generations",
     &["CREATE TABLE IF NOT EXISTS leader_epochs (id text PRIMARY KEY, epoch bigint, generation bigint)"],
 ), (
-    // Decision 0065: task events a partition per bucket of tasks, as the
-    // tasks' rows, so a state change of a job's tasks writes its events in
-    // one batch per bucket instead of one write per task; the event's JSON
-    // as a blob, which the node stores without checking it is UTF-8. The old
+    // Decision 0065: task events a partition per bucket of tasks and group
+    // of 16 runs, so a state change of a job's tasks writes its events in one
+    // batch per bucket instead of one write per task, and a crash loop cannot
+    // grow one partition without bound; `task_event_partitions` lists a job's
+    // partitions for reads and deletes. The event's JSON is a blob,
+    // which the node stores without checking it is UTF-8. The old
     // `task_events` is still read while it holds rows (`events.rs`).
     "task events by bucket",
-    &["CREATE TABLE IF NOT EXISTS task_events_by_bucket (job_id text, bucket int, instance int, at_ms bigint,
-         run bigint, to_state text, event blob, PRIMARY KEY ((job_id, bucket), instance, at_ms, run, to_state))
-         WITH CLUSTERING ORDER BY (instance ASC, at_ms DESC, run DESC, to_state DESC)"],
+    &[
+        "CREATE TABLE IF NOT EXISTS task_events_by_bucket (job_id text, bucket int, runs int, instance int,
+           at_ms bigint, run bigint, to_state text, event blob,
+           PRIMARY KEY ((job_id, bucket, runs), instance, at_ms, run, to_state))
+           WITH CLUSTERING ORDER BY (instance ASC, at_ms DESC, run DESC, to_state DESC)",
+        "CREATE TABLE IF NOT EXISTS task_event_partitions (job_id text, bucket int, runs int,
+           PRIMARY KEY (job_id, bucket, runs)) WITH CLUSTERING ORDER BY (bucket ASC, runs DESC)",
+    ],
 )];
 
 /// The migration whose index [`backfill`] fills from the existing jobs.

@@ -112,11 +112,15 @@ statements! {
     sel_bucket_tasks: "SELECT instance, state, runtime FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
     sel_bucket_instances: "SELECT instance FROM tasks WHERE job_id = ? AND bucket = ?", Plain;
     del_bucket_tasks: "DELETE FROM tasks USING TIMESTAMP ? WHERE job_id = ? AND bucket = ?", Plain;
-    ins_event: "INSERT INTO task_events_by_bucket (job_id, bucket, instance, at_ms, run, to_state, event)
-                VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
+    ins_event: "INSERT INTO task_events_by_bucket (job_id, bucket, runs, instance, at_ms, run, to_state, event)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?", Plain;
     sel_events: "SELECT at_ms, run, to_state, event FROM task_events_by_bucket
-                 WHERE job_id = ? AND bucket = ? AND instance = ? LIMIT ?", Plain;
-    del_events: "DELETE FROM task_events_by_bucket WHERE job_id = ? AND bucket = ?", Plain;
+                 WHERE job_id = ? AND bucket = ? AND runs = ? AND instance = ? LIMIT ?", Plain;
+    del_events: "DELETE FROM task_events_by_bucket WHERE job_id = ? AND bucket = ? AND runs = ?", Plain;
+    ins_event_partition: "INSERT INTO task_event_partitions (job_id, bucket, runs) VALUES (?, ?, ?)", Plain;
+    sel_event_partitions: "SELECT runs FROM task_event_partitions WHERE job_id = ? AND bucket = ?", Plain;
+    sel_job_event_partitions: "SELECT bucket, runs FROM task_event_partitions WHERE job_id = ?", Plain;
+    del_event_partitions: "DELETE FROM task_event_partitions WHERE job_id = ?", Plain;
     // The partition per task of schemas before 8, read while it holds rows.
     any_event_legacy: "SELECT instance FROM task_events LIMIT 1", Plain;
     sel_events_legacy: "SELECT at_ms, run, to_state, event FROM task_events WHERE job_id = ? AND instance = ? LIMIT ?", Plain;

@@ -317,6 +317,44 @@ pub async fn task_events_are_bounded_newest_first(s: Arc<dyn Store>) {
     assert!(s.task_events(&id, 1, 5).await.expect("none").is_empty());
 }
 
+/// A task's events across many runs (a crash loop) come back newest
+/// first, apart from another task's, and go with their job.
+pub async fn task_events_of_many_runs_come_newest_first_and_go_with_the_job(s: Arc<dyn Store>) {
+    let id = unique("evruns");
+    s.create_job(&id, &config(&unique("o"), 1), &JobRuntime::initial(1, 0)).await.expect("job");
+    // Instance 0: runs 1..=40, three events each; instance 150: runs 1..=3.
+    let mut at = 10_000;
+    for run in 1..=40u64 {
+        let mut burst = Vec::new();
+        for to in [TaskState::Launched, TaskState::Running, TaskState::Failed] {
+            at += 1;
+            burst.push((0, event(run, to, at)));
+            if run <= 3 {
+                burst.push((150, event(run, to, at)));
+            }
+        }
+        s.append_job_events(&id, &burst).await.expect("append");
+    }
+    let got = s.task_events(&id, 0, 1000).await.expect("events");
+    assert_eq!(got.len(), paceline_storage::limits::MAX_EVENTS_PER_TASK);
+    assert_eq!((got[0].at_ms, got[0].run, got[0].to), (at, 40, TaskState::Failed));
+    assert!(got.windows(2).all(|w| w[0].at_ms > w[1].at_ms), "newest first across runs");
+    // The 100 newest of 120 events: run 7's last one, then runs 8 to 40.
+    assert_eq!(got.last().map(|e| (e.run, e.to)), Some((7, TaskState::Failed)));
+    let few = s.task_events(&id, 0, 4).await.expect("four");
+    assert_eq!(few.iter().map(|e| e.run).collect::<Vec<_>>(), [40, 40, 40, 39]);
+    let other = s.task_events(&id, 150, 100).await.expect("other task");
+    assert_eq!(other.len(), 9);
+    assert!(other.iter().all(|e| e.run <= 3));
+    s.delete_job(&id).await.expect("delete");
+    for instance in [0, 150] {
+        match s.task_events(&id, instance, 100).await {
+            Ok(left) => assert!(left.is_empty(), "events of a deleted job: {left:?}"),
+            Err(e) => assert!(e.is_not_found(), "{e}"),
+        }
+    }
+}
+
 pub async fn updates_and_progress(s: Arc<dyn Store>) {
     let job = unique("upjob");
     s.create_job(&job, &config(&unique("o"), 3), &JobRuntime::initial(1, 0)).await.expect("job");

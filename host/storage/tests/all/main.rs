@@ -22,6 +22,7 @@ macro_rules! conformance_suite {
             job_queries_follow_changes,
             tasks_batch_create_query_and_cas,
             task_events_are_bounded_newest_first,
+            task_events_of_many_runs_come_newest_first_and_go_with_the_job,
             updates_and_progress,
             pools_are_opaque_blobs,
             plugins_versions_bytes_and_active_slot,
