@@ -3,6 +3,7 @@
 
 mod bench_snapshot;
 mod cassandra;
+mod cassandra_upgrade;
 mod conformance;
 mod crash;
 mod job_events;
