@@ -129,6 +129,25 @@ fn be(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// Runs one migration statement, asking again when it fails: every one is
+/// `IF NOT EXISTS`, and a schema change that timed out on a loaded node may
+/// still have been applied (clean-clone CI of `39620e3`: "migration 8:
+/// Request execution exceeded a client timeout of 30000ms").
+async fn schema_change(session: &Session, cql: &str) -> std::result::Result<(), String> {
+    const TRIES: u32 = 3;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match session.query_unpaged(cql, &[]).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tries < TRIES => {
+                tracing::warn!(error = %e, tries, "cassandra: a schema change failed; asking again")
+            }
+            Err(e) => return Err(format!("{e} ({tries} tries)")),
+        }
+    }
+}
+
 /// Versions recorded in the keyspace (the session must use it).
 pub async fn recorded(session: &Session) -> Result<Vec<u32>> {
     let rows = session.query_unpaged("SELECT id FROM schema_migrations", &[]).await.map_err(be)?;
@@ -171,10 +190,7 @@ pub async fn migrate(session: &Session, copy_before: bool) -> Result<()> {
             continue;
         }
         for cql in *statements {
-            session
-                .query_unpaged(*cql, &[])
-                .await
-                .map_err(|e| StoreError::Backend(format!("migration {version}: {e}")))?;
+            schema_change(session, cql).await.map_err(|e| StoreError::Backend(format!("migration {version}: {e}")))?;
         }
         session.await_schema_agreement().await.map_err(be)?;
         if version == JOB_INDEX_MIGRATION {
