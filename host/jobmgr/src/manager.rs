@@ -136,6 +136,11 @@ pub struct JobManager {
     pub(crate) events: Arc<crate::events::EventRecorder>,
     /// When noted events were last flushed into the store.
     pub(crate) events_flushed_at: std::sync::atomic::AtomicU64,
+    /// Held for writing by a flush (drain, store write, restore on failure)
+    /// and for reading by an events read (store read, pending fold-in): a
+    /// read between a flush's drain and its write would otherwise see the
+    /// drained events in neither place.
+    pub(crate) events_flush: tokio::sync::RwLock<()>,
     /// Submit→running latency of tasks' first runs.
     pub(crate) submit_to_running: crate::latency::LatencyHistogram,
     /// Opens task secrets at launch (decision 0032); `None`: jobs that
@@ -180,6 +185,7 @@ impl JobManager {
             mem: Mutex::new(Mem { next_key: 1, ..Mem::default() }),
             events: Arc::new(crate::events::EventRecorder::new()),
             events_flushed_at: std::sync::atomic::AtomicU64::new(0),
+            events_flush: tokio::sync::RwLock::new(()),
             submit_to_running: crate::latency::LatencyHistogram::default(),
             secret_key: None,
         }

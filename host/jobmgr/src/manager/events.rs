@@ -40,6 +40,7 @@ impl JobManager {
     /// call; on failure they are kept for the next. Returns how many
     /// distinct events were written.
     pub async fn flush_events(&self) -> Result<usize, JobError> {
+        let _flushing = self.events_flush.write().await;
         let (events, dropped) = self.events.drain();
         if dropped > 0 {
             tracing::warn!(dropped, "job events dropped: more distinct events than the recorder holds between flushes");
@@ -72,6 +73,9 @@ impl JobManager {
     /// `limit`: the stored ones with those noted since the last flush
     /// folded in, so a read never lags the recorder.
     pub async fn job_events(&self, id: &str, instance: Option<u32>, limit: u32) -> Result<Vec<JobEvent>, JobError> {
+        // No flush between the two reads: its drained events would be in
+        // neither place.
+        let _reading = self.events_flush.read().await;
         let mut events = self.store.job_events(id, instance, limit).await?;
         for p in self.events.pending_of(id) {
             if instance.is_some_and(|i| p.instance != Some(i)) {

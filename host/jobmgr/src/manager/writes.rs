@@ -227,14 +227,15 @@ impl JobManager {
     ) -> Result<(), JobError> {
         let stored = self.store.cas_job_runtime(id, expected, &rt).await?;
         let (to, at) = (stored.state, stored.updated_at_ms);
-        let from = {
+        {
             let mut m = self.mem();
             let from = m.jobs.get_mut(&key).map(|job| std::mem::replace(&mut job.runtime, stored).state);
             m.refresh_live(key);
-            from
-        };
-        if let Some(from) = from {
-            self.note_job_state(id, from, to, at);
+            // Noted before the new state is readable (the lock is held), so
+            // a reader that sees the job ended also finds its end event.
+            if let Some(from) = from {
+                self.note_job_state(id, from, to, at);
+            }
         }
         self.feed.publish([crate::feed::Change::Job(Arc::from(id))]);
         Ok(())

@@ -8,6 +8,7 @@ mod common;
 mod controller;
 mod daemon;
 mod drain;
+mod events;
 mod gang;
 mod grow;
 mod lease;
