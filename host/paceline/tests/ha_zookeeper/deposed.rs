@@ -61,6 +61,41 @@ fn cassandra_storage(keyspace: &str) -> String {
     s
 }
 
+/// Drops the test's keyspace when the test ends, passed or not: the suites
+/// share one Cassandra node across runs, and thirty keyspaces left by this
+/// test (about 750 tables) slowed that node's schema changes past the
+/// driver's timeout in a later CI run. Best effort: the storage suite's
+/// start also drops `pl_deposed_PID_*` keyspaces of gone processes.
+struct KeyspaceDroppedAtEnd(String);
+
+impl Drop for KeyspaceDroppedAtEnd {
+    fn drop(&mut self) {
+        let parsed: Result<serde_yaml::Value, _> = serde_yaml::from_str(&self.0);
+        let Some(cfg) = parsed
+            .ok()
+            .and_then(|v| v.get("storage")?.get("cassandra").cloned())
+            .and_then(|c| serde_yaml::from_value::<paceline_storage::cassandra::CassandraConfig>(c).ok())
+        else {
+            eprintln!("cannot read the test's storage block to drop its keyspace");
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            return;
+        };
+        rt.block_on(async {
+            let ks = cfg.keyspace.clone();
+            match paceline_storage::cassandra::CassandraStore::connect(&cfg).await {
+                Ok(store) => {
+                    if let Err(e) = store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[]).await {
+                        eprintln!("dropping keyspace {ks}: {e}");
+                    }
+                }
+                Err(e) => eprintln!("connecting to drop keyspace {ks}: {e}"),
+            }
+        });
+    }
+}
+
 /// A server of the test cluster on Cassandra: its own data dir, the agents'
 /// CA shared with the other server (`shared/pki`) so agents follow the leader.
 fn cassandra_node(dir: &Path, name: &str, zk: &str, cluster: &str, shared: &Path, storage: &str) -> Node {
@@ -82,6 +117,8 @@ fn a_leader_stopped_past_its_session_overwrites_nothing_its_successor_wrote_on_c
     let keyspace = keyspace.trim_start_matches("ha_");
     let keyspace = format!("pl_{}", &keyspace[..keyspace.len().min(40)]);
     let storage = cassandra_storage(&keyspace);
+    // Declared before the servers, so dropped after they are stopped.
+    let _keyspace = KeyspaceDroppedAtEnd(storage.clone());
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
     let shared = dir.join("shared");
