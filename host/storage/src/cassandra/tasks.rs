@@ -43,7 +43,7 @@ impl CassandraStore {
         for (instance, rt) in tasks {
             validate::instance(*instance)?;
             rt.validate()?;
-            let body = encode(|| task_what(job_id, *instance), rt, limits::MAX_RECORD)?;
+            let body = encode(|| task_what(job_id, *instance), rt, limits::MAX_RECORD)?.into_bytes();
             buckets.insert(bucket(*instance));
             let size = body.len() + job_id.len() + 32;
             let ts = self.fence.next_timestamp()?;
@@ -116,20 +116,33 @@ pub(super) async fn create_tasks(store: &CassandraStore, job_id: &str, tasks: &[
 }
 
 pub(super) async fn get_task(store: &CassandraStore, job_id: &str, instance: u32) -> Result<TaskRuntime> {
-    let rows: Vec<(Option<String>,)> =
+    let rows: Vec<(Option<String>, Option<Vec<u8>>)> =
         store.rows("task", &store.s.sel_task, (job_id, bucket(instance), instance as i32)).await?;
-    let body = rows
-        .into_iter()
-        .next()
-        .and_then(|r| r.0)
-        .ok_or_else(|| StoreError::not_found("task", format!("{job_id}/{instance}")))?;
-    decode(|| task_what(job_id, instance), &body)
+    match rows.into_iter().next() {
+        // A row with neither column (a partial write's leftover) is no task.
+        None | Some((None, None)) => Err(StoreError::not_found("task", format!("{job_id}/{instance}"))),
+        Some((runtime, body)) => decode_task(job_id, instance, runtime, body),
+    }
 }
 
 /// The values of `ins_task`: job, bucket, instance, state, version, runtime, timestamp.
 // (The state is owned: a borrowed one here trips the compiler's
 // higher-ranked lifetime check of the async trait's future.)
-type TaskRow = (String, i32, i32, String, i64, String, i64);
+type TaskRow = (String, i32, i32, String, i64, Vec<u8>, i64);
+
+/// A stored task runtime: `body` (a blob, schema 9) where it is set, else
+/// `runtime` (text: rows written before schema 9, and `bench storage`'s
+/// Paxos baseline).
+fn decode_task(job_id: &str, instance: u32, runtime: Option<String>, body: Option<Vec<u8>>) -> Result<TaskRuntime> {
+    let what = || task_what(job_id, instance);
+    match (body, runtime) {
+        (Some(body), _) => {
+            serde_json::from_slice(&body).map_err(|e| StoreError::Corrupt { what: what(), reason: e.to_string() })
+        }
+        (None, Some(text)) => decode(what, &text),
+        (None, None) => Err(StoreError::Corrupt { what: what(), reason: "the row holds no runtime".into() }),
+    }
+}
 
 /// Compare-and-set of one task runtime: [`cas_tasks`] with one write.
 pub(super) async fn cas_task(
@@ -176,7 +189,7 @@ pub(super) async fn cas_tasks(store: &CassandraStore, job_id: &str, writes: &[Ta
         w.runtime.validate()?;
         let mut stored = w.runtime.clone();
         stored.version = w.expected_version + 1;
-        bodies.push(encode(|| task_what(job_id, w.instance), &stored, limits::MAX_RECORD)?);
+        bodies.push(encode(|| task_what(job_id, w.instance), &stored, limits::MAX_RECORD)?.into_bytes());
     }
     // Versions of the buckets this handle has not seen yet, from the database.
     let missing = store.versions.missing_buckets(job_id, writes.iter().map(|w| w.instance));
@@ -353,16 +366,22 @@ pub(super) async fn tasks_of_job(
 ) -> Result<Vec<TaskRecord>> {
     let buckets = store.buckets(job_id).await?;
     let parts = futures::stream::iter(buckets)
-        .map(|b| store.rows::<(i32, String, String)>("tasks", &store.s.sel_bucket_tasks, (job_id, b)))
+        .map(|b| {
+            store.rows::<(i32, String, Option<String>, Option<Vec<u8>>)>(
+                "tasks",
+                &store.s.sel_bucket_tasks,
+                (job_id, b),
+            )
+        })
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
     let wanted: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     let mut out = Vec::new();
-    for (instance, state, body) in parts.into_iter().flatten() {
+    for (instance, state, runtime, body) in parts.into_iter().flatten() {
         if wanted.is_empty() || wanted.contains(&state.as_str()) {
             let instance = instance as u32;
-            out.push(TaskRecord { instance, runtime: decode(|| task_what(job_id, instance), &body)? });
+            out.push(TaskRecord { instance, runtime: decode_task(job_id, instance, runtime, body)? });
         }
     }
     out.sort_by_key(|t| t.instance);

@@ -178,6 +178,27 @@ async fn a_schema_v1_keyspace_is_upgraded_in_place() {
     let tasks = store.tasks_of_job("job-0001", &[]).await.expect("tasks");
     assert_eq!(tasks.len(), 4);
     assert_eq!(tasks[1].runtime.ports["http"], 31000);
+    // Schema 9 writes a runtime as a blob (`body`); a row of before keeps
+    // its `runtime` text, read until the task is written again, and then
+    // the blob is read, not the stale text.
+    let mut rt = tasks[1].runtime.clone();
+    rt.message = "written after the upgrade".into();
+    store.cas_task("job-0001", 1, rt.version, &rt).await.expect("a task of schema 1 written");
+    assert_eq!(store.get_task("job-0001", 1).await.expect("task").message, "written after the upgrade");
+    let again = store.tasks_of_job("job-0001", &[]).await.expect("tasks");
+    assert_eq!(again[1].runtime.message, "written after the upgrade");
+    assert_eq!(again[2].runtime, tasks[2].runtime, "a task not written since is read from its text");
+    let columns = |instance: i32| {
+        let session = cassandra.session();
+        async move {
+            let q = "SELECT runtime, body FROM tasks WHERE job_id = 'job-0001' AND bucket = 0 AND instance = ?";
+            let rows = session.query_unpaged(q, (instance,)).await.expect("row").into_rows_result().expect("rows");
+            let (text, body) = rows.first_row::<(Option<String>, Option<Vec<u8>>)>().expect("one row");
+            (text.is_some(), body.is_some())
+        }
+    };
+    assert_eq!(columns(1).await, (true, true), "the old text stays beside the blob that is read");
+    assert_eq!(columns(2).await, (true, false));
     assert_eq!(store.list_hosts().await.expect("hosts").len(), 3);
     assert_eq!(store.get_pool("/prod/web").await.expect("pool"), [0u8, 1, 2, 255]);
     assert_eq!(store.get_provider_id("mesos").await.expect("provider").as_deref(), Some("framework-7"));
