@@ -41,6 +41,11 @@ impl JobManager {
     /// distinct events were written.
     pub async fn flush_events(&self) -> Result<usize, JobError> {
         let _flushing = self.events_flush.write().await;
+        self.flush_events_held().await
+    }
+
+    /// [`JobManager::flush_events`] with `events_flush` held for writing.
+    async fn flush_events_held(&self) -> Result<usize, JobError> {
         let (events, dropped) = self.events.drain();
         if dropped > 0 {
             tracing::warn!(dropped, "job events dropped: more distinct events than the recorder holds between flushes");
@@ -63,8 +68,13 @@ impl JobManager {
         if now_ms < last.saturating_add(EVENT_FLUSH_INTERVAL_MS) {
             return;
         }
+        // The tick never waits for an events read in progress (a store read,
+        // slow on Cassandra): it flushes on a later tick instead.
+        let Ok(_flushing) = self.events_flush.try_write() else {
+            return;
+        };
         self.events_flushed_at.store(now_ms, Ordering::Relaxed);
-        if let Err(e) = self.flush_events().await {
+        if let Err(e) = self.flush_events_held().await {
             tracing::warn!(error = %e, "writing job events failed; kept for the next flush");
         }
     }

@@ -147,10 +147,10 @@ async fn drop_keyspaces_of_gone_runs(store: &CassandraStore) {
 }
 
 /// `paceline_test_PID_…` (this suite), `pl_deposed_PID_…` (the
-/// `ha_zookeeper` deposed-leader test, which never dropped its own: thirty
-/// of them, ~750 tables, made every schema change of a CI run slow enough
-/// to time out) or `torture_PID` (scripts/torture) whose PID is not a live
-/// process.
+/// `ha_zookeeper` deposed-leader test, which drops its own when it ends
+/// but not when it is killed; thirty of them, ~750 tables, once made every
+/// schema change of a CI run slow enough to time out) or `torture_PID`
+/// (scripts/torture) whose PID is not a live process.
 fn keyspace_of_gone_run(ks: &str) -> bool {
     let pid = ks
         .strip_prefix("paceline_test_")
@@ -447,6 +447,37 @@ async fn reads_served(store: &CassandraStore, ks: &str, table: &str) -> (i64, us
         total += rows.maybe_first_row::<(i64,)>().expect("typed").map_or(0, |r| r.0);
     }
     (total, nodes.len())
+}
+
+/// A task row whose blob is not a runtime (schema 9, decision 0067) is
+/// refused with an error that names the task; the job's other tasks still
+/// read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_blob_that_is_not_a_runtime_is_refused_naming_the_task() {
+    use paceline_model::task::TaskRuntime;
+    let store = CassandraStore::connect(&config(keyspace())).await.expect("connect");
+    let id = crate::conformance::unique("garbled");
+    let tasks: Vec<(u32, TaskRuntime)> = (0..2).map(|i| (i, TaskRuntime::initial(1, 0))).collect();
+    store
+        .create_job_with_tasks(&id, &crate::conformance::config("o", 2), &JobRuntime::initial(1, 0), &tasks)
+        .await
+        .expect("create");
+    // Above the write clock's timestamps, so that it is what the row holds.
+    let garbage: &[u8] = b"\xff not json";
+    store
+        .session()
+        .query_unpaged(
+            "UPDATE tasks USING TIMESTAMP ? SET body = ? WHERE job_id = ? AND bucket = 0 AND instance = 1",
+            (i64::MAX - 1, garbage, id.as_str()),
+        )
+        .await
+        .expect("garble the row");
+    match store.get_task(&id, 1).await {
+        Err(StoreError::Corrupt { what, .. }) => assert_eq!(what, format!("task {id}/1")),
+        other => panic!("a garbled task must be refused as corrupt: {other:?}"),
+    }
+    assert!(matches!(store.tasks_of_job(&id, &[]).await, Err(StoreError::Corrupt { .. })));
+    assert_eq!(store.get_task(&id, 0).await.expect("the other task").version, 1);
 }
 
 /// Decision 0066: a leader's writes at the same moment share their fence
