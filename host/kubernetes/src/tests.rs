@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::config::KubernetesConfig;
 use crate::provider::KubernetesProvider;
 use crate::state::{Inner, Watch};
-use crate::watch::name_of;
+use crate::watch::{WatchReader, name_of};
 
 fn node(name: &str, cpu: &str, ready: &str, extra_spec: serde_json::Value) -> Node {
     serde_json::from_value(json!({
@@ -483,4 +483,32 @@ async fn runs_indexed_by_host_agree_with_a_full_scan_through_adds_removals_and_r
     }
     let (scanned, indexed) = scanned_and_indexed(&p, "n2");
     assert!(scanned.is_empty() && indexed.is_empty(), "{scanned:?} {indexed:?}");
+}
+
+/// A watch is read while nobody takes its events (a client that points
+/// nowhere: its watch fails and retries with back-off), what waited is
+/// handed over in one batch, and dropping the reader stops the watch.
+#[tokio::test]
+async fn a_watch_is_read_while_nobody_takes_its_events_and_stops_with_its_reader() {
+    let (p, _rx) = KubernetesProvider::offline(KubernetesConfig::default());
+    let mut reader = WatchReader::start(kube::Api::<Node>::all(p.client()), kube::runtime::watcher::Config::default());
+    // Nothing taken for 4 s: the first failure is at once, the next after
+    // the back-off's first step (0.8 s, at most doubled by its jitter).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut batch = Vec::new();
+    reader.next_batch(&mut batch).await;
+    let failures = batch.iter().filter(|e| e.is_err()).count();
+    assert!(failures >= 2, "the watch's failures of those 4 s are read meanwhile and handed over together: {batch:?}");
+    assert!(
+        batch.iter().all(|e| matches!(e, Err(_) | Ok(Event::Init))),
+        "a client that points nowhere gets no object, only the starts of its lists: {batch:?}"
+    );
+    let task = reader.abort_handle();
+    assert!(!task.is_finished(), "the watch goes on while its reader lives");
+    drop(reader);
+    let until = Instant::now() + Duration::from_secs(5);
+    while !task.is_finished() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(task.is_finished(), "dropping the reader stops its watch");
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -14,6 +14,7 @@ use kube::runtime::watcher::{self, Event};
 use paceline_hostmgr::provider::ProviderEvent;
 use paceline_model::Resources;
 use paceline_model::run::RunState;
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::nodes;
@@ -81,7 +82,9 @@ impl Inner {
         }
     }
 
-    /// Applies one watch event; `key` names the object for relists.
+    /// Applies one watch event in a hold of its own (the tests' way; the
+    /// watches apply theirs in batches, see [`watch_loop`]).
+    #[cfg(test)]
     pub(crate) fn on_event<K>(
         &self,
         watch: Watch,
@@ -91,7 +94,22 @@ impl Inner {
         key: impl Fn(&K) -> String,
     ) {
         let mut st = self.st();
-        self.api_ok(&mut st);
+        self.on_event_held(&mut st, watch, ev, apply, gone, key);
+    }
+
+    /// Applies one watch event with the state already held (a batch of a
+    /// watch's events is applied in one hold); `key` names the object for
+    /// relists.
+    pub(crate) fn on_event_held<K>(
+        &self,
+        st: &mut St,
+        watch: Watch,
+        ev: Event<K>,
+        apply: impl Fn(&Self, &mut St, K),
+        gone: impl Fn(&Self, &mut St, &str, Option<K>),
+        key: impl Fn(&K) -> String,
+    ) {
+        self.api_ok(st);
         let w = watch as usize;
         match ev {
             Event::Init => st.listing[w] = Some(HashSet::new()),
@@ -99,7 +117,7 @@ impl Inner {
                 if let Some(seen) = st.listing[w].as_mut() {
                     seen.insert(key(&obj));
                 }
-                apply(self, &mut st, obj);
+                apply(self, st, obj);
             }
             Event::InitDone => {
                 // Whatever was not listed is gone (deleted while we were not watching).
@@ -110,18 +128,18 @@ impl Inner {
                         Watch::Foreign => st.foreign.keys().cloned().collect(),
                     };
                     for k in known.into_iter().filter(|k| !seen.contains(k)) {
-                        gone(self, &mut st, &k, None);
+                        gone(self, st, &k, None);
                     }
                 }
                 st.synced[w] = true;
                 if !st.started && st.synced.iter().all(|&s| s) {
-                    self.begin(&mut st);
+                    self.begin(st);
                 }
             }
-            Event::Apply(obj) => apply(self, &mut st, obj),
+            Event::Apply(obj) => apply(self, st, obj),
             Event::Delete(obj) => {
                 let k = key(&obj);
-                gone(self, &mut st, &k, Some(obj));
+                gone(self, st, &k, Some(obj));
             }
         }
     }
@@ -371,16 +389,70 @@ pub(crate) async fn watch_loop<K>(
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    loop {
-        match stream.try_next().await {
-            Ok(Some(ev)) => inner.on_event(watch, ev, apply, gone, key),
-            Ok(None) => break,
-            Err(e) => {
-                let mut st = inner.st();
-                inner.api_error(&mut st, watch, &e);
+    let mut reader = WatchReader::start(api, config);
+    let mut batch = Vec::new();
+    while reader.next_batch(&mut batch).await > 0 {
+        let mut st = inner.st();
+        for item in batch.drain(..) {
+            match item {
+                Ok(ev) => inner.on_event_held(&mut st, watch, ev, apply, gone, key),
+                Err(e) => inner.api_error(&mut st, watch, &e),
             }
         }
+    }
+}
+
+/// The most events of one watch applied in one hold of the state.
+const WATCH_BATCH: usize = 1024;
+
+/// A watch read on a task of its own, its events handed on in batches.
+///
+/// Why: the API server closes a watch whose reader falls behind (its
+/// buffer for the watcher fills), and while one watcher blocks, the API
+/// server's cache waits on it before it dispatches the next event to every
+/// other watcher too (kwok's, a scheduler's). A watch polled by the code
+/// that applies its events stops being read whenever that code waits for
+/// the provider's state; read apart, it is drained as fast as it arrives
+/// and each batch is applied in one hold. Unbounded: the events are already
+/// decoded in memory either way, and the API server bounds their rate.
+/// Dropping the reader stops the watch.
+pub(crate) struct WatchReader<K> {
+    rx: mpsc::UnboundedReceiver<Result<Event<K>, watcher::Error>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K> WatchReader<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    pub(crate) fn start(api: Api<K>, config: watcher::Config) -> WatchReader<K> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+            while let Some(item) = stream.next().await {
+                if tx.send(item).is_err() {
+                    break;
+                }
+            }
+        });
+        WatchReader { rx, task }
+    }
+
+    /// Waits for at least one event, then takes every one waiting (at most
+    /// [`WATCH_BATCH`]) into `batch`; 0 once the watch has ended.
+    pub(crate) async fn next_batch(&mut self, batch: &mut Vec<Result<Event<K>, watcher::Error>>) -> usize {
+        self.rx.recv_many(batch, WATCH_BATCH).await
+    }
+
+    #[cfg(test)]
+    pub(crate) fn abort_handle(&self) -> tokio::task::AbortHandle {
+        self.task.abort_handle()
+    }
+}
+
+impl<K> Drop for WatchReader<K> {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

@@ -26,15 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use paceline_model::job::JobConfig;
 use tracing::warn;
 
 use crate::provider::KubernetesProvider;
 use crate::state::lock;
+use crate::watch::WatchReader;
 
 /// Job id prefix of a single pod's job (`k8spod-<pod uid>`).
 pub const SINGLE_PREFIX: &str = "k8spod-";
@@ -196,29 +196,38 @@ impl PodScheduler {
         let mut tasks = Vec::new();
         let st = state.clone();
         tasks.push(tokio::spawn(async move {
-            let mut stream =
-                watcher::watcher(Api::<Namespace>::all(client), watcher::Config::default()).default_backoff().boxed();
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(ev)) => on_namespace(&mut lock(&st), ev),
-                    Ok(None) => break,
-                    Err(e) => warn!(error = %e, "pod scheduler: namespace watch"),
+            let mut reader = WatchReader::start(Api::<Namespace>::all(client), watcher::Config::default());
+            let mut batch = Vec::new();
+            while reader.next_batch(&mut batch).await > 0 {
+                let mut st = lock(&st);
+                for item in batch.drain(..) {
+                    match item {
+                        Ok(ev) => on_namespace(&mut st, ev),
+                        Err(e) => warn!(error = %e, "pod scheduler: namespace watch"),
+                    }
                 }
             }
         }));
         let st = state.clone();
         let client = provider.client();
-        let fields = format!("spec.schedulerName={},spec.nodeName=", config.scheduler_name);
+        // Not `spec.nodeName=`: an exact match on the pods' indexed field
+        // makes the API server size the watch's buffer for a kubelet (10
+        // events), and a backlog of pending pods being bound overflows it
+        // at once: the watch is closed, and the API server holds up every
+        // other watcher's events while it waits on it. A pod bound shows as
+        // bound here (and leaves the watch when it runs, or when it ends).
+        let fields = format!("spec.schedulerName={},status.phase=Pending", config.scheduler_name);
         let namespaces = config.namespaces.clone();
         tasks.push(tokio::spawn(async move {
-            let mut stream = watcher::watcher(Api::<Pod>::all(client), watcher::Config::default().fields(&fields))
-                .default_backoff()
-                .boxed();
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(ev)) => on_pod(&mut lock(&st), &namespaces, ev),
-                    Ok(None) => break,
-                    Err(e) => warn!(error = %e, "pod scheduler: pod watch"),
+            let mut reader = WatchReader::start(Api::<Pod>::all(client), watcher::Config::default().fields(&fields));
+            let mut batch = Vec::new();
+            while reader.next_batch(&mut batch).await > 0 {
+                let mut st = lock(&st);
+                for item in batch.drain(..) {
+                    match item {
+                        Ok(ev) => on_pod(&mut st, &namespaces, ev),
+                        Err(e) => warn!(error = %e, "pod scheduler: pod watch"),
+                    }
                 }
             }
         }));
@@ -267,6 +276,14 @@ fn on_pod(st: &mut Sched, namespaces: &[String], ev: watcher::Event<Pod>) {
                 return;
             };
             if !namespaces.is_empty() && !namespaces.contains(&ns) {
+                return;
+            }
+            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+                // Bound (by Paceline or anyone): no longer pending. Listed
+                // bound, it is not listed as pending.
+                if let Some(e) = st.pods.get_mut(&uid) {
+                    e.gone = true;
+                }
                 return;
             }
             let listing = st.listing;
@@ -320,5 +337,49 @@ fn on_pod(st: &mut Sched, namespaces: &[String], ev: watcher::Event<Pod>) {
             }
             st.pods_synced = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": uid, "namespace": "team", "uid": uid},
+            "spec": {"schedulerName": "paceline", "nodeName": node, "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"},
+        }))
+        .expect("a pod")
+    }
+
+    fn pending(st: &Sched) -> Vec<&str> {
+        let mut v: Vec<&str> = st.pods.iter().filter(|(_, e)| !e.gone).map(|(u, _)| u.as_str()).collect();
+        v.sort();
+        v
+    }
+
+    /// The pending watch sees pods until they run (its selector is
+    /// `status.phase=Pending`, not `spec.nodeName=`): a pod bound, whoever
+    /// bound it, is no longer pending, listed or watched.
+    #[test]
+    fn a_bound_pod_still_in_the_watch_is_not_pending() {
+        let mut st = Sched::default();
+        on_pod(&mut st, &[], watcher::Event::Init);
+        on_pod(&mut st, &[], watcher::Event::InitApply(pod("a", None)));
+        on_pod(&mut st, &[], watcher::Event::InitApply(pod("b", Some("n1"))));
+        on_pod(&mut st, &[], watcher::Event::InitDone);
+        assert_eq!(pending(&st), ["a"], "a pod listed bound is not pending");
+        on_pod(&mut st, &[], watcher::Event::Apply(pod("c", None)));
+        on_pod(&mut st, &[], watcher::Event::Apply(pod("a", Some("n2"))));
+        assert_eq!(pending(&st), ["c"], "a pending pod seen bound is gone from the pending");
+        assert!(st.pods.get("a").is_some_and(|e| e.gone), "its entry stays until the loop withdraws it");
+        on_pod(&mut st, &[], watcher::Event::Apply(pod("d", Some("n1"))));
+        assert!(!st.pods.contains_key("d"), "a pod first seen bound is not taken on");
+        // Listed again: what is bound now is gone, the rest stays.
+        on_pod(&mut st, &[], watcher::Event::Init);
+        on_pod(&mut st, &[], watcher::Event::InitApply(pod("c", Some("n3"))));
+        on_pod(&mut st, &[], watcher::Event::InitDone);
+        assert!(pending(&st).is_empty(), "{:?}", pending(&st));
     }
 }
