@@ -124,9 +124,7 @@
 #   KUBERNETES_KWOK_HEARTBEAT_SECONDS  node heartbeat period, jittered up to twice it (default 120)
 #   KUBERNETES_NODES_PARALLEL requests in flight in `nodes` (default 64)
 #   KUBERNETES_KWOK_LOG_LEVEL kwok's log level (default WARN; INFO logs every pod it touches)
-#   KUBERNETES_APISERVER_V    the API server's log verbosity (default 0); 1 names each watcher it closes
-#                             for falling behind ("Forcing pods watcher close due to unresponsiveness",
-#                             with the watch's selectors) in DIR/logs/kube-apiserver.log
+#   KUBERNETES_APISERVER_V    the API server's log verbosity (default 0); 1 logs each watch it closes ("Forcing")
 #   KUBERNETES_AUDIT          1: the API server writes an audit log, one JSON line per request at level
 #                             Metadata (user, verb, resource, subresource), to DIR/logs/audit.log (appended
 #                             across restarts): counts requests per client, e.g.
@@ -165,7 +163,6 @@ HEARTBEAT_SECONDS="${KUBERNETES_KWOK_HEARTBEAT_SECONDS:-120}"
 NODES_PARALLEL="${KUBERNETES_NODES_PARALLEL:-64}"
 KWOK_LOG_LEVEL="${KUBERNETES_KWOK_LOG_LEVEL:-WARN}"
 AUDIT="${KUBERNETES_AUDIT:-0}"
-APISERVER_V="${KUBERNETES_APISERVER_V:-0}"
 
 log() { echo "kubernetes.sh: $*" >&2; }
 die() {
@@ -562,7 +559,7 @@ start() {
             --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
             --service-cluster-ip-range=10.96.0.0/16 \
             --disable-admission-plugins=TaintNodesByCondition \
-            --profiling=false --v="$APISERVER_V" "${audit[@]}"
+            --profiling=false --v="${KUBERNETES_APISERVER_V:-0}" "${audit[@]}"
         started=1
     fi
     wait_for kube-apiserver api_ready
