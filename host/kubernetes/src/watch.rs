@@ -389,17 +389,17 @@ pub(crate) async fn watch_loop<K>(
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let mut reader = WatchReader::start(api, config);
-    let mut batch = Vec::new();
-    while reader.next_batch(&mut batch).await > 0 {
-        let mut st = inner.st();
-        for item in batch.drain(..) {
-            match item {
-                Ok(ev) => inner.on_event_held(&mut st, watch, ev, apply, gone, key),
-                Err(e) => inner.api_error(&mut st, watch, &e),
+    WatchReader::start(api, config)
+        .for_each_batch(|items| {
+            let mut st = inner.st();
+            for item in items {
+                match item {
+                    Ok(ev) => inner.on_event_held(&mut st, watch, ev, apply, gone, key),
+                    Err(e) => inner.api_error(&mut st, watch, &e),
+                }
             }
-        }
-    }
+        })
+        .await;
 }
 
 /// The most events of one watch applied in one hold of the state.
@@ -442,6 +442,18 @@ where
     /// [`WATCH_BATCH`]) into `batch`; 0 once the watch has ended.
     pub(crate) async fn next_batch(&mut self, batch: &mut Vec<Result<Event<K>, watcher::Error>>) -> usize {
         self.rx.recv_many(batch, WATCH_BATCH).await
+    }
+
+    /// Hands each batch to `apply` (which takes the state once for all of
+    /// it) until the watch ends.
+    pub(crate) async fn for_each_batch(
+        mut self,
+        mut apply: impl FnMut(std::vec::Drain<'_, Result<Event<K>, watcher::Error>>),
+    ) {
+        let mut batch = Vec::new();
+        while self.next_batch(&mut batch).await > 0 {
+            apply(batch.drain(..));
+        }
     }
 
     #[cfg(test)]

@@ -196,17 +196,17 @@ impl PodScheduler {
         let mut tasks = Vec::new();
         let st = state.clone();
         tasks.push(tokio::spawn(async move {
-            let mut reader = WatchReader::start(Api::<Namespace>::all(client), watcher::Config::default());
-            let mut batch = Vec::new();
-            while reader.next_batch(&mut batch).await > 0 {
-                let mut st = lock(&st);
-                for item in batch.drain(..) {
-                    match item {
-                        Ok(ev) => on_namespace(&mut st, ev),
-                        Err(e) => warn!(error = %e, "pod scheduler: namespace watch"),
+            WatchReader::start(Api::<Namespace>::all(client), watcher::Config::default())
+                .for_each_batch(|items| {
+                    let mut st = lock(&st);
+                    for item in items {
+                        match item {
+                            Ok(ev) => on_namespace(&mut st, ev),
+                            Err(e) => warn!(error = %e, "pod scheduler: namespace watch"),
+                        }
                     }
-                }
-            }
+                })
+                .await;
         }));
         let st = state.clone();
         let client = provider.client();
@@ -219,17 +219,17 @@ impl PodScheduler {
         let fields = format!("spec.schedulerName={},status.phase=Pending", config.scheduler_name);
         let namespaces = config.namespaces.clone();
         tasks.push(tokio::spawn(async move {
-            let mut reader = WatchReader::start(Api::<Pod>::all(client), watcher::Config::default().fields(&fields));
-            let mut batch = Vec::new();
-            while reader.next_batch(&mut batch).await > 0 {
-                let mut st = lock(&st);
-                for item in batch.drain(..) {
-                    match item {
-                        Ok(ev) => on_pod(&mut st, &namespaces, ev),
-                        Err(e) => warn!(error = %e, "pod scheduler: pod watch"),
+            WatchReader::start(Api::<Pod>::all(client), watcher::Config::default().fields(&fields))
+                .for_each_batch(|items| {
+                    let mut st = lock(&st);
+                    for item in items {
+                        match item {
+                            Ok(ev) => on_pod(&mut st, &namespaces, ev),
+                            Err(e) => warn!(error = %e, "pod scheduler: pod watch"),
+                        }
                     }
-                }
-            }
+                })
+                .await;
         }));
         let runner = run::Runner::new(provider.clone(), config, jobs, state.clone());
         tasks.push(tokio::spawn(runner.run()));
