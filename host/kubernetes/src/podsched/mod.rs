@@ -20,6 +20,7 @@
 mod report;
 mod run;
 pub mod translate;
+mod units;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -148,6 +149,9 @@ pub(crate) struct Entry {
     pub(crate) r: PodRef,
     pub(crate) pod: Pod,
     pub(crate) first_seen: Instant,
+    /// Arrival order: the `Sched::arrivals` count when it was first seen
+    /// (the watch's order, the API server's). Jobs are submitted in it.
+    pub(crate) seen: u64,
     pub(crate) phase: Phase,
     /// The attempt of the next job for this pod (a job that ended while
     /// the pod still waits is followed by another).
@@ -169,6 +173,8 @@ pub(crate) struct Sched {
     /// Pending pods by uid.
     pub(crate) pods: HashMap<String, Entry>,
     pub(crate) listing: bool,
+    /// Pods seen so far (the next one's `Entry::seen`).
+    pub(crate) arrivals: u64,
 }
 
 /// The running pod scheduler: its watches and its loop. Stops when dropped.
@@ -300,12 +306,15 @@ fn on_pod(st: &mut Sched, namespaces: &[String], ev: watcher::Event<Pod>) {
                 }
                 None => {
                     let r = PodRef { namespace: ns, name, uid: uid.clone() };
+                    let seen = st.arrivals;
+                    st.arrivals += 1;
                     st.pods.insert(
                         uid,
                         Entry {
                             r,
                             pod,
                             first_seen: Instant::now(),
+                            seen,
                             phase: Phase::New,
                             attempt: 0,
                             reported: None,

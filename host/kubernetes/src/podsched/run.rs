@@ -8,24 +8,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use paceline_model::job::{JobConfig, JobKind, Sla};
-use paceline_model::task::TaskSpec;
-use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 
-use super::translate::{self, Group};
-use super::{GANG_PREFIX, Phase, PodJobs, PodRef, PodSchedulerConfig, SINGLE_PREFIX, Sched, Submit};
+use super::units::{self, Unit};
+use super::{Phase, PodJobs, PodRef, PodSchedulerConfig, Sched, Submit};
 use crate::provider::KubernetesProvider;
 use crate::state::lock;
-
-/// One job to submit: its id and pods (uid, ref, task) in instance order.
-struct Unit {
-    id: String,
-    pool: String,
-    /// The largest `spec.priority` of its pods.
-    priority: i32,
-    gang: Option<Group>,
-    pods: Vec<(String, PodRef, TaskSpec)>,
-}
 
 /// Waiting pods asked why they wait per report (once a second).
 const ASKED_PER_REPORT: usize = 200;
@@ -44,9 +32,6 @@ const SUBMITS_AT_ONCE: usize = 1024;
 /// room and now only waits its turn in its pool's queue: not
 /// `Unschedulable`, which a cluster autoscaler adds nodes for.
 pub(crate) const WAITING_FOR_TURN: &str = "WaitingForTurn";
-
-/// A gang member judged fit: uid, pool, group, task.
-type Member = (String, String, Group, TaskSpec);
 
 pub(crate) struct Runner {
     provider: KubernetesProvider,
@@ -138,88 +123,20 @@ impl Runner {
     /// and submits the jobs of those that can be.
     async fn admit(&self) {
         let taints = self.provider.taint_attributes();
-        let mut units = Vec::new();
-        {
+        let units = {
             let mut st = lock(&self.state);
-            let Sched { pods, namespaces, .. } = &mut *st;
-            let mut groups: BTreeMap<(String, String), Vec<Member>> = BTreeMap::new();
-            for (uid, e) in pods.iter_mut() {
-                if e.gone || !matches!(e.phase, Phase::New | Phase::Grouped(_)) {
-                    continue;
-                }
-                let gated =
-                    e.pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
-                if gated {
-                    continue; // Kubernetes' own rule: not scheduled until its gates are removed.
-                }
-                let ns_pool = namespaces.get(&e.r.namespace).cloned().flatten();
-                let judged = translate::pool_of(&e.pod, ns_pool.as_deref(), self.config.default_pool.as_deref())
-                    .and_then(|pool| Ok((pool, translate::group_of(&e.pod)?)))
-                    .and_then(|(pool, group)| Ok((pool, group, translate::task_of(&e.pod, &taints)?)));
-                match judged {
-                    Err(why) => e.phase = Phase::Refused(why),
-                    Ok((pool, None, task)) => units.push(Unit {
-                        id: job_id(SINGLE_PREFIX, &[uid.as_str()], e.attempt),
-                        pool,
-                        priority: priority_of(&e.pod),
-                        gang: None,
-                        pods: vec![(uid.clone(), e.r.clone(), task)],
-                    }),
-                    Ok((pool, Some(g), task)) => groups
-                        .entry((e.r.namespace.clone(), g.name.clone()))
-                        .or_default()
-                        .push((uid.clone(), pool, g, task)),
-                }
-            }
-            for ((ns, name), mut members) in groups {
-                let min = members[0].2.min_member;
-                if members.iter().any(|m| m.2.min_member != min) {
-                    let why = format!(
-                        "malformed gang: the pods of group {ns}/{name} disagree on {}",
-                        translate::MIN_MEMBER_ANNOTATION
-                    );
-                    for m in &members {
-                        if let Some(e) = pods.get_mut(&m.0) {
-                            e.phase = Phase::Refused(why.clone());
-                        }
-                    }
-                    continue;
-                }
-                members.sort_by(|a, b| pods[&a.0].r.name.cmp(&pods[&b.0].r.name));
-                let whole = members.len() / min as usize * min as usize;
-                for chunk in members[..whole].chunks(min as usize) {
-                    let uids: Vec<&str> = chunk.iter().map(|m| m.0.as_str()).collect();
-                    let attempt = chunk.iter().map(|m| pods[&m.0].attempt).max().unwrap_or(0);
-                    units.push(Unit {
-                        id: job_id(GANG_PREFIX, &uids, attempt),
-                        pool: chunk[0].1.clone(),
-                        priority: chunk.iter().map(|m| priority_of(&pods[&m.0].pod)).max().unwrap_or(0),
-                        gang: Some(chunk[0].2.clone()),
-                        pods: chunk.iter().map(|m| (m.0.clone(), pods[&m.0].r.clone(), m.3.clone())).collect(),
-                    });
-                }
-                let why = format!(
-                    "waiting for its gang: {} of {min} pods of group {ns}/{name} are pending (label {}, annotation {})",
-                    members.len() - whole,
-                    translate::POD_GROUP_LABEL,
-                    translate::MIN_MEMBER_ANNOTATION
-                );
-                for m in &members[whole..] {
-                    if let Some(e) = pods.get_mut(&m.0) {
-                        e.phase = Phase::Grouped(why.clone());
-                    }
-                }
-            }
+            let units = units::collect(&mut st, &taints, self.config.default_pool.as_deref());
             // Submitted below; marked now so that the next tick does not
             // submit them again while this one is still at it.
             for u in &units {
                 for (uid, _, _) in &u.pods {
-                    if let Some(e) = pods.get_mut(uid) {
+                    if let Some(e) = st.pods.get_mut(uid) {
                         e.phase = Phase::Submitted { job: u.id.clone(), attempt: e.attempt };
                     }
                 }
             }
-        }
+            units
+        };
         if units.is_empty() {
             return;
         }
@@ -367,28 +284,6 @@ impl Runner {
             })
             .await;
     }
-}
-
-/// A pod's priority (`spec.priority`, its priority class's value, which
-/// admission fills in).
-fn priority_of(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
-
-/// The job id of pods (by uid) at their `attempt`-th job: a single pod's
-/// names its uid; a gang's, a hash of its members' uids.
-fn job_id(prefix: &str, uids: &[&str], attempt: u32) -> String {
-    let base = if uids.len() == 1 {
-        format!("{prefix}{}", uids[0])
-    } else {
-        let mut h = Sha256::new();
-        for u in uids {
-            h.update(u.as_bytes());
-            h.update(b"/");
-        }
-        format!("{prefix}{}", hex::encode(&h.finalize()[..10]))
-    };
-    if attempt == 0 { base } else { format!("{base}-r{attempt}") }
 }
 
 fn job_config(u: &Unit) -> JobConfig {
