@@ -4,11 +4,12 @@
 //! first seen.
 //!
 //! Arrival order is what a Kubernetes user expects of a scheduler (the
-//! scheduling queue is first come, first served within a priority), and it
-//! is also the order the job manager's queues keep. It matters to the store
-//! too: a job's row is placed by when it was created, so jobs created in
-//! the order they will be placed are updated a page at a time; created in
-//! the uid-keyed map's order, every commit touched a page per job.
+//! scheduling queue is first come, first served within a priority).
+//! Submits run up to `SUBMITS_AT_ONCE` at a time and enter the job manager
+//! as their store writes complete, so pods of one tick may reach their
+//! pool's queue slightly out of order; a later tick's never go ahead.
+//! (It did not change the store's writes or the binding rate:
+//! docs/benchmarks.md, "Where the pod scheduler's CPU and writes go".)
 
 use std::collections::BTreeMap;
 
