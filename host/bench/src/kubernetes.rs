@@ -26,6 +26,10 @@
 //! each pod bound; the rate is from the first bind seen to the last. Peak
 //! RSS is each process's high-water mark, reset before the run
 //! (`/proc/PID/clear_refs`). Figures only, never a test.
+//!
+//! `--plane-cpus` with `--scheduler-cpus` pins the plane and the side under
+//! test to cores of their own (`kubernetes/pin.rs`), as on separate
+//! machines; by default everything shares every core.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -44,6 +48,8 @@ use paceline_model::job::{JobConfig, JobKind};
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::task::TaskSpec;
 use paceline_proto::v1 as pb;
+
+mod pin;
 
 /// The runs, in the order they run (kube-scheduler last: it is started for
 /// its run and stopped after it).
@@ -100,6 +106,16 @@ pub struct KubernetesBenchArgs {
     /// limit is for the same objects.
     #[arg(long, value_enum, default_value_t = LimitPod::Plain)]
     limit_pod: LimitPod,
+    /// CPUs (a `taskset` list, e.g. `0`) for the control plane's processes,
+    /// with `--scheduler-cpus` for the side under test: each on cores of its
+    /// own, as on separate machines. Off by default (everything shares
+    /// every core).
+    #[arg(long)]
+    plane_cpus: Option<String>,
+    /// CPUs for the side under test: this process (the limits' clients, the
+    /// Paceline server) and kube-scheduler. With `--plane-cpus`.
+    #[arg(long)]
+    scheduler_cpus: Option<String>,
 }
 
 /// The pods limit-create makes (`--limit-pod`).
@@ -147,7 +163,10 @@ pub fn run(args: KubernetesBenchArgs) -> anyhow::Result<ExitCode> {
     if args.pods > args.nodes * 110 || args.pods.saturating_mul(100) > args.nodes * 4_000 {
         bail!("{} pods do not fit {} nodes of 4 CPU / 110 pods", args.pods, args.nodes);
     }
+    pin::check(&args)?;
+    pin::this_process(&args)?;
     script(&args, &["start"])?;
+    pin::plane(&args)?;
     script(&args, &["stop-scheduler"])?;
     let started = Instant::now();
     script(
@@ -182,6 +201,9 @@ pub fn run(args: KubernetesBenchArgs) -> anyhow::Result<ExitCode> {
             LimitAs::Paceline => "Paceline's ServiceAccount (its token, as Paceline calls) in paceline-tasks",
         }
     );
+    if let Some(line) = pin::describe(&args) {
+        println!("{line}");
+    }
     let env = plane_env(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(bench(&args, &env));
@@ -264,7 +286,7 @@ async fn bench(args: &KubernetesBenchArgs, env: &PlaneEnv) -> anyhow::Result<()>
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
                 script(args, &["stop"])?;
                 script(args, &["start"])?;
-                Ok(())
+                pin::plane(args)
             })?;
             admin = client(&env.admin).await?;
             println!("(plane restarted for this run in {:.1} s)", restarted.elapsed().as_secs_f64());
@@ -563,6 +585,7 @@ async fn kube_scheduler(args: &KubernetesBenchArgs, admin: &kube::Client) -> any
     if !out.status.success() {
         bail!("kubernetes.sh start-scheduler: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
+    pin::plane(args)?;
     let (bound, span) = watch.await??;
     let mut rss = plane_peaks(&args.dir);
     rss.push(("kube-scheduler", pid_of(&args.dir, "kube-scheduler").and_then(peak_mib)));
