@@ -17,11 +17,25 @@ use super::KubernetesBenchArgs;
 /// is the side under test in its run: it goes with this process.
 const PLANE: [&str; 4] = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"];
 
-/// Both CPU lists, or neither.
+/// Both CPU lists, or neither, each one `taskset` takes on this machine:
+/// checked before the plane starts, so that a wrong list leaves nothing
+/// running.
 pub(super) fn check(args: &KubernetesBenchArgs) -> anyhow::Result<()> {
     match (&args.plane_cpus, &args.scheduler_cpus) {
         (Some(_), None) | (None, Some(_)) => bail!("--plane-cpus and --scheduler-cpus go together"),
-        _ => Ok(()),
+        (Some(plane), Some(scheduler)) => {
+            for (flag, cpus) in [("--plane-cpus", plane), ("--scheduler-cpus", scheduler)] {
+                let out = Command::new("taskset")
+                    .args(["-c", cpus, "true"])
+                    .output()
+                    .context("running taskset (util-linux)")?;
+                if !out.status.success() {
+                    bail!("{flag} {cpus}: {}", String::from_utf8_lossy(&out.stderr).trim());
+                }
+            }
+            Ok(())
+        }
+        (None, None) => Ok(()),
     }
 }
 
