@@ -25,13 +25,7 @@ pub(super) fn check(args: &KubernetesBenchArgs) -> anyhow::Result<()> {
         (Some(_), None) | (None, Some(_)) => bail!("--plane-cpus and --scheduler-cpus go together"),
         (Some(plane), Some(scheduler)) => {
             for (flag, cpus) in [("--plane-cpus", plane), ("--scheduler-cpus", scheduler)] {
-                let out = Command::new("taskset")
-                    .args(["-c", cpus, "true"])
-                    .output()
-                    .context("running taskset (util-linux)")?;
-                if !out.status.success() {
-                    bail!("{flag} {cpus}: {}", String::from_utf8_lossy(&out.stderr).trim());
-                }
+                taskset(&["-c", cpus, "true"]).with_context(|| format!("{flag} {cpus}"))?;
             }
             Ok(())
         }
@@ -53,7 +47,7 @@ pub(super) fn describe(args: &KubernetesBenchArgs) -> Option<String> {
 /// (the plane's are pinned again by [`plane`]).
 pub(super) fn this_process(args: &KubernetesBenchArgs) -> anyhow::Result<()> {
     match &args.scheduler_cpus {
-        Some(cpus) => taskset(cpus, std::process::id()),
+        Some(cpus) => pin_pid(cpus, std::process::id()),
         None => Ok(()),
     }
 }
@@ -66,26 +60,60 @@ pub(super) fn plane(args: &KubernetesBenchArgs) -> anyhow::Result<()> {
     };
     for name in PLANE {
         if let Some(pid) = super::pid_of(&args.dir, name) {
-            taskset(plane, pid).with_context(|| format!("pinning {name}"))?;
+            pin_pid(plane, pid).with_context(|| format!("pinning {name}"))?;
         }
     }
     if let Some(pid) = super::pid_of(&args.dir, "kube-scheduler") {
-        taskset(scheduler, pid).context("pinning kube-scheduler")?;
+        pin_pid(scheduler, pid).context("pinning kube-scheduler")?;
     }
     Ok(())
 }
 
 /// `taskset -a -p -c CPUS PID`: every thread of the process.
-fn taskset(cpus: &str, pid: u32) -> anyhow::Result<()> {
+fn pin_pid(cpus: &str, pid: u32) -> anyhow::Result<()> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         return Ok(()); // gone already: nothing to pin
     }
-    let out = Command::new("taskset")
-        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
-        .output()
-        .context("running taskset (util-linux)")?;
+    taskset(&["-a", "-p", "-c", cpus, &pid.to_string()])
+}
+
+/// Runs `taskset ARGS`; its own message when it refuses.
+fn taskset(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("taskset").args(args).output().context("running taskset (util-linux)")?;
     if !out.status.success() {
-        bail!("taskset -a -p -c {cpus} {pid}: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!("taskset {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: KubernetesBenchArgs,
+    }
+
+    fn args(flags: &[&str]) -> KubernetesBenchArgs {
+        Cli::parse_from(std::iter::once("bench").chain(flags.iter().copied())).args
+    }
+
+    #[test]
+    fn one_cpu_list_without_the_other_is_refused() {
+        let err = check(&args(&["--plane-cpus", "0"])).expect_err("refused");
+        assert!(err.to_string().contains("go together"), "{err}");
+        assert!(check(&args(&["--scheduler-cpus", "0"])).is_err());
+        assert!(check(&args(&[])).is_ok());
+    }
+
+    #[test]
+    fn a_list_taskset_cannot_take_is_refused_naming_its_flag() {
+        let err = check(&args(&["--plane-cpus", "0", "--scheduler-cpus", "not-a-cpu"])).expect_err("refused");
+        assert!(format!("{err:#}").starts_with("--scheduler-cpus not-a-cpu: taskset"), "{err:#}");
+        assert!(check(&args(&["--plane-cpus", "0", "--scheduler-cpus", "0"])).is_ok());
+    }
 }
