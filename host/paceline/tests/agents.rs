@@ -273,6 +273,19 @@ async fn three_agents_run_real_processes_to_every_end() {
     let log = m.hosts.read_log_on("h1", "ok-0-1", LogStream::Stdout, 0, 4096).await.expect("log");
     assert_eq!(String::from_utf8_lossy(&log.data), "hello from paceline\n");
 
+    // The agent's allocator asks for no transparent huge pages, but must
+    // not turn them off for the process: that flag is inherited, and a
+    // task would lose them (decision 0070; `MIMALLOC_ALLOW_THP=0` fails this).
+    m.launch_on("h1", vec![run("thp-0-1", "sh", &["-c", "grep THP_enabled /proc/self/status || true"], 64, 5)])
+        .await
+        .expect("launch");
+    let end = m.until_end("thp-0-1", Duration::from_secs(20), &mut seen).await.expect("ends");
+    assert_eq!(end.state, RunState::Succeeded);
+    let log = m.hosts.read_log_on("h1", "thp-0-1", LogStream::Stdout, 0, 4096).await.expect("log");
+    let thp = String::from_utf8_lossy(&log.data).to_string();
+    println!("a task's view of transparent huge pages: {thp:?}");
+    assert!(!thp.contains("THP_enabled:\t0"), "the task inherited THP disabled: {thp:?}");
+
     // A failing command → FAILED with its exit code.
     m.launch_on("h2", vec![run("bad-0-1", "sh", &["-c", "exit 7"], 64, 5)]).await.expect("launch");
     let end = m.until_end("bad-0-1", Duration::from_secs(20), &mut seen).await.expect("ends");
