@@ -35,6 +35,7 @@ pub mod peers;
 pub mod pending;
 pub mod plugin;
 pub mod server;
+mod store_records;
 
 /// What a benchmark needs from the program that runs it.
 #[derive(Debug, Clone)]

@@ -21,6 +21,8 @@ use paceline_proto::v1 as pb;
 use pb::job_service_client::JobServiceClient;
 use pb::pool_service_client::PoolServiceClient;
 
+use crate::store_records::{self, Tally};
+
 /// Arguments of `bench server`.
 #[derive(Debug, Args)]
 pub struct ServerBenchArgs {
@@ -285,8 +287,12 @@ async fn bench(
     };
     let began = Instant::now();
     let mut rates = Vec::new();
+    // Records/s of round 1's create and of its kill, for the store's share below.
+    let mut first_rates: Vec<(&str, f64)> = Vec::new();
     for round in 0.. {
+        let written = Tally::now(&server);
         let (submitted, launched_after, ids) = submit_round(&api, &server, &leaves, &args, round, total).await?;
+        let created = Tally::now(&server).since(&written);
         let rate = total as f64 / launched_after.as_secs_f64();
         println!(
             "server: {total} tasks ({} jobs x {}) through the API onto {} simulated hosts: submitted in {:.0} ms, all launched after {:.0} ms = {:.0} tasks/s{}",
@@ -298,17 +304,27 @@ async fn bench(
             rate,
             if args.duration > 0 { format!(" (round {})", round + 1) } else { String::new() }
         );
+        println!("  store, while they launched: {}", created.describe(total, launched_after));
+        if round == 0 {
+            first_rates.push(("create", store_records::rate(created.total(), launched_after)));
+        }
         rates.push(rate);
         if began.elapsed() >= Duration::from_secs(args.duration) {
             break;
         }
+        let written = Tally::now(&server);
         let (answered, killed) = kill_round(&api, &server, &args, ids).await?;
+        let kill_records = Tally::now(&server).since(&written);
         println!(
             "  killed every job of round {} in {:.0} ms (every kill call answered after {:.0} ms)",
             round + 1,
             killed.as_secs_f64() * 1e3,
             answered.as_secs_f64() * 1e3
         );
+        println!("  store, while they were killed: {}", kill_records.describe(total, killed));
+        if round == 0 {
+            first_rates.push(("kill", store_records::rate(kill_records.total(), killed)));
+        }
     }
     if rates.len() > 1 {
         let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
@@ -326,6 +342,7 @@ async fn bench(
         "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {store_size}",
         peak_rss_mib().unwrap_or(0),
     );
+    store_share(&args.store, data, &first_rates).await;
     if let Some(watch) = leadership {
         let changes = watch.finish(began.elapsed()).await;
         if changes > 0 {
@@ -335,6 +352,38 @@ async fn bench(
     }
     server.shutdown().await;
     Ok(())
+}
+
+/// The store's own limit in the same run, and round 1's records/s as a
+/// share of it (issue 47 counts every record a task costs against the
+/// store's task compare-and-sets per second). SQLite only: a Cassandra
+/// cluster's limit is `paceline bench storage`'s to measure.
+async fn store_share(store: &str, data: &std::path::Path, first_rates: &[(&str, f64)]) {
+    if store.starts_with("cassandra:") {
+        println!("the store alone: not measured here for Cassandra (`paceline bench storage` with PACELINE_CASSANDRA)");
+        return;
+    }
+    // Beside the server's own file: the same disk.
+    let dir = match store.strip_prefix("sqlite:") {
+        Some(path) => std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(data),
+        None => data.parent().unwrap_or(data),
+    };
+    match store_records::sqlite_limit(dir).await {
+        Ok(limit) => {
+            let shares: Vec<String> = first_rates
+                .iter()
+                .map(|(phase, r)| {
+                    format!("round 1's {phase} wrote {r:.0} records/s = {:.0} % of it", 100.0 * r / limit)
+                })
+                .collect();
+            println!(
+                "the store alone, measured now (`bench storage`: a fresh SQLite file in the same directory, task runtime \
+                 compare-and-sets in batches of 1,000): {limit:.0}/s; {}",
+                shares.join("; ")
+            );
+        }
+        Err(e) => println!("the store alone: not measured ({e:#})"),
+    }
 }
 
 type Api = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, paceline_proto::bearer::Bearer>;

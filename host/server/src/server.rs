@@ -35,6 +35,9 @@ pub struct Server {
     pub agent_addr: SocketAddr,
     /// Where the unauthenticated scrape listener listens, when `metrics_listen` is set.
     pub metrics_addr: Option<SocketAddr>,
+    /// The store's figures (what `/metrics` serves as `store_*`): the
+    /// benchmarks read the records written from it.
+    pub store_metrics: StoreMetrics,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     remote_hosts: Option<RemoteHosts>,
@@ -92,7 +95,7 @@ impl Server {
             AssembleConfig {
                 install_default_plugins: true,
                 no_placement: !config.placement_engine,
-                store_metrics: Some(store_metrics),
+                store_metrics: Some(store_metrics.clone()),
                 audit: Some(audit.clone()),
                 metrics_per_host: config.metrics_per_host,
                 secret_key: Some(secret_key),
@@ -139,7 +142,7 @@ impl Server {
                 .await?;
         let api_addr = serve_api(&cluster, api, config.api_listen, api_config, &stopped, &mut tasks).await?;
         info!(%api_addr, %agent_addr, "paceline server up");
-        Ok(Server { cluster, api_addr, agent_addr, metrics_addr, tasks, stop: Some(stop), remote_hosts })
+        Ok(Server { cluster, api_addr, agent_addr, metrics_addr, store_metrics, tasks, stop: Some(stop), remote_hosts })
     }
 
     /// Stops the listeners and loops (tasks on hosts keep running).
