@@ -59,7 +59,7 @@ impl StoreMetrics {
     pub fn records_written(&self) -> Vec<(&'static str, u64)> {
         let mut out: BTreeMap<&'static str, u64> = BTreeMap::new();
         for op in WRITE_OPS {
-            for backend in ["sqlite", "cassandra", "memory"] {
+            for backend in BACKENDS {
                 let n = self.records.get(&[("backend", backend), ("op", op)]).map_or(0, |c| c.get());
                 if n > 0 {
                     *out.entry(op).or_default() += n;
@@ -70,6 +70,7 @@ impl StoreMetrics {
     }
 
     fn count_records(&self, backend: &'static str, op: &'static str, records: usize) {
+        debug_assert!(WRITE_OPS.contains(&op), "{op} missing from metered::WRITE_OPS");
         if records > 0 {
             self.records.get_or_create(&[("backend", backend), ("op", op)]).inc_by(records as u64);
         }
@@ -82,6 +83,10 @@ impl StoreMetrics {
         }
     }
 }
+
+/// Every backend's name ([`Store::backend`]); [`MeteredStore::new`]
+/// checks in debug builds that a new backend is added here.
+const BACKENDS: [&str; 3] = ["cassandra", "memory", "sqlite"];
 
 /// The write operations that count records, for [`StoreMetrics::records_written`].
 const WRITE_OPS: [&str; 23] = [
@@ -176,6 +181,7 @@ impl MeteredStore {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn Store>, metrics: StoreMetrics) -> MeteredStore {
         let backend = inner.backend();
+        debug_assert!(BACKENDS.contains(&backend), "backend {backend} missing from metered::BACKENDS");
         MeteredStore { inner, backend, metrics, gate: WriteGate::default() }
     }
 
