@@ -13,7 +13,7 @@ pub(crate) struct Tally(Vec<(&'static str, u64)>);
 impl Tally {
     /// What the server's store has written since it started.
     pub(crate) fn now(server: &paceline_server::Server) -> Tally {
-        Tally(server.store_metrics.records_written())
+        Tally(server.store_metrics.records_written(server.cluster.store.backend()))
     }
 
     /// What was written between `earlier` and `self`.
