@@ -388,6 +388,46 @@ async fn an_update_for_a_run_reported_before_expectations_reaches_the_owner_at_a
     }
 }
 
+/// The other way round: a run the host reported, and saw end, before the
+/// owner said what it expects, and that the owner does not expect. The held
+/// end must be handled when the owner answers, freeing the run and its task
+/// (found by scripts/torture: the agent had nothing left to kill and nothing
+/// new to say, and every relaunch of the task was refused with "already has
+/// the live run").
+#[tokio::test]
+async fn an_unexpected_run_that_ended_before_expectations_is_released_not_held() {
+    let (provider, url, _stop) = server().await;
+    let manager = HostManager::builder(Arc::new(provider.clone())).config(config()).start().await.unwrap();
+    let mut agent = FakeAgent::connect(&url, register("n1", &["stray-0-1"])).await.unwrap();
+    agent.status("stray-0-1", 1, pb::RunState::Running).await;
+    agent.status("stray-0-1", 2, pb::RunState::Succeeded).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), agent.next()).await;
+    assert!(quiet.is_err(), "answered before the owner said what it expects: {quiet:?}");
+
+    manager.expect_runs(Vec::new()).await;
+    let mut acked = Vec::new();
+    while acked.last() != Some(&2) {
+        match agent.next().await {
+            Down::Ack(a) if a.run_id == "stray-0-1" => acked.push(a.seq),
+            Down::Kill(k) => panic!("a run that had ended was killed: {k:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(acked, vec![1, 2], "both held updates acknowledged, in order");
+    assert!(manager.host("n1").unwrap().runs.is_empty(), "the ended run is released");
+    assert_eq!(manager.host("n1").unwrap().view.allocated, paceline_model::Resources::ZERO);
+
+    // The task can run again.
+    let lease = manager.lease(&LeaseRequest::new(SMALL, 1, 60_000)).unwrap();
+    manager.launch(lease.id, "n1", vec![req("stray-0-2", SMALL, &[])]).await.unwrap();
+    loop {
+        if let Down::Launch(l) = agent.next().await {
+            assert_eq!(l.run_id, "stray-0-2");
+            break;
+        }
+    }
+}
+
 async fn until_reachable(manager: &HostManager, host: &str, reachable: bool) {
     tokio::time::timeout(Duration::from_secs(5), async {
         while manager.host(host).is_none_or(|h| h.reachable != reachable) {

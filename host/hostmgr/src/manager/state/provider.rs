@@ -200,8 +200,22 @@ impl State {
             .map(|(id, r)| (self.hosts[r.host as usize].view.name.clone(), id.to_string()))
             .collect();
         for (host, run_id) in orphans {
-            info!(host, run_id, "run not expected by the owner; killing it");
-            fx.push(Effect::Kill { host, run_id });
+            // What the host said while the run was held is handled now as for
+            // any orphan being killed: acknowledged, and a terminal update
+            // frees the run. Dropping it left a run that had already ended
+            // held for ever (the agent had nothing left to kill and nothing
+            // new to say), and its task could never launch again: found by
+            // scripts/torture ("already has the live run").
+            let held = self.runs.get_mut(run_id.as_str()).map(|r| std::mem::take(&mut r.held)).unwrap_or_default();
+            for u in held {
+                self.on_run_update(u, now, fx);
+            }
+            if self.runs.contains_key(run_id.as_str()) {
+                info!(host, run_id, "run not expected by the owner; killing it");
+                fx.push(Effect::Kill { host, run_id });
+            } else {
+                info!(host, run_id, "run not expected by the owner had already ended; released");
+            }
         }
     }
 }
