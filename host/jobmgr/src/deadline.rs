@@ -14,6 +14,10 @@ pub enum DeadlineKind {
     MaxRunTime,
     /// Re-send a kill that the host has not confirmed.
     KillRetry,
+    /// Submit again a run whose launch was refused more than once in a row
+    /// (a backoff: a refusal that lasts, such as a missing secret, must not
+    /// spin launches and store writes).
+    Resubmit,
 }
 
 /// One deadline.

@@ -220,6 +220,10 @@ pub(crate) struct TaskEntry {
     /// transition (at `rt.updated_at_ms`) is recorded as an event with the
     /// task's next write. One byte, in padding the entry already has.
     pub unwritten_killing_from: Option<TaskState>,
+    /// Launches of this task refused in a row since one last reached
+    /// RUNNING: from the second on, the next run waits a backoff before it
+    /// is submitted again (`launch::refusal_backoff_ms`). In memory only.
+    pub launch_refusals: u8,
 }
 
 impl TaskEntry {
@@ -234,6 +238,7 @@ impl TaskEntry {
             preempted: false,
             avoid_host: None,
             unwritten_killing_from: None,
+            launch_refusals: 0,
         }
     }
 

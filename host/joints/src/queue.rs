@@ -102,8 +102,9 @@ pub struct Placement {
 pub struct Committed {
     /// Written PLACED and LAUNCHING and accepted by the host manager.
     pub launched: u32,
-    /// Written, but their host refused the launch: back to READY under a
-    /// new run, that host avoided next time.
+    /// Written, but their host refused the launch: a new run, that host
+    /// avoided next time, back to READY at once or, refused again, after a
+    /// backoff.
     pub refused: u32,
     /// No longer waiting (killed or preempted while the engine decided, or
     /// their job gone): not launched, released.

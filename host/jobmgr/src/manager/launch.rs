@@ -18,15 +18,30 @@ use paceline_resmgr::{TaskState as RmState, Transition};
 
 use super::JobManager;
 use super::writes::Write;
+use crate::deadline::{Deadline, DeadlineKind};
 use crate::error::JobError;
 use crate::state::{Mem, TaskEntry};
 
+/// How long the next run of a task whose launch was refused `refusals`
+/// times in a row waits before it is submitted again: not at all after the
+/// first refusal (the refusing host is avoided; another may take it), then
+/// 1 s, doubling up to a minute. Without it a refusal that lasts (a secret
+/// that is missing, a run the host still holds) resubmitted the task at
+/// once, every few milliseconds, each time with four writes to the store.
+pub(crate) fn refusal_backoff_ms(refusals: u8) -> Option<u64> {
+    match refusals {
+        0 | 1 => None,
+        n => Some((500u64 << u32::from(n - 1).min(7)).min(60_000)),
+    }
+}
+
 /// The next run of an instance whose launch on `host` was refused before
 /// anything started (by the launcher at once, or later by the host as
-/// `LAUNCH_REJECTED`): the resource manager's task is released (the caller
-/// submits the instance again), a stateful instance forgets the host, and
-/// the next placement avoids it (a daemon instance has only its host). No
-/// failure is counted.
+/// `LAUNCH_REJECTED`): the resource manager's task is released, a stateful
+/// instance forgets the host, and the next placement avoids it (a daemon
+/// instance has only its host). No failure is counted. Returns the run, and
+/// when to submit it again: `None` for now, else a time after a backoff
+/// ([`refusal_backoff_ms`]); the caller submits or sets the deadline.
 pub(crate) fn refused_launch(
     rm: &mut paceline_resmgr::ResourceManager,
     kind: JobKind,
@@ -35,7 +50,7 @@ pub(crate) fn refused_launch(
     host: &str,
     why: String,
     now: u64,
-) -> TaskRuntime {
+) -> (TaskRuntime, Option<u64>) {
     if let Some(id) = rm_task
         && rm.kill(id, now).is_ok()
     {
@@ -49,7 +64,13 @@ pub(crate) fn refused_launch(
     if kind != JobKind::Daemon {
         t.avoid_host = Some(host.into());
     }
-    rt
+    t.launch_refusals = t.launch_refusals.saturating_add(1);
+    (rt, refusal_backoff_ms(t.launch_refusals).map(|wait| now.saturating_add(wait)))
+}
+
+/// The deadline that submits `instance`'s run `run` again at `at_ms`.
+pub(crate) fn resubmit_at(job_key: u64, instance: u32, run: u64, at_ms: u64) -> Deadline {
+    Deadline { at_ms, job_key, instance, run, kind: DeadlineKind::Resubmit }
 }
 
 #[async_trait]
@@ -384,6 +405,7 @@ impl JobManager {
         let mut writes = Vec::new();
         let mut launched = Vec::new();
         let mut retry = Vec::new();
+        let mut later = Vec::new();
         let mut accepted = 0u32;
         {
             let mut rm = self.rm();
@@ -432,21 +454,31 @@ impl JobManager {
                         for &(i, id, _) in tasks {
                             let t = &mut job.tasks[i as usize];
                             let why = format!("launch on {host} failed: {e}");
-                            let rt = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
-                            retry.push(i);
+                            let (rt, wait_until) = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
+                            match wait_until {
+                                None => retry.push(i),
+                                Some(at) => later.push(resubmit_at(key, i, rt.run, at)),
+                            }
                             writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
                         }
                     }
                 }
             }
         }
+        let refused = (retry.len() + later.len()) as u32;
         self.append_events(&job_id, launched).await?;
         self.write_tasks(key, writes).await?;
+        if !later.is_empty() {
+            let mut m = self.mem();
+            for d in later {
+                m.deadlines.push(d);
+            }
+        }
         if !retry.is_empty() {
             self.submit(key, &retry).await?;
         }
         self.sync_job(key).await?;
-        Ok((accepted, retry.len() as u32))
+        Ok((accepted, refused))
     }
 
     /// Fills in the values of the secrets the runs' specs name, from
@@ -475,5 +507,19 @@ impl JobManager {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal_backoff_ms;
+
+    #[test]
+    fn a_refused_launch_waits_from_the_second_refusal_doubling_to_a_minute() {
+        let waits: Vec<Option<u64>> = [0u8, 1, 2, 3, 4, 8, 9, u8::MAX].into_iter().map(refusal_backoff_ms).collect();
+        assert_eq!(
+            waits,
+            [None, None, Some(1_000), Some(2_000), Some(4_000), Some(60_000), Some(60_000), Some(60_000)]
+        );
     }
 }

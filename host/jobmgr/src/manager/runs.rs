@@ -192,11 +192,19 @@ impl JobManager {
             } else {
                 format!("launch on {} refused: {}", u.host, u.message)
             };
-            let rt = refused_launch(&mut rm, kind, t, rm_task, &u.host, why, now);
-            Write::new(instance, rt, "LAUNCH_FAILED")
+            let (rt, wait_until) = refused_launch(&mut rm, kind, t, rm_task, &u.host, why, now);
+            (Write::new(instance, rt, "LAUNCH_FAILED"), wait_until)
         };
+        let (write, wait_until) = write;
+        let run = write.rt.run;
         self.write_tasks(key, vec![write]).await?;
-        self.submit(key, &[instance]).await
+        match wait_until {
+            None => self.submit(key, &[instance]).await,
+            Some(at) => {
+                self.mem().deadlines.push(super::launch::resubmit_at(key, instance, run, at));
+                Ok(())
+            }
+        }
     }
 
     /// [`JobManager::apply_run_updates`] for updates other than refused launches.
@@ -363,6 +371,9 @@ impl JobManager {
         }
         if !update.ports.is_empty() {
             rt.ports = update.ports.clone();
+        }
+        if to == TaskState::Running {
+            t.launch_refusals = 0;
         }
         if to == TaskState::Running && rt.started_at_ms.is_none() {
             // The job manager's clock, not the host's: max run time and

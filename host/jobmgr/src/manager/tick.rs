@@ -1,5 +1,6 @@
 //! Time and the resource manager's kills: due deadlines (restart after a
-//! backoff, max run time, kill retries), preemption victims, and the
+//! backoff, max run time, kill retries, resubmits after refused launches),
+//! preemption victims, and the
 //! progress of an update as its instances' runs change.
 
 use paceline_model::job::{InstanceUpdateState, JobKind};
@@ -21,6 +22,9 @@ impl JobManager {
         let _op = self.ops.lock().await;
         self.expire_owner_leases(now_ms).await?;
         let due = self.mem().deadlines.due(now_ms);
+        // Resubmits are gathered per job and submitted together, so that
+        // members of a gang refused together are queued as one gang again.
+        let mut resubmit: std::collections::BTreeMap<u64, Vec<u32>> = std::collections::BTreeMap::new();
         for d in due {
             let current = {
                 let m = self.mem();
@@ -49,8 +53,17 @@ impl JobManager {
                 DeadlineKind::KillRetry if state == TaskState::Killing => {
                     self.kill_runs(d.job_key, &[d.instance], None).await?;
                 }
+                DeadlineKind::Resubmit
+                    if state == TaskState::Initialized && matches!(goal, TaskGoal::Run | TaskGoal::Succeed) =>
+                {
+                    resubmit.entry(d.job_key).or_default().push(d.instance);
+                }
                 _ => {}
             }
+        }
+        for (key, instances) in resubmit {
+            self.submit(key, &instances).await?;
+            self.sync_job(key).await?;
         }
         Ok(())
     }

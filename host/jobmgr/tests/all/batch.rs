@@ -138,6 +138,41 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     assert_eq!(handled.run, 2);
 }
 
+/// A launch refused again waits before its next try, 1 s then 2 s: a
+/// refusal that lasts (a missing secret, a run the host still holds) must
+/// not resubmit the task every few milliseconds with four store writes
+/// each (found by scripts/torture: 26,000 runs of one task in nine minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_refused_again_waits_a_doubling_backoff_before_the_next_try() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1"]);
+    h.launcher.refuse.lock().expect("lock").insert("h1".into());
+    h.jm.create("b6", config(JobKind::Batch, 1)).await.expect("create");
+    assert_eq!(h.place().await, 1);
+    let t = h.jm.task("b6", 0).expect("task");
+    assert_eq!((t.state, t.run), (TaskState::Pending, 2), "the first refusal is retried at once");
+    assert_eq!(h.place().await, 1);
+    let t = h.jm.task("b6", 0).expect("task");
+    assert_eq!((t.state, t.run, t.reason.as_str()), (TaskState::Initialized, 3, "LAUNCH_FAILED"));
+    assert!(t.message.contains("refused"), "{}", t.message);
+    for (wait, run) in [(1_000, 3), (2_000, 4)] {
+        assert_eq!(h.place().await, 0, "nothing to place while run {run} waits");
+        h.advance(wait - 1).await;
+        assert_eq!(h.jm.task("b6", 0).expect("task").state, TaskState::Initialized, "run {run} after {} ms", wait - 1);
+        h.advance(1).await;
+        let t = h.jm.task("b6", 0).expect("task");
+        assert_eq!((t.state, t.run), (TaskState::Pending, run), "run {run} submitted after {wait} ms");
+        assert_eq!(h.place().await, 1);
+    }
+    // The host takes it now: the run after the wait launches and runs.
+    h.launcher.refuse.lock().expect("lock").clear();
+    h.advance(4_000).await;
+    h.pump(&no_health, 10).await;
+    let t = h.jm.task("b6", 0).expect("task");
+    assert_eq!((t.state, t.run), (TaskState::Running, 5));
+    assert_eq!(h.launcher.launches().len(), 1, "only the accepted launch is recorded");
+}
+
 /// One run update of `run_id` (of the harness's only host) with sequence `seq`.
 fn update(run_id: &str, seq: u64, state: RunState, reason: &str, message: &str) -> paceline_model::run::RunUpdate {
     paceline_model::run::RunUpdate {
