@@ -311,6 +311,23 @@ impl Store for MeteredStore {
         out
     }
 
+    async fn cas_tasks_with_events(
+        &self,
+        job_id: &str,
+        writes: &[TaskCas],
+        events: &[(u32, TaskEvent)],
+    ) -> Result<Vec<Result<u64>>> {
+        let out = self.write("cas_tasks_with_events", self.inner.cas_tasks_with_events(job_id, writes, events)).await;
+        if let Ok(results) = &out {
+            // Counted as the two calls it stands for would be.
+            self.metrics.count_records(self.backend, "cas_tasks", results.iter().filter(|r| r.is_ok()).count());
+            let lost = crate::types::lost_instances(writes, results);
+            let kept = events.iter().filter(|(i, _)| !lost.contains(i)).count();
+            self.metrics.count_records(self.backend, "append_job_events", kept);
+        }
+        out
+    }
+
     async fn tasks_of_job(&self, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>> {
         self.timed("tasks_of_job", self.inner.tasks_of_job(job_id, states)).await
     }

@@ -177,6 +177,31 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// Compare-and-sets of one job's task runtimes with the events that go
+    /// with them, as one write where the backend can (SQLite: one
+    /// transaction, so a task's state and its history are stored together or
+    /// not at all). An event is stored when its instance has no write in
+    /// `writes` or that write won ([`crate::types::lost_instances`]);
+    /// results are those of [`Store::cas_tasks`]. The default makes the two calls
+    /// one after the other: an error storing the events is returned though
+    /// the runtimes were written.
+    async fn cas_tasks_with_events(
+        &self,
+        job_id: &str,
+        writes: &[TaskCas],
+        events: &[(u32, TaskEvent)],
+    ) -> Result<Vec<Result<u64>>> {
+        let results = self.cas_tasks(job_id, writes).await?;
+        let lost = crate::types::lost_instances(writes, &results);
+        if lost.is_empty() {
+            self.append_job_events(job_id, events).await?;
+        } else {
+            let kept: Vec<(u32, TaskEvent)> = events.iter().filter(|(i, _)| !lost.contains(i)).cloned().collect();
+            self.append_job_events(job_id, &kept).await?;
+        }
+        Ok(results)
+    }
+
     /// A task's events, newest first, at most `limit`.
     async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>>;
 

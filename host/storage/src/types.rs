@@ -98,6 +98,13 @@ pub struct TaskCas {
     pub runtime: TaskRuntime,
 }
 
+/// The instances whose write in a [`crate::Store::cas_tasks_with_events`]
+/// call lost (`results` in the order of `writes`): their events are not
+/// stored; every other event is. Empty, without allocating, when all won.
+pub fn lost_instances(writes: &[TaskCas], results: &[Result<u64>]) -> std::collections::HashSet<u32> {
+    writes.iter().zip(results).filter(|(_, r)| r.is_err()).map(|(w, _)| w.instance).collect()
+}
+
 /// A stored task runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskRecord {

@@ -378,10 +378,9 @@ impl JobManager {
                 runs.iter().flatten().any(|r| !r.spec.secrets.is_empty()).then(|| job.config().pool.clone());
             (job_id, secrets_pool, writes, events, runs)
         };
-        // The PLACED event first, then LAUNCHING: one write each would double
-        // the fsyncs; the event log still shows both steps.
-        self.append_events(&job_id, placed_events).await?;
-        self.write_tasks(key, writes).await?;
+        // The PLACED event first, then LAUNCHING: one runtime write, both
+        // steps in the event log, one store call for all of it.
+        self.write_tasks_with_events(key, writes, placed_events).await?;
         // Secrets are opened last, outside the lock, and only for this
         // launch: nothing else holds their values. A secret that cannot be
         // had fails the launch as a host's refusal would (the tasks go

@@ -264,16 +264,9 @@ impl JobManager {
                 continue;
             }
             let writes = wave.iter_mut().filter_map(|(_, p)| p.write.take()).collect();
-            let written = self.write_tasks(key, writes).await;
-            // Only once the state they led to is written.
-            if written.is_ok() && !superseded.is_empty() {
-                let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
-                if let Some(job_id) = job_id
-                    && let Err(e) = self.append_events(&job_id, superseded).await
-                {
-                    tracing::warn!(job = key, error = %e, "events of superseded states not recorded");
-                }
-            }
+            // The superseded states' events are stored with the write of the
+            // state they led to, and only if it is written.
+            let written = self.write_tasks_with_events(key, writes, superseded).await;
             if written.is_err() {
                 for i in &folded {
                     results[*i] = Err(JobError::State("not written: folded into a failed write".into()));

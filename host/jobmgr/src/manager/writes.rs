@@ -34,12 +34,32 @@ impl JobManager {
     /// Writes task runtimes with one batched compare-and-set, records a task
     /// event for each state or run change, and updates the mirror. Items that
     /// lose their compare-and-set are reloaded from storage and reported.
-    pub(crate) async fn write_tasks(&self, key: u64, mut writes: Vec<Write>) -> Result<(), JobError> {
+    pub(crate) async fn write_tasks(&self, key: u64, writes: Vec<Write>) -> Result<(), JobError> {
+        self.write_tasks_with_events(key, writes, Vec::new()).await
+    }
+
+    /// [`JobManager::write_tasks`] with `before`, events that precede the
+    /// writes' own (a placement's PLACED, the states a burst of run updates
+    /// skipped), in the same store call: each is stored with its instance's
+    /// write, and not if that write lost (`Store::cas_tasks_with_events`).
+    pub(crate) async fn write_tasks_with_events(
+        &self,
+        key: u64,
+        mut writes: Vec<Write>,
+        before: Vec<(u32, TaskEvent)>,
+    ) -> Result<(), JobError> {
         if writes.is_empty() {
-            return Ok(());
+            if before.is_empty() {
+                return Ok(());
+            }
+            let job_id = self.mem().jobs.get(&key).map(|j| j.id.clone());
+            return match job_id {
+                Some(job_id) => self.append_events(&job_id, before).await,
+                None => Ok(()),
+            };
         }
         let now = self.now();
-        let (job_id, olds) = {
+        let (job_id, olds, mut events) = {
             let m = self.mem();
             let job = m.jobs.get(&key).ok_or_else(|| JobError::NotFound(format!("job key {key}")))?;
             let olds: Vec<TaskRuntime> = writes
@@ -51,7 +71,15 @@ impl JobManager {
                         .ok_or_else(|| JobError::NotFound(format!("instance {}", w.instance)))
                 })
                 .collect::<Result<_, _>>()?;
-            (job.id.clone(), olds)
+            // A whole-job kill's KILLING, kept in memory only (decision
+            // 0064), goes into the history before the write's own event.
+            let mut events = before;
+            for w in &writes {
+                if let Some(e) = job.tasks[w.instance as usize].unwritten_killing_event() {
+                    events.push((w.instance, e));
+                }
+            }
+            (job.id.clone(), olds, events)
         };
         for (w, old) in writes.iter_mut().zip(&olds) {
             w.rt.updated_at_ms = now;
@@ -68,17 +96,36 @@ impl JobManager {
                 // runtime itself (a refused launch's) stays.
                 w.rt.message.clear();
             }
+            if w.rt.state != old.state || w.rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason {
+                events.push((
+                    w.instance,
+                    TaskEvent {
+                        run: w.rt.run,
+                        from: (w.rt.run == old.run).then_some(w.from.unwrap_or(old.state)),
+                        to: w.rt.state,
+                        at_ms: now,
+                        host: w.rt.host.clone(),
+                        reason: w.rt.reason.clone(),
+                        message: w.rt.message.clone(),
+                    },
+                ));
+            }
         }
         let cas: Vec<TaskCas> = writes
             .iter()
             .zip(&olds)
             .map(|(w, old)| TaskCas { instance: w.instance, expected_version: old.version, runtime: w.rt.clone() })
             .collect();
-        let results = self.store.cas_tasks(&job_id, &cas).await?;
+        // The runtimes and their events in one store call (one transaction
+        // on SQLite): one round trip through the writer, not two.
+        let results = self.store.cas_tasks_with_events(&job_id, &cas, &events).await?;
+        let lost = paceline_storage::types::lost_instances(&cas, &results);
+        if !lost.is_empty() {
+            events.retain(|(i, _)| !lost.contains(i));
+        }
         let feed_id: Arc<str> = Arc::from(job_id.as_str());
         let mut changed = Vec::with_capacity(results.len());
         let mut first_err = None;
-        let mut events: Vec<(u32, TaskEvent)> = Vec::new();
         {
             let mut m = self.mem();
             let Some(job) = m.jobs.get_mut(&key) else {
@@ -100,26 +147,6 @@ impl JobManager {
                         {
                             self.submit_to_running.observe(now.saturating_sub(created_at_ms));
                         }
-                        // A whole-job kill's KILLING, kept in memory only
-                        // (decision 0064), goes into the history first.
-                        if let Some(e) = job.tasks[w.instance as usize].unwritten_killing_event() {
-                            events.push((w.instance, e));
-                        }
-                        if rt.state != old.state || rt.run != old.run || !w.reason.is_empty() && w.reason != old.reason
-                        {
-                            events.push((
-                                w.instance,
-                                TaskEvent {
-                                    run: rt.run,
-                                    from: (rt.run == old.run).then_some(w.from.unwrap_or(old.state)),
-                                    to: rt.state,
-                                    at_ms: now,
-                                    host: rt.host.clone(),
-                                    reason: rt.reason.clone(),
-                                    message: rt.message.clone(),
-                                },
-                            ));
-                        }
                         if rt.run != old.run {
                             let t = &mut job.tasks[w.instance as usize];
                             t.last_seq = 0;
@@ -139,7 +166,7 @@ impl JobManager {
             m.refresh_live(key);
         }
         self.feed.publish(changed);
-        self.append_events(&job_id, events).await?;
+        self.note_transitions(&job_id, &events);
         if let Some(e) = first_err {
             self.reload_tasks(key).await?;
             return Err(e.into());

@@ -36,48 +36,64 @@ pub(super) async fn append_job_events(store: &SqliteStore, job_id: &str, events:
     if events.is_empty() {
         return Ok(());
     }
+    let rows = event_rows(job_id, events)?;
+    let job_id = job_id.to_string();
+    let trims = store.trims.clone();
+    store.write(move |conn| insert_events(conn, &job_id, &rows, &trims)).await
+}
+
+/// One event as its row: (instance, at_ms, run, to_state, encoded body).
+pub(super) type EventRow = (u32, u64, u64, &'static str, String);
+
+/// The events' rows, encoded and checked for size, before the writer runs.
+pub(super) fn event_rows(job_id: &str, events: &[(u32, TaskEvent)]) -> Result<Vec<EventRow>> {
     let mut rows = Vec::with_capacity(events.len());
     for (instance, e) in events {
         let body = encode(|| format!("event of {}", task_what(job_id, *instance)), e, limits::MAX_RECORD)?;
         rows.push((*instance, e.at_ms, e.run, e.to.as_str(), body));
     }
-    let job_id = job_id.to_string();
-    let trims = store.trims.clone();
-    store
-        .write(move |conn| {
-            let mut ins = conn
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO task_events (job_id, instance, at_ms, run, to_state, event)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(db)?;
-            for (instance, at, run, to, body) in &rows {
-                ins.execute(params![job_id, instance, at, run, to, body]).map_err(db)?;
-            }
-            // Keep the newest MAX_EVENTS_PER_TASK of each task touched:
-            // history is bounded per task. The cut-off is the oldest event
-            // still kept; with fewer events there is none and nothing goes.
-            // An index walk of at most MAX_EVENTS_PER_TASK entries, no sort.
-            let mut trim = conn
-                .prepare_cached(
-                    "DELETE FROM task_events WHERE job_id = ?1 AND instance = ?2 AND (at_ms, run, to_state) <
-                     (SELECT at_ms, run, to_state FROM task_events WHERE job_id = ?1 AND instance = ?2
-                      ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT 1 OFFSET ?3)",
-                )
-                .map_err(db)?;
-            let mut counts = trims.lock().map_err(|_| StoreError::Backend("trim counts poisoned".into()))?;
-            let counts = counts.entry(job_id.clone()).or_default();
-            for (instance, ..) in &rows {
-                let n = counts.entry(*instance).or_insert(TRIM_EVERY);
-                *n += 1;
-                if *n > TRIM_EVERY {
-                    trim.execute(params![job_id, instance, (limits::MAX_EVENTS_PER_TASK - 1) as i64]).map_err(db)?;
-                    *n = 0;
-                }
-            }
-            Ok(())
-        })
-        .await
+    Ok(rows)
+}
+
+/// Inserts event rows on the writer's connection, and trims the history of
+/// each task touched every [`TRIM_EVERY`] appends.
+pub(super) fn insert_events(
+    conn: &rusqlite::Connection,
+    job_id: &str,
+    rows: &[EventRow],
+    trims: &std::sync::Mutex<TrimCounts>,
+) -> Result<()> {
+    let mut ins = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO task_events (job_id, instance, at_ms, run, to_state, event)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(db)?;
+    for (instance, at, run, to, body) in rows {
+        ins.execute(params![job_id, instance, at, run, to, body]).map_err(db)?;
+    }
+    // Keep the newest MAX_EVENTS_PER_TASK of each task touched:
+    // history is bounded per task. The cut-off is the oldest event
+    // still kept; with fewer events there is none and nothing goes.
+    // An index walk of at most MAX_EVENTS_PER_TASK entries, no sort.
+    let mut trim = conn
+        .prepare_cached(
+            "DELETE FROM task_events WHERE job_id = ?1 AND instance = ?2 AND (at_ms, run, to_state) <
+             (SELECT at_ms, run, to_state FROM task_events WHERE job_id = ?1 AND instance = ?2
+              ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT 1 OFFSET ?3)",
+        )
+        .map_err(db)?;
+    let mut counts = trims.lock().map_err(|_| StoreError::Backend("trim counts poisoned".into()))?;
+    let counts = counts.entry(job_id.to_string()).or_default();
+    for (instance, ..) in rows {
+        let n = counts.entry(*instance).or_insert(TRIM_EVERY);
+        *n += 1;
+        if *n > TRIM_EVERY {
+            trim.execute(params![job_id, instance, (limits::MAX_EVENTS_PER_TASK - 1) as i64]).map_err(db)?;
+            *n = 0;
+        }
+    }
+    Ok(())
 }
 
 pub(super) async fn task_events(

@@ -336,6 +336,15 @@ impl Store for SqliteStore {
         tasks::cas_tasks(self, job_id, writes).await
     }
 
+    async fn cas_tasks_with_events(
+        &self,
+        job_id: &str,
+        writes: &[TaskCas],
+        events: &[(u32, TaskEvent)],
+    ) -> Result<Vec<Result<u64>>> {
+        tasks::cas_tasks_with_events(self, job_id, writes, events).await
+    }
+
     async fn tasks_of_job(&self, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>> {
         tasks::tasks_of_job(self, job_id, states).await
     }

@@ -2,7 +2,7 @@
 //! compare-and-set (prepared off the writer thread, since encoding is the
 //! expensive part; the writer only runs the `UPDATE … WHERE version = ?`).
 
-use paceline_model::task::{TaskRuntime, TaskState};
+use paceline_model::task::{TaskEvent, TaskRuntime, TaskState};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use std::sync::Mutex;
@@ -153,6 +153,40 @@ pub(super) async fn cas_tasks(store: &SqliteStore, job_id: &str, writes: &[TaskC
         .collect::<Result<Vec<_>>>()?;
     let job_id = job_id.to_string();
     store.write(move |conn| Ok(prepared.iter().map(|c| cas_task_in(conn, &job_id, c)).collect())).await
+}
+
+/// [`cas_tasks`] and the events that go with them in one write: the same
+/// savepoint of the writer's transaction, so a task's new state and its
+/// events are committed together or not at all.
+pub(super) async fn cas_tasks_with_events(
+    store: &SqliteStore,
+    job_id: &str,
+    writes: &[TaskCas],
+    events: &[(u32, TaskEvent)],
+) -> Result<Vec<Result<u64>>> {
+    check_id("job", job_id)?;
+    let prepared = writes
+        .iter()
+        .map(|w| prepare_cas(job_id, w.instance, w.expected_version, &w.runtime).map(|p| p.0))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = super::events::event_rows(job_id, events)?;
+    let job_id = job_id.to_string();
+    let trims = store.trims.clone();
+    store
+        .write(move |conn| {
+            let results: Vec<Result<u64>> = prepared.iter().map(|c| cas_task_in(conn, &job_id, c)).collect();
+            let lost: std::collections::HashSet<u32> =
+                prepared.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|(c, _)| c.instance).collect();
+            let mut rows = rows;
+            if !lost.is_empty() {
+                rows.retain(|(instance, ..)| !lost.contains(instance));
+            }
+            if !rows.is_empty() {
+                super::events::insert_events(conn, &job_id, &rows, &trims)?;
+            }
+            Ok(results)
+        })
+        .await
 }
 
 pub(super) async fn tasks_of_job(store: &SqliteStore, job_id: &str, states: &[TaskState]) -> Result<Vec<TaskRecord>> {

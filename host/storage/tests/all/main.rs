@@ -10,6 +10,7 @@ mod job_events;
 mod memory;
 mod snapshot;
 mod sqlite;
+mod task_writes;
 
 /// Instantiates every conformance test for a backend. `$make` is an async
 /// fn returning `Arc<dyn Store>`.
@@ -34,6 +35,9 @@ macro_rules! conformance_suite {
             audit_log_filters_newest_first_and_prunes,
             secrets_are_sealed_records_per_pool,
         );
+        $crate::conformance_suite!(@task_writes $make;
+            task_writes_carry_their_events_and_a_lost_write_stores_none,
+        );
         $crate::conformance_suite!(@job_events $make;
             job_events_fold_repeats_and_filter_by_task,
             job_events_are_bounded_per_job,
@@ -46,6 +50,15 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let store = $make().await;
                 $crate::job_events::$name(store).await;
+            }
+        )*
+    };
+    (@task_writes $make:path; $($name:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let store = $make().await;
+                $crate::task_writes::$name(store).await;
             }
         )*
     };
