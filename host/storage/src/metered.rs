@@ -320,7 +320,7 @@ impl Store for MeteredStore {
         let out = self.write("cas_tasks_with_events", self.inner.cas_tasks_with_events(job_id, writes, events)).await;
         if let Ok(results) = &out {
             // Counted as the two calls it stands for would be.
-            self.metrics.count_records(self.backend, "cas_tasks", results.iter().filter(|r| r.is_ok()).count());
+            self.count_cas_wins(results);
             let lost = crate::types::lost_instances(writes, results);
             let kept = events.iter().filter(|(i, _)| !lost.contains(i)).count();
             self.metrics.count_records(self.backend, "append_job_events", kept);
@@ -526,12 +526,40 @@ mod tests {
         ];
         let results = store.cas_tasks("j", &writes).await.expect("batch");
         assert!(results[1].as_ref().is_err_and(StoreError::is_conflict));
-
         assert_eq!(metrics.records_written("memory"), vec![("cas_tasks", 2), ("create_job_with_tasks", 5)]);
+
+        // Task writes with their events in one call count as the two calls
+        // it stands for; the event of a write that lost is not stored.
+        let mut done = TaskRuntime::initial(1, 0);
+        done.state = TaskState::Succeeded;
+        let writes = [
+            TaskCas { instance: 0, expected_version: 2, runtime: done.clone() },
+            TaskCas { instance: 1, expected_version: 7, runtime: done },
+        ];
+        let event = |i: u32| {
+            (
+                i,
+                TaskEvent {
+                    run: 1,
+                    from: Some(TaskState::Running),
+                    to: TaskState::Succeeded,
+                    at_ms: 5,
+                    host: None,
+                    reason: "EXITED".into(),
+                    message: String::new(),
+                },
+            )
+        };
+        let results = store.cas_tasks_with_events("j", &writes, &[event(0), event(1)]).await.expect("batch");
+        assert!(results[0].is_ok() && results[1].as_ref().is_err_and(StoreError::is_conflict), "{results:?}");
+        assert_eq!(
+            metrics.records_written("memory"),
+            vec![("append_job_events", 1), ("cas_tasks", 3), ("create_job_with_tasks", 5)]
+        );
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register_collector(Box::new(metrics));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-        assert!(text.contains("store_records_written_total{backend=\"memory\",op=\"cas_tasks\"} 2"), "{text}");
+        assert!(text.contains("store_records_written_total{backend=\"memory\",op=\"cas_tasks\"} 3"), "{text}");
     }
 }
