@@ -185,18 +185,12 @@ pub fn run(args: ServerBenchArgs) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(bench(args, config, token, host, total, &data));
     if own_keyspace && let Some(paceline_storage::config::StorageConfig::Cassandra(c)) = &store {
         // The bench's own keyspace: dropped whatever the outcome.
-        if let Err(e) = runtime.block_on(drop_keyspace(c)) {
+        if let Err(e) = runtime.block_on(store_records::drop_keyspace(c)) {
             println!("(keyspace {} not dropped: {e})", c.keyspace);
         }
     }
     result?;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn drop_keyspace(c: &paceline_storage::CassandraConfig) -> anyhow::Result<()> {
-    let store = paceline_storage::cassandra::CassandraStore::connect(c).await?;
-    store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {}", c.keyspace), &[]).await?;
-    Ok(())
 }
 
 async fn bench(
@@ -207,6 +201,10 @@ async fn bench(
     total: u64,
     data: &std::path::Path,
 ) -> anyhow::Result<()> {
+    let cassandra = match &config.storage {
+        Some(paceline_storage::config::StorageConfig::Cassandra(c)) => Some((**c).clone()),
+        _ => None,
+    };
     let server = paceline_server::Server::start(config).await.context("starting the server")?;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.api_addr))?.connect().await?;
     let bearer = paceline_proto::bearer::Bearer::new(Some(&token))?;
@@ -342,7 +340,7 @@ async fn bench(
         "peak RSS (this process: server, simulated hosts and clients) {} MiB; store {store_size}",
         peak_rss_mib().unwrap_or(0),
     );
-    store_share(&args.store, data, &first_rates).await;
+    store_share(&args.store, cassandra.as_ref(), data, &first_rates).await;
     if let Some(watch) = leadership {
         let changes = watch.finish(began.elapsed()).await;
         if changes > 0 {
@@ -356,31 +354,46 @@ async fn bench(
 
 /// The store's own limit in the same run, and round 1's records/s as a
 /// share of it (issue 47 counts every record a task costs against the
-/// store's task compare-and-sets per second). SQLite only: a Cassandra
-/// cluster's limit is `paceline bench storage`'s to measure.
-async fn store_share(store: &str, data: &std::path::Path, first_rates: &[(&str, f64)]) {
-    if store.starts_with("cassandra:") {
-        println!("the store alone: not measured here for Cassandra (`paceline bench storage` with PACELINE_CASSANDRA)");
-        return;
-    }
-    // Beside the server's own file: the same disk.
-    let dir = match store.strip_prefix("sqlite:") {
-        Some(path) => std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(data),
-        None => data.parent().unwrap_or(data),
+/// store's task compare-and-sets per second): on SQLite a fresh file beside
+/// the server's, on Cassandra a keyspace of its own on the server's cluster.
+async fn store_share(
+    store: &str,
+    cassandra: Option<&paceline_storage::CassandraConfig>,
+    data: &std::path::Path,
+    first_rates: &[(&str, f64)],
+) {
+    let measured = match cassandra {
+        Some(c) => store_records::cassandra_limit(c).await.map(|(limit, keyspace)| {
+            let how = format!(
+                "`bench storage` on the server's Cassandra, keyspace {keyspace} (dropped after), its settings otherwise, \
+                 task runtime compare-and-sets in batches of 1,000"
+            );
+            (limit, how)
+        }),
+        None => {
+            // Beside the server's own file: the same disk.
+            let dir = match store.strip_prefix("sqlite:") {
+                Some(path) => {
+                    std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(data)
+                }
+                None => data.parent().unwrap_or(data),
+            };
+            store_records::sqlite_limit(dir).await.map(|limit| {
+                let how = "`bench storage`: a fresh SQLite file in the same directory, task runtime compare-and-sets \
+                           in batches of 1,000";
+                (limit, how.to_string())
+            })
+        }
     };
-    match store_records::sqlite_limit(dir).await {
-        Ok(limit) => {
+    match measured {
+        Ok((limit, how)) => {
             let shares: Vec<String> = first_rates
                 .iter()
                 .map(|(phase, r)| {
                     format!("round 1's {phase} wrote {r:.0} records/s = {:.0} % of it", 100.0 * r / limit)
                 })
                 .collect();
-            println!(
-                "the store alone, measured now (`bench storage`: a fresh SQLite file in the same directory, task runtime \
-                 compare-and-sets in batches of 1,000): {limit:.0}/s; {}",
-                shares.join("; ")
-            );
+            println!("the store alone, measured now ({how}): {limit:.0}/s; {}", shares.join("; "));
         }
         Err(e) => println!("the store alone: not measured ({e:#})"),
     }

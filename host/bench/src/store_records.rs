@@ -70,6 +70,30 @@ pub(crate) async fn sqlite_limit(dir: &std::path::Path) -> anyhow::Result<f64> {
         .ok_or_else(|| anyhow::anyhow!("the storage bench measured no SQLite figure"))
 }
 
+/// The compare-and-sets per second of the Cassandra store the server was
+/// given, measured on a keyspace of its own beside the server's (the same
+/// contact points, replication, consistency, login and TLS), which is
+/// dropped after. Returns the rate and that keyspace's name.
+pub(crate) async fn cassandra_limit(server: &paceline_storage::CassandraConfig) -> anyhow::Result<(f64, String)> {
+    let mut cfg = server.clone();
+    // Cassandra allows 48 characters in a keyspace name.
+    let mut keyspace: String = server.keyspace.chars().take(41).collect();
+    keyspace.push_str("_limit");
+    cfg.keyspace = keyspace.clone();
+    let rate = paceline_storage::bench::cassandra_limit(&cfg, &paceline_storage::bench::BenchOptions::default()).await;
+    let dropped = drop_keyspace(&cfg).await;
+    let rate = rate?;
+    dropped.map_err(|e| anyhow::anyhow!("keyspace {keyspace} not dropped: {e:#}"))?;
+    Ok((rate, keyspace))
+}
+
+/// Drops `c.keyspace`.
+pub(crate) async fn drop_keyspace(c: &paceline_storage::CassandraConfig) -> anyhow::Result<()> {
+    let store = paceline_storage::cassandra::CassandraStore::connect(c).await?;
+    store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {}", c.keyspace), &[]).await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -212,6 +212,22 @@ async fn plain_rate(store: &CassandraStore, opts: &BenchOptions, job_id: &str) -
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Task runtime compare-and-sets per second of the Cassandra store `cfg`
+/// configures (its contact points, replication, consistency, login, TLS),
+/// measured as [`run`] measures a node, after claiming a leader epoch as an
+/// elected server does. `cfg.keyspace` should be one of the caller's own:
+/// the job written there is deleted, the keyspace is left to the caller.
+/// What `bench server --store cassandra:…` compares its pipeline with.
+pub async fn cassandra_limit(cfg: &CassandraConfig, opts: &BenchOptions) -> Result<f64> {
+    let store = CassandraStore::connect(cfg).await?;
+    store.claim_leadership(crate::types::now_ms()).await?;
+    let job_id = format!("bench-{}", crate::types::now_ms());
+    let figures = run_one(&store, opts, &job_id).await;
+    // Best effort: the caller drops the keyspace anyway.
+    let _ = store.delete_job(&job_id).await;
+    Ok(figures?.cas_updates_per_sec)
+}
+
 /// Runs the benchmark and returns the report.
 pub async fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let mut report = BenchReport { instances: opts.instances, batch: opts.batch, ..Default::default() };

@@ -685,3 +685,21 @@ async fn a_create_killed_midway_leaves_nothing_a_read_sees() {
     drop(store);
     drop_keyspace(&ks).await;
 }
+
+/// `bench server --store cassandra:…` compares its pipeline with
+/// `bench::cassandra_limit` on a keyspace of its own: a rate comes back, the
+/// bench's job is gone after, and the keyspace (here this test's) is left
+/// to the caller, who drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_limit_measures_a_rate_on_its_own_keyspace_and_deletes_its_job() {
+    // Not the suite's keyspace: claiming leadership there would fence the
+    // other tests' handles.
+    let cfg = config(&format!("{}_limit", keyspace()));
+    let opts = paceline_storage::bench::BenchOptions { instances: 300, batch: 100, rounds: 1, ..Default::default() };
+    let rate = paceline_storage::bench::cassandra_limit(&cfg, &opts).await.expect("measured");
+    assert!(rate.is_finite() && rate > 0.0, "{rate}");
+    let store = CassandraStore::connect(&cfg).await.expect("the keyspace stays");
+    let left = store.query_jobs(&JobQuery { limit: 10, ..Default::default() }).await.expect("query");
+    assert!(left.items.is_empty(), "the bench's job is deleted: {:?}", left.items);
+    store.session().query_unpaged(format!("DROP KEYSPACE IF EXISTS {}", cfg.keyspace), &[]).await.expect("drop");
+}
