@@ -211,8 +211,14 @@ fn a_secret_sealed_with_another_key_keeps_its_runs_from_starting_not_the_server(
     eventually(30, "the launch refused, with the reason in the task's events", || {
         ok(cli(api, &["task", "events", &id, "0"])).contains("sealed with key")
     });
-    // It never ran, and the server still answers.
+    // Refused again and again, it waits longer before each try (1 s, 2 s,
+    // 4 s…) rather than trying again every few milliseconds with four store
+    // writes each: a handful of runs in four more seconds, not hundreds.
+    std::thread::sleep(Duration::from_secs(4));
     let task = &tasks(api, &id)[0];
+    let run = task["run"].as_u64().or_else(|| task["run"].as_str().and_then(|r| r.parse().ok())).unwrap_or(0);
+    assert!((2..=8).contains(&run), "runs of a launch refused for good: {run}\n{task}");
+    // It never ran, and the server still answers.
     assert!(!task["state"].as_str().unwrap_or_default().contains("SUCCEEDED"), "{task}");
     assert!(json(api, &["host", "list"]).as_array().is_some_and(|h| h.len() == 2));
 }
