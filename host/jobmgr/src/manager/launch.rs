@@ -25,13 +25,15 @@ use crate::state::{Mem, TaskEntry};
 /// How long the next run of a task whose launch was refused `refusals`
 /// times in a row waits before it is submitted again: not at all after the
 /// first refusal (the refusing host is avoided; another may take it), then
-/// 1 s, doubling up to a minute. Without it a refusal that lasts (a secret
-/// that is missing, a run the host still holds) resubmitted the task at
-/// once, every few milliseconds, each time with four writes to the store.
-pub(crate) fn refusal_backoff_ms(refusals: u8) -> Option<u64> {
+/// the resource manager's placement backoff (`Timeouts::backoff`: 1 s by
+/// default, doubling up to a minute), one curve for both. Without it a
+/// refusal that lasts (a secret that is missing, a run the host still
+/// holds) resubmitted the task at once, every few milliseconds, each time
+/// with four writes to the store.
+pub(crate) fn refusal_backoff_ms(timeouts: &paceline_resmgr::Timeouts, refusals: u8) -> Option<u64> {
     match refusals {
         0 | 1 => None,
-        n => Some((500u64 << u32::from(n - 1).min(7)).min(60_000)),
+        n => Some(timeouts.backoff(u32::from(n - 1))),
     }
 }
 
@@ -65,7 +67,7 @@ pub(crate) fn refused_launch(
         t.avoid_host = Some(host.into());
     }
     t.launch_refusals = t.launch_refusals.saturating_add(1);
-    (rt, refusal_backoff_ms(t.launch_refusals).map(|wait| now.saturating_add(wait)))
+    (rt, refusal_backoff_ms(rm.timeouts(), t.launch_refusals).map(|wait| now.saturating_add(wait)))
 }
 
 /// The deadline that submits `instance`'s run `run` again at `at_ms`.
@@ -512,13 +514,23 @@ impl JobManager {
 #[cfg(test)]
 mod tests {
     use super::refusal_backoff_ms;
+    use paceline_resmgr::Timeouts;
 
     #[test]
     fn a_refused_launch_waits_from_the_second_refusal_doubling_to_a_minute() {
-        let waits: Vec<Option<u64>> = [0u8, 1, 2, 3, 4, 8, 9, u8::MAX].into_iter().map(refusal_backoff_ms).collect();
+        let t = Timeouts::default();
+        let waits: Vec<Option<u64>> =
+            [0u8, 1, 2, 3, 4, 8, 9, u8::MAX].into_iter().map(|n| refusal_backoff_ms(&t, n)).collect();
         assert_eq!(
             waits,
             [None, None, Some(1_000), Some(2_000), Some(4_000), Some(60_000), Some(60_000), Some(60_000)]
         );
+    }
+
+    #[test]
+    fn the_refusal_backoff_follows_the_resource_managers_tuned_timeouts() {
+        let t = Timeouts { backoff_base_ms: 250, backoff_max_ms: 900, ..Timeouts::default() };
+        let waits: Vec<Option<u64>> = [1u8, 2, 3, 4, 5].into_iter().map(|n| refusal_backoff_ms(&t, n)).collect();
+        assert_eq!(waits, [None, Some(250), Some(500), Some(900), Some(900)]);
     }
 }

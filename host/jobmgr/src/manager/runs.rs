@@ -173,7 +173,7 @@ impl JobManager {
             return Ok(());
         };
         let now = self.now();
-        let write = {
+        let (write, wait_until) = {
             let mut rm = self.rm();
             let mut m = self.mem();
             let Some(job) = m.jobs.get_mut(&key) else {
@@ -195,7 +195,6 @@ impl JobManager {
             let (rt, wait_until) = refused_launch(&mut rm, kind, t, rm_task, &u.host, why, now);
             (Write::new(instance, rt, "LAUNCH_FAILED"), wait_until)
         };
-        let (write, wait_until) = write;
         let run = write.rt.run;
         self.write_tasks(key, vec![write]).await?;
         match wait_until {

@@ -310,6 +310,13 @@ impl ResourceManager {
         amounts::to_resources(&self.capacity)
     }
 
+    /// The state timeouts and the placement backoff this manager runs
+    /// with; the job manager's wait after refused launches follows the same
+    /// curve.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.config.timeouts
+    }
+
     /// The pool tree (read-only; change it through the manager).
     pub fn tree(&self) -> &PoolTree {
         &self.tree
