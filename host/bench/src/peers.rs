@@ -277,7 +277,10 @@ impl ReadyQueue for ShapeQueue {
         for (host, runs) in by_host {
             let n = runs.len() as u32;
             match hosts.launch(lease, &host, runs).await {
-                Ok(()) => committed.launched += n,
+                Ok(refused) => {
+                    committed.launched += n - refused.len() as u32;
+                    committed.refused += refused.len() as u32;
+                }
                 Err(e) => {
                     committed.refused += n;
                     if let Ok(mut first) = self.refusal.lock() {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use paceline_joints::{Launcher, OfferSource, PortError};
+use paceline_joints::{Launcher, OfferSource, PortError, RunRefused};
 use paceline_model::host::MaintenanceState;
 use paceline_model::run::LaunchRequest;
 use paceline_model::view::HostView;
@@ -190,8 +190,9 @@ impl OfferSource for HostManager {
 
 #[async_trait]
 impl Launcher for HostManager {
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError> {
-        Ok(HostManager::launch(self, lease, host, runs).await?)
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<Vec<RunRefused>, PortError> {
+        let refused = HostManager::launch(self, lease, host, runs).await?;
+        Ok(refused.into_iter().map(|(run_id, why)| RunRefused { run_id, reason: why.to_string() }).collect())
     }
 
     async fn kill(&self, run_id: &str, grace: Option<Duration>) -> Result<(), PortError> {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use paceline_joints::{Launcher, LeaseId, Placement, PortError, ReadyQueue};
+use paceline_joints::{Launcher, LeaseId, Placement, PortError, ReadyQueue, RunRefused};
 use paceline_model::job::JobKind;
 use paceline_model::pool::{PerKind, PoolSpec};
 use paceline_model::run::{LaunchRequest, RunState, RunUpdate};
@@ -36,7 +36,8 @@ pub struct Launched {
 }
 
 /// A [`Launcher`] that records every call and accepts them, except
-/// launches on hosts listed in `refuse`.
+/// launches on hosts listed in `refuse` (the whole batch) and runs of the
+/// tasks listed in `refuse_tasks` (those runs alone).
 #[derive(Debug, Default)]
 pub struct RecordingLauncher {
     /// Launches, in order.
@@ -45,6 +46,9 @@ pub struct RecordingLauncher {
     pub kills: Mutex<Vec<(String, String)>>,
     /// Hosts whose launches fail.
     pub refuse: Mutex<BTreeSet<String>>,
+    /// Task ids (`<job>-<instance>`) whose runs are refused one by one, the
+    /// rest of their batch launched.
+    pub refuse_tasks: Mutex<BTreeSet<String>>,
 }
 
 impl RecordingLauncher {
@@ -65,15 +69,21 @@ fn poisoned(e: impl std::fmt::Display) -> PortError {
 
 #[async_trait]
 impl Launcher for RecordingLauncher {
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError> {
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<Vec<RunRefused>, PortError> {
         if self.refuse.lock().map_err(poisoned)?.contains(host) {
             return Err(PortError::refused(format!("host {host} refused")));
         }
+        let refuse_tasks = self.refuse_tasks.lock().map_err(poisoned)?;
+        let mut refused = Vec::new();
         let mut l = self.launches.lock().map_err(poisoned)?;
         for run in runs {
+            if refuse_tasks.contains(&run.task_id) {
+                refused.push(RunRefused { run_id: run.run_id, reason: format!("task {} refused", run.task_id) });
+                continue;
+            }
             l.push(Launched { lease, host: host.to_string(), run });
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// Recorded with the host the run was launched on (empty if never launched).

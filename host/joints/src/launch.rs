@@ -18,15 +18,29 @@ use crate::lease::LeaseId;
 /// (run updates come back through the host manager's event stream).
 #[async_trait]
 pub trait Launcher: Send + Sync {
-    /// Launches `runs` on `host`, one of the hosts of `lease`. `Ok` means the
-    /// host side accepted them (their progress comes back as run updates);
-    /// `Err` means none was started.
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError>;
+    /// Launches `runs` on `host`, one of the hosts of `lease`. `Ok(refused)`
+    /// means the host side accepted every run not listed in `refused` (their
+    /// progress comes back as run updates) and started none of those listed:
+    /// a run is refused alone when only it conflicts with what the host side
+    /// holds (its run id already known, its task with a live run, no GPU
+    /// device for it), so its batch-mates still start. `Err` means none was
+    /// started.
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<Vec<RunRefused>, PortError>;
 
     /// Stops run `run_id`, with a grace period (`None`: the provider's
     /// default). The end comes back as a run update (KILLED or LOST); `Err`
     /// is retried by the job manager.
     async fn kill(&self, run_id: &str, grace: Option<Duration>) -> Result<(), PortError>;
+}
+
+/// A run of a launch batch that the host side refused on its own, the rest
+/// of the batch started ([`Launcher::launch`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunRefused {
+    /// The run (`<job>-<instance>-<run>`).
+    pub run_id: String,
+    /// Why, for the task's events.
+    pub reason: String,
 }
 
 /// A run the job manager's records place on a host.

@@ -50,6 +50,6 @@ pub mod queue;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{PortError, PortErrorKind};
 pub use events::EventSink;
-pub use launch::{ExpectedRun, Launcher};
+pub use launch::{ExpectedRun, Launcher, RunRefused};
 pub use lease::{JobHosts, Lease, LeaseId, LeaseRequest, OfferSource};
 pub use queue::{Committed, Need, Placement, PoolId, ReadyQueue, ReadyTask, Taken, TaskHandle};

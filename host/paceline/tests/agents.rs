@@ -139,7 +139,10 @@ impl Manager {
         let lease = self.hosts.lease(&req)?;
         let result = self.hosts.launch(lease.id, host, runs).await;
         let _ = self.hosts.release(lease.id);
-        result
+        match result?.into_iter().next() {
+            Some((_, refused)) => Err(refused),
+            None => Ok(()),
+        }
     }
 }
 

@@ -314,12 +314,23 @@ impl HostManager {
     }
 
     /// Launches `runs` on `host`, which must be in `lease`. Checks the lease
-    /// (live, holds the host), the host (reachable, UP), the run ids (new,
-    /// distinct) and capacity; then holds the resources, takes the host out
-    /// of the lease (its offer is used) and hands the runs to the provider.
-    pub async fn launch(&self, lease: LeaseId, host: &str, mut runs: Vec<LaunchRequest>) -> Result<(), HostError> {
+    /// (live, holds the host), the host (reachable, UP), the request (runs,
+    /// ids non-empty and distinct) and capacity, each fault refusing every
+    /// run (`Err`); then each run against what the manager holds (its run id
+    /// new, its task without a live run, a GPU device for it), refusing only
+    /// that run (`Ok`, with the run ids refused and why; `Err` when every run
+    /// is). Holds the resources of the rest and hands them to the provider.
+    pub async fn launch(
+        &self,
+        lease: LeaseId,
+        host: &str,
+        mut runs: Vec<LaunchRequest>,
+    ) -> Result<Vec<(String, HostError)>, HostError> {
         let now = self.now();
-        self.inner.lock().begin_launch(lease, host, &mut runs, now)?;
+        let refused = self.inner.lock().begin_launch(lease, host, &mut runs, now)?;
+        for (run, why) in &refused {
+            tracing::warn!(%host, %run, error = %why, "run refused; the rest of its batch launches");
+        }
         let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
         if let Err(e) = self.inner.provider.launch(host, runs).await {
             let mut fx = Vec::new();
@@ -327,7 +338,7 @@ impl HostManager {
             self.inner.run_effects(&mut fx).await;
             return Err(e.into());
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// Stops a run (with the grace period it was launched with). A run that

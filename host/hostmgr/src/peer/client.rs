@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use paceline_joints::{Launcher, OfferSource, PortError};
+use paceline_joints::{Launcher, OfferSource, PortError, RunRefused};
 use paceline_model::run::LaunchRequest;
 use paceline_proto::bearer::Bearer;
 use paceline_proto::hostmgr::v1 as pb;
@@ -414,15 +414,15 @@ impl OfferSource for RemoteHosts {
 
 #[async_trait]
 impl Launcher for RemoteHosts {
-    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<(), PortError> {
+    async fn launch(&self, lease: LeaseId, host: &str, runs: Vec<LaunchRequest>) -> Result<Vec<RunRefused>, PortError> {
         let request = pb::LaunchRequest {
             epoch: self.shared.epoch,
             lease_id: lease.0,
             host: host.to_string(),
             runs_json: json(&runs),
         };
-        self.call(|mut c| async move { c.launch(request).await }).await?;
-        Ok(())
+        let response = self.call(|mut c| async move { c.launch(request).await }).await?;
+        Ok(response.refused.into_iter().map(|r| RunRefused { run_id: r.run_id, reason: r.reason }).collect())
     }
 
     async fn kill(&self, run_id: &str, grace: Option<Duration>) -> Result<(), PortError> {

@@ -159,8 +159,10 @@ impl HostManagerPeer for HostPeerService {
         let r = request.into_inner();
         self.fence(r.epoch)?;
         let runs: Vec<LaunchRequest> = from_json("runs_json", &r.runs_json).map_err(Status::invalid_argument)?;
-        self.hosts.launch(LeaseId(r.lease_id), &r.host, runs).await.map_err(Status::from)?;
-        Ok(Response::new(pb::LaunchResponse {}))
+        let refused = self.hosts.launch(LeaseId(r.lease_id), &r.host, runs).await.map_err(Status::from)?;
+        let refused =
+            refused.into_iter().map(|(run_id, why)| pb::RefusedRun { run_id, reason: why.to_string() }).collect();
+        Ok(Response::new(pb::LaunchResponse { refused }))
     }
 
     async fn kill(&self, request: Request<pb::KillRequest>) -> Result<Response<pb::KillResponse>, Status> {

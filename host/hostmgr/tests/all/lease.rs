@@ -136,6 +136,31 @@ async fn launch_errors_name_what_is_wrong() {
     assert!(l.hosts.iter().all(|o| o.name != inside));
 }
 
+/// A run that conflicts only with what the manager holds is refused alone:
+/// its batch-mates launch and hold their resources; the refused run holds
+/// nothing. A batch whose every run is refused is an error.
+#[tokio::test]
+async fn a_run_that_conflicts_is_refused_alone_and_its_batch_mates_launch() {
+    let (_sim, manager, _events) = sim_manager(2, config()).await;
+    let lease = manager.lease(&LeaseRequest::new(SMALL, 2, 60_000)).unwrap();
+    let (a, b) = (lease.hosts[0].name.clone(), lease.hosts[1].name.clone());
+    assert!(manager.launch(lease.id, &a, vec![req("x-0-1", SMALL, &[])]).await.unwrap().is_empty());
+
+    let refused = manager.launch(lease.id, &b, vec![req("x-0-2", SMALL, &[]), req("y-0-1", SMALL, &[])]).await.unwrap();
+    let names: Vec<(&str, String)> = refused.iter().map(|(run, e)| (run.as_str(), e.to_string())).collect();
+    assert_eq!(names, [("x-0-2", "task x-0: already has the live run x-0-1".to_string())]);
+    assert_eq!(manager.host(&b).unwrap().view.allocated, SMALL, "the refused run holds nothing");
+    assert!(manager.run_holding("y-0-1").is_some() && manager.run_holding("x-0-2").is_none());
+
+    let refused = manager.launch(lease.id, &b, vec![req("z-0-1", SMALL, &[]), req("y-0-1", SMALL, &[])]).await.unwrap();
+    assert!(matches!(refused.as_slice(), [(run, HostError::DuplicateRunId(_))] if run == "y-0-1"), "{refused:?}");
+    assert_eq!(manager.host(&b).unwrap().view.allocated, SMALL.saturating_add(&SMALL));
+
+    let err = manager.launch(lease.id, &b, vec![req("x-0-3", SMALL, &[])]).await.unwrap_err();
+    assert!(matches!(err, HostError::DuplicateTaskId { .. }), "every run refused: {err}");
+    assert_eq!(manager.host(&b).unwrap().view.allocated, SMALL.saturating_add(&SMALL));
+}
+
 /// The lease's job index says where each asked-for job runs, and agrees
 /// with every leased host's own `job_counts`, also after a run ends.
 #[tokio::test]

@@ -5,6 +5,7 @@ mod agent;
 mod identity;
 mod lease;
 mod maintenance;
+mod peer;
 mod provider_drain;
 mod sim;
 mod support;

@@ -416,52 +416,60 @@ impl JobManager {
             };
             let kind = job.kind();
             for ((host, tasks), outcome) in hosts.iter().zip(outcomes) {
-                match outcome {
-                    Ok(()) => {
-                        accepted += tasks.len() as u32;
-                        for &(i, id, _) in tasks {
-                            let t = &mut job.tasks[i as usize];
-                            if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
-                                let _ = rm.transition(id, Transition::StartLaunch, now);
-                            }
-                            // A run update may already have moved it further.
-                            // LAUNCHED is the mirror's state and an event, not
-                            // a runtime write of its own: recovery treats a
-                            // stored LAUNCHING exactly as LAUNCHED (both wait
-                            // for the host's report, see `table`), so the
-                            // task's next write (its STARTING or RUNNING)
-                            // carries it. One compare-and-set per task less.
-                            if t.rt.state == TaskState::Launching {
-                                t.rt.state = TaskState::Launched;
-                                t.rt.reason = "LAUNCHED".into();
-                                t.rt.updated_at_ms = now;
-                                launched.push((
-                                    i,
-                                    TaskEvent {
-                                        run: t.rt.run,
-                                        from: Some(TaskState::Launching),
-                                        to: TaskState::Launched,
-                                        at_ms: now,
-                                        host: t.rt.host.clone(),
-                                        reason: "LAUNCHED".into(),
-                                        message: String::new(),
-                                    },
-                                ));
-                            }
+                // `Ok` lists the runs refused one by one (rarely any); `Err`
+                // refused the host's whole batch.
+                let batch_refused = outcome.as_ref().err().map(|e| {
+                    tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
+                    format!("launch on {host} failed: {e}")
+                });
+                let refused_runs = outcome.unwrap_or_default();
+                for &(i, id, _) in tasks {
+                    let t = &mut job.tasks[i as usize];
+                    let why = batch_refused.clone().or_else(|| {
+                        if refused_runs.is_empty() {
+                            return None;
                         }
+                        let run_id = TaskId::new(job_id.clone(), i).run_id(t.rt.run);
+                        let r = refused_runs.iter().find(|r| r.run_id == run_id)?;
+                        tracing::warn!(%host, run = %run_id, reason = %r.reason, "run refused; its task goes back to READY");
+                        Some(format!("launch on {host} failed: {}", r.reason))
+                    });
+                    if let Some(why) = why {
+                        let (rt, wait_until) = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
+                        match wait_until {
+                            None => retry.push(i),
+                            Some(at) => later.push(resubmit_at(key, i, rt.run, at)),
+                        }
+                        writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
+                        continue;
                     }
-                    Err(e) => {
-                        tracing::warn!(%host, error = %e, "launch refused; tasks go back to READY");
-                        for &(i, id, _) in tasks {
-                            let t = &mut job.tasks[i as usize];
-                            let why = format!("launch on {host} failed: {e}");
-                            let (rt, wait_until) = refused_launch(&mut rm, kind, t, Some(id), host, why, now);
-                            match wait_until {
-                                None => retry.push(i),
-                                Some(at) => later.push(resubmit_at(key, i, rt.run, at)),
-                            }
-                            writes.push(Write::new(i, rt, "LAUNCH_FAILED"));
-                        }
+                    accepted += 1;
+                    if rm.task(id).is_some_and(|x| x.state == RmState::Placed) {
+                        let _ = rm.transition(id, Transition::StartLaunch, now);
+                    }
+                    // A run update may already have moved it further.
+                    // LAUNCHED is the mirror's state and an event, not a
+                    // runtime write of its own: recovery treats a stored
+                    // LAUNCHING exactly as LAUNCHED (both wait for the host's
+                    // report, see `table`), so the task's next write (its
+                    // STARTING or RUNNING) carries it. One compare-and-set per
+                    // task less.
+                    if t.rt.state == TaskState::Launching {
+                        t.rt.state = TaskState::Launched;
+                        t.rt.reason = "LAUNCHED".into();
+                        t.rt.updated_at_ms = now;
+                        launched.push((
+                            i,
+                            TaskEvent {
+                                run: t.rt.run,
+                                from: Some(TaskState::Launching),
+                                to: TaskState::Launched,
+                                at_ms: now,
+                                host: t.rt.host.clone(),
+                                reason: "LAUNCHED".into(),
+                                message: String::new(),
+                            },
+                        ));
                     }
                 }
             }

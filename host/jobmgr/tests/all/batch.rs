@@ -138,6 +138,34 @@ async fn a_refused_launch_goes_back_to_the_resource_manager_with_a_new_run() {
     assert_eq!(handled.run, 2);
 }
 
+/// A host that refuses one run of a batch (its task still has a live run
+/// there, say) refuses that run alone: its batch-mates launch, and only the
+/// refused task gets a new run, retried at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_refused_alone_leaves_its_batch_mates_launched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1"]);
+    h.launcher.refuse_tasks.lock().expect("lock").insert("b7-1".into());
+    h.jm.create("b7", config(JobKind::Batch, 3)).await.expect("create");
+    assert_eq!(h.place().await, 3);
+    let launched: Vec<String> = h.launcher.launches().into_iter().map(|l| l.run.run_id).collect();
+    assert_eq!(launched, ["b7-0-1", "b7-2-1"]);
+    for i in [0, 2] {
+        let t = h.jm.task("b7", i).expect("task");
+        assert_eq!((t.state, t.run), (TaskState::Launched, 1), "instance {i}");
+    }
+    let t = h.jm.task("b7", 1).expect("task");
+    assert_eq!((t.state, t.run), (TaskState::Pending, 2), "the refused task alone is retried");
+    let events = h.jm.task_events("b7", 1).await.expect("events");
+    let why = events.iter().find(|e| e.reason == "LAUNCH_FAILED").map(|e| e.message.as_str()).unwrap_or_default();
+    assert_eq!(why, "launch on h1 failed: task b7-1 refused");
+    h.launcher.refuse_tasks.lock().expect("lock").clear();
+    h.pump(&no_health, 10).await;
+    let runs: Vec<(TaskState, u64)> =
+        (0..3).map(|i| h.jm.task("b7", i).map(|t| (t.state, t.run)).expect("task")).collect();
+    assert_eq!(runs, [(TaskState::Running, 1), (TaskState::Running, 2), (TaskState::Running, 1)]);
+}
+
 /// A launch refused again waits before its next try, 1 s then 2 s: a
 /// refusal that lasts (a missing secret, a run the host still holds) must
 /// not resubmit the task every few milliseconds with four store writes

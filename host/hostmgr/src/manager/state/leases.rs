@@ -127,15 +127,21 @@ impl State {
         if self.drop_lease(id) { Ok(()) } else { Err(HostError::UnknownLease(id)) }
     }
 
-    /// Checks a launch and, if it passes, takes the host out of the lease,
-    /// records the runs and holds their resources.
+    /// Checks a launch and, if it passes, records the runs and holds their
+    /// resources. A fault of the request as a whole (the lease, the host, no
+    /// runs, an empty id, a run or task named twice in it, the batch over
+    /// what the host has free) refuses every run: `Err`. A run that conflicts
+    /// only with what the manager holds (its run id already known, its task
+    /// with a live run, no GPU device for it) is taken out of `runs` and
+    /// returned with its error, and the others go on; when none is left, the
+    /// first such error is the batch's.
     pub fn begin_launch(
         &mut self,
         lease: LeaseId,
         host: &str,
-        runs: &mut [LaunchRequest],
+        runs: &mut Vec<LaunchRequest>,
         now: u64,
-    ) -> Result<(), HostError> {
+    ) -> Result<Vec<(String, HostError)>, HostError> {
         let l = self.leases.get(&lease).ok_or(HostError::UnknownLease(lease))?;
         if l.expires_at_ms <= now {
             self.drop_lease(lease);
@@ -152,51 +158,38 @@ impl State {
         if !h.state.accepts_tasks() {
             return Err(HostError::HostNotAcceptingTasks { host: host.to_string(), state: h.state });
         }
-        if runs.is_empty() {
-            return Err(HostError::InvalidRequest { field: "runs", reason: "no runs to launch".into() });
-        }
-        let mut need = Resources::ZERO;
-        let mut seen: HashSet<&str> = HashSet::with_capacity(runs.len());
-        let mut tasks: HashSet<&str> = HashSet::with_capacity(runs.len());
-        for r in runs.iter() {
-            if r.run_id.is_empty() {
-                return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
-            }
-            if !seen.insert(r.run_id.as_str()) || self.runs.contains_key(r.run_id.as_str()) {
-                return Err(HostError::DuplicateRunId(r.run_id.clone()));
-            }
-            if r.task_id.is_empty() {
-                return Err(HostError::InvalidRequest { field: "task_id", reason: "must not be empty".into() });
-            }
-            if !tasks.insert(r.task_id.as_str()) {
-                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: r.run_id.clone() });
-            }
-            if let Some(live) = self.live_task_runs.get(r.task_id.as_str()) {
-                return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: live.to_string() });
-            }
-            need = need.saturating_add(&r.spec.resources);
-        }
-        if let Some((field, requested, free)) = over(&need, &h.view.free()) {
-            return Err(HostError::OverCapacity { host: host.to_string(), field, requested, free });
-        }
+        check_request(runs)?;
+        let mut refused: Vec<(String, HostError)> = Vec::new();
+        runs.retain(|r| {
+            let conflict = if self.runs.contains_key(r.run_id.as_str()) {
+                Some(HostError::DuplicateRunId(r.run_id.clone()))
+            } else {
+                self.live_task_runs
+                    .get(r.task_id.as_str())
+                    .map(|live| HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: live.to_string() })
+            };
+            conflict.map(|e| refused.push((r.run_id.clone(), e))).is_none()
+        });
         // GPU devices: each run's grant (the host's default choice for a
         // launch that names none) must fit what the devices have left,
         // counting the grants before it.
         let mut slots = h.view.gpus.clone();
-        for r in runs.iter_mut() {
-            if r.gpu.is_empty() && r.spec.resources.gpu_milli > 0 {
-                r.gpu = gpu::pick(&slots, &r.spec.resources, &r.spec.gpu_models).ok_or_else(|| {
-                    HostError::InvalidRequest {
-                        field: "gpu",
-                        reason: format!("no GPU device of host {host} takes {} milli-GPU", r.spec.resources.gpu_milli),
-                    }
-                })?;
+        runs.retain_mut(|r| match grant_gpus(&mut slots, r, host) {
+            Ok(()) => true,
+            Err(e) => {
+                refused.push((r.run_id.clone(), e));
+                false
             }
-            if r.spec.resources.gpu_milli > 0 || !r.gpu.is_empty() {
-                gpu::check_grant(&slots, &r.spec.resources, &r.spec.gpu_models, &r.gpu)
-                    .map_err(|e| HostError::InvalidRequest { field: "gpu", reason: format!("host {host}: {e}") })?;
-                gpu::apply(&mut slots, &r.gpu, false);
-            }
+        });
+        if runs.is_empty() {
+            let first = refused.into_iter().next().map(|(_, e)| e);
+            return Err(
+                first.unwrap_or(HostError::InvalidRequest { field: "runs", reason: "no runs to launch".into() })
+            );
+        }
+        let need = runs.iter().fold(Resources::ZERO, |need, r| need.saturating_add(&r.spec.resources));
+        if let Some((field, requested, free)) = over(&need, &h.view.free()) {
+            return Err(HostError::OverCapacity { host: host.to_string(), field, requested, free });
         }
         // The host stays in the lease until it is released or expires: the
         // job manager may launch several groups of one placement round on it
@@ -209,7 +202,7 @@ impl State {
         }
         // Unconfirmed after the launch timeout is LOST (see `tick`).
         self.runs_due_by(now.saturating_add(self.config.launch_timeout_ms).saturating_add(1));
-        Ok(())
+        Ok(refused)
     }
 
     /// Undoes `begin_launch` when the provider refused the launch outright.
@@ -221,4 +214,47 @@ impl State {
             }
         }
     }
+}
+
+/// The faults of a launch request in itself, whatever the manager holds:
+/// no runs, an empty id, a run or a task named twice. Each refuses the
+/// whole batch (the caller built it wrong).
+fn check_request(runs: &[LaunchRequest]) -> Result<(), HostError> {
+    if runs.is_empty() {
+        return Err(HostError::InvalidRequest { field: "runs", reason: "no runs to launch".into() });
+    }
+    let mut seen: HashSet<&str> = HashSet::with_capacity(runs.len());
+    let mut tasks: HashSet<&str> = HashSet::with_capacity(runs.len());
+    for r in runs {
+        if r.run_id.is_empty() {
+            return Err(HostError::InvalidRequest { field: "run_id", reason: "must not be empty".into() });
+        }
+        if !seen.insert(r.run_id.as_str()) {
+            return Err(HostError::DuplicateRunId(r.run_id.clone()));
+        }
+        if r.task_id.is_empty() {
+            return Err(HostError::InvalidRequest { field: "task_id", reason: "must not be empty".into() });
+        }
+        if !tasks.insert(r.task_id.as_str()) {
+            return Err(HostError::DuplicateTaskId { task: r.task_id.clone(), live_run: r.run_id.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Picks (when the launch names none) and checks one run's GPU devices
+/// against what `slots` have left, and takes them from `slots`.
+fn grant_gpus(slots: &mut [gpu::GpuSlot], r: &mut LaunchRequest, host: &str) -> Result<(), HostError> {
+    if r.gpu.is_empty() && r.spec.resources.gpu_milli > 0 {
+        r.gpu = gpu::pick(slots, &r.spec.resources, &r.spec.gpu_models).ok_or_else(|| HostError::InvalidRequest {
+            field: "gpu",
+            reason: format!("no GPU device of host {host} takes {} milli-GPU", r.spec.resources.gpu_milli),
+        })?;
+    }
+    if r.spec.resources.gpu_milli > 0 || !r.gpu.is_empty() {
+        gpu::check_grant(slots, &r.spec.resources, &r.spec.gpu_models, &r.gpu)
+            .map_err(|e| HostError::InvalidRequest { field: "gpu", reason: format!("host {host}: {e}") })?;
+        gpu::apply(slots, &r.gpu, false);
+    }
+    Ok(())
 }
