@@ -32,6 +32,7 @@
 //! - [`snapshot`]: the whole store as one checksummed file: export, verify, restore (decision 0030).
 //! - `validate` (private): input checks shared by both backends.
 //! - `job_events` (private): the folding and retention rules of job events (decision 0025).
+//! - `event_rows` (private): a call's task events as stored rows, one per run of a task (decision 0072).
 #![forbid(unsafe_code)]
 
 pub mod audit;
@@ -41,6 +42,7 @@ pub mod cassandra;
 pub mod config;
 pub mod crash;
 pub mod error;
+mod event_rows;
 pub mod fence;
 mod job_events;
 pub mod memory;

@@ -322,7 +322,9 @@ impl Store for MeteredStore {
             // Counted as the two calls it stands for would be.
             self.count_cas_wins(results);
             let lost = crate::types::lost_instances(writes, results);
-            let kept = events.iter().filter(|(i, _)| !lost.contains(i)).count();
+            let kept = crate::event_rows::row_count(
+                events.iter().filter(|(i, _)| !lost.contains(i)).map(|(i, e)| (*i, e.run)),
+            );
             self.metrics.count_records(self.backend, "append_job_events", kept);
         }
         out
@@ -337,12 +339,13 @@ impl Store for MeteredStore {
     }
 
     async fn append_task_events(&self, job_id: &str, instance: u32, events: &[TaskEvent]) -> Result<()> {
-        self.write_records("append_task_events", events.len(), self.inner.append_task_events(job_id, instance, events))
-            .await
+        let rows = crate::event_rows::row_count(events.iter().map(|e| (instance, e.run)));
+        self.write_records("append_task_events", rows, self.inner.append_task_events(job_id, instance, events)).await
     }
 
     async fn append_job_events(&self, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
-        self.write_records("append_job_events", events.len(), self.inner.append_job_events(job_id, events)).await
+        let rows = crate::event_rows::row_count(events.iter().map(|(i, e)| (*i, e.run)));
+        self.write_records("append_job_events", rows, self.inner.append_job_events(job_id, events)).await
     }
 
     async fn task_events(&self, job_id: &str, instance: u32, limit: u32) -> Result<Vec<TaskEvent>> {
@@ -555,6 +558,14 @@ mod tests {
         assert_eq!(
             metrics.records_written("memory"),
             vec![("append_job_events", 1), ("cas_tasks", 3), ("create_job_with_tasks", 5)]
+        );
+        // A call's events are stored a row per run of a task (decision
+        // 0072): two events of instance 0's run 1 and one of instance 1's
+        // are two rows.
+        store.append_job_events("j", &[event(0), event(1), event(0)]).await.expect("events");
+        assert_eq!(
+            metrics.records_written("memory"),
+            vec![("append_job_events", 3), ("cas_tasks", 3), ("create_job_with_tasks", 5)]
         );
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register_collector(Box::new(metrics));

@@ -5,7 +5,8 @@
 //! task in a crash loop moves on to new partitions instead of growing one;
 //! `task_event_partitions` lists a job's partitions. Written with a TTL
 //! (`event_ttl_days`) so that history is bounded by age, and read newest
-//! first up to [`limits::MAX_EVENTS_PER_TASK`].
+//! first up to [`limits::MAX_EVENTS_PER_TASK`]. A row holds the events of
+//! one run of a task that one call appends ([`crate::event_rows`]).
 //!
 //! Keyspaces from before schema 8 kept a partition per task (`task_events`).
 //! A handle that finds rows there at open ([`CassandraStore::legacy_events`])
@@ -21,7 +22,8 @@ use paceline_model::task::TaskEvent;
 
 use super::{CONCURRENCY, CassandraStore, bucket, task_what};
 use crate::error::{Result, StoreError};
-use crate::types::{check_id, check_page, decode, encode, limits};
+use crate::event_rows::{EventRows, decode_newest_first, newest_first};
+use crate::types::{check_id, check_page, limits};
 
 /// Runs of a task whose events share a partition: a task's events of runs
 /// 0–15 are in group 0, 16–31 in group 1, and so on. With a handful of
@@ -60,35 +62,42 @@ impl ListedPartitions {
 /// The values of one `ins_event` row.
 type EventRow = (String, i32, i32, i32, i64, i64, &'static str, Vec<u8>, i32);
 
-fn event_row(
-    store: &CassandraStore,
-    job_id: &str,
-    instance: u32,
-    e: &TaskEvent,
-) -> Result<((i32, i32), usize, EventRow)> {
-    let body = encode(|| format!("event of {}", task_what(job_id, instance)), e, limits::MAX_RECORD)?;
-    let size = body.len() + 64;
-    let (b, g) = (bucket(instance), run_group(e.run));
-    Ok((
-        (b, g), // one batch per partition (job, bucket, run group)
-        size,
-        (
-            job_id.to_string(),
-            b,
-            g,
-            instance as i32,
-            e.at_ms as i64,
-            e.run as i64,
-            e.to.as_str(),
-            body.into_bytes(),
-            store.event_ttl_secs,
-        ),
-    ))
+/// A row with its partition (bucket, run group) and size, for batching.
+type SizedRow = ((i32, i32), usize, EventRow);
+
+/// The rows of `events` (one per run of a task, [`crate::event_rows`]),
+/// each with its partition and size.
+fn event_rows(store: &CassandraStore, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<Vec<SizedRow>> {
+    let grouped = EventRows::new(events);
+    let mut rows = Vec::with_capacity(events.len());
+    for row in grouped.rows() {
+        let instance = row.instance();
+        let body = row.encode(|| format!("event of {}", task_what(job_id, instance)))?;
+        let size = body.len() + 64;
+        let e = row.oldest();
+        let (b, g) = (bucket(instance), run_group(e.run));
+        rows.push((
+            (b, g), // one batch per partition (job, bucket, run group)
+            size,
+            (
+                job_id.to_string(),
+                b,
+                g,
+                instance as i32,
+                e.at_ms as i64,
+                e.run as i64,
+                e.to.as_str(),
+                body.into_bytes(),
+                store.event_ttl_secs,
+            ),
+        ));
+    }
+    Ok(rows)
 }
 
 /// Lists the rows' partitions not listed yet (before the rows: a read
 /// finds every partition that may hold events), then writes the rows.
-async fn write_events(store: &CassandraStore, job_id: &str, rows: Vec<((i32, i32), usize, EventRow)>) -> Result<()> {
+async fn write_events(store: &CassandraStore, job_id: &str, rows: Vec<SizedRow>) -> Result<()> {
     let parts = store.event_partitions.unlisted(job_id, rows.iter().map(|r| r.0).collect());
     if !parts.is_empty() {
         // One partition (the job's) for the list: one batch.
@@ -107,14 +116,15 @@ pub(super) async fn append_task_events(
 ) -> Result<()> {
     store.fence_check().await?;
     check_id("job", job_id)?;
-    let rows = events.iter().map(|e| event_row(store, job_id, instance, e)).collect::<Result<Vec<_>>>()?;
+    let events: Vec<(u32, TaskEvent)> = events.iter().map(|e| (instance, e.clone())).collect();
+    let rows = event_rows(store, job_id, &events)?;
     write_events(store, job_id, rows).await
 }
 
 pub(super) async fn append_job_events(store: &CassandraStore, job_id: &str, events: &[(u32, TaskEvent)]) -> Result<()> {
     store.fence_check().await?;
     check_id("job", job_id)?;
-    let rows = events.iter().map(|(i, e)| event_row(store, job_id, *i, e)).collect::<Result<Vec<_>>>()?;
+    let rows = event_rows(store, job_id, events)?;
     write_events(store, job_id, rows).await
 }
 
@@ -154,21 +164,23 @@ pub(super) async fn task_events(
         let old: Vec<(i64, i64, String, String)> =
             store.rows("task events", &store.s.sel_events_legacy, (job_id, instance as i32, limit)).await?;
         let old = old.into_iter().map(|(at, run, to, event)| (at, run, to, event.into_bytes())).collect();
-        rows = newest_first(rows, old, limit as usize);
+        rows = merge_rows_newest_first(rows, old, limit as usize);
     }
-    rows.iter()
-        .map(|r| {
-            let what = || format!("event of {}", task_what(job_id, instance));
-            let json =
-                std::str::from_utf8(&r.3).map_err(|e| StoreError::Corrupt { what: what(), reason: e.to_string() })?;
-            decode(what, json)
-        })
-        .collect()
+    // A row holds one event or more: `limit` rows hold at least `limit`
+    // events where there are that many.
+    let mut events = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let what = || format!("event of {}", task_what(job_id, instance));
+        let json =
+            std::str::from_utf8(&r.3).map_err(|e| StoreError::Corrupt { what: what(), reason: e.to_string() })?;
+        decode_newest_first(what, json, &mut events)?;
+    }
+    Ok(newest_first(events, limit as usize))
 }
 
 /// Two lists each newest first (the tables' clustering order) merged into
 /// one, newest first, at most `limit` long.
-fn newest_first(a: Vec<StoredEvent>, b: Vec<StoredEvent>, limit: usize) -> Vec<StoredEvent> {
+fn merge_rows_newest_first(a: Vec<StoredEvent>, b: Vec<StoredEvent>, limit: usize) -> Vec<StoredEvent> {
     let mut all: Vec<StoredEvent> = a.into_iter().chain(b).collect();
     all.sort_by(|x, y| (y.0, y.1, &y.2).cmp(&(x.0, x.1, &x.2)));
     all.truncate(limit);
@@ -215,11 +227,12 @@ mod tests {
     fn events_of_both_tables_come_newest_first_up_to_the_limit() {
         let new = vec![e(30, 2, "RUNNING"), e(20, 2, "LAUNCHED")];
         let old = vec![e(25, 1, "KILLED"), e(10, 1, "RUNNING"), e(5, 1, "PLACED")];
-        let merged = newest_first(new, old, 4);
+        let merged = merge_rows_newest_first(new, old, 4);
         let at: Vec<i64> = merged.iter().map(|r| r.0).collect();
         assert_eq!(at, [30, 25, 20, 10]);
         // Ties at one millisecond are ordered as the tables order them: run, then state, descending.
-        let merged = newest_first(vec![e(7, 1, "LAUNCHED")], vec![e(7, 2, "PLACED"), e(7, 1, "RUNNING")], 10);
+        let merged =
+            merge_rows_newest_first(vec![e(7, 1, "LAUNCHED")], vec![e(7, 2, "PLACED"), e(7, 1, "RUNNING")], 10);
         let keys: Vec<(i64, &str)> = merged.iter().map(|r| (r.1, r.2.as_str())).collect();
         assert_eq!(keys, [(2, "PLACED"), (1, "RUNNING"), (1, "LAUNCHED")]);
     }

@@ -128,6 +128,14 @@ const MIGRATIONS: &[(&str, &[&str])] = &[(
     // too (which has no `ADD IF NOT EXISTS`).
     "task runtimes as blobs",
     &["ALTER TABLE tasks ADD body blob"],
+), (
+    // Decision 0072: a row of `task_events_by_bucket` may hold the events
+    // of one run of a task that one call appended, as a JSON array. No
+    // table changes; the version is recorded so that a server that can
+    // read only one event a row refuses the keyspace instead of failing on
+    // those rows.
+    "task events a row per run and call",
+    &[],
 )];
 
 /// The migration whose index [`backfill`] fills from the existing jobs.

@@ -1,14 +1,16 @@
-//! Task events: appended in the writer's groups, each task's history
-//! trimmed back to [`limits::MAX_EVENTS_PER_TASK`] in steps of
-//! [`TRIM_EVERY`] appends, read newest first.
+//! Task events: appended in the writer's groups, a row per run of a task
+//! per call ([`crate::event_rows`]), each task's history trimmed back to
+//! [`limits::MAX_EVENTS_PER_TASK`] rows in steps of [`TRIM_EVERY`] appends,
+//! read newest first.
 
 use paceline_model::task::TaskEvent;
 use rusqlite::params;
 
 use super::{SqliteStore, db, task_what};
 use crate::error::{Result, StoreError};
+use crate::event_rows::{EventRows, decode_newest_first, newest_first};
 use crate::store::Store;
-use crate::types::{check_id, check_page, decode, encode, limits};
+use crate::types::{check_id, check_page, limits};
 
 /// Job id → instance → events appended since the last trim.
 pub(super) type TrimCounts = std::collections::HashMap<String, std::collections::HashMap<u32, usize>>;
@@ -42,15 +44,19 @@ pub(super) async fn append_job_events(store: &SqliteStore, job_id: &str, events:
     store.write(move |conn| insert_events(conn, &job_id, &rows, &trims)).await
 }
 
-/// One event as its row: (instance, at_ms, run, to_state, encoded body).
+/// One row: (instance, at_ms, run, to_state, encoded body), keyed by its
+/// oldest event.
 pub(super) type EventRow = (u32, u64, u64, &'static str, String);
 
 /// The events' rows, encoded and checked for size, before the writer runs.
 pub(super) fn event_rows(job_id: &str, events: &[(u32, TaskEvent)]) -> Result<Vec<EventRow>> {
+    let grouped = EventRows::new(events);
     let mut rows = Vec::with_capacity(events.len());
-    for (instance, e) in events {
-        let body = encode(|| format!("event of {}", task_what(job_id, *instance)), e, limits::MAX_RECORD)?;
-        rows.push((*instance, e.at_ms, e.run, e.to.as_str(), body));
+    for row in grouped.rows() {
+        let instance = row.instance();
+        let body = row.encode(|| format!("event of {}", task_what(job_id, instance)))?;
+        let e = row.oldest();
+        rows.push((instance, e.at_ms, e.run, e.to.as_str(), body));
     }
     Ok(rows)
 }
@@ -112,15 +118,20 @@ pub(super) async fn task_events(
                      ORDER BY at_ms DESC, run DESC, to_state DESC LIMIT ?3",
                 )
                 .map_err(db)?;
+            // History is trimmed in steps (TRIM_EVERY): never show more than
+            // the bound. A row holds one event or more, so `limit` rows
+            // hold at least `limit` events where there are that many.
+            let limit = limit.min(limits::MAX_EVENTS_PER_TASK as u32);
             let rows = stmt
-                // History is trimmed in steps (TRIM_EVERY): never show more than the bound.
-                .query_map(params![job_id, instance, limit.min(limits::MAX_EVENTS_PER_TASK as u32)], |r| {
-                    r.get::<_, String>(0)
-                })
+                .query_map(params![job_id, instance, limit], |r| r.get::<_, String>(0))
                 .map_err(db)?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db)?;
-            rows.iter().map(|b| decode(|| format!("event of {}", task_what(&job_id, instance)), b)).collect()
+            let mut events = Vec::with_capacity(rows.len());
+            for body in &rows {
+                decode_newest_first(|| format!("event of {}", task_what(&job_id, instance)), body, &mut events)?;
+            }
+            Ok(newest_first(events, limit as usize))
         })
         .await
 }

@@ -150,6 +150,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pool, name)
     ) WITHOUT ROWID;
     "#,
+    // 6: a `task_events` row may hold the events of one run of a task that
+    // one call appended, as a JSON array (decision 0072). No table
+    // changes; the version makes a server that reads one event a row
+    // refuse the file instead of failing on those rows.
+    "-- task events a row per run and call",
 ];
 
 /// The newest schema version this build knows.
