@@ -5,6 +5,7 @@
 //! `JobManager::recover`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use paceline_model::Labels;
@@ -13,6 +14,9 @@ use paceline_model::task::{TaskEvent, TaskGoal, TaskRuntime, TaskState};
 use paceline_resmgr::GangId;
 
 use crate::deadline::DeadlineQueue;
+
+/// The reason a run gets when its host accepted its launch.
+pub(crate) const LAUNCHED: &str = "LAUNCHED";
 
 /// The reason a run gets when a kill was asked for it.
 pub(crate) const KILL_REQUESTED: &str = "KILL_REQUESTED";
@@ -85,6 +89,7 @@ impl JobEntry {
             return;
         };
         t.unwritten_killing_from = None;
+        t.unwritten_launched = None;
         match (t.rt.state.is_terminal(), rt.state.is_terminal()) {
             (true, false) => self.unfinished += 1,
             (false, true) => self.unfinished = self.unfinished.saturating_sub(1),
@@ -220,6 +225,12 @@ pub(crate) struct TaskEntry {
     /// transition (at `rt.updated_at_ms`) is recorded as an event with the
     /// task's next write. One byte, in padding the entry already has.
     pub unwritten_killing_from: Option<TaskState>,
+    /// This run's LAUNCHED is in memory only (decision 0073): the store
+    /// holds LAUNCHING, which recovery treats alike, and the LAUNCHED event
+    /// is stored with the task's next write. Its time, as milliseconds
+    /// after the job's creation plus one: four bytes, in padding the entry
+    /// already has, where a time would take sixteen.
+    pub unwritten_launched: Option<NonZeroU32>,
     /// Launches of this task refused in a row since one last reached
     /// RUNNING: from the second on, the next run waits a backoff before it
     /// is submitted again (`launch::refusal_backoff_ms`). In memory only.
@@ -238,6 +249,7 @@ impl TaskEntry {
             preempted: false,
             avoid_host: None,
             unwritten_killing_from: None,
+            unwritten_launched: None,
             launch_refusals: 0,
         }
     }
@@ -252,7 +264,7 @@ impl TaskEntry {
 
     /// The event of a KILLING kept in memory only (`kill_in_memory`): shown
     /// by `task_events` until stored with the task's next write.
-    pub fn unwritten_killing_event(&self) -> Option<TaskEvent> {
+    fn unwritten_killing_event(&self) -> Option<TaskEvent> {
         self.unwritten_killing_from.map(|from| TaskEvent {
             run: self.rt.run,
             from: Some(from),
@@ -262,6 +274,38 @@ impl TaskEntry {
             reason: KILL_REQUESTED.to_string(),
             message: String::new(),
         })
+    }
+
+    /// Keeps this run's LAUNCHED at `at_ms` in memory only, to be stored
+    /// with the task's next write; false (nothing kept) where its time
+    /// cannot be held (before the job's creation by this clock, or 49 days
+    /// after it): the caller stores the event at once.
+    pub fn keep_launched(&mut self, created_at_ms: u64, at_ms: u64) -> bool {
+        let offset = at_ms.checked_sub(created_at_ms).and_then(|d| d.checked_add(1));
+        match offset.and_then(|d| u32::try_from(d).ok()).and_then(NonZeroU32::new) {
+            Some(at) => {
+                self.unwritten_launched = Some(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The events kept in memory only, oldest first: this run's LAUNCHED
+    /// ([`TaskEntry::keep_launched`]) and a whole-job kill's KILLING. The
+    /// task's next write stores them before its own event; `task_events`
+    /// shows them until then.
+    pub fn unwritten_events(&self, created_at_ms: u64) -> impl Iterator<Item = TaskEvent> + use<> {
+        let launched = self.unwritten_launched.map(|at| TaskEvent {
+            run: self.rt.run,
+            from: Some(TaskState::Launching),
+            to: TaskState::Launched,
+            at_ms: created_at_ms + u64::from(at.get()) - 1,
+            host: self.rt.host.clone(),
+            reason: LAUNCHED.to_string(),
+            message: String::new(),
+        });
+        launched.into_iter().chain(self.unwritten_killing_event())
     }
 
     /// Wants runs (as opposed to being stopped or removed).
@@ -288,5 +332,40 @@ impl UpdateEntry {
 
     pub fn paused(&self) -> bool {
         self.update.state == UpdateState::Paused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use paceline_model::task::{TaskRuntime, TaskState};
+
+    use super::TaskEntry;
+
+    #[test]
+    fn a_kept_launched_comes_back_at_its_time_and_one_that_cannot_be_kept_is_refused() {
+        let created = 1_700_000_000_000;
+        let mut t =
+            TaskEntry::new(TaskRuntime { run: 3, state: TaskState::Launched, ..TaskRuntime::initial(1, created) });
+        // At the job's creation, and 49 days after it (the last millisecond a u32 holds).
+        for at in [created, created + u64::from(u32::MAX) - 1] {
+            assert!(t.keep_launched(created, at));
+            let got: Vec<(u64, TaskState, u64)> = t.unwritten_events(created).map(|e| (e.run, e.to, e.at_ms)).collect();
+            assert_eq!(got, [(3, TaskState::Launched, at)]);
+        }
+        // Before the job's creation (a clock that went back) or later than a u32 holds: stored at once.
+        let mut fresh = TaskEntry::new(TaskRuntime::initial(1, created));
+        assert!(!fresh.keep_launched(created, created - 1));
+        assert!(!fresh.keep_launched(created, created + u64::from(u32::MAX)));
+        assert_eq!(fresh.unwritten_events(created).count(), 0);
+    }
+
+    /// The kept LAUNCHED takes four bytes of padding the entry had
+    /// (decision 0073): 312 bytes before it and after, on 64-bit targets.
+    /// A field that makes every entry larger (a million of them in a large
+    /// cluster) should be a decision of its own, and this figure with it.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_task_entry_stays_within_its_size() {
+        assert_eq!(std::mem::size_of::<TaskEntry>(), 312);
     }
 }

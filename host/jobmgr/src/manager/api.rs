@@ -292,15 +292,15 @@ impl JobManager {
     /// order the run went through them ([`TaskState::timeline_rank`]).
     pub async fn task_events(&self, id: &str, instance: u32) -> Result<Vec<TaskEvent>, JobError> {
         let mut events = self.store.task_events(id, instance, self.config.events_limit).await?;
-        // A whole-job kill's KILLING not yet in the store (decision 0064).
-        let unwritten = {
+        // A LAUNCHED (decision 0073) or a whole-job kill's KILLING
+        // (decision 0064) not yet in the store.
+        let unwritten: Vec<TaskEvent> = {
             let m = self.mem();
-            m.key_of(id)
-                .and_then(|k| m.jobs.get(&k))
-                .and_then(|j| j.tasks.get(instance as usize))
-                .and_then(|t| t.unwritten_killing_event())
+            let job = m.key_of(id).and_then(|k| m.jobs.get(&k));
+            job.and_then(|j| Some(j.tasks.get(instance as usize)?.unwritten_events(j.runtime.created_at_ms).collect()))
+                .unwrap_or_default()
         };
-        let added = unwritten.is_some();
+        let added = !unwritten.is_empty();
         events.extend(unwritten);
         newest_first(&mut events);
         if added && self.config.events_limit > 0 {

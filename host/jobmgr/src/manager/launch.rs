@@ -20,7 +20,7 @@ use super::JobManager;
 use super::writes::Write;
 use crate::deadline::{Deadline, DeadlineKind};
 use crate::error::JobError;
-use crate::state::{Mem, TaskEntry};
+use crate::state::{LAUNCHED, Mem, TaskEntry};
 
 /// How long the next run of a task whose launch was refused `refusals`
 /// times in a row waits before it is submitted again: not at all after the
@@ -415,6 +415,7 @@ impl JobManager {
                 return Ok((0, 0));
             };
             let kind = job.kind();
+            let created_at_ms = job.runtime.created_at_ms;
             for ((host, tasks), outcome) in hosts.iter().zip(outcomes) {
                 // `Ok` lists the runs refused one by one (rarely any); `Err`
                 // refused the host's whole batch.
@@ -448,28 +449,31 @@ impl JobManager {
                         let _ = rm.transition(id, Transition::StartLaunch, now);
                     }
                     // A run update may already have moved it further.
-                    // LAUNCHED is the mirror's state and an event, not a
-                    // runtime write of its own: recovery treats a stored
-                    // LAUNCHING exactly as LAUNCHED (both wait for the host's
-                    // report, see `table`), so the task's next write (its
-                    // STARTING or RUNNING) carries it. One compare-and-set per
-                    // task less.
+                    // LAUNCHED is the mirror's state, not a runtime write of
+                    // its own: recovery treats a stored LAUNCHING exactly as
+                    // LAUNCHED (both wait for the host's report, see
+                    // `table`), so the task's next write (its STARTING or
+                    // RUNNING) carries it. Its event rides with that write
+                    // too (decision 0073): one compare-and-set and one event
+                    // row per task less.
                     if t.rt.state == TaskState::Launching {
                         t.rt.state = TaskState::Launched;
-                        t.rt.reason = "LAUNCHED".into();
+                        t.rt.reason = LAUNCHED.into();
                         t.rt.updated_at_ms = now;
-                        launched.push((
-                            i,
-                            TaskEvent {
-                                run: t.rt.run,
-                                from: Some(TaskState::Launching),
-                                to: TaskState::Launched,
-                                at_ms: now,
-                                host: t.rt.host.clone(),
-                                reason: "LAUNCHED".into(),
-                                message: String::new(),
-                            },
-                        ));
+                        if !t.keep_launched(created_at_ms, now) {
+                            launched.push((
+                                i,
+                                TaskEvent {
+                                    run: t.rt.run,
+                                    from: Some(TaskState::Launching),
+                                    to: TaskState::Launched,
+                                    at_ms: now,
+                                    host: t.rt.host.clone(),
+                                    reason: LAUNCHED.into(),
+                                    message: String::new(),
+                                },
+                            ));
+                        }
                     }
                 }
             }

@@ -71,14 +71,15 @@ impl JobManager {
                         .ok_or_else(|| JobError::NotFound(format!("instance {}", w.instance)))
                 })
                 .collect::<Result<_, _>>()?;
-            // A whole-job kill's KILLING, kept in memory only (decision
-            // 0064), goes into the history before the write's own event.
-            let mut events = before;
+            // A LAUNCHED (decision 0073) and a whole-job kill's KILLING
+            // (decision 0064) kept in memory only go into the history
+            // first: they happened before `before` and the writes' own.
+            let mut events = Vec::with_capacity(before.len() + 2 * writes.len());
             for w in &writes {
-                if let Some(e) = job.tasks[w.instance as usize].unwritten_killing_event() {
-                    events.push((w.instance, e));
-                }
+                let unwritten = job.tasks[w.instance as usize].unwritten_events(job.runtime.created_at_ms);
+                events.extend(unwritten.map(|e| (w.instance, e)));
             }
+            events.extend(before);
             (job.id.clone(), olds, events)
         };
         for (w, old) in writes.iter_mut().zip(&olds) {

@@ -446,3 +446,66 @@ async fn creates_asked_at_once_are_combined_and_each_gets_its_answer() {
         assert!(job.tasks.iter().all(|t| t.state == TaskState::Running), "{id}: {:?}", job.tasks);
     }
 }
+
+/// LAUNCHED is kept in memory and stored with the task's next write
+/// (decision 0073): after the launch the store holds neither a LAUNCHED
+/// runtime nor its event while the API shows both; the run's STARTING
+/// stores it once, at the launch's time, before its own event. A task
+/// killed before its host reports stores it with the kill's KILLING and
+/// the host's KILLED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launched_is_stored_with_the_tasks_next_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = harness(dir.path(), &["h1"]);
+    let store = Harness::sqlite(&dir.path().join("jobs.sqlite"));
+    h.jm.create("lw", config(JobKind::Batch, 1)).await.expect("create");
+    h.jm.create("lk", config(JobKind::Batch, 1)).await.expect("create");
+    h.advance(3).await;
+    assert_eq!(h.place().await, 2);
+    let shown = h.jm.task_events("lw", 0).await.expect("events");
+    assert_eq!(shown[0].to, TaskState::Launched, "the API shows it at once: {shown:?}");
+    let launched_at = shown[0].at_ms;
+    for id in ["lw", "lk"] {
+        let stored = store.task_events(id, 0, 100).await.expect("events");
+        assert!(stored.iter().all(|e| e.to != TaskState::Launched), "{id}: not stored yet: {stored:?}");
+        let rt = store.tasks_of_job(id, &[]).await.expect("tasks")[0].runtime.clone();
+        assert_eq!(rt.state, TaskState::Launching, "{id}");
+    }
+
+    h.advance(7).await;
+    h.jm.on_run_update(&update("lw-0-1", 1, RunState::Starting, "STARTING", "")).await.expect("start handled");
+    let stored = store.task_events("lw", 0, 100).await.expect("events");
+    let launched: Vec<_> = stored.iter().filter(|e| e.to == TaskState::Launched).map(|e| (e.from, e.at_ms)).collect();
+    assert_eq!(launched, [(Some(TaskState::Launching), launched_at)], "stored once: {stored:?}");
+    // Events of one millisecond come from the store in no set order; the
+    // API puts them in the run's.
+    let shown = h.jm.task_events("lw", 0).await.expect("events");
+    assert_eq!(shown.len(), stored.len(), "every event shown once: {shown:?}");
+    let chain: Vec<(Option<TaskState>, TaskState, u64)> = shown.iter().rev().map(|e| (e.from, e.to, e.at_ms)).collect();
+    assert_eq!(
+        chain[1..],
+        [
+            (Some(TaskState::Placed), TaskState::Launching, launched_at),
+            (Some(TaskState::Launching), TaskState::Launched, launched_at),
+            (Some(TaskState::Launched), TaskState::Starting, launched_at + 7)
+        ],
+        "{chain:?}"
+    );
+
+    h.jm.kill("lk", None).await.expect("kill");
+    assert_eq!(h.launcher.kills().len(), 1, "its host asked");
+    h.report("lk-0-1", RunState::Killed, None).await;
+    let stored = store.task_events("lk", 0, 100).await.expect("events");
+    let shown = h.jm.task_events("lk", 0).await.expect("events");
+    assert_eq!(shown.len(), stored.len(), "every event stored: {stored:?}");
+    let ends: Vec<(Option<TaskState>, TaskState)> = shown.iter().rev().map(|e| (e.from, e.to)).skip(2).collect();
+    assert_eq!(
+        ends,
+        [
+            (Some(TaskState::Launching), TaskState::Launched),
+            (Some(TaskState::Launched), TaskState::Killing),
+            (Some(TaskState::Killing), TaskState::Killed)
+        ],
+        "{shown:?}"
+    );
+}
