@@ -328,8 +328,11 @@ impl HostManager {
     ) -> Result<Vec<(String, HostError)>, HostError> {
         let now = self.now();
         let refused = self.inner.lock().begin_launch(lease, host, &mut runs, now)?;
+        // The caller is told each refusal and why, and the job manager
+        // logs it at warn: a second warn here would print every refusal
+        // twice in an all-in-one server.
         for (run, why) in &refused {
-            tracing::warn!(%host, %run, error = %why, "run refused; the rest of its batch launches");
+            tracing::debug!(%host, %run, error = %why, "run refused; the rest of its batch launches");
         }
         let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
         if let Err(e) = self.inner.provider.launch(host, runs).await {
