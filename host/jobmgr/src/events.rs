@@ -3,7 +3,10 @@
 //! message); the job manager's tick drains them into one store call a
 //! second (`JobManager::flush_events`), where they fold into the stored
 //! events. So a task deferred every round costs one hash lookup per round
-//! and one row write per flush, not a store write per round.
+//! and one row write per flush, not a store write per round. Task events
+//! of the kinds that come in crowds (a job's tasks placed or killed
+//! together) are listed one by one up to [`CROWD_LISTED`] a job in
+//! [`CROWD_WINDOW_MS`] and counted on the job past that (decision 0074).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -20,10 +23,56 @@ use paceline_model::event::{EventReason, JobEvent};
 /// server` dropped that many a second at 10,000. About 150 bytes each.
 pub const MAX_PENDING_EVENTS: usize = 100_000;
 
+/// Task events of one crowd kind (see [`EventRecorder::record_crowded`])
+/// listed one by one, on their tasks, per job in a window; the window's
+/// rest are counted in one event on the job. Kubernetes' event aggregator
+/// combines similar events the same way (10 in 10 minutes): a 10,000-task
+/// job's events stay readable and within the per-job bound, and the store
+/// writes a row for the crowd rather than one a task.
+pub const CROWD_LISTED: u32 = 10;
+
+/// The window of [`CROWD_LISTED`]: it opens at a job's first listed event
+/// of the kind and closes this long after.
+pub const CROWD_WINDOW_MS: u64 = 10 * 60 * 1000;
+
+/// Most windows held (one per job and kind). When full they are all
+/// forgotten: the next tasks of those jobs are listed again, which costs
+/// rows, never an event.
+pub const MAX_CROWDS: usize = 100_000;
+
 /// Folds sightings until they are drained. Cheap to share.
 #[derive(Debug, Default)]
 pub struct EventRecorder {
     pending: Mutex<Pending>,
+    /// (job, reason) → its open window; kept across drains.
+    crowds: Mutex<HashMap<u64, Crowd>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Crowd {
+    since_ms: u64,
+    listed: u32,
+}
+
+fn crowd_key(job_id: &str, reason: EventReason) -> u64 {
+    let mut h = DefaultHasher::new();
+    job_id.hash(&mut h);
+    reason.hash(&mut h);
+    h.finish()
+}
+
+/// What a crowd's event on its job says the tasks were (its text names
+/// it; the text is one a kind, so that every task counted past the listed
+/// ones folds into one event).
+fn crowd_verb(reason: EventReason) -> &'static str {
+    match reason {
+        EventReason::Scheduled => "scheduled",
+        EventReason::Killed => "killed",
+        EventReason::Lost => "lost",
+        EventReason::Failed => "failed",
+        EventReason::Preempted => "preempted",
+        EventReason::Deferred | EventReason::PluginFellBack | EventReason::JobCompleted => "noted",
+    }
 }
 
 #[derive(Debug, Default)]
@@ -112,8 +161,65 @@ impl EventRecorder {
         }
     }
 
+    /// Notes a task's event of a kind that comes in crowds: on the task
+    /// while its job has had fewer than [`CROWD_LISTED`] of the kind listed
+    /// in the window, otherwise counted in the job's one event of the kind.
+    pub fn record_crowded(
+        &self,
+        job_id: &str,
+        instance: u32,
+        reason: EventReason,
+        message: std::fmt::Arguments<'_>,
+        at_ms: u64,
+    ) {
+        if self.lists(job_id, reason, at_ms) {
+            self.record_with(job_id, Some(instance), reason, message, at_ms, |_| {});
+        } else {
+            let verb = crowd_verb(reason);
+            let minutes = CROWD_WINDOW_MS / 60_000;
+            self.record_with(
+                job_id,
+                None,
+                reason,
+                format_args!(
+                    "more tasks {verb} than are listed one by one ({CROWD_LISTED} a job in {minutes} minutes): \
+                     counted here; each task's host is in its state history"
+                ),
+                at_ms,
+                |_| {},
+            );
+        }
+    }
+
+    /// Whether the job's next event of `reason` at `at_ms` is listed on its
+    /// task; counts it if so.
+    fn lists(&self, job_id: &str, reason: EventReason, at_ms: u64) -> bool {
+        let key = crowd_key(job_id, reason);
+        let mut crowds = self.crowds.lock().unwrap_or_else(|e| e.into_inner());
+        if crowds.len() >= MAX_CROWDS && !crowds.contains_key(&key) {
+            crowds.clear();
+        }
+        let fresh = Crowd { since_ms: at_ms, listed: 0 };
+        let w = crowds.entry(key).or_insert(fresh);
+        if at_ms >= w.since_ms.saturating_add(CROWD_WINDOW_MS) {
+            *w = fresh;
+        }
+        if w.listed < CROWD_LISTED {
+            w.listed += 1;
+            true
+        } else {
+            false
+        }
+    }
+
     /// Drops the noted events of a job (it is being deleted).
     pub fn forget(&self, job_id: &str) {
+        {
+            let mut crowds = self.crowds.lock().unwrap_or_else(|e| e.into_inner());
+            for reason in EventReason::ALL {
+                crowds.remove(&crowd_key(job_id, reason));
+            }
+        }
         let mut p = self.pending();
         if p.events.iter().any(|e| e.job_id == job_id) {
             p.events.retain(|e| e.job_id != job_id);
@@ -245,6 +351,52 @@ mod tests {
         let (events, _) = r.drain();
         assert_eq!(events.len(), 1);
         assert_eq!((events[0].job_id.as_str(), events[0].count), ("kept", 2));
+    }
+
+    fn crowd(r: &EventRecorder, job: &str, instances: std::ops::Range<u32>, at_ms: u64) {
+        for i in instances {
+            r.record_crowded(
+                job,
+                i,
+                EventReason::Scheduled,
+                format_args!("scheduled on host h{i}"),
+                at_ms + u64::from(i),
+            );
+        }
+    }
+
+    #[test]
+    fn a_crowd_is_listed_up_to_the_bound_and_counted_on_its_job_past_it() {
+        let r = EventRecorder::new();
+        crowd(&r, "big", 0..25, 1_000);
+        crowd(&r, "small", 0..3, 1_000);
+        r.record_crowded("big", 0, EventReason::Killed, format_args!("killed on host h0"), 2_000);
+        let (events, _) = r.drain();
+        let of = |job: &str, reason: EventReason| {
+            events.iter().filter(|e| e.job_id == job && e.reason == reason).collect::<Vec<_>>()
+        };
+        let big = of("big", EventReason::Scheduled);
+        let listed: Vec<Option<u32>> = big.iter().filter(|e| e.instance.is_some()).map(|e| e.instance).collect();
+        assert_eq!(listed, (0..CROWD_LISTED).map(Some).collect::<Vec<_>>(), "the first ten, on their tasks");
+        let counted: Vec<_> = big.iter().filter(|e| e.instance.is_none()).collect();
+        assert_eq!(counted.len(), 1, "{big:?}");
+        let c = counted[0];
+        assert_eq!((c.count, c.first_seen_ms, c.last_seen_ms), (15, 1_010, 1_024));
+        assert!(c.message.starts_with("more tasks scheduled"), "{}", c.message);
+        assert_eq!(of("small", EventReason::Scheduled).len(), 3, "another job's window is its own");
+        assert_eq!(of("big", EventReason::Killed)[0].instance, Some(0), "another kind's window is its own");
+        // The window outlives the drain: the next task is counted, not listed.
+        crowd(&r, "big", 25..26, 5_000);
+        let (events, _) = r.drain();
+        assert_eq!((events.len(), events[0].instance, events[0].count), (1, None, 1), "{events:?}");
+        // A window later, ten are listed again.
+        crowd(&r, "big", 26..40, 1_000 + CROWD_WINDOW_MS);
+        let (events, _) = r.drain();
+        assert_eq!(events.iter().filter(|e| e.instance.is_some()).count(), CROWD_LISTED as usize, "{events:?}");
+        // Forgetting a job (deleted) closes its windows.
+        r.forget("big");
+        crowd(&r, "big", 0..1, 1_000 + CROWD_WINDOW_MS);
+        assert_eq!(r.drain().0[0].instance, Some(0));
     }
 
     #[test]

@@ -102,28 +102,42 @@ impl JobManager {
     }
 
     /// Notes the events people care about among task state changes just
-    /// written: placed (scheduled), lost, killed and failed runs.
+    /// written: placed (scheduled), lost, killed and failed runs. Placed
+    /// and killed come in crowds (a job's tasks together): past the first
+    /// few of a job they are counted on the job (decision 0074).
     pub(crate) fn note_transitions(&self, job_id: &str, changes: &[(u32, TaskEvent)]) {
         let sink: &dyn EventSink = &*self.events;
         for (instance, e) in changes {
             let (i, at) = (Some(*instance), e.at_ms);
             let detail = if e.message.is_empty() { e.reason.as_str() } else { e.message.as_str() };
             match (e.to, e.host.as_deref()) {
-                (TaskState::Placed, Some(h)) => {
-                    sink.record(job_id, i, EventReason::Scheduled, format_args!("scheduled on host {h}"), at)
-                }
+                (TaskState::Placed, Some(h)) => self.events.record_crowded(
+                    job_id,
+                    *instance,
+                    EventReason::Scheduled,
+                    format_args!("scheduled on host {h}"),
+                    at,
+                ),
                 (TaskState::Lost, Some(h)) => {
                     sink.record(job_id, i, EventReason::Lost, format_args!("lost on host {h}: {detail}"), at)
                 }
                 (TaskState::Lost, None) => {
                     sink.record(job_id, i, EventReason::Lost, format_args!("lost: {detail}"), at)
                 }
-                (TaskState::Killed, Some(h)) => {
-                    sink.record(job_id, i, EventReason::Killed, format_args!("killed on host {h}"), at)
-                }
-                (TaskState::Killed, None) => {
-                    sink.record(job_id, i, EventReason::Killed, format_args!("killed before it was placed"), at)
-                }
+                (TaskState::Killed, Some(h)) => self.events.record_crowded(
+                    job_id,
+                    *instance,
+                    EventReason::Killed,
+                    format_args!("killed on host {h}"),
+                    at,
+                ),
+                (TaskState::Killed, None) => self.events.record_crowded(
+                    job_id,
+                    *instance,
+                    EventReason::Killed,
+                    format_args!("killed before it was placed"),
+                    at,
+                ),
                 (TaskState::Failed, Some(h)) => {
                     sink.record(job_id, i, EventReason::Failed, format_args!("failed on host {h}: {detail}"), at)
                 }

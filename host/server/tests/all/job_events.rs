@@ -91,6 +91,40 @@ async fn placed_tasks_are_scheduled_the_job_completes_and_submit_to_running_is_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_job_lists_ten_tasks_scheduled_and_killed_and_counts_the_rest_on_the_job() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = SimCluster::start(dir.path(), shapes(2)).await;
+    let mut spec = job(JobKind::Batch, 14);
+    spec.default_task.env.insert("SIM_DURATION_MS".into(), "600000".into());
+    c.cluster.jobs.create("crowd", spec).await.expect("create");
+    let running = async |c: &SimCluster| {
+        c.cluster.jobs.get("crowd").await.expect("job").tasks.iter().all(|t| t.state == TaskState::Running)
+    };
+    assert!(c.run_until(250, 200, running).await, "all 14 run (16 fit)");
+    let check = |all: &[JobEvent], reason: EventReason, verb: &str| {
+        let of = with(all, reason);
+        let listed: Vec<_> = of.iter().filter(|e| e.instance.is_some()).collect();
+        assert_eq!(listed.len(), 10, "the first ten on their tasks: {of:?}");
+        assert!(listed.iter().all(|e| e.message.starts_with(&format!("{verb} on host sim"))), "{listed:?}");
+        let counted: Vec<_> = of.iter().filter(|e| e.instance.is_none()).collect();
+        assert_eq!(counted.len(), 1, "{of:?}");
+        assert_eq!(counted[0].count, 4, "the other four counted on the job: {:?}", counted[0]);
+        assert!(counted[0].message.starts_with(&format!("more tasks {verb}")), "{}", counted[0].message);
+    };
+    check(&events(&c, "crowd").await, EventReason::Scheduled, "scheduled");
+    c.cluster.jobs.kill("crowd", None).await.expect("kill");
+    assert!(c.run_until(250, 200, async |c| c.job_state("crowd").await.is_terminal()).await);
+    for _ in 0..8 {
+        c.step(250).await;
+    }
+    check(&events(&c, "crowd").await, EventReason::Killed, "killed");
+    // The tick flushed both crowds into the store as they are shown.
+    let stored = c.store.job_events("crowd", None, 100).await.expect("stored");
+    check(&stored, EventReason::Scheduled, "scheduled");
+    check(&stored, EventReason::Killed, "killed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_on_a_removed_host_is_lost() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = SimCluster::start(dir.path(), shapes(2)).await;
