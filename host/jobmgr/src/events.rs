@@ -44,35 +44,51 @@ pub const MAX_CROWDS: usize = 100_000;
 #[derive(Debug, Default)]
 pub struct EventRecorder {
     pending: Mutex<Pending>,
-    /// (job, reason) → its open window; kept across drains.
-    crowds: Mutex<HashMap<u64, Crowd>>,
 }
 
+/// The task events that come in crowds (a job's tasks placed or killed
+/// together), see [`EventRecorder::record_crowded`]. Lost, failed and
+/// preempted runs are not among them: each says why, on its task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Crowd {
+    /// A task placed on a host.
+    Scheduled,
+    /// A task killed.
+    Killed,
+}
+
+impl Crowd {
+    /// The reason of the crowd's events.
+    pub fn reason(self) -> EventReason {
+        match self {
+            Crowd::Scheduled => EventReason::Scheduled,
+            Crowd::Killed => EventReason::Killed,
+        }
+    }
+
+    /// What the crowd's event on its job says the tasks were (its text
+    /// names it; the text is one a kind, so that every task counted past
+    /// the listed ones folds into one event).
+    fn verb(self) -> &'static str {
+        match self {
+            Crowd::Scheduled => "scheduled",
+            Crowd::Killed => "killed",
+        }
+    }
+}
+
+/// A job's open window of one crowd kind.
 #[derive(Debug, Clone, Copy)]
-struct Crowd {
+struct Window {
     since_ms: u64,
     listed: u32,
 }
 
-fn crowd_key(job_id: &str, reason: EventReason) -> u64 {
+fn crowd_key(job_id: &str, crowd: Crowd) -> u64 {
     let mut h = DefaultHasher::new();
     job_id.hash(&mut h);
-    reason.hash(&mut h);
+    crowd.hash(&mut h);
     h.finish()
-}
-
-/// What a crowd's event on its job says the tasks were (its text names
-/// it; the text is one a kind, so that every task counted past the listed
-/// ones folds into one event).
-fn crowd_verb(reason: EventReason) -> &'static str {
-    match reason {
-        EventReason::Scheduled => "scheduled",
-        EventReason::Killed => "killed",
-        EventReason::Lost => "lost",
-        EventReason::Failed => "failed",
-        EventReason::Preempted => "preempted",
-        EventReason::Deferred | EventReason::PluginFellBack | EventReason::JobCompleted => "noted",
-    }
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +98,10 @@ struct Pending {
     events: Vec<JobEvent>,
     /// New events dropped because `events` was full, since the last drain.
     dropped: u64,
+    /// (job, crowd kind) → its open window. Kept across drains (a window
+    /// outlives a flush), and here rather than under a lock of its own so
+    /// that a crowded event takes one lock, not two.
+    windows: HashMap<u64, Window>,
 }
 
 /// Hashes formatted text without building it.
@@ -151,10 +171,11 @@ impl EventRecorder {
 
     /// Puts events back after a failed flush, folded with what was noted since.
     pub fn restore(&self, events: Vec<JobEvent>) {
+        let mut p = self.pending();
         for e in events {
             let count = e.count;
             let (first, last) = (e.first_seen_ms, e.last_seen_ms);
-            self.record_with(&e.job_id, e.instance, e.reason, format_args!("{}", e.message), last, |held| {
+            p.record_with(&e.job_id, e.instance, e.reason, format_args!("{}", e.message), last, |held| {
                 held.count = held.count.saturating_add(count.saturating_sub(1));
                 held.first_seen_ms = held.first_seen_ms.min(first);
             });
@@ -168,22 +189,23 @@ impl EventRecorder {
         &self,
         job_id: &str,
         instance: u32,
-        reason: EventReason,
+        crowd: Crowd,
         message: std::fmt::Arguments<'_>,
         at_ms: u64,
     ) {
-        if self.lists(job_id, reason, at_ms) {
-            self.record_with(job_id, Some(instance), reason, message, at_ms, |_| {});
+        let mut p = self.pending();
+        if p.lists(job_id, crowd, at_ms) {
+            p.record_with(job_id, Some(instance), crowd.reason(), message, at_ms, |_| {});
         } else {
-            let verb = crowd_verb(reason);
+            let verb = crowd.verb();
             let minutes = CROWD_WINDOW_MS / 60_000;
-            self.record_with(
+            p.record_with(
                 job_id,
                 None,
-                reason,
+                crowd.reason(),
                 format_args!(
                     "more tasks {verb} than are listed one by one ({CROWD_LISTED} a job in {minutes} minutes): \
-                     counted here; each task's host is in its state history"
+                     counted here; each task's state history has its own"
                 ),
                 at_ms,
                 |_| {},
@@ -191,36 +213,12 @@ impl EventRecorder {
         }
     }
 
-    /// Whether the job's next event of `reason` at `at_ms` is listed on its
-    /// task; counts it if so.
-    fn lists(&self, job_id: &str, reason: EventReason, at_ms: u64) -> bool {
-        let key = crowd_key(job_id, reason);
-        let mut crowds = self.crowds.lock().unwrap_or_else(|e| e.into_inner());
-        if crowds.len() >= MAX_CROWDS && !crowds.contains_key(&key) {
-            crowds.clear();
-        }
-        let fresh = Crowd { since_ms: at_ms, listed: 0 };
-        let w = crowds.entry(key).or_insert(fresh);
-        if at_ms >= w.since_ms.saturating_add(CROWD_WINDOW_MS) {
-            *w = fresh;
-        }
-        if w.listed < CROWD_LISTED {
-            w.listed += 1;
-            true
-        } else {
-            false
-        }
-    }
-
     /// Drops the noted events of a job (it is being deleted).
     pub fn forget(&self, job_id: &str) {
-        {
-            let mut crowds = self.crowds.lock().unwrap_or_else(|e| e.into_inner());
-            for reason in EventReason::ALL {
-                crowds.remove(&crowd_key(job_id, reason));
-            }
-        }
         let mut p = self.pending();
+        for crowd in [Crowd::Scheduled, Crowd::Killed] {
+            p.windows.remove(&crowd_key(job_id, crowd));
+        }
         if p.events.iter().any(|e| e.job_id == job_id) {
             p.events.retain(|e| e.job_id != job_id);
             // Indexes moved: rebuild (rare: deletes only).
@@ -237,9 +235,11 @@ impl EventRecorder {
     pub fn pending_of(&self, job_id: &str) -> Vec<JobEvent> {
         self.pending().events.iter().filter(|e| e.job_id == job_id).cloned().collect()
     }
+}
 
+impl Pending {
     fn record_with(
-        &self,
+        &mut self,
         job_id: &str,
         instance: Option<u32>,
         reason: EventReason,
@@ -248,7 +248,7 @@ impl EventRecorder {
         adjust: impl FnOnce(&mut JobEvent),
     ) {
         let hash = identity_hash(job_id, instance, reason, message);
-        let mut p = self.pending();
+        let p = self;
         let same = |e: &JobEvent| {
             e.job_id == job_id && e.instance == instance && e.reason == reason && message_equals(&e.message, message)
         };
@@ -276,6 +276,26 @@ impl EventRecorder {
         p.events.push(e);
         p.index.entry(hash).or_insert(i);
     }
+
+    /// Whether the job's next event of `crowd` at `at_ms` is listed on its
+    /// task; counts it if so.
+    fn lists(&mut self, job_id: &str, crowd: Crowd, at_ms: u64) -> bool {
+        let key = crowd_key(job_id, crowd);
+        if self.windows.len() >= MAX_CROWDS && !self.windows.contains_key(&key) {
+            self.windows.clear();
+        }
+        let fresh = Window { since_ms: at_ms, listed: 0 };
+        let w = self.windows.entry(key).or_insert(fresh);
+        if at_ms >= w.since_ms.saturating_add(CROWD_WINDOW_MS) {
+            *w = fresh;
+        }
+        if w.listed < CROWD_LISTED {
+            w.listed += 1;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl EventSink for EventRecorder {
@@ -287,7 +307,7 @@ impl EventSink for EventRecorder {
         message: std::fmt::Arguments<'_>,
         at_ms: u64,
     ) {
-        self.record_with(job_id, instance, reason, message, at_ms, |_| {});
+        self.pending().record_with(job_id, instance, reason, message, at_ms, |_| {});
     }
 }
 
@@ -355,14 +375,27 @@ mod tests {
 
     fn crowd(r: &EventRecorder, job: &str, instances: std::ops::Range<u32>, at_ms: u64) {
         for i in instances {
-            r.record_crowded(
-                job,
-                i,
-                EventReason::Scheduled,
-                format_args!("scheduled on host h{i}"),
-                at_ms + u64::from(i),
-            );
+            r.record_crowded(job, i, Crowd::Scheduled, format_args!("scheduled on host h{i}"), at_ms + u64::from(i));
         }
+    }
+
+    #[test]
+    fn kills_before_placement_are_counted_past_the_bound_and_the_count_claims_no_host() {
+        let r = EventRecorder::new();
+        for i in 0..12 {
+            r.record_crowded("j", i, Crowd::Killed, format_args!("killed before it was placed"), 10 + u64::from(i));
+        }
+        let (events, _) = r.drain();
+        assert_eq!(events.iter().filter(|e| e.instance.is_some()).count(), CROWD_LISTED as usize);
+        let counted: Vec<_> = events.iter().filter(|e| e.instance.is_none()).collect();
+        assert_eq!(counted.len(), 1, "{events:?}");
+        assert_eq!((counted[0].reason, counted[0].count), (EventReason::Killed, 2));
+        assert!(counted[0].message.starts_with("more tasks killed"), "{}", counted[0].message);
+        assert!(
+            !counted[0].message.contains("host"),
+            "a task killed before placement had none: {}",
+            counted[0].message
+        );
     }
 
     #[test]
@@ -370,7 +403,7 @@ mod tests {
         let r = EventRecorder::new();
         crowd(&r, "big", 0..25, 1_000);
         crowd(&r, "small", 0..3, 1_000);
-        r.record_crowded("big", 0, EventReason::Killed, format_args!("killed on host h0"), 2_000);
+        r.record_crowded("big", 0, Crowd::Killed, format_args!("killed on host h0"), 2_000);
         let (events, _) = r.drain();
         let of = |job: &str, reason: EventReason| {
             events.iter().filter(|e| e.job_id == job && e.reason == reason).collect::<Vec<_>>()

@@ -15,7 +15,7 @@ use paceline_plugin_sdk::types::VictimReason;
 
 use super::JobManager;
 use crate::error::JobError;
-use crate::events::EventRecorder;
+use crate::events::{Crowd, EventRecorder};
 
 /// Least time between two flushes of noted events into the store.
 pub const EVENT_FLUSH_INTERVAL_MS: u64 = 1_000;
@@ -114,7 +114,7 @@ impl JobManager {
                 (TaskState::Placed, Some(h)) => self.events.record_crowded(
                     job_id,
                     *instance,
-                    EventReason::Scheduled,
+                    Crowd::Scheduled,
                     format_args!("scheduled on host {h}"),
                     at,
                 ),
@@ -124,17 +124,13 @@ impl JobManager {
                 (TaskState::Lost, None) => {
                     sink.record(job_id, i, EventReason::Lost, format_args!("lost: {detail}"), at)
                 }
-                (TaskState::Killed, Some(h)) => self.events.record_crowded(
-                    job_id,
-                    *instance,
-                    EventReason::Killed,
-                    format_args!("killed on host {h}"),
-                    at,
-                ),
+                (TaskState::Killed, Some(h)) => {
+                    self.events.record_crowded(job_id, *instance, Crowd::Killed, format_args!("killed on host {h}"), at)
+                }
                 (TaskState::Killed, None) => self.events.record_crowded(
                     job_id,
                     *instance,
-                    EventReason::Killed,
+                    Crowd::Killed,
                     format_args!("killed before it was placed"),
                     at,
                 ),
