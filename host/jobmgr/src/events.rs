@@ -248,33 +248,32 @@ impl Pending {
         adjust: impl FnOnce(&mut JobEvent),
     ) {
         let hash = identity_hash(job_id, instance, reason, message);
-        let p = self;
         let same = |e: &JobEvent| {
             e.job_id == job_id && e.instance == instance && e.reason == reason && message_equals(&e.message, message)
         };
-        let at = match p.index.get(&hash) {
-            Some(&i) if same(&p.events[i]) => Some(i),
+        let at = match self.index.get(&hash) {
+            Some(&i) if same(&self.events[i]) => Some(i),
             // A hash collision: look through the rest (rare).
-            Some(_) => p.events.iter().position(same),
+            Some(_) => self.events.iter().position(same),
             None => None,
         };
         if let Some(i) = at {
-            let e = &mut p.events[i];
+            let e = &mut self.events[i];
             e.count = e.count.saturating_add(1);
             e.first_seen_ms = e.first_seen_ms.min(at_ms);
             e.last_seen_ms = e.last_seen_ms.max(at_ms);
             adjust(e);
             return;
         }
-        if p.events.len() >= MAX_PENDING_EVENTS {
-            p.dropped += 1;
+        if self.events.len() >= MAX_PENDING_EVENTS {
+            self.dropped += 1;
             return;
         }
         let mut e = JobEvent::new(job_id, instance, reason, message.to_string(), at_ms);
         adjust(&mut e);
-        let i = p.events.len();
-        p.events.push(e);
-        p.index.entry(hash).or_insert(i);
+        let i = self.events.len();
+        self.events.push(e);
+        self.index.entry(hash).or_insert(i);
     }
 
     /// Whether the job's next event of `crowd` at `at_ms` is listed on its
