@@ -298,8 +298,14 @@ pub(super) async fn backfill(session: &Session) -> Result<()> {
         .try_collect()
         .await
         .map_err(|e| StoreError::Backend(format!("job index backfill: {e}")))?;
+    // Qualified, as every prepared statement is (see `stmts`).
+    let keyspace =
+        session.get_keyspace().ok_or_else(|| StoreError::Backend("job index backfill: no keyspace".into()))?;
     let insert = session
-        .prepare("INSERT INTO job_index (attr, value, shard, job_id, at) VALUES (?, ?, ?, ?, ?)")
+        .prepare(super::stmts::qualify(
+            "INSERT INTO job_index (attr, value, shard, job_id, at) VALUES (?, ?, ?, ?, ?)",
+            &keyspace,
+        ))
         .await
         .map_err(be)?;
     let now = crate::types::now_ms() as i64;

@@ -203,7 +203,7 @@ impl CassandraStore {
             ConsistencyLevel::EachQuorum => (Consistency::EachQuorum, SerialConsistency::Serial),
             ConsistencyLevel::All => (Consistency::All, SerialConsistency::Serial),
         };
-        let s = Stmts::prepare(&session, c, sc).await?;
+        let s = Stmts::prepare(&session, ks, c, sc).await?;
         let legacy_events = {
             let mut q = s.any_event_legacy.clone();
             // Any replica's answer will do: a row seen or not only decides

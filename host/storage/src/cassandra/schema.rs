@@ -270,9 +270,15 @@ pub async fn migrate(session: &Session, copy_before: bool) -> Result<()> {
             // Before the version is recorded: a crash here runs it again.
             super::job_index::backfill(session).await?;
         }
+        // A query with values is prepared by the driver: its table is
+        // qualified, as every prepared statement's is (see `stmts`).
+        let keyspace = session.get_keyspace().ok_or_else(|| StoreError::Backend("migrate: no keyspace".into()))?;
         session
             .query_unpaged(
-                "INSERT INTO schema_migrations (id, description, applied_at_ms) VALUES (?, ?, ?)",
+                super::stmts::qualify(
+                    "INSERT INTO schema_migrations (id, description, applied_at_ms) VALUES (?, ?, ?)",
+                    &keyspace,
+                ),
                 (version as i32, *description, now_ms() as i64),
             )
             .await

@@ -3,6 +3,12 @@
 //! plain statements at the configured consistency and idempotent (so
 //! retried), lightweight transactions at serial consistency and never
 //! retried blindly, read-backs at serial consistency.
+//!
+//! Every table a statement names is qualified with the store's keyspace
+//! when it is prepared ([`qualify`]): Cassandra 5 warns on each connection
+//! that prepares an unqualified name while a `USE <keyspace>` is in force,
+//! since the keyspace a prepared statement binds to then depends on the
+//! connection it was prepared on.
 
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -17,11 +23,41 @@ macro_rules! statements {
         pub(super) struct Stmts { $(pub(super) $field: PreparedStatement,)* }
 
         impl Stmts {
-            pub(super) async fn prepare(session: &Session, c: Consistency, sc: SerialConsistency) -> Result<Stmts> {
-                Ok(Stmts { $($field: prep(session, $cql, Kind::$kind, c, sc).await?,)* })
+            /// Prepares every statement with its tables in `keyspace`.
+            pub(super) async fn prepare(session: &Session, keyspace: &str, c: Consistency, sc: SerialConsistency) -> Result<Stmts> {
+                Ok(Stmts { $($field: prep(session, &qualify($cql, keyspace), Kind::$kind, c, sc).await?,)* })
             }
         }
+
+        /// Every statement's CQL as written, unqualified, for the tests.
+        #[cfg(test)]
+        const ALL_CQL: &[&str] = &[$($cql,)*];
     };
+}
+
+/// `cql` with `keyspace.` before every table it names: the word after
+/// each `FROM`, `INTO` and `UPDATE` (the statements here write their
+/// keywords in capitals, and name no table elsewhere). A name that already
+/// holds a `.` is left as it is.
+pub(super) fn qualify(cql: &str, keyspace: &str) -> String {
+    let mut out = String::with_capacity(cql.len() + 4 * (keyspace.len() + 1));
+    let mut names_table_next = false;
+    let mut rest = cql;
+    while !rest.is_empty() {
+        let blank = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..blank]);
+        rest = &rest[blank..];
+        let word_len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let word = &rest[..word_len];
+        if names_table_next && !word.contains('.') && !word.is_empty() {
+            out.push_str(keyspace);
+            out.push('.');
+        }
+        out.push_str(word);
+        names_table_next = matches!(word, "FROM" | "INTO" | "UPDATE");
+        rest = &rest[word_len..];
+    }
+    out
 }
 
 #[derive(Clone, Copy)]
@@ -210,4 +246,38 @@ statements! {
     del_audit_day: "DELETE FROM audit_log WHERE day = ?", Plain;
     del_audit_before: "DELETE FROM audit_log WHERE day = ? AND at_ms < ?", Plain;
     del_audit_day_entry: "DELETE FROM audit_days WHERE k = 0 AND day = ?", Plain;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualify_names_the_keyspace_before_each_table_and_nowhere_else() {
+        assert_eq!(
+            qualify("UPDATE jobs USING TIMESTAMP ? SET state = ? WHERE job_id = ?", "ks"),
+            "UPDATE ks.jobs USING TIMESTAMP ? SET state = ? WHERE job_id = ?"
+        );
+        assert_eq!(
+            qualify("SELECT version, runtime FROM tasks\n   WHERE job_id = ?", "ks"),
+            "SELECT version, runtime FROM ks.tasks\n   WHERE job_id = ?"
+        );
+        assert_eq!(
+            qualify("INSERT INTO pools (path, spec) VALUES (?, ?)", "p_1"),
+            "INSERT INTO p_1.pools (path, spec) VALUES (?, ?)"
+        );
+        assert_eq!(qualify("SELECT x FROM other.t", "ks"), "SELECT x FROM other.t");
+        assert_eq!(qualify("SELECT from_ms, into FROM t", "ks"), "SELECT from_ms, into FROM ks.t");
+    }
+
+    #[test]
+    fn every_prepared_statement_names_its_tables_in_the_keyspace() {
+        for cql in ALL_CQL {
+            let q = qualify(cql, "paceline_ks");
+            let tables = cql.split_whitespace().filter(|w| matches!(*w, "FROM" | "INTO" | "UPDATE")).count();
+            assert!(tables >= 1, "no table named in `{cql}`");
+            assert_eq!(q.matches(" paceline_ks.").count(), tables, "`{q}`");
+            assert_eq!(q.replace("paceline_ks.", ""), *cql);
+        }
+    }
 }

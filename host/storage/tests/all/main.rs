@@ -4,6 +4,7 @@
 mod bench_snapshot;
 mod cassandra;
 mod cassandra_upgrade;
+mod cassandra_warnings;
 mod conformance;
 mod crash;
 mod job_events;
