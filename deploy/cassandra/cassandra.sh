@@ -63,6 +63,11 @@
 #   CASSANDRA_HEAP      max heap (default 1G: a test node on a 2-core, 24 GiB machine;
 #                       benchmarks of 100,000 jobs want 2G; 640M per node of a cluster)
 #   CASSANDRA_START_TIMEOUT  seconds to wait for CQL (default 180)
+#   CASSANDRA_JIT       full (default): the JVM's whole JIT, C1 then C2, what a
+#                       node serving Paceline should run; quick: C1 only
+#                       (-XX:TieredStopAtLevel=1), which starts a node and runs
+#                       short tests on less CPU but writes slower once warm.
+#                       scripts/test sets quick for its test nodes.
 #
 # The node is tuned for tests and small single-node deployments: one token,
 # no JMX, no auto snapshots, short gossip waits. A production cluster should
@@ -72,6 +77,8 @@ set -euo pipefail
 VERSION="${CASSANDRA_VERSION:-5.0.9}"
 CACHE="${CASSANDRA_CACHE:-${HOME:-/root}/.cache/paceline/cassandra-$VERSION}"
 START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
+JIT="${CASSANDRA_JIT:-full}"
+case "$JIT" in quick | full) ;; *) echo "cassandra.sh: CASSANDRA_JIT must be quick or full, not $JIT" >&2; exit 2 ;; esac
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # The login the script creates for Paceline.
 ROLE=paceline
@@ -404,10 +411,12 @@ start() {
         local lib="$CACHE/lib"
         local jamm
         jamm="$(ls "$lib"/jamm-*.jar 2>/dev/null | head -1 || true)"
+        local -a jit=()
+        [[ "$JIT" == quick ]] && jit=(-XX:TieredStopAtLevel=1)
         local -a jvm=(
             -Xms"$HEAP" -Xmx"$HEAP" -Xss512k
             -XX:+UseG1GC -XX:MaxGCPauseMillis=200 -XX:+UseStringDeduplication
-            -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1
+            -XX:+ExitOnOutOfMemoryError
             -XX:CICompilerCount=2 -XX:ParallelGCThreads=2 -XX:ConcGCThreads=1
             -Djava.net.preferIPv4Stack=true
             -Dcassandra.config="file://$NODE_DIR/conf/cassandra.yaml"
@@ -466,7 +475,7 @@ start() {
         log "starting Cassandra $VERSION in $NODE_DIR (heap $HEAP, CQL $ADDR:$PORT)"
         # setsid: the node outlives the shell that started it (CI runs start,
         # then cargo test, then stop as separate steps).
-        setsid java "${jvm[@]}" -cp "$NODE_DIR/conf:$lib/*" org.apache.cassandra.service.CassandraDaemon \
+        setsid java "${jvm[@]}" "${jit[@]}" -cp "$NODE_DIR/conf:$lib/*" org.apache.cassandra.service.CassandraDaemon \
             >"$NODE_DIR/logs/stdout.log" 2>&1 </dev/null &
         echo $! >"$NODE_DIR/cassandra.pid"
     fi
