@@ -67,7 +67,8 @@
 #                       node serving Paceline should run; quick: C1 only
 #                       (-XX:TieredStopAtLevel=1), which starts a node and runs
 #                       short tests on less CPU but writes slower once warm.
-#                       scripts/test sets quick for its test nodes.
+#                       scripts/test sets quick for its test nodes. Read when a
+#                       node starts: a running node keeps its own (stop it first).
 #
 # The node is tuned for tests and small single-node deployments: one token,
 # no JMX, no auto snapshots, short gossip waits. A production cluster should
@@ -411,8 +412,6 @@ start() {
         local lib="$CACHE/lib"
         local jamm
         jamm="$(ls "$lib"/jamm-*.jar 2>/dev/null | head -1 || true)"
-        local -a jit=()
-        [[ "$JIT" == quick ]] && jit=(-XX:TieredStopAtLevel=1)
         local -a jvm=(
             -Xms"$HEAP" -Xmx"$HEAP" -Xss512k
             -XX:+UseG1GC -XX:MaxGCPauseMillis=200 -XX:+UseStringDeduplication
@@ -472,10 +471,13 @@ start() {
             # only (scripts/test sets it); never for data you keep.
             jvm+=(-Dcassandra.unsafesystem=true)
         fi
-        log "starting Cassandra $VERSION in $NODE_DIR (heap $HEAP, CQL $ADDR:$PORT)"
+        if [[ "$JIT" == quick ]]; then
+            jvm+=(-XX:TieredStopAtLevel=1)
+        fi
+        log "starting Cassandra $VERSION in $NODE_DIR (heap $HEAP, JIT $JIT, CQL $ADDR:$PORT)"
         # setsid: the node outlives the shell that started it (CI runs start,
         # then cargo test, then stop as separate steps).
-        setsid java "${jvm[@]}" "${jit[@]}" -cp "$NODE_DIR/conf:$lib/*" org.apache.cassandra.service.CassandraDaemon \
+        setsid java "${jvm[@]}" -cp "$NODE_DIR/conf:$lib/*" org.apache.cassandra.service.CassandraDaemon \
             >"$NODE_DIR/logs/stdout.log" 2>&1 </dev/null &
         echo $! >"$NODE_DIR/cassandra.pid"
     fi

@@ -18,7 +18,9 @@
 //! Env: `PROBE_LAYOUTS` (default all four, comma-separated, repeats allowed),
 //! `PROBE_SECS` per layout (15), `PROBE_CONCURRENCY` requests in flight (32),
 //! `PROBE_TASKS_PER_CHANGE` (100), `PROBE_BODY_BYTES` per task (420, about a
-//! running task's runtime JSON). Keyspace `paceline_layout`, dropped after.
+//! running task's runtime JSON). Keyspace `paceline_layout`, dropped after;
+//! replication, consistency, login and TLS as `CassandraConfig::with_env_security`
+//! reads them, so a cluster is written as the store writes it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -67,7 +69,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         s.query_unpaged(ddl, ()).await?;
     }
-    let consistency = scylla::statement::Consistency::LocalQuorum;
+    let consistency = store.consistency();
+    println!("consistency {consistency:?}, {per} tasks a change of {bytes} bytes each, {conc} changes in flight");
+    // Every request's values are made before the clock starts: the client
+    // shares the machine's cores with the nodes it measures.
+    let bodies: Vec<Vec<u8>> = (0..per).map(|i| body(i, 3, bytes)).collect();
+    let bucket_map: BTreeMap<i32, Vec<u8>> = (0..per).zip(bodies.iter().cloned()).collect();
+    let bucket_blob: Vec<u8> = bodies.concat();
+    let (bodies, bucket_map, bucket_blob) = (&bodies, &bucket_map, &bucket_blob);
     let prep = |q: &'static str| async move {
         let mut st = s.prepare(q).await?;
         st.set_consistency(consistency);
@@ -105,33 +114,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             let st = if layout == "rows" { st_rows } else { st_rows1 };
                             let mut b = Batch::new(BatchType::Unlogged);
                             b.set_consistency(consistency);
-                            let mut vals = Vec::new();
-                            for i in 0..per {
+                            for _ in 0..per {
                                 b.append_statement(st.clone());
-                                vals.push(i);
                             }
+                            let instances = (0..per).zip(bodies);
                             if layout == "rows" {
-                                let v: Vec<_> =
-                                    vals.iter().map(|&i| (job.clone(), i, 3_i64, body(i, 3, bytes), t)).collect();
+                                let v: Vec<_> = instances.map(|(i, body)| (&job, i, 3_i64, body, t)).collect();
                                 s.batch(&b, v).await.map(|_| ())
                             } else {
-                                let v: Vec<_> = vals.iter().map(|&i| (job.clone(), i, body(i, 3, bytes), t)).collect();
+                                let v: Vec<_> = instances.map(|(i, body)| (&job, i, body, t)).collect();
                                 s.batch(&b, v).await.map(|_| ())
                             }
                         }
-                        "map" => {
-                            let st = st_map;
-                            let m: BTreeMap<i32, Vec<u8>> = (0..per).map(|i| (i, body(i, 3, bytes))).collect();
-                            s.execute_unpaged(st, (t, m, job)).await.map(|_| ())
-                        }
-                        _ => {
-                            let st = st_blob;
-                            let mut all = Vec::new();
-                            for i in 0..per {
-                                all.extend(body(i, 3, bytes));
-                            }
-                            s.execute_unpaged(st, (job, all, t)).await.map(|_| ())
-                        }
+                        "map" => s.execute_unpaged(st_map, (t, bucket_map, job)).await.map(|_| ()),
+                        _ => s.execute_unpaged(st_blob, (job, bucket_blob, t)).await.map(|_| ()),
                     }
                 })
                 .buffer_unordered(conc)
@@ -144,9 +140,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let el = start.elapsed().as_secs_f64();
         println!(
-            "{layout}: {n} task changes in {el:.1} s = {:.0}/s ({} per change, {conc} in flight)",
-            n as f64 / el,
-            per
+            "{layout}: {n} task changes in {el:.1} s = {:.0}/s ({per} per change, {conc} in flight)",
+            n as f64 / el
         );
     }
     s.query_unpaged("DROP KEYSPACE paceline_layout", ()).await?;

@@ -259,6 +259,12 @@ impl CassandraStore {
         &self.session
     }
 
+    /// The consistency the store's reads and writes use, from its
+    /// configuration (for raw CQL that should write as the store does).
+    pub fn consistency(&self) -> Consistency {
+        self.consistency
+    }
+
     /// A query answered by scanning every job and filtering here, as all
     /// queries were before the index: the benchmark's baseline.
     pub async fn query_jobs_by_scan(&self, query: &JobQuery) -> Result<Page<JobSummary>> {
